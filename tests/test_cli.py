@@ -1,0 +1,177 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from verifier import journal
+from verifier.testserver import Reply, Script, TestServer, arithmetic
+
+
+def run_args(srv, out, *extra):
+    return ["run", "--suite", "smoke", "--base-url", srv.url, "--model", "m", "--out", out, "--quiet", *extra]
+
+
+def test_run_and_score_end_to_end(server, tmp_path, cli):
+    out = tmp_path / "r"
+    code, stdout, err = cli(*run_args(server, out, "--mode", "chat,chat-stream"))
+    assert code == 0, err
+    summary = json.loads((out / "summary.json").read_text())
+    s = summary["suites"]["smoke"]
+    assert s["metrics"]["accuracy"]["value"] == 1.0 and s["metrics"]["accuracy"]["n"] == 20
+    assert s["outcomes"] == {"content": 40}
+    hdr = json.loads((out / "run.json").read_text())
+    assert hdr["suites"]["smoke"]["version"] == "1" and len(hdr["suites"]["smoke"]["dataset_sha256"]) == 64
+    assert hdr["server_info"]["models"]["data"][0]["id"] == "test-model"
+    assert hdr["finished"] and hdr["harness"]["version"]
+    # Streams asked for usage.
+    streamed = [r for r in server.script.requests if r.get("stream")]
+    assert streamed and all(r["stream_options"] == {"include_usage": True} for r in streamed)
+
+
+def test_score_is_byte_identical(server, tmp_path, cli):
+    out = tmp_path / "r"
+    assert cli(*run_args(server, out))[0] == 0
+    first = ((out / "verdicts.jsonl").read_bytes(), (out / "summary.json").read_bytes())
+    assert cli("score", out)[0] == 0
+    assert ((out / "verdicts.jsonl").read_bytes(), (out / "summary.json").read_bytes()) == first
+
+
+def test_infra_errors_are_never_wrong_answers(tmp_path, cli):
+    with TestServer(Script(arithmetic)) as srv:
+        srv.script.rule(r"What is 3 \+ 4", Reply(status=503))
+        srv.script.rule(r"What is 12 \+ 30", Reply(content="41"))
+        code, _, err = cli(*run_args(srv, tmp_path / "r", "--max-retries", "1"))
+    assert code == 0, err
+    s = json.loads((tmp_path / "r" / "summary.json").read_text())["suites"]["smoke"]
+    assert s["outcomes"] == {"content": 19, "infra": 1}
+    assert s["metrics"]["accuracy"]["n"] == 19
+    assert s["reasons"]["http_503"] == 1 and s["reasons"]["wrong_answer"] == 1
+    vs = [json.loads(l) for l in (tmp_path / "r" / "verdicts.jsonl").read_text().splitlines()]
+    infra = [v for v in vs if v["outcome"] == "infra"]
+    assert infra[0]["score"] is None and infra[0]["sample_id"] == "add-00"
+
+
+def test_api_key_and_header_values_never_written(tmp_path, cli, monkeypatch):
+    secret = "sk-test-SECRET-1234567890"
+    monkeypatch.setenv("MY_KEY", secret)
+    with TestServer(Script(arithmetic)) as srv:
+        # A server that echoes the key back must not get it onto disk either.
+        srv.script.rule(r"What is 3 \+ 4", Reply(content=f"7 (your key is {secret})"))
+        code, out, err = cli(*run_args(srv, tmp_path / "r", "--api-key-env", "MY_KEY", "--header", "X-Token: hdr-SECRET-987", "--mode", "chat,chat-stream"))
+        assert code == 0, err
+        assert srv.script.headers[0]["Authorization"] == f"Bearer {secret}"
+    for p in (tmp_path / "r").rglob("*"):
+        if p.is_file():
+            data = p.read_text()
+            assert secret not in data and "hdr-SECRET-987" not in data, p
+    assert secret not in out + err
+
+
+def test_exit_codes_for_bad_input(server, tmp_path, cli):
+    code, _, err = cli("run", "--suite", "nope", "--base-url", server.url, "--model", "m", "--out", tmp_path / "a", "--quiet")
+    assert code == 2 and "unknown suite 'nope'" in err and err.count("\n") == 1
+    code, _, err = cli(*run_args(server, tmp_path / "b", "--extra-body", "{not json"))
+    assert code == 2 and "--extra-body is not valid JSON" in err
+    code, _, err = cli(*run_args(server, tmp_path / "c"), "--base-url", "http://127.0.0.1:9/v1")
+    assert code == 2 and "cannot reach endpoint" in err
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, _, err = cli(*run_args(server, blocker / "sub"))
+    assert code == 2 and "not writable" in err
+    code, _, err = cli("score", tmp_path)
+    assert code == 2 and "is not a run directory" in err
+    code, _, err = cli("run", "--resume", tmp_path, "--base-url", server.url, "--quiet")
+    assert code == 2 and "is not a run directory" in err
+    for d in ("a", "b", "c"):
+        assert not (tmp_path / d).exists()
+
+
+def test_existing_run_is_not_overwritten(server, tmp_path, cli):
+    out = tmp_path / "r"
+    assert cli(*run_args(server, out))[0] == 0
+    before = (out / "responses.jsonl").read_bytes()
+    code, _, err = cli(*run_args(server, out))
+    assert code == 2 and "already holds a run" in err
+    assert (out / "responses.jsonl").read_bytes() == before
+
+
+def test_resume_after_torn_line_and_infra_errors(tmp_path, cli):
+    out = tmp_path / "r"
+    with TestServer(Script(arithmetic)) as srv:
+        srv.script.rule(r"What is 3 \+ 4", Reply(status=500))
+        assert cli(*run_args(srv, out, "--max-retries", "0"))[0] == 0
+    lines = (out / "responses.jsonl").read_text().splitlines(keepends=True)
+    # Lose the last 5 records and tear the one before them, as a SIGKILL mid-write would.
+    kept, torn = lines[:14], lines[14][: len(lines[14]) // 2]
+    (out / "responses.jsonl").write_text("".join(kept) + torn)
+    with TestServer(Script(arithmetic)) as srv:
+        code, _, err = cli("run", "--resume", out, "--base-url", srv.url, "--quiet")
+        assert code == 0, err
+        resent = len(srv.script.requests)
+    recs = [json.loads(l) for l in (out / "responses.jsonl").read_text().splitlines()]
+    ok = [r["sample_id"] for r in recs if r["error"] is None]
+    assert sorted(ok) == sorted(set(ok)) and len(ok) == 20
+    # 6 lost (5 missing + 1 torn) + the infra one, if it was among the kept.
+    assert resent in (6, 7)
+    s = json.loads((out / "summary.json").read_text())["suites"]["smoke"]
+    assert s["outcomes"] == {"content": 20} and s["metrics"]["accuracy"]["value"] == 1.0
+
+
+def test_sigkill_midway_then_resume_records_each_sample_once(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"responder": "arithmetic"}))
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = subprocess.Popen([sys.executable, "-m", "verifier.testserver", "--port", str(port), "--responder", "arithmetic", "--delay", "0.15"])
+    try:
+        base = f"http://127.0.0.1:{port}/v1"
+        for _ in range(100):
+            try:
+                import httpx
+
+                httpx.get(base + "/models", timeout=0.5)
+                break
+            except Exception:
+                time.sleep(0.1)
+        out = tmp_path / "r"
+        cmd = [sys.executable, "-m", "verifier", "run", "--suite", "smoke", "--base-url", base, "--model", "m", "--out", str(out), "--quiet", "--concurrency", "2", "--epochs", "3"]
+        p = subprocess.Popen(cmd)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            f = out / "responses.jsonl"
+            if f.exists() and f.read_text().count("\n") >= 10:
+                break
+            time.sleep(0.05)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        n_before = (out / "responses.jsonl").read_text().count("\n")
+        assert 10 <= n_before < 60
+        r = subprocess.run([sys.executable, "-m", "verifier", "run", "--resume", str(out), "--base-url", base, "--quiet"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        keys = [(d["sample_id"], d["epoch"]) for d in journal.read_jsonl(out / "responses.jsonl")]
+        assert len(keys) == len(set(keys)) == 60
+    finally:
+        srv.terminate()
+        srv.wait()
+
+
+def test_list_suites_and_help(cli):
+    code, out, _ = cli("list-suites")
+    assert code == 0 and "smoke" in out
+    with pytest.raises(SystemExit) as e:
+        cli("run", "--help")
+    assert e.value.code == 0
+
+
+def test_demo_runs_offline(tmp_path, cli):
+    code, out, err = cli("demo", "--out", tmp_path / "demo", "--quiet")
+    assert code == 0, err
+    assert "accuracy=1.000" in out

@@ -1,0 +1,88 @@
+import json
+
+from verifier import contract
+from verifier.parse import parse_body, parse_chunks
+from verifier.testserver import Reply, stream_chunks
+
+
+def chunk(delta=None, finish=None, usage=None, choices=True):
+    d = {"id": "x", "object": "chat.completion.chunk"}
+    d["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish}] if choices else []
+    if usage:
+        d["usage"] = usage
+    return json.dumps(d)
+
+
+def test_parallel_tool_calls_split_arguments_and_usage_chunk():
+    chunks = [
+        chunk({"role": "assistant"}),
+        chunk({"tool_calls": [{"index": 0, "id": "a", "type": "function", "function": {"name": "get_", "arguments": ""}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"name": "weather", "arguments": '{"city":'}}]}),
+        chunk({"tool_calls": [{"index": 1, "id": "b", "type": "function", "function": {"name": "get_time", "arguments": '{"tz"'}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": ' "Paris"}'}}]}),
+        chunk({"tool_calls": [{"index": 1, "function": {"arguments": ': "UTC"}'}}]}),
+        chunk({}, "tool_calls"),
+        chunk(usage={"prompt_tokens": 11, "completion_tokens": 7}, choices=False),
+        "[DONE]",
+    ]
+    p = parse_chunks(chunks)
+    assert [c["function"]["name"] for c in p.tool_calls] == ["get_weather", "get_time"]
+    assert json.loads(p.tool_calls[0]["function"]["arguments"]) == {"city": "Paris"}
+    assert json.loads(p.tool_calls[1]["function"]["arguments"]) == {"tz": "UTC"}
+    assert [c["id"] for c in p.tool_calls] == ["a", "b"]
+    assert p.finish_reason == "tool_calls"
+    assert p.usage == {"prompt_tokens": 11, "completion_tokens": 7}
+    assert p.content is None
+    req = {"tools": [{"type": "function", "function": {"name": n}} for n in ("get_weather", "get_time")]}
+    assert contract.check(req, p, "chat-stream") == []
+
+
+def test_missing_finish_reason_is_a_finding_not_stop():
+    p = parse_chunks([chunk({"content": "4"}), chunk(usage={"prompt_tokens": 1, "completion_tokens": 1}, choices=False), "[DONE]"])
+    assert p.finish_reason is None
+    assert p.content == "4"
+    codes = [f.code for f in contract.check({}, p, "chat-stream")]
+    assert codes == ["finish_reason_missing"]
+
+
+def test_all_parallel_calls_at_index_zero_is_detected():
+    reply = Reply(content=None, tool_calls=[{"name": "w", "arguments": '{"path":"a"}'}, {"name": "w", "arguments": '{"path":"b"}'}], stream_index_zero=True)
+    p = parse_chunks(stream_chunks(reply, {"stream_options": {"include_usage": True}}))
+    assert len(p.tool_calls) == 1 and p.tool_calls[0]["function"]["name"] == "ww"
+    codes = {f.code for f in contract.check({"tools": [{"function": {"name": "w"}}]}, p, "chat-stream")}
+    assert "stream_index_collision" in codes and "tool_args_invalid_json" in codes
+
+
+def test_stream_and_body_reassemble_to_same_shape():
+    reply = Reply(content="The answer is 42", reasoning_content="think hard", tool_calls=None)
+    req = {"stream_options": {"include_usage": True}}
+    from verifier.testserver import completion_body
+
+    a = parse_body(json.dumps(completion_body(reply, req)))
+    b = parse_chunks(stream_chunks(reply, req))
+    assert (a.content, a.reasoning, a.finish_reason, a.usage) == (b.content, b.reasoning, b.finish_reason, b.usage)
+
+
+def test_extra_fields_and_unknown_finish_reason_survive():
+    body = {"choices": [{"message": {"content": "", "reasoning_content": "x = 4"}, "finish_reason": "eos_token", "vendor": 1}], "usage": {"prompt_tokens": 3}}
+    p = parse_body(json.dumps(body))
+    assert p.finish_reason == "eos_token" and p.reasoning == "x = 4"
+    assert "answer_in_reasoning" in {f.code for f in contract.check({}, p, "chat")}
+
+
+def test_contract_findings_on_broken_tool_calls():
+    body = {"choices": [{"message": {"content": "<tool_call>{}</tool_call>", "tool_calls": [
+        {"id": "c", "function": {"name": "nope", "arguments": '{"a": 1'}},
+        {"id": "c", "function": {"name": "f", "arguments": '"{\\"a\\": 1}"'}},
+    ]}, "finish_reason": "stop"}]}
+    p = parse_body(json.dumps(body))
+    codes = [f.code for f in contract.check({"tools": [{"function": {"name": "f"}}]}, p, "chat")]
+    for c in ("tool_args_invalid_json", "tool_name_undeclared", "tool_call_id_duplicate", "tool_args_not_object",
+              "finish_reason_mismatch", "tool_markup_in_content", "usage_missing"):
+        assert c in codes, c
+    assert contract.blocking(contract.check({"tools": [{"function": {"name": "f"}}]}, p, "chat"))
+
+
+def test_finish_reason_tool_calls_without_calls():
+    p = parse_body(json.dumps({"choices": [{"message": {"content": None, "tool_calls": []}, "finish_reason": "tool_calls"}], "usage": {}}))
+    assert "finish_reason_tool_calls_without_calls" in {f.code for f in contract.check({}, p, "chat")}

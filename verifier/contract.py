@@ -1,0 +1,115 @@
+"""Frontend envelope checks on one response -> findings.
+
+These are weight-independent: a correct frontend passes them whatever the
+model says, so a rise in their rate points at the serving stack, not the
+weights. Codes are stable names used by compare, the report and CI.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .types import Finding, Parsed
+
+# Findings that make the answer unusable as sent: the verdict becomes `contract`
+# and the sample is kept out of quality metrics (it is a frontend failure, not a wrong answer).
+BLOCKING = {
+    "malformed_body",
+    "tool_calls_not_list",
+    "tool_args_invalid_json",
+    "tool_args_not_object",
+    "tool_name_undeclared",
+    "tool_markup_in_content",
+    "reasoning_in_content",
+    "answer_in_reasoning",
+    "finish_reason_tool_calls_without_calls",
+    "stream_index_collision",
+    "empty_response",
+    "json_invalid_strict",
+    "json_schema_violation_strict",
+}
+
+# Model control markup that a correct frontend never lets through to the client.
+MARKUP = re.compile(
+    r"<tool_call>|</tool_call>|<\|tool_calls?_section_begin\|>|<\|tool_call_begin\|>|<｜tool▁calls?▁begin｜>"
+    r"|<\|channel\|>|<\|im_start\|>|<\|im_end\|>|<\|python_tag\|>|\[TOOL_CALLS\]|<function=",
+)
+THINK = re.compile(r"</?think>")
+
+
+def _declared(request: dict[str, Any]) -> set[str] | None:
+    tools = request.get("tools")
+    if not tools:
+        return None
+    return {(t.get("function") or {}).get("name") for t in tools if isinstance(t, dict)}
+
+
+def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
+    """All envelope findings for one response. Pure."""
+    f: list[Finding] = []
+    calls = p.tool_calls
+    if calls is not None and not isinstance(calls, list):
+        f.append(Finding("tool_calls_not_list", type(calls).__name__))
+        calls = None
+    calls = calls or []
+    declared = _declared(request)
+    seen_ids: set[str] = set()
+    for c in calls:
+        fn = (c or {}).get("function") or {}
+        args = fn.get("arguments")
+        name = fn.get("name")
+        if not isinstance(args, str):
+            f.append(Finding("tool_args_not_string", f"{name}: {type(args).__name__}"))
+        else:
+            try:
+                val = json.loads(args) if args.strip() else {}
+            except json.JSONDecodeError:
+                f.append(Finding("tool_args_invalid_json", f"{name}: {args[:120]}"))
+            else:
+                if not isinstance(val, dict):
+                    f.append(Finding("tool_args_not_object", f"{name}: {type(val).__name__}"))
+        if declared is not None and name not in declared:
+            f.append(Finding("tool_name_undeclared", str(name)[:80]))
+        cid = (c or {}).get("id")
+        if not cid:
+            f.append(Finding("tool_call_id_missing", str(name)))
+        elif cid in seen_ids:
+            f.append(Finding("tool_call_id_duplicate", cid))
+        else:
+            seen_ids.add(cid)
+    if p.extra.get("index_collisions"):
+        f.append(Finding("stream_index_collision", f"indexes {p.extra['index_collisions']}"))
+
+    fr = p.finish_reason
+    if fr is None:
+        f.append(Finding("finish_reason_missing"))
+    elif fr == "tool_calls" and not calls:
+        f.append(Finding("finish_reason_tool_calls_without_calls"))
+    elif calls and fr not in ("tool_calls", "length"):
+        # llama.cpp and vLLM both say tool_calls; `stop` with calls is a parser or assembly bug.
+        f.append(Finding("finish_reason_mismatch", f"{fr} with {len(calls)} tool call(s)"))
+    max_tokens = request.get("max_tokens") or request.get("max_completion_tokens")
+    if fr == "length" and max_tokens and p.completion_tokens is not None and p.completion_tokens < max_tokens * 0.5:
+        f.append(Finding("finish_reason_mismatch", f"length after {p.completion_tokens} of {max_tokens} tokens"))
+
+    for field_name, text in (("content", p.content), ("reasoning", p.reasoning)):
+        if text and MARKUP.search(text):
+            f.append(Finding("tool_markup_in_content", f"{field_name}: {MARKUP.search(text).group(0)}"))
+    if p.content and THINK.search(p.content):
+        f.append(Finding("reasoning_in_content", THINK.search(p.content).group(0)))
+    if not (p.content or "").strip() and not calls:
+        if (p.reasoning or "").strip() and fr != "length":
+            f.append(Finding("answer_in_reasoning", p.reasoning[-120:]))
+        elif not (p.reasoning or "").strip() and fr != "length":
+            f.append(Finding("empty_response"))
+    if p.usage is None:
+        f.append(Finding("usage_missing"))
+    if p.extra.get("bad_chunks"):
+        f.append(Finding("stream_chunk_invalid_json", str(p.extra["bad_chunks"])))
+    return f
+
+
+def blocking(findings: list[Finding] | tuple[Finding, ...]) -> bool:
+    return any(x.code in BLOCKING for x in findings)

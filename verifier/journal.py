@@ -1,0 +1,117 @@
+"""The run directory: `run.json` header, `samples.jsonl`, append-only `responses.jsonl`.
+
+`samples.jsonl` freezes the samples a run used, so scoring is offline and
+pure even for datasets that came from the hub.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from .types import Exchange, Sample
+
+HEADER = "run.json"
+SAMPLES = "samples.jsonl"
+RESPONSES = "responses.jsonl"
+
+
+class NotARunDir(ValueError):
+    pass
+
+
+def dumps(obj: Any) -> str:
+    """The one JSON encoding used for everything we write: stable bytes for stable inputs."""
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Atomic: a reader never sees half a file, and a crash keeps the old one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_jsonl(path: Path, rows: Iterable[Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(dumps(r) + "\n")
+    os.replace(tmp, path)
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Yields complete records; a torn last line (killed mid-write) is skipped."""
+    if not path.exists():
+        return
+    with path.open("r", encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                return  # torn tail
+            line = line.strip()
+            if line:
+                yield json.loads(line)
+
+
+def check_run_dir(run_dir: Path) -> dict[str, Any]:
+    p = Path(run_dir) / HEADER
+    if not p.is_file():
+        raise NotARunDir(f"{run_dir} is not a run directory (no {HEADER})")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise NotARunDir(f"{p} is corrupt: {e.msg}") from None
+
+
+def read_samples(run_dir: Path) -> dict[tuple[str, str], Sample]:
+    out = {}
+    for d in read_jsonl(Path(run_dir) / SAMPLES):
+        suite = d.pop("suite")
+        s = Sample.from_json(d)
+        out[(suite, s.id)] = s
+    return out
+
+
+def write_samples(run_dir: Path, pairs: Iterable[tuple[str, Sample]]) -> None:
+    write_jsonl(Path(run_dir) / SAMPLES, ({"suite": suite, **s.to_json()} for suite, s in pairs))
+
+
+def read_exchanges(run_dir: Path) -> dict[tuple[str, str, int, str], Exchange]:
+    """The latest record per (suite, sample, epoch, mode): a resumed retry supersedes an infra error."""
+    out: dict[tuple[str, str, int, str], Exchange] = {}
+    for d in read_jsonl(Path(run_dir) / RESPONSES):
+        ex = Exchange.from_json(d)
+        out[ex.key] = ex
+    return out
+
+
+class Journal:
+    """Append-only writer, flushed per record so a SIGKILL loses at most the line being written."""
+
+    def __init__(self, run_dir: Path, scrub: Iterable[str] = ()):
+        self.path = Path(run_dir) / RESPONSES
+        self._heal_torn_tail()
+        self._f = self.path.open("a", encoding="utf-8")
+        # Secrets never reach disk, even if a server echoes them back.
+        self._scrub = [s for s in scrub if s and len(s) >= 4]
+
+    def _heal_torn_tail(self) -> None:
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            keep = data.rfind(b"\n") + 1
+            with self.path.open("r+b") as f:
+                f.truncate(keep)
+
+    def append(self, ex: Exchange) -> None:
+        line = dumps(ex.to_json())
+        for s in self._scrub:
+            line = line.replace(s, "***")
+        self._f.write(line + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()

@@ -1,0 +1,158 @@
+"""samples x epochs x modes -> requests -> journal, with progress. The only phase that talks to the network."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import __version__, journal
+from .endpoint import Endpoint, EndpointConfig, redact_url
+from .types import Exchange, Sample, Suite
+
+# The run's defaults: greedy and reproducible, so run-to-run spread is the server's, not ours.
+DEFAULT_SAMPLING = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 1024, "seed": 1234}
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def git_commit() -> str | None:
+    try:
+        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
+        return r.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def dataset_sha256(samples: list[Sample]) -> str:
+    h = hashlib.sha256()
+    for s in samples:
+        h.update(journal.dumps(s.to_json()).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def build_request(suite: Suite, sample: Sample, model: str, sampling: dict[str, Any], extra_body: dict[str, Any], mode: str) -> dict[str, Any]:
+    """Precedence, low to high: run defaults < suite defaults < sample params < user overrides < extra body."""
+    body = dict(suite.request(sample))
+    if body.get("_raw"):
+        # Raw replay: the vendor's body is sent as-is, except model and stream mode.
+        body = dict(body["_raw"])
+        body["model"] = model
+    else:
+        body["model"] = model
+        for k, v in {**DEFAULT_SAMPLING, **suite.defaults, **sample.params, **sampling["overrides"]}.items():
+            if v is not None:
+                body[k] = v
+    body.update(extra_body)
+    body.pop("stream", None)
+    if mode == "chat-stream":
+        body["stream"] = True
+        body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    else:
+        body.pop("stream_options", None)
+    return body
+
+
+class Progress:
+    """done/total, errors and req/s on stderr; silent with --quiet."""
+
+    def __init__(self, total: int, quiet: bool):
+        self.total, self.quiet = total, quiet
+        self.done = self.errors = 0
+        self.t0 = time.perf_counter()
+        self._last = 0.0
+
+    def tick(self, error: bool) -> None:
+        self.done += 1
+        self.errors += error
+        t = time.perf_counter()
+        if not self.quiet and (t - self._last > 0.2 or self.done == self.total):
+            self._last = t
+            rate = self.done / max(t - self.t0, 1e-9)
+            bar = "#" * int(30 * self.done / max(self.total, 1))
+            sys.stderr.write(f"\r[{bar:<30}] {self.done}/{self.total} errors={self.errors} {rate:.1f} req/s")
+            if self.done == self.total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+async def execute(
+    run_dir: Path,
+    work: list[tuple[Suite, Sample, int, str, dict[str, Any]]],
+    cfg: EndpointConfig,
+    quiet: bool = False,
+    endpoint: Endpoint | None = None,
+) -> dict[str, int]:
+    """Send every (suite, sample, epoch, mode, body) and journal each Exchange as it completes."""
+    ep = endpoint or Endpoint(cfg)
+    jr = journal.Journal(run_dir, scrub=[cfg.api_key or ""] + list(cfg.headers.values()))
+    progress = Progress(len(work), quiet)
+
+    async def one(suite: Suite, sample: Sample, epoch: int, mode: str, body: dict[str, Any]) -> None:
+        r = await ep.send(mode, body)
+        jr.append(Exchange(suite.name, sample.id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts))
+        progress.tick(r.error is not None)
+
+    try:
+        await asyncio.gather(*(one(*w) for w in work))
+    finally:
+        jr.close()
+        if endpoint is None:
+            await ep.aclose()
+    return {"sent": progress.done, "errors": progress.errors}
+
+
+def plan(
+    suites: list[tuple[Suite, list[Sample]]],
+    model: str,
+    sampling: dict[str, Any],
+    extra_body: dict[str, Any],
+    epochs: int,
+    modes: list[str],
+    done: set[tuple[str, str, int, str]] = frozenset(),
+) -> list[tuple[Suite, Sample, int, str, dict[str, Any]]]:
+    work = []
+    for suite, samples in suites:
+        for s in samples:
+            for e in range(epochs):
+                for m in modes:
+                    if (suite.name, s.id, e, m) not in done:
+                        work.append((suite, s, e, m, build_request(suite, s, model, sampling, extra_body, m)))
+    return work
+
+
+def header(run_id: str, cfg: EndpointConfig, suites: list[tuple[Suite, list[Sample]]], sampling: dict[str, Any],
+           extra_body: dict[str, Any], epochs: int, modes: list[str], api_key_env: str | None) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "harness": {"name": "verifier", "version": __version__, "git_commit": git_commit()},
+        "endpoint": {
+            "base_url": redact_url(cfg.base_url),
+            "model": cfg.model,
+            "api_key_env": api_key_env,
+            "header_names": sorted(cfg.headers),
+        },
+        "sampling": sampling,
+        "extra_body": extra_body,
+        "epochs": epochs,
+        "modes": modes,
+        "suites": {
+            s.name: {
+                "version": s.version,
+                "dataset_sha256": dataset_sha256(samples),
+                "samples": len(samples),
+                "requests": len(samples) * epochs * len(modes),
+            }
+            for s, samples in suites
+        },
+        "started": now(),
+        "finished": None,
+    }

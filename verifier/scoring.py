@@ -1,0 +1,118 @@
+"""Journal -> verdicts.jsonl + summary.json. Offline and pure: same journal, same bytes."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from . import contract, journal, stats
+from .parse import MalformedBody, parse_exchange
+from .types import Exchange, Finding, Sample, Suite, Verdict
+
+VERDICTS = "verdicts.jsonl"
+SUMMARY = "summary.json"
+
+
+def _signals(ex: Exchange, parsed=None) -> dict[str, Any]:
+    s: dict[str, Any] = {"latency_ms": ex.latency_ms, "attempts": ex.attempts, "status": ex.status}
+    if parsed is not None:
+        s["finish_reason"] = parsed.finish_reason
+        s["prompt_tokens"] = parsed.prompt_tokens
+        s["completion_tokens"] = parsed.completion_tokens
+    return s
+
+
+def judge(suite: Suite, sample: Sample, ex: Exchange) -> Verdict:
+    """One exchange -> one verdict. Infra is decided here, before any scorer sees the response."""
+    base = dict(suite=ex.suite, sample_id=ex.sample_id, epoch=ex.epoch, mode=ex.mode)
+    if ex.status is not None and ex.status >= 400 and suite.unsupported and suite.unsupported(sample, ex.status, ex.body or ""):
+        return Verdict(**base, outcome="unsupported", reason=f"http_{ex.status}", signals=_signals(ex))
+    if ex.error is not None:
+        return Verdict(**base, outcome="infra", reason=ex.error, signals=_signals(ex))
+    if ex.status is None or ex.status >= 400:
+        # A non-retryable 4xx: the endpoint refused the request as sent. Not a wrong answer.
+        return Verdict(**base, outcome="unsupported", reason=f"http_{ex.status}", signals=_signals(ex))
+    try:
+        parsed = parse_exchange(ex)
+    except MalformedBody as e:
+        return Verdict(**base, outcome="contract", reason="malformed_body", findings=(Finding("malformed_body", str(e)),), signals=_signals(ex))
+    findings = contract.check(ex.request, parsed, ex.mode)
+    v = suite.score(sample, parsed)
+    findings = tuple(findings) + tuple(v.findings)
+    outcome = "contract" if contract.blocking(findings) else v.outcome
+    reason = v.reason
+    if outcome == "contract" and v.outcome != "contract":
+        reason = next(f.code for f in findings if f.code in contract.BLOCKING)
+    return Verdict(
+        **base, outcome=outcome, score=v.score, answer=v.answer, reason=reason,
+        findings=findings, metrics=v.metrics, signals={**_signals(ex, parsed), **v.signals},
+    )
+
+
+def score_run(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], dict[str, Any]]:
+    header = journal.check_run_dir(run_dir)
+    samples = journal.read_samples(run_dir)
+    exchanges = journal.read_exchanges(run_dir)
+    verdicts = []
+    for key in sorted(exchanges):
+        ex = exchanges[key]
+        suite = suites[ex.suite]
+        verdicts.append(judge(suite, samples[(ex.suite, ex.sample_id)], ex))
+    return verdicts, summarize(header, verdicts, suites, samples)
+
+
+def summarize(header: dict[str, Any], verdicts: list[Verdict], suites: dict[str, Suite], samples=None) -> dict[str, Any]:
+    by_suite: dict[str, list[Verdict]] = defaultdict(list)
+    for v in verdicts:
+        by_suite[v.suite].append(v)
+    out: dict[str, Any] = {"run_id": header.get("run_id"), "suites": {}}
+    for name in sorted(header.get("suites", {})):
+        vs = by_suite.get(name, [])
+        expected = header["suites"][name].get("requests", len(vs))
+        outcomes = Counter(v.outcome for v in vs)
+        # Metrics are averaged over epochs per sample first, then over samples;
+        # only `content` verdicts count: contract and infra failures are reported, never scored as wrong.
+        per_sample: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for v in vs:
+            if v.outcome == "content":
+                for m, x in v.metrics.items():
+                    per_sample[m][v.sample_id].append(x)
+        metrics = {}
+        for m in sorted(per_sample):
+            vals = [sum(xs) / len(xs) for _, xs in sorted(per_sample[m].items())]
+            mean, (lo, hi) = stats.mean_ci(vals)
+            metrics[m] = {"value": stats.rnd(mean), "ci": [stats.rnd(lo), stats.rnd(hi)], "n": len(vals)}
+        judged = outcomes["content"] + outcomes["contract"]
+        findings = Counter(f.code for v in vs for f in v.findings)
+        lat = sorted(v.signals.get("latency_ms", 0.0) for v in vs if v.outcome != "infra")
+        entry: dict[str, Any] = {
+            "version": header["suites"][name].get("version"),
+            "requests": expected,
+            "recorded": len(vs),
+            "missing": max(0, expected - len(vs)),
+            "outcomes": dict(sorted(outcomes.items())),
+            "reasons": dict(sorted(Counter(v.reason for v in vs).items())),
+            "findings": dict(sorted(findings.items())),
+            "contract_rate": stats.rnd(outcomes["contract"] / judged) if judged else None,
+            "infra_rate": stats.rnd(outcomes["infra"] / len(vs)) if vs else None,
+            "metrics": metrics,
+            "latency_ms": {
+                "p50": stats.rnd(lat[len(lat) // 2]) if lat else None,
+                "p95": stats.rnd(lat[min(len(lat) - 1, int(len(lat) * 0.95))]) if lat else None,
+            },
+        }
+        suite = suites.get(name)
+        if suite and suite.summarize:
+            entry["extra"] = suite.summarize(vs)
+        out["suites"][name] = entry
+    return out
+
+
+def write_scores(run_dir: Path, verdicts: list[Verdict], summary: dict[str, Any]) -> None:
+    journal.write_jsonl(Path(run_dir) / VERDICTS, (v.to_json() for v in verdicts))
+    journal.write_json(Path(run_dir) / SUMMARY, summary)
+
+
+def read_verdicts(run_dir: Path) -> list[Verdict]:
+    return [Verdict.from_json(d) for d in journal.read_jsonl(Path(run_dir) / VERDICTS)]

@@ -1,0 +1,74 @@
+"""Pure statistics. No randomness without an explicit seed, so outputs are reproducible."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Sequence
+
+Z95 = 1.959963984540054
+
+
+def wilson(successes: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval: stays inside [0, 1] and behaves near 0% and 100%."""
+    if n <= 0:
+        return (0.0, 1.0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def is_binary(values: Sequence[float]) -> bool:
+    return all(v in (0, 1, 0.0, 1.0) for v in values)
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, tuple[float, float]]:
+    """Mean with a 95% interval: Wilson for 0/1 data, normal approximation otherwise."""
+    n = len(values)
+    if n == 0:
+        return (float("nan"), (float("nan"), float("nan")))
+    m = sum(values) / n
+    if is_binary(values):
+        return (m, wilson(sum(values), n))
+    if n == 1:
+        return (m, (m, m))
+    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
+    half = Z95 * sd / math.sqrt(n)
+    return (m, (m - half, m + half))
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value on discordant pairs b (golden right, run wrong) and c (the reverse)."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def paired_bootstrap(golden: Sequence[float], run: Sequence[float], iters: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile interval of mean(run - golden) over resampled pairs."""
+    n = len(golden)
+    if n == 0:
+        return (float("nan"), float("nan"))
+    diffs = [r - g for g, r in zip(golden, run)]
+    if all(d == diffs[0] for d in diffs):
+        return (diffs[0], diffs[0])
+    rng = random.Random(seed)
+    means = []
+    for _ in range(iters):
+        s = 0.0
+        for _ in range(n):
+            s += diffs[rng.randrange(n)]
+        means.append(s / n)
+    means.sort()
+    return (means[int(0.025 * iters)], means[min(iters - 1, int(0.975 * iters))])
+
+
+def rnd(x: float | None, digits: int = 6) -> float | None:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return None
+    return round(float(x), digits)

@@ -1,0 +1,303 @@
+"""A scripted OpenAI-compatible server on 127.0.0.1, for tests, the demo and benchmarks.
+
+It answers from a script: queued one-shot replies first (for fault injection:
+status codes, latency, Retry-After, dropped connections, truncated streams),
+then regex rules on the last user message, then a responder function. Every
+reply can be served plain or as an SSE stream built the way vLLM and llama.cpp
+build theirs (role chunk, content pieces, tool-call deltas split by index,
+finish chunk, usage chunk, [DONE]).
+
+    python -m verifier.testserver --port 8080 [--script script.json] [--responder arithmetic]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from aiohttp import web
+
+
+@dataclass
+class Reply:
+    """What the server does for one request. Defaults give a well-formed 200."""
+
+    content: str | None = "ok"
+    reasoning_content: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    """[{"name": ..., "arguments": "<json string>", "id": optional}]"""
+    finish_reason: str | None = "auto"
+    """"auto": tool_calls when there are calls, else stop. None: omitted (a fault)."""
+    usage: dict[str, Any] | None | str = "auto"
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    drop: bool = False
+    """Close the connection without answering."""
+    truncate_after: int | None = None
+    """Streams only: abort the connection after this many chunks."""
+    body: str | None = None
+    """Raw body override (non-stream): served verbatim."""
+    stream_index_zero: bool = False
+    """Streams only: give every parallel tool call index 0 (a real assembly bug)."""
+    logprobs: bool = False
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "Reply":
+        return Reply(**d)
+
+
+def prompt_tokens(req: dict[str, Any]) -> int:
+    """A deterministic stand-in for tokenization: anything that changes the prompt moves it."""
+    text = json.dumps(req.get("messages", []), sort_keys=True) + json.dumps(req.get("tools") or [], sort_keys=True)
+    return max(1, len(re.findall(r"\w+|[^\w\s]", text)))
+
+
+def last_user_text(req: dict[str, Any]) -> str:
+    for m in reversed(req.get("messages") or []):
+        if m.get("role") == "user":
+            c = m.get("content")
+            if isinstance(c, list):
+                return " ".join(p.get("text", "") for p in c if isinstance(p, dict))
+            return c or ""
+    return ""
+
+
+def arithmetic(req: dict[str, Any]) -> Reply:
+    """Answers 'What is A + B?' correctly: the embedded default behind `verifier demo`."""
+    m = re.search(r"What is (-?\d+) \+ (-?\d+)", last_user_text(req))
+    return Reply(content=str(int(m.group(1)) + int(m.group(2))) if m else "I don't know.")
+
+
+def echo(req: dict[str, Any]) -> Reply:
+    return Reply(content=last_user_text(req)[:200] or "ok")
+
+
+RESPONDERS: dict[str, Callable[[dict[str, Any]], Reply]] = {"arithmetic": arithmetic, "echo": echo}
+
+
+class Script:
+    def __init__(self, responder: Callable[[dict[str, Any]], Reply] = echo):
+        self.queue: deque[Reply] = deque()
+        self.rules: list[tuple[re.Pattern, Reply]] = []
+        self.responder = responder
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self._lock = threading.Lock()
+
+    def enqueue(self, *replies: Reply) -> None:
+        with self._lock:
+            self.queue.extend(replies)
+
+    def rule(self, pattern: str, reply: Reply) -> None:
+        self.rules.append((re.compile(pattern), reply))
+
+    def next(self, req: dict[str, Any]) -> Reply:
+        with self._lock:
+            if self.queue:
+                return self.queue.popleft()
+        text = last_user_text(req)
+        for pat, reply in self.rules:
+            if pat.search(text):
+                return reply
+        return self.responder(req)
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "Script":
+        s = Script(RESPONDERS[d.get("responder", "echo")])
+        for r in d.get("rules", []):
+            s.rule(r["match"], Reply.from_json(r["reply"]))
+        s.enqueue(*(Reply.from_json(r) for r in d.get("queue", [])))
+        return s
+
+
+def _tool_calls(reply: Reply) -> list[dict[str, Any]]:
+    return [
+        {"id": c.get("id", f"call_{i}"), "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+        for i, c in enumerate(reply.tool_calls or [])
+    ]
+
+
+def _finish(reply: Reply) -> str | None:
+    if reply.finish_reason == "auto":
+        return "tool_calls" if reply.tool_calls else "stop"
+    return reply.finish_reason
+
+
+def _usage(reply: Reply, req: dict[str, Any]) -> dict[str, Any] | None:
+    if reply.usage != "auto":
+        return reply.usage  # type: ignore[return-value]
+    pt = prompt_tokens(req)
+    ct = len(re.findall(r"\w+|[^\w\s]", (reply.content or "") + (reply.reasoning_content or "") + json.dumps(reply.tool_calls or [])))
+    return {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
+
+
+def _logprobs(text: str) -> dict[str, Any]:
+    toks = re.findall(r"\s*\S+", text)
+    return {"content": [{"token": t, "logprob": -0.01 * (i % 7), "top_logprobs": []} for i, t in enumerate(toks)]}
+
+
+def completion_body(reply: Reply, req: dict[str, Any]) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.reasoning_content is not None:
+        msg["reasoning_content"] = reply.reasoning_content
+    if reply.tool_calls:
+        msg["tool_calls"] = _tool_calls(reply)
+    choice: dict[str, Any] = {"index": 0, "message": msg, "finish_reason": _finish(reply)}
+    if reply.logprobs or req.get("logprobs"):
+        choice["logprobs"] = _logprobs(reply.content or "")
+    body = {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": req.get("model", "test"), "choices": [choice]}
+    usage = _usage(reply, req)
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def stream_chunks(reply: Reply, req: dict[str, Any]) -> list[str]:
+    base = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 0, "model": req.get("model", "test")}
+
+    def chunk(delta: dict[str, Any], finish: Any = None, **extra: Any) -> str:
+        return json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, **extra}]})
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    if reply.reasoning_content:
+        for piece in re.findall(r"\S*\s*", reply.reasoning_content):
+            if piece:
+                out.append(chunk({"reasoning_content": piece}))
+    if reply.content:
+        want_lp = reply.logprobs or req.get("logprobs")
+        lp = _logprobs(reply.content)["content"] if want_lp else None
+        for i, piece in enumerate(re.findall(r"\s*\S+", reply.content) or [reply.content]):
+            out.append(chunk({"content": piece}, **({"logprobs": {"content": [lp[i]]}} if lp and i < len(lp) else {})))
+    for i, c in enumerate(_tool_calls(reply)):
+        idx = 0 if reply.stream_index_zero else i
+        fn = c["function"]
+        out.append(chunk({"tool_calls": [{"index": idx, "id": c["id"], "type": "function", "function": {"name": fn["name"], "arguments": ""}}]}))
+        args = fn["arguments"]
+        half = len(args) // 2
+        for part in (args[:half], args[half:]):  # arguments split across deltas, as real servers do
+            if part:
+                out.append(chunk({"tool_calls": [{"index": idx, "function": {"arguments": part}}]}))
+    fin = _finish(reply)
+    out.append(chunk({}, fin) if fin is not None else chunk({}))
+    usage = _usage(reply, req)
+    if usage is not None and (req.get("stream_options") or {}).get("include_usage"):
+        out.append(json.dumps({**base, "choices": [], "usage": usage}))
+    out.append("[DONE]")
+    return out
+
+
+def make_app(script: Script) -> web.Application:
+    async def chat(request: web.Request) -> web.StreamResponse:
+        try:
+            req = await request.json()
+        except json.JSONDecodeError:
+            return web.json_response({"error": {"message": "invalid JSON", "type": "invalid_request_error"}}, status=400)
+        script.requests.append(req)
+        script.headers.append(dict(request.headers))
+        reply = script.next(req)
+        if reply.delay_s:
+            await asyncio.sleep(reply.delay_s)
+        if reply.drop:
+            request.transport.abort()
+            raise ConnectionResetError("dropped on purpose")
+        if reply.status != 200:
+            body = reply.body or json.dumps({"error": {"message": f"scripted {reply.status}", "type": "server_error", "code": reply.status}})
+            return web.Response(status=reply.status, text=body, headers=reply.headers, content_type="application/json")
+        if not req.get("stream"):
+            text = reply.body if reply.body is not None else json.dumps(completion_body(reply, req))
+            return web.Response(text=text, headers=reply.headers, content_type="application/json")
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **reply.headers})
+        await resp.prepare(request)
+        for i, c in enumerate(stream_chunks(reply, req)):
+            if reply.truncate_after is not None and i >= reply.truncate_after:
+                request.transport.abort()
+                return resp
+            await resp.write(f"data: {c}\n\n".encode())
+        await resp.write_eof()
+        return resp
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "test-model", "object": "model", "owned_by": "verifier-testserver"}]})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/v1/models", models)
+    return app
+
+
+class TestServer:
+    """Runs the app on its own thread and event loop; use as a context manager."""
+
+    __test__ = False  # not a pytest class
+
+    def __init__(self, script: Script | None = None, port: int = 0):
+        self.script = script or Script()
+        self._port = port
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def _start(self) -> None:
+        self._runner = web.AppRunner(make_app(self.script), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self._port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    def start(self) -> "TestServer":
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+        return self
+
+    def stop(self) -> None:
+        if self._runner:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+    def __enter__(self) -> "TestServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m verifier.testserver", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--port", type=int, default=8080)
+    ap.add_argument("--script", help="JSON file: {responder, rules: [{match, reply}], queue: [reply...]}")
+    ap.add_argument("--responder", choices=sorted(RESPONDERS), default="echo")
+    ap.add_argument("--delay", type=float, default=0.0, help="latency added to every reply, seconds")
+    a = ap.parse_args(argv)
+    if a.script:
+        with open(a.script, encoding="utf-8") as f:
+            script = Script.from_json(json.load(f))
+    else:
+        script = Script(RESPONDERS[a.responder])
+    if a.delay:
+        inner = script.responder
+        script.responder = lambda req: Reply(**{**inner(req).__dict__, "delay_s": a.delay})
+    script.requests = _Discard()  # a long-running server must not grow without bound
+    script.headers = _Discard()
+    web.run_app(make_app(script), host="127.0.0.1", port=a.port, access_log=None, print=None)
+
+
+class _Discard(list):
+    def append(self, _: Any) -> None:
+        pass
+
+
+if __name__ == "__main__":
+    main()

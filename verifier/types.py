@@ -1,0 +1,176 @@
+"""The few core types. Everything else is a function of these.
+
+All are frozen dataclasses so a scorer cannot mutate what it was given; each
+field is documented because these shapes are written to disk and read back by
+other tools (compare, report, CI).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One item of a suite."""
+
+    id: str
+    """Stable across runs and machines: the join key between a run and its golden."""
+    messages: list[dict[str, Any]]
+    """OpenAI chat messages, sent as-is."""
+    tools: list[dict[str, Any]] | None = None
+    """OpenAI `tools` list, when the sample exercises tool calling."""
+    response_format: dict[str, Any] | None = None
+    """OpenAI `response_format`, when the sample exercises structured output."""
+    target: Any = None
+    """What a correct answer looks like; its shape is the suite's business."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Anything else the scorer needs (category, image size, ...). Must be JSON-serializable."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Per-sample request fields (e.g. tool_choice, max_tokens) merged over the run's sampling params."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "Sample":
+        return Sample(**d)
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One HTTP round trip, exactly as sent and received (after retries)."""
+
+    suite: str
+    """Name of the suite the sample belongs to."""
+    sample_id: str
+    """`Sample.id`."""
+    epoch: int
+    """Repeat index, 0-based; used to measure run-to-run spread."""
+    mode: str
+    """Wire mode: `chat` or `chat-stream` (later `completions`, `messages`, `responses`)."""
+    request: dict[str, Any]
+    """The JSON body as sent (never headers: they may carry secrets)."""
+    status: int | None
+    """HTTP status of the last attempt; None when no response arrived."""
+    body: str | None = None
+    """Raw response body text of a non-streamed response (or of an error response)."""
+    chunks: list[str] | None = None
+    """Raw SSE `data:` payloads of a streamed response, in arrival order, `[DONE]` included."""
+    error: str | None = None
+    """Infra error class (`connect_error`, `timeout`, `read_error`, `http_503`, `stream_truncated`...); None on success."""
+    latency_ms: float = 0.0
+    """Wall time of the last attempt, first byte sent to last byte received."""
+    attempts: int = 1
+    """How many attempts were made, retries included."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "Exchange":
+        return Exchange(**d)
+
+    @property
+    def key(self) -> tuple[str, str, int, str]:
+        return (self.suite, self.sample_id, self.epoch, self.mode)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """An Exchange reduced to the non-streamed response shape; streams are reassembled into it."""
+
+    content: str | None
+    """`choices[0].message.content`."""
+    reasoning: str | None
+    """`reasoning_content` (or `reasoning`), kept separate from content."""
+    tool_calls: list[dict[str, Any]] | None
+    """`choices[0].message.tool_calls` as received (arguments left as strings)."""
+    finish_reason: str | None
+    """As received; None when the server sent none (which is itself a finding)."""
+    usage: dict[str, Any] | None
+    """`usage` as received; None when absent."""
+    logprobs: list[dict[str, Any]] | None = None
+    """`choices[0].logprobs.content` entries: token, logprob, top_logprobs."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Facts about the wire not visible in the shape above (e.g. stream index collisions)."""
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        return (self.usage or {}).get("prompt_tokens")
+
+    @property
+    def completion_tokens(self) -> int | None:
+        return (self.usage or {}).get("completion_tokens")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One violation of the API or frontend contract, e.g. `tool_args_invalid_json`."""
+
+    code: str
+    """Stable, snake_case identifier; compare and report group by it."""
+    detail: str = ""
+    """Short human-readable evidence (truncated excerpt, offending value)."""
+
+
+OUTCOMES = ("content", "contract", "unsupported", "infra")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The scorer's judgement of one Exchange."""
+
+    suite: str
+    sample_id: str
+    epoch: int
+    mode: str
+    outcome: str
+    """`content` (well-formed, judged on merit), `contract` (envelope broken), `unsupported`
+    (the endpoint refused a feature with a 4xx: not a model failure) or `infra` (never a wrong answer)."""
+    score: float | None = None
+    """Primary metric in [0, 1]; None when the sample could not be judged on content."""
+    answer: Any = None
+    """What the scorer extracted (number, tool calls, JSON object...), for diffs against the golden."""
+    reason: str = ""
+    """Why: `correct`, `wrong_answer`, `no_answer`, an error code..."""
+    findings: tuple[Finding, ...] = ()
+    """Contract findings on this response (some do not block content scoring, e.g. `usage_missing`)."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """Per-sample values of the suite's metrics (e.g. strict_match, flexible_extract); aggregated in the summary."""
+    signals: dict[str, Any] = field(default_factory=dict)
+    """Weight-independent observations used by compare: prompt_tokens, finish_reason, latency_ms..."""
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["findings"] = [asdict(f) for f in self.findings]
+        return d
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "Verdict":
+        d = dict(d)
+        d["findings"] = tuple(Finding(**f) for f in d.get("findings", ()))
+        return Verdict(**d)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A benchmark: where samples come from, how to ask, how to judge."""
+
+    name: str
+    version: str
+    """Changes whenever the prompt or scoring changes; goldens of another version are refused."""
+    load: Callable[..., list[Sample]]
+    """`load(data: str | None, smoke: bool) -> list[Sample]`; `data` overrides the default source."""
+    request: Callable[[Sample], dict[str, Any]]
+    """Sample -> request body (without model and sampling params, which the runner adds)."""
+    score: Callable[[Sample, Parsed], Verdict]
+    """Pure: same (sample, parsed) always gives the same Verdict. Sets outcome `content` or `contract`."""
+    description: str = ""
+    defaults: dict[str, Any] = field(default_factory=dict)
+    """Sampling defaults this suite needs (e.g. a larger max_tokens for chain of thought)."""
+    unsupported: Callable[[Sample, int, str], bool] | None = None
+    """Whether an error status with this body means 'feature unsupported' (e.g. images on a text-only server)."""
+    summarize: Callable[[list[Verdict]], dict[str, Any]] | None = None
+    """Extra suite-level metrics that are not means of per-sample values."""
