@@ -287,6 +287,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list-suites", help="list the available suites")
     p.set_defaults(fn=cmd_list_suites)
 
+    from . import proxy
+
+    p = sub.add_parser("proxy", help="fault-injection reverse proxy in front of any OpenAI-compatible endpoint")
+    proxy.add_arguments(p)
+    p.set_defaults(fn=proxy.run)
+
     p = sub.add_parser("demo", help="the whole loop on the embedded default (no network)")
     p.add_argument("--out", help="run directory (default runs/<timestamp>-demo)")
     p.add_argument("--quiet", action="store_true")
