@@ -5,7 +5,10 @@ from __future__ import annotations
 from verifier.types import Suite
 
 from . import smoke
+from . import bfcl, replay
 
 SUITES: dict[str, Suite] = {
     smoke.SUITE.name: smoke.SUITE,
+    bfcl.SUITE.name: bfcl.SUITE,
+    replay.SUITE.name: replay.SUITE,
 }

@@ -86,7 +86,10 @@ def select(samples: list[Sample], limit: int | None, seed: int | None) -> list[S
 
 
 def sampling_from_args(a: argparse.Namespace) -> dict[str, Any]:
-    overrides = {k: getattr(a, k) for k in ("temperature", "top_p", "max_tokens", "seed") if getattr(a, k) is not None}
+    overrides = dict(getattr(a, "base_overrides", None) or {})
+    overrides.update({k: getattr(a, k) for k in ("temperature", "top_p", "max_tokens", "seed") if getattr(a, k) is not None})
+    if getattr(a, "logprobs", None):
+        overrides.update({"logprobs": True, "top_logprobs": a.logprobs})
     return {"defaults": runner.DEFAULT_SAMPLING, "overrides": overrides}
 
 
@@ -105,6 +108,7 @@ def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True) -> None
     s.add_argument("--top-p", dest="top_p", type=float)
     s.add_argument("--max-tokens", dest="max_tokens", type=int)
     s.add_argument("--seed", type=int)
+    s.add_argument("--logprobs", type=int, metavar="N", help="request logprobs with N top alternatives (feeds the logprob-drift signal)")
 
 
 def add_selection_args(p: argparse.ArgumentParser) -> None:
@@ -145,7 +149,11 @@ def load_suite_samples(suites: list[Suite], a: argparse.Namespace) -> list[tuple
             raise UsageError(f"suite {s.name}: data not found: {e.filename or e}") from None
         except ValueError as e:
             raise UsageError(f"suite {s.name}: {e}") from None
-        out.append((s, select(samples, a.limit, a.sample_seed)))
+        chosen = select(samples, a.limit, a.sample_seed)
+        only = getattr(a, "only_ids", None)
+        if only is not None:
+            chosen = [x for x in samples if x.id in only.get(s.name, ())]
+        out.append((s, chosen))
     return out
 
 
@@ -172,6 +180,8 @@ def do_run(a: argparse.Namespace) -> dict[str, Any]:
         done = {k for k, ex in journal.read_exchanges(run_dir).items() if ex.error is None}
         work = runner.plan(suites, cfg.model, hdr["sampling"], hdr.get("extra_body", {}), hdr["epochs"], hdr["modes"], done)
     else:
+        if getattr(a, "requests", None):
+            a.suite, a.data = "replay", a.requests
         if not a.suite:
             raise UsageError("--suite is required")
         suites_ = resolve_suites(a.suite)
@@ -189,6 +199,8 @@ def do_run(a: argparse.Namespace) -> dict[str, Any]:
         ensure_writable_new_dir(run_dir)
         sampling = sampling_from_args(a)
         hdr = runner.header(run_dir.name, cfg, suites, sampling, extra, a.epochs, modes, a.api_key_env)
+        hdr["selection"] = {"smoke": bool(a.smoke), "limit": a.limit, "sample_seed": a.sample_seed,
+                            "ids": getattr(a, "only_ids", None) is not None}
         journal.write_samples(run_dir, [(s.name, x) for s, xs in suites for x in xs])
         work = runner.plan(suites, cfg.model, sampling, extra, a.epochs, modes)
     if a.resume:
@@ -259,13 +271,203 @@ def cmd_demo(a: argparse.Namespace) -> int:
         ns = argparse.Namespace(
             resume=None, suite="smoke", base_url=srv.url, model="demo", api_key_env=None, header=None,
             extra_body=None, concurrency=8, timeout=30.0, max_retries=2, temperature=None, top_p=None,
-            max_tokens=None, seed=None, data=None, smoke=True, limit=None, sample_seed=None, epochs=1,
+            max_tokens=None, seed=None, logprobs=None, data=None, smoke=True, limit=None, sample_seed=None, epochs=1,
             mode="chat,chat-stream", out=a.out or str(default_run_dir("demo")), quiet=a.quiet,
         )
         summary = do_run(ns)
     print_summary(summary)
     print(f"demo run written to {ns.out}")
     return 0
+
+
+def _load_golden(path: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    from . import golden
+
+    try:
+        g, obs = golden.load(Path(path))
+    except golden.BadGolden as e:
+        raise UsageError(str(e)) from None
+    table = get_suites()
+    for name, info in g["suites"].items():
+        if name not in table:
+            raise UsageError(f"golden {path} uses suite {name!r}, unknown to this harness")
+        if table[name].version != info.get("version"):
+            raise UsageError(f"golden {path} was made with {name} version {info.get('version')}; this harness has version {table[name].version}: re-bless it")
+    return g, obs
+
+
+def _require_margins(g: dict[str, Any], path: str) -> None:
+    if not g.get("margins"):
+        raise UsageError(f"golden {path} has no margins; run `verifier calibrate {path} ...` first")
+
+
+def _observations(run_dir: Path) -> list[dict[str, Any]]:
+    from . import golden
+
+    try:
+        journal.check_run_dir(run_dir)
+        if not (run_dir / scoring.VERDICTS).exists():
+            do_score(run_dir)
+        return golden.observations(run_dir)
+    except journal.NotARunDir as e:
+        raise UsageError(str(e)) from None
+
+
+def compare_run(run_dir: Path, golden_path: str, out: Path | None, infra_budget: float) -> dict[str, Any]:
+    from . import compare
+
+    g, gobs = _load_golden(golden_path)
+    _require_margins(g, golden_path)
+    hdr = journal.check_run_dir(run_dir) if (run_dir / journal.HEADER).exists() else None
+    if hdr is None:
+        raise UsageError(f"{run_dir} is not a run directory (no {journal.HEADER})")
+    for name, info in hdr["suites"].items():
+        if name in g["suites"] and info.get("version") != g["suites"][name].get("version"):
+            raise UsageError(f"run {run_dir} used {name} version {info.get('version')}, golden has {g['suites'][name].get('version')}")
+    cobs = _observations(run_dir)
+    probes_path = run_dir / "probes.json"
+    probes = json.loads(probes_path.read_text()) if probes_path.exists() else None
+    try:
+        doc = compare.compare(g, gobs, cobs, infra_budget=infra_budget, probes=probes)
+    except compare.NoOverlap as e:
+        raise UsageError(f"{run_dir} vs {golden_path}: {e}") from None
+    except KeyError as e:
+        raise UsageError(f"golden {golden_path} has no margin for {e.args[0]}; run `verifier calibrate` again") from None
+    doc["golden"] = {"name": g.get("name"), "path": str(golden_path), "source_run": g["source"].get("run_id"),
+                     "endpoint": g["source"].get("endpoint"), "margins_provenance": _provenance(g)}
+    doc["run"] = {"run_dir": str(run_dir), "run_id": hdr.get("run_id"), "endpoint": hdr.get("endpoint")}
+    target = out or run_dir / "comparison.json"
+    journal.write_json(target, doc)
+    return doc
+
+
+def _provenance(g: dict[str, Any]) -> dict[str, Any]:
+    srcs = {}
+    for k, v in (g.get("margins") or {}).items():
+        if isinstance(v, dict):
+            key = json.dumps({x: v[x] for x in sorted(v) if x != "value"}, sort_keys=True)
+            srcs[key] = srcs.get(key, 0) + 1
+    return {"sources": [dict(json.loads(k), margins=n) for k, n in srcs.items()]}
+
+
+def print_comparison(doc: dict[str, Any]) -> None:
+    print(f"status: {doc['status']} (exit {doc['exit_code']}): {doc['meaning']}")
+    for side in ("frontend", "quantization"):
+        print(f"  {side}: {doc[side]['verdict']}")
+        for e in doc[side]["evidence"]:
+            if e["verdict"] not in ("pass",):
+                print(f"    [{e['verdict']}] {e['suite']}: {e['summary']}")
+    print(f"  infra: {doc['infra']['count']}/{doc['infra']['total']} (budget {doc['infra']['budget']:.0%})")
+
+
+def cmd_bless(a: argparse.Namespace) -> int:
+    from . import golden
+
+    run_dir, to = Path(a.run_dir), Path(a.to)
+    if (to / golden.GOLDEN).exists() and not a.force:
+        raise UsageError(f"{to} already holds a golden; pass --force to replace it")
+    _observations(run_dir)
+    margins = None
+    if a.epochs_as_reruns:
+        margins = _margins_from_epochs(run_dir)
+    g = golden.bless(run_dir, to, margins)
+    print(f"blessed {run_dir} -> {to} ({sum(x['samples'] for x in g['suites'].values())} samples)" + ("" if margins else "; next: verifier calibrate"))
+    return 0
+
+
+def _margins_from_epochs(run_dir: Path) -> dict[str, Any]:
+    from . import compare
+
+    obs = _observations(run_dir)
+    epochs = sorted({o["epoch"] for o in obs})
+    if len(epochs) < 3:
+        raise UsageError(f"{run_dir} has {len(epochs)} epoch(s); calibration from epochs needs at least 3")
+    runs = [[{**o, "epoch": 0} for o in obs if o["epoch"] == e] for e in epochs]
+    return compare.calibrate_margins(runs, {"method": "epochs", "k": len(epochs), "runs": [run_dir.name], "created": runner.now()})
+
+
+def cmd_calibrate(a: argparse.Namespace) -> int:
+    from . import compare, golden
+
+    g, gobs = _load_golden(a.golden)
+    runs = [gobs]
+    names = [g["source"].get("run_id")]
+    for r in a.runs or []:
+        runs.append(_observations(Path(r)))
+        names.append(Path(r).name)
+    if a.base_url:
+        for i in range(a.k):
+            rd = Path(a.out_prefix + f"-{i + 1}")
+            ns = _gate_namespace(a, g, rd)
+            do_run(ns)
+            runs.append(_observations(rd))
+            names.append(rd.name)
+    if len(runs) < 3:
+        raise UsageError(f"calibration needs k >= 3 reference runs in all (have {len(runs)}): pass --runs or --base-url with -k")
+    margins = compare.calibrate_margins(runs, {"method": "reruns", "k": len(runs), "runs": names, "created": runner.now()})
+    for item in a.margin or []:
+        m = golden.MARGIN_ARG.match(item)
+        if not m:
+            raise UsageError(f"--margin must look like KEY=VALUE:reason, got {item!r}")
+        margins[m["key"]] = {"value": float(m["value"]), "source": "manual", "reason": m["reason"]}
+    golden.save_margins(Path(a.golden), margins)
+    print(f"calibrated {len(margins)} margins from {len(runs)} reference runs into {a.golden}")
+    return 0
+
+
+def cmd_compare(a: argparse.Namespace) -> int:
+    doc = compare_run(Path(a.run_dir), a.golden, Path(a.out) if a.out else None, a.infra_budget)
+    print_comparison(doc)
+    return _exit(doc, a)
+
+
+def _exit(doc: dict[str, Any], a: argparse.Namespace) -> int:
+    if doc["status"] == "inconclusive" and getattr(a, "allow_inconclusive", False):
+        return 0
+    return int(doc["exit_code"])
+
+
+def _gate_namespace(a: argparse.Namespace, g: dict[str, Any], out: Path) -> argparse.Namespace:
+    """A `run` invocation that reproduces the golden's selection against the candidate endpoint."""
+    ids: dict[str, set[str]] = {}
+    for o in _load_golden_obs(a.golden):
+        ids.setdefault(o["suite"], set()).add(o["sample_id"])
+    sel = g.get("selection", {})
+    return argparse.Namespace(
+        resume=None, requests=None, suite=",".join(g["suites"]), base_url=a.base_url, model=a.model,
+        api_key_env=a.api_key_env, header=a.header,
+        extra_body=a.extra_body or json.dumps(g["source"].get("extra_body") or {}), concurrency=a.concurrency,
+        timeout=a.timeout, max_retries=a.max_retries, temperature=a.temperature, top_p=a.top_p,
+        max_tokens=a.max_tokens, seed=a.seed, logprobs=a.logprobs, data=a.data, smoke=sel.get("smoke", False), limit=None,
+        base_overrides=(g["source"].get("sampling") or {}).get("overrides", {}),
+        sample_seed=None, epochs=g.get("epochs", 1), mode=",".join(g.get("modes", ["chat"])), out=str(out),
+        quiet=a.quiet, only_ids=ids,
+    )
+
+
+def _load_golden_obs(path: str) -> list[dict[str, Any]]:
+    return _load_golden(path)[1]
+
+
+def cmd_gate(a: argparse.Namespace) -> int:
+    g, _ = _load_golden(a.golden)
+    _require_margins(g, a.golden)
+    out = Path(a.out) if a.out else default_run_dir("gate")
+    ns = _gate_namespace(a, g, out)
+    do_run(ns)
+    doc = compare_run(out, a.golden, None, a.infra_budget)
+    print_comparison(doc)
+    write_ci_outputs(out, doc, a)
+    return _exit(doc, a)
+
+
+def write_ci_outputs(run_dir: Path, doc: dict[str, Any], a: argparse.Namespace) -> None:
+    """HTML report, JUnit XML and Markdown summary, where the report module offers them."""
+    try:
+        from . import report
+    except ImportError:
+        return
+    report.write_all(run_dir, doc, html=getattr(a, "report", None), junit=getattr(a, "junit", None), markdown=getattr(a, "markdown", None))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -277,6 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_endpoint_args(p, required=False)
     p.add_argument("--out", help="run directory to create (default runs/<timestamp>-<suites>)")
     p.add_argument("--resume", metavar="RUN_DIR", help="re-send only what is missing or ended in an infra error")
+    p.add_argument("--requests", metavar="FILE.jsonl", help="replay raw chat-completions request bodies as-is (K2-Vendor-Verifier format); same as --suite replay --data FILE")
     p.add_argument("--quiet", action="store_true", help="no progress bar (for CI)")
     p.set_defaults(fn=cmd_run)
 
@@ -286,6 +489,45 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list-suites", help="list the available suites")
     p.set_defaults(fn=cmd_list_suites)
+
+    p = sub.add_parser("bless", help="turn a scored reference run into a golden")
+    p.add_argument("run_dir")
+    p.add_argument("--to", required=True, help="golden directory, e.g. goldens/<name>")
+    p.add_argument("--force", action="store_true", help="replace an existing golden")
+    p.add_argument("--epochs-as-reruns", action="store_true", help="calibrate margins from the run's epochs (needs >= 3)")
+    p.set_defaults(fn=cmd_bless)
+
+    p = sub.add_parser("calibrate", help="store run-to-run spread of reference reruns as the golden's margins")
+    p.add_argument("golden")
+    p.add_argument("--runs", nargs="*", help="existing reference rerun directories")
+    p.add_argument("-k", type=int, default=2, help="with --base-url: how many reruns to make (the golden itself counts as one)")
+    p.add_argument("--out-prefix", default=str(Path("runs") / "calibrate"), help="run directory prefix for new reruns")
+    p.add_argument("--margin", action="append", metavar="KEY=VALUE:reason", help="manual margin, recorded with its reason")
+    p.add_argument("--data")
+    p.add_argument("--quiet", action="store_true")
+    add_endpoint_args(p, required=False)
+    p.set_defaults(fn=cmd_calibrate)
+
+    p = sub.add_parser("compare", help="paired diff of a run against a golden; writes comparison.json; exit code")
+    p.add_argument("run_dir")
+    p.add_argument("--golden", required=True)
+    p.add_argument("--out", help="where to write comparison.json (default RUN_DIR/comparison.json)")
+    p.add_argument("--infra-budget", type=float, default=0.02, help="infra error rate above which the run is incomplete (default 0.02)")
+    p.add_argument("--allow-inconclusive", action="store_true", help="exit 0 instead of 20 when inconclusive")
+    p.set_defaults(fn=cmd_compare)
+
+    p = sub.add_parser("gate", help="run the golden's samples against an endpoint, compare, report; CI exit code")
+    p.add_argument("--golden", required=True)
+    p.add_argument("--data", help="local dataset path, when the golden's suites need one")
+    p.add_argument("--out", help="run directory (default runs/<timestamp>-gate)")
+    p.add_argument("--infra-budget", type=float, default=0.02)
+    p.add_argument("--allow-inconclusive", action="store_true", help="exit 0 instead of 20 when inconclusive")
+    p.add_argument("--report", help="HTML report path (default RUN_DIR/report.html)")
+    p.add_argument("--junit", help="JUnit XML path (default RUN_DIR/junit.xml)")
+    p.add_argument("--markdown", help="Markdown summary path (default RUN_DIR/summary.md; also appended to $GITHUB_STEP_SUMMARY)")
+    p.add_argument("--quiet", action="store_true")
+    add_endpoint_args(p)
+    p.set_defaults(fn=cmd_gate)
 
     from . import proxy
 

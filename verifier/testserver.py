@@ -47,6 +47,8 @@ class Reply:
     stream_index_zero: bool = False
     """Streams only: give every parallel tool call index 0 (a real assembly bug)."""
     logprobs: bool = False
+    logprob_shift: float = 0.0
+    """Added to every token logprob: a stand-in for changed numerics."""
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Reply":
@@ -138,9 +140,9 @@ def _usage(reply: Reply, req: dict[str, Any]) -> dict[str, Any] | None:
     return {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
 
 
-def _logprobs(text: str) -> dict[str, Any]:
+def _logprobs(text: str, shift: float = 0.0) -> dict[str, Any]:
     toks = re.findall(r"\s*\S+", text)
-    return {"content": [{"token": t, "logprob": -0.01 * (i % 7), "top_logprobs": []} for i, t in enumerate(toks)]}
+    return {"content": [{"token": t, "logprob": round(-0.01 * (i % 7) - shift, 6), "top_logprobs": []} for i, t in enumerate(toks)]}
 
 
 def completion_body(reply: Reply, req: dict[str, Any]) -> dict[str, Any]:
@@ -151,7 +153,7 @@ def completion_body(reply: Reply, req: dict[str, Any]) -> dict[str, Any]:
         msg["tool_calls"] = _tool_calls(reply)
     choice: dict[str, Any] = {"index": 0, "message": msg, "finish_reason": _finish(reply)}
     if reply.logprobs or req.get("logprobs"):
-        choice["logprobs"] = _logprobs(reply.content or "")
+        choice["logprobs"] = _logprobs(reply.content or "", reply.logprob_shift)
     body = {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": req.get("model", "test"), "choices": [choice]}
     usage = _usage(reply, req)
     if usage is not None:
@@ -172,7 +174,7 @@ def stream_chunks(reply: Reply, req: dict[str, Any]) -> list[str]:
                 out.append(chunk({"reasoning_content": piece}))
     if reply.content:
         want_lp = reply.logprobs or req.get("logprobs")
-        lp = _logprobs(reply.content)["content"] if want_lp else None
+        lp = _logprobs(reply.content, reply.logprob_shift)["content"] if want_lp else None
         for i, piece in enumerate(re.findall(r"\s*\S+", reply.content) or [reply.content]):
             out.append(chunk({"content": piece}, **({"logprobs": {"content": [lp[i]]}} if lp and i < len(lp) else {})))
     for i, c in enumerate(_tool_calls(reply)):

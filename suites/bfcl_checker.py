@@ -1,0 +1,316 @@
+"""Tool-call checkers: BFCL's AST semantics, and the K2-Vendor-Verifier envelope metrics.
+
+The BFCL half re-implements the decisions of BFCL's `ast_checker.py` (Python
+categories only) so our accuracy is comparable with the leaderboard's:
+acceptable values are lists per parameter, `""` in a list means "may be
+omitted", ints are promoted to floats, strings are compared after BFCL's
+normalisation, parallel calls match in any order (greedily, as BFCL does).
+Each failure carries one stable error code so compare/report can group them.
+
+The K2VV half answers a weight-independent question (is every call well-formed
+against the declared tools?) and is shared with the raw-replay suite.
+All functions are pure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+# BFCL type name -> the Python type a JSON-decoded value must have (BFCL's PYTHON_TYPE_MAPPING;
+# "any" is checked as str there). Unknown names fall back to str, like "any".
+PY_TYPES: dict[str, type] = {
+    "string": str, "integer": int, "float": float, "number": float, "boolean": bool,
+    "array": list, "tuple": list, "dict": dict, "object": dict, "any": str,
+}
+NESTED = ("array", "tuple")
+_STD = re.compile(r"[ ,./\-_*^]")
+
+# Error codes, in the order BFCL tests them.
+CODES = (
+    "correct", "no_call", "irrelevance_called", "args_invalid", "wrong_count", "wrong_func_name",
+    "missing_required", "unexpected_param", "type_error", "value_error", "missing_optional",
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    """Outcome of comparing model calls with the possible answers."""
+
+    ok: bool
+    code: str
+    """One of CODES."""
+    detail: str = ""
+
+
+OK = Check(True, "correct")
+Call = tuple[str, Any]
+"""(original BFCL function name, decoded arguments): arguments may be a non-dict when they failed to parse."""
+
+
+def standardize(s: str) -> str:
+    """BFCL's string normalisation: drop spaces and `,./-_*^`, lowercase, single quotes -> double."""
+    return _STD.sub("", s).lower().replace("'", '"')
+
+
+def _std(x: Any) -> Any:
+    return standardize(x) if isinstance(x, str) else x
+
+
+def _answer_type(possible: list[Any]) -> type | None:
+    """Type of the first non-optional acceptable value (BFCL uses it to spot 'variable' answers)."""
+    for a in possible:
+        if a != "":
+            return type(a)
+    return None
+
+
+def _type_ok(value: Any, possible: list[Any], expected: type, nested: type | None) -> tuple[bool, bool]:
+    """(valid, is_variable), as BFCL's type_checker decides (one nesting level only)."""
+    ans_t = _answer_type(possible)
+    is_var = ans_t is not None and ans_t is not expected
+    if type(value) is expected:
+        if nested is None:
+            return True, is_var
+        for item in possible:
+            if not isinstance(item, list) or all(_type_ok(v, item, nested, None)[0] for v in value):
+                return True, is_var
+    if ans_t is not None and type(value) is ans_t:
+        return True, True
+    return False, False
+
+
+def _dict_ok(value: dict[str, Any], possible: list[Any]) -> bool:
+    for cand in possible:
+        if cand == "" or not isinstance(cand, dict):
+            continue
+        if all(k in cand and _std(v) in [_std(x) for x in cand[k]] for k, v in value.items()) and all(
+            k in value or "" in vals for k, vals in cand.items()
+        ):
+            return True
+    return False
+
+
+def _list_dict_ok(value: list[Any], possible: list[Any]) -> bool:
+    for cand in possible:
+        if len(value) == len(cand) and all(isinstance(v, dict) and _dict_ok(v, [c]) for v, c in zip(value, cand)):
+            return True
+    return False
+
+
+def _list_ok(value: list[Any], possible: list[Any]) -> bool:
+    got = [_std(v) for v in value]
+    # BFCL iterates each candidate; an optional "" candidate thus behaves as an empty list.
+    return any(got == [_std(x) for x in cand] for cand in possible if isinstance(cand, (list, str)))
+
+
+def check_call(func: dict[str, Any], call: Call, expected: dict[str, dict[str, list[Any]]]) -> Check:
+    """One call against one `{name: {param: [acceptable...]}}` (BFCL's simple_function_checker)."""
+    (exp_name, answers), = expected.items()
+    name, args = call
+    if name != exp_name:
+        return Check(False, "wrong_func_name", f"expected {exp_name}, got {name}")
+    if not isinstance(args, dict):
+        return Check(False, "args_invalid", f"{name}: arguments are not a JSON object")
+    params = func.get("parameters") or {}
+    details = params.get("properties") or {}
+    for p in params.get("required") or []:
+        if p not in args:
+            return Check(False, "missing_required", p)
+    for p, value in args.items():
+        if p not in details or p not in answers:
+            return Check(False, "unexpected_param", p)
+        tname = str(details[p].get("type", "any"))
+        expected_t = PY_TYPES.get(tname, str)
+        nested = None
+        if tname in NESTED:
+            items = details[p].get("items") or {}
+            nested = PY_TYPES.get(str(items.get("type", "any")), str) if items else None
+        if tname == "float" and type(value) is int:
+            value = float(value)  # BFCL allows Python's int -> float promotion (not the reverse)
+        valid, is_var = _type_ok(value, answers[p], expected_t, nested)
+        if not valid:
+            return Check(False, "type_error", f"{p}: expected {tname}, got {type(value).__name__}")
+        if not is_var:
+            if expected_t is dict:
+                ok = _dict_ok(value, answers[p])
+            elif expected_t is list and nested is dict:
+                ok = _list_dict_ok(value, answers[p])
+            elif expected_t is str:
+                ok = standardize(value) in [standardize(x) for x in answers[p] if isinstance(x, str)]
+            elif expected_t is list:
+                ok = _list_ok(value, answers[p])
+            else:
+                ok = value in answers[p]
+        else:
+            ok = value in answers[p]
+        if not ok:
+            return Check(False, "value_error", f"{p}: {json.dumps(value, ensure_ascii=False)[:80]}")
+    for p, vals in answers.items():
+        if p not in args and "" not in vals:
+            return Check(False, "missing_optional", p)
+    return OK
+
+
+def _find(functions: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next((f for f in functions if f.get("name") == name), {})
+
+
+def check(functions: list[dict[str, Any]], calls: list[Call], answer: list[dict[str, Any]] | None, category: str) -> Check:
+    """All calls of one response against a BFCL entry. `answer` is `ground_truth` (None: no answer file)."""
+    if "irrelevance" in category:
+        return OK if not calls else Check(False, "irrelevance_called", ", ".join(sorted(n for n, _ in calls)))
+    if not calls:
+        return Check(False, "no_call")
+    if "relevance" in category or answer is None:
+        return OK  # live_relevance: any call is right
+    for name, args in calls:
+        if not isinstance(args, dict):
+            return Check(False, "args_invalid", f"{name}: arguments are not a JSON object")
+    if len(calls) != len(answer):
+        return Check(False, "wrong_count", f"expected {len(answer)}, got {len(calls)}")
+    if "parallel" not in category:
+        exp = answer[0]
+        return check_call(_find(functions, next(iter(exp))), calls[0], exp)
+    matched: set[int] = set()
+    for i, exp in enumerate(answer):
+        exp_name = next(iter(exp))
+        func = _find(functions, exp_name)
+        first_err: Check | None = None
+        for j, call in enumerate(calls):
+            if j in matched:
+                continue
+            r = check_call(func, call, exp)
+            if r.ok:
+                matched.add(j)
+                break
+            if first_err is None and call[0] == exp_name:
+                first_err = r
+        else:
+            err = first_err or Check(False, "wrong_func_name", f"no call to {exp_name}")
+            return Check(False, err.code, f"expected call #{i} ({exp_name}) unmatched: {err.detail}")
+    return OK
+
+
+# ---- K2-Vendor-Verifier envelope metrics (shared with the replay suite) ----
+
+
+@lru_cache(maxsize=4096)
+def _validator(schema_json: str) -> Draft202012Validator | None:
+    schema = json.loads(schema_json)
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError:
+        return None
+    return Draft202012Validator(schema)
+
+
+def tools_by_name(tools: list[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """OpenAI `tools` -> {name: parameters schema}."""
+    out = {}
+    for t in tools or []:
+        fn = (t or {}).get("function") or {}
+        if isinstance(fn.get("name"), str):
+            out[fn["name"]] = fn.get("parameters") or {"type": "object"}
+    return out
+
+
+def decode_args(args: Any) -> Any:
+    """A call's `arguments` -> decoded value; a blank string is `{}` (as contract.py reads it); None when not JSON."""
+    if isinstance(args, dict):
+        return args
+    if not isinstance(args, str):
+        return None
+    if not args.strip():
+        return {}
+    try:
+        return json.loads(args)
+    except json.JSONDecodeError:
+        return None
+
+
+def schema_valid(call: dict[str, Any], declared: dict[str, dict[str, Any]]) -> bool:
+    """K2VV: the call names a declared tool and its arguments are a JSON object valid under Draft 2020-12."""
+    fn = (call or {}).get("function") or {}
+    name = fn.get("name")
+    if name not in declared:
+        return False
+    args = decode_args(fn.get("arguments"))
+    if not isinstance(args, dict):
+        return False
+    v = _validator(json.dumps(declared[name], sort_keys=True))
+    return v is not None and v.is_valid(args)
+
+
+def calls_as_text(content: str | None, names: set[str], limit: int = 64) -> list[str]:
+    """Declared function names found in JSON objects written into `content` (a call the parser missed)."""
+    if not content or not names:
+        return []
+    dec, found, i, tries = json.JSONDecoder(), [], 0, 0
+    while tries < limit and (i := content.find("{", i)) != -1:
+        tries += 1
+        try:
+            obj, end = dec.raw_decode(content, i)
+        except ValueError:
+            i += 1
+            continue
+        found.extend(_call_names(obj, names, 0))
+        i = end
+    return found
+
+
+def _call_names(obj: Any, names: set[str], depth: int) -> list[str]:
+    if depth > 4:
+        return []
+    if isinstance(obj, list):
+        return [n for x in obj for n in _call_names(x, names, depth + 1)]
+    if not isinstance(obj, dict):
+        return []
+    name = obj.get("name")
+    if isinstance(name, str) and name in names:
+        return [name]
+    if len(obj) == 1:
+        (k, v), = obj.items()
+        if k in names and isinstance(v, dict):
+            return [k]
+    return [n for v in obj.values() if isinstance(v, (dict, list)) for n in _call_names(v, names, depth + 1)]
+
+
+def k2vv_signals(tools: list[dict[str, Any]] | None, tool_calls: list[Any] | None, finish_reason: str | None) -> dict[str, Any]:
+    """Per-response K2VV signals: whether a call was triggered, how many calls, how many schema-valid."""
+    declared = tools_by_name(tools)
+    calls = [c for c in (tool_calls if isinstance(tool_calls, list) else []) if isinstance(c, dict)]
+    return {
+        "tool_triggered": finish_reason == "tool_calls",
+        "n_calls": len(calls),
+        "n_schema_valid": sum(schema_valid(c, declared) for c in calls),
+    }
+
+
+def k2vv_summary(verdicts: list[Any]) -> dict[str, Any]:
+    """Calls-weighted schema accuracy and trigger counts over judged (content + contract) verdicts.
+
+    Contract verdicts are included on purpose: invalid arguments are exactly what makes a verdict
+    `contract`, so leaving them out (as the per-sample metric mean does) would hide the failures.
+    """
+    judged = [v for v in verdicts if v.outcome in ("content", "contract")]
+    calls = sum(int(v.signals.get("n_calls", 0)) for v in judged)
+    valid = sum(int(v.signals.get("n_schema_valid", 0)) for v in judged)
+    finish: dict[str, int] = {}
+    for v in judged:
+        fr = str(v.signals.get("finish_reason"))
+        finish[fr] = finish.get(fr, 0) + 1
+    return {
+        "schema_accuracy": {"value": round(valid / calls, 6) if calls else None, "valid": valid, "calls": calls},
+        "trigger": {
+            "judged": len(judged),
+            "tool_triggered": sum(bool(v.signals.get("tool_triggered")) for v in judged),
+            "finish_reasons": dict(sorted(finish.items())),
+        },
+    }

@@ -1,0 +1,171 @@
+"""Goldens, calibration, compare and gate against real HTTP servers with scripted regressions."""
+
+import json
+import re
+import shutil
+
+import pytest
+
+from verifier.testserver import Reply, Script, TestServer, arithmetic, prompt_tokens
+
+
+def answer(req):
+    m = re.search(r"What is (-?\d+) \+ (-?\d+)", req["messages"][-1]["content"])
+    return int(m.group(1)) + int(m.group(2))
+
+
+def reference(req):
+    return Reply(content=str(answer(req)))
+
+
+def answer_in_reasoning(req):
+    return Reply(content="", reasoning_content=f"The sum is {answer(req)}")
+
+
+def requantized(req):
+    # Numerics changed: most answers off by one, and the logprobs of the same tokens moved.
+    a = answer(req)
+    return Reply(content=str(a + 1 if a % 5 else a), logprob_shift=0.3)
+
+
+def sampling_ignored(req):
+    # Wrong answers, but the same tokens keep their logprobs: not the weights.
+    a = answer(req)
+    return Reply(content=str(a + 1 if a % 5 else a))
+
+
+def template_drops_system(req):
+    pt = prompt_tokens(req) - 7
+    return Reply(content=str(answer(req)), usage={"prompt_tokens": pt, "completion_tokens": 1, "total_tokens": pt + 1})
+
+
+RUN = ["--suite", "smoke", "--model", "m", "--quiet", "--mode", "chat,chat-stream", "--logprobs", "1", "--max-retries", "0"]
+
+
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory):
+    from verifier.cli import main
+
+    tmp = tmp_path_factory.mktemp("g")
+    with TestServer(Script(reference)) as srv:
+        for name in ("ref", "r2", "r3"):
+            assert main(["run", *RUN, "--base-url", srv.url, "--out", str(tmp / name)]) == 0
+    g = tmp / "goldens" / "smoke-ref"
+    assert main(["bless", str(tmp / "ref"), "--to", str(g)]) == 0
+    assert main(["calibrate", str(g), "--runs", str(tmp / "r2"), str(tmp / "r3")]) == 0
+    return g
+
+
+def gate(cli, golden, responder, out, *extra):
+    with TestServer(Script(responder)) as srv:
+        code, stdout, err = cli("gate", "--golden", golden, "--base-url", srv.url, "--model", "m", "--out", out, "--quiet", *extra)
+    doc = json.loads((out / "comparison.json").read_text()) if (out / "comparison.json").exists() else None
+    return code, doc, stdout + err
+
+
+def test_golden_is_small_diffable_text(golden):
+    g = json.loads((golden / "golden.json").read_text())
+    assert g["margins"]["smoke/accuracy"]["source"] == "calibrate"
+    assert g["margins"]["smoke/accuracy"]["k"] == 3
+    lines = (golden / "samples.jsonl").read_text().splitlines()
+    assert len(lines) == 40
+    o = json.loads(lines[0])
+    assert o["answer"] is not None and o["prompt_tokens"] > 0 and o["logprobs"]
+
+
+def test_rerun_passes(golden, tmp_path, cli):
+    code, doc, out = gate(cli, golden, reference, tmp_path / "c")
+    assert code == 0, out
+    assert doc["status"] == "pass" and doc["frontend"]["verdict"] == "pass" and doc["quantization"]["verdict"] == "pass"
+    m = doc["suites"]["smoke"]["metrics"]["accuracy"]
+    assert m["delta"] == 0 and m["verdict"] == "pass" and m["n"] == 20
+
+
+def test_answer_in_reasoning_is_frontend(golden, tmp_path, cli):
+    code, doc, out = gate(cli, golden, answer_in_reasoning, tmp_path / "c")
+    assert code == 10, out
+    assert doc["status"] == "frontend_regression"
+    ev = {e["signal"]: e for e in doc["frontend"]["evidence"]}
+    assert ev["new_findings"]["verdict"] == "fail"
+    assert doc["suites"]["smoke"]["findings"]["answer_in_reasoning"] == {"golden": 0, "candidate": 20}
+    assert doc["quantization"]["verdict"] != "fail"
+
+
+def test_requantized_is_quantization(golden, tmp_path, cli):
+    code, doc, out = gate(cli, golden, requantized, tmp_path / "c")
+    assert code == 11, out
+    assert doc["frontend"]["verdict"] == "pass"
+    s = doc["suites"]["smoke"]
+    assert s["metrics"]["accuracy"]["verdict"] == "fail" and s["metrics"]["accuracy"]["p_value"] < 0.05
+    assert s["drift"]["state"] == "fired" and s["drift"]["mean_abs_delta"] == pytest.approx(0.3)
+    assert len(s["flips"]["regressed"]) >= 10 and s["flips"]["improved"] == []
+
+
+def test_quality_drop_without_logprob_drift_is_not_blamed_on_weights(golden, tmp_path, cli):
+    code, doc, out = gate(cli, golden, sampling_ignored, tmp_path / "c")
+    assert doc["suites"]["smoke"]["metrics"]["accuracy"]["verdict"] == "fail"
+    assert doc["suites"]["smoke"]["drift"]["state"] == "clean"
+    assert doc["quantization"]["verdict"] == "inconclusive" and code == 20, out
+
+
+def test_template_bug_found_by_prompt_token_fingerprint(golden, tmp_path, cli):
+    code, doc, out = gate(cli, golden, template_drops_system, tmp_path / "c")
+    assert code == 10, out
+    sig = doc["suites"]["smoke"]["signals"]["prompt_tokens_mismatch"]
+    assert sig["verdict"] == "fail" and sig["count"] == 20
+
+
+def test_infra_over_budget_is_incomplete(golden, tmp_path, cli):
+    def flaky(req):
+        return Reply(status=503) if answer(req) % 3 == 0 else reference(req)
+
+    code, doc, out = gate(cli, golden, flaky, tmp_path / "c")
+    assert code == 30, out
+    assert doc["status"] == "incomplete" and doc["infra"]["count"] > 0
+
+
+def test_bad_goldens_exit_2_and_overwrite_nothing(golden, tmp_path, cli):
+    with TestServer(Script(reference)) as srv:
+        assert cli("run", *RUN, "--base-url", srv.url, "--out", tmp_path / "run")[0] == 0
+    run = tmp_path / "run"
+    # another suite version
+    g2 = tmp_path / "g2"
+    shutil.copytree(golden, g2)
+    gj = json.loads((g2 / "golden.json").read_text())
+    gj["suites"]["smoke"]["version"] = "0"
+    (g2 / "golden.json").write_text(json.dumps(gj))
+    code, _, err = cli("compare", run, "--golden", g2)
+    assert code == 2 and "version" in err and err.count("\n") == 1
+    # corrupt
+    g3 = tmp_path / "g3"
+    shutil.copytree(golden, g3)
+    (g3 / "golden.json").write_text('{"golden_format": 1, "suites": ')
+    code, _, err = cli("compare", run, "--golden", g3)
+    assert code == 2 and "corrupt" in err
+    # missing margins
+    g4 = tmp_path / "g4"
+    shutil.copytree(golden, g4)
+    gj = json.loads((g4 / "golden.json").read_text())
+    gj["margins"] = None
+    (g4 / "golden.json").write_text(json.dumps(gj))
+    code, _, err = cli("compare", run, "--golden", g4)
+    assert code == 2 and "no margins" in err
+    # no overlapping sample ids
+    g5 = tmp_path / "g5"
+    shutil.copytree(golden, g5)
+    lines = [json.loads(l) for l in (g5 / "samples.jsonl").read_text().splitlines()]
+    (g5 / "samples.jsonl").write_text("".join(json.dumps({**o, "sample_id": "other-" + o["sample_id"]}) + "\n" for o in lines))
+    code, _, err = cli("compare", run, "--golden", g5)
+    assert code == 2 and "share no sample ids" in err
+    assert not (run / "comparison.json").exists()
+    # bless refuses to overwrite
+    code, _, err = cli("bless", run, "--to", golden)
+    assert code == 2 and "already holds a golden" in err
+
+
+def test_compare_is_deterministic(golden, tmp_path, cli):
+    with TestServer(Script(requantized)) as srv:
+        assert cli("run", *RUN, "--base-url", srv.url, "--out", tmp_path / "run")[0] == 0
+    assert cli("compare", tmp_path / "run", "--golden", golden, "--out", tmp_path / "a.json")[0] == 11
+    assert cli("compare", tmp_path / "run", "--golden", golden, "--out", tmp_path / "b.json")[0] == 11
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
