@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from verifier.types import Suite
 
-from . import smoke
-from . import bfcl, replay
+from . import bfcl, gsm8k, lm_eval_task, replay, smoke, structured, vision
 
 SUITES: dict[str, Suite] = {
     smoke.SUITE.name: smoke.SUITE,
+    structured.SUITE.name: structured.SUITE,
+    vision.SUITE.name: vision.SUITE,
     bfcl.SUITE.name: bfcl.SUITE,
     replay.SUITE.name: replay.SUITE,
+    **gsm8k.SUITES, lm_eval_task.SUITE.name: lm_eval_task.SUITE,
 }
+
+
+def lookup(name: str) -> Suite | None:
+    """A suite by the name a run records; `lm_eval:<task>` runs are scored by the `lm_eval` suite."""
+    return SUITES.get(name) or SUITES.get(name.split(":", 1)[0])

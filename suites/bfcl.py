@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -124,15 +125,21 @@ def load_category(root: Path, category: str) -> list[Sample]:
 
 
 def load(data: str | None = None, smoke: bool = False) -> list[Sample]:
-    """All categories present, in CATEGORIES order then file order; smoke: the built-in subset."""
+    """All categories present, in CATEGORIES order then file order; smoke: the built-in subset.
+
+    `data` may also name one BFCL_v4_<category>.json file (its possible_answer/ dir beside it).
+    """
     if smoke:
         rows = _jsonl(SMOKE_FILE)
         order = {c: i for i, c in enumerate(CATEGORIES)}
         rows.sort(key=lambda r: order[r["category"]])  # stable: file order within a category
         return [make_sample(r["category"], r["entry"], r["possible_answer"]) for r in rows]
     root = data_dir(data)
+    m = re.fullmatch(r"BFCL_v4_(\w+)\.json", root.name)
+    if root.is_file() and m and m.group(1) in CATEGORIES:  # one category file, answers beside it
+        return load_category(root.parent, m.group(1))
     if not root.is_dir():
-        raise FileNotFoundError(f"BFCL data dir {root} does not exist")
+        raise FileNotFoundError(f"BFCL data dir {root} does not exist (want a dir holding BFCL_v4_<category>.json)")
     present = [c for c in CATEGORIES if (root / f"BFCL_v4_{c}.json").is_file()]
     if not present:
         raise FileNotFoundError(f"no BFCL_v4_<category>.json files in {root}")

@@ -110,18 +110,21 @@ def make_load(name: str):
     def load(data: str | None = None, smoke: bool = False) -> list[Sample]:
         task = template_task(name)
         multiturn = VARIANTS[name].multiturn
-        return [
-            Sample(
-                id=f"gsm8k/{i}",
-                messages=le.chat_messages(task, doc, multiturn=multiturn),
-                target=task.doc_to_target(doc),
-                # The doc is what lm-eval's process_results reads; the task name and version pin the prompt.
-                meta={"doc": doc, "lm_eval_task": task.config.task, "lm_eval_task_version": task.VERSION},
-            )
-            for i, doc in read_rows(data, smoke)
-        ]
+        rows = read_rows(data, smoke)
+        with le.compiled_templates():
+            return [_sample(task, i, doc, multiturn) for i, doc in rows]
 
     return load
+
+
+def _sample(task: Any, i: int, doc: dict[str, Any], multiturn: bool) -> Sample:
+    return Sample(
+        id=f"gsm8k/{i}",
+        messages=le.chat_messages(task, doc, multiturn=multiturn),
+        target=task.doc_to_target(doc),
+        # The doc is what lm-eval's process_results reads; the task name and version pin the prompt.
+        meta={"doc": doc, "lm_eval_task": task.config.task, "lm_eval_task_version": task.VERSION},
+    )
 
 
 def make_request(name: str):

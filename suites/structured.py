@@ -213,8 +213,9 @@ def bench_dir(data: str) -> Path:
     return root
 
 
-def _bench_rows(root: Path) -> Iterator[tuple[str, str, str]]:
-    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
+def bench_rows(root: Path, subsets: tuple[str, ...] | None = None) -> Iterator[tuple[str, str, str]]:
+    """(subset, file stem, schema text), sorted so the sample order (and dataset sha256) is stable."""
+    for sub in sorted(p for p in root.iterdir() if p.is_dir() and (subsets is None or p.name in subsets)):
         for f in sorted(sub.glob("*.json")):
             yield sub.name, f.stem, f.read_text(encoding="utf-8")
 
@@ -250,7 +251,7 @@ def bench_samples(rows: Iterator[tuple[str, str, str]]) -> tuple[list[Sample], d
 def load(data: str | None = None, smoke: bool = False) -> list[Sample]:
     if smoke:
         return extraction_samples(SMOKE_EXTRACTION) + builtin_samples()
-    rows = _bench_rows(bench_dir(data)) if data else _hub_rows()
+    rows = bench_rows(bench_dir(data)) if data else _hub_rows()
     return extraction_samples() + builtin_samples() + bench_samples(rows)[0]
 
 

@@ -215,6 +215,9 @@ def test_data_dir_resolution(tmp_path, monkeypatch):
     monkeypatch.setenv(bfcl.ENV_VAR, str(other))
     assert [s.id for s in bfcl.load()] == ["irrelevance/irrelevance_0"]
     assert [s.id for s in bfcl.load(str(pkg / "data"))] == ["simple_python/simple_python_0"]
+    assert [s.id for s in bfcl.load(str(pkg / "data" / "BFCL_v4_simple_python.json"))] == ["simple_python/simple_python_0"]
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        bfcl.load(str(tmp_path / "nowhere"))
 
 
 def test_missing_data_is_a_clear_error(tmp_path, monkeypatch, server, cli):
@@ -237,7 +240,7 @@ def _user_text(row):
 
 
 def _right_reply(row):
-    """What a perfect model answers: first acceptable value of every non-optional parameter."""
+    """What a perfect model answers: omits what may be omitted, else gives the first acceptable value."""
     fns = row["entry"]["function"]
     if row["category"] in ("irrelevance", "live_irrelevance"):
         return Reply(content="Sorry, none of the tools can do that.")
@@ -248,7 +251,7 @@ def _right_reply(row):
     calls = []
     for exp in row["possible_answer"]["ground_truth"]:
         (name, params), = exp.items()
-        args = {p: next(v for v in vals if v != "") for p, vals in params.items() if any(v != "" for v in vals)}
+        args = {p: vals[0] for p, vals in params.items() if "" not in vals}
         calls.append({"name": bfcl.openai_name(name), "arguments": json.dumps(args)})
     return Reply(content=None, tool_calls=calls)
 

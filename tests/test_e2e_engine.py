@@ -86,7 +86,7 @@ def test_smoke_against_llama_server(smol, tmp_path, cli):
     assert all(isinstance(c, str) for c in first.values())
 
 
-def test_wrong_template_drops_the_system_prompt(smol):
+def test_wrong_templates_drop_the_system_prompt_or_the_tools(smol):
     msgs = [{"role": "system", "content": "SYSTEM-MARKER-42"}, {"role": "user", "content": "hi"}]
     good = httpx.post(smol.root + "/apply-template", json={"messages": msgs}, timeout=30).json()["prompt"]
     assert "SYSTEM-MARKER-42" in good
@@ -94,6 +94,10 @@ def test_wrong_template_drops_the_system_prompt(smol):
         prompt = httpx.post(bad.root + "/apply-template", json={"messages": msgs}, timeout=30).json()["prompt"]
         assert "SYSTEM-MARKER-42" not in prompt and "hi" in prompt
         assert "drop" in bad.name
+    tools = [{"type": "function", "function": {"name": "get_weather_7731", "parameters": {"type": "object", "properties": {}}}}]
+    with engines.Server("smollm2", template="drop-tools", slots=1, ctx=1024) as bad:
+        prompt = httpx.post(bad.root + "/apply-template", json={"messages": msgs, "tools": tools}, timeout=30).json()["prompt"]
+        assert "get_weather_7731" not in prompt and "SYSTEM-MARKER-42" in prompt
 
 
 def test_requantized_q2k_starts_and_answers(tmp_path):

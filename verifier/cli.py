@@ -27,6 +27,15 @@ def get_suites() -> dict[str, Suite]:
     return SUITES
 
 
+def _suite_named(name: str) -> Suite:
+    from suites import lookup
+
+    suite = lookup(name)
+    if suite is None:
+        raise UsageError(f"unknown suite {name!r}; known: {', '.join(sorted(get_suites()))}")
+    return suite
+
+
 def resolve_suites(names: str) -> list[Suite]:
     table = get_suites()
     out = []
@@ -169,11 +178,10 @@ def do_run(a: argparse.Namespace) -> dict[str, Any]:
         samples = journal.read_samples(run_dir)
         suites = []
         for name in hdr["suites"]:
-            if name not in table:
-                raise UsageError(f"run uses unknown suite {name!r}")
-            if table[name].version != hdr["suites"][name]["version"]:
-                raise UsageError(f"run was made with {name} version {hdr['suites'][name]['version']}, this harness has {table[name].version}")
-            suites.append((table[name], [s for (sn, _), s in samples.items() if sn == name]))
+            suite = _suite_named(name)
+            if suite.version != hdr["suites"][name]["version"]:
+                raise UsageError(f"run was made with {name} version {hdr['suites'][name]['version']}, this harness has {suite.version}")
+            suites.append((suite, [s for (sn, _), s in samples.items() if sn == name]))
         cfg = endpoint_config(a, a.base_url or None, a.model or hdr["endpoint"]["model"])
         if not a.base_url:
             raise UsageError("--resume needs --base-url (the journal stores it redacted)")
@@ -287,12 +295,10 @@ def _load_golden(path: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         g, obs = golden.load(Path(path))
     except golden.BadGolden as e:
         raise UsageError(str(e)) from None
-    table = get_suites()
     for name, info in g["suites"].items():
-        if name not in table:
-            raise UsageError(f"golden {path} uses suite {name!r}, unknown to this harness")
-        if table[name].version != info.get("version"):
-            raise UsageError(f"golden {path} was made with {name} version {info.get('version')}; this harness has version {table[name].version}: re-bless it")
+        suite = _suite_named(name)
+        if suite.name == name and suite.version != info.get("version"):
+            raise UsageError(f"golden {path} was made with {name} version {info.get('version')}; this harness has version {suite.version}: re-bless it")
     return g, obs
 
 
@@ -528,6 +534,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     add_endpoint_args(p)
     p.set_defaults(fn=cmd_gate)
+
+    from suites import lm_eval_task
+
+    p = sub.add_parser("lm-eval", help="run an lm-eval generate_until task through the endpoint (or import its samples) into a run directory")
+    lm_eval_task.add_arguments(p)
+    p.set_defaults(fn=lm_eval_task.run)
 
     from . import proxy
 

@@ -23,7 +23,7 @@ MEANING = {
     20: "inconclusive: not enough evidence either way at this sample size",
     30: "incomplete: too many infra errors to judge",
 }
-FRONTEND_EVENTS = ("new_findings", "prompt_tokens_mismatch", "stream_parity_mismatch", "new_unsupported")
+FRONTEND_EVENTS = ("new_findings", "prompt_tokens_mismatch", "stream_parity_mismatch", "new_unsupported", "tool_call_id_format_changed")
 NUMERICS_EVENTS = ("repetition",)
 DRIFT_FLOOR = 1e-3  # below this, |Δ logprob| is float formatting noise, whatever the calibration says
 
@@ -108,6 +108,13 @@ def paired_signals(golden: list[dict[str, Any]], cand: list[dict[str, Any]]) -> 
                 denom["prompt_tokens_mismatch"] += 1
                 if gpt != cpt:
                     events["prompt_tokens_mismatch"].append(sid)
+                    touched = True
+            gst = {x for o in gs for x in (o.get("tool_call_id_style") or [])}
+            cst = {x for o in cs for x in (o.get("tool_call_id_style") or [])}
+            if gst and cst:
+                denom["tool_call_id_format_changed"] += 1
+                if cst - gst:
+                    events["tool_call_id_format_changed"].append(sid)
                     touched = True
             modes = defaultdict(set)
             for o in judged_c:

@@ -46,6 +46,14 @@ def _declared(request: dict[str, Any]) -> set[str] | None:
     return {(t.get("function") or {}).get("name") for t in tools if isinstance(t, dict)}
 
 
+def id_style(call_id: str, name: str | None) -> str:
+    """The shape of a tool-call id ('call_<hex>', 'functions.NAME:<n>'...): models copy ids from history, so a changed shape matters."""
+    s = call_id.replace(name, "NAME") if name else call_id
+    s = re.sub(r"[0-9a-fA-F]{6,}", "<hex>", s)
+    s = re.sub(r"[A-Za-z0-9]{16,}", "<id>", s)
+    return re.sub(r"\d+", "<n>", s)
+
+
 def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
     """All envelope findings for one response. Pure."""
     f: list[Finding] = []
@@ -106,6 +114,10 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
             f.append(Finding("empty_response"))
     if p.usage is None:
         f.append(Finding("usage_missing"))
+    for field_name, text in (("content", p.content), ("reasoning", p.reasoning)):
+        if text and "\ufffd" in text:
+            # U+FFFD: a detokenizer split a multi-byte character (garbled stream text).
+            f.append(Finding("replacement_char", field_name))
     if p.extra.get("bad_chunks"):
         f.append(Finding("stream_chunk_invalid_json", str(p.extra["bad_chunks"])))
     return f

@@ -51,6 +51,7 @@ def observations(run_dir: Path) -> list[dict[str, Any]]:
             "completion_tokens": v.signals.get("completion_tokens"),
             "finish_reason": v.signals.get("finish_reason"),
             "tool_triggered": v.signals.get("tool_triggered"),
+            "tool_call_id_style": v.signals.get("tool_call_id_style"),
             "latency_ms": v.signals.get("latency_ms"),
             "content": content, "logprobs": logprobs,
         })

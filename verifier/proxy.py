@@ -35,7 +35,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, TextIO
+from typing import Any, Callable, Iterable, Iterator, TextIO
 
 import aiohttp
 from aiohttp import web
@@ -684,7 +684,7 @@ class Proxy:
     for JSON lines; None keeps mutations in `.mutations` only.
     """
 
-    def __init__(self, upstream: str, faults: list[str] | list[tuple[str, float]] = (), seed: int = 0,  # type: ignore[assignment]
+    def __init__(self, upstream: str, faults: Iterable[str | tuple[str, float]] = (), seed: int = 0,
                  host: str = "127.0.0.1", port: int = 0, log: TextIO | str | Path | None = None, connections: int = 100):
         self.faults: list[tuple[Fault, float]] = []
         for spec in faults:
@@ -937,8 +937,13 @@ def run(a: argparse.Namespace) -> int:
             raise UsageError(f"--log {a.log}: {e.strerror}") from None
 
     async def serve() -> None:
-        await proxy._start()
         from .endpoint import redact_url
+
+        try:
+            await proxy._start()
+        except OSError as e:
+            await proxy._stop()
+            raise UsageError(f"cannot listen on {a.host}:{a.port}: {e.strerror}") from None
 
         names = ", ".join(f"{f.name}:{r:g}" for f, r in proxy.faults) or "none (pass-through)"
         print(f"verifier proxy: {proxy.url} -> {redact_url(a.upstream)}  faults: {names}  seed: {a.seed}", file=sys.stderr, flush=True)
@@ -951,6 +956,4 @@ def run(a: argparse.Namespace) -> int:
         asyncio.run(serve())
     except KeyboardInterrupt:
         pass
-    except OSError as e:
-        raise UsageError(f"cannot listen on {a.host}:{a.port}: {e.strerror}") from None
     return 0

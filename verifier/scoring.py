@@ -20,6 +20,10 @@ def _signals(ex: Exchange, parsed=None) -> dict[str, Any]:
         s["finish_reason"] = parsed.finish_reason
         s["prompt_tokens"] = parsed.prompt_tokens
         s["completion_tokens"] = parsed.completion_tokens
+        calls = parsed.tool_calls if isinstance(parsed.tool_calls, list) else []
+        styles = sorted({contract.id_style(c["id"], (c.get("function") or {}).get("name")) for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)})
+        if styles:
+            s["tool_call_id_style"] = styles
     return s
 
 
@@ -57,7 +61,7 @@ def score_run(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], d
     verdicts = []
     for key in sorted(exchanges):
         ex = exchanges[key]
-        suite = suites[ex.suite]
+        suite = suites.get(ex.suite) or suites[ex.suite.split(":", 1)[0]]
         verdicts.append(judge(suite, samples[(ex.suite, ex.sample_id)], ex))
     return verdicts, summarize(header, verdicts, suites, samples)
 

@@ -36,7 +36,10 @@ def mean_ci(values: Sequence[float]) -> tuple[float, tuple[float, float]]:
         return (m, (m, m))
     sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
     half = Z95 * sd / math.sqrt(n)
-    return (m, (m - half, m + half))
+    lo, hi = m - half, m + half
+    if all(0 <= v <= 1 for v in values):  # a rate: its interval cannot leave [0, 1]
+        lo, hi = max(0.0, lo), min(1.0, hi)
+    return (m, (lo, hi))
 
 
 def mcnemar_exact(b: int, c: int) -> float:

@@ -1,0 +1,287 @@
+"""The reviewer's report, JUnit XML, Markdown summary and shard merging, on runs made against the scripted server."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from verifier import report
+from verifier.merge import parse_shard, take_shard
+from verifier.testserver import Reply, Script, TestServer
+
+XSS = '<script>window.__xss=1</script><img src=x onerror="window.__xss=2"> <a href="javascript:window.__xss=3">click</a>'
+RUN = ["--suite", "smoke", "--model", "m", "--quiet", "--mode", "chat,chat-stream", "--logprobs", "1", "--max-retries", "0"]
+XSS_SAMPLE = "add-00"  # 3 + 4
+
+
+def answer(req):
+    m = re.search(r"What is (-?\d+) \+ (-?\d+)", req["messages"][-1]["content"])
+    return int(m.group(1)) + int(m.group(2))
+
+
+def reference(req):
+    return Reply(content=str(answer(req)))
+
+
+def requantized_with_payload(req):
+    # Numerics changed (wrong answers, moved logprobs); one response carries an XSS payload, which also makes it a flip.
+    a = answer(req)
+    if a == 7:
+        return Reply(content=XSS, logprob_shift=0.3)
+    return Reply(content=str(a + 1 if a % 5 else a), logprob_shift=0.3)
+
+
+def build_world(tmp: Path) -> dict[str, Path]:
+    """A calibrated golden, a regressed candidate run with its comparison.json, and the candidate's report.html."""
+    from verifier.cli import main
+
+    with TestServer(Script(reference)) as srv:
+        for name in ("ref", "r2", "r3"):
+            assert main(["run", *RUN, "--base-url", srv.url, "--out", str(tmp / name)]) == 0
+    golden = tmp / "goldens" / "smoke-ref"
+    assert main(["bless", str(tmp / "ref"), "--to", str(golden)]) == 0
+    assert main(["calibrate", str(golden), "--runs", str(tmp / "r2"), str(tmp / "r3")]) == 0
+    cand = tmp / "cand"
+    with TestServer(Script(requantized_with_payload)) as srv:
+        assert main(["run", *RUN, "--base-url", srv.url, "--out", str(cand)]) == 0
+    assert main(["compare", str(cand), "--golden", str(golden)]) == 11
+    html = tmp / "report.html"
+    html.write_text(report.render_html(cand, golden, None), encoding="utf-8")
+    return {"golden": golden, "cand": cand, "ref": tmp / "ref", "html": html}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return build_world(tmp_path_factory.mktemp("report"))
+
+
+@pytest.fixture
+def wired(monkeypatch):
+    """`verifier report` and `verifier merge` through the real main(), whether or not cli.py wires them yet."""
+    from verifier import cli, merge
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    if "report" in sub.choices and "merge" in sub.choices:
+        return
+    orig = cli.build_parser
+
+    def build():
+        ap = orig()
+        sp = next(a for a in ap._actions if a.__class__.__name__ == "_SubParsersAction")
+        if "report" not in sp.choices:
+            p = sp.add_parser("report", help="self-contained HTML report of a run, optionally against a golden")
+            report.add_arguments(p)
+            p.set_defaults(fn=report.run)
+        if "merge" not in sp.choices:
+            p = sp.add_parser("merge", help="merge shard run directories into one run directory, then score it")
+            merge.add_arguments(p)
+            p.set_defaults(fn=merge.run)
+        return ap
+
+    monkeypatch.setattr(cli, "build_parser", build)
+
+
+def test_html_is_one_self_contained_file(world):
+    html = world["html"].read_text(encoding="utf-8")
+    # No network: nothing loaded from a URL (the CSP also forbids it), scripts and styles inline.
+    assert not re.search(r"""(?:src|href|action)\s*=\s*["']?\s*(?:https?:)?//""", html, flags=re.I)
+    assert "<link rel=\"stylesheet\"" not in html and not re.search(r"<script[^>]*\ssrc=", html)
+    assert "default-src 'none'" in html
+    assert html.count("<script") == 2  # the JSON data block and our own code; nothing from a response
+    assert "<svg" in html and "<style>" in html
+
+
+def test_html_contents(world):
+    html = world["html"].read_text(encoding="utf-8")
+    doc = json.loads((world["cand"] / "comparison.json").read_text())
+    assert doc["status"] == "quantization_regression"
+    assert 'id="status">quantization_regression<' in html and 'id="exit-code">11<' in html
+    assert doc["meaning"].replace("'", "&#39;") in html
+    assert 'class="metric-table"' in html and ">accuracy<" in html and "0.000488" in html  # McNemar p
+    assert "logprob_drift" in html and "prompt_tokens_mismatch" in html  # attribution evidence
+    assert 'class="card flip" id="s-add-00"' in html  # a flipped sample, side by side, deep-linkable
+    assert "<details><summary>request" in html and "candidate raw response" in html
+    assert 'class="diff"' in html  # the answer difference is highlighted
+    assert "Prompt-token fingerprint" in html and "0 of 20 paired samples differ" in html
+    assert "Latency distribution" in html and "finish_reason mix" in html
+    header = json.loads((world["cand"] / "run.json").read_text())
+    assert header["suites"]["smoke"]["dataset_sha256"] in html  # provenance
+    assert "Authorization" not in html and "Bearer" not in html
+
+
+def test_xss_payload_is_escaped_everywhere(world):
+    html = world["html"].read_text(encoding="utf-8")
+    assert "&lt;script&gt;window.__xss=1&lt;/script&gt;" in html  # shown as text in the flip card
+    assert "<script>window.__xss" not in html
+    assert "<img src=x" not in html and 'onerror="window' not in html
+    assert 'href="javascript:' not in html
+    data = re.search(r'<script type="application/json" id="sample-data">(.*?)</script>', html, flags=re.S).group(1)
+    assert "<" not in data and ">" not in data and "&" not in data
+    assert "\\u003cscript\\u003ewindow.__xss=1" in data
+    table = json.loads(data)
+    i = table["cols"].index("c_content")
+    assert any(XSS in (r[i] or "") for r in table["rows"])  # c_content survives the round trip intact
+
+
+def test_script_json_escapes_line_separators():
+    s = report.script_json({"x": "a\u2028b\u2029c</script><!--&"})
+    assert "\u2028" not in s and "\u2029" not in s and "<" not in s and ">" not in s and "&" not in s
+    assert json.loads(s) == {"x": "a\u2028b\u2029c</script><!--&"}
+
+
+def test_anchor_is_id_safe_and_reversible():
+    assert report.anchor("add-00") == "add-00"
+    a = report.anchor('multi/turn "x"_1')
+    assert re.fullmatch(r"[A-Za-z0-9_-]+", a)
+    assert report.anchor("a_1") != report.anchor("a/1")
+
+
+def test_answer_diff_opens_tool_call_arguments():
+    g = json.dumps([{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}])
+    c = json.dumps([{"name": "get_weather", "arguments": '{"city": "Paris", "unit": "f"}'}])
+    rows = {r["path"]: r for r in report.answer_diff(g, c)}
+    assert rows["$[0].arguments.unit"]["diff"] and not rows["$[0].arguments.city"]["diff"]
+    assert not rows["$[0].name"]["diff"]
+
+
+def test_write_all_outputs(world, tmp_path, monkeypatch):
+    doc = json.loads((world["cand"] / "comparison.json").read_text())
+    run = tmp_path / "cand"
+    shutil.copytree(world["cand"], run)
+    step = tmp_path / "step_summary.md"
+    step.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    paths = report.write_all(run, doc)
+    assert paths["html"] == run / "report.html" and paths["html"].stat().st_size > 10_000
+    # CSV: the per-sample comparison, one row per record
+    import pandas as pd
+
+    df = pd.read_csv(run / "samples.csv")
+    assert len(df) == 40 and {"suite", "sample_id", "flip", "g_answer", "c_answer", "pt_mismatch"} <= set(df.columns)
+    assert set(df.loc[df["sample_id"] == XSS_SAMPLE, "flip"]) == {"regressed"}
+    # JUnit: parses, one testcase per check, failures carry the evidence
+    root = ET.parse(run / "junit.xml").getroot()
+    cases = root.iter("testcase")
+    names = {c.get("name"): c for c in cases}
+    assert "infra error budget" in names
+    failures = [c for c in names.values() if c.find("failure") is not None]
+    assert {c.get("name") for c in failures} >= {"smoke: quality/accuracy", "smoke: logprob_drift"}
+    assert "accuracy: 1.0 -> 0.4" in names["smoke: quality/accuracy"].find("failure").text
+    assert names["infra error budget"].find("failure") is None
+    assert int(root.find("testsuite").get("failures")) == len(failures)
+    # Markdown: status line, metric table, fired signals, top flips; appended to the step summary
+    md = (run / "summary.md").read_text()
+    assert md.startswith("## verifier: ") and "`quantization_regression` (exit 11)" in md
+    assert "| smoke | accuracy |" in md and "Signals that fired" in md and "`smoke/add-00`" in md
+    assert step.read_text() == "earlier step\n" + md
+
+
+def test_junit_for_a_pass_and_for_incomplete():
+    doc = {"frontend": {"evidence": [{"signal": "new_findings", "suite": "s", "verdict": "pass", "summary": "ok"}]},
+           "quantization": {"evidence": [{"signal": "quality", "suite": "s", "metric": "acc", "verdict": "inconclusive", "summary": "wide"}]},
+           "infra": {"count": 5, "total": 10, "rate": 0.5, "budget": 0.02}}
+    root = ET.fromstring(report.junit_xml(doc))
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    assert cases["s: new_findings"].find("failure") is None
+    assert cases["s: quality/acc"].find("skipped") is not None
+    assert "5/10" in cases["infra error budget"].find("failure").text
+
+
+def test_single_run_report(world):
+    html = report.render_html(world["ref"], None, None)
+    assert 'id="status">single run<' in html and ">accuracy<" in html
+    assert "Flipped samples" not in html and 'id="sample-data"' in html
+
+
+def test_report_command(world, tmp_path, cli, wired):
+    out = tmp_path / "reports" / "smoke.html"
+    code, stdout, err = cli("report", world["cand"], "--golden", world["golden"], "-o", out, "--csv", tmp_path / "s.csv")
+    assert code == 0, err
+    assert out.exists() and "quantization_regression" in out.read_text() and (tmp_path / "s.csv").exists()
+    assert "quantization_regression" in stdout
+    # without comparison.json it is computed (and the run dir gets one, as `verifier compare` would write)
+    run = tmp_path / "fresh"
+    shutil.copytree(world["cand"], run)
+    (run / "comparison.json").unlink()
+    code, _, err = cli("report", run, "--golden", world["golden"], "-o", tmp_path / "b.html")
+    assert code == 0, err
+    assert 'id="status">quantization_regression<' in (tmp_path / "b.html").read_text()
+    # single run, default output path
+    code, _, err = cli("report", world["ref"])
+    assert code == 0, err
+    assert (world["ref"] / "report.html").exists()
+    # usage errors: one line, exit 2
+    code, _, err = cli("report", tmp_path / "nope")
+    assert code == 2 and err.count("\n") == 1 and "not a run directory" in err
+    code, _, err = cli("report", world["cand"], "--golden", tmp_path / "nogolden", "-o", tmp_path / "c.html")
+    assert code == 2 and err.count("\n") == 1
+
+
+def test_shard_selection():
+    xs = list(range(10))
+    shards = [take_shard(xs, f"{i}/3") for i in (1, 2, 3)]
+    assert sorted(sum(shards, [])) == xs and shards[0] == [0, 3, 6, 9]
+    assert take_shard(xs, None) == xs
+    for bad in ("0/3", "4/3", "a/b", "3"):
+        with pytest.raises(ValueError):
+            parse_shard(bad)
+
+
+def make_shards(tmp_path, monkeypatch, n=2):
+    """Shard runs as CI would make them: each job runs every n-th sample (`--shard i/n`)."""
+    from verifier import cli as cli_mod
+    from verifier.cli import main
+
+    orig = cli_mod.select
+    dirs = []
+    with TestServer(Script(reference)) as srv:
+        for i in range(1, n + 1):
+            monkeypatch.setattr(cli_mod, "select", lambda s, limit, seed, i=i: take_shard(orig(s, limit, seed), f"{i}/{n}"))
+            d = tmp_path / f"shard-{i}"
+            assert main(["run", *RUN, "--base-url", srv.url, "--out", str(d)]) == 0
+            dirs.append(d)
+    monkeypatch.setattr(cli_mod, "select", orig)
+    return dirs
+
+
+def test_merge_shards_then_gate(world, tmp_path, monkeypatch, cli, wired):
+    shards = make_shards(tmp_path, monkeypatch)
+    assert [json.loads((d / "run.json").read_text())["suites"]["smoke"]["samples"] for d in shards] == [10, 10]
+    out = tmp_path / "merged"
+    code, stdout, err = cli("merge", *shards, "--out", out, "--quiet")
+    assert code == 0, err
+    hdr = json.loads((out / "run.json").read_text())
+    assert hdr["suites"]["smoke"]["samples"] == 20 and hdr["suites"]["smoke"]["requests"] == 40
+    assert [s["run_id"] for s in hdr["shards"]] == ["shard-1", "shard-2"]
+    # same dataset hash as the unsharded golden run: the union is the whole selection
+    ref = json.loads((world["ref"] / "run.json").read_text())
+    assert hdr["suites"]["smoke"]["dataset_sha256"] == ref["suites"]["smoke"]["dataset_sha256"]
+    assert len((out / "responses.jsonl").read_text().splitlines()) == 40
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["suites"]["smoke"]["metrics"]["accuracy"]["value"] == 1.0
+    code, _, err = cli("compare", out, "--golden", world["golden"])
+    assert code == 0, err
+    # refusing to merge into an existing run
+    code, _, err = cli("merge", *shards, "--out", out)
+    assert code == 2 and "already holds a run" in err
+
+
+def test_merge_rejects_conflicting_versions(tmp_path, monkeypatch, cli, wired):
+    a, b = make_shards(tmp_path, monkeypatch)
+    hb = json.loads((b / "run.json").read_text())
+    hb["suites"]["smoke"]["version"] = "0"
+    (b / "run.json").write_text(json.dumps(hb))
+    code, _, err = cli("merge", a, b, "--out", tmp_path / "m")
+    assert code == 2 and err.count("\n") == 1 and "conflicting smoke versions" in err
+    assert not (tmp_path / "m" / "run.json").exists()
+    hb["suites"]["smoke"]["version"] = json.loads((a / "run.json").read_text())["suites"]["smoke"]["version"]
+    hb["endpoint"]["model"] = "other"
+    (b / "run.json").write_text(json.dumps(hb))
+    code, _, err = cli("merge", a, b, "--out", tmp_path / "m")
+    assert code == 2 and "model" in err

@@ -1,0 +1,135 @@
+"""`verifier merge SHARD... --out RUN_DIR`: shard run directories -> one run directory, then scored.
+
+CI splits a large run across matrix jobs (`--shard i/n`, or `--limit`/`--sample-seed`);
+each job uploads its run dir; one job merges them and compares the result with the
+golden as if it were one run. Shards must agree on everything that makes runs
+comparable (model, suite versions, sampling, epochs, modes); they may differ in
+which samples they hold and in when they ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import journal
+from .types import Sample
+
+SAME = ("sampling", "extra_body", "epochs", "modes")
+
+
+def parse_shard(spec: str) -> tuple[int, int]:
+    """'2/4' -> (2, 4): the second of four shards, 1-based like CI matrix indexes."""
+    try:
+        i, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard must look like I/N (e.g. 2/4), got {spec!r}") from None
+    if not 1 <= i <= n:
+        raise ValueError(f"--shard {spec}: need 1 <= I <= N")
+    return i, n
+
+
+def take_shard(samples: Sequence[Sample], spec: str | None) -> list[Sample]:
+    """Every n-th sample starting at i-1: balanced, disjoint, and the shards' union is the whole selection."""
+    if not spec:
+        return list(samples)
+    i, n = parse_shard(spec)
+    return list(samples[i - 1::n])
+
+
+def _usage(msg: str) -> Exception:
+    from .cli import UsageError
+
+    return UsageError(msg)
+
+
+def merge_headers(run_id: str, headers: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+    first_dir, first = headers[0]
+    model = first["endpoint"]["model"]
+    versions: dict[str, tuple[str, Path]] = {}
+    for d, h in headers:
+        if h["endpoint"]["model"] != model:
+            raise _usage(f"shard {d} used model {h['endpoint']['model']!r}, shard {first_dir} used {model!r}")
+        for k in SAME:
+            if h.get(k) != first.get(k):
+                raise _usage(f"shard {d} differs from {first_dir} in {k}: {h.get(k)!r} vs {first.get(k)!r}")
+        for name, info in h["suites"].items():
+            seen = versions.setdefault(name, (info["version"], d))
+            if seen[0] != info["version"]:
+                raise _usage(f"conflicting {name} versions: {seen[0]} in {seen[1]}, {info['version']} in {d}")
+    starts = [h.get("started") for _, h in headers if h.get("started")]
+    ends = [h.get("finished") for _, h in headers]
+    out = dict(first)
+    out.update(
+        run_id=run_id,
+        suites={name: {**h["suites"][name]} for _, h in reversed(headers) for name in h["suites"]},
+        started=min(starts) if starts else None,
+        # ISO-8601 UTC strings sort chronologically; a shard that never finished leaves the merge unfinished.
+        finished=max(ends) if ends and all(ends) else None,
+        selection={"smoke": all((h.get("selection") or {}).get("smoke") for _, h in headers), "limit": None, "sample_seed": None,
+                   "ids": any((h.get("selection") or {}).get("ids") for _, h in headers)},
+        shards=[{"run_id": h.get("run_id"), "endpoint": h.get("endpoint"), "started": h.get("started"), "finished": h.get("finished"),
+                 "selection": h.get("selection"), "suites": h.get("suites")} for _, h in headers],
+    )
+    return out
+
+
+def merge(shards: list[Path], out: Path) -> dict[str, Any]:
+    """Write the merged run dir (header, samples union, responses concatenated); returns the header. Does not score."""
+    from .cli import ensure_writable_new_dir
+
+    if len(shards) < 1:
+        raise _usage("merge needs at least one shard run directory")
+    headers = []
+    for d in shards:
+        try:
+            headers.append((d, journal.check_run_dir(d)))
+        except journal.NotARunDir as e:
+            raise _usage(str(e)) from None
+    hdr = merge_headers(out.name, headers)
+    samples: dict[tuple[str, str], Sample] = {}
+    for d, _ in headers:
+        for key, s in journal.read_samples(d).items():
+            if key in samples and samples[key] != s:
+                raise _usage(f"sample {key[0]}/{key[1]} differs between shards (another dataset?); last seen in {d}")
+            samples[key] = s
+    ensure_writable_new_dir(out)
+    ordered = sorted(samples.items())
+    journal.write_samples(out, [(suite, s) for (suite, _), s in ordered])
+    for name, info in hdr["suites"].items():
+        mine = [s for (suite, _), s in ordered if suite == name]
+        h = hashlib.sha256()
+        for s in mine:
+            h.update(journal.dumps(s.to_json()).encode())
+            h.update(b"\n")
+        reqs = sum(x["suites"].get(name, {}).get("requests", 0) for _, x in headers)
+        hdr["suites"][name] = {**info, "dataset_sha256": h.hexdigest(), "samples": len(mine), "requests": reqs}
+    # Responses: concatenated in shard order. Readers keep the latest record per key, so a sample that two
+    # shards both ran resolves to the later shard, the same rule as a resumed run.
+    with (out / journal.RESPONSES).open("w", encoding="utf-8") as f:
+        for d, _ in headers:
+            for rec in journal.read_jsonl(d / journal.RESPONSES):
+                f.write(journal.dumps(rec) + "\n")
+    journal.write_json(out / journal.HEADER, hdr)
+    return hdr
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("shards", nargs="+", metavar="SHARD_RUN_DIR", help="run directories made by the shard jobs")
+    p.add_argument("--out", required=True, help="merged run directory to create")
+    p.add_argument("--quiet", action="store_true")
+
+
+def run(a: argparse.Namespace) -> int:
+    from .cli import do_score, print_summary
+
+    out = Path(a.out)
+    hdr = merge([Path(s) for s in a.shards], out)
+    summary = do_score(out)
+    if not a.quiet:
+        print_summary(summary)
+    n = sum(s["samples"] for s in hdr["suites"].values())
+    print(f"merged {len(a.shards)} shards -> {out} ({n} samples)")
+    return 0
