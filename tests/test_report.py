@@ -33,6 +33,8 @@ def requantized_with_payload(req):
     a = answer(req)
     if a == 7:
         return Reply(content=XSS, logprob_shift=0.3)
+    if a == 42:
+        return Reply(content="I don't know.", logprob_shift=0.3)  # no answer extracted: None must stay JSON null
     return Reply(content=str(a + 1 if a % 5 else a), logprob_shift=0.3)
 
 
@@ -124,7 +126,7 @@ def test_xss_payload_is_escaped_everywhere(world):
     data = re.search(r'<script type="application/json" id="sample-data">(.*?)</script>', html, flags=re.S).group(1)
     assert "<" not in data and ">" not in data and "&" not in data
     assert "\\u003cscript\\u003ewindow.__xss=1" in data
-    table = json.loads(data)
+    table = json.loads(data, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
     i = table["cols"].index("c_content")
     assert any(XSS in (r[i] or "") for r in table["rows"])  # c_content survives the round trip intact
 

@@ -403,13 +403,15 @@ def table_json(df: pd.DataFrame) -> str:
         sub[col] = [None if v is None else (v if len(v) <= TABLE_TEXT else v[:TABLE_TEXT] + "…") for v in sub[col]]
     for col in ("c_findings", "new_findings"):
         sub[col] = [" ".join(v) if v else "" for v in sub[col]]
-    rows = sub.to_numpy().tolist()
+    # Assigning lists with None lets pandas infer a string dtype whose missing value is NaN, which is not JSON.
+    sub = sub.astype(object)
+    rows = sub.where(sub.notna(), None).to_numpy().tolist()
     return script_json({"cols": TABLE_COLS, "rows": rows})
 
 
 def script_json(obj: Any) -> str:
     """JSON safe inside a <script> element: no `</script>`, no `<!--`, no line separators that break JS parsers."""
-    s = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+    s = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=_json_default, allow_nan=False)
     return (s.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
              .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 

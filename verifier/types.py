@@ -66,7 +66,8 @@ class Exchange:
     """How many attempts were made, retries included."""
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        # Shallow on purpose: asdict() deep-copies the request and chunks, a measurable cost per record.
+        return dict(self.__dict__)
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Exchange":
