@@ -174,4 +174,8 @@ def test_list_suites_and_help(cli):
 def test_demo_runs_offline(tmp_path, cli):
     code, out, err = cli("demo", "--out", tmp_path / "demo", "--quiet")
     assert code == 0, err
-    assert "accuracy=1.000" in out
+    assert "healthy endpoint exit 0 (expected 0), faulty frontend exit 10 (expected 10)" in out
+    healthy = json.loads((tmp_path / "demo" / "healthy" / "comparison.json").read_text())
+    faulty = json.loads((tmp_path / "demo" / "faulty-frontend" / "comparison.json").read_text())
+    assert healthy["status"] == "pass"
+    assert faulty["status"] == "frontend_regression" and faulty["quantization"]["verdict"] == "inconclusive"

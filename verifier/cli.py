@@ -272,20 +272,31 @@ def cmd_list_suites(a: argparse.Namespace) -> int:
     return 0
 
 
+DEMO_GOLDEN = Path(__file__).resolve().parent.parent / "goldens" / "demo-smoke"
+
+
 def cmd_demo(a: argparse.Namespace) -> int:
+    """The whole loop on the embedded default: gate a healthy endpoint, then the same one behind a frontend fault."""
+    from .proxy import Proxy
     from .testserver import Script, TestServer, arithmetic
 
+    if not (DEMO_GOLDEN / "golden.json").exists():
+        raise UsageError(f"demo golden not found at {DEMO_GOLDEN}; run the demo from a checkout (pip install -e .)")
+    root = Path(a.out) if a.out else default_run_dir("demo")
+    if root.exists() and any(root.iterdir()):
+        raise UsageError(f"{root} is not empty; pass another --out")
+    codes = {}
     with TestServer(Script(arithmetic)) as srv:
-        ns = argparse.Namespace(
-            resume=None, suite="smoke", base_url=srv.url, model="demo", api_key_env=None, header=None,
-            extra_body=None, concurrency=8, timeout=30.0, max_retries=2, temperature=None, top_p=None,
-            max_tokens=None, seed=None, logprobs=None, data=None, smoke=True, limit=None, sample_seed=None, epochs=1,
-            mode="chat,chat-stream", out=a.out or str(default_run_dir("demo")), quiet=a.quiet,
-        )
-        summary = do_run(ns)
-    print_summary(summary)
-    print(f"demo run written to {ns.out}")
-    return 0
+        with Proxy(srv.url, ["answer_in_reasoning"], seed=0) as broken:
+            for name, url in (("healthy", srv.url), ("faulty-frontend", broken.url)):
+                print(f"== gate {name} endpoint against {DEMO_GOLDEN.name}", flush=True)
+                ns = build_parser().parse_args(["gate", "--golden", str(DEMO_GOLDEN), "--base-url", url, "--model", "demo",
+                                                "--out", str(root / name), *(["--quiet"] if a.quiet else [])])
+                codes[name] = cmd_gate(ns)
+    ok = codes == {"healthy": 0, "faulty-frontend": 10}
+    print(f"demo: healthy endpoint exit {codes['healthy']} (expected 0), faulty frontend exit {codes['faulty-frontend']} (expected 10)")
+    print(f"runs, comparisons and reports under {root}")
+    return 0 if ok else 1
 
 
 def _load_golden(path: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -248,6 +248,9 @@ def compare(golden_meta: dict[str, Any], golden_obs: list[dict[str, Any]], cand_
     suites_out: dict[str, Any] = {}
     for suite, s in sig.items():
         mets = {}
+        if not s["metrics"]:
+            q_evidence.append({"signal": "quality", "suite": suite, "metric": "*", "verdict": "inconclusive",
+                               "summary": "no sample has a clean envelope on both sides: quality cannot be judged"})
         for m, v in sorted(s["metrics"].items()):
             mv = metric_verdict(v["golden"], v["candidate"], _margin(margins, f"{suite}/{m}"))
             mets[m] = mv
