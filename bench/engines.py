@@ -54,6 +54,10 @@ def run_suite(srv: engines.Server, out: Path, suite: str, extra: list[str]) -> d
     return s
 
 
+def metrics(s: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {m['value']} (n={m['n']})" for k, m in s["metrics"].items() if m.get("value") is not None) or "-"
+
+
 def per_sample(out: Path) -> dict[str, dict[str, Any]]:
     """sample_id -> {score, tokens: [(token, logprob)], prompt_tokens}"""
     vs = {v["sample_id"]: v for v in journal.read_jsonl(out / "verdicts.jsonl")}
@@ -156,15 +160,13 @@ def main() -> None:
                 s = run_suite(srv, d, suite, extra)
                 results[(v, suite)] = s
                 samples[(v, suite)] = per_sample(d)
-                acc = s["metrics"].get("accuracy", {})
-                print(f"   {suite}: accuracy {acc.get('value')} (n={acc.get('n')}) outcomes {s['outcomes']} in {s['wall_s']}s", flush=True)
+                print(f"   {suite}: {metrics(s)} outcomes {s['outcomes']} in {s['wall_s']}s", flush=True)
 
-    print("\n| variant | suite | accuracy | n | flips vs ref | mean abs Δ logprob (shared prefix) | shared prefix | prompt_tokens differ | wall s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n| variant | suite | metrics (n) | flips vs ref | mean abs Δ logprob (shared prefix) | shared prefix | prompt_tokens differ | wall s |")
+    print("|---|---|---|---|---|---|---|---|")
     for (v, suite), s in results.items():
-        acc = s["metrics"].get("accuracy", {})
         cmp = compare(samples[("ref", suite)], samples[(v, suite)]) if ("ref", suite) in samples and v != "ref" else None
-        print(f"| {VARIANTS[v]['label']} | {suite} | {acc.get('value')} | {acc.get('n')} | "
+        print(f"| {VARIANTS[v]['label']} | {suite} | {metrics(s)} | "
               f"{cmp['flips'] if cmp else '-'} | {cmp['mean_abs_dlogprob'] if cmp else '-'} "
               f"({cmp['shared_tokens'] if cmp else '-'} tok) | {cmp['shared_frac'] if cmp else '-'} | "
               f"{cmp['prompt_tokens_differ'] if cmp else '-'} | {s['wall_s']} |")

@@ -126,6 +126,7 @@ def add_selection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--smoke", action="store_true", help="use each suite's built-in ~20-item smoke subset")
     p.add_argument("--limit", type=int, help="first N samples (after --sample-seed shuffling)")
     p.add_argument("--sample-seed", type=int, help="shuffle samples with this seed before --limit")
+    p.add_argument("--shard", metavar="I/N", help="run every N-th sample starting at the I-th (1-based), after --sample-seed/--limit; join shards with `verifier merge`")
     p.add_argument("--epochs", type=int, default=1, help="repeat every sample N times (default 1)")
     p.add_argument("--mode", default="chat", help=f"comma-separated wire modes: {', '.join(MODES)} (default chat)")
 
@@ -159,6 +160,13 @@ def load_suite_samples(suites: list[Suite], a: argparse.Namespace) -> list[tuple
         except ValueError as e:
             raise UsageError(f"suite {s.name}: {e}") from None
         chosen = select(samples, a.limit, a.sample_seed)
+        if getattr(a, "shard", None):
+            from .merge import take_shard
+
+            try:
+                chosen = take_shard(chosen, a.shard)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
         only = getattr(a, "only_ids", None)
         if only is not None:
             chosen = [x for x in samples if x.id in only.get(s.name, ())]
@@ -208,7 +216,8 @@ def do_run(a: argparse.Namespace) -> dict[str, Any]:
         sampling = sampling_from_args(a)
         hdr = runner.header(run_dir.name, cfg, suites, sampling, extra, a.epochs, modes, a.api_key_env)
         hdr["selection"] = {"smoke": bool(a.smoke), "limit": a.limit, "sample_seed": a.sample_seed,
-                            "ids": getattr(a, "only_ids", None) is not None}
+                            "ids": getattr(a, "only_ids", None) is not None,
+                            "shard": getattr(a, "shard", None)}
         journal.write_samples(run_dir, [(s.name, x) for s, xs in suites for x in xs])
         work = runner.plan(suites, cfg.model, sampling, extra, a.epochs, modes)
     if a.resume:
@@ -551,6 +560,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("lm-eval", help="run an lm-eval generate_until task through the endpoint (or import its samples) into a run directory")
     lm_eval_task.add_arguments(p)
     p.set_defaults(fn=lm_eval_task.run)
+
+    from . import merge, report
+
+    p = sub.add_parser("report", help="self-contained HTML report of a run, optionally against a golden")
+    report.add_arguments(p)
+    p.set_defaults(fn=report.run)
+
+    p = sub.add_parser("merge", help="merge shard run directories into one run directory, then score it")
+    merge.add_arguments(p)
+    p.set_defaults(fn=merge.run)
 
     from . import proxy
 

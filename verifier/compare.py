@@ -44,6 +44,10 @@ def degenerate(text: str | None) -> bool:
     if not text or len(text) < 40:
         return False
     tail = text[-400:]
+    import zlib
+
+    if len(zlib.compress(tail.encode())) > 0.5 * len(tail.encode()):
+        return False  # fast path: a loop compresses very well, ordinary text does not
     m = re.search(r"(.{1,40}?)\1{5,}$", tail, flags=re.S)
     return bool(m and len(m.group(0)) >= 30)
 
