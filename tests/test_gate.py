@@ -57,8 +57,11 @@ def golden(tmp_path_factory):
 
 
 def gate(cli, golden, responder, out, *extra):
-    with TestServer(Script(responder)) as srv:
-        code, stdout, err = cli("gate", "--golden", golden, "--base-url", srv.url, "--model", "m", "--out", out, "--quiet", *extra)
+    if responder is None:  # the caller passes its own --base-url
+        code, stdout, err = cli("gate", "--golden", golden, "--model", "m", "--out", out, "--quiet", *extra)
+    else:
+        with TestServer(Script(responder)) as srv:
+            code, stdout, err = cli("gate", "--golden", golden, "--base-url", srv.url, "--model", "m", "--out", out, "--quiet", *extra)
     doc = json.loads((out / "comparison.json").read_text()) if (out / "comparison.json").exists() else None
     return code, doc, stdout + err
 
@@ -169,3 +172,26 @@ def test_compare_is_deterministic(golden, tmp_path, cli):
     assert cli("compare", tmp_path / "run", "--golden", golden, "--out", tmp_path / "a.json")[0] == 11
     assert cli("compare", tmp_path / "run", "--golden", golden, "--out", tmp_path / "b.json")[0] == 11
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+def test_probes_catch_ignored_sampling_params(tmp_path, cli):
+    """drop_sampling_params changes no envelope and no prompt token; the determinism probe catches it."""
+    from verifier.proxy import Proxy
+
+    with TestServer(Script(arithmetic, honour_sampling=True)) as srv:
+        for name in ("ref", "r2", "r3"):
+            assert cli("run", *RUN, "--base-url", srv.url, "--out", tmp_path / name, "--probes")[0] == 0
+        probes = json.loads((tmp_path / "ref" / "probes.json").read_text())
+        assert all(p["passed"] for p in probes.values()), probes
+        g = tmp_path / "golden"
+        assert cli("bless", tmp_path / "ref", "--to", g)[0] == 0
+        assert cli("calibrate", g, "--runs", tmp_path / "r2", tmp_path / "r3")[0] == 0
+        assert json.loads((g / "golden.json").read_text())["probes"] == probes
+        with Proxy(srv.url, ["drop_sampling_params"]) as px:
+            code, doc, out = gate(cli, g, None, tmp_path / "c", "--base-url", px.url)
+    assert code == 10, out
+    ev = {e["signal"]: e for e in doc["frontend"]["evidence"]}
+    assert ev["probe:temperature_0_deterministic"]["verdict"] == "fail"
+    # The fault strips the invalid value too, so the refusal probe fails as well: both are real symptoms.
+    assert ev["probe:rejects_negative_temperature"]["verdict"] == "fail"
+    assert ev["probe:max_tokens_honoured"]["verdict"] == "pass"

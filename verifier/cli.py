@@ -232,6 +232,10 @@ def do_run(a: argparse.Namespace) -> dict[str, Any]:
         try:
             hdr["server_info"] = await ep.server_info()
             journal.write_json(run_dir / journal.HEADER, hdr)
+            if getattr(a, "probes", False):
+                from .probes import run_probes
+
+                journal.write_json(run_dir / "probes.json", await run_probes(ep, cfg.model, hdr.get("extra_body") or {}))
             return await runner.execute(run_dir, work, cfg, quiet=a.quiet, endpoint=ep)
         finally:
             await ep.aclose()
@@ -352,7 +356,11 @@ def compare_run(run_dir: Path, golden_path: str, out: Path | None, infra_budget:
             raise UsageError(f"run {run_dir} used {name} version {info.get('version')}, golden has {g['suites'][name].get('version')}")
     cobs = _observations(run_dir)
     probes_path = run_dir / "probes.json"
-    probes = json.loads(probes_path.read_text()) if probes_path.exists() else None
+    probes = None
+    if probes_path.exists():
+        from .probes import verdicts as probe_verdicts
+
+        probes = probe_verdicts(json.loads(probes_path.read_text()), g.get("probes"))
     try:
         doc = compare.compare(g, gobs, cobs, infra_budget=infra_budget, probes=probes)
     except compare.NoOverlap as e:
@@ -467,7 +475,7 @@ def _gate_namespace(a: argparse.Namespace, g: dict[str, Any], out: Path) -> argp
         max_tokens=a.max_tokens, seed=a.seed, logprobs=a.logprobs, data=a.data, smoke=sel.get("smoke", False), limit=None,
         base_overrides=(g["source"].get("sampling") or {}).get("overrides", {}),
         sample_seed=None, epochs=g.get("epochs", 1), mode=",".join(g.get("modes", ["chat"])), out=str(out),
-        quiet=a.quiet, only_ids=ids,
+        quiet=a.quiet, only_ids=ids, probes=getattr(a, "probes", False) or bool(g.get("probes")),
     )
 
 
@@ -507,6 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="RUN_DIR", help="re-send only what is missing or ended in an infra error")
     p.add_argument("--requests", metavar="FILE.jsonl", help="replay raw chat-completions request bodies as-is (K2-Vendor-Verifier format); same as --suite replay --data FILE")
     p.add_argument("--quiet", action="store_true", help="no progress bar (for CI)")
+    p.add_argument("--probes", action="store_true", help="also run the parameter-contract probes (probes.json)")
     p.set_defaults(fn=cmd_run)
 
     p = sub.add_parser("score", help="score a run directory offline: verdicts.jsonl + summary.json")
@@ -552,6 +561,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", help="JUnit XML path (default RUN_DIR/junit.xml)")
     p.add_argument("--markdown", help="Markdown summary path (default RUN_DIR/summary.md; also appended to $GITHUB_STEP_SUMMARY)")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--probes", action="store_true", help="run the parameter-contract probes (default: when the golden has them)")
     add_endpoint_args(p)
     p.set_defaults(fn=cmd_gate)
 

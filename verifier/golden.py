@@ -80,6 +80,7 @@ def bless(run_dir: Path, to: Path, margins: dict[str, Any] | None = None) -> dic
         "modes": hdr.get("modes", ["chat"]),
         "summary": json.loads(summary_path.read_text(encoding="utf-8")),
         "margins": margins,
+        "probes": json.loads((Path(run_dir) / "probes.json").read_text()) if (Path(run_dir) / "probes.json").exists() else None,
     }
     journal.write_jsonl(to / OBS, (o for o in obs))
     journal.write_json(to / GOLDEN, g)

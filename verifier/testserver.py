@@ -85,7 +85,10 @@ RESPONDERS: dict[str, Callable[[dict[str, Any]], Reply]] = {"arithmetic": arithm
 
 
 class Script:
-    def __init__(self, responder: Callable[[dict[str, Any]], Reply] = echo):
+    def __init__(self, responder: Callable[[dict[str, Any]], Reply] = echo, honour_sampling: bool = False):
+        self.honour_sampling = honour_sampling
+        """Behave like a real engine about sampling: 400 on out-of-range temperature/top_p, truncate at
+        max_tokens, and sample (add noise) unless temperature is 0 — the server default is 0.8."""
         self.queue: deque[Reply] = deque()
         self.rules: list[tuple[re.Pattern, Reply]] = []
         self.responder = responder
@@ -112,7 +115,7 @@ class Script:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Script":
-        s = Script(RESPONDERS[d.get("responder", "echo")])
+        s = Script(RESPONDERS[d.get("responder", "echo")], honour_sampling=bool(d.get("honour_sampling")))
         for r in d.get("rules", []):
             s.rule(r["match"], Reply.from_json(r["reply"]))
         s.enqueue(*(Reply.from_json(r) for r in d.get("queue", [])))
@@ -195,6 +198,27 @@ def stream_chunks(reply: Reply, req: dict[str, Any]) -> list[str]:
     return out
 
 
+_noise = __import__("random").Random()
+
+
+def apply_sampling(reply: Reply, req: dict[str, Any]) -> Reply | str:
+    """A real engine's sampling contract, for probes and for faults that drop parameters. str = a 400 message."""
+    t, top_p = req.get("temperature", 0.8), req.get("top_p", 1.0)
+    if not isinstance(t, (int, float)) or not 0 <= t <= 2:
+        return "temperature must be in [0, 2]"
+    if not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
+        return "top_p must be in (0, 1]"
+    content, finish = reply.content, reply.finish_reason
+    if content is not None and t > 0:
+        content = f"{content} {_noise.choice(['indeed', 'so', 'well', 'right', 'ok', 'yes'])}"
+    limit = req.get("max_tokens")
+    if content is not None and isinstance(limit, int):
+        words = re.findall(r"\s*\S+", content)
+        if len(words) > limit:
+            content, finish = "".join(words[:limit]), "length"
+    return Reply(**{**reply.__dict__, "content": content, "finish_reason": finish})
+
+
 def make_app(script: Script) -> web.Application:
     async def chat(request: web.Request) -> web.StreamResponse:
         try:
@@ -204,6 +228,11 @@ def make_app(script: Script) -> web.Application:
         script.requests.append(req)
         script.headers.append(dict(request.headers))
         reply = script.next(req)
+        if script.honour_sampling and reply.status == 200 and reply.body is None:
+            sampled = apply_sampling(reply, req)
+            if isinstance(sampled, str):
+                return web.json_response({"error": {"message": sampled, "type": "invalid_request_error"}}, status=400)
+            reply = sampled
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
         if reply.drop:
@@ -282,12 +311,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--script", help="JSON file: {responder, rules: [{match, reply}], queue: [reply...]}")
     ap.add_argument("--responder", choices=sorted(RESPONDERS), default="echo")
     ap.add_argument("--delay", type=float, default=0.0, help="latency added to every reply, seconds")
+    ap.add_argument("--honour-sampling", action="store_true", help="validate and apply temperature/top_p/max_tokens like a real engine")
     a = ap.parse_args(argv)
     if a.script:
         with open(a.script, encoding="utf-8") as f:
             script = Script.from_json(json.load(f))
     else:
-        script = Script(RESPONDERS[a.responder])
+        script = Script(RESPONDERS[a.responder], honour_sampling=a.honour_sampling)
     if a.delay:
         inner = script.responder
         script.responder = lambda req: Reply(**{**inner(req).__dict__, "delay_s": a.delay})

@@ -1,0 +1,88 @@
+"""Parameter-contract probes: invalid sampling parameters must be refused, honoured ones must change the output.
+
+Each probe is a few raw requests and a pure check on what came back. Results are
+compared with the golden's: only a probe the reference passed and the candidate
+fails is a frontend regression (some engines legitimately clamp instead of refusing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Callable
+
+from .endpoint import Endpoint
+from .parse import MalformedBody, parse_body
+
+PROMPT = [{"role": "user", "content": "Count from 1 to 30, separated by spaces."}]
+
+
+def _text(status: int | None, body: str | None) -> tuple[str | None, dict[str, Any]]:
+    if status != 200:
+        return None, {}
+    try:
+        p = parse_body(body)
+    except MalformedBody:
+        return None, {}
+    return p.content or "", {"finish_reason": p.finish_reason, "completion_tokens": p.completion_tokens}
+
+
+def _rejects(results: list[tuple[int | None, str | None]]) -> tuple[bool, str]:
+    status = results[0][0]
+    return (status is not None and 400 <= status < 500), f"HTTP {status}"
+
+
+def _max_tokens(results: list[tuple[int | None, str | None]]) -> tuple[bool, str]:
+    text, info = _text(*results[0])
+    if text is None:
+        return False, f"HTTP {results[0][0]}"
+    ok = info.get("finish_reason") == "length" and (info.get("completion_tokens") in (None, 1, 2) or len(text) <= 12)
+    return ok, f"finish_reason={info.get('finish_reason')} completion_tokens={info.get('completion_tokens')} text={text[:40]!r}"
+
+
+def _deterministic(results: list[tuple[int | None, str | None]]) -> tuple[bool, str]:
+    texts = [_text(*r)[0] for r in results]
+    if any(t is None for t in texts):
+        return False, "a request failed"
+    return len(set(texts)) == 1, f"{len(set(texts))} distinct outputs from {len(texts)} identical temperature-0 requests"
+
+
+PROBES: dict[str, tuple[list[dict[str, Any]], Callable[[list[tuple[int | None, str | None]]], tuple[bool, str]]]] = {
+    "rejects_negative_temperature": ([{"temperature": -1.0, "max_tokens": 8}], _rejects),
+    "rejects_top_p_above_1": ([{"top_p": 2.0, "max_tokens": 8}], _rejects),
+    "max_tokens_honoured": ([{"temperature": 0.0, "max_tokens": 1}], _max_tokens),
+    "temperature_0_deterministic": ([{"temperature": 0.0, "max_tokens": 48, "seed": s} for s in (1, 2, 3)], _deterministic),
+}
+
+
+async def run_probes(ep: Endpoint, model: str, extra_body: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, (variants, check) in PROBES.items():
+        results = []
+        for v in variants:
+            body = {"model": model, "messages": PROMPT, **extra_body, **v}
+            r = await ep.send("chat", body)
+            results.append((r.status, r.body))
+        passed, detail = check(results)
+        out[name] = {"passed": passed, "detail": detail}
+    return out
+
+
+def verdicts(candidate: dict[str, Any], golden: dict[str, Any] | None) -> dict[str, Any]:
+    """Probe results -> evidence items: fail only where the reference passed."""
+    out = {}
+    for name, c in sorted(candidate.items()):
+        g = (golden or {}).get(name)
+        if c["passed"]:
+            v = "pass"
+        elif g is None:
+            v = "inconclusive"  # no reference result to say whether this engine ever honoured it
+        else:
+            v = "fail" if g["passed"] else "pass"
+        ref = "no reference" if g is None else ("reference passed" if g["passed"] else "reference also fails")
+        out[name] = {"verdict": v, "summary": f"{name}: {'passed' if c['passed'] else 'FAILED'} ({c['detail']}; {ref})"}
+    return out
+
+
+def dumps(results: dict[str, Any]) -> str:
+    return json.dumps(results, sort_keys=True, indent=1)
