@@ -195,3 +195,19 @@ def test_probes_catch_ignored_sampling_params(tmp_path, cli):
     # The fault strips the invalid value too, so the refusal probe fails as well: both are real symptoms.
     assert ev["probe:rejects_negative_temperature"]["verdict"] == "fail"
     assert ev["probe:max_tokens_honoured"]["verdict"] == "pass"
+
+
+def test_sequential_stops_early_on_a_large_regression(golden, tmp_path, cli):
+    code, doc, out = gate(cli, golden, answer_in_reasoning, tmp_path / "c", "--sequential", "--looks", "4")
+    assert code == 10, out
+    seq = doc["sequential"]
+    assert seq["total_samples"] == 20 and seq["used_samples"] == 5 and seq["saved_samples"] == 15
+    assert seq["looks"][0]["status"] == "frontend_regression"
+    sent = {json.loads(l)["sample_id"] for l in (tmp_path / "c" / "responses.jsonl").read_text().splitlines()}
+    assert len(sent) == 5
+
+
+def test_sequential_runs_everything_when_nothing_regresses(golden, tmp_path, cli):
+    code, doc, out = gate(cli, golden, reference, tmp_path / "c", "--sequential", "--looks", "4")
+    assert code == 0, out
+    assert doc["sequential"]["used_samples"] == 20 and len(doc["sequential"]["looks"]) == 4

@@ -174,8 +174,12 @@ def load_suite_samples(suites: list[Suite], a: argparse.Namespace) -> list[tuple
     return out
 
 
-def do_run(a: argparse.Namespace) -> dict[str, Any]:
-    """Collect (or resume) a run, then score it. Returns the summary."""
+def do_run(a: argparse.Namespace, stop_check: Any = None) -> dict[str, Any]:
+    """Collect (or resume) a run, then score it. Returns the summary.
+
+    With `stop_check`, work is sent in `a.looks` sample-aligned batches (seeded order) and
+    `stop_check()` is asked after each whether the answer is already decided.
+    """
     table = get_suites()
     if a.resume:
         run_dir = Path(a.resume)
@@ -236,7 +240,15 @@ def do_run(a: argparse.Namespace) -> dict[str, Any]:
                 from .probes import run_probes
 
                 journal.write_json(run_dir / "probes.json", await run_probes(ep, cfg.model, hdr.get("extra_body") or {}))
-            return await runner.execute(run_dir, work, cfg, quiet=a.quiet, endpoint=ep)
+            if stop_check is None:
+                return await runner.execute(run_dir, work, cfg, quiet=a.quiet, endpoint=ep)
+            sent = {"sent": 0, "errors": 0}
+            for batch in _batches(work, getattr(a, "looks", 5)):
+                r = await runner.execute(run_dir, batch, cfg, quiet=a.quiet, endpoint=ep)
+                sent = {k: sent[k] + r[k] for k in sent}
+                if stop_check():
+                    break
+            return sent
         finally:
             await ep.aclose()
 
@@ -475,7 +487,7 @@ def _gate_namespace(a: argparse.Namespace, g: dict[str, Any], out: Path) -> argp
         max_tokens=a.max_tokens, seed=a.seed, logprobs=a.logprobs, data=a.data, smoke=sel.get("smoke", False), limit=None,
         base_overrides=(g["source"].get("sampling") or {}).get("overrides", {}),
         sample_seed=None, epochs=g.get("epochs", 1), mode=",".join(g.get("modes", ["chat"])), out=str(out),
-        quiet=a.quiet, only_ids=ids, probes=getattr(a, "probes", False) or bool(g.get("probes")),
+        quiet=a.quiet, only_ids=ids, looks=getattr(a, "looks", 5), probes=getattr(a, "probes", False) or bool(g.get("probes")),
     )
 
 
@@ -483,13 +495,45 @@ def _load_golden_obs(path: str) -> list[dict[str, Any]]:
     return _load_golden(path)[1]
 
 
+def _batches(work: list[Any], looks: int) -> list[list[Any]]:
+    """Split work into `looks` batches that keep each sample's epochs and modes together, in a seeded order."""
+    ids = sorted({(w[0].name, w[1].id) for w in work})
+    random.Random(0).shuffle(ids)
+    size = max(1, -(-len(ids) // max(1, looks)))
+    rank = {k: i // size for i, k in enumerate(ids)}
+    out: list[list[Any]] = [[] for _ in range(max(rank.values(), default=0) + 1)]
+    for w in work:
+        out[rank[(w[0].name, w[1].id)]].append(w)
+    return out
+
+
+# Sequential stopping ends a run early only on a decided regression: a large one shows within
+# the first batches, while a pass needs every sample (no flips in 20% of them is weak evidence).
+DECIDED = {"frontend_regression", "quantization_regression", "both"}
+
+
 def cmd_gate(a: argparse.Namespace) -> int:
     g, _ = _load_golden(a.golden)
     _require_margins(g, a.golden)
     out = Path(a.out) if a.out else default_run_dir("gate")
     ns = _gate_namespace(a, g, out)
-    do_run(ns)
+    looks: list[dict[str, Any]] = []
+
+    def decided() -> bool:
+        do_score(out)
+        doc = compare_run(out, a.golden, None, a.infra_budget)
+        looks.append({"status": doc["status"], "samples": sum(s["paired"] for s in doc["suites"].values())})
+        return doc["status"] in DECIDED
+
+    do_run(ns, stop_check=decided if a.sequential else None)
     doc = compare_run(out, a.golden, None, a.infra_budget)
+    if a.sequential:
+        total_samples = len({(o["suite"], o["sample_id"]) for o in _load_golden_obs(a.golden)})
+        used = looks[-1]["samples"] if looks else 0
+        doc["sequential"] = {"looks": looks, "used_samples": used, "total_samples": total_samples,
+                             "saved_samples": total_samples - used}
+        journal.write_json(out / "comparison.json", doc)
+        print(f"sequential: decided after {used}/{total_samples} samples ({total_samples - used} not sent)")
     print_comparison(doc)
     write_ci_outputs(out, doc, a)
     return _exit(doc, a)
@@ -562,6 +606,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", help="Markdown summary path (default RUN_DIR/summary.md; also appended to $GITHUB_STEP_SUMMARY)")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--probes", action="store_true", help="run the parameter-contract probes (default: when the golden has them)")
+    p.add_argument("--sequential", action="store_true", help="send samples in batches and stop once a regression is decided (reports samples saved)")
+    p.add_argument("--looks", type=int, default=5, help="with --sequential: number of batches / interim looks (default 5)")
     add_endpoint_args(p)
     p.set_defaults(fn=cmd_gate)
 
