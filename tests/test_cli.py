@@ -179,3 +179,12 @@ def test_demo_runs_offline(tmp_path, cli):
     faulty = json.loads((tmp_path / "demo" / "faulty-frontend" / "comparison.json").read_text())
     assert healthy["status"] == "pass"
     assert faulty["status"] == "frontend_regression" and faulty["quantization"]["verdict"] == "inconclusive"
+
+
+def test_data_can_be_given_per_suite():
+    from verifier.cli import data_for
+
+    assert data_for("/d", "bfcl") == "/d"
+    assert data_for("bfcl=/b,gsm8k=/g.jsonl", "gsm8k") == "/g.jsonl"
+    assert data_for("bfcl=/b", "smoke") is None
+    assert data_for(None, "smoke") is None

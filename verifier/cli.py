@@ -122,7 +122,7 @@ def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True) -> None
 
 def add_selection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", default=None, help="comma-separated suite names (see list-suites)")
-    p.add_argument("--data", help="local dataset path overriding the suite's default source")
+    p.add_argument("--data", help="local dataset path overriding the suites' default source; per suite: bfcl=DIR,gsm8k=FILE")
     p.add_argument("--smoke", action="store_true", help="use each suite's built-in ~20-item smoke subset")
     p.add_argument("--limit", type=int, help="first N samples (after --sample-seed shuffling)")
     p.add_argument("--sample-seed", type=int, help="shuffle samples with this seed before --limit")
@@ -150,11 +150,19 @@ def default_run_dir(prefix: str) -> Path:
     return Path("runs") / f"{stamp}-{prefix}"
 
 
+def data_for(data: str | None, suite: str) -> str | None:
+    """`--data PATH` goes to every suite; `--data bfcl=DIR,gsm8k=FILE` names one path per suite."""
+    if not data or "=" not in data:
+        return data
+    table = dict(item.split("=", 1) for item in data.split(",") if "=" in item)
+    return table.get(suite)
+
+
 def load_suite_samples(suites: list[Suite], a: argparse.Namespace) -> list[tuple[Suite, list[Sample]]]:
     out = []
     for s in suites:
         try:
-            samples = s.load(a.data, a.smoke)
+            samples = s.load(data_for(a.data, s.name), a.smoke)
         except FileNotFoundError as e:
             raise UsageError(f"suite {s.name}: data not found: {e.filename or e}") from None
         except ValueError as e:
