@@ -635,6 +635,12 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_arguments(p)
     p.set_defaults(fn=merge.run)
 
+    from . import engines
+
+    p = sub.add_parser("engine", help="serve packaged models with llama.cpp (reference, requantized, KV-quantized, wrong-template variants)")
+    engines.add_arguments(p)
+    p.set_defaults(fn=engines.run)
+
     from . import proxy
 
     p = sub.add_parser("proxy", help="fault-injection reverse proxy in front of any OpenAI-compatible endpoint")
