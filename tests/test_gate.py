@@ -211,3 +211,37 @@ def test_sequential_runs_everything_when_nothing_regresses(golden, tmp_path, cli
     code, doc, out = gate(cli, golden, reference, tmp_path / "c", "--sequential", "--looks", "4")
     assert code == 0, out
     assert doc["sequential"]["used_samples"] == 20 and len(doc["sequential"]["looks"]) == 4
+
+
+def test_dual_path_separates_chat_frontend_from_the_model(tmp_path, cli):
+    """Chat path broken (answer stranded in reasoning), raw completions of the rendered template fine."""
+    from verifier.proxy import Proxy
+
+    dual = list(RUN)
+    dual[dual.index("chat,chat-stream")] = "chat,completions"
+    with TestServer(Script(arithmetic)) as srv:
+        for name in ("ref", "r2", "r3"):
+            assert cli("run", *dual, "--base-url", srv.url, "--out", tmp_path / name)[0] == 0
+        recs = [json.loads(l) for l in (tmp_path / "ref" / "responses.jsonl").read_text().splitlines()]
+        comp = [r for r in recs if r["mode"] == "completions"]
+        assert len(comp) == 20 and comp[0]["request"]["prompt"].endswith("<|im_start|>assistant\n")
+        assert "messages" not in comp[0]["request"] and "logprobs" not in comp[0]["request"]
+        assert json.loads((tmp_path / "ref" / "summary.json").read_text())["suites"]["smoke"]["outcomes"] == {"content": 40}
+        g = tmp_path / "golden"
+        assert cli("bless", tmp_path / "ref", "--to", g)[0] == 0
+        assert cli("calibrate", g, "--runs", tmp_path / "r2", tmp_path / "r3")[0] == 0
+        with Proxy(srv.url, ["answer_in_reasoning"]) as px:  # faults touch chat completions only
+            code, doc, out = gate(cli, g, None, tmp_path / "c", "--base-url", px.url)
+    assert code == 10, out
+    sig = doc["suites"]["smoke"]["signals"]["dual_path_mismatch"]
+    assert sig["verdict"] == "fail" and sig["count"] == 20
+
+
+def test_completions_mode_without_a_template_is_a_usage_error(tmp_path, cli):
+    with TestServer(Script(arithmetic)) as srv:
+        bad = tmp_path / "t.jinja"
+        bad.write_text("{{ raise_exception('no') }}")
+        code, _, err = cli("run", "--suite", "smoke", "--base-url", srv.url, "--model", "m", "--quiet",
+                           "--mode", "completions", "--chat-template", bad, "--out", tmp_path / "r")
+    assert code == 2 and "chat template failed to render" in err
+    assert not (tmp_path / "r").exists()

@@ -204,7 +204,9 @@ def test_other_paths_and_errors_pass_through(upstream):
     with Proxy(upstream.url, [f.name for f in FAULTS.values()]) as px:
         assert HTTP.get(px.url + "/models").json() == HTTP.get(upstream.url + "/models").json()
         r = HTTP.post(px.url + "/completions", json={"prompt": "x"})
-        assert r.status_code == 404  # whatever the upstream says, unchanged
+        direct = HTTP.post(upstream.url + "/completions", json={"prompt": "x"})
+        assert r.status_code == direct.status_code == 200  # faults touch chat completions only
+        assert r.json() == direct.json()
         upstream.script.enqueue(Reply(status=503))
         assert send(px.url, request_body(False))[0] == 503
         assert HTTP.post(px.url + "/chat/completions", content=b"{not json").status_code == 400

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import hashlib
 import json
 import os
 import random
@@ -128,7 +129,9 @@ def add_selection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sample-seed", type=int, help="shuffle samples with this seed before --limit")
     p.add_argument("--shard", metavar="I/N", help="run every N-th sample starting at the I-th (1-based), after --sample-seed/--limit; join shards with `verifier merge`")
     p.add_argument("--epochs", type=int, default=1, help="repeat every sample N times (default 1)")
-    p.add_argument("--mode", default="chat", help=f"comma-separated wire modes: {', '.join(MODES)} (default chat)")
+    p.add_argument("--mode", default="chat", help=f"comma-separated wire modes: {', '.join(MODES)} (default chat); "
+                   "completions = the dual path: the chat template rendered client-side, sent to /v1/completions")
+    p.add_argument("--chat-template", metavar="FILE", help="jinja chat template for the completions mode (default: the one the server reports in /props)")
 
 
 def endpoint_config(a: argparse.Namespace, base_url: str | None = None, model: str | None = None) -> EndpointConfig:
@@ -182,6 +185,35 @@ def load_suite_samples(suites: list[Suite], a: argparse.Namespace) -> list[tuple
     return out
 
 
+def _server_facts(cfg: EndpointConfig, a: argparse.Namespace, modes: list[str]) -> tuple[dict[str, Any], str | None]:
+    """Reachability, server info, and the chat template for the dual path (flag > /props)."""
+    why = asyncio.run(reachable(cfg.base_url))
+    if why:
+        raise UsageError(why)
+
+    async def info() -> dict[str, Any]:
+        from .endpoint import Endpoint
+
+        ep = Endpoint(cfg)
+        try:
+            return await ep.server_info()
+        finally:
+            await ep.aclose()
+
+    facts = asyncio.run(info())
+    template = None
+    if getattr(a, "chat_template", None):
+        try:
+            template = Path(a.chat_template).read_text(encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"--chat-template: cannot read {a.chat_template}: {e.strerror}") from None
+    elif isinstance(facts.get("props"), dict):
+        template = facts["props"].get("chat_template")
+    if "completions" in modes and not template:
+        raise UsageError("mode 'completions' (the dual path) needs a chat template: the server reports none in /props; pass --chat-template FILE")
+    return facts, template
+
+
 def do_run(a: argparse.Namespace, stop_check: Any = None) -> dict[str, Any]:
     """Collect (or resume) a run, then score it. Returns the summary.
 
@@ -206,7 +238,9 @@ def do_run(a: argparse.Namespace, stop_check: Any = None) -> dict[str, Any]:
         if not a.base_url:
             raise UsageError("--resume needs --base-url (the journal stores it redacted)")
         done = {k for k, ex in journal.read_exchanges(run_dir).items() if ex.error is None}
-        work = runner.plan(suites, cfg.model, hdr["sampling"], hdr.get("extra_body", {}), hdr["epochs"], hdr["modes"], done)
+        info, template = _server_facts(cfg, a, hdr["modes"])
+        hdr["server_info"] = info
+        work = runner.plan(suites, cfg.model, hdr["sampling"], hdr.get("extra_body", {}), hdr["epochs"], hdr["modes"], done, template)
     else:
         if getattr(a, "requests", None):
             a.suite, a.data = "replay", a.requests
@@ -220,29 +254,28 @@ def do_run(a: argparse.Namespace, stop_check: Any = None) -> dict[str, Any]:
         extra = parse_extra_body(a.extra_body)
         cfg = endpoint_config(a)
         run_dir = Path(a.out) if a.out else default_run_dir("-".join(s.name for s in suites_))
-        why = asyncio.run(reachable(cfg.base_url))
-        if why:
-            raise UsageError(why)
         suites = load_suite_samples(suites_, a)
-        ensure_writable_new_dir(run_dir)
+        info, template = _server_facts(cfg, a, modes)
         sampling = sampling_from_args(a)
+        try:
+            work = runner.plan(suites, cfg.model, sampling, extra, a.epochs, modes, template=template)
+        except ValueError as e:  # e.g. a template that does not render: before anything is written
+            raise UsageError(str(e)) from None
+        ensure_writable_new_dir(run_dir)
         hdr = runner.header(run_dir.name, cfg, suites, sampling, extra, a.epochs, modes, a.api_key_env)
+        hdr["server_info"] = info
+        if template and "completions" in modes:
+            hdr["dual_path_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
         hdr["selection"] = {"smoke": bool(a.smoke), "limit": a.limit, "sample_seed": a.sample_seed,
                             "ids": getattr(a, "only_ids", None) is not None,
                             "shard": getattr(a, "shard", None)}
         journal.write_samples(run_dir, [(s.name, x) for s, xs in suites for x in xs])
-        work = runner.plan(suites, cfg.model, sampling, extra, a.epochs, modes)
-    if a.resume:
-        why = asyncio.run(reachable(cfg.base_url))
-        if why:
-            raise UsageError(why)
 
     async def go() -> dict[str, int]:
         from .endpoint import Endpoint
 
         ep = Endpoint(cfg)
         try:
-            hdr["server_info"] = await ep.server_info()
             journal.write_json(run_dir / journal.HEADER, hdr)
             if getattr(a, "probes", False):
                 from .probes import run_probes
@@ -494,7 +527,7 @@ def _gate_namespace(a: argparse.Namespace, g: dict[str, Any], out: Path) -> argp
         timeout=a.timeout, max_retries=a.max_retries, temperature=a.temperature, top_p=a.top_p,
         max_tokens=a.max_tokens, seed=a.seed, logprobs=a.logprobs, data=a.data, smoke=sel.get("smoke", False), limit=None,
         base_overrides=(g["source"].get("sampling") or {}).get("overrides", {}),
-        sample_seed=None, epochs=g.get("epochs", 1), mode=",".join(g.get("modes", ["chat"])), out=str(out),
+        sample_seed=None, epochs=g.get("epochs", 1), mode=",".join(g.get("modes", ["chat"])), out=str(out), chat_template=None,
         quiet=a.quiet, only_ids=ids, looks=getattr(a, "looks", 5), probes=getattr(a, "probes", False) or bool(g.get("probes")),
     )
 

@@ -23,7 +23,8 @@ MEANING = {
     20: "inconclusive: not enough evidence either way at this sample size",
     30: "incomplete: too many infra errors to judge",
 }
-FRONTEND_EVENTS = ("new_findings", "prompt_tokens_mismatch", "stream_parity_mismatch", "new_unsupported", "tool_call_id_format_changed")
+FRONTEND_EVENTS = ("new_findings", "prompt_tokens_mismatch", "stream_parity_mismatch", "new_unsupported", "tool_call_id_format_changed",
+                   "dual_path_mismatch")
 NUMERICS_EVENTS = ("repetition",)
 DRIFT_FLOOR = 1e-3  # below this, |Δ logprob| is float formatting noise, whatever the calibration says
 
@@ -123,11 +124,12 @@ def paired_signals(golden: list[dict[str, Any]], cand: list[dict[str, Any]]) -> 
             modes = defaultdict(set)
             for o in judged_c:
                 modes[o["mode"]].add(_answer_key(o))
-            if "chat" in modes and "chat-stream" in modes:
-                denom["stream_parity_mismatch"] += 1
-                if modes["chat"] != modes["chat-stream"]:
-                    events["stream_parity_mismatch"].append(sid)
-                    touched = True
+            for other, event in (("chat-stream", "stream_parity_mismatch"), ("completions", "dual_path_mismatch")):
+                if "chat" in modes and other in modes:
+                    denom[event] += 1
+                    if modes["chat"] != modes[other]:
+                        events[event].append(sid)
+                        touched = True
             denom["new_unsupported"] += 1
             if any(o["outcome"] == "unsupported" for o in cs) and not any(o["outcome"] == "unsupported" for o in gs):
                 events["new_unsupported"].append(sid)
@@ -262,7 +264,10 @@ def compare(golden_meta: dict[str, Any], golden_obs: list[dict[str, Any]], cand_
                                "summary": f"{m}: {mv['golden']} -> {mv['candidate']} (delta {mv['delta']}, CI {mv['ci']}, margin {mv['margin']}, p={mv['p_value']}, n={mv['n']})"})
         sigs = {}
         for name in FRONTEND_EVENTS + NUMERICS_EVENTS:
-            ev = event_verdict(len(s["events"][name]), s["denominators"][name], _margin(margins, f"{suite}/signal:{name}"))
+            n = s["denominators"][name]
+            # A signal this run cannot measure needs no margin (older goldens predate newer signals).
+            margin = _margin(margins, f"{suite}/signal:{name}") if n else margins.get(f"{suite}/signal:{name}", {}).get("value", 0.0)
+            ev = event_verdict(len(s["events"][name]), n, margin)
             ev["samples"] = s["events"][name][:50]
             sigs[name] = ev
             target = fe_evidence if name in FRONTEND_EVENTS else q_evidence
@@ -271,7 +276,7 @@ def compare(golden_meta: dict[str, Any], golden_obs: list[dict[str, Any]], cand_
                                "summary": f"{name}: {ev['count']}/{ev['n']} samples (rate {ev['rate']}, CI {ev['ci']}, margin {ev['margin']})",
                                "samples": ev["samples"][:10]})
         d = s["drift"]
-        drift_margin = max(_margin(margins, f"{suite}/drift"), DRIFT_FLOOR)
+        drift_margin = max(_margin(margins, f"{suite}/drift") if d["mean_abs_delta"] is not None else 0.0, DRIFT_FLOOR)
         if d["mean_abs_delta"] is None:
             d_verdict = "unavailable"
         else:

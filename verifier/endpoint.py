@@ -142,9 +142,21 @@ async def _chat_stream(client: openai.AsyncOpenAI, body: dict[str, Any]) -> Atte
     return Attempt(status, chunks=chunks)
 
 
+async def _completions(client: openai.AsyncOpenAI, body: dict[str, Any]) -> Attempt:
+    try:
+        raw = await client.post("/completions", cast_to=hx.Response, body=body)
+        return Attempt(raw.status_code, body=raw.text)
+    except openai.APIStatusError as e:
+        return Attempt(
+            e.status_code, body=e.response.text, retry_after_s=parse_retry_after(e.response.headers.get("retry-after"))
+        )
+
+
 MODES: dict[str, Callable[[openai.AsyncOpenAI, dict[str, Any]], Awaitable[Attempt]]] = {
     "chat": _chat,
     "chat-stream": _chat_stream,
+    # The dual path: the chat template rendered client-side (verifier/dualpath.py), sent as a raw prompt.
+    "completions": _completions,
 }
 
 
@@ -221,7 +233,7 @@ class Endpoint:
         props = info.get("props")
         if isinstance(props, dict):
             # The chat template is kept (the dual path renders it); nothing else large.
-            info["props"] = {k: v for k, v in props.items() if k in ("chat_template", "model_path", "build_info", "total_slots", "default_generation_settings", "modalities")}
+            info["props"] = {k: v for k, v in props.items() if k in ("chat_template", "model_path", "build_info", "total_slots", "default_generation_settings", "modalities", "bos_token", "eos_token")}
             dgs = info["props"].get("default_generation_settings")
             if isinstance(dgs, dict):
                 info["props"]["default_generation_settings"] = {k: dgs[k] for k in ("n_ctx",) if k in dgs}

@@ -36,6 +36,8 @@ def parse_body(text: str | None) -> Parsed:
     if not isinstance(choice, dict):
         raise MalformedBody("choice is not an object")
     msg = choice.get("message") or {}
+    if "message" not in choice and isinstance(choice.get("text"), str):
+        msg = {"content": choice["text"]}  # a /v1/completions response (the dual path)
     lp = choice.get("logprobs")
     return Parsed(
         content=msg.get("content") if isinstance(msg.get("content"), str) else None,

@@ -39,7 +39,8 @@ def dataset_sha256(samples: list[Sample]) -> str:
     return h.hexdigest()
 
 
-def build_request(suite: Suite, sample: Sample, model: str, sampling: dict[str, Any], extra_body: dict[str, Any], mode: str) -> dict[str, Any]:
+def build_request(suite: Suite, sample: Sample, model: str, sampling: dict[str, Any], extra_body: dict[str, Any], mode: str,
+                  template: str | None = None) -> dict[str, Any]:
     """Precedence, low to high: run defaults < suite defaults < sample params < user overrides < extra body."""
     body = dict(suite.request(sample))
     if body.get("_raw"):
@@ -53,6 +54,12 @@ def build_request(suite: Suite, sample: Sample, model: str, sampling: dict[str, 
                 body[k] = v
     body.update(extra_body)
     body.pop("stream", None)
+    if mode == "completions":
+        from .dualpath import completion_body
+
+        if not template:
+            raise ValueError("the completions (dual path) mode needs the chat template the server reports in /props")
+        return completion_body(body, template)
     if mode == "chat-stream":
         body["stream"] = True
         body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
@@ -118,6 +125,7 @@ def plan(
     epochs: int,
     modes: list[str],
     done: set[tuple[str, str, int, str]] = frozenset(),
+    template: str | None = None,
 ) -> list[tuple[Suite, Sample, int, str, dict[str, Any]]]:
     work = []
     for suite, samples in suites:
@@ -125,7 +133,7 @@ def plan(
             for e in range(epochs):
                 for m in modes:
                     if (suite.name, s.id, e, m) not in done:
-                        work.append((suite, s, e, m, build_request(suite, s, model, sampling, extra_body, m)))
+                        work.append((suite, s, e, m, build_request(suite, s, model, sampling, extra_body, m, template)))
     return work
 
 

@@ -55,6 +55,13 @@ class Reply:
         return Reply(**d)
 
 
+# What /props reports, like llama-server: a ChatML template the dual path renders client-side.
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
 def prompt_tokens(req: dict[str, Any]) -> int:
     """A deterministic stand-in for tokenization: anything that changes the prompt moves it."""
     text = json.dumps(req.get("messages", []), sort_keys=True) + json.dumps(req.get("tools") or [], sort_keys=True)
@@ -254,12 +261,32 @@ def make_app(script: Script) -> web.Application:
         await resp.write_eof()
         return resp
 
+    async def completions(request: web.Request) -> web.Response:
+        """Raw-prompt completions (the dual path): the responder sees the prompt as the user's text."""
+        req = await request.json()
+        script.requests.append(req)
+        script.headers.append(dict(request.headers))
+        reply = script.next({**req, "messages": [{"role": "user", "content": req.get("prompt", "")}]})
+        if reply.status != 200:
+            return web.Response(status=reply.status, text=reply.body or "{}", content_type="application/json")
+        text = reply.content or ""
+        pt = max(1, len(re.findall(r"\w+|[^\w\s]", req.get("prompt", ""))))
+        ct = len(re.findall(r"\w+|[^\w\s]", text))
+        return web.json_response({"id": "cmpl-test", "object": "text_completion", "model": req.get("model", "test"),
+                                  "choices": [{"index": 0, "text": text, "finish_reason": "stop"}],
+                                  "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}})
+
+    async def props(request: web.Request) -> web.Response:
+        return web.json_response({"chat_template": CHATML, "total_slots": 1})
+
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "test-model", "object": "model", "owned_by": "verifier-testserver"}]})
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/props", props)
     return app
 
 
