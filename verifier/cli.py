@@ -654,31 +654,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     from suites import lm_eval_task
 
-    p = sub.add_parser("lm-eval", help="run an lm-eval generate_until task through the endpoint (or import its samples) into a run directory")
-    lm_eval_task.add_arguments(p)
-    p.set_defaults(fn=lm_eval_task.run)
+    from . import engines, merge, proxy, report
 
-    from . import merge, report
-
-    p = sub.add_parser("report", help="self-contained HTML report of a run, optionally against a golden")
-    report.add_arguments(p)
-    p.set_defaults(fn=report.run)
-
-    p = sub.add_parser("merge", help="merge shard run directories into one run directory, then score it")
-    merge.add_arguments(p)
-    p.set_defaults(fn=merge.run)
-
-    from . import engines
-
-    p = sub.add_parser("engine", help="serve packaged models with llama.cpp (reference, requantized, KV-quantized, wrong-template variants)")
-    engines.add_arguments(p)
-    p.set_defaults(fn=engines.run)
-
-    from . import proxy
-
-    p = sub.add_parser("proxy", help="fault-injection reverse proxy in front of any OpenAI-compatible endpoint")
-    proxy.add_arguments(p)
-    p.set_defaults(fn=proxy.run)
+    # Commands whose arguments live with their module: (name, module, help).
+    for name, module, help_ in (
+        ("lm-eval", lm_eval_task, "run an lm-eval generate_until task through the endpoint (or import its samples) into a run directory"),
+        ("report", report, "self-contained HTML report of a run, optionally against a golden"),
+        ("merge", merge, "merge shard run directories into one run directory, then score it"),
+        ("engine", engines, "serve packaged models with llama.cpp (reference, requantized, KV-quantized, wrong-template variants)"),
+        ("proxy", proxy, "fault-injection reverse proxy in front of any OpenAI-compatible endpoint"),
+    ):
+        p = sub.add_parser(name, help=help_)
+        module.add_arguments(p)
+        p.set_defaults(fn=module.run)
 
     p = sub.add_parser("demo", help="the whole loop on the embedded default (no network)")
     p.add_argument("--out", help="run directory (default runs/<timestamp>-demo)")

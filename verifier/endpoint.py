@@ -106,17 +106,24 @@ def _classify(exc: BaseException) -> str:
     return "client_error:" + type(exc).__name__
 
 
+def _status_attempt(e: openai.APIStatusError) -> Attempt:
+    """An HTTP error is a result: keep its body and any Retry-After."""
+    return Attempt(e.status_code, body=e.response.text, retry_after_s=parse_retry_after(e.response.headers.get("retry-after")))
+
+
 # The SDK's low-level `post` with a raw Response cast: the body goes out byte-for-byte as the
 # journal records it (no TypedDict transform, which also cost ~25% of client CPU), and the
 # exact response text comes back; auth, base URL and error types are still the SDK's.
-async def _chat(client: openai.AsyncOpenAI, body: dict[str, Any]) -> Attempt:
+async def _post(client: openai.AsyncOpenAI, path: str, body: dict[str, Any]) -> Attempt:
     try:
-        raw = await client.post("/chat/completions", cast_to=hx.Response, body=body)
+        raw = await client.post(path, cast_to=hx.Response, body=body)
         return Attempt(raw.status_code, body=raw.text)
     except openai.APIStatusError as e:
-        return Attempt(
-            e.status_code, body=e.response.text, retry_after_s=parse_retry_after(e.response.headers.get("retry-after"))
-        )
+        return _status_attempt(e)
+
+
+async def _chat(client: openai.AsyncOpenAI, body: dict[str, Any]) -> Attempt:
+    return await _post(client, "/chat/completions", body)
 
 
 async def _chat_stream(client: openai.AsyncOpenAI, body: dict[str, Any]) -> Attempt:
@@ -131,9 +138,7 @@ async def _chat_stream(client: openai.AsyncOpenAI, body: dict[str, Any]) -> Atte
             await resp.aclose()
         status = resp.status_code
     except openai.APIStatusError as e:
-        return Attempt(
-            e.status_code, body=e.response.text, retry_after_s=parse_retry_after(e.response.headers.get("retry-after"))
-        )
+        return _status_attempt(e)
     except (openai.APIConnectionError, *TRANSPORT_ERRORS) as e:
         # A stream that dies mid-way keeps what arrived, for the journal.
         return Attempt(None, chunks=chunks, error=_classify(e))
@@ -143,13 +148,7 @@ async def _chat_stream(client: openai.AsyncOpenAI, body: dict[str, Any]) -> Atte
 
 
 async def _completions(client: openai.AsyncOpenAI, body: dict[str, Any]) -> Attempt:
-    try:
-        raw = await client.post("/completions", cast_to=hx.Response, body=body)
-        return Attempt(raw.status_code, body=raw.text)
-    except openai.APIStatusError as e:
-        return Attempt(
-            e.status_code, body=e.response.text, retry_after_s=parse_retry_after(e.response.headers.get("retry-after"))
-        )
+    return await _post(client, "/completions", body)
 
 
 MODES: dict[str, Callable[[openai.AsyncOpenAI, dict[str, Any]], Awaitable[Attempt]]] = {

@@ -750,13 +750,7 @@ class Proxy:
                 n = self.requests
                 key = self._key(raw)
                 active = [f for f, rate in self.faults if selected(self.seed, f.name, key, rate)]
-                stream = bool(body.get("stream"))
-                changed = False
-                for f in active:
-                    ch = f.request(body) if f.request else None
-                    if ch is not None:
-                        body, changed = ch.value, True
-                        self._record(f, path, n, stream, ch.before, ch.after, ch.count)
+                body, changed = self._apply(active, "request", body, path, n, bool(body.get("stream")))
                 if changed:
                     raw = json.dumps(body, ensure_ascii=False).encode()
         try:
@@ -774,6 +768,17 @@ class Proxy:
             elif up.status == 200 and "json" in ctype and any(f.response for f in active):
                 return await self._body(up, headers, [f for f in active if f.response], path, n)
             return await self._passthrough(request, up, headers)
+
+    def _apply(self, faults: list[Fault], kind: str, body: dict[str, Any], path: str, n: int, stream: bool) -> tuple[dict[str, Any], bool]:
+        """Run each fault's `request` or `response` mutation in turn, logging every change."""
+        changed = False
+        for f in faults:
+            fn = getattr(f, kind)
+            ch = fn(body) if fn else None
+            if ch is not None:
+                body, changed = ch.value, True
+                self._record(f, path, n, stream, ch.before, ch.after, ch.count)
+        return body, changed
 
     async def _passthrough(self, request: web.Request, up: aiohttp.ClientResponse, headers: CIMultiDict[str]) -> web.StreamResponse:
         resp = web.StreamResponse(status=up.status, reason=up.reason, headers=headers)
@@ -793,12 +798,7 @@ class Proxy:
         except (json.JSONDecodeError, UnicodeDecodeError):
             body = None
         if isinstance(body, dict):
-            changed = False
-            for f in faults:
-                ch = f.response(body) if f.response else None
-                if ch is not None:
-                    body, changed = ch.value, True
-                    self._record(f, path, n, False, ch.before, ch.after, ch.count)
+            body, changed = self._apply(faults, "response", body, path, n, False)
             if changed:
                 data = json.dumps(body, ensure_ascii=False).encode()
         return web.Response(status=up.status, body=data, headers=headers)
