@@ -245,3 +245,15 @@ def test_completions_mode_without_a_template_is_a_usage_error(tmp_path, cli):
                            "--mode", "completions", "--chat-template", bad, "--out", tmp_path / "r")
     assert code == 2 and "chat template failed to render" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_goldens_keep_no_machine_paths():
+    from verifier.golden import portable
+
+    info = {"props": {"model_path": "/srv/models/qwen.gguf", "chat_template": "{{ a / b }}"}, "models": {"data": [{"id": "/m/x.gguf"}]}}
+    assert portable(info) == {"props": {"model_path": "qwen.gguf", "chat_template": "{{ a / b }}"}, "models": {"data": [{"id": "x.gguf"}]}}
+    from pathlib import Path
+
+    for g in Path(__file__).resolve().parent.parent.joinpath("goldens").glob("*/golden.json"):
+        text = g.read_text()
+        assert '"/work/' not in text and '"/root/' not in text and '"/home/' not in text and '"/tmp/' not in text, g

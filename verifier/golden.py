@@ -58,6 +58,17 @@ def observations(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def portable(obj: Any) -> Any:
+    """Goldens are committed: absolute file paths a server reports (e.g. llama.cpp's model_path) keep only their file name."""
+    if isinstance(obj, dict):
+        return {k: portable(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [portable(v) for v in obj]
+    if isinstance(obj, str) and re.fullmatch(r"(/[^/\s]+){2,}/?|[A-Za-z]:\\[^\s]+", obj):
+        return Path(obj).name or obj
+    return obj
+
+
 def bless(run_dir: Path, to: Path, margins: dict[str, Any] | None = None) -> dict[str, Any]:
     hdr = journal.check_run_dir(run_dir)
     summary_path = Path(run_dir) / scoring.SUMMARY
@@ -65,7 +76,7 @@ def bless(run_dir: Path, to: Path, margins: dict[str, Any] | None = None) -> dic
         raise journal.NotARunDir(f"{run_dir} has not been scored; run `verifier score {run_dir}`")
     obs = observations(run_dir)
     to.mkdir(parents=True, exist_ok=True)
-    info = {k: v for k, v in (hdr.get("server_info") or {}).items()}
+    info = portable(hdr.get("server_info") or {})
     g = {
         "golden_format": FORMAT,
         "name": to.name,
