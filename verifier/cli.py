@@ -316,7 +316,7 @@ def do_score(run_dir: Path) -> dict[str, Any]:
 def print_summary(summary: dict[str, Any]) -> None:
     for name, s in summary["suites"].items():
         ms = "  ".join(f"{m}={v['value']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}] (n={v['n']})" for m, v in s["metrics"].items() if v["value"] is not None)
-        print(f"{name} v{s['version']}: {ms or 'no content verdicts'}")
+        print(f"{name} v{s['version']}: {ms or 'no metric values (see outcomes)'}")
         print(f"  outcomes {s['outcomes']}  findings {s['findings'] or '{}'}")
 
 
