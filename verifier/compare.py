@@ -27,6 +27,10 @@ FRONTEND_EVENTS = ("new_findings", "prompt_tokens_mismatch", "stream_parity_mism
                    "dual_path_mismatch")
 NUMERICS_EVENTS = ("repetition",)
 DRIFT_FLOOR = 1e-3  # below this, |Δ logprob| is float formatting noise, whatever the calibration says
+# Drift fires above this multiple of the largest drift seen between reference reruns: the maximum of
+# k=3 calibration runs underestimates the noise tail (llama.cpp with 2 slots drifts 0.0028 between its own
+# reruns here), while the numerics changes measured on the same testbed sit 18-40x above that floor.
+DRIFT_FACTOR = 3.0
 
 
 class NoOverlap(ValueError):
@@ -276,7 +280,7 @@ def compare(golden_meta: dict[str, Any], golden_obs: list[dict[str, Any]], cand_
                                "summary": f"{name}: {ev['count']}/{ev['n']} samples (rate {ev['rate']}, CI {ev['ci']}, margin {ev['margin']})",
                                "samples": ev["samples"][:10]})
         d = s["drift"]
-        drift_margin = max(_margin(margins, f"{suite}/drift") if d["mean_abs_delta"] is not None else 0.0, DRIFT_FLOOR)
+        drift_margin = max(DRIFT_FACTOR * (_margin(margins, f"{suite}/drift") if d["mean_abs_delta"] is not None else 0.0), DRIFT_FLOOR)
         if d["mean_abs_delta"] is None:
             d_verdict = "unavailable"
         else:

@@ -217,7 +217,7 @@ def apply_sampling(reply: Reply, req: dict[str, Any]) -> Reply | str:
         return "top_p must be in (0, 1]"
     content, finish = reply.content, reply.finish_reason
     if content is not None and t > 0:
-        content = f"{content} {_noise.choice(['indeed', 'so', 'well', 'right', 'ok', 'yes'])}"
+        content = f"{content} {''.join(_noise.choice('abcdefghij') for _ in range(8))}"  # no digits: answers keep their numbers
     limit = req.get("max_tokens")
     if content is not None and isinstance(limit, int):
         words = re.findall(r"\s*\S+", content)
