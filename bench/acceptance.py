@@ -73,13 +73,29 @@ def gate(work: Path, label: str, suite: str, url: str, results: Path) -> None:
     t0 = time.time()
     code = verifier("gate", "--golden", str(golden_dir(suite)), "--base-url", url, "--model", MODEL,
                     "--concurrency", "2", "--out", str(out), "--quiet")
+    record(out, label, suite, code, round(time.time() - t0), results)
+
+
+def recompare(work: Path, results: Path) -> None:
+    """Offline: compare every recorded gate run again with the current code (the journal is the truth)."""
+    rows = []
+    for d in work.glob("gate-*"):
+        label, suite, ts = d.name.removeprefix("gate-").rsplit("-", 2)
+        rows.append((int(ts), label.replace("_", " "), suite, d))
+    results.unlink(missing_ok=True)
+    for _, label, suite, d in sorted(rows):
+        code = verifier("compare", str(d), "--golden", str(golden_dir(suite)))
+        record(d, label, suite, code, None, results)
+
+
+def record(out: Path, label: str, suite: str, code: int, seconds: int | None, results: Path) -> None:
     doc = json.loads((out / "comparison.json").read_text()) if (out / "comparison.json").exists() else {}
     fired = [f"{e['signal']}: {e['summary']}" for side in ("frontend", "quantization")
              for e in doc.get(side, {}).get("evidence", []) if e["verdict"] != "pass"]
     s = doc.get("suites", {}).get(suite, {})
     row = {"candidate": label, "suite": suite, "exit": code, "status": doc.get("status"),
            "frontend": doc.get("frontend", {}).get("verdict"), "quantization": doc.get("quantization", {}).get("verdict"),
-           "samples": s.get("paired"), "evidence": fired, "drift": s.get("drift"), "seconds": round(time.time() - t0),
+           "samples": s.get("paired"), "evidence": fired, "drift": s.get("drift"), "seconds": seconds, "run_dir": out.name,
            "metrics": {m: {k: v[k] for k in ("golden", "candidate", "delta", "p_value", "verdict")} for m, v in s.get("metrics", {}).items()}}
     with results.open("a") as f:
         f.write(json.dumps(row) + "\n")
@@ -102,11 +118,14 @@ def main() -> None:
     ap.add_argument("--rerun-suites", default="smoke,bfcl")
     ap.add_argument("--work", default="runs/acceptance")
     ap.add_argument("--table-only", action="store_true")
+    ap.add_argument("--recompare", action="store_true", help="re-run `verifier compare` on every recorded gate run, offline")
     a = ap.parse_args()
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     results = work / "results.jsonl"
-    if a.table_only:
+    if a.recompare:
+        recompare(work, results)
+    if a.table_only or a.recompare:
         print(table(results))
         return
     stages = a.stages.split(",")
