@@ -167,3 +167,29 @@ def test_suite_smoke_subset(smol, tmp_path, cli, suite):
     if suite == "vision":
         # A text-only llama-server refuses images; that refusal is recorded as such, never as a wrong answer.
         assert s["outcomes"] == {"unsupported": 4}, s
+
+
+def test_golden_and_gate_on_the_real_engine_with_and_without_proxy_faults(smol, tmp_path, cli):
+    """bless + calibrate on llama-server, then gate: a rerun passes; the same server behind frontend faults fails as frontend."""
+    from verifier.proxy import Proxy
+
+    runs = [run_smoke(cli, smol, tmp_path / f"ref{i}", "--logprobs", "1", "--probes") for i in range(3)]
+    g = tmp_path / "golden"
+    assert cli("bless", runs[0], "--to", g)[0] == 0
+    assert cli("calibrate", g, "--runs", runs[1], runs[2])[0] == 0
+
+    def gate(url, out):
+        code, stdout, err = cli("gate", "--golden", g, "--base-url", url, "--model", smol.name, "--out", out, "--quiet", "--concurrency", 2)
+        return code, json.loads((out / "comparison.json").read_text()), stdout + err
+
+    code, doc, out = gate(smol.url, tmp_path / "rerun")
+    assert code in (0, 20), out  # 20 only if llama.cpp batching noise moved a greedy answer
+    assert doc["frontend"]["verdict"] == "pass", out
+    for fault, signal_name in (("answer_in_reasoning", "new_findings"), ("usage_dropped", "new_findings"),
+                               ("stream_garble", "stream_parity_mismatch")):
+        with Proxy(smol.url, [fault]) as px:
+            code, doc, out = gate(px.url, tmp_path / fault)
+        assert code == 10, (fault, out)
+        fired = {e["signal"] for e in doc["frontend"]["evidence"] if e["verdict"] == "fail"}
+        assert signal_name in fired, (fault, fired)
+        assert doc["quantization"]["verdict"] != "fail", (fault, out)
