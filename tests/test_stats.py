@@ -46,3 +46,9 @@ def test_event_verdicts():
 def test_degenerate_repetition():
     assert degenerate("The answer is " + "foss " * 30)
     assert not degenerate("The answer is 42 because 40 plus 2 makes 42, as shown above in detail.")
+
+
+def test_wilson_bounds_are_exact_at_the_edges_for_every_n():
+    for n in range(1, 200):
+        assert stats.wilson(0, n)[0] == 0.0 and stats.wilson(n, n)[1] == 1.0
+        assert event_verdict(0, n, 0.0)["verdict"] == "pass"

@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 from . import stats
+from .contract import MODEL_BEHAVIOUR
 
 EXIT = {"pass": 0, "frontend_regression": 10, "quantization_regression": 11, "both": 12, "inconclusive": 20, "incomplete": 30}
 MEANING = {
@@ -110,7 +111,7 @@ def paired_signals(golden: list[dict[str, Any]], cand: list[dict[str, Any]]) -> 
             touched = False
             if judged_c and judged_g:
                 denom["new_findings"] += 1
-                if ccodes - gcodes:
+                if (ccodes - gcodes) - MODEL_BEHAVIOUR:
                     events["new_findings"].append(sid)
                     touched = True
             gpt = {o["prompt_tokens"] for o in gs if o.get("prompt_tokens") is not None}
@@ -227,7 +228,8 @@ def event_verdict(k: int, n: int, margin: float) -> dict[str, Any]:
         return {"rate": None, "ci": [None, None], "count": 0, "n": 0, "margin": margin, "verdict": "pass", "note": "not measurable here"}
     lo, hi = stats.wilson(k, n)
     rate = k / n
-    verdict = "fail" if lo > margin else "pass" if rate <= margin else "inconclusive"
+    eps = 1e-12
+    verdict = "fail" if lo > margin + eps else "pass" if rate <= margin + eps else "inconclusive"
     return {"rate": stats.rnd(rate), "ci": [stats.rnd(lo), stats.rnd(hi)], "count": k, "n": n, "margin": margin, "verdict": verdict}
 
 

@@ -31,6 +31,11 @@ BLOCKING = {
     "json_schema_violation_strict",
 }
 
+# Findings about what the model chose to write rather than what the serving stack did with it: recorded
+# and reported, but not frontend evidence (new weights move them; e.g. a requantized model writes one more
+# tool call as plain text).
+MODEL_BEHAVIOUR = {"tool_call_as_text", "json_fenced", "empty_response"}
+
 # Model control markup that a correct frontend never lets through to the client.
 MARKUP = re.compile(
     r"<tool_call>|</tool_call>|<\|tool_calls?_section_begin\|>|<\|tool_call_begin\|>|<｜tool▁calls?▁begin｜>"
