@@ -104,8 +104,17 @@ def record(out: Path, label: str, suite: str, code: int, seconds: int | None, re
 
 def table(results: Path) -> str:
     rows = [json.loads(l) for l in results.read_text().splitlines()] if results.exists() else []
-    out = ["| candidate | suite | exit | status | frontend | quantization | samples | evidence (non-pass signals) |", "|---|---|---|---|---|---|---|---|"]
+    reruns = [r for r in rows if r["candidate"].startswith("rerun")]
+    out = []
+    for suite in sorted({r["suite"] for r in reruns}):
+        rs = [r for r in reruns if r["suite"] == suite]
+        both = sum(r["frontend"] == "pass" and r["quantization"] == "pass" for r in rs)
+        no_alarm = sum(r["frontend"] != "fail" and r["quantization"] != "fail" for r in rs)
+        out.append(f"- same engine rerun, {suite}: pass on both verdicts in {both} of {len(rs)}; no fail verdict in {no_alarm} of {len(rs)}")
+    out += ["", "| candidate | suite | exit | status | frontend | quantization | samples | evidence (non-pass signals) |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        if r["candidate"].startswith("rerun"):
+            continue
         ev = "; ".join(e.replace("|", "/") for e in r["evidence"][:3]) or "-"
         out.append(f"| {r['candidate']} | {r['suite']} | {r['exit']} | {r['status']} | {r['frontend']} | {r['quantization']} | {r['samples']} | {ev} |")
     return "\n".join(out)

@@ -257,3 +257,19 @@ def test_goldens_keep_no_machine_paths():
     for g in Path(__file__).resolve().parent.parent.joinpath("goldens").glob("*/golden.json"):
         text = g.read_text()
         assert '"/work/' not in text and '"/root/' not in text and '"/home/' not in text and '"/tmp/' not in text, g
+
+
+def test_a_suite_the_reference_refuses_is_not_inconclusive(tmp_path, cli):
+    """Both sides reject the feature (llama-server and images): nothing regressed, so no exit 20."""
+    refuse = lambda req: Reply(status=400, body='{"error": {"message": "unsupported"}}')  # noqa: E731
+    with TestServer(Script(refuse)) as srv:
+        for name in ("ref", "r2", "r3"):
+            assert cli("run", *RUN, "--base-url", srv.url, "--out", tmp_path / name)[0] == 0
+        g = tmp_path / "golden"
+        assert cli("bless", tmp_path / "ref", "--to", g)[0] == 0
+        assert cli("calibrate", g, "--runs", tmp_path / "r2", tmp_path / "r3")[0] == 0
+    code, doc, out = gate(cli, g, refuse, tmp_path / "c")
+    assert code == 0, out
+    assert doc["suites"]["smoke"]["signals"]["new_unsupported"]["count"] == 0
+    code, doc, out = gate(cli, g, reference, tmp_path / "d")  # now it answers: no regression either
+    assert doc["frontend"]["verdict"] == "pass", out

@@ -181,6 +181,7 @@ def paired_signals(golden: list[dict[str, Any]], cand: list[dict[str, Any]]) -> 
                     first_div.append(d[2])
         out[suite] = {
             "paired": len(ids),
+            "golden_clean": sum(any(o["outcome"] == "content" for o in G[suite][sid]) for sid in ids),
             "golden_only": len(set(G[suite]) - set(C[suite])),
             "candidate_only": len(set(C[suite]) - set(G[suite])),
             "events": events,
@@ -263,8 +264,13 @@ def compare(golden_meta: dict[str, Any], golden_obs: list[dict[str, Any]], cand_
     for suite, s in sig.items():
         mets = {}
         if not s["metrics"]:
-            q_evidence.append({"signal": "quality", "suite": suite, "metric": "*", "verdict": "inconclusive",
-                               "summary": "no sample has a clean envelope on both sides: quality cannot be judged"})
+            if s["golden_clean"] == 0:
+                # The reference itself never answered cleanly (e.g. it rejects images): nothing to regress from.
+                q_evidence.append({"signal": "quality", "suite": suite, "metric": "*", "verdict": "pass",
+                                   "summary": "not measurable: the golden has no clean sample either (the reference refuses or breaks this suite)"})
+            else:
+                q_evidence.append({"signal": "quality", "suite": suite, "metric": "*", "verdict": "inconclusive",
+                                   "summary": "no sample has a clean envelope on both sides: quality cannot be judged"})
         for m, v in sorted(s["metrics"].items()):
             mv = metric_verdict(v["golden"], v["candidate"], _margin(margins, f"{suite}/{m}"))
             mets[m] = mv
