@@ -68,6 +68,28 @@ def make_goldens(work: Path, srv: Server) -> None:
         assert verifier("calibrate", str(g), "--runs", *map(str, runs[1:])) == 0
 
 
+def refresh_probes(srv: Server) -> None:
+    """The reference's probe results, for goldens blessed before a probe was added (same as re-blessing them)."""
+    import asyncio
+
+    from verifier import golden, journal
+    from verifier.endpoint import Endpoint, EndpointConfig
+    from verifier.probes import run_probes
+
+    async def go() -> dict:
+        ep = Endpoint(EndpointConfig(srv.url, MODEL))
+        try:
+            return await run_probes(ep, MODEL, {})
+        finally:
+            await ep.aclose()
+
+    probes = asyncio.run(go())
+    for suite in SUITES:
+        g, _ = golden.load(golden_dir(suite))
+        g["probes"] = probes
+        journal.write_json(golden_dir(suite) / golden.GOLDEN, g)
+
+
 def gate(work: Path, label: str, suite: str, url: str, results: Path) -> None:
     out = work / f"gate-{label.replace(' ', '_')}-{suite}-{int(time.time())}"
     t0 = time.time()
@@ -78,12 +100,15 @@ def gate(work: Path, label: str, suite: str, url: str, results: Path) -> None:
 
 def recompare(work: Path, results: Path) -> None:
     """Offline: compare every recorded gate run again with the current code (the journal is the truth)."""
-    rows = []
+    latest: dict[tuple[str, str], tuple[int, Path]] = {}
     for d in work.glob("gate-*"):
         label, suite, ts = d.name.removeprefix("gate-").rsplit("-", 2)
-        rows.append((int(ts), label.replace("_", " "), suite, d))
+        if latest.get((label, suite), (0,))[0] < int(ts):  # a candidate gated again: its newest run counts
+            latest[(label, suite)] = (int(ts), d)
+    rows = [(ts, label.replace("_", " "), suite, d) for (label, suite), (ts, d) in latest.items()]
     results.unlink(missing_ok=True)
     for _, label, suite, d in sorted(rows):
+        verifier("score", str(d))  # scorers and contract checks may have improved since the run
         code = verifier("compare", str(d), "--golden", str(golden_dir(suite)))
         record(d, label, suite, code, None, results)
 
@@ -127,6 +152,8 @@ def main() -> None:
     ap.add_argument("--rerun-suites", default="smoke,bfcl")
     ap.add_argument("--work", default="runs/acceptance")
     ap.add_argument("--table-only", action="store_true")
+    ap.add_argument("--faults", help="with the faults stage: only these faults (comma-separated)")
+    ap.add_argument("--refresh-probes", action="store_true", help="re-run the reference's probes into every golden")
     ap.add_argument("--recompare", action="store_true", help="re-run `verifier compare` on every recorded gate run, offline")
     a = ap.parse_args()
     work = Path(a.work)
@@ -146,8 +173,12 @@ def main() -> None:
                 for i in range(a.reruns):
                     for suite in a.rerun_suites.split(","):
                         gate(work, f"rerun {i + 1}", suite, srv.url, results)
+            if a.refresh_probes:
+                refresh_probes(srv)
             if "faults" in stages:
                 for fault, suite in FAULT_SUITE.items():
+                    if a.faults and fault not in a.faults.split(","):
+                        continue
                     with Proxy(srv.url, [fault], seed=0) as px:
                         gate(work, f"proxy {fault}", suite, px.url, results)
     if "variants" in stages:

@@ -86,3 +86,26 @@ def test_contract_findings_on_broken_tool_calls():
 def test_finish_reason_tool_calls_without_calls():
     p = parse_body(json.dumps({"choices": [{"message": {"content": None, "tool_calls": []}, "finish_reason": "tool_calls"}], "usage": {}}))
     assert "finish_reason_tool_calls_without_calls" in {f.code for f in contract.check({}, p, "chat")}
+
+
+def test_non_greedy_token_at_temperature_0_is_a_finding():
+    lp = {"content": [{"token": "4", "logprob": -0.1, "top_logprobs": [{"token": "4", "logprob": -0.1}]},
+                      {"token": "2", "logprob": -2.5, "top_logprobs": [{"token": "!", "logprob": -0.2}]}]}
+    body = {"choices": [{"message": {"content": "42"}, "finish_reason": "stop", "logprobs": lp}], "usage": {"prompt_tokens": 1}}
+    p = parse_body(json.dumps(body))
+    assert [f.code for f in contract.check({"temperature": 0}, p, "chat")] == ["non_greedy_token"]
+    assert contract.check({"temperature": 0.7}, p, "chat") == []
+
+
+def test_stream_parity_ignores_paths_whose_tokens_diverged():
+    from verifier.compare import paired_signals
+
+    def obs(mode, answer, toks):
+        return {"suite": "s", "sample_id": "a", "epoch": 0, "mode": mode, "outcome": "content", "answer": answer,
+                "metrics": {}, "findings": [], "logprobs": [[t, -0.1] for t in toks] if toks else None}
+
+    golden = [obs("chat", "7", ["7"]), obs("chat-stream", "7", ["7"])]
+    decoding = [obs("chat", "7", ["7"]), obs("chat-stream", "8", ["8"])]  # different tokens: decoding, not assembly
+    assembly = [obs("chat", "7", ["7"]), obs("chat-stream", "77", ["7"])]  # same tokens, different text
+    assert paired_signals(golden, decoding)["s"]["events"]["stream_parity_mismatch"] == []
+    assert paired_signals(golden, assembly)["s"]["events"]["stream_parity_mismatch"] == ["a"]

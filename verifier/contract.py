@@ -123,6 +123,17 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
         if text and "\ufffd" in text:
             # U+FFFD: a detokenizer split a multi-byte character (garbled stream text).
             f.append(Finding("replacement_char", field_name))
+    constrained = bool(request.get("response_format") or request.get("tools"))
+    # Under a grammar (response_format, tools) top_logprobs are the unconstrained ranking, so the
+    # chosen token may rightly be a lower one: the check only holds for free decoding.
+    if request.get("temperature") == 0 and p.logprobs and not constrained:
+        # Greedy decoding always takes the top token. A lower-ranked choice at temperature 0 means the
+        # sampling parameters were not applied: a frontend fault that no weight change can produce.
+        for i, t in enumerate(p.logprobs):
+            tops = [x.get("logprob") for x in (t.get("top_logprobs") or []) if isinstance(x.get("logprob"), (int, float))]
+            if tops and isinstance(t.get("logprob"), (int, float)) and t["logprob"] < max(tops) - 1e-3:
+                f.append(Finding("non_greedy_token", f"token {i} {t.get('token')!r}: {t['logprob']:.3f} < top {max(tops):.3f}"))
+                break
     if p.extra.get("bad_chunks"):
         f.append(Finding("stream_chunk_invalid_json", str(p.extra["bad_chunks"])))
     return f

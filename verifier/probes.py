@@ -47,11 +47,29 @@ def _deterministic(results: list[tuple[int | None, str | None]]) -> tuple[bool, 
     return len(set(texts)) == 1, f"{len(set(texts))} distinct outputs from {len(texts)} identical temperature-0 requests"
 
 
+# A schema no model would satisfy unprompted: if response_format is applied, the output must match it.
+FORCED_SCHEMA = {"type": "object", "properties": {"probe_code": {"type": "integer", "enum": [777]}},
+                 "required": ["probe_code"], "additionalProperties": False}
+
+
+def _schema_honoured(results: list[tuple[int | None, str | None]]) -> tuple[bool, str]:
+    text, _ = _text(*results[0])
+    if text is None:
+        return False, f"HTTP {results[0][0]}"
+    try:
+        ok = json.loads(text) == {"probe_code": 777}
+    except json.JSONDecodeError:
+        ok = False
+    return ok, f"output {text[:60]!r}"
+
+
 PROBES: dict[str, tuple[list[dict[str, Any]], Callable[[list[tuple[int | None, str | None]]], tuple[bool, str]]]] = {
     "rejects_negative_temperature": ([{"temperature": -1.0, "max_tokens": 8}], _rejects),
     "rejects_top_p_above_1": ([{"top_p": 2.0, "max_tokens": 8}], _rejects),
     "max_tokens_honoured": ([{"temperature": 0.0, "max_tokens": 1}], _max_tokens),
     "temperature_0_deterministic": ([{"temperature": 0.0, "max_tokens": 48, "seed": s} for s in (1, 2, 3)], _deterministic),
+    "response_format_honoured": ([{"temperature": 0.0, "max_tokens": 32, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "probe", "strict": True, "schema": FORCED_SCHEMA}}}], _schema_honoured),
 }
 
 
