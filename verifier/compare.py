@@ -75,9 +75,12 @@ def _tokens_diverge(a: list[list[str]], b: list[list[str]]) -> bool:
     """
     if not a or not b:
         return False
+    from .golden import MAX_LOGPROBS
+
     x, y = a[0], b[0]
     n = min(len(x), len(y))
-    return x[:n] != y[:n]
+    # Different lengths below the stored cap: one path stopped (EOS) where the other went on.
+    return x[:n] != y[:n] or (len(x) != len(y) and n < MAX_LOGPROBS)
 
 
 def _drift(g: dict[str, Any], c: dict[str, Any]) -> tuple[int, float, int] | None:
