@@ -77,7 +77,13 @@ def _tokens_diverge(a: list[list[str]], b: list[list[str]]) -> bool:
         return False
     from .golden import MAX_LOGPROBS
 
-    x, y = a[0], b[0]
+    def visible(t: list[str]) -> list[str]:
+        # llama-server lists the end-of-generation token as "" in non-streamed logprobs only.
+        while t and t[-1] == "":
+            t = t[:-1]
+        return t
+
+    x, y = visible(a[0]), visible(b[0])
     n = min(len(x), len(y))
     # Different lengths below the stored cap: one path stopped (EOS) where the other went on.
     return x[:n] != y[:n] or (len(x) != len(y) and n < MAX_LOGPROBS)
