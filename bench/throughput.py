@@ -10,6 +10,7 @@ The server runs in its own process so client and server do not share a GIL.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import resource
 import socket
 import subprocess
@@ -31,17 +32,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(delay: float) -> tuple[subprocess.Popen, str]:
+@contextlib.contextmanager
+def server(delay: float):
+    """The test server in its own process; yields its base URL."""
     port = free_port()
     p = subprocess.Popen([sys.executable, "-m", "verifier.testserver", "--port", str(port), "--responder", "arithmetic", "--delay", str(delay)])
     url = f"http://127.0.0.1:{port}/v1"
-    for _ in range(200):
-        try:
-            httpx.get(url + "/models", timeout=0.5)
-            return p, url
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    raise RuntimeError("test server did not start")
+    try:
+        for _ in range(200):
+            try:
+                httpx.get(url + "/models", timeout=0.5)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        else:
+            raise RuntimeError("test server did not start")
+        yield url
+    finally:
+        p.terminate()
+        p.wait()
 
 
 def collect(url: str, n: int, concurrency: int) -> float:
@@ -59,40 +68,27 @@ def collect(url: str, n: int, concurrency: int) -> float:
 
 
 def main() -> None:
-    srv, url = start_server(0.0)
-    try:
+    with server(0.0) as url:
         collect(url, 200, 64)  # warm-up
         n = 3000
         wall = collect(url, n, 64)
         print(f"zero latency: {n} requests, concurrency 64: {n / wall:.0f} req/s (target >= 500)")
-    finally:
-        srv.terminate()
-        srv.wait()
 
-    srv, url = start_server(0.2)
-    try:
+    with server(0.2) as url:
         n, c = 1000, 64
         wall = collect(url, n, c)
         ideal = n * 0.2 / c
         print(f"200 ms latency: {n} requests, concurrency {c}: wall {wall:.2f} s vs ideal {ideal:.2f} s = {100 * ideal / wall:.1f}% of ideal (target >= 95%)")
-    finally:
-        srv.terminate()
-        srv.wait()
 
-    srv, url = start_server(0.0)
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-            t0 = time.perf_counter()
-            r = subprocess.run([sys.executable, "-m", "verifier", "run", "--suite", "smoke", "--epochs", "500", "--concurrency", "64",
-                                "--base-url", url, "--model", "bench", "--out", str(Path(d) / "r"), "--quiet"], capture_output=True, text=True)
-            wall = time.perf_counter() - t0
-            assert r.returncode == 0, r.stderr
-            peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-            print(f"10,000 requests via `verifier run` (collect + score): {wall:.1f} s, peak RSS {max(peak, before) / 1024:.0f} MB (target < 300 MB)")
-    finally:
-        srv.terminate()
-        srv.wait()
+    with server(0.0) as url, tempfile.TemporaryDirectory() as d:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "verifier", "run", "--suite", "smoke", "--epochs", "500", "--concurrency", "64",
+                            "--base-url", url, "--model", "bench", "--out", str(Path(d) / "r"), "--quiet"], capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        assert r.returncode == 0, r.stderr
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        print(f"10,000 requests via `verifier run` (collect + score): {wall:.1f} s, peak RSS {max(peak, before) / 1024:.0f} MB (target < 300 MB)")
 
 
 if __name__ == "__main__":

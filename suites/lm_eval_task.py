@@ -543,8 +543,7 @@ def run(a: argparse.Namespace) -> int:
 
 
 def score_imported(run_dir: Path) -> tuple[list[Verdict], dict[str, Any]]:
-    """score_run with the `lm_eval:<task>` names resolved (until the engine resolves prefixes itself)."""
-    from verifier import journal, scoring
+    """score_run for an imported run: the engine scores every `lm_eval:<task>` with the `lm_eval` suite."""
+    from verifier import scoring
 
-    names = journal.check_run_dir(run_dir).get("suites", {})
-    return scoring.score_run(run_dir, {n: SUITE for n in names if suite_for(n)})
+    return scoring.score_run(run_dir, {SUITE.name: SUITE})

@@ -485,7 +485,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     if a.base_url:
         for i in range(a.k):
             rd = Path(a.out_prefix + f"-{i + 1}")
-            ns = _gate_namespace(a, g, rd)
+            ns = _gate_namespace(a, g, gobs, rd)
             do_run(ns)
             runs.append(_observations(rd))
             names.append(rd.name)
@@ -514,10 +514,10 @@ def _exit(doc: dict[str, Any], a: argparse.Namespace) -> int:
     return int(doc["exit_code"])
 
 
-def _gate_namespace(a: argparse.Namespace, g: dict[str, Any], out: Path) -> argparse.Namespace:
+def _gate_namespace(a: argparse.Namespace, g: dict[str, Any], gobs: list[dict[str, Any]], out: Path) -> argparse.Namespace:
     """A `run` invocation that reproduces the golden's selection against the candidate endpoint."""
     ids: dict[str, set[str]] = {}
-    for o in _load_golden_obs(a.golden):
+    for o in gobs:
         ids.setdefault(o["suite"], set()).add(o["sample_id"])
     sel = g.get("selection", {})
     return argparse.Namespace(
@@ -530,10 +530,6 @@ def _gate_namespace(a: argparse.Namespace, g: dict[str, Any], out: Path) -> argp
         sample_seed=None, epochs=g.get("epochs", 1), mode=",".join(g.get("modes", ["chat"])), out=str(out), chat_template=None,
         quiet=a.quiet, only_ids=ids, looks=getattr(a, "looks", 5), probes=getattr(a, "probes", False) or bool(g.get("probes")),
     )
-
-
-def _load_golden_obs(path: str) -> list[dict[str, Any]]:
-    return _load_golden(path)[1]
 
 
 def _batches(work: list[Any], looks: int) -> list[list[Any]]:
@@ -554,10 +550,10 @@ DECIDED = {"frontend_regression", "quantization_regression", "both"}
 
 
 def cmd_gate(a: argparse.Namespace) -> int:
-    g, _ = _load_golden(a.golden)
+    g, gobs = _load_golden(a.golden)
     _require_margins(g, a.golden)
     out = Path(a.out) if a.out else default_run_dir("gate")
-    ns = _gate_namespace(a, g, out)
+    ns = _gate_namespace(a, g, gobs, out)
     looks: list[dict[str, Any]] = []
 
     def decided() -> bool:
@@ -569,7 +565,7 @@ def cmd_gate(a: argparse.Namespace) -> int:
     do_run(ns, stop_check=decided if a.sequential else None)
     doc = compare_run(out, a.golden, None, a.infra_budget)
     if a.sequential:
-        total_samples = len({(o["suite"], o["sample_id"]) for o in _load_golden_obs(a.golden)})
+        total_samples = sum(len(v) for v in ns.only_ids.values())
         used = looks[-1]["samples"] if looks else 0
         doc["sequential"] = {"looks": looks, "used_samples": used, "total_samples": total_samples,
                              "saved_samples": total_samples - used}

@@ -8,12 +8,15 @@ prompt fingerprint matches, so a frontend bug cannot masquerade as a quality dro
 
 from __future__ import annotations
 
+import json
 import re
+import zlib
 from collections import defaultdict
 from typing import Any
 
 from . import stats
 from .contract import MODEL_BEHAVIOUR
+from .golden import MAX_LOGPROBS
 
 EXIT = {"pass": 0, "frontend_regression": 10, "quantization_regression": 11, "both": 12, "inconclusive": 20, "incomplete": 30}
 MEANING = {
@@ -52,8 +55,6 @@ def degenerate(text: str | None) -> bool:
     if not text or len(text) < 40:
         return False
     tail = text[-400:]
-    import zlib
-
     if len(zlib.compress(tail.encode())) > 0.5 * len(tail.encode()):
         return False  # fast path: a loop compresses very well, ordinary text does not
     m = re.search(r"(.{1,40}?)\1{5,}$", tail, flags=re.S)
@@ -61,8 +62,6 @@ def degenerate(text: str | None) -> bool:
 
 
 def _answer_key(o: dict[str, Any]) -> str:
-    import json
-
     return json.dumps(o.get("answer"), sort_keys=True)
 
 
@@ -75,8 +74,6 @@ def _tokens_diverge(a: list[list[str]], b: list[list[str]]) -> bool:
     """
     if not a or not b:
         return False
-    from .golden import MAX_LOGPROBS
-
     def visible(t: list[str]) -> list[str]:
         # llama-server lists the end-of-generation token as "" in non-streamed logprobs only.
         while t and t[-1] == "":
