@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from verifier.engines import Server
-from verifier.proxy import Proxy
+from verifier.testbed.engines import Server
+from verifier.testbed.proxy import Proxy
 
 MODEL = "qwen0.5b"
 SUITES = {  # suite -> run args; gsm8k and vision in chat mode only to bound the CPU cost

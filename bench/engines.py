@@ -24,8 +24,9 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from verifier import engines, journal  # noqa: E402
+from verifier import journal  # noqa: E402
 from verifier.cli import main as verifier_main  # noqa: E402
+from verifier.testbed import engines  # noqa: E402
 
 VARIANTS = {
     "ref": {"label": "reference (as shipped)"},

@@ -36,7 +36,7 @@ def free_port() -> int:
 def server(delay: float):
     """The test server in its own process; yields its base URL."""
     port = free_port()
-    p = subprocess.Popen([sys.executable, "-m", "verifier.testserver", "--port", str(port), "--responder", "arithmetic", "--delay", str(delay)])
+    p = subprocess.Popen([sys.executable, "-m", "verifier.testbed.server", "--port", str(port), "--responder", "arithmetic", "--delay", str(delay)])
     url = f"http://127.0.0.1:{port}/v1"
     try:
         for _ in range(200):

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier.testserver import Script, TestServer, arithmetic
+from verifier.testbed.server import Script, TestServer, arithmetic
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("VERIFIER_SHARED_DATA", ROOT.parent / "shared" / "data"))

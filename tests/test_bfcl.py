@@ -8,7 +8,7 @@ import pytest
 
 from suites import SUITES, bfcl
 from suites import bfcl_checker as chk
-from verifier.testserver import Reply, Script, TestServer, last_user_text
+from verifier.testbed.server import Reply, Script, TestServer, last_user_text
 from verifier.types import Parsed
 
 # ---- (a) checker decisions ----

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from verifier import journal
-from verifier.testserver import Reply, Script, TestServer, arithmetic
+from verifier.testbed.server import Reply, Script, TestServer, arithmetic
 
 
 def run_args(srv, out, *extra):
@@ -130,7 +130,7 @@ def test_sigkill_midway_then_resume_records_each_sample_once(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    srv = subprocess.Popen([sys.executable, "-m", "verifier.testserver", "--port", str(port), "--responder", "arithmetic", "--delay", "0.15"])
+    srv = subprocess.Popen([sys.executable, "-m", "verifier.testbed.server", "--port", str(port), "--responder", "arithmetic", "--delay", "0.15"])
     try:
         base = f"http://127.0.0.1:{port}/v1"
         for _ in range(100):

@@ -17,8 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from verifier import engines, journal
+from verifier import journal
 from verifier.parse import parse_exchange
+from verifier.testbed import engines
 
 pytestmark = pytest.mark.e2e
 
@@ -124,7 +125,7 @@ def test_engine_command_starts_prints_url_and_stops_on_ctrl_c(tmp_path):
     if "engine" in sub.choices:
         cmd = [sys.executable, "-m", "verifier", "engine", "start", "--port", "0", "--slots", "1", "--ctx", "512"]
     else:  # not wired into verifier/cli.py yet: the same entry points, driven directly
-        code = ("import argparse,sys; from verifier import engines; p=argparse.ArgumentParser(); engines.add_arguments(p); "
+        code = ("import argparse,sys; from verifier.testbed import engines; p=argparse.ArgumentParser(); engines.add_arguments(p); "
                 "sys.exit(engines.run(p.parse_args(sys.argv[1:])))")
         cmd = [sys.executable, "-c", code, "start", "--port", "0", "--slots", "1", "--ctx", "512"]
     p = subprocess.Popen(cmd + ["--log", str(tmp_path / "log")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -171,7 +172,7 @@ def test_suite_smoke_subset(smol, tmp_path, cli, suite):
 
 def test_golden_and_gate_on_the_real_engine_with_and_without_proxy_faults(smol, tmp_path, cli):
     """bless + calibrate on llama-server, then gate: a rerun passes; the same server behind frontend faults fails as frontend."""
-    from verifier.proxy import Proxy
+    from verifier.testbed.proxy import Proxy
 
     runs = [run_smoke(cli, smol, tmp_path / f"ref{i}", "--logprobs", "1", "--probes") for i in range(3)]
     g = tmp_path / "golden"

@@ -3,7 +3,7 @@ import asyncio
 import pytest
 
 from verifier.endpoint import Endpoint, EndpointConfig, parse_retry_after
-from verifier.testserver import Reply, Script, TestServer
+from verifier.testbed.server import Reply, Script, TestServer
 
 
 def send(srv, mode="chat", body=None, max_retries=3, timeout=10.0, sleeps=None):

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from verifier.testserver import Reply, Script, TestServer, arithmetic, prompt_tokens
+from verifier.testbed.server import Reply, Script, TestServer, arithmetic, prompt_tokens
 
 
 def answer(req):
@@ -176,7 +176,7 @@ def test_compare_is_deterministic(golden, tmp_path, cli):
 
 def test_probes_catch_ignored_sampling_params(tmp_path, cli):
     """drop_sampling_params changes no envelope and no prompt token; the determinism probe catches it."""
-    from verifier.proxy import Proxy
+    from verifier.testbed.proxy import Proxy
 
     with TestServer(Script(arithmetic, honour_sampling=True)) as srv:
         for name in ("ref", "r2", "r3"):
@@ -217,7 +217,7 @@ def test_sequential_runs_everything_when_nothing_regresses(golden, tmp_path, cli
 
 def test_dual_path_separates_chat_frontend_from_the_model(tmp_path, cli):
     """Chat path broken (answer stranded in reasoning), raw completions of the rendered template fine."""
-    from verifier.proxy import Proxy
+    from verifier.testbed.proxy import Proxy
 
     dual = list(RUN)
     dual[dual.index("chat,chat-stream")] = "chat,completions"

@@ -11,7 +11,7 @@ import pytest
 from suites import SUITES, gsm8k
 from suites import lm_eval_task as le
 from verifier import runner
-from verifier.testserver import Reply, Script, TestServer
+from verifier.testbed.server import Reply, Script, TestServer
 from verifier.types import Parsed
 
 

@@ -13,7 +13,7 @@ import pytest
 from suites import SUITES, gsm8k
 from suites import lm_eval_task as le
 from verifier import journal, scoring
-from verifier.testserver import Reply, Script, TestServer
+from verifier.testbed.server import Reply, Script, TestServer
 
 TASK = "gsm8k_cot_llama"
 N = 8
@@ -168,7 +168,7 @@ def test_run_command_with_yaml_task(rows, tmp_path, capsys):
         "metric_list:\n  - metric: exact_match\n    aggregation: mean\n    higher_is_better: true\n"
         "metadata:\n  version: 1.0\n"
     )
-    from verifier.testserver import arithmetic
+    from verifier.testbed.server import arithmetic
 
     with TestServer(Script(lambda req: Reply(content="5") if "5 + 6" in req["messages"][-1]["content"] else arithmetic(req))) as srv:
         p = argparse.ArgumentParser()

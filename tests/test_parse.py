@@ -2,7 +2,7 @@ import json
 
 from verifier import contract
 from verifier.parse import parse_body, parse_chunks
-from verifier.testserver import Reply, stream_chunks
+from verifier.testbed.server import Reply, stream_chunks
 
 
 def chunk(delta=None, finish=None, usage=None, choices=True):
@@ -56,7 +56,7 @@ def test_all_parallel_calls_at_index_zero_is_detected():
 def test_stream_and_body_reassemble_to_same_shape():
     reply = Reply(content="The answer is 42", reasoning_content="think hard", tool_calls=None)
     req = {"stream_options": {"include_usage": True}}
-    from verifier.testserver import completion_body
+    from verifier.testbed.server import completion_body
 
     a = parse_body(json.dumps(completion_body(reply, req)))
     b = parse_chunks(stream_chunks(reply, req))

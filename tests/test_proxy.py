@@ -1,6 +1,6 @@
 """The fault-injection proxy: every fault, through real sockets, must trip the verifier's own checks.
 
-Upstream is verifier.testserver.TestServer; what a client receives through the proxy is
+Upstream is verifier.testbed.server.TestServer; what a client receives through the proxy is
 parsed with verifier.parse and judged with verifier.contract, so each test shows the
 fault *and* that the verifier catches it.
 """
@@ -16,8 +16,8 @@ import pytest
 
 from verifier import contract
 from verifier.parse import parse_body, parse_chunks
-from verifier.proxy import FAULTS, Proxy, parse_fault_spec, run_stream, selected
-from verifier.testserver import Reply, Script, TestServer, arithmetic
+from verifier.testbed.proxy import FAULTS, Proxy, parse_fault_spec, run_stream, selected
+from verifier.testbed.server import Reply, Script, TestServer, arithmetic
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("get_weather", "get_time")]
 CALLS = [{"name": "get_weather", "arguments": '{"city": "Paris"}', "id": "call_a"}, {"name": "get_time", "arguments": '{"tz": "UTC"}', "id": "call_b"}]

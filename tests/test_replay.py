@@ -6,7 +6,7 @@ import pytest
 
 from suites import SUITES, replay
 from verifier.runner import build_request
-from verifier.testserver import Reply, Script, TestServer
+from verifier.testbed.server import Reply, Script, TestServer
 from verifier.types import Parsed
 
 WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from suites import structured as st
-from verifier.testserver import Reply, Script, TestServer
+from verifier.testbed.server import Reply, Script, TestServer
 from verifier.types import Parsed, Sample
 
 

@@ -6,7 +6,7 @@ import pytest
 from PIL import Image
 
 from suites import vision as vi
-from verifier.testserver import Reply, Script, TestServer
+from verifier.testbed.server import Reply, Script, TestServer
 
 LLAMA_SERVER_500 = json.dumps({"error": {"code": 500, "message": "image input is not supported - hint: if this is unexpected, "
                                          "you may need to provide the mmproj", "type": "server_error"}})

@@ -343,8 +343,8 @@ DEMO_GOLDEN = Path(__file__).resolve().parent.parent / "goldens" / "demo-smoke"
 
 def cmd_demo(a: argparse.Namespace) -> int:
     """The whole loop on the embedded default: gate a healthy endpoint, then the same one behind a frontend fault."""
-    from .proxy import Proxy
-    from .testserver import Script, TestServer, arithmetic
+    from .testbed.proxy import Proxy
+    from .testbed.server import Script, TestServer, arithmetic
 
     if not (DEMO_GOLDEN / "golden.json").exists():
         raise UsageError(f"demo golden not found at {DEMO_GOLDEN}; run the demo from a checkout (pip install -e .)")
@@ -650,7 +650,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from suites import lm_eval_task
 
-    from . import engines, merge, proxy, report
+    from . import merge, report
+    from .testbed import engines, proxy
 
     # Commands whose arguments live with their module: (name, module, help).
     for name, module, help_ in (

@@ -7,7 +7,7 @@ reply can be served plain or as an SSE stream built the way vLLM and llama.cpp
 build theirs (role chunk, content pieces, tool-call deltas split by index,
 finish chunk, usage chunk, [DONE]).
 
-    python -m verifier.testserver --port 8080 [--script script.json] [--responder arithmetic]
+    python -m verifier.testbed.server --port 8080 [--script script.json] [--responder arithmetic]
 """
 
 from __future__ import annotations
@@ -333,7 +333,7 @@ class TestServer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m verifier.testserver", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m verifier.testbed.server", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--port", type=int, default=8080)
     ap.add_argument("--script", help="JSON file: {responder, rules: [{match, reply}], queue: [reply...]}")
     ap.add_argument("--responder", choices=sorted(RESPONDERS), default="echo")

@@ -916,7 +916,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> int:
-    from .cli import UsageError
+    from ..cli import UsageError
 
     if a.list_faults:
         print(list_faults())
@@ -937,7 +937,7 @@ def run(a: argparse.Namespace) -> int:
             raise UsageError(f"--log {a.log}: {e.strerror}") from None
 
     async def serve() -> None:
-        from .endpoint import redact_url
+        from ..endpoint import redact_url
 
         try:
             await proxy._start()
