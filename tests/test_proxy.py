@@ -16,7 +16,8 @@ import pytest
 
 from verifier import contract
 from verifier.parse import parse_body, parse_chunks
-from verifier.testbed.proxy import FAULTS, Proxy, parse_fault_spec, run_stream, selected
+from verifier.testbed.faults import FAULTS, parse_fault_spec, run_stream, selected
+from verifier.testbed.proxy import Proxy
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("get_weather", "get_time")]

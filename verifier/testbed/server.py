@@ -226,6 +226,18 @@ def apply_sampling(reply: Reply, req: dict[str, Any]) -> Reply | str:
     return Reply(**{**reply.__dict__, "content": content, "finish_reason": finish})
 
 
+async def _send_stream(request: web.Request, reply: Reply, req: dict[str, Any]) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **reply.headers})
+    await resp.prepare(request)
+    for i, c in enumerate(stream_chunks(reply, req)):
+        if reply.truncate_after is not None and i >= reply.truncate_after:
+            request.transport.abort()
+            return resp
+        await resp.write(f"data: {c}\n\n".encode())
+    await resp.write_eof()
+    return resp
+
+
 def make_app(script: Script) -> web.Application:
     async def chat(request: web.Request) -> web.StreamResponse:
         try:
@@ -251,15 +263,7 @@ def make_app(script: Script) -> web.Application:
         if not req.get("stream"):
             text = reply.body if reply.body is not None else json.dumps(completion_body(reply, req))
             return web.Response(text=text, headers=reply.headers, content_type="application/json")
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **reply.headers})
-        await resp.prepare(request)
-        for i, c in enumerate(stream_chunks(reply, req)):
-            if reply.truncate_after is not None and i >= reply.truncate_after:
-                request.transport.abort()
-                return resp
-            await resp.write(f"data: {c}\n\n".encode())
-        await resp.write_eof()
-        return resp
+        return await _send_stream(request, reply, req)
 
     async def completions(request: web.Request) -> web.Response:
         """Raw-prompt completions (the dual path): the responder sees the prompt as the user's text."""
@@ -332,25 +336,52 @@ class TestServer:
         self.stop()
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m verifier.testbed.server", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+@dataclass(frozen=True)
+class ServerConfig:
+    """What `python -m verifier.testbed.server` serves, for callers that start it without argv."""
+
+    port: int = 8080
+    script: str | None = None
+    """JSON file: {responder, rules: [{match, reply}], queue: [reply...]}; overrides responder and honour_sampling."""
+    responder: str = "echo"
+    delay: float = 0.0
+    """Latency added to every reply, seconds."""
+    honour_sampling: bool = False
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--port", type=int, default=8080)
     ap.add_argument("--script", help="JSON file: {responder, rules: [{match, reply}], queue: [reply...]}")
     ap.add_argument("--responder", choices=sorted(RESPONDERS), default="echo")
     ap.add_argument("--delay", type=float, default=0.0, help="latency added to every reply, seconds")
     ap.add_argument("--honour-sampling", action="store_true", help="validate and apply temperature/top_p/max_tokens like a real engine")
-    a = ap.parse_args(argv)
-    if a.script:
-        with open(a.script, encoding="utf-8") as f:
+
+
+def long_running_script(config: ServerConfig) -> Script:
+    """The script a standalone server answers from; it keeps no request log (it would grow without bound)."""
+    if config.script:
+        with open(config.script, encoding="utf-8") as f:
             script = Script.from_json(json.load(f))
     else:
-        script = Script(RESPONDERS[a.responder], honour_sampling=a.honour_sampling)
-    if a.delay:
-        inner = script.responder
-        script.responder = lambda req: Reply(**{**inner(req).__dict__, "delay_s": a.delay})
-    script.requests = _Discard()  # a long-running server must not grow without bound
+        script = Script(RESPONDERS[config.responder], honour_sampling=config.honour_sampling)
+    if config.delay:
+        inner, delay = script.responder, config.delay
+        script.responder = lambda req: Reply(**{**inner(req).__dict__, "delay_s": delay})
+    script.requests = _Discard()
     script.headers = _Discard()
-    web.run_app(make_app(script), host="127.0.0.1", port=a.port, access_log=None, print=None)
+    return script
+
+
+def serve(config: ServerConfig) -> None:
+    """Serve in the foreground until interrupted."""
+    web.run_app(make_app(long_running_script(config)), host="127.0.0.1", port=config.port, access_log=None, print=None)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m verifier.testbed.server", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap)
+    a = ap.parse_args(argv)
+    serve(ServerConfig(port=a.port, script=a.script, responder=a.responder, delay=a.delay, honour_sampling=a.honour_sampling))
 
 
 class _Discard(list):
