@@ -38,7 +38,7 @@ from typing import Any, Iterator
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError
 
-from verifier.types import Finding, Parsed, Sample, Suite, Verdict
+from verifier.types import Finding, Judgement, Parsed, Sample, Suite, Verdict
 
 NAME = "structured"
 HUB = "epfl-dlab/JSONSchemaBench"
@@ -295,7 +295,7 @@ def same(a: Any, b: Any) -> bool:
     return json.dumps(_canon(a), sort_keys=True) == json.dumps(_canon(b), sort_keys=True)
 
 
-def score(sample: Sample, parsed: Parsed) -> Verdict:
+def score(sample: Sample, parsed: Parsed) -> Judgement:
     variant = sample.meta.get("variant", "")
     text, fenced = unfence(parsed.content or "")
     findings: list[Finding] = [Finding("json_fenced", (parsed.content or "")[:60])] if fenced else []
@@ -327,10 +327,9 @@ def score(sample: Sample, parsed: Parsed) -> Verdict:
         reason = "compliant" if ok else "valid_json"
     primary = metrics.get("content_accuracy", metrics.get("schema_compliance", metrics["valid_json"]))
     strict_fail = any(f.code.endswith("_strict") for f in findings)
-    return Verdict(
-        suite=NAME, sample_id=sample.id, epoch=0, mode="", outcome="contract" if strict_fail else "content",
-        score=primary, answer=obj if valid else None, reason=reason, findings=tuple(findings), metrics=metrics,
-        signals={"variant": variant},
+    return Judgement(
+        outcome="contract" if strict_fail else "content", score=primary, answer=obj if valid else None, reason=reason,
+        findings=tuple(findings), metrics=metrics, signals={"variant": variant},
     )
 
 

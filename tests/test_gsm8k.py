@@ -9,7 +9,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 import pytest
 
 from suites import SUITES, gsm8k
-from suites import lm_eval_task as le
+from suites import lm_eval_adapter as le
 from verifier import runner
 from verifier.testserver import Reply, Script, TestServer
 from verifier.types import Parsed
