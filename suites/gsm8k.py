@@ -39,11 +39,12 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from verifier.types import Judgement, Parsed, Sample, Suite
 
 from . import lm_eval_adapter as le
+from .lazy import LazySamples
 
 HERE = Path(__file__).parent
 SMOKE = HERE / "data" / "gsm8k_smoke.jsonl"
@@ -107,12 +108,18 @@ def read_rows(data: str | None, smoke: bool) -> list[tuple[int, dict[str, Any]]]
 
 
 def make_load(name: str):
-    def load(data: str | None = None, smoke: bool = False) -> list[Sample]:
+    def load(data: str | None = None, smoke: bool = False) -> Sequence[Sample]:
+        """Rows are read and checked now; each prompt is rendered when the selection reaches it
+        (`--limit 5` renders 5 of 1,319: see suites/lazy.py)."""
         task = template_task(name)
         multiturn = VARIANTS[name].multiturn
         rows = read_rows(data, smoke)
-        with le.compiled_templates():
-            return [_sample(task, i, doc, multiturn) for i, doc in rows]
+
+        def make(row: tuple[int, dict[str, Any]]) -> list[Sample]:
+            with le.compiled_templates():
+                return [_sample(task, row[0], row[1], multiturn)]
+
+        return LazySamples((), rows, make)
 
     return load
 
