@@ -1,4 +1,6 @@
-"""Errors any layer may raise; only the CLI maps them to exit codes."""
+"""Errors any layer may raise. Only `verifier.cli.main` turns them into exit codes and stderr lines."""
+
+from __future__ import annotations
 
 
 class UsageError(Exception):
