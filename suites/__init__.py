@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from verifier.types import Suite
 
-from . import bfcl, gsm8k, lm_eval_task, replay, smoke, structured, vision
+from . import bfcl, gsm8k, lm_eval_import, replay, smoke, structured, vision
 
 SUITES: dict[str, Suite] = {
     smoke.SUITE.name: smoke.SUITE,
@@ -12,7 +12,7 @@ SUITES: dict[str, Suite] = {
     vision.SUITE.name: vision.SUITE,
     bfcl.SUITE.name: bfcl.SUITE,
     replay.SUITE.name: replay.SUITE,
-    **gsm8k.SUITES, lm_eval_task.SUITE.name: lm_eval_task.SUITE,
+    **gsm8k.SUITES, lm_eval_import.SUITE.name: lm_eval_import.SUITE,
 }
 
 

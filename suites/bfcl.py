@@ -23,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from verifier.types import Finding, Parsed, Sample, Suite, Verdict
+from verifier.types import Finding, Judgement, Parsed, Sample, Suite, Verdict
 
 from . import bfcl_checker as chk
 
@@ -182,7 +182,7 @@ def _sort_key(call: dict[str, Any]) -> str:
     return json.dumps(call, sort_keys=True, ensure_ascii=False)
 
 
-def score(sample: Sample, parsed: Parsed) -> Verdict:
+def score(sample: Sample, parsed: Parsed) -> Judgement:
     category = sample.meta["category"]
     calls = decoded_calls(parsed, sample.meta.get("names", {}))
     r = chk.check(sample.meta["functions"], calls, sample.target, category)
@@ -190,8 +190,7 @@ def score(sample: Sample, parsed: Parsed) -> Verdict:
     metrics = {"accuracy": float(r.ok)}
     if sig["n_calls"]:
         metrics["schema_accuracy"] = sig["n_schema_valid"] / sig["n_calls"]
-    return Verdict(
-        suite=NAME, sample_id=sample.id, epoch=0, mode="", outcome="content",
+    return Judgement(
         score=float(r.ok), answer=sorted(({"name": n, "arguments": a} for n, a in calls), key=_sort_key),
         reason=r.code if not r.ok else "correct", findings=text_call_findings(sample, parsed), metrics=metrics,
         signals={**sig, "category": category, "expects_call": "irrelevance" not in category, "check_detail": r.detail},

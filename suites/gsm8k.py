@@ -2,7 +2,7 @@
 
 Nothing here re-types lm-eval: prompts come from lm-eval's own task YAML rendered by lm-eval's
 `fewshot_context`, and answers are judged by lm-eval's own filter ensembles and
-`process_results` (see suites/lm_eval_task.py). So `strict_match` and `flexible_extract` are
+`process_results` (see suites/lm_eval_adapter.py). So `strict_match` and `flexible_extract` are
 lm-eval's `exact_match,strict-match` and `exact_match,flexible-extract`, sample for sample.
 
 Two prompt variants, one suite name each (the Suite interface has no options, and a name keeps
@@ -39,11 +39,12 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from verifier.types import Parsed, Sample, Suite, Verdict
+from verifier.types import Judgement, Parsed, Sample, Suite
 
-from . import lm_eval_task as le
+from . import lm_eval_adapter as le
+from .lazy import LazySamples
 
 HERE = Path(__file__).parent
 SMOKE = HERE / "data" / "gsm8k_smoke.jsonl"
@@ -107,12 +108,18 @@ def read_rows(data: str | None, smoke: bool) -> list[tuple[int, dict[str, Any]]]
 
 
 def make_load(name: str):
-    def load(data: str | None = None, smoke: bool = False) -> list[Sample]:
+    def load(data: str | None = None, smoke: bool = False) -> Sequence[Sample]:
+        """Rows are read and checked now; each prompt is rendered when the selection reaches it
+        (`--limit 5` renders 5 of 1,319: see suites/lazy.py)."""
         task = template_task(name)
         multiturn = VARIANTS[name].multiturn
         rows = read_rows(data, smoke)
-        with le.compiled_templates():
-            return [_sample(task, i, doc, multiturn) for i, doc in rows]
+
+        def make(row: tuple[int, dict[str, Any]]) -> list[Sample]:
+            with le.compiled_templates():
+                return [_sample(task, row[0], row[1], multiturn)]
+
+        return LazySamples((), rows, make)
 
     return load
 
@@ -143,14 +150,13 @@ def response_text(parsed: Parsed) -> str:
 
 
 def make_score(name: str):
-    def score(sample: Sample, parsed: Parsed) -> Verdict:
+    def score(sample: Sample, parsed: Parsed) -> Judgement:
         metrics, filtered = le.lm_eval_judge(template_task(name), sample.meta["doc"], response_text(parsed))
         ours = {METRICS[f]: float(m["exact_match"]) for f, m in metrics.items()}
         answer = {METRICS[f]: v for f, v in filtered.items()}
         ok = ours[PRIMARY] == 1.0
         reason = "correct" if ok else ("no_answer" if answer[PRIMARY] == INVALID else "wrong_answer")
-        return Verdict(suite=name, sample_id=sample.id, epoch=0, mode="", outcome="content",
-                       score=ours[PRIMARY], answer=answer, reason=reason, metrics=ours)
+        return Judgement(score=ours[PRIMARY], answer=answer, reason=reason, metrics=ours)
 
     return score
 

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from verifier.types import Finding, Parsed, Sample, Suite, Verdict
+from verifier.types import Finding, Judgement, Parsed, Sample, Suite, Verdict
 
 from . import bfcl_checker as chk
 
@@ -77,7 +77,7 @@ def request(sample: Sample) -> dict[str, Any]:
     return {"_raw": sample.meta["body"]}
 
 
-def score(sample: Sample, parsed: Parsed) -> Verdict:
+def score(sample: Sample, parsed: Parsed) -> Judgement:
     """No ground truth: metrics are the K2VV envelope signals only; score stays None."""
     sig = chk.k2vv_signals(sample.tools, parsed.tool_calls, parsed.finish_reason)
     metrics: dict[str, float] = {}
@@ -94,8 +94,8 @@ def score(sample: Sample, parsed: Parsed) -> Verdict:
         args = chk.decode_args(fn.get("arguments"))
         calls.append({"name": fn.get("name"), "arguments": fn.get("arguments") if args is None else args})
     reason = "no_tools" if not sample.tools else ("tool_called" if sig["n_calls"] else "no_call")
-    return Verdict(
-        suite=NAME, sample_id=sample.id, epoch=0, mode="", outcome="content", score=None,
+    return Judgement(
+        score=None,
         answer=sorted(calls, key=lambda c: json.dumps(c, sort_keys=True, ensure_ascii=False)) if sample.tools else parsed.content,
         reason=reason, findings=findings, metrics=metrics, signals=sig if sample.tools else {},
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from verifier.types import Parsed, Sample, Suite, Verdict
+from verifier.types import Judgement, Parsed, Sample, Suite
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -28,12 +28,11 @@ def request(sample: Sample) -> dict:
     return {"messages": sample.messages}
 
 
-def score(sample: Sample, parsed: Parsed) -> Verdict:
+def score(sample: Sample, parsed: Parsed) -> Judgement:
     numbers = NUMBER.findall(parsed.content or "")
     answer = numbers[-1] if numbers else None
     ok = answer is not None and float(answer) == float(sample.target)
-    return Verdict(
-        suite="smoke", sample_id=sample.id, epoch=0, mode="", outcome="content",
+    return Judgement(
         score=float(ok), answer=answer, reason="correct" if ok else ("no_answer" if answer is None else "wrong_answer"),
         metrics={"accuracy": float(ok)},
     )

@@ -33,12 +33,14 @@ import json
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError
 
-from verifier.types import Finding, Parsed, Sample, Suite, Verdict
+from verifier.types import Finding, Judgement, Parsed, Sample, Suite, Verdict
+
+from .lazy import LazySamples
 
 NAME = "structured"
 HUB = "epfl-dlab/JSONSchemaBench"
@@ -228,31 +230,40 @@ def _hub_rows() -> Iterator[tuple[str, str, str]]:
             yield subset, str(row["unique_id"]), row["json_schema"]
 
 
+def row_samples(row: tuple[str, str, str], skipped: dict[str, str] | None = None) -> list[Sample]:
+    """One schema item in strict and non-strict variants; none (and {id: why} in `skipped`) when unusable."""
+    subset, stem, text = row
+    sid = f"{subset}/{stem}"
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError:
+        why: str | None = "not JSON"
+    else:
+        why = unusable(schema)
+    if why:
+        if skipped is not None:
+            skipped[sid] = why
+        return []
+    name = schema.get("title") if isinstance(schema.get("title"), str) else stem
+    return [_sample(sid, v, name, generate_prompt(schema), schema, None, subset) for v in ("strict", "nonstrict")]
+
+
 def bench_samples(rows: Iterator[tuple[str, str, str]]) -> tuple[list[Sample], dict[str, str]]:
     """Schema items in strict and non-strict variants, plus {id: why} for the unusable ones skipped."""
-    samples, skipped = [], {}
-    for subset, stem, text in rows:
-        sid = f"{subset}/{stem}"
-        try:
-            schema = json.loads(text)
-        except json.JSONDecodeError:
-            skipped[sid] = "not JSON"
-            continue
-        why = unusable(schema)
-        if why:
-            skipped[sid] = why
-            continue
-        name = schema.get("title") if isinstance(schema.get("title"), str) else stem
-        for v in ("strict", "nonstrict"):
-            samples.append(_sample(sid, v, name, generate_prompt(schema), schema, None, subset))
+    samples: list[Sample] = []
+    skipped: dict[str, str] = {}
+    for row in rows:
+        samples += row_samples(row, skipped)
     return samples, skipped
 
 
-def load(data: str | None = None, smoke: bool = False) -> list[Sample]:
+def load(data: str | None = None, smoke: bool = False) -> Sequence[Sample]:
+    """Extraction and built-in items first, then the bench schemas, each validated only when the
+    selection reaches it (`--limit 10` reads none of the 6,598): see suites/lazy.py."""
     if smoke:
         return extraction_samples(SMOKE_EXTRACTION) + builtin_samples()
     rows = bench_rows(bench_dir(data)) if data else _hub_rows()
-    return extraction_samples() + builtin_samples() + bench_samples(rows)[0]
+    return LazySamples(extraction_samples() + builtin_samples(), rows, row_samples)
 
 
 def request(sample: Sample) -> dict[str, Any]:
@@ -295,7 +306,7 @@ def same(a: Any, b: Any) -> bool:
     return json.dumps(_canon(a), sort_keys=True) == json.dumps(_canon(b), sort_keys=True)
 
 
-def score(sample: Sample, parsed: Parsed) -> Verdict:
+def score(sample: Sample, parsed: Parsed) -> Judgement:
     variant = sample.meta.get("variant", "")
     text, fenced = unfence(parsed.content or "")
     findings: list[Finding] = [Finding("json_fenced", (parsed.content or "")[:60])] if fenced else []
@@ -327,10 +338,9 @@ def score(sample: Sample, parsed: Parsed) -> Verdict:
         reason = "compliant" if ok else "valid_json"
     primary = metrics.get("content_accuracy", metrics.get("schema_compliance", metrics["valid_json"]))
     strict_fail = any(f.code.endswith("_strict") for f in findings)
-    return Verdict(
-        suite=NAME, sample_id=sample.id, epoch=0, mode="", outcome="contract" if strict_fail else "content",
-        score=primary, answer=obj if valid else None, reason=reason, findings=tuple(findings), metrics=metrics,
-        signals={"variant": variant},
+    return Judgement(
+        outcome="contract" if strict_fail else "content", score=primary, answer=obj if valid else None, reason=reason,
+        findings=tuple(findings), metrics=metrics, signals={"variant": variant},
     )
 
 

@@ -32,7 +32,7 @@ from typing import Any, Iterator
 
 from PIL import Image, ImageDraw, ImageFont
 
-from verifier.types import Parsed, Sample, Suite, Verdict
+from verifier.types import Judgement, Parsed, Sample, Suite, Verdict
 
 NAME = "vision"
 MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp", ".gif": "image/gif"}
@@ -268,11 +268,11 @@ def normalize(text: str) -> str:
     return " ".join(NUMBER_WORDS.get(t, SYNONYMS.get(t, t)) for t in tokens if t not in ARTICLES)
 
 
-def score(sample: Sample, parsed: Parsed) -> Verdict:
+def score(sample: Sample, parsed: Parsed) -> Judgement:
     answer = normalize(parsed.content or "")
     ok = bool(answer) and answer == normalize(str(sample.target))
-    return Verdict(
-        suite=NAME, sample_id=sample.id, epoch=0, mode="", outcome="content", score=float(ok), answer=answer,
+    return Judgement(
+        score=float(ok), answer=answer,
         reason="correct" if ok else ("no_answer" if not answer else "wrong_answer"),
         metrics={"accuracy": float(ok)}, signals={"image_size": sample.meta.get("image_size")},
     )

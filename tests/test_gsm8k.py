@@ -9,7 +9,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 import pytest
 
 from suites import SUITES, gsm8k
-from suites import lm_eval_task as le
+from suites import lm_eval_adapter as le
 from verifier import runner
 from verifier.testbed.server import Reply, Script, TestServer
 from verifier.types import Parsed
@@ -216,3 +216,33 @@ def test_end_to_end_through_cli(tmp_path, cli):
     # Re-scoring offline gives the same bytes.
     first = (out / "verdicts.jsonl").read_bytes()
     assert cli("score", out)[0] == 0 and (out / "verdicts.jsonl").read_bytes() == first
+
+
+def test_limit_renders_only_the_selected_prompts(shared_data, monkeypatch):
+    """Start-up: rows are read and checked at load, prompts rendered only as far as the selection reaches,
+    and those samples are exactly the eagerly built ones."""
+    path = str(shared_data / "gsm8k" / "test.jsonl")
+    full = gsm8k.SUITE.load(path, False)
+    expected = [s.to_json() for s in full[:5]]
+    rendered = []
+    real = le.chat_messages
+    monkeypatch.setattr(le, "chat_messages", lambda *a, **k: rendered.append(1) or real(*a, **k))
+    samples = gsm8k.SUITE.load(path, False)
+    assert [s.to_json() for s in samples[:5]] == expected and len(rendered) == 5
+    assert len(samples) == 1319 and len(rendered) == 1319
+
+
+def test_task_is_built_from_its_yaml_without_the_task_index(monkeypatch):
+    """lm-eval's TaskManager indexes ~10k YAMLs; the gsm8k suite builds its task from the one YAML file."""
+    from lm_eval.tasks import TaskManager
+
+    def refuse(*a, **k):
+        raise AssertionError("TaskManager used")
+
+    monkeypatch.setattr(TaskManager, "__init__", refuse)
+    gsm8k.template_task.cache_clear()
+    try:
+        task = gsm8k.template_task("gsm8k_cot")
+        assert task.config.task == "gsm8k_cot" and le.chat_stop(task) == ["Q:", "</s>", "<|im_end|>"]
+    finally:
+        gsm8k.template_task.cache_clear()

@@ -11,7 +11,8 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 import pytest
 
 from suites import SUITES, gsm8k
-from suites import lm_eval_task as le
+from suites import lm_eval_adapter as adapter
+from suites import lm_eval_import as le
 from verifier import journal, scoring
 from verifier.testbed.server import Reply, Script, TestServer
 
@@ -58,8 +59,8 @@ def responder_for(rows):
 def lm_run(rows, tmp_path):
     """lm-eval's simple_evaluate with local-chat-completions against the TestServer, on local data."""
     with TestServer(Script(responder_for(rows))) as srv:
-        task = le.local_task(le.builtin_yaml("gsm8k/gsm8k-cot-llama.yaml"), rows)
-        results = le.run_task([task], srv.url, "test-model", limit=N, max_gen_toks=1024)
+        task = adapter.local_task(adapter.builtin_yaml("gsm8k/gsm8k-cot-llama.yaml"), rows)
+        results = adapter.run_task([task], srv.url, "test-model", limit=N, max_gen_toks=1024)
         yield results, list(srv.script.requests), srv
 
 
@@ -145,7 +146,7 @@ def test_import_lm_eval_saved_samples_file(lm_run, tmp_path, capsys):
     s_direct = journal.read_samples(direct)
     assert {k: (s.messages, s.meta["lm_eval"]) for k, s in s_file.items()} == {k: (s.messages, s.meta["lm_eval"]) for k, s in s_direct.items()}
     # Re-importing into an existing run directory is refused.
-    from verifier.cli import UsageError
+    from verifier.errors import UsageError
 
     with pytest.raises(UsageError, match="already holds a run"):
         le.run(a)
@@ -199,4 +200,27 @@ def test_importer_refuses_non_generative_logs(tmp_path):
 
 def test_local_task_refuses_fewshot_from_missing_split():
     with pytest.raises(ValueError, match="train"):
-        le.local_task(le.builtin_yaml("gsm8k/gsm8k.yaml"), [{"question": "q", "answer": "#### 1"}])
+        adapter.local_task(adapter.builtin_yaml("gsm8k/gsm8k.yaml"), [{"question": "q", "answer": "#### 1"}])
+
+
+def test_lm_eval_modules_do_not_import_the_cli():
+    """The adapter calls lm-eval, the importer reads its output; neither reaches back up into verifier.cli."""
+    import ast
+    from pathlib import Path
+
+    import suites
+
+    for name in ("lm_eval_adapter.py", "lm_eval_import.py", "gsm8k.py"):
+        tree = ast.parse((Path(suites.__file__).parent / name).read_text())
+        mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
+            a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert not any(m and (m == "verifier.cli" or m.startswith("verifier.cli.")) for m in mods), name
+
+
+def test_imported_scorer_returns_a_judgement():
+    from verifier.types import Judgement, Parsed
+
+    s = le.Sample(id="t/0", messages=[], meta={"lm_eval": {"task": "t", "metrics": {"exact_match": 1.0}, "filtered": {"none": "4"},
+                                                           "primary": "exact_match"}})
+    j = le.score(s, Parsed(content="4", reasoning=None, tool_calls=None, finish_reason="stop", usage=None))
+    assert isinstance(j, Judgement) and (j.score, j.answer, j.reason) == (1.0, "4", "correct")

@@ -192,3 +192,59 @@ def test_structured_end_to_end(tmp_path, cli):
     assert vs["extract/review/strict"]["outcome"] == "unsupported" and vs["extract/review/strict"]["reason"] == "http_400"
     assert vs["extract/review/json_object"]["outcome"] == "content" and vs["extract/review/json_object"]["score"] == 1.0
     assert vs["builtin/defs_ref/strict"]["reason"] == "compliant"
+
+
+# ---------------------------------------------------------------- start-up: validate only what is selected
+
+
+def test_lazy_samples_build_only_what_a_slice_needs():
+    from suites.lazy import LazySamples
+
+    made = []
+
+    def make(x):
+        made.append(x)
+        return [] if x % 3 == 0 else [Sample(id=str(x), messages=[])]  # every third item is skipped
+
+    eager = [s.id for x in range(10) for s in make(x)]
+    made.clear()
+    lazy = LazySamples([Sample(id="head", messages=[])], range(10), make)
+    assert [s.id for s in lazy[:3]] == ["head", "1", "2"] and made == [0, 1, 2]
+    assert lazy[3].id == "4" and made == [0, 1, 2, 3, 4]
+    assert [s.id for s in lazy] == ["head", *eager] and len(lazy) == 1 + len(eager)
+    assert made == list(range(10))  # each item built once, in order
+    assert lazy[-1].id == "8" and [s.id for s in lazy[1::3]] == ["1", "5"]
+
+
+def test_limit_validates_only_the_selected_schemas(shared_data, monkeypatch):
+    """`--limit` takes the first N: extraction and built-in items come first, so no bench schema is checked;
+    deeper selections validate just as far as they reach, and give exactly the eager load's samples."""
+    checked = []
+    real = st.unusable
+    monkeypatch.setattr(st, "unusable", lambda schema: checked.append(1) or real(schema))
+    samples = st.load(str(shared_data), False)
+    head = len(st.extraction_samples()) + len(st.builtin_samples())
+    assert [s.id for s in samples[:10]] == [s.id for s in (st.extraction_samples() + st.builtin_samples())[:10]]
+    assert checked == []
+    first = samples[: head + 6]
+    assert len(checked) == 3  # three schema files, two variants each
+    rows = list(st.bench_rows(st.bench_dir(str(shared_data))))[:3]
+    assert [s.to_json() for s in first[head:]] == [s.to_json() for s in st.bench_samples(iter(rows))[0]]
+
+
+def test_scorer_returns_a_judgement_and_scoring_attaches_identity():
+    """The scorer knows nothing of epochs and modes; scoring.judge is where a Verdict gets them."""
+    from verifier import scoring
+    from verifier.types import Exchange, Judgement
+
+    s = next(x for x in st.load(None, smoke=True) if x.id == "extract/person/strict")
+    j = st.score(s, parsed("{oops"))
+    assert isinstance(j, Judgement) and not hasattr(j, "epoch") and not hasattr(j, "sample_id")
+    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "{oops"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}
+    ex = Exchange(suite="structured", sample_id=s.id, epoch=2, mode="chat", request={"messages": s.messages}, status=200,
+                  body=json.dumps(body))
+    v = scoring.judge(st.SUITE, s, ex)
+    assert (v.suite, v.sample_id, v.epoch, v.mode) == ("structured", s.id, 2, "chat")
+    assert (v.outcome, v.reason, v.score, v.metrics) == (j.outcome, j.reason, j.score, j.metrics) == ("contract", "invalid_json", 0.0, j.metrics)
+    assert v.signals["variant"] == "strict" and v.signals["prompt_tokens"] == 3

@@ -15,11 +15,8 @@ from typing import Any
 
 from . import journal, runner, scoring
 from .endpoint import MODES, EndpointConfig, reachable
+from .errors import UsageError
 from .types import Sample, Suite
-
-
-class UsageError(Exception):
-    """Bad input: one line on stderr, exit 2, nothing half-written."""
 
 
 def get_suites() -> dict[str, Suite]:
@@ -648,14 +645,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_endpoint_args(p)
     p.set_defaults(fn=cmd_gate)
 
-    from suites import lm_eval_task
+    from suites import lm_eval_import
 
     from . import merge, report
     from .testbed import engines, proxy
 
     # Commands whose arguments live with their module: (name, module, help).
     for name, module, help_ in (
-        ("lm-eval", lm_eval_task, "run an lm-eval generate_until task through the endpoint (or import its samples) into a run directory"),
+        ("lm-eval", lm_eval_import, "run an lm-eval generate_until task through the endpoint (or import its samples) into a run directory"),
         ("report", report, "self-contained HTML report of a run, optionally against a golden"),
         ("merge", merge, "merge shard run directories into one run directory, then score it"),
         ("engine", engines, "serve packaged models with llama.cpp (reference, requantized, KV-quantized, wrong-template variants)"),

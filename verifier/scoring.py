@@ -8,7 +8,7 @@ from typing import Any
 
 from . import contract, journal, stats
 from .parse import MalformedBody, parse_exchange
-from .types import Exchange, Finding, Sample, Suite, Verdict
+from .types import Exchange, Finding, Judgement, Sample, Suite, Verdict
 
 VERDICTS = "verdicts.jsonl"
 SUMMARY = "summary.json"
@@ -28,7 +28,11 @@ def _signals(ex: Exchange, parsed=None) -> dict[str, Any]:
 
 
 def judge(suite: Suite, sample: Sample, ex: Exchange) -> Verdict:
-    """One exchange -> one verdict. Infra is decided here, before any scorer sees the response."""
+    """One exchange -> one verdict. Infra is decided here, before any scorer sees the response.
+
+    The only place a Verdict is built: identity (suite, sample, epoch, mode) comes from the
+    Exchange, never from the scorer, whose Judgement knows nothing of epochs or wire modes.
+    """
     base = dict(suite=ex.suite, sample_id=ex.sample_id, epoch=ex.epoch, mode=ex.mode)
     if ex.status is not None and ex.status >= 400 and suite.unsupported and suite.unsupported(sample, ex.status, ex.body or ""):
         return Verdict(**base, outcome="unsupported", reason=f"http_{ex.status}", signals=_signals(ex))
@@ -42,15 +46,15 @@ def judge(suite: Suite, sample: Sample, ex: Exchange) -> Verdict:
     except MalformedBody as e:
         return Verdict(**base, outcome="contract", reason="malformed_body", findings=(Finding("malformed_body", str(e)),), signals=_signals(ex))
     findings = contract.check(ex.request, parsed, ex.mode)
-    v = suite.score(sample, parsed)
-    findings = tuple(findings) + tuple(v.findings)
-    outcome = "contract" if contract.blocking(findings) else v.outcome
-    reason = v.reason
-    if outcome == "contract" and v.outcome != "contract":
+    j: Judgement = suite.score(sample, parsed)
+    findings = tuple(findings) + tuple(j.findings)
+    outcome = "contract" if contract.blocking(findings) else j.outcome
+    reason = j.reason
+    if outcome == "contract" and j.outcome != "contract":
         reason = next(f.code for f in findings if f.code in contract.BLOCKING)
     return Verdict(
-        **base, outcome=outcome, score=v.score, answer=v.answer, reason=reason,
-        findings=findings, metrics=v.metrics, signals={**_signals(ex, parsed), **v.signals},
+        **base, outcome=outcome, score=j.score, answer=j.answer, reason=reason,
+        findings=findings, metrics=j.metrics, signals={**_signals(ex, parsed), **j.signals},
     )
 
 
@@ -110,6 +114,16 @@ def summarize(header: dict[str, Any], verdicts: list[Verdict], suites: dict[str,
         if suite and suite.summarize:
             entry["extra"] = suite.summarize(vs)
         out["suites"][name] = entry
+    return out
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """The summary as a person reads it: per suite, metrics with intervals, then outcomes and findings."""
+    out = []
+    for name, s in summary["suites"].items():
+        ms = "  ".join(f"{m}={v['value']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}] (n={v['n']})" for m, v in s["metrics"].items() if v["value"] is not None)
+        out.append(f"{name} v{s['version']}: {ms or 'no metric values (see outcomes)'}")
+        out.append(f"  outcomes {s['outcomes']}  findings {s['findings'] or '{}'}")
     return out
 
 

@@ -107,6 +107,30 @@ class Parsed:
 
 
 @dataclass(frozen=True)
+class Judgement:
+    """What a scorer says about one response, before the framework attaches identity.
+
+    `scoring.judge` is the one place that turns it into a `Verdict` (suite, sample id, epoch, mode,
+    plus the contract findings and wire signals), as inspect_ai's Score becomes a SampleScore.
+    """
+
+    score: float | None = None
+    """Primary metric in [0, 1]; None when the suite has no ground truth for this sample."""
+    answer: Any = None
+    """What the scorer extracted, for diffs against the golden."""
+    reason: str = ""
+    """Why: `correct`, `wrong_answer`, `no_answer`..."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """Per-sample values of the suite's metrics."""
+    outcome: str = "content"
+    """`content`, or `contract` when the suite itself saw the envelope broken (e.g. a strict schema violated)."""
+    findings: tuple["Finding", ...] = ()
+    """The suite's own findings, appended after the engine's contract findings."""
+    signals: dict[str, Any] = field(default_factory=dict)
+    """Suite-specific observations for compare and summaries, merged over the wire signals."""
+
+
+@dataclass(frozen=True)
 class Finding:
     """One violation of the API or frontend contract, e.g. `tool_args_invalid_json`."""
 
@@ -166,8 +190,8 @@ class Suite:
     """`load(data: str | None, smoke: bool) -> list[Sample]`; `data` overrides the default source."""
     request: Callable[[Sample], dict[str, Any]]
     """Sample -> request body (without model and sampling params, which the runner adds)."""
-    score: Callable[[Sample, Parsed], Verdict]
-    """Pure: same (sample, parsed) always gives the same Verdict. Sets outcome `content` or `contract`."""
+    score: Callable[[Sample, Parsed], Judgement]
+    """Pure: same (sample, parsed) always gives the same Judgement (outcome `content` or `contract`)."""
     description: str = ""
     defaults: dict[str, Any] = field(default_factory=dict)
     """Sampling defaults this suite needs (e.g. a larger max_tokens for chain of thought)."""

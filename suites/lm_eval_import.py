@@ -1,15 +1,11 @@
-"""lm-eval as a library: offline task building, its own scoring pipeline, passthrough runs and an importer.
+"""lm-eval's output as a verifier run: the importer, the `lm_eval` suite and `verifier lm-eval`.
 
-Three jobs, one module, so everything that touches lm-eval internals lives in one place:
+Everything here reads lm-eval's output shapes; nothing calls lm-eval's code (that is
+suites/lm_eval_adapter.py, including `run_task`, the passthrough run), so importing a saved
+samples file works without lm-eval installed.
 
-1. `local_task` / `lm_eval_judge`: build a real lm-eval `ConfigurableTask` from its YAML with
-   in-memory rows (no hub download) and run lm-eval's *own* filter ensembles and
-   `process_results` on one response. suites/gsm8k.py builds its prompts and scores with these,
-   so its numbers are lm-eval's by construction, not by re-typed regexes.
-2. `run_task`: any `generate_until` task through lm-eval's `local-chat-completions` model against
-   an endpoint (lm-eval sends the requests; we only record what it logged per sample).
-3. `import_samples`: lm-eval's per-sample log -> our run directory (run.json, samples.jsonl,
-   responses.jsonl), so goldens, compare and report work for lm-eval tasks too.
+- `import_samples`: lm-eval's per-sample log -> our run directory (run.json, samples.jsonl,
+  responses.jsonl), so goldens, compare and report work for lm-eval tasks too.
 
 An imported run is *not* a wire recording: lm-eval keeps only the response text. Each Exchange
 body is a synthetic chat.completion holding that text; `finish_reason` is "stop" and `usage`
@@ -17,238 +13,27 @@ holds nulls because lm-eval discarded both (saying "missing" would blame the end
 importer). The body carries `"x_verifier_imported": "lm-eval"` so nobody mistakes it for wire bytes.
 lm-eval's per-sample metric values travel in `Sample.meta["lm_eval"]`; the `lm_eval` suite's
 scorer just reads them back, so `score` stays pure and reproduces lm-eval's numbers exactly.
-
-lm-eval is imported lazily: `verifier list-suites` must not pay for torch-free lm-eval + datasets.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import copy
 import hashlib
 import json
 import numbers
-import os
 import sys
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
-from verifier.types import Exchange, Parsed, Sample, Suite, Verdict
+from verifier.errors import UsageError
+from verifier.types import Exchange, Judgement, Parsed, Sample, Suite, Verdict
+
+from . import lm_eval_adapter as adapter
 
 NAME = "lm_eval"
 VERSION = "1"
 PREFIX = NAME + ":"
 IMPORTED_MARK = "x_verifier_imported"
-
-
-# ---------------------------------------------------------------- offline lm-eval tasks
-
-
-def builtin_yaml(relpath: str) -> Path:
-    """Path of a task YAML shipped inside the installed lm-eval, e.g. `gsm8k/gsm8k-cot-llama.yaml`."""
-    import lm_eval
-
-    return Path(lm_eval.__file__).parent / "tasks" / relpath
-
-
-@lru_cache(maxsize=32)
-def load_task_config(yaml_path: str) -> dict[str, Any]:
-    """lm-eval's own YAML loader (resolves `!function` and `include`); cached, callers get a deep copy."""
-    from lm_eval.tasks._yaml_loader import load_yaml
-
-    return load_yaml(yaml_path, resolve_func=True)
-
-
-def local_task(config: dict[str, Any] | str | Path, rows: list[dict[str, Any]], split: str | None = None) -> Any:
-    """A real lm-eval ConfigurableTask whose eval split is `rows`, built without touching the hub.
-
-    Why `custom_dataset`: it is lm-eval's supported hook for datasets that are not on the hub;
-    everything else (doc_to_text, fewshot sampler, filters, metrics) is lm-eval's untouched code.
-    Only the eval split is provided: tasks that draw few-shot examples from another split (e.g.
-    plain `gsm8k`, 5-shot from train) need that split and are refused here with a clear error.
-    """
-    import datasets
-    from lm_eval.api.task import ConfigurableTask
-
-    cfg = copy.deepcopy(load_task_config(str(config)) if isinstance(config, (str, Path)) else config)
-    for key in ("tag", "group", "task_list"):
-        cfg.pop(key, None)
-    split = split or cfg.get("test_split") or cfg.get("validation_split") or "test"
-    fs = cfg.get("fewshot_config") or {}
-    if (cfg.get("num_fewshot") or 0) > 0 and not fs.get("samples"):
-        src = cfg.get("fewshot_split") or cfg.get("training_split") or cfg.get("validation_split")
-        if src and src != split:
-            raise ValueError(f"task {cfg.get('task')} draws few-shot examples from split {src!r}, which is not available offline")
-    if not rows:
-        raise ValueError("local_task needs at least one row (lm-eval probes the first doc)")
-    data = datasets.DatasetDict({split: datasets.Dataset.from_list(rows)})
-    cfg["test_split"] = split
-    for key in ("validation_split", "training_split", "fewshot_split"):
-        if cfg.get(key) != split:
-            cfg[key] = None
-    cfg["custom_dataset"] = lambda **_: data
-    # lm-eval logs a hint about custom kwargs for every custom_dataset task; it is noise here.
-    with _quiet_lm_eval():
-        return ConfigurableTask(config=cfg)
-
-
-@contextlib.contextmanager
-def _quiet_lm_eval() -> Iterator[None]:
-    import logging
-
-    log = logging.getLogger("lm_eval")
-    old = log.level
-    log.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        log.setLevel(old)
-
-
-_COMPILED: dict[str, Any] = {}
-
-
-@contextlib.contextmanager
-def compiled_templates() -> Iterator[None]:
-    """Memoize lm-eval's Jinja compilation for the duration of a call.
-
-    lm-eval's `apply_template` compiles the template text anew for every doc (~4 ms each, so
-    ~60 s to build 1,319 gsm8k prompts). Compiling is a pure function of the source text, so
-    caching it on lm-eval's own Environment keeps its exact code path and output, only faster.
-    The patch is an instance attribute, removed on exit.
-    """
-    from lm_eval import utils
-
-    env = utils.env
-    if "from_string" in vars(env):  # already inside (nested call)
-        yield
-        return
-    original = env.from_string
-
-    def from_string(source: Any, globals: Any = None, template_class: Any = None) -> Any:
-        if globals is not None or template_class is not None or not isinstance(source, str):
-            return original(source, globals, template_class)
-        t = _COMPILED.get(source)
-        if t is None:
-            t = _COMPILED[source] = original(source)
-        return t
-
-    env.from_string = from_string
-    try:
-        yield
-    finally:
-        vars(env).pop("from_string", None)
-
-
-def chat_messages(task: Any, doc: dict[str, Any], num_fewshot: int | None = None, multiturn: bool = True) -> list[dict[str, str]]:
-    """The chat messages lm-eval sends for `doc` with `--apply_chat_template` (and `--fewshot_as_multiturn`).
-
-    lm-eval's API models render chat as JSON of this very list (JsonChatStr), so an identity
-    chat template yields exactly what local-chat-completions puts in `messages`.
-    """
-    n = task.config.num_fewshot if num_fewshot is None else num_fewshot
-    with compiled_templates():
-        return task.fewshot_context(
-            doc, n or 0, apply_chat_template=True, fewshot_as_multiturn=multiturn,
-            chat_template=lambda msgs, add_generation_prompt=True: msgs,
-        )
-
-
-def chat_stop(task: Any) -> list[str]:
-    """Stop sequences as local-chat-completions sends them: the task's `until`, first 4 (the OpenAI limit)."""
-    until = (task.config.generation_kwargs or {}).get("until") or []
-    return [until] if isinstance(until, str) else list(until)[:4]
-
-
-def lm_eval_judge(task: Any, doc: dict[str, Any], text: str | None) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    """lm-eval's post-processing of one generation: {filter: {metric: value}}, {filter: filtered answer}.
-
-    Exactly what lm-eval's evaluator does per doc: FilterEnsemble.apply on an Instance, then
-    task.process_results(doc, [filtered_resps[filter]]). Pure for a given lm-eval version.
-    """
-    from lm_eval.api.instance import Instance
-
-    inst = Instance(request_type="generate_until", doc=doc, arguments=("", {}), idx=0, resps=[text])
-    metrics: dict[str, dict[str, Any]] = {}
-    filtered: dict[str, Any] = {}
-    with compiled_templates():
-        for ensemble in task._filters:
-            ensemble.apply([inst])
-            filtered[ensemble.name] = inst.filtered_resps[ensemble.name]
-            metrics[ensemble.name] = task.process_results(doc, [inst.filtered_resps[ensemble.name]])
-    return metrics, filtered
-
-
-# ---------------------------------------------------------------- passthrough
-
-
-@contextlib.contextmanager
-def _api_key(env_name: str | None) -> Iterator[None]:
-    """local-chat-completions reads OPENAI_API_KEY; pass ours through the environment, never model_args
-    (lm-eval logs model_args and writes them into its results config)."""
-    key = os.environ.get(env_name) if env_name else None
-    old = os.environ.get("OPENAI_API_KEY")
-    if key is not None:
-        os.environ["OPENAI_API_KEY"] = key
-    try:
-        yield
-    finally:
-        if key is not None:
-            if old is None:
-                os.environ.pop("OPENAI_API_KEY", None)
-            else:
-                os.environ["OPENAI_API_KEY"] = old
-
-
-def run_task(
-    tasks: list[str | dict[str, Any] | Any],
-    base_url: str,
-    model: str,
-    *,
-    limit: int | float | None = None,
-    num_concurrent: int = 1,
-    max_gen_toks: int | None = None,
-    num_fewshot: int | None = None,
-    fewshot_as_multiturn: bool = True,
-    include_path: str | None = None,
-    api_key_env: str | None = None,
-    timeout: int = 600,
-    max_retries: int = 3,
-) -> dict[str, Any]:
-    """Run lm-eval tasks through `local-chat-completions` against `base_url`; lm-eval's results dict.
-
-    `tasks` are lm-eval task names, task YAML paths, config dicts or built Task objects (e.g. from
-    `local_task`). Requests are lm-eval's own: chat messages, `stop` = until[:4], temperature 0, seed 1234.
-    """
-    import lm_eval
-    from lm_eval.tasks import TaskManager
-
-    # lm-eval's index of its ~10k built-in YAMLs takes ~15 s: build it only when a name needs it
-    # (a YAML path, a config dict or a built Task loads without it).
-    needs_index = any(isinstance(t, str) and not Path(t).is_file() for t in tasks)
-    tm = TaskManager(include_path=include_path, include_defaults=needs_index)
-    model_args: dict[str, Any] = {
-        "base_url": base_url.rstrip("/") + "/chat/completions",
-        "model": model,
-        "num_concurrent": num_concurrent,
-        "tokenized_requests": False,  # chat endpoints take messages, not token ids
-        "tokenizer_backend": None,  # nothing to download: no tokenizer is needed for generate_until
-        "timeout": timeout,
-        "max_retries": max_retries,
-    }
-    if max_gen_toks is not None:
-        model_args["max_gen_toks"] = max_gen_toks
-    with _api_key(api_key_env):
-        results = lm_eval.simple_evaluate(
-            model="local-chat-completions", model_args=model_args, tasks=list(tasks), num_fewshot=num_fewshot,
-            apply_chat_template=True, fewshot_as_multiturn=fewshot_as_multiturn, log_samples=True,
-            limit=limit, task_manager=tm,
-        )
-    if results is None:
-        raise RuntimeError("lm-eval returned no results")
-    return results
 
 
 # ---------------------------------------------------------------- importer
@@ -394,8 +179,7 @@ def import_samples(
 ) -> Path:
     """Write lm-eval per-sample logs as a run directory. `samples` is one task's list, or
     `results["samples"]` ({task: list}) with `task=None` for all of them. Returns the run dir."""
-    from verifier import __version__, journal, runner
-    from verifier.endpoint import redact_url
+    from verifier import journal
 
     per_task = samples if isinstance(samples, dict) else {task: samples}
     if task is not None and isinstance(samples, dict):
@@ -412,6 +196,19 @@ def import_samples(
         suites_hdr[PREFIX + t] = {"version": VERSION, "dataset_sha256": stable_sha256(ss), "samples": len(ss), "requests": len(xs)}
         all_samples += [(PREFIX + t, s) for s in ss]
         all_x += xs
+    header = run_header(out.name, model, base_url, api_key_env, suites_hdr, lm_eval_config)
+    journal.write_samples(out, all_samples)
+    journal.write_jsonl(out / journal.RESPONSES, (x.to_json() for x in all_x))
+    journal.write_json(out / journal.HEADER, header)
+    return out
+
+
+def run_header(run_id: str, model: str, base_url: str, api_key_env: str | None,
+               suites_hdr: dict[str, Any], lm_eval_config: dict[str, Any] | None) -> dict[str, Any]:
+    """run.json of an imported run: the shape runner.header writes, plus where the data came from."""
+    from verifier import __version__, runner
+    from verifier.endpoint import redact_url
+
     try:
         import lm_eval
 
@@ -419,8 +216,8 @@ def import_samples(
     except ImportError:  # importing a saved samples file does not need lm-eval installed
         lm_version = None
     stamp = runner.now()
-    header = {
-        "run_id": out.name,
+    return {
+        "run_id": run_id,
         "harness": {"name": "verifier", "version": __version__, "git_commit": runner.git_commit()},
         "endpoint": {"base_url": redact_url(base_url), "model": model, "api_key_env": api_key_env, "header_names": []},
         "sampling": {"defaults": {}, "overrides": {}, "note": "set by lm-eval per task; see each request"},
@@ -432,10 +229,6 @@ def import_samples(
         "started": stamp,
         "finished": stamp,
     }
-    journal.write_samples(out, all_samples)
-    journal.write_jsonl(out / journal.RESPONSES, (x.to_json() for x in all_x))
-    journal.write_json(out / journal.HEADER, header)
-    return out
 
 
 def _jsonable(obj: Any) -> Any:
@@ -453,7 +246,7 @@ def _request(sample: Sample) -> dict[str, Any]:
     return {"messages": sample.messages}
 
 
-def score(sample: Sample, parsed: Parsed) -> Verdict:
+def score(sample: Sample, parsed: Parsed) -> Judgement:
     """lm-eval already judged this response; read its per-sample values back (pure)."""
     le = sample.meta.get("lm_eval") or {}
     metrics = dict(le.get("metrics") or {})
@@ -469,8 +262,7 @@ def score(sample: Sample, parsed: Parsed) -> Verdict:
         reason = "wrong_answer"
     else:
         reason = "scored"
-    return Verdict(suite=PREFIX + str(le.get("task", "")), sample_id=sample.id, epoch=0, mode="", outcome="content",
-                   score=value, answer=answer, reason=reason, metrics=metrics)
+    return Judgement(score=value, answer=answer, reason=reason, metrics=metrics)
 
 
 SUITE = Suite(
@@ -507,39 +299,61 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(a: argparse.Namespace) -> int:
     """`verifier lm-eval`: run (or import) lm-eval tasks into a run directory, then score it."""
     from verifier import scoring
-    from verifier.cli import UsageError, ensure_writable_new_dir, print_summary
 
     tasks = [t.strip() for t in a.task.split(",") if t.strip()]
     if not tasks:
         raise UsageError("--task is required")
     out = Path(a.out)
-    ensure_writable_new_dir(out)
+    _new_run_dir(out)
     if a.import_samples:
-        if len(tasks) != 1:
-            raise UsageError("--import-samples takes exactly one --task")
-        try:
-            rows = read_samples_file(a.import_samples)
-        except OSError as e:
-            raise UsageError(f"--import-samples: cannot read {a.import_samples}: {e.strerror}") from None
-        import_samples(rows, tasks[0], out, a.model or "unknown", a.base_url or "", api_key_env=None)
+        _import_file(a, tasks, out)
     else:
-        if not a.base_url or not a.model:
-            raise UsageError("lm-eval needs --base-url and --model (or --import-samples)")
-        limit = int(a.limit) if a.limit is not None and a.limit >= 1 else a.limit
-        try:
-            results = run_task(tasks, a.base_url, a.model, limit=limit, num_concurrent=a.concurrency,
-                               max_gen_toks=a.max_tokens, num_fewshot=a.num_fewshot,
-                               fewshot_as_multiturn=not a.single_turn, include_path=a.include_path, api_key_env=a.api_key_env)
-        except (KeyError, ValueError) as e:
-            raise UsageError(f"lm-eval: {e}") from None
-        import_samples(results.get("samples") or {}, None, out, a.model, a.base_url,
-                       lm_eval_config=results.get("configs"), api_key_env=a.api_key_env)
+        _run_and_import(a, tasks, out)
     verdicts, summary = score_imported(out)
     scoring.write_scores(out, verdicts, summary)
     if not a.quiet:
         print(f"run: {out}", file=sys.stderr)
-    print_summary(summary)
+    print("\n".join(scoring.summary_lines(summary)))
     return 0
+
+
+def _new_run_dir(path: Path) -> None:
+    """Refuse to import over an existing run; the directory must be writable before lm-eval runs for minutes."""
+    from verifier import journal
+
+    if (path / journal.HEADER).exists():
+        raise UsageError(f"{path} already holds a run; use another --out")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-probe"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(f"output directory {path} is not writable: {e.strerror}") from None
+
+
+def _import_file(a: argparse.Namespace, tasks: list[str], out: Path) -> None:
+    if len(tasks) != 1:
+        raise UsageError("--import-samples takes exactly one --task")
+    try:
+        rows = read_samples_file(a.import_samples)
+    except OSError as e:
+        raise UsageError(f"--import-samples: cannot read {a.import_samples}: {e.strerror}") from None
+    import_samples(rows, tasks[0], out, a.model or "unknown", a.base_url or "", api_key_env=None)
+
+
+def _run_and_import(a: argparse.Namespace, tasks: list[str], out: Path) -> None:
+    if not a.base_url or not a.model:
+        raise UsageError("lm-eval needs --base-url and --model (or --import-samples)")
+    limit = int(a.limit) if a.limit is not None and a.limit >= 1 else a.limit
+    try:
+        results = adapter.run_task(tasks, a.base_url, a.model, limit=limit, num_concurrent=a.concurrency,
+                                   max_gen_toks=a.max_tokens, num_fewshot=a.num_fewshot, fewshot_as_multiturn=not a.single_turn,
+                                   include_path=a.include_path, api_key_env=a.api_key_env)
+    except (KeyError, ValueError) as e:
+        raise UsageError(f"lm-eval: {e}") from None
+    import_samples(results.get("samples") or {}, None, out, a.model, a.base_url,
+                   lm_eval_config=results.get("configs"), api_key_env=a.api_key_env)
 
 
 def score_imported(run_dir: Path) -> tuple[list[Verdict], dict[str, Any]]:
