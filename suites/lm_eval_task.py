@@ -394,7 +394,7 @@ def import_samples(
 ) -> Path:
     """Write lm-eval per-sample logs as a run directory. `samples` is one task's list, or
     `results["samples"]` ({task: list}) with `task=None` for all of them. Returns the run dir."""
-    from verifier import __version__, journal, runner
+    from verifier import journal, runner
     from verifier.endpoint import redact_url
 
     per_task = samples if isinstance(samples, dict) else {task: samples}
@@ -419,19 +419,13 @@ def import_samples(
     except ImportError:  # importing a saved samples file does not need lm-eval installed
         lm_version = None
     stamp = runner.now()
-    header = {
-        "run_id": out.name,
-        "harness": {"name": "verifier", "version": __version__, "git_commit": runner.git_commit()},
-        "endpoint": {"base_url": redact_url(base_url), "model": model, "api_key_env": api_key_env, "header_names": []},
-        "sampling": {"defaults": {}, "overrides": {}, "note": "set by lm-eval per task; see each request"},
-        "extra_body": {},
-        "epochs": 1,
-        "modes": ["chat"],
-        "suites": suites_hdr,
-        "imported_from": {"tool": "lm-eval", "version": lm_version, "configs": _jsonable(lm_eval_config or {})},
-        "started": stamp,
-        "finished": stamp,
-    }
+    header = journal.run_header(
+        out.name,
+        endpoint={"base_url": redact_url(base_url), "model": model, "api_key_env": api_key_env, "header_names": []},
+        sampling={"defaults": {}, "overrides": {}, "note": "set by lm-eval per task; see each request"},
+        extra_body={}, epochs=1, modes=["chat"], suites=suites_hdr, started=stamp, finished=stamp,
+        imported_from={"tool": "lm-eval", "version": lm_version, "configs": _jsonable(lm_eval_config or {})},
+    )
     journal.write_samples(out, all_samples)
     journal.write_jsonl(out / journal.RESPONSES, (x.to_json() for x in all_x))
     journal.write_json(out / journal.HEADER, header)
@@ -507,7 +501,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(a: argparse.Namespace) -> int:
     """`verifier lm-eval`: run (or import) lm-eval tasks into a run directory, then score it."""
     from verifier import scoring
-    from verifier.cli import UsageError, ensure_writable_new_dir, print_summary
+    from verifier.app_text import print_summary
+    from verifier.errors import UsageError
+    from verifier.journal import ensure_writable_new_dir
 
     tasks = [t.strip() for t in a.task.split(",") if t.strip()]
     if not tasks:

@@ -916,7 +916,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> int:
-    from .cli import UsageError
+    from .errors import UsageError
 
     if a.list_faults:
         print(list_faults())
