@@ -237,7 +237,7 @@ def test_shard_selection():
 
 def make_shards(tmp_path, monkeypatch, n=2):
     """Shard runs as CI would make them: each job runs every n-th sample (`--shard i/n`)."""
-    from verifier import cli as cli_mod
+    from verifier import app as cli_mod  # select() lives in the app layer
     from verifier.cli import main
 
     orig = cli_mod.select
