@@ -1,13 +1,15 @@
-"""The application's composite steps: bless, calibrate, gate (collect + compare, with sequential looks)."""
+"""The application's golden-side steps: load a golden, compare a run with it, bless, calibrate, and gate
+(collect + compare, with sequential looks)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from . import journal, runner
-from .app import EndpointSpec, RunSpec, collect, compare_run, default_run_dir, load_golden, observations, require_margins, score
+from .app import EndpointSpec, RunSpec, collect, default_run_dir, observations, score, suite_named
 from .errors import UsageError
 
 # Sequential stopping ends a run early only on a decided regression: a large one shows within
@@ -154,3 +156,64 @@ def margins_from_epochs(run_dir: Path) -> dict[str, Any]:
         raise UsageError(f"{run_dir} has {len(epochs)} epoch(s); calibration from epochs needs at least 3")
     runs = [[{**o, "epoch": 0} for o in obs if o["epoch"] == e] for e in epochs]
     return compare.calibrate_margins(runs, {"method": "epochs", "k": len(epochs), "runs": [run_dir.name], "created": runner.now()})
+
+
+def load_golden(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    from . import golden
+
+    try:
+        g, obs = golden.load(Path(path))
+    except golden.BadGolden as e:
+        raise UsageError(str(e)) from None
+    for name, info in g["suites"].items():
+        suite = suite_named(name)
+        if suite.name == name and suite.version != info.get("version"):
+            raise UsageError(f"golden {path} was made with {name} version {info.get('version')}; this harness has version {suite.version}: re-bless it")
+    return g, obs
+
+
+def require_margins(g: dict[str, Any], path: str | Path) -> None:
+    if not g.get("margins"):
+        raise UsageError(f"golden {path} has no margins; run `verifier calibrate {path} ...` first")
+
+
+def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_budget: float,
+                loaded: tuple[dict[str, Any], list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """Run vs golden -> the comparison document, written to `out` (default RUN_DIR/comparison.json)."""
+    from . import compare
+
+    g, gobs = loaded or load_golden(golden_path)
+    require_margins(g, golden_path)
+    hdr = journal.check_run_dir(run_dir) if (run_dir / journal.HEADER).exists() else None
+    if hdr is None:
+        raise UsageError(f"{run_dir} is not a run directory (no {journal.HEADER})")
+    for name, info in hdr["suites"].items():
+        if name in g["suites"] and info.get("version") != g["suites"][name].get("version"):
+            raise UsageError(f"run {run_dir} used {name} version {info.get('version')}, golden has {g['suites'][name].get('version')}")
+    cobs = observations(run_dir)
+    probes_path = run_dir / "probes.json"
+    probes = None
+    if probes_path.exists():
+        from .probes import verdicts as probe_verdicts
+
+        probes = probe_verdicts(json.loads(probes_path.read_text()), g.get("probes"))
+    try:
+        doc = compare.compare(g, gobs, cobs, infra_budget=infra_budget, probes=probes)
+    except compare.NoOverlap as e:
+        raise UsageError(f"{run_dir} vs {golden_path}: {e}") from None
+    except KeyError as e:
+        raise UsageError(f"golden {golden_path} has no margin for {e.args[0]}; run `verifier calibrate` again") from None
+    doc["golden"] = {"name": g.get("name"), "path": str(golden_path), "source_run": g["source"].get("run_id"),
+                     "endpoint": g["source"].get("endpoint"), "margins_provenance": _provenance(g)}
+    doc["run"] = {"run_dir": str(run_dir), "run_id": hdr.get("run_id"), "endpoint": hdr.get("endpoint")}
+    journal.write_json(out or run_dir / "comparison.json", doc)
+    return doc
+
+
+def _provenance(g: dict[str, Any]) -> dict[str, Any]:
+    srcs: dict[str, int] = {}
+    for v in (g.get("margins") or {}).values():
+        if isinstance(v, dict):
+            key = json.dumps({x: v[x] for x in sorted(v) if x != "value"}, sort_keys=True)
+            srcs[key] = srcs.get(key, 0) + 1
+    return {"sources": [dict(json.loads(k), margins=n) for k, n in srcs.items()]}

@@ -164,7 +164,7 @@ def _comparison(run_dir: Path, golden_path: str) -> dict[str, Any]:
         doc = json.loads(cp.read_text(encoding="utf-8"))
         if (doc.get("golden") or {}).get("name") == Path(golden_path).name:
             return doc
-    from .app import compare_run
+    from .app_gate import compare_run
 
     if cp.exists():
         with tempfile.TemporaryDirectory() as td:

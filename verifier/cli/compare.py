@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from ..app import compare_run
+    from ..app_gate import compare_run
     from ..app_text import print_comparison
     from .args import exit_code
 
