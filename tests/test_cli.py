@@ -250,3 +250,21 @@ def test_gate_spec_reproduces_the_golden_selection(calibrated_golden):
     assert spec.only_ids["smoke"] == frozenset(o["sample_id"] for o in gobs) and len(spec.only_ids["smoke"]) == 20
     assert spec.overrides["logprobs"] is True and spec.overrides["temperature"] == 0.5
     assert spec.extra_body == {} and spec.probes is False
+
+
+def test_one_client_per_run(server, tmp_path, cli, monkeypatch):
+    """Reachability, server info, probes and every request share one Endpoint (one connection pool)."""
+    from verifier import endpoint
+
+    made = []
+    init = endpoint.Endpoint.__init__
+
+    def counting(self, *args, **kwargs):
+        made.append(self)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(endpoint.Endpoint, "__init__", counting)
+    monkeypatch.setattr(endpoint, "reachable", None)  # the old separate httpx client must not be needed
+    code, _, err = cli(*run_args(server, tmp_path / "r", "--probes"))
+    assert code == 0, err
+    assert len(made) == 1 and (tmp_path / "r" / "probes.json").exists()
