@@ -206,7 +206,7 @@ def import_samples(
 def run_header(run_id: str, model: str, base_url: str, api_key_env: str | None,
                suites_hdr: dict[str, Any], lm_eval_config: dict[str, Any] | None) -> dict[str, Any]:
     """run.json of an imported run: the shape runner.header writes, plus where the data came from."""
-    from verifier import __version__, runner
+    from verifier import journal
     from verifier.endpoint import redact_url
 
     try:
@@ -215,20 +215,14 @@ def run_header(run_id: str, model: str, base_url: str, api_key_env: str | None,
         lm_version = getattr(lm_eval, "__version__", None)
     except ImportError:  # importing a saved samples file does not need lm-eval installed
         lm_version = None
-    stamp = runner.now()
-    return {
-        "run_id": run_id,
-        "harness": {"name": "verifier", "version": __version__, "git_commit": runner.git_commit()},
-        "endpoint": {"base_url": redact_url(base_url), "model": model, "api_key_env": api_key_env, "header_names": []},
-        "sampling": {"defaults": {}, "overrides": {}, "note": "set by lm-eval per task; see each request"},
-        "extra_body": {},
-        "epochs": 1,
-        "modes": ["chat"],
-        "suites": suites_hdr,
-        "imported_from": {"tool": "lm-eval", "version": lm_version, "configs": _jsonable(lm_eval_config or {})},
-        "started": stamp,
-        "finished": stamp,
-    }
+    stamp = journal.now()
+    return journal.run_header(
+        run_id,
+        endpoint={"base_url": redact_url(base_url), "model": model, "api_key_env": api_key_env, "header_names": []},
+        sampling={"defaults": {}, "overrides": {}, "note": "set by lm-eval per task; see each request"},
+        extra_body={}, epochs=1, modes=["chat"], suites=suites_hdr, started=stamp, finished=stamp,
+        imported_from={"tool": "lm-eval", "version": lm_version, "configs": _jsonable(lm_eval_config or {})},
+    )
 
 
 def _jsonable(obj: Any) -> Any:

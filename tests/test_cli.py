@@ -188,3 +188,84 @@ def test_data_can_be_given_per_suite():
     assert data_for("bfcl=/b,gsm8k=/g.jsonl", "gsm8k") == "/g.jsonl"
     assert data_for("bfcl=/b", "smoke") is None
     assert data_for(None, "smoke") is None
+
+
+def _options(add_arguments):
+    import argparse
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    return sorted((tuple(a.option_strings), a.dest, a.default, a.required, str(a.nargs), a.type.__name__ if a.type else None)
+                  for a in p._actions)
+
+
+def test_cheap_command_flags_match_their_modules():
+    """report, proxy and lm-eval declare their flags in verifier/cli (so --help stays cheap): no drift allowed."""
+    from suites import lm_eval_import as lm_eval_task
+    from verifier import report
+    from verifier.testbed import proxy
+    from verifier.cli import lm_eval as cli_lm_eval, proxy as cli_proxy, report as cli_report
+    from verifier.cli.args import MODE_NAMES
+    from verifier.endpoint import MODES
+
+    for cheap, module in ((cli_report, report), (cli_proxy, proxy), (cli_lm_eval, lm_eval_task)):
+        assert _options(cheap.add_arguments) == _options(module.add_arguments), module.__name__
+    assert tuple(MODES) == MODE_NAMES
+
+
+def test_version_and_errors_map_to_exit_codes(tmp_path, cli, monkeypatch):
+    from verifier import __version__, app
+    from verifier.cli import main
+    from verifier.journal import NotARunDir
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    # A core error that was not translated still reaches the user as one line and exit 2.
+    monkeypatch.setattr(app, "score", lambda run_dir: (_ for _ in ()).throw(NotARunDir(f"{run_dir} is odd")))
+    code, _, err = cli("score", tmp_path)
+    assert code == 2 and err == f"verifier: error: {tmp_path} is odd\n"
+    monkeypatch.setattr(app, "score", lambda run_dir: 1 / 0)
+    code, _, err = cli("score", tmp_path)
+    assert code == 1 and err.startswith("verifier: internal error: ZeroDivisionError") and __version__
+
+
+def test_run_header_keeps_its_keys_and_gains_a_format(server, tmp_path, cli):
+    from verifier.types import JUDGED, RUN_FORMAT, Outcome
+
+    assert cli(*run_args(server, tmp_path / "r"))[0] == 0
+    hdr = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert hdr["format"] == RUN_FORMAT == 1
+    assert {"run_id", "harness", "endpoint", "sampling", "extra_body", "epochs", "modes", "suites", "started", "finished",
+            "server_info", "selection"} <= set(hdr)
+    assert "extra" not in hdr and hdr["finished"] is not None
+    assert "content" in JUDGED and "contract" in JUDGED and Outcome.INFRA not in JUDGED and Outcome("unsupported") == "unsupported"
+
+
+def test_gate_spec_reproduces_the_golden_selection(calibrated_golden):
+    from verifier import app, app_gate
+
+    g, gobs = app_gate.load_golden(calibrated_golden["golden"])
+    spec = app.RunSpec.for_golden(g, gobs, app.EndpointSpec("http://127.0.0.1:9/v1", "m"), Path("out"), overrides={"temperature": 0.5})
+    assert spec.suites == ("smoke",) and spec.modes == ("chat", "chat-stream") and spec.epochs == 1
+    assert spec.only_ids["smoke"] == frozenset(o["sample_id"] for o in gobs) and len(spec.only_ids["smoke"]) == 20
+    assert spec.overrides["logprobs"] is True and spec.overrides["temperature"] == 0.5
+    assert spec.extra_body == {} and spec.probes is False
+
+
+def test_one_client_per_run(server, tmp_path, cli, monkeypatch):
+    """Reachability, server info, probes and every request share one Endpoint (one connection pool)."""
+    from verifier import endpoint
+
+    made = []
+    init = endpoint.Endpoint.__init__
+
+    def counting(self, *args, **kwargs):
+        made.append(self)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(endpoint.Endpoint, "__init__", counting)
+    monkeypatch.setattr(endpoint, "reachable", None)  # the old separate httpx client must not be needed
+    code, _, err = cli(*run_args(server, tmp_path / "r", "--probes"))
+    assert code == 0, err
+    assert len(made) == 1 and (tmp_path / "r" / "probes.json").exists()

@@ -42,18 +42,9 @@ def template_drops_system(req):
 RUN = ["--suite", "smoke", "--model", "m", "--quiet", "--mode", "chat,chat-stream", "--logprobs", "1", "--max-retries", "0"]
 
 
-@pytest.fixture(scope="module")
-def golden(tmp_path_factory):
-    from verifier.cli import main
-
-    tmp = tmp_path_factory.mktemp("g")
-    with TestServer(Script(reference)) as srv:
-        for name in ("ref", "r2", "r3"):
-            assert main(["run", *RUN, "--base-url", srv.url, "--out", str(tmp / name)]) == 0
-    g = tmp / "goldens" / "smoke-ref"
-    assert main(["bless", str(tmp / "ref"), "--to", str(g)]) == 0
-    assert main(["calibrate", str(g), "--runs", str(tmp / "r2"), str(tmp / "r3")]) == 0
-    return g
+@pytest.fixture
+def golden(calibrated_golden):
+    return calibrated_golden["golden"]  # one per session (conftest), built with the same RUN flags and reference
 
 
 def gate(cli, golden, responder, out, *extra):

@@ -38,28 +38,26 @@ def requantized_with_payload(req):
     return Reply(content=str(a + 1 if a % 5 else a), logprob_shift=0.3)
 
 
-def build_world(tmp: Path) -> dict[str, Path]:
+def build_world(tmp: Path, calibrated: dict[str, Path] | None = None) -> dict[str, Path]:
     """A calibrated golden, a regressed candidate run with its comparison.json, and the candidate's report.html."""
+    from conftest import build_calibrated_golden
+
     from verifier.cli import main
 
-    with TestServer(Script(reference)) as srv:
-        for name in ("ref", "r2", "r3"):
-            assert main(["run", *RUN, "--base-url", srv.url, "--out", str(tmp / name)]) == 0
-    golden = tmp / "goldens" / "smoke-ref"
-    assert main(["bless", str(tmp / "ref"), "--to", str(golden)]) == 0
-    assert main(["calibrate", str(golden), "--runs", str(tmp / "r2"), str(tmp / "r3")]) == 0
+    calibrated = calibrated or build_calibrated_golden(tmp)
+    golden = calibrated["golden"]
     cand = tmp / "cand"
     with TestServer(Script(requantized_with_payload)) as srv:
         assert main(["run", *RUN, "--base-url", srv.url, "--out", str(cand)]) == 0
     assert main(["compare", str(cand), "--golden", str(golden)]) == 11
     html = tmp / "report.html"
     html.write_text(report.render_html(cand, golden, None), encoding="utf-8")
-    return {"golden": golden, "cand": cand, "ref": tmp / "ref", "html": html}
+    return {"golden": golden, "cand": cand, "ref": calibrated["ref"], "html": html}
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    return build_world(tmp_path_factory.mktemp("report"))
+def world(tmp_path_factory, calibrated_golden):
+    return build_world(tmp_path_factory.mktemp("report"), calibrated_golden)
 
 
 @pytest.fixture
@@ -237,7 +235,7 @@ def test_shard_selection():
 
 def make_shards(tmp_path, monkeypatch, n=2):
     """Shard runs as CI would make them: each job runs every n-th sample (`--shard i/n`)."""
-    from verifier import cli as cli_mod
+    from verifier import app as cli_mod  # select() lives in the app layer
     from verifier.cli import main
 
     orig = cli_mod.select

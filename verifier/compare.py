@@ -17,6 +17,7 @@ from typing import Any
 from . import stats
 from .contract import MODEL_BEHAVIOUR
 from .golden import MAX_LOGPROBS
+from .types import JUDGED
 
 EXIT = {"pass": 0, "frontend_regression": 10, "quantization_regression": 11, "both": 12, "inconclusive": 20, "incomplete": 30}
 MEANING = {
@@ -121,8 +122,8 @@ def paired_signals(golden: list[dict[str, Any]], cand: list[dict[str, Any]]) -> 
         answers_same = answers_n = 0
         for sid in ids:
             gs, cs = G[suite][sid], C[suite][sid]
-            judged_g = [o for o in gs if o["outcome"] in ("content", "contract")]
-            judged_c = [o for o in cs if o["outcome"] in ("content", "contract")]
+            judged_g = [o for o in gs if o["outcome"] in JUDGED]
+            judged_c = [o for o in cs if o["outcome"] in JUDGED]
             gcodes = {code for o in gs for code in o.get("findings", [])}
             ccodes = {code for o in cs for code in o.get("findings", [])}
             for code in gcodes | ccodes:

@@ -209,6 +209,14 @@ class Endpoint:
                     return Result(a.status, a.body, a.chunks, a.error, round(latency, 3), attempts)
                 await self._sleep(self._backoff(attempts, a.retry_after_s))
 
+    async def unreachable(self, timeout_s: float = 5.0) -> str | None:
+        """None if something answers at the base URL, else a one-line reason; through this client's own pool."""
+        try:
+            await self._http.get(self.cfg.base_url.rstrip("/") + "/models", timeout=timeout_s)
+            return None
+        except (httpx.HTTPError, hx.HTTPError) as e:
+            return f"cannot reach endpoint {redact_url(self.cfg.base_url)}: {type(e).__name__}"
+
     async def server_info(self) -> dict[str, Any]:
         """What the server says about itself; each probe is optional."""
         root = self.cfg.base_url.rstrip("/")

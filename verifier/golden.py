@@ -13,6 +13,7 @@ from typing import Any
 
 from . import journal, scoring
 from .parse import MalformedBody, parse_exchange
+from .types import JUDGED
 
 FORMAT = 1
 GOLDEN = "golden.json"
@@ -35,7 +36,7 @@ def observations(run_dir: Path) -> list[dict[str, Any]]:
     for v in verdicts:
         ex = exchanges.get((v.suite, v.sample_id, v.epoch, v.mode))
         content = logprobs = None
-        if ex is not None and v.outcome in ("content", "contract"):
+        if ex is not None and v.outcome in JUDGED:
             try:
                 p = parse_exchange(ex)
                 content = (p.content or "")[:MAX_CONTENT]

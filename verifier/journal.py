@@ -6,12 +6,16 @@ pure even for datasets that came from the hub.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .types import Exchange, Sample
+from . import __version__
+from .errors import UsageError
+from .types import Exchange, RunHeader, Sample
 
 HEADER = "run.json"
 SAMPLES = "samples.jsonl"
@@ -19,7 +23,34 @@ RESPONSES = "responses.jsonl"
 
 
 class NotARunDir(ValueError):
-    pass
+    """Not a (scored) run directory: the CLI reports it as a usage error, exit 2."""
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def git_commit() -> str | None:
+    try:
+        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
+        return r.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def run_header(run_id: str, *, endpoint: dict[str, Any], suites: dict[str, Any], sampling: dict[str, Any],
+               extra_body: dict[str, Any], epochs: int, modes: list[str], started: str | None,
+               finished: str | None = None, harness: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    """The one builder of `run.json` (run, merge and the lm-eval importer): same keys as ever, plus `format`.
+
+    `harness` defaults to this harness; a merge passes the shards' own. `extra` carries the optional keys.
+    """
+    hdr = RunHeader(
+        run_id=run_id, harness=harness or {"name": "verifier", "version": __version__, "git_commit": git_commit()},
+        endpoint=endpoint, sampling=sampling, extra_body=extra_body, epochs=epochs, modes=list(modes), suites=suites,
+        started=started, finished=finished, extra=extra,
+    )
+    return hdr.to_json()
 
 
 def dumps(obj: Any) -> str:
@@ -53,6 +84,19 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             line = line.strip()
             if line:
                 yield json.loads(line)
+
+
+def ensure_writable_new_dir(path: Path) -> None:
+    """Refuse to overwrite a run, and find an unwritable place before any request is sent."""
+    if (path / HEADER).exists():
+        raise UsageError(f"{path} already holds a run; use --resume {path} or another --out")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-probe"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(f"output directory {path} is not writable: {e.strerror}") from None
 
 
 def check_run_dir(run_dir: Path) -> dict[str, Any]:

@@ -9,13 +9,14 @@ which samples they hold and in when they ran.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Sequence
 
 from . import journal
-from .types import Sample
+from .errors import UsageError
+from .types import RunHeader, Sample
 
 SAME = ("sampling", "extra_body", "epochs", "modes")
 
@@ -40,8 +41,6 @@ def take_shard(samples: Sequence[Sample], spec: str | None) -> list[Sample]:
 
 
 def _usage(msg: str) -> Exception:
-    from .cli import UsageError
-
     return UsageError(msg)
 
 
@@ -61,25 +60,27 @@ def merge_headers(run_id: str, headers: list[tuple[Path, dict[str, Any]]]) -> di
                 raise _usage(f"conflicting {name} versions: {seen[0]} in {seen[1]}, {info['version']} in {d}")
     starts = [h.get("started") for _, h in headers if h.get("started")]
     ends = [h.get("finished") for _, h in headers]
-    out = dict(first)
-    out.update(
-        run_id=run_id,
-        suites={name: {**h["suites"][name]} for _, h in reversed(headers) for name in h["suites"]},
-        started=min(starts) if starts else None,
-        # ISO-8601 UTC strings sort chronologically; a shard that never finished leaves the merge unfinished.
-        finished=max(ends) if ends and all(ends) else None,
+    named = {f.name for f in fields(RunHeader)}
+    rest = {k: v for k, v in first.items() if k not in named}  # server_info and whatever else the first shard had
+    rest.update(
         selection={"smoke": all((h.get("selection") or {}).get("smoke") for _, h in headers), "limit": None, "sample_seed": None,
                    "ids": any((h.get("selection") or {}).get("ids") for _, h in headers)},
         shards=[{"run_id": h.get("run_id"), "endpoint": h.get("endpoint"), "started": h.get("started"), "finished": h.get("finished"),
                  "selection": h.get("selection"), "suites": h.get("suites")} for _, h in headers],
     )
-    return out
+    return journal.run_header(
+        run_id, harness=first.get("harness"), endpoint=first["endpoint"], sampling=first.get("sampling"),
+        extra_body=first.get("extra_body"), epochs=first.get("epochs"), modes=first.get("modes"),
+        suites={name: {**h["suites"][name]} for _, h in reversed(headers) for name in h["suites"]},
+        started=min(starts) if starts else None,
+        # ISO-8601 UTC strings sort chronologically; a shard that never finished leaves the merge unfinished.
+        finished=max(ends) if ends and all(ends) else None,
+        **rest,
+    )
 
 
 def merge(shards: list[Path], out: Path) -> dict[str, Any]:
     """Write the merged run dir (header, samples union, responses concatenated); returns the header. Does not score."""
-    from .cli import ensure_writable_new_dir
-
     if len(shards) < 1:
         raise _usage("merge needs at least one shard run directory")
     headers = []
@@ -95,7 +96,7 @@ def merge(shards: list[Path], out: Path) -> dict[str, Any]:
             if key in samples and samples[key] != s:
                 raise _usage(f"sample {key[0]}/{key[1]} differs between shards (another dataset?); last seen in {d}")
             samples[key] = s
-    ensure_writable_new_dir(out)
+    journal.ensure_writable_new_dir(out)
     ordered = sorted(samples.items())
     journal.write_samples(out, [(suite, s) for (suite, _), s in ordered])
     for name, info in hdr["suites"].items():
@@ -114,22 +115,3 @@ def merge(shards: list[Path], out: Path) -> dict[str, Any]:
                 f.write(journal.dumps(rec) + "\n")
     journal.write_json(out / journal.HEADER, hdr)
     return hdr
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("shards", nargs="+", metavar="SHARD_RUN_DIR", help="run directories made by the shard jobs")
-    p.add_argument("--out", required=True, help="merged run directory to create")
-    p.add_argument("--quiet", action="store_true")
-
-
-def run(a: argparse.Namespace) -> int:
-    from .cli import do_score, print_summary
-
-    out = Path(a.out)
-    hdr = merge([Path(s) for s in a.shards], out)
-    summary = do_score(out)
-    if not a.quiet:
-        print_summary(summary)
-    n = sum(s["samples"] for s in hdr["suites"].values())
-    print(f"merged {len(a.shards)} shards -> {out} ({n} samples)")
-    return 0

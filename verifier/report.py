@@ -59,7 +59,7 @@ class Inputs:
 
 
 def _usage_error(msg: str) -> Exception:
-    from .cli import UsageError  # lazy: cli imports this module lazily too
+    from .errors import UsageError
 
     return UsageError(msg)
 
@@ -67,9 +67,9 @@ def _usage_error(msg: str) -> Exception:
 def _candidate(run_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[Any, Exchange]]:
     """Verdicts joined with the parsed journal, read once (the golden observations shape, plus finding details)."""
     if not (run_dir / scoring.VERDICTS).exists():
-        from .cli import do_score
+        from .app import score
 
-        do_score(run_dir)
+        score(run_dir)
     verdicts = scoring.read_verdicts(run_dir)
     exchanges = journal.read_exchanges(run_dir)
     rows, finds = [], []
@@ -164,7 +164,7 @@ def _comparison(run_dir: Path, golden_path: str) -> dict[str, Any]:
         doc = json.loads(cp.read_text(encoding="utf-8"))
         if (doc.get("golden") or {}).get("name") == Path(golden_path).name:
             return doc
-    from .cli import compare_run  # lazy: importing the CLI pulls in the openai SDK (~2 s)
+    from .app_gate import compare_run
 
     if cp.exists():
         with tempfile.TemporaryDirectory() as td:

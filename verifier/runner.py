@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import hashlib
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from . import __version__, journal
+from . import journal
 from .endpoint import Endpoint, EndpointConfig, redact_url
 from .types import Exchange, Sample, Suite
 
@@ -19,16 +17,8 @@ from .types import Exchange, Sample, Suite
 DEFAULT_SAMPLING = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 1024, "seed": 1234}
 
 
-def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def git_commit() -> str | None:
-    try:
-        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
-        return r.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
+now = journal.now
+git_commit = journal.git_commit
 
 
 def dataset_sha256(samples: list[Sample]) -> str:
@@ -139,20 +129,11 @@ def plan(
 
 def header(run_id: str, cfg: EndpointConfig, suites: list[tuple[Suite, list[Sample]]], sampling: dict[str, Any],
            extra_body: dict[str, Any], epochs: int, modes: list[str], api_key_env: str | None) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "harness": {"name": "verifier", "version": __version__, "git_commit": git_commit()},
-        "endpoint": {
-            "base_url": redact_url(cfg.base_url),
-            "model": cfg.model,
-            "api_key_env": api_key_env,
-            "header_names": sorted(cfg.headers),
-        },
-        "sampling": sampling,
-        "extra_body": extra_body,
-        "epochs": epochs,
-        "modes": modes,
-        "suites": {
+    return journal.run_header(
+        run_id,
+        endpoint={"base_url": redact_url(cfg.base_url), "model": cfg.model, "api_key_env": api_key_env, "header_names": sorted(cfg.headers)},
+        sampling=sampling, extra_body=extra_body, epochs=epochs, modes=modes, started=now(),
+        suites={
             s.name: {
                 "version": s.version,
                 "dataset_sha256": dataset_sha256(samples),
@@ -161,6 +142,4 @@ def header(run_id: str, cfg: EndpointConfig, suites: list[tuple[Suite, list[Samp
             }
             for s, samples in suites
         },
-        "started": now(),
-        "finished": None,
-    }
+    )

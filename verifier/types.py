@@ -8,6 +8,7 @@ other tools (compare, report, CI).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, Callable
 
 
@@ -140,7 +141,64 @@ class Finding:
     """Short human-readable evidence (truncated excerpt, offending value)."""
 
 
-OUTCOMES = ("content", "contract", "unsupported", "infra")
+# ---------------------------------------------------------------- outcomes and the run header (R1)
+
+
+class Outcome(StrEnum):
+    """What became of one Exchange. A StrEnum, so it compares equal to the strings on disk."""
+
+    CONTENT = "content"
+    """Well-formed; judged on merit."""
+    CONTRACT = "contract"
+    """The envelope is broken; judged (a wrong answer) and reported as a contract finding."""
+    UNSUPPORTED = "unsupported"
+    """The endpoint refused a feature with a 4xx: not a model failure."""
+    INFRA = "infra"
+    """No usable response (connect error, timeout, 5xx): never a wrong answer."""
+
+
+OUTCOMES = tuple(o.value for o in Outcome)
+JUDGED = frozenset({Outcome.CONTENT, Outcome.CONTRACT})
+"""Outcomes that count in accuracy: the server answered, well-formed or not."""
+
+RUN_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class RunHeader:
+    """`run.json`: what a run was made with. Written by `run`, `merge` and the lm-eval importer alike."""
+
+    run_id: str
+    """The run directory's name."""
+    harness: dict[str, Any]
+    """`{"name", "version", "git_commit"}` of the harness that wrote the run."""
+    endpoint: dict[str, Any]
+    """`{"base_url" (redacted), "model", "api_key_env", "header_names"}`: never a secret value."""
+    sampling: dict[str, Any]
+    """`{"defaults", "overrides"}` sampling parameters."""
+    extra_body: dict[str, Any]
+    """JSON merged into every request body."""
+    epochs: int
+    """Repeats per sample."""
+    modes: list[str]
+    """Wire modes, in request order."""
+    suites: dict[str, Any]
+    """Per suite: version, dataset_sha256, samples, requests."""
+    started: str | None
+    """ISO-8601 UTC."""
+    finished: str | None = None
+    """ISO-8601 UTC; None while the run is unfinished."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Optional keys written beside the above (server_info, selection, shards, imported_from...)."""
+    format: int = RUN_FORMAT
+    """Version of this layout; readers accept headers without it (written before it existed)."""
+
+    def to_json(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "extra"}
+        return {**self.extra, **d}
+
+
+# ---------------------------------------------------------------- verdicts
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,152 @@
+"""The house rules on imports, checked on the source (ast), not by importing anything.
+
+Arrows point down: the CLI imports the app, the app imports the core, the core never imports
+the CLI or the test bed, and no two modules import each other, even through a function-local import.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("verifier", "suites")
+HEAVY = ("openai", "pandas", "aiohttp", "lm_eval", "datasets")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Package modules that `name` imports anywhere in its body (function-local imports included)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            # `from pkg import sub` imports the submodule when there is one, else a name of pkg itself.
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:  # `import verifier.cli.main` -> verifier.cli.main; `import x.y` of a name -> x
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                out.add(t)
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    known = set(mods)
+    return {name: imports(name, path, known) for name, path in mods.items()}
+
+
+def inside(name: str, pkg: str) -> bool:
+    return name == pkg or name.startswith(pkg + ".")
+
+
+def test_only_the_cli_imports_the_cli():
+    # verifier/__main__.py is `python -m verifier`: the CLI's own entry, on the top floor with it.
+    top = ("verifier.cli", "verifier.__main__")
+    offenders = {m: sorted(t for t in ts if inside(t, "verifier.cli")) for m, ts in graph().items() if m not in top and not inside(m, top[0])}
+    assert not {m: ts for m, ts in offenders.items() if ts}
+
+
+def test_the_core_never_imports_the_testbed():
+    # verifier.testbed may not exist yet: then nothing can import it and this passes.
+    allowed = ("verifier.cli", "verifier.testbed")
+    offenders = {m: sorted(t for t in ts if inside(t, "verifier.testbed")) for m, ts in graph().items()
+                 if inside(m, "verifier") and not any(inside(m, a) for a in allowed)}
+    assert not {m: ts for m, ts in offenders.items() if ts}
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in g.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles():
+    assert cycles(graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_cli_start_up_imports_nothing_heavy():
+    # Through sys.modules in a fresh interpreter, not a stopwatch: timing flakes on a busy machine.
+    code = ("import sys, verifier.cli\n"
+            "from verifier.cli import build_parser\n"
+            "build_parser()\n"
+            "try:\n    build_parser().parse_args(['--help'])\nexcept SystemExit:\n    pass\n"
+            f"print('HEAVY=' + ','.join(m for m in {HEAVY!r} if m in sys.modules))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "usage: verifier" in r.stdout
+    assert r.stdout.strip().splitlines()[-1] == "HEAVY="
+
+
+def test_every_subcommand_help_imports_nothing_heavy():
+    code = ("import sys\nfrom verifier.cli import build_parser\nap = build_parser()\n"
+            "sub = next(a for a in ap._actions if a.dest == 'cmd')\n"
+            "for name in sub.choices:\n"
+            "    try:\n        ap.parse_args([name, '--help'])\n    except SystemExit:\n        pass\n"
+            f"print('HEAVY=' + ','.join(m for m in {HEAVY!r} if m in sys.modules))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "HEAVY="
+
+
+def test_version_flag():
+    from verifier import __version__
+
+    r = subprocess.run([sys.executable, "-m", "verifier", "--version"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == f"verifier {__version__}"

@@ -1,0 +1,361 @@
+"""The application layer: specs in, typed documents out. No argparse here; the CLI builds the specs.
+
+collect(RunSpec)      -> Collected (run dir, summary, counts): the only network phase, then scored
+score(run_dir)        -> summary: offline and pure
+Goldens, compare_run, bless, calibrate and gate (which chain these) live in app_gate.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import os
+import random
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from . import journal, runner, scoring
+from .errors import UsageError
+from .types import Sample, Suite
+
+if TYPE_CHECKING:
+    from .endpoint import Endpoint, EndpointConfig
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    """Where to send requests and how hard; the key is named, never held."""
+
+    base_url: str | None
+    """OpenAI-compatible base URL; None only when resuming without one (refused later with a clear message)."""
+    model: str | None
+    """Model name sent in every request; None on resume means the journal's."""
+    api_key_env: str | None = "OPENAI_API_KEY"
+    """Name of the environment variable holding the API key."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Extra HTTP headers; their values are never written."""
+    concurrency: int = 8
+    """Requests in flight."""
+    timeout_s: float = 600.0
+    """Per-request timeout."""
+    max_retries: int = 3
+    """Retries on 429/5xx/connect/read errors."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything `collect` needs: which samples, which endpoint, which request parameters, where to write."""
+
+    endpoint: EndpointSpec
+    """The endpoint under test."""
+    suites: tuple[str, ...] = ()
+    """Suite names (empty on resume: the journal names them)."""
+    modes: tuple[str, ...] = ("chat",)
+    """Wire modes."""
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    """User sampling overrides (temperature, top_p, max_tokens, seed, logprobs...), over the suites' defaults."""
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    """JSON merged into every request body."""
+    data: str | None = None
+    """Dataset path for every suite, or `suite=PATH,...`."""
+    smoke: bool = False
+    """Each suite's built-in smoke subset."""
+    limit: int | None = None
+    """First N samples (after shuffling with sample_seed)."""
+    sample_seed: int | None = None
+    """Shuffle seed applied before limit."""
+    shard: str | None = None
+    """`I/N`: every N-th sample from the I-th."""
+    only_ids: Mapping[str, frozenset[str]] | None = None
+    """Exactly these sample ids per suite (a golden's selection); overrides limit and seed."""
+    epochs: int = 1
+    """Repeats per sample."""
+    chat_template: str | None = None
+    """Jinja template file for the completions mode (default: the server's /props)."""
+    out: Path | None = None
+    """Run directory to create (default runs/<timestamp>-<suites>)."""
+    resume: Path | None = None
+    """Resume this run directory instead of starting one."""
+    probes: bool = False
+    """Also run the parameter-contract probes."""
+    looks: int = 5
+    """With a stop check: number of sample-aligned batches."""
+    quiet: bool = False
+    """No progress on stderr."""
+
+    @classmethod
+    def for_golden(cls, g: dict[str, Any], gobs: list[dict[str, Any]], endpoint: EndpointSpec, out: Path, *,
+                   overrides: Mapping[str, Any] | None = None, extra_body: Mapping[str, Any] | None = None,
+                   data: str | None = None, looks: int = 5, probes: bool = False, quiet: bool = False) -> "RunSpec":
+        """A run that reproduces the golden's selection, sampling and modes against another endpoint."""
+        ids: dict[str, set[str]] = {}
+        for o in gobs:
+            ids.setdefault(o["suite"], set()).add(o["sample_id"])
+        base = dict((g["source"].get("sampling") or {}).get("overrides", {}))
+        base.update(overrides or {})
+        return cls(
+            endpoint=endpoint, suites=tuple(g["suites"]), modes=tuple(g.get("modes", ["chat"])), overrides=base,
+            extra_body=dict(extra_body) if extra_body is not None else dict(g["source"].get("extra_body") or {}),
+            data=data, smoke=g.get("selection", {}).get("smoke", False), epochs=g.get("epochs", 1),
+            only_ids={k: frozenset(v) for k, v in ids.items()}, out=out, looks=looks,
+            probes=probes or bool(g.get("probes")), quiet=quiet,
+        )
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What `collect` did."""
+
+    run_dir: Path
+    """The run directory written."""
+    summary: dict[str, Any]
+    """The scored summary."""
+    sent: int
+    """Requests sent by this invocation."""
+    errors: int
+    """Of which ended in an infra error."""
+
+
+def get_suites() -> dict[str, Suite]:
+    from suites import SUITES
+
+    return SUITES
+
+
+def suite_named(name: str) -> Suite:
+    from suites import lookup
+
+    suite = lookup(name)
+    if suite is None:
+        raise UsageError(f"unknown suite {name!r}; known: {', '.join(sorted(get_suites()))}")
+    return suite
+
+
+def resolve_suites(names: tuple[str, ...]) -> list[Suite]:
+    table = get_suites()
+    out = []
+    for n in names:
+        if n not in table:
+            raise UsageError(f"unknown suite {n!r}; known: {', '.join(sorted(table))}")
+        out.append(table[n])
+    if not out:
+        raise UsageError("no suite given")
+    return out
+
+
+def select(samples: list[Sample], limit: int | None, seed: int | None) -> list[Sample]:
+    if seed is not None:
+        samples = list(samples)
+        random.Random(seed).shuffle(samples)
+    return samples[:limit] if limit else samples
+
+
+def data_for(data: str | None, suite: str) -> str | None:
+    """`--data PATH` goes to every suite; `--data bfcl=DIR,gsm8k=FILE` names one path per suite."""
+    if not data or "=" not in data:
+        return data
+    table = dict(item.split("=", 1) for item in data.split(",") if "=" in item)
+    return table.get(suite)
+
+
+def default_run_dir(prefix: str) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{stamp}-{prefix}"
+
+
+def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConfig":
+    from .endpoint import EndpointConfig
+
+    if ep.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    return EndpointConfig(
+        base_url=ep.base_url or "", model=model or ep.model or "",
+        api_key=os.environ.get(ep.api_key_env) if ep.api_key_env else None, headers=dict(ep.headers),
+        concurrency=ep.concurrency, timeout_s=ep.timeout_s, max_retries=ep.max_retries,
+    )
+
+
+def load_suite_samples(suites: list[Suite], spec: RunSpec) -> list[tuple[Suite, list[Sample]]]:
+    from .merge import take_shard
+
+    out = []
+    for s in suites:
+        try:
+            samples = s.load(data_for(spec.data, s.name), spec.smoke)
+        except FileNotFoundError as e:
+            raise UsageError(f"suite {s.name}: data not found: {e.filename or e}") from None
+        except ValueError as e:
+            raise UsageError(f"suite {s.name}: {e}") from None
+        chosen = select(samples, spec.limit, spec.sample_seed)
+        if spec.shard:
+            try:
+                chosen = take_shard(chosen, spec.shard)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+        if spec.only_ids is not None:
+            chosen = [x for x in samples if x.id in spec.only_ids.get(s.name, ())]
+        out.append((s, chosen))
+    return out
+
+
+def _sampling(spec: RunSpec) -> dict[str, Any]:
+    return {"defaults": runner.DEFAULT_SAMPLING, "overrides": dict(spec.overrides)}
+
+
+async def _server_facts(ep: "Endpoint", spec: RunSpec, modes: list[str]) -> tuple[dict[str, Any], str | None]:
+    """Reachability, server info, and the chat template for the dual path (flag > /props), on the run's one client."""
+    why = await ep.unreachable()
+    if why:
+        raise UsageError(why)
+    facts = await ep.server_info()
+    template = None
+    if spec.chat_template:
+        try:
+            template = Path(spec.chat_template).read_text(encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"--chat-template: cannot read {spec.chat_template}: {e.strerror}") from None
+    elif isinstance(facts.get("props"), dict):
+        template = facts["props"].get("chat_template")
+    if "completions" in modes and not template:
+        raise UsageError("mode 'completions' (the dual path) needs a chat template: the server reports none in /props; pass --chat-template FILE")
+    return facts, template
+
+
+def _prepare_resume(spec: RunSpec) -> tuple[Path, dict[str, Any], list[tuple[Suite, list[Sample]]], "EndpointConfig", set[Any]]:
+    run_dir = Path(spec.resume)
+    try:
+        hdr = journal.check_run_dir(run_dir)
+    except journal.NotARunDir as e:
+        raise UsageError(str(e)) from None
+    samples = journal.read_samples(run_dir)
+    suites = []
+    for name in hdr["suites"]:
+        suite = suite_named(name)
+        if suite.version != hdr["suites"][name]["version"]:
+            raise UsageError(f"run was made with {name} version {hdr['suites'][name]['version']}, this harness has {suite.version}")
+        suites.append((suite, [s for (sn, _), s in samples.items() if sn == name]))
+    cfg = endpoint_config(spec.endpoint, spec.endpoint.model or hdr["endpoint"]["model"])
+    if not spec.endpoint.base_url:
+        raise UsageError("--resume needs --base-url (the journal stores it redacted)")
+    done = {k for k, ex in journal.read_exchanges(run_dir).items() if ex.error is None}
+    return run_dir, hdr, suites, cfg, done
+
+
+def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]], "EndpointConfig"]:
+    from .endpoint import MODES
+
+    suites_ = resolve_suites(spec.suites)
+    for m in spec.modes:
+        if m not in MODES:
+            raise UsageError(f"unknown mode {m!r}; known: {', '.join(MODES)}")
+    cfg = endpoint_config(spec.endpoint)
+    run_dir = spec.out or default_run_dir("-".join(s.name for s in suites_))
+    return run_dir, load_suite_samples(suites_, spec), cfg
+
+
+async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None) -> tuple[Path, dict[str, int]]:
+    from .endpoint import Endpoint
+
+    if spec.resume:
+        run_dir, hdr, suites, cfg, done = _prepare_resume(spec)
+        modes = hdr["modes"]
+    else:
+        if not spec.suites:
+            raise UsageError("--suite is required")
+        run_dir, suites, cfg = _prepare_new(spec)
+        modes, done = list(spec.modes), set()
+    ep = Endpoint(cfg)  # the run's one client: reachability, server info, probes and every request
+    try:
+        info, template = await _server_facts(ep, spec, modes)
+        if spec.resume:
+            hdr["server_info"] = info
+            work = runner.plan(suites, cfg.model, hdr["sampling"], hdr.get("extra_body", {}), hdr["epochs"], modes, done, template)
+        else:
+            hdr, work = _start_new(spec, run_dir, cfg, suites, info, template)
+        journal.write_json(run_dir / journal.HEADER, hdr)
+        if spec.probes:
+            from .probes import run_probes
+
+            journal.write_json(run_dir / "probes.json", await run_probes(ep, cfg.model, hdr.get("extra_body") or {}))
+        sent = {"sent": 0, "errors": 0}
+        for batch in ([work] if stop_check is None else batches(work, spec.looks)):
+            r = await runner.execute(run_dir, batch, cfg, quiet=spec.quiet, endpoint=ep)
+            sent = {k: sent[k] + r[k] for k in sent}
+            if stop_check is not None and stop_check(run_dir):
+                break
+    finally:
+        await ep.aclose()
+    hdr["finished"] = runner.now()
+    journal.write_json(run_dir / journal.HEADER, hdr)
+    return run_dir, sent
+
+
+def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list[tuple[Suite, list[Sample]]],
+               info: dict[str, Any], template: str | None) -> tuple[dict[str, Any], list[Any]]:
+    modes, extra, sampling = list(spec.modes), dict(spec.extra_body), _sampling(spec)
+    try:
+        work = runner.plan(suites, cfg.model, sampling, extra, spec.epochs, modes, template=template)
+    except ValueError as e:  # e.g. a template that does not render: before anything is written
+        raise UsageError(str(e)) from None
+    journal.ensure_writable_new_dir(run_dir)
+    hdr = runner.header(run_dir.name, cfg, suites, sampling, extra, spec.epochs, modes, spec.endpoint.api_key_env)
+    hdr["server_info"] = info
+    if template and "completions" in modes:
+        hdr["dual_path_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
+    hdr["selection"] = {"smoke": bool(spec.smoke), "limit": spec.limit, "sample_seed": spec.sample_seed,
+                        "ids": spec.only_ids is not None, "shard": spec.shard}
+    journal.write_samples(run_dir, [(s.name, x) for s, xs in suites for x in xs])
+    return hdr, work
+
+
+def collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None = None) -> Collected:
+    """Collect (or resume) a run, then score it.
+
+    With `stop_check`, work is sent in `spec.looks` sample-aligned batches (seeded order) and
+    `stop_check(run_dir)` is asked after each whether the answer is already decided.
+    """
+    run_dir, sent = asyncio.run(_collect(spec, stop_check))
+    summary = score(run_dir)
+    if not spec.quiet:
+        print(f"run: {run_dir}  sent={sent['sent']} infra_errors={sent['errors']}", file=sys.stderr)
+    return Collected(run_dir, summary, sent["sent"], sent["errors"])
+
+
+def batches(work: list[Any], looks: int) -> list[list[Any]]:
+    """Split work into `looks` batches that keep each sample's epochs and modes together, in a seeded order."""
+    ids = sorted({(w[0].name, w[1].id) for w in work})
+    random.Random(0).shuffle(ids)
+    size = max(1, -(-len(ids) // max(1, looks)))
+    rank = {k: i // size for i, k in enumerate(ids)}
+    out: list[list[Any]] = [[] for _ in range(max(rank.values(), default=0) + 1)]
+    for w in work:
+        out[rank[(w[0].name, w[1].id)]].append(w)
+    return out
+
+
+def score(run_dir: Path) -> dict[str, Any]:
+    """Score a run directory offline: verdicts.jsonl and summary.json; returns the summary."""
+    try:
+        verdicts, summary = scoring.score_run(run_dir, get_suites())
+    except journal.NotARunDir as e:
+        raise UsageError(str(e)) from None
+    except KeyError as e:
+        raise UsageError(f"{run_dir}: journal names unknown suite or sample {e}") from None
+    scoring.write_scores(run_dir, verdicts, summary)
+    return summary
+
+
+def observations(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's observation rows (scoring it first when it has not been)."""
+    from . import golden
+
+    try:
+        journal.check_run_dir(run_dir)
+        if not (run_dir / scoring.VERDICTS).exists():
+            score(run_dir)
+        return golden.observations(run_dir)
+    except journal.NotARunDir as e:
+        raise UsageError(str(e)) from None

@@ -1,0 +1,219 @@
+"""The application's golden-side steps: load a golden, compare a run with it, bless, calibrate, and gate
+(collect + compare, with sequential looks)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import journal, runner
+from .app import EndpointSpec, RunSpec, collect, default_run_dir, observations, score, suite_named
+from .errors import UsageError
+
+# Sequential stopping ends a run early only on a decided regression: a large one shows within
+# the first batches, while a pass needs every sample (no flips in 20% of them is weak evidence).
+DECIDED = {"frontend_regression", "quantization_regression", "both"}
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    """Run the golden's samples against an endpoint and compare."""
+
+    golden: Path
+    """Golden directory (must have margins)."""
+    endpoint: EndpointSpec
+    """The candidate endpoint."""
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    """User sampling overrides over the golden's."""
+    extra_body: Mapping[str, Any] | None = None
+    """Request body extras; None means the golden's."""
+    data: str | None = None
+    """Dataset path, when the golden's suites need one."""
+    out: Path | None = None
+    """Run directory (default runs/<timestamp>-gate)."""
+    infra_budget: float = 0.02
+    """Infra error rate above which the run is incomplete."""
+    sequential: bool = False
+    """Send in batches and stop once a regression is decided."""
+    looks: int = 5
+    """With sequential: number of batches."""
+    probes: bool = False
+    """Run the parameter-contract probes (also when the golden has them)."""
+    quiet: bool = False
+    """No progress on stderr."""
+
+
+@dataclass(frozen=True)
+class CalibrateSpec:
+    """Store the run-to-run spread of k >= 3 reference runs as the golden's margins."""
+
+    golden: Path
+    """Golden directory to update."""
+    runs: tuple[Path, ...] = ()
+    """Existing reference rerun directories."""
+    endpoint: EndpointSpec | None = None
+    """With an endpoint: make `k` new reruns against it."""
+    k: int = 2
+    """How many reruns to make (the golden itself counts as one)."""
+    out_prefix: str = str(Path("runs") / "calibrate")
+    """Run directory prefix for new reruns."""
+    manual: tuple[str, ...] = ()
+    """`KEY=VALUE:reason` margins, recorded with their reason."""
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    """User sampling overrides for new reruns."""
+    extra_body: Mapping[str, Any] | None = None
+    """Request body extras for new reruns; None means the golden's."""
+    data: str | None = None
+    """Dataset path for new reruns."""
+    quiet: bool = False
+    """No progress on stderr."""
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """What calibrate stored."""
+
+    margins: dict[str, Any]
+    """The margins written into the golden."""
+    runs: int
+    """Reference runs they were computed from."""
+
+
+def gate(spec: GateSpec) -> dict[str, Any]:
+    """Collect the golden's selection from the endpoint, compare; returns the comparison document."""
+    loaded = load_golden(spec.golden)
+    g, gobs = loaded
+    require_margins(g, spec.golden)
+    out = spec.out or default_run_dir("gate")
+    run = RunSpec.for_golden(g, gobs, spec.endpoint, out, overrides=spec.overrides, extra_body=spec.extra_body,
+                             data=spec.data, looks=spec.looks, probes=spec.probes, quiet=spec.quiet)
+    looks: list[dict[str, Any]] = []
+
+    def decided(run_dir: Path) -> bool:
+        score(run_dir)
+        doc = compare_run(run_dir, spec.golden, None, spec.infra_budget, loaded)
+        looks.append({"status": doc["status"], "samples": sum(s["paired"] for s in doc["suites"].values())})
+        return doc["status"] in DECIDED
+
+    collect(run, stop_check=decided if spec.sequential else None)
+    doc = compare_run(out, spec.golden, None, spec.infra_budget, loaded)
+    if spec.sequential:
+        total_samples = sum(len(v) for v in (run.only_ids or {}).values())
+        used = looks[-1]["samples"] if looks else 0
+        doc["sequential"] = {"looks": looks, "used_samples": used, "total_samples": total_samples,
+                             "saved_samples": total_samples - used}
+        journal.write_json(out / "comparison.json", doc)
+    return doc
+
+
+def calibrate(spec: CalibrateSpec) -> Calibrated:
+    from . import compare, golden
+
+    g, gobs = load_golden(spec.golden)
+    runs = [gobs]
+    names = [g["source"].get("run_id")]
+    for r in spec.runs:
+        runs.append(observations(Path(r)))
+        names.append(Path(r).name)
+    if spec.endpoint is not None and spec.endpoint.base_url:
+        for i in range(spec.k):
+            rd = Path(spec.out_prefix + f"-{i + 1}")
+            collect(RunSpec.for_golden(g, gobs, spec.endpoint, rd, overrides=spec.overrides, extra_body=spec.extra_body,
+                                       data=spec.data, quiet=spec.quiet))
+            runs.append(observations(rd))
+            names.append(rd.name)
+    if len(runs) < 3:
+        raise UsageError(f"calibration needs k >= 3 reference runs in all (have {len(runs)}): pass --runs or --base-url with -k")
+    margins = compare.calibrate_margins(runs, {"method": "reruns", "k": len(runs), "runs": names, "created": runner.now()})
+    for item in spec.manual:
+        m = golden.MARGIN_ARG.match(item)
+        if not m:
+            raise UsageError(f"--margin must look like KEY=VALUE:reason, got {item!r}")
+        margins[m["key"]] = {"value": float(m["value"]), "source": "manual", "reason": m["reason"]}
+    golden.save_margins(Path(spec.golden), margins)
+    return Calibrated(margins, len(runs))
+
+
+def bless_run(run_dir: Path, to: Path, force: bool = False, epochs_as_reruns: bool = False) -> dict[str, Any]:
+    """A scored reference run -> a golden at `to`; returns the golden document."""
+    from . import golden
+
+    if (to / golden.GOLDEN).exists() and not force:
+        raise UsageError(f"{to} already holds a golden; pass --force to replace it")
+    observations(run_dir)
+    margins = margins_from_epochs(run_dir) if epochs_as_reruns else None
+    return golden.bless(run_dir, to, margins)
+
+
+def margins_from_epochs(run_dir: Path) -> dict[str, Any]:
+    from . import compare
+
+    obs = observations(run_dir)
+    epochs = sorted({o["epoch"] for o in obs})
+    if len(epochs) < 3:
+        raise UsageError(f"{run_dir} has {len(epochs)} epoch(s); calibration from epochs needs at least 3")
+    runs = [[{**o, "epoch": 0} for o in obs if o["epoch"] == e] for e in epochs]
+    return compare.calibrate_margins(runs, {"method": "epochs", "k": len(epochs), "runs": [run_dir.name], "created": runner.now()})
+
+
+def load_golden(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    from . import golden
+
+    try:
+        g, obs = golden.load(Path(path))
+    except golden.BadGolden as e:
+        raise UsageError(str(e)) from None
+    for name, info in g["suites"].items():
+        suite = suite_named(name)
+        if suite.name == name and suite.version != info.get("version"):
+            raise UsageError(f"golden {path} was made with {name} version {info.get('version')}; this harness has version {suite.version}: re-bless it")
+    return g, obs
+
+
+def require_margins(g: dict[str, Any], path: str | Path) -> None:
+    if not g.get("margins"):
+        raise UsageError(f"golden {path} has no margins; run `verifier calibrate {path} ...` first")
+
+
+def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_budget: float,
+                loaded: tuple[dict[str, Any], list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """Run vs golden -> the comparison document, written to `out` (default RUN_DIR/comparison.json)."""
+    from . import compare
+
+    g, gobs = loaded or load_golden(golden_path)
+    require_margins(g, golden_path)
+    hdr = journal.check_run_dir(run_dir) if (run_dir / journal.HEADER).exists() else None
+    if hdr is None:
+        raise UsageError(f"{run_dir} is not a run directory (no {journal.HEADER})")
+    for name, info in hdr["suites"].items():
+        if name in g["suites"] and info.get("version") != g["suites"][name].get("version"):
+            raise UsageError(f"run {run_dir} used {name} version {info.get('version')}, golden has {g['suites'][name].get('version')}")
+    cobs = observations(run_dir)
+    probes_path = run_dir / "probes.json"
+    probes = None
+    if probes_path.exists():
+        from .probes import verdicts as probe_verdicts
+
+        probes = probe_verdicts(json.loads(probes_path.read_text()), g.get("probes"))
+    try:
+        doc = compare.compare(g, gobs, cobs, infra_budget=infra_budget, probes=probes)
+    except compare.NoOverlap as e:
+        raise UsageError(f"{run_dir} vs {golden_path}: {e}") from None
+    except KeyError as e:
+        raise UsageError(f"golden {golden_path} has no margin for {e.args[0]}; run `verifier calibrate` again") from None
+    doc["golden"] = {"name": g.get("name"), "path": str(golden_path), "source_run": g["source"].get("run_id"),
+                     "endpoint": g["source"].get("endpoint"), "margins_provenance": _provenance(g)}
+    doc["run"] = {"run_dir": str(run_dir), "run_id": hdr.get("run_id"), "endpoint": hdr.get("endpoint")}
+    journal.write_json(out or run_dir / "comparison.json", doc)
+    return doc
+
+
+def _provenance(g: dict[str, Any]) -> dict[str, Any]:
+    srcs: dict[str, int] = {}
+    for v in (g.get("margins") or {}).values():
+        if isinstance(v, dict):
+            key = json.dumps({x: v[x] for x in sorted(v) if x != "value"}, sort_keys=True)
+            srcs[key] = srcs.get(key, 0) + 1
+    return {"sources": [dict(json.loads(k), margins=n) for k, n in srcs.items()]}

@@ -1,0 +1,22 @@
+"""Plain-text views of the app's documents, shared by the commands (and the lm-eval command in suites)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    for name, s in summary["suites"].items():
+        ms = "  ".join(f"{m}={v['value']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}] (n={v['n']})" for m, v in s["metrics"].items() if v["value"] is not None)
+        print(f"{name} v{s['version']}: {ms or 'no metric values (see outcomes)'}")
+        print(f"  outcomes {s['outcomes']}  findings {s['findings'] or '{}'}")
+
+
+def print_comparison(doc: dict[str, Any]) -> None:
+    print(f"status: {doc['status']} (exit {doc['exit_code']}): {doc['meaning']}")
+    for side in ("frontend", "quantization"):
+        print(f"  {side}: {doc[side]['verdict']}")
+        for e in doc[side]["evidence"]:
+            if e["verdict"] not in ("pass",):
+                print(f"    [{e['verdict']}] {e['suite']}: {e['summary']}")
+    print(f"  infra: {doc['infra']['count']}/{doc['infra']['total']} (budget {doc['infra']['budget']:.0%})")

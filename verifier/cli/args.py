@@ -1,0 +1,112 @@
+"""Argument groups shared by several commands, and the one place a Namespace becomes a spec.
+
+Cheap on purpose: only argparse and the app's spec classes (which import nothing heavy at module level).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+
+# Kept here, not imported from verifier.endpoint: that module pulls in the openai SDK. app.collect validates
+# modes against endpoint.MODES, and tests/test_cli.py checks that this list matches it.
+MODE_NAMES = ("chat", "chat-stream", "completions")
+
+
+def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+    g = p.add_argument_group("endpoint")
+    g.add_argument("--base-url", required=required, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1")
+    g.add_argument("--model", required=required, help="model name sent in every request")
+    g.add_argument("--api-key-env", default="OPENAI_API_KEY", help="name of the environment variable holding the API key (the key is never written anywhere)")
+    g.add_argument("--header", action="append", metavar="'NAME: VALUE'", help="extra HTTP header (repeatable); values are never written")
+    g.add_argument("--extra-body", metavar="JSON|@FILE", help="JSON object merged into every request body, e.g. '{\"chat_template_kwargs\": {\"enable_thinking\": false}}'")
+    g.add_argument("--concurrency", type=int, default=8, help="requests in flight (default 8)")
+    g.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds (default 600)")
+    g.add_argument("--max-retries", type=int, default=3, help="retries on 429/5xx/connect/read errors (default 3)")
+    s = p.add_argument_group("sampling (override suite defaults)")
+    s.add_argument("--temperature", type=float)
+    s.add_argument("--top-p", dest="top_p", type=float)
+    s.add_argument("--max-tokens", dest="max_tokens", type=int)
+    s.add_argument("--seed", type=int)
+    s.add_argument("--logprobs", type=int, metavar="N", help="request logprobs with N top alternatives (feeds the logprob-drift signal)")
+
+
+def add_selection_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", default=None, help="comma-separated suite names (see list-suites)")
+    p.add_argument("--data", help="local dataset path overriding the suites' default source; per suite: bfcl=DIR,gsm8k=FILE")
+    p.add_argument("--smoke", action="store_true", help="use each suite's built-in ~20-item smoke subset")
+    p.add_argument("--limit", type=int, help="first N samples (after --sample-seed shuffling)")
+    p.add_argument("--sample-seed", type=int, help="shuffle samples with this seed before --limit")
+    p.add_argument("--shard", metavar="I/N", help="run every N-th sample starting at the I-th (1-based), after --sample-seed/--limit; join shards with `verifier merge`")
+    p.add_argument("--epochs", type=int, default=1, help="repeat every sample N times (default 1)")
+    p.add_argument("--mode", default="chat", help=f"comma-separated wire modes: {', '.join(MODE_NAMES)} (default chat); "
+                   "completions = the dual path: the chat template rendered client-side, sent to /v1/completions")
+    p.add_argument("--chat-template", metavar="FILE", help="jinja chat template for the completions mode (default: the one the server reports in /props)")
+
+
+def parse_extra_body(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"--extra-body: cannot read {text[1:]}: {e.strerror}") from None
+    try:
+        val = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"--extra-body is not valid JSON: {e.msg} at position {e.pos}") from None
+    if not isinstance(val, dict):
+        raise UsageError("--extra-body must be a JSON object")
+    return val
+
+
+def parse_headers(items: list[str] | None) -> dict[str, str]:
+    out = {}
+    for h in items or []:
+        if ":" not in h:
+            raise UsageError(f"--header must look like 'Name: value', got {h.split(':')[0][:40]!r}")
+        k, v = h.split(":", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def endpoint_from_args(a: argparse.Namespace):  # -> app.EndpointSpec
+    from ..app import EndpointSpec
+
+    return EndpointSpec(base_url=a.base_url, model=a.model, api_key_env=a.api_key_env, headers=parse_headers(a.header),
+                        concurrency=a.concurrency, timeout_s=a.timeout, max_retries=a.max_retries)
+
+
+def overrides_from_args(a: argparse.Namespace) -> dict[str, Any]:
+    """The sampling flags the user set (unset ones leave the suite's or the golden's values)."""
+    overrides = {k: getattr(a, k) for k in ("temperature", "top_p", "max_tokens", "seed") if getattr(a, k) is not None}
+    if a.logprobs:
+        overrides.update({"logprobs": True, "top_logprobs": a.logprobs})
+    return overrides
+
+
+def run_spec_from_args(a: argparse.Namespace):  # -> app.RunSpec
+    """`verifier run` flags -> RunSpec (the CLI's half of RunSpec.from_args)."""
+    from ..app import RunSpec
+
+    suite, data = (a.suite, a.data) if not a.requests else ("replay", a.requests)
+    return RunSpec(
+        endpoint=endpoint_from_args(a),
+        suites=tuple(x.strip() for x in (suite or "").split(",") if x.strip()),
+        modes=tuple(m.strip() for m in a.mode.split(",")), overrides=overrides_from_args(a),
+        extra_body=parse_extra_body(a.extra_body) if not a.resume else {},
+        data=data, smoke=a.smoke, limit=a.limit, sample_seed=a.sample_seed, shard=a.shard, epochs=a.epochs,
+        chat_template=a.chat_template, out=Path(a.out) if a.out else None, resume=Path(a.resume) if a.resume else None,
+        probes=a.probes, quiet=a.quiet,
+    )
+
+
+def exit_code(doc: dict[str, Any], allow_inconclusive: bool) -> int:
+    if doc["status"] == "inconclusive" and allow_inconclusive:
+        return 0
+    return int(doc["exit_code"])

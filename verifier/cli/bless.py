@@ -1,0 +1,25 @@
+"""`verifier bless RUN_DIR --to goldens/NAME`: a reference run becomes a golden."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bless", help="turn a scored reference run into a golden")
+    p.add_argument("run_dir")
+    p.add_argument("--to", required=True, help="golden directory, e.g. goldens/<name>")
+    p.add_argument("--force", action="store_true", help="replace an existing golden")
+    p.add_argument("--epochs-as-reruns", action="store_true", help="calibrate margins from the run's epochs (needs >= 3)")
+    p.set_defaults(fn=handle)
+
+
+def handle(a: argparse.Namespace) -> int:
+    from ..app_gate import bless_run
+
+    run_dir, to = Path(a.run_dir), Path(a.to)
+    g = bless_run(run_dir, to, force=a.force, epochs_as_reruns=a.epochs_as_reruns)
+    n = sum(x["samples"] for x in g["suites"].values())
+    print(f"blessed {run_dir} -> {to} ({n} samples)" + ("" if g["margins"] else "; next: verifier calibrate"))
+    return 0

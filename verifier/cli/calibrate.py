@@ -1,0 +1,36 @@
+"""`verifier calibrate GOLDEN`: store the run-to-run spread of reference reruns as the golden's margins."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .args import add_endpoint_args
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("calibrate", help="store run-to-run spread of reference reruns as the golden's margins")
+    p.add_argument("golden")
+    p.add_argument("--runs", nargs="*", help="existing reference rerun directories")
+    p.add_argument("-k", type=int, default=2, help="with --base-url: how many reruns to make (the golden itself counts as one)")
+    p.add_argument("--out-prefix", default=str(Path("runs") / "calibrate"), help="run directory prefix for new reruns")
+    p.add_argument("--margin", action="append", metavar="KEY=VALUE:reason", help="manual margin, recorded with its reason")
+    p.add_argument("--data")
+    p.add_argument("--quiet", action="store_true")
+    add_endpoint_args(p, required=False)
+    p.set_defaults(fn=handle)
+
+
+def handle(a: argparse.Namespace) -> int:
+    from ..app_gate import CalibrateSpec, calibrate
+    from .args import endpoint_from_args, overrides_from_args, parse_extra_body
+
+    spec = CalibrateSpec(
+        golden=Path(a.golden), runs=tuple(Path(r) for r in a.runs or ()), k=a.k, out_prefix=a.out_prefix,
+        manual=tuple(a.margin or ()), data=a.data, quiet=a.quiet,
+        endpoint=endpoint_from_args(a) if a.base_url else None, overrides=overrides_from_args(a),
+        extra_body=parse_extra_body(a.extra_body) if a.extra_body else None,
+    )
+    c = calibrate(spec)
+    print(f"calibrated {len(c.margins)} margins from {c.runs} reference runs into {a.golden}")
+    return 0

@@ -1,0 +1,26 @@
+"""`verifier compare RUN_DIR --golden G`: paired diff, statistics, attribution; comparison.json; exit code."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="paired diff of a run against a golden; writes comparison.json; exit code")
+    p.add_argument("run_dir")
+    p.add_argument("--golden", required=True)
+    p.add_argument("--out", help="where to write comparison.json (default RUN_DIR/comparison.json)")
+    p.add_argument("--infra-budget", type=float, default=0.02, help="infra error rate above which the run is incomplete (default 0.02)")
+    p.add_argument("--allow-inconclusive", action="store_true", help="exit 0 instead of 20 when inconclusive")
+    p.set_defaults(fn=handle)
+
+
+def handle(a: argparse.Namespace) -> int:
+    from ..app_gate import compare_run
+    from ..app_text import print_comparison
+    from .args import exit_code
+
+    doc = compare_run(Path(a.run_dir), a.golden, Path(a.out) if a.out else None, a.infra_budget)
+    print_comparison(doc)
+    return exit_code(doc, a.allow_inconclusive)

@@ -1,0 +1,58 @@
+"""Parser and exit codes. Exit codes: 0 pass, 10/11/12 regressions, 20 inconclusive, 30 incomplete, 2 usage, 1 internal.
+
+Each command module registers its subparser cheaply and imports what it needs inside its handler, so
+`verifier --help` and every `verifier CMD --help` load neither the openai SDK nor pandas, aiohttp or lm-eval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .. import __version__
+from ..errors import UsageError
+from . import (bless, calibrate, compare, demo, engine, gate, lm_eval, list_suites, merge, proxy, report, run,
+               score)
+
+# Order of `verifier --help`.
+COMMANDS = (run, score, list_suites, bless, calibrate, compare, gate, lm_eval, report, merge, engine, proxy, demo)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="verifier", description="Vendor-verifier harness for OpenAI-compatible endpoints.")
+    ap.add_argument("--version", action="version", version=f"verifier {__version__}")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for cmd in COMMANDS:
+        cmd.register(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    check = getattr(a, "check", None)
+    if check is not None:
+        check(ap, a)  # argparse-level errors (exit 2 with usage), as argparse itself reports them
+    try:
+        return a.fn(a)
+    except UsageError as e:
+        print(f"verifier: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("verifier: interrupted; resume with --resume", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the contract is one line and exit 1
+        from ..journal import NotARunDir
+
+        if isinstance(e, NotARunDir):
+            print(f"verifier: error: {e}", file=sys.stderr)
+            return 2
+        if os.environ.get("VERIFIER_DEBUG"):
+            raise
+        print(f"verifier: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+def entry() -> None:
+    sys.exit(main())

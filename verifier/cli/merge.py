@@ -1,0 +1,28 @@
+"""`verifier merge SHARD... --out RUN_DIR`: shard run directories -> one run directory, then scored."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("merge", help="merge shard run directories into one run directory, then score it")
+    p.add_argument("shards", nargs="+", metavar="SHARD_RUN_DIR", help="run directories made by the shard jobs")
+    p.add_argument("--out", required=True, help="merged run directory to create")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(fn=handle)
+
+
+def handle(a: argparse.Namespace) -> int:
+    from .. import app, merge
+    from ..app_text import print_summary
+
+    out = Path(a.out)
+    hdr = merge.merge([Path(s) for s in a.shards], out)
+    summary = app.score(out)
+    if not a.quiet:
+        print_summary(summary)
+    n = sum(s["samples"] for s in hdr["suites"].values())
+    print(f"merged {len(a.shards)} shards -> {out} ({n} samples)")
+    return 0

@@ -1,0 +1,31 @@
+"""`verifier proxy --upstream URL --fault NAME[:RATE]`: the fault-injection reverse proxy.
+
+Flags declared here so `--help` does not load aiohttp; tests/test_cli.py checks they match the proxy module's.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("proxy", help="fault-injection reverse proxy in front of any OpenAI-compatible endpoint")
+    add_arguments(p)
+    p.set_defaults(fn=handle)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--upstream", help="OpenAI-compatible base URL to forward to, e.g. http://127.0.0.1:8080/v1")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8089, help="port to listen on (default 8089; 0 = any free port)")
+    p.add_argument("--fault", action="append", default=[], metavar="NAME[:RATE]",
+                   help="fault to inject (repeatable; RATE in [0,1], default 1.0); see --list-faults")
+    p.add_argument("--seed", type=int, default=0, help="selection seed: same seed and requests, same mutations (default 0)")
+    p.add_argument("--log", metavar="FILE.jsonl", help="append one JSON line per mutation here (default stderr); headers are never logged")
+    p.add_argument("--list-faults", action="store_true", help="describe every fault and exit")
+
+
+def handle(a: argparse.Namespace) -> int:
+    from ..testbed import proxy
+
+    return proxy.run(a)

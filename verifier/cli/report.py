@@ -1,0 +1,28 @@
+"""`verifier report RUN_DIR [--golden G]`: self-contained HTML report.
+
+The flags are declared here, not imported from verifier.report (which loads pandas): `--help` stays cheap.
+tests/test_cli.py checks they match the report module's own `add_arguments`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="self-contained HTML report of a run, optionally against a golden")
+    add_arguments(p)
+    p.set_defaults(fn=handle)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", help="scored (or scorable) run directory")
+    p.add_argument("--golden", help="golden directory: compare against it (uses RUN_DIR/comparison.json when made against it)")
+    p.add_argument("-o", "--out", help="HTML file to write (default RUN_DIR/report.html)")
+    p.add_argument("--csv", help="also write the per-sample comparison as CSV to this file")
+
+
+def handle(a: argparse.Namespace) -> int:
+    from .. import report
+
+    return report.run(a)

@@ -1,0 +1,20 @@
+"""`verifier score RUN_DIR`: offline, pure: verdicts.jsonl + summary.json."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("score", help="score a run directory offline: verdicts.jsonl + summary.json")
+    p.add_argument("run_dir")
+    p.set_defaults(fn=handle)
+
+
+def handle(a: argparse.Namespace) -> int:
+    from .. import app
+    from ..app_text import print_summary
+
+    print_summary(app.score(Path(a.run_dir)))
+    return 0
