@@ -113,6 +113,9 @@ def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True) -> None
     g.add_argument("--concurrency", type=int, default=8, help="requests in flight (default 8)")
     g.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds (default 600)")
     g.add_argument("--max-retries", type=int, default=3, help="retries on 429/5xx/connect/read errors (default 3)")
+    g.add_argument("--max-response-mb", type=float, default=64.0, help="cap on one response's decoded size, MiB (default 64)")
+    g.add_argument("--request-deadline", type=float, help="total seconds per request, retries and whole stream included (default 10 x --timeout)")
+    g.add_argument("--info-deadline", type=float, default=10.0, help="total seconds for the start-up /models, /props, /version calls (default 10)")
     s = p.add_argument_group("sampling (override suite defaults)")
     s.add_argument("--temperature", type=float)
     s.add_argument("--top-p", dest="top_p", type=float)
@@ -145,6 +148,9 @@ def endpoint_config(a: argparse.Namespace, base_url: str | None = None, model: s
         concurrency=a.concurrency,
         timeout_s=a.timeout,
         max_retries=a.max_retries,
+        max_response_bytes=int(getattr(a, "max_response_mb", 64.0) * 2**20),
+        request_deadline_s=getattr(a, "request_deadline", None),
+        info_deadline_s=getattr(a, "info_deadline", 10.0),
     )
 
 
@@ -525,6 +531,7 @@ def _gate_namespace(a: argparse.Namespace, g: dict[str, Any], gobs: list[dict[st
         api_key_env=a.api_key_env, header=a.header,
         extra_body=a.extra_body or json.dumps(g["source"].get("extra_body") or {}), concurrency=a.concurrency,
         timeout=a.timeout, max_retries=a.max_retries, temperature=a.temperature, top_p=a.top_p,
+        max_response_mb=a.max_response_mb, request_deadline=a.request_deadline, info_deadline=a.info_deadline,
         max_tokens=a.max_tokens, seed=a.seed, logprobs=a.logprobs, data=a.data, smoke=sel.get("smoke", False), limit=None,
         base_overrides=(g["source"].get("sampling") or {}).get("overrides", {}),
         sample_seed=None, epochs=g.get("epochs", 1), mode=",".join(g.get("modes", ["chat"])), out=str(out), chat_template=None,

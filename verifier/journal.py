@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from .jsonsafe import dumps_strict
+from .redact import Redactor
 from .types import Exchange, Sample
 
 HEADER = "run.json"
@@ -24,13 +26,13 @@ class NotARunDir(ValueError):
 
 def dumps(obj: Any) -> str:
     """The one JSON encoding used for everything we write: stable bytes for stable inputs."""
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return dumps_strict(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def write_json(path: Path, obj: Any) -> None:
     """Atomic: a reader never sees half a file, and a crash keeps the old one."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.write_text(dumps_strict(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -94,8 +96,8 @@ class Journal:
         self.path = Path(run_dir) / RESPONSES
         self._heal_torn_tail()
         self._f = self.path.open("a", encoding="utf-8")
-        # Secrets never reach disk, even if a server echoes them back.
-        self._scrub = [s for s in scrub if s and len(s) >= 4]
+        # Secrets never reach disk, even if a server echoes them back (split, escaped or bare).
+        self._redact = Redactor(scrub)
 
     def _heal_torn_tail(self) -> None:
         if not self.path.exists():
@@ -107,9 +109,7 @@ class Journal:
                 f.truncate(keep)
 
     def append(self, ex: Exchange) -> None:
-        line = dumps(ex.to_json())
-        for s in self._scrub:
-            line = line.replace(s, "***")
+        line = dumps(self._redact.record(ex.to_json()))
         self._f.write(line + "\n")
         self._f.flush()
 
