@@ -26,7 +26,6 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
-import openai
 
 from .jsonsafe import TooDeep, dumps_strict, loads_bounded
 
@@ -121,15 +120,10 @@ def parse_retry_after(value: str | None) -> float | None:
 
 
 def _classify(exc: BaseException) -> str:
-    if isinstance(exc, (openai.APITimeoutError, *TIMEOUTS)):
+    if isinstance(exc, TIMEOUTS):
         return "timeout"
     if isinstance(exc, CONNECT_ERRORS):
         return "connect_error"
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__
-        if isinstance(cause, CONNECT_ERRORS):
-            return "connect_error"
-        return "read_error"
     if isinstance(exc, TRANSPORT_ERRORS):
         return "read_error"
     return "client_error:" + type(exc).__name__
@@ -204,6 +198,8 @@ class Endpoint:
     """One pooled client and one semaphore for a whole run."""
 
     def __init__(self, cfg: EndpointConfig, sleep: Any = asyncio.sleep):
+        import openai  # here, not at module level: the SDK costs seconds to import and most commands never send
+
         self.cfg = cfg
         self._sleep = sleep
         # The SDK's aiohttp transport: httpx's own pool serializes badly at high concurrency
