@@ -155,6 +155,18 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass  # the client hung up at its cap
 
+    def b_big_stream(self, stream: bool, body: Any) -> None:
+        """100 MB of one SSE line that never ends."""
+        self._sse_head()
+        block = b"data: " + b"x" * 2**20
+        try:
+            for _ in range(100):
+                self.wfile.write(block)
+                block = b"x" * 2**20
+        except OSError:
+            pass
+        self.close_connection = True
+
     def b_endless(self, stream: bool, body: Any) -> None:
         self._sse_head()
         try:

@@ -181,6 +181,13 @@ def test_gzip_bomb_and_huge_bodies_stay_under_500_mb():
     assert doc["rss_mb"] < 500, doc
 
 
+def test_endless_sse_line_stops_at_the_cap_in_linear_time():
+    with HostileServer("big_stream") as srv:
+        t0 = time.monotonic()
+        r = send(EndpointConfig(srv.url, "m", max_response_bytes=16 * 2**20), "chat-stream")
+    assert r.error == "response_too_large" and r.attempts == 1 and time.monotonic() - t0 < 20
+
+
 # --- 7. a total deadline per request; a start-up deadline for server info ---------------------------
 
 @pytest.mark.parametrize("behaviour,mode", [("endless", "chat-stream"), ("drip", "chat")])

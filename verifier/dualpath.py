@@ -85,6 +85,8 @@ def render_local(template: str, messages: list[dict[str, Any]], tools: list[dict
 
 def _serve() -> None:
     """Worker loop: one JSON request per line on stdin, one JSON reply per line on stdout."""
+    if os.name == "posix":
+        _limit_memory()  # set here rather than in preexec_fn, which is unsafe in a threaded parent
     for line in sys.stdin:
         try:
             req = json.loads(line)
@@ -97,7 +99,7 @@ def _serve() -> None:
         sys.stdout.flush()
 
 
-def _limit_memory() -> None:  # pragma: no cover - runs in the child
+def _limit_memory() -> None:  # runs in the worker
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
@@ -113,7 +115,7 @@ class _Worker:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from verifier.dualpath import _serve; _serve()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-            preexec_fn=_limit_memory if os.name == "posix" else None, text=True, encoding="utf-8",
+            text=True, encoding="utf-8",
         )
 
     def render(self, payload: dict[str, Any], timeout_s: float) -> str:

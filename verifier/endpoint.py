@@ -168,10 +168,13 @@ def _stream_error(payload: str) -> bool:
 
 async def _read_sse(resp: Any, limit: int, chunks: list[str]) -> str | None:
     """SSE `data:` payloads into `chunks` (kept on failure); an error class or None."""
-    buf = b""
+    buf = bytearray()  # amortized appends: a 60 MB line without a newline must not cost quadratic copying
     async for b in _bytes(resp, limit):
         buf += b
-        *lines, buf = buf.split(b"\n")
+        if b"\n" not in b:
+            continue
+        *lines, rest = bytes(buf).split(b"\n")
+        buf = bytearray(rest)
         for raw in lines:
             line = raw.decode("utf-8", errors="replace").rstrip("\r")
             if line.startswith("data:"):
