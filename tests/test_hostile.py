@@ -77,6 +77,11 @@ def test_redactor_scrubs_whole_bare_escaped_and_split_tokens():
     assert parse_chunks(out).content == "key *** end"
     assert not any(KEY[:half] in c or KEY[half:] in c for c in out)
     assert r.obj({"a": [{"b": KEY}], KEY: 1}) == {"a": [{"b": "***"}], "***": 1}
+    # Logprob tokens carry the text in pieces, in a body as in a stream.
+    body = json.dumps({"choices": [{"message": {"content": "x"}, "logprobs": {"content": [
+        {"token": KEY[:4]}, {"token": KEY[4:12]}, {"token": KEY[12:]}, {"token": "ok"}]}}]})
+    toks = [t["token"] for t in json.loads(r.record({"body": body})["body"])["choices"][0]["logprobs"]["content"]]
+    assert toks == ["***", "", "", "ok"]
 
 
 def test_journal_record_is_scrubbed_and_strict_json(tmp_path):

@@ -13,6 +13,7 @@ environment key and every `--header` value) and scrubs all of those forms:
   chunk boundaries is found in the concatenation and removed from every chunk that holds a piece of it.
 
 API: `Redactor.from_config(cfg)`, `.text(s)`, `.obj(o)`, `.record(d)` (a journal record).
+Known gap: text the model splits across fields we do not reassemble (e.g. across two choices) is not joined.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ MIN_PART = 8
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-.~+/=]{%d,}" % MIN_PART)
 _SCHEMES = re.compile(r"^(?:bearer|basic|token|apikey|api-key|key)\s+", re.I)
 _MAX_WALK = 200
+"""Recursion bound for `obj` (hostile server info can nest arbitrarily)."""
 
 
 def _parts(secret: str) -> set[str]:
@@ -123,19 +125,36 @@ class Redactor:
         d = dict(d)
         if isinstance(d.get("chunks"), list):
             d["chunks"] = self.chunks([c for c in d["chunks"] if isinstance(c, str)])
+        if isinstance(d.get("body"), str):
+            # One body, but its logprob tokens are pieces of the text too: a secret can span several.
+            d["body"] = _scrub_split(self, [d["body"]])[0]
         return self.obj(d)
 
 
-def _leaves(o: Any, path: tuple, out: list[tuple[tuple, list, Any]], depth: int = 0) -> None:
-    """(path, container, key) of every string leaf, so it can be rewritten in place."""
-    if depth > _MAX_WALK:
-        return
-    items = o.items() if isinstance(o, dict) else enumerate(o) if isinstance(o, list) else ()
-    for k, v in items:
-        if isinstance(v, str):
-            out.append((path + (k,), o, k))
-        elif isinstance(v, (dict, list)):
-            _leaves(v, path + (k,), out, depth + 1)
+TEXT_FIELDS = ("content", "reasoning_content", "reasoning", "text")
+
+
+def _leaves(o: Any) -> list[tuple[tuple, Any, Any]]:
+    """(stream key, container, key) of every text piece stream reassembly concatenates: per choice the
+    delta texts, each tool call's name and arguments, and the logprob tokens in order."""
+    out: list[tuple[tuple, Any, Any]] = []
+    choices = o.get("choices") if isinstance(o, dict) else None
+    for ci, ch in enumerate(choices if isinstance(choices, list) else ()):
+        if not isinstance(ch, dict):
+            continue
+        d = next((ch[k] for k in ("delta", "message") if isinstance(ch.get(k), dict)), ch)
+        out.extend(((ci, f), d, f) for f in TEXT_FIELDS if isinstance(d.get(f), str))
+        for tc in d.get("tool_calls") or () if isinstance(d.get("tool_calls"), list) else ():
+            fn = tc.get("function") if isinstance(tc, dict) else None
+            if isinstance(fn, dict):
+                idx = tc.get("index", 0)
+                out.extend(((ci, "tool", str(idx), f), fn, f) for f in ("name", "arguments") if isinstance(fn.get(f), str))
+        lp = ch.get("logprobs")
+        toks = lp.get("content") if isinstance(lp, dict) else None
+        for t in toks if isinstance(toks, list) else ():
+            if isinstance(t, dict) and isinstance(t.get("token"), str):
+                out.append(((ci, "logprobs"), t, "token"))
+    return out
 
 
 def _scrub_split(r: Redactor, chunks: list[str]) -> list[str]:
@@ -151,16 +170,14 @@ def _scrub_split(r: Redactor, chunks: list[str]) -> list[str]:
         parsed.append(val)
         if val is None:
             continue
-        leaves: list[tuple[tuple, list, Any]] = []
-        _leaves(val, (), leaves)
-        for path, cont, key in leaves:
+        for path, cont, key in _leaves(val):
             streams.setdefault(path, []).append((i, cont, key))
     dirty: set[int] = set()
     for pieces in streams.values():
         if len(pieces) < 2:
             continue
         joined = "".join(cont[key] for _, cont, key in pieces)
-        spans = [m.span() for p in r.parts for m in re.finditer(re.escape(p), joined)]
+        spans = [m.span() for p in r.parts if p in joined for m in re.finditer(re.escape(p), joined)]
         if not spans:
             continue
         pos = 0
