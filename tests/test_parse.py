@@ -111,3 +111,16 @@ def test_stream_parity_ignores_paths_whose_tokens_diverged():
     assert paired_signals(golden, stopped)["s"]["events"]["stream_parity_mismatch"] == []
     assert paired_signals(golden, decoding)["s"]["events"]["stream_parity_mismatch"] == []
     assert paired_signals(golden, assembly)["s"]["events"]["stream_parity_mismatch"] == ["a"]
+
+
+def test_deep_json_and_non_finite_usage_become_wire_facts_not_crashes():
+    deep = "[" * 1000 + "]" * 1000
+    assert parse_body(deep).extra == {"json_too_deep": "body"}
+    assert parse_chunks([deep, "[DONE]"]).extra == {"json_too_deep": "1 stream chunk(s)"}
+    body = json.dumps({"choices": [{"message": {"content": deep}, "finish_reason": "stop"}],
+                       "usage": {"prompt_tokens": float("inf"), "completion_tokens": 3}})
+    p = parse_body(body)
+    assert p.content is None and p.extra["json_too_deep"] == "content"
+    assert p.usage == {"completion_tokens": 3} and p.extra["usage_non_finite"] == "prompt_tokens"
+    ok = parse_body(json.dumps({"choices": [{"message": {"content": "[[1]]"}, "finish_reason": "stop"}]}))
+    assert ok.content == "[[1]]" and ok.extra == {}

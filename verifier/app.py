@@ -43,6 +43,12 @@ class EndpointSpec:
     """Per-request timeout."""
     max_retries: int = 3
     """Retries on 429/5xx/connect/read errors."""
+    max_response_bytes: int = 64 * 2**20
+    """Cap on one response's decoded size (decompression counted)."""
+    request_deadline_s: float | None = None
+    """Total seconds per request, retries and the whole stream included; None means 10 x timeout_s."""
+    info_deadline_s: float = 10.0
+    """Total seconds for the start-up /models, /props, /version calls."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +181,8 @@ def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConf
         base_url=ep.base_url or "", model=model or ep.model or "",
         api_key=os.environ.get(ep.api_key_env) if ep.api_key_env else None, headers=dict(ep.headers),
         concurrency=ep.concurrency, timeout_s=ep.timeout_s, max_retries=ep.max_retries,
+        max_response_bytes=ep.max_response_bytes, request_deadline_s=ep.request_deadline_s,
+        info_deadline_s=ep.info_deadline_s,
     )
 
 

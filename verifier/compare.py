@@ -16,6 +16,7 @@ from typing import Any
 
 from . import stats
 from .contract import MODEL_BEHAVIOUR
+from .jsonsafe import is_finite_number
 from .golden import MAX_LOGPROBS
 from .types import JUDGED
 
@@ -92,15 +93,16 @@ def _drift(g: dict[str, Any], c: dict[str, Any]) -> tuple[int, float, int] | Non
     gl, cl = g.get("logprobs"), c.get("logprobs")
     if not gl or not cl:
         return None
-    n = 0
+    n = m = 0
     total = 0.0
     for (gt, glp), (ct, clp) in zip(gl, cl):
         if gt != ct:
             break
-        if glp is not None and clp is not None:
+        if is_finite_number(glp) and is_finite_number(clp):  # NaN/Infinity/null: not measurable, never "no drift"
             total += abs(glp - clp)
+            m += 1
         n += 1
-    return n, total, n
+    return None if n and not m else (m, total, n)
 
 
 def paired_signals(golden: list[dict[str, Any]], cand: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -7,10 +7,10 @@ weights. Codes are stable names used by compare, the report and CI.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from .jsonsafe import TooDeep, is_finite_number, loads_bounded
 from .types import Finding, Parsed
 
 # Findings that make the answer unusable as sent: the verdict becomes `contract`
@@ -29,6 +29,7 @@ BLOCKING = {
     "empty_response",
     "json_invalid_strict",
     "json_schema_violation_strict",
+    "json_too_deep",
 }
 
 # Findings about what the model chose to write rather than what the serving stack did with it: recorded
@@ -62,6 +63,9 @@ def id_style(call_id: str, name: str | None) -> str:
 def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
     """All envelope findings for one response. Pure."""
     f: list[Finding] = []
+    if p.extra.get("json_too_deep"):
+        # First, so it names the verdict: the response nests JSON past the limit (a hostile or broken server).
+        f.append(Finding("json_too_deep", str(p.extra["json_too_deep"])))
     calls = p.tool_calls
     if calls is not None and not isinstance(calls, list):
         f.append(Finding("tool_calls_not_list", type(calls).__name__))
@@ -77,8 +81,11 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
             f.append(Finding("tool_args_not_string", f"{name}: {type(args).__name__}"))
         else:
             try:
-                val = json.loads(args) if args.strip() else {}
-            except json.JSONDecodeError:
+                val = loads_bounded(args) if args.strip() else {}
+            except TooDeep:
+                f.append(Finding("json_too_deep", f"{name}: tool arguments"))
+                val = {}
+            except ValueError:
                 f.append(Finding("tool_args_invalid_json", f"{name}: {args[:120]}"))
             else:
                 if not isinstance(val, dict):
@@ -119,6 +126,14 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
             f.append(Finding("empty_response"))
     if p.usage is None:
         f.append(Finding("usage_missing"))
+    if p.extra.get("usage_non_finite"):
+        f.append(Finding("usage_non_finite", str(p.extra["usage_non_finite"])))
+    if p.logprobs:
+        bad = sum(1 for t in p.logprobs if isinstance(t, dict) and isinstance(t.get("logprob"), float)
+                  and not is_finite_number(t["logprob"]))
+        if bad:
+            # NaN/Infinity logprobs: the numerics cannot be measured, which must not read as clean drift.
+            f.append(Finding("logprobs_non_finite", f"{bad} of {len(p.logprobs)} tokens"))
     for field_name, text in (("content", p.content), ("reasoning", p.reasoning)):
         if text and "\ufffd" in text:
             # U+FFFD: a detokenizer split a multi-byte character (garbled stream text).

@@ -1,12 +1,20 @@
 """OpenAI-compatible client that keeps exact wire bytes.
 
-The SDK is used with raw-response access so nothing is normalized away
-(`reasoning_content`, unknown finish reasons, extra fields). The SDK's own
-retries are disabled: we need to count attempts, classify errors and bound the
-total, so retries live here.
+Requests go through the SDK's pooled aiohttp-backed HTTP client, read as raw
+bytes so nothing is normalized away (`reasoning_content`, unknown finish
+reasons, extra fields). The SDK's request layer is bypassed: it follows
+redirects and reads error bodies whole, and we need a capped read of every
+byte (it was also slower: ~500 vs ~900 req/s here). Retries live here: we count
+attempts, classify errors and bound the total.
 
-Wire modes are plain async functions in `MODES`; adding Anthropic Messages or
-OpenAI Responses later means adding one function and one dict entry.
+The server is not trusted. Every response is read with a cap on its decoded
+size (a gzip bomb is stopped as it inflates), every request has a total
+deadline covering all attempts and the whole stream, redirects are recorded,
+never followed (a POST must not turn into a GET to another host carrying our
+headers), and the API key goes only where it was configured.
+
+Wire modes are entries in `MODES` (path, streamed); adding Anthropic Messages or
+OpenAI Responses later means one dict entry and, for a new stream format, one reader.
 """
 
 from __future__ import annotations
@@ -16,11 +24,12 @@ import email.utils
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
-import openai
+
+from .jsonsafe import TooDeep, dumps_strict, loads_bounded
 
 try:  # openai >= 3 runs on httpx2; its errors and Response class are the ones we see
     import httpx2 as hx
@@ -30,8 +39,14 @@ except ImportError:  # pragma: no cover - older SDKs
 TRANSPORT_ERRORS = tuple({httpx.TransportError, httpx.StreamError, hx.TransportError, hx.StreamError})
 TIMEOUTS = tuple({httpx.TimeoutException, hx.TimeoutException})
 CONNECT_ERRORS = tuple({httpx.ConnectError, hx.ConnectError})
+HTTP_ERRORS = tuple({httpx.HTTPError, hx.HTTPError})
 
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
+# Errors a retry cannot fix: the same server gives the same redirect or the same oversized body.
+FINAL_ERRORS = ("client_error", "redirect", "response_too_large")
+
+MAX_INFO_BYTES = 4 * 2**20
+MAX_ERROR_BODY = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -39,13 +54,24 @@ class EndpointConfig:
     base_url: str
     model: str
     api_key: str | None = None
-    """Read from the environment by the CLI; never written anywhere."""
+    """Read from the environment by the CLI; never written anywhere. Not sent when `headers` has its own Authorization."""
     headers: dict[str, str] = field(default_factory=dict)
     concurrency: int = 8
     timeout_s: float = 600.0
+    """Per read (connect capped at 30 s): how long the server may stay silent."""
     max_retries: int = 3
     backoff_base_s: float = 0.5
     backoff_max_s: float = 30.0
+    max_response_bytes: int = 64 * 2**20
+    """Cap on one response's decoded size (stream included, decompression counted)."""
+    request_deadline_s: float | None = None
+    """Total wall time for one request, all attempts and the whole stream included; None: 10 x timeout_s."""
+    info_deadline_s: float = 10.0
+    """Total wall time for the start-up server-info calls (/models, /props, /version)."""
+
+    @property
+    def deadline_s(self) -> float:
+        return self.request_deadline_s if self.request_deadline_s else 10 * self.timeout_s
 
 
 @dataclass
@@ -65,6 +91,10 @@ class Result:
     error: str | None
     latency_ms: float
     attempts: int
+
+
+class TooLarge(Exception):
+    """The decoded response passed its size cap."""
 
 
 def redact_url(url: str) -> str:
@@ -92,97 +122,104 @@ def parse_retry_after(value: str | None) -> float | None:
 
 
 def _classify(exc: BaseException) -> str:
-    if isinstance(exc, (openai.APITimeoutError, *TIMEOUTS)):
+    if isinstance(exc, TIMEOUTS):
         return "timeout"
     if isinstance(exc, CONNECT_ERRORS):
         return "connect_error"
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__
-        if isinstance(cause, CONNECT_ERRORS):
-            return "connect_error"
-        return "read_error"
     if isinstance(exc, TRANSPORT_ERRORS):
         return "read_error"
     return "client_error:" + type(exc).__name__
 
 
-def _status_attempt(e: openai.APIStatusError) -> Attempt:
-    """An HTTP error is a result: keep its body and any Retry-After."""
-    return Attempt(e.status_code, body=e.response.text, retry_after_s=parse_retry_after(e.response.headers.get("retry-after")))
+def auth_headers(cfg: EndpointConfig) -> dict[str, str]:
+    """The headers every call sends: the env key only where no Authorization header was configured."""
+    h: dict[str, str] = {}
+    if cfg.api_key and not any(k.lower() == "authorization" for k in cfg.headers):
+        h["Authorization"] = f"Bearer {cfg.api_key}"
+    h.update(cfg.headers)
+    return h
 
 
-# The SDK's low-level `post` with a raw Response cast: the body goes out byte-for-byte as the
-# journal records it (no TypedDict transform, which also cost ~25% of client CPU), and the
-# exact response text comes back; auth, base URL and error types are still the SDK's.
-async def _post(client: openai.AsyncOpenAI, path: str, body: dict[str, Any]) -> Attempt:
+async def _bytes(resp: Any, limit: int):
+    """Decoded body bytes, counted as they inflate: a bomb stops at `limit`, not at the end of memory."""
+    total = 0
+    async for b in resp.aiter_bytes():
+        total += len(b)
+        if total > limit:
+            raise TooLarge(f"response over {limit} bytes")
+        yield b
+
+
+async def read_capped(resp: Any, limit: int) -> str:
+    data = bytearray()
+    async for b in _bytes(resp, limit):
+        data += b
+    return data.decode(resp.encoding or "utf-8", errors="replace")
+
+
+def _stream_error(payload: str) -> bool:
+    """A mid-stream `data: {"error": ...}` event: what overloaded servers send instead of a status code."""
+    if '"error"' not in payload:
+        return False
     try:
-        raw = await client.post(path, cast_to=hx.Response, body=body)
-        return Attempt(raw.status_code, body=raw.text)
-    except openai.APIStatusError as e:
-        return _status_attempt(e)
+        d = loads_bounded(payload)
+    except (ValueError, TooDeep):
+        return False
+    return isinstance(d, dict) and d.get("error") is not None and not d.get("choices")
 
 
-async def _chat(client: openai.AsyncOpenAI, body: dict[str, Any]) -> Attempt:
-    return await _post(client, "/chat/completions", body)
-
-
-async def _chat_stream(client: openai.AsyncOpenAI, body: dict[str, Any]) -> Attempt:
-    chunks: list[str] = []
-    try:
-        resp = await client.post("/chat/completions", cast_to=hx.Response, body=body, stream=True, stream_cls=None)
-        try:
-            async for line in resp.aiter_lines():
-                if line.startswith("data:"):
-                    chunks.append(line[5:].strip())
-        finally:
-            await resp.aclose()
-        status = resp.status_code
-    except openai.APIStatusError as e:
-        return _status_attempt(e)
-    except (openai.APIConnectionError, *TRANSPORT_ERRORS) as e:
-        # A stream that dies mid-way keeps what arrived, for the journal.
-        return Attempt(None, chunks=chunks, error=_classify(e))
+async def _read_sse(resp: Any, limit: int, chunks: list[str]) -> str | None:
+    """SSE `data:` payloads into `chunks` (kept on failure); an error class or None."""
+    buf = bytearray()  # amortized appends: a 60 MB line without a newline must not cost quadratic copying
+    async for b in _bytes(resp, limit):
+        buf += b
+        if b"\n" not in b:
+            continue
+        *lines, rest = bytes(buf).split(b"\n")
+        buf = bytearray(rest)
+        for raw in lines:
+            line = raw.decode("utf-8", errors="replace").rstrip("\r")
+            if line.startswith("data:"):
+                chunks.append(line[5:].strip())
+                if _stream_error(chunks[-1]):
+                    return "stream_error"
+    tail = buf.decode("utf-8", errors="replace").rstrip("\r")
+    if tail.startswith("data:"):
+        chunks.append(tail[5:].strip())
     if not chunks or chunks[-1] != "[DONE]":
-        return Attempt(status, chunks=chunks, error="stream_truncated")
-    return Attempt(status, chunks=chunks)
+        return "stream_truncated"
+    return None
 
 
-async def _completions(client: openai.AsyncOpenAI, body: dict[str, Any]) -> Attempt:
-    return await _post(client, "/completions", body)
-
-
-MODES: dict[str, Callable[[openai.AsyncOpenAI, dict[str, Any]], Awaitable[Attempt]]] = {
-    "chat": _chat,
-    "chat-stream": _chat_stream,
+MODES: dict[str, tuple[str, bool]] = {
+    "chat": ("/chat/completions", False),
+    "chat-stream": ("/chat/completions", True),
     # The dual path: the chat template rendered client-side (verifier/dualpath.py), sent as a raw prompt.
-    "completions": _completions,
+    "completions": ("/completions", False),
 }
 
 
 class Endpoint:
     """One pooled client and one semaphore for a whole run."""
 
-    def __init__(self, cfg: EndpointConfig, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
+    def __init__(self, cfg: EndpointConfig, sleep: Any = asyncio.sleep):
+        import openai  # here, not at module level: the SDK costs seconds to import and most commands never send
+
         self.cfg = cfg
         self._sleep = sleep
         # The SDK's aiohttp transport: httpx's own pool serializes badly at high concurrency
         # (measured here: 128 requests of 200 ms at concurrency 64 took 6 s with httpx, 0.6 s with aiohttp).
+        # Redirects are not followed: a 3xx is recorded as what it is.
         self._http = openai.DefaultAioHttpClient(
             limits=hx.Limits(max_connections=cfg.concurrency, max_keepalive_connections=cfg.concurrency),
             timeout=hx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 30.0)),
+            follow_redirects=False,
         )
-        self.client = openai.AsyncOpenAI(
-            base_url=cfg.base_url,
-            api_key=cfg.api_key or "EMPTY",
-            max_retries=0,
-            timeout=cfg.timeout_s,
-            default_headers=cfg.headers or None,
-            http_client=self._http,
-        )
+        self._headers = auth_headers(cfg)
         self._sem = asyncio.Semaphore(cfg.concurrency)
 
     async def aclose(self) -> None:
-        await self.client.close()
+        await self._http.aclose()
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -190,24 +227,71 @@ class Endpoint:
         # Full jitter: spreads retries so a recovering server is not hit in lockstep.
         return random.uniform(0, min(self.cfg.backoff_max_s, self.cfg.backoff_base_s * 2 ** (attempt - 1)))
 
+    async def _attempt(self, path: str, body: dict[str, Any], stream: bool, chunks: list[str]) -> Attempt:
+        # The body goes out byte-for-byte as the journal records it (strict JSON: no bare NaN on the wire).
+        content = dumps_strict(body, ensure_ascii=False, separators=(",", ":")).encode()
+        req = self._http.build_request("POST", self.cfg.base_url.rstrip("/") + path, content=content,
+                                       headers={**self._headers, "Content-Type": "application/json"})
+        resp = await self._http.send(req, stream=True)
+        try:
+            status = resp.status_code
+            limit = self.cfg.max_response_bytes
+            if 300 <= status < 400:
+                try:
+                    text: str | None = await read_capped(resp, min(limit, MAX_ERROR_BODY))
+                except TooLarge:
+                    text = None  # what matters is the redirect, not its page
+                return Attempt(status, body=text, error=f"redirect_{status}")
+            if status >= 400 or not stream:
+                text = await read_capped(resp, limit)
+                return Attempt(status, body=text, retry_after_s=parse_retry_after(resp.headers.get("retry-after")))
+            err = await _read_sse(resp, limit, chunks)
+            return Attempt(status, chunks=chunks, error=err)
+        finally:
+            await resp.aclose()
+
     async def send(self, mode: str, body: dict[str, Any]) -> Result:
-        fn = MODES[mode]
+        path, stream = MODES[mode]
         async with self._sem:
             attempts = 0
+            deadline = time.monotonic() + self.cfg.deadline_s
             while True:
                 attempts += 1
                 t0 = time.perf_counter()
+                chunks: list[str] = []
+                expired = False
                 try:
-                    a = await fn(self.client, body)
-                except Exception as e:  # transport failures of the non-stream path
-                    a = Attempt(None, error=_classify(e))
+                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())) as cm:
+                        a = await self._attempt(path, body, stream, chunks)
+                except TimeoutError:
+                    expired = cm.expired()
+                    a = Attempt(None, chunks=chunks if stream else None, error="timeout")
+                except TooLarge:
+                    a = Attempt(None, chunks=chunks if stream else None, error="response_too_large")
+                except Exception as e:  # transport failures; a stream that dies mid-way keeps what arrived
+                    a = Attempt(None, chunks=chunks if stream else None, error=_classify(e))
                 latency = (time.perf_counter() - t0) * 1000
                 if a.error is None and a.status in RETRYABLE_STATUS:
                     a.error = f"http_{a.status}"
-                retryable = a.error is not None and not a.error.startswith("client_error")
+                wait = self._backoff(attempts, a.retry_after_s)
+                retryable = (a.error is not None and not a.error.startswith(FINAL_ERRORS) and not expired
+                             and time.monotonic() + wait < deadline)
                 if not retryable or attempts > self.cfg.max_retries:
                     return Result(a.status, a.body, a.chunks, a.error, round(latency, 3), attempts)
-                await self._sleep(self._backoff(attempts, a.retry_after_s))
+                await self._sleep(wait)
+
+    async def _info_one(self, url: str) -> Any:
+        try:
+            resp = await self._http.send(self._http.build_request("GET", url, headers=self._headers), stream=True)
+            try:
+                if resp.status_code != 200:
+                    return None
+                text = await read_capped(resp, MAX_INFO_BYTES)
+            finally:
+                await resp.aclose()
+            return loads_bounded(text)
+        except (*HTTP_ERRORS, TooLarge, ValueError):
+            return None
 
     async def unreachable(self, timeout_s: float = 5.0) -> str | None:
         """None if something answers at the base URL, else a one-line reason; through this client's own pool."""
@@ -218,40 +302,34 @@ class Endpoint:
             return f"cannot reach endpoint {redact_url(self.cfg.base_url)}: {type(e).__name__}"
 
     async def server_info(self) -> dict[str, Any]:
-        """What the server says about itself; each probe is optional."""
+        """What the server says about itself, allow-listed and scrubbed; each probe is optional, all
+        three together get `info_deadline_s` (a slow /props must not stall start-up)."""
+        from .redact import Redactor
+        from .serverinfo import allowlist
+
         root = self.cfg.base_url.rstrip("/")
         if root.endswith("/v1"):
             root = root[: -len("/v1")]
-        headers = dict(self.cfg.headers)
-        if self.cfg.api_key:
-            headers["Authorization"] = f"Bearer {self.cfg.api_key}"
-        info: dict[str, Any] = {}
         probes = {"models": self.cfg.base_url.rstrip("/") + "/models", "props": root + "/props", "version": root + "/version"}
-        for name, url in probes.items():
-            try:
-                r = await self._http.get(url, headers=headers, timeout=10.0)
-            except (httpx.HTTPError, hx.HTTPError):
-                continue
-            if r.status_code == 200:
-                try:
-                    info[name] = r.json()
-                except ValueError:
-                    continue
-        props = info.get("props")
-        if isinstance(props, dict):
-            # The chat template is kept (the dual path renders it); nothing else large.
-            info["props"] = {k: v for k, v in props.items() if k in ("chat_template", "model_path", "build_info", "total_slots", "default_generation_settings", "modalities", "bos_token", "eos_token")}
-            dgs = info["props"].get("default_generation_settings")
-            if isinstance(dgs, dict):
-                info["props"]["default_generation_settings"] = {k: dgs[k] for k in ("n_ctx",) if k in dgs}
-        return info
+        tasks = {name: asyncio.ensure_future(self._info_one(url)) for name, url in probes.items()}
+        done, pending = await asyncio.wait(tasks.values(), timeout=self.cfg.info_deadline_s)
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        info = {name: t.result() for name, t in tasks.items() if t in done and t.result() is not None}
+        return allowlist(info, Redactor.from_config(self.cfg))
 
 
 async def reachable(base_url: str, timeout_s: float = 5.0) -> str | None:
-    """None if something answers at base_url, else a one-line reason."""
+    """None if something answers at base_url, else a one-line reason. Only the status line is read."""
     try:
         async with httpx.AsyncClient(timeout=timeout_s) as c:
-            await c.get(base_url.rstrip("/") + "/models")
+            async with asyncio.timeout(timeout_s):
+                async with c.stream("GET", base_url.rstrip("/") + "/models"):
+                    pass
         return None
+    except TimeoutError:
+        return f"cannot reach endpoint {redact_url(base_url)}: no answer within {timeout_s:g} s"
     except httpx.HTTPError as e:
         return f"cannot reach endpoint {redact_url(base_url)}: {type(e).__name__}"

@@ -15,6 +15,8 @@ from typing import Any, Iterable, Iterator
 
 from . import __version__
 from .errors import UsageError
+from .jsonsafe import dumps_strict
+from .redact import Redactor
 from .types import Exchange, RunHeader, Sample
 
 HEADER = "run.json"
@@ -55,13 +57,13 @@ def run_header(run_id: str, *, endpoint: dict[str, Any], suites: dict[str, Any],
 
 def dumps(obj: Any) -> str:
     """The one JSON encoding used for everything we write: stable bytes for stable inputs."""
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return dumps_strict(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def write_json(path: Path, obj: Any) -> None:
     """Atomic: a reader never sees half a file, and a crash keeps the old one."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.write_text(dumps_strict(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -138,8 +140,8 @@ class Journal:
         self.path = Path(run_dir) / RESPONSES
         self._heal_torn_tail()
         self._f = self.path.open("a", encoding="utf-8")
-        # Secrets never reach disk, even if a server echoes them back.
-        self._scrub = [s for s in scrub if s and len(s) >= 4]
+        # Secrets never reach disk, even if a server echoes them back (split, escaped or bare).
+        self._redact = Redactor(scrub)
 
     def _heal_torn_tail(self) -> None:
         if not self.path.exists():
@@ -151,9 +153,7 @@ class Journal:
                 f.truncate(keep)
 
     def append(self, ex: Exchange) -> None:
-        line = dumps(ex.to_json())
-        for s in self._scrub:
-            line = line.replace(s, "***")
+        line = dumps(self._redact.record(ex.to_json()))
         self._f.write(line + "\n")
         self._f.flush()
 

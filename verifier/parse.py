@@ -7,10 +7,18 @@ scorer serves both modes. Wire facts that the reassembled shape cannot show
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+import re
 from typing import Any
 
+from .jsonsafe import MAX_JSON_DEPTH, TooDeep, loads_bounded
 from .types import Exchange, Parsed
+
+TOO_DEEP = "[json_too_deep]"
+"""Stands in for a tool-argument string nested past the limit: scorers that parse it see invalid JSON, not a RecursionError."""
+_JSONISH = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
 class MalformedBody(ValueError):
@@ -25,9 +33,67 @@ def _reasoning(msg: dict[str, Any]) -> str | None:
     return r if isinstance(r, str) else None
 
 
+def text_too_deep(text: str, max_depth: int = MAX_JSON_DEPTH) -> bool:
+    """Whether JSON-looking text nests brackets past `max_depth` (outside strings). Cheap when it cannot."""
+    if text.count("[") + text.count("{") <= max_depth:
+        return False
+    d = 0
+    for m in _JSONISH.finditer(text):
+        c = m.group(0)
+        if c in "[{":
+            d += 1
+            if d > max_depth:
+                return True
+        elif c in "]}":
+            d = max(0, d - 1)
+    return False
+
+
+def _finite_usage(p: Parsed) -> Parsed:
+    """NaN/Infinity in `usage` (bare NaN is accepted by Python's parser) are dropped and reported as
+    `usage_non_finite`: downstream arithmetic and strict JSON writers never see them."""
+    u = p.usage
+    if not u:
+        return p
+    bad = sorted(k for k, v in u.items() if isinstance(v, float) and not math.isfinite(v))
+    if not bad:
+        return p
+    return dataclasses.replace(p, usage={k: v for k, v in u.items() if k not in bad},
+                               extra={**p.extra, "usage_non_finite": ", ".join(bad)})
+
+
+def _guard_depth(p: Parsed) -> Parsed:
+    """Neutralize text a scorer would parse (structured-output content, tool arguments) when it nests past
+    the limit, and say so in `extra` (contract finding `json_too_deep`): never a RecursionError downstream."""
+    where = []
+    content = p.content
+    if content and text_too_deep(content):
+        content, where = None, ["content"]
+    calls = p.tool_calls
+    if isinstance(calls, list):
+        fixed = []
+        for c in calls:
+            fn = c.get("function") if isinstance(c, dict) else None
+            if isinstance(fn, dict) and isinstance(fn.get("arguments"), str) and text_too_deep(fn["arguments"]):
+                c = {**c, "function": {**fn, "arguments": TOO_DEEP}}
+                where.append("tool arguments")
+            fixed.append(c)
+        calls = fixed
+    if not where:
+        return p
+    return dataclasses.replace(p, content=content, tool_calls=calls, extra={**p.extra, "json_too_deep": ", ".join(sorted(set(where)))})
+
+
 def parse_body(text: str | None) -> Parsed:
+    return _finite_usage(_guard_depth(_parse_body(text)))
+
+
+def _parse_body(text: str | None) -> Parsed:
     try:
-        data = json.loads(text or "")
+        data = loads_bounded(text or "")
+    except TooDeep:
+        return Parsed(content=None, reasoning=None, tool_calls=None, finish_reason=None, usage=None, logprobs=None,
+                      extra={"json_too_deep": "body"})
     except json.JSONDecodeError as e:
         raise MalformedBody(f"body is not JSON: {e.msg}") from None
     if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
@@ -50,6 +116,10 @@ def parse_body(text: str | None) -> Parsed:
 
 
 def parse_chunks(chunks: list[str]) -> Parsed:
+    return _finite_usage(_guard_depth(_parse_chunks(chunks)))
+
+
+def _parse_chunks(chunks: list[str]) -> Parsed:
     content: list[str] = []
     reasoning: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
@@ -58,12 +128,15 @@ def parse_chunks(chunks: list[str]) -> Parsed:
     finish_reason = None
     usage = None
     saw_content = saw_reasoning = False
-    bad_chunks = 0
+    bad_chunks = deep_chunks = 0
     for raw in chunks:
         if raw == "[DONE]":
             continue
         try:
-            data = json.loads(raw)
+            data = loads_bounded(raw)
+        except TooDeep:
+            deep_chunks += 1
+            continue
         except json.JSONDecodeError:
             bad_chunks += 1
             continue
@@ -103,6 +176,8 @@ def parse_chunks(chunks: list[str]) -> Parsed:
         extra["index_collisions"] = collided
     if bad_chunks:
         extra["bad_chunks"] = bad_chunks
+    if deep_chunks:
+        extra["json_too_deep"] = f"{deep_chunks} stream chunk(s)"
     return Parsed(
         content="".join(content) if saw_content else None,
         reasoning="".join(reasoning) if saw_reasoning else None,

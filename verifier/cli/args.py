@@ -27,6 +27,9 @@ def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True) -> None
     g.add_argument("--concurrency", type=int, default=8, help="requests in flight (default 8)")
     g.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds (default 600)")
     g.add_argument("--max-retries", type=int, default=3, help="retries on 429/5xx/connect/read errors (default 3)")
+    g.add_argument("--max-response-mb", type=float, default=64.0, help="cap on one response's decoded size, MiB (default 64)")
+    g.add_argument("--request-deadline", type=float, help="total seconds per request, retries and whole stream included (default 10 x --timeout)")
+    g.add_argument("--info-deadline", type=float, default=10.0, help="total seconds for the start-up /models, /props, /version calls (default 10)")
     s = p.add_argument_group("sampling (override suite defaults)")
     s.add_argument("--temperature", type=float)
     s.add_argument("--top-p", dest="top_p", type=float)
@@ -79,7 +82,9 @@ def endpoint_from_args(a: argparse.Namespace):  # -> app.EndpointSpec
     from ..app import EndpointSpec
 
     return EndpointSpec(base_url=a.base_url, model=a.model, api_key_env=a.api_key_env, headers=parse_headers(a.header),
-                        concurrency=a.concurrency, timeout_s=a.timeout, max_retries=a.max_retries)
+                        concurrency=a.concurrency, timeout_s=a.timeout, max_retries=a.max_retries,
+                        max_response_bytes=int(a.max_response_mb * 2**20), request_deadline_s=a.request_deadline,
+                        info_deadline_s=a.info_deadline)
 
 
 def overrides_from_args(a: argparse.Namespace) -> dict[str, Any]:

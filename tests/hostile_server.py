@@ -1,0 +1,259 @@
+"""A hostile OpenAI-compatible server on 127.0.0.1 for the hardening tests (issue #16).
+
+One behaviour per server instance (`HostileServer("echo")`); every request is recorded with its
+headers so tests can assert what the client sent. Behaviours are the ones seen from broken or
+malicious endpoints: echoing credentials (whole, bare, split across stream chunks, `\\u002d`-escaped),
+redirects, gzip bombs, huge bodies, endless or dripping streams, mid-stream error events, JSON nested
+1,000 deep, NaN logprobs and Infinity usage.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+import time
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+DEEP = "[" * 1000 + "]" * 1000
+_BOMB: bytes | None = None
+
+
+def gzip_bomb(total: int = 2**30) -> bytes:
+    """`total` zero bytes, gzip-compressed (about 1 MB on the wire for 1 GiB), built in well under a second:
+    after a full flush the compressor starts afresh, so one compressed MiB repeats verbatim."""
+    global _BOMB
+    if _BOMB is None:
+        block = b"\0" * 2**20
+        c = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+        one = c.compress(block) + c.flush(zlib.Z_FULL_FLUSH)
+        n = total // len(block)
+        crc = 0
+        for _ in range(n):
+            crc = zlib.crc32(block, crc)
+        _BOMB = (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + one * n + c.flush(zlib.Z_FINISH)
+                 + struct.pack("<II", crc, (n * len(block)) & 0xFFFFFFFF))
+    return _BOMB
+
+
+def completion(content: str | None = "ok", **extra_choice: Any) -> dict[str, Any]:
+    return {"id": "x", "object": "chat.completion", "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop", **extra_choice}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}
+
+
+def delta(content: str) -> str:
+    return json.dumps({"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}]})
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: "_Server"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+    def _send(self, status: int, body: bytes | str, headers: dict[str, str] | None = None) -> None:
+        data = body.encode() if isinstance(body, str) else body
+        self.send_response(status)
+        for k, v in {"Content-Type": "application/json", "Content-Length": str(len(data)), **(headers or {})}.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _sse_head(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+
+    def _events(self, payloads: list[str]) -> None:
+        self._sse_head()
+        for p in payloads:
+            self.wfile.write(f"data: {p}\n\n".encode())
+            self.wfile.flush()
+        self.close_connection = True
+
+    def _record(self, body: Any = None) -> None:
+        self.server.requests.append({"method": self.command, "path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        self._record()
+        echo = {k: v for k, v in self.headers.items()}
+        b = self.server.behaviour
+        if b == "slow_info" and not self.path.endswith("/models"):
+            t_end = time.monotonic() + 30  # the server is slow; the client's start-up deadline must not wait for it
+            while time.monotonic() < t_end and not self.server.stopping:
+                time.sleep(0.05)
+        if self.path.endswith("/models"):
+            self._send(200, json.dumps({"object": "list", "data": [{"id": "m", "owned_by": "me", "echo": echo}], "headers": echo}))
+        elif self.path.endswith("/props"):
+            self._send(200, json.dumps({"chat_template": "{{ messages[0].content }}", "build_info": "b1", "request_headers": echo,
+                                        "default_generation_settings": {"n_ctx": 4096, "temperature": 0.8, "api_key": echo.get("Authorization")}}))
+        elif self.path.endswith("/version"):
+            self._send(200, json.dumps({"version": "0.0.1", "echo": echo}))
+        elif self.path.endswith("/chat/completions"):  # the target of a redirect: a GET without the body
+            self._send(200, json.dumps(completion("answer from the other host")))
+        else:
+            self._send(404, "{}")
+
+    def do_POST(self) -> None:  # noqa: N802
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        self._record(body)
+        stream = isinstance(body, dict) and body.get("stream")
+        getattr(self, "b_" + self.server.behaviour.replace("-", "_"))(stream, body)
+
+    # --- behaviours -------------------------------------------------------------------------
+    def _tokens(self) -> list[str]:
+        auth = self.headers.get("Authorization", "")
+        return [v for v in (auth, auth.split(" ", 1)[-1], self.headers.get("X-Api-Key", "")) if v]
+
+    def b_echo(self, stream: bool, body: Any) -> None:
+        """Echo credentials every way: whole, bare, split across chunks, escaped."""
+        toks = self._tokens()
+        bare = toks[1] if len(toks) > 1 else toks[0]
+        escaped = json.dumps(bare).replace("-", "\\u002d")[1:-1]
+        if stream:
+            half = len(bare) // 2
+            chunks = [delta("key: " + bare[:half]), delta(bare[half:] + " and "), delta(" ".join(toks))]
+            last = json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                               "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}})
+            raw_escaped = '{"choices":[{"index":0,"delta":{"content":"esc ' + escaped + '"},"finish_reason":null}]}'
+            self._events(chunks + [raw_escaped, last, "[DONE]"])
+        else:
+            text = json.dumps(completion("echo " + " | ".join(toks)))
+            text = text[:-1] + ', "escaped": "' + escaped + '"}'
+            self._send(200, text)
+
+    def b_unauthorized(self, stream: bool, body: Any) -> None:
+        bare = self._tokens()[1]
+        self._send(401, json.dumps({"error": {"message": f"Incorrect API key provided: {bare}. You can find your key at ..."}}))
+
+    def b_redirect(self, stream: bool, body: Any) -> None:
+        self._send(301, "", {"Location": self.server.redirect_to + "/v1/chat/completions"})
+
+    def b_gzip_bomb(self, stream: bool, body: Any) -> None:
+        self._send(200, gzip_bomb(), {"Content-Encoding": "gzip"})
+
+    def b_big(self, stream: bool, body: Any) -> None:
+        size = 100 * 2**20
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(size))
+        self.end_headers()
+        block = b" " * 2**20
+        try:
+            for _ in range(size // len(block)):
+                self.wfile.write(block)
+        except OSError:
+            pass  # the client hung up at its cap
+
+    def b_big_stream(self, stream: bool, body: Any) -> None:
+        """100 MB of one SSE line that never ends."""
+        self._sse_head()
+        block = b"data: " + b"x" * 2**20
+        try:
+            for _ in range(100):
+                self.wfile.write(block)
+                block = b"x" * 2**20
+        except OSError:
+            pass
+        self.close_connection = True
+
+    def b_endless(self, stream: bool, body: Any) -> None:
+        self._sse_head()
+        try:
+            while not self.server.stopping:
+                self.wfile.write(f"data: {delta('la ')}\n\n".encode())
+                self.wfile.flush()
+                time.sleep(0.05)
+        except OSError:
+            pass
+        self.close_connection = True
+
+    def b_drip(self, stream: bool, body: Any) -> None:
+        text = json.dumps(completion("slow")).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(text)))
+        self.end_headers()
+        try:
+            for i in range(len(text)):
+                if self.server.stopping:
+                    return
+                self.wfile.write(text[i:i + 1])
+                self.wfile.flush()
+                time.sleep(0.5)
+        except OSError:
+            pass
+
+    def b_stream_error(self, stream: bool, body: Any) -> None:
+        self._events([delta("partial "), json.dumps({"error": {"message": "server overloaded", "type": "overloaded"}})])
+
+    def b_deep(self, stream: bool, body: Any) -> None:
+        """1,000-deep JSON, by request: `deep_where` in the request body picks the place."""
+        where = (body or {}).get("metadata", {}).get("deep_where") or self.server.deep_where
+        if where == "body":
+            self._send(200, '{"choices": ' + DEEP + "}")
+        elif where == "chunk":
+            self._events([delta("x"), DEEP, "[DONE]"])
+        elif where == "content":
+            self._send(200, json.dumps(completion(DEEP)))
+        else:
+            msg = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": DEEP}}]}
+            self._send(200, json.dumps({"choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls"}],
+                                        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}))
+
+    def b_fine(self, stream: bool, body: Any) -> None:
+        """The same answer as `nan`, with finite numbers: a reference for it."""
+        self._send(200, json.dumps(completion("ok", logprobs={"content": [{"token": "ok", "logprob": -0.1, "top_logprobs": []}]})))
+
+    def b_nan(self, stream: bool, body: Any) -> None:
+        lp = {"content": [{"token": "ok", "logprob": float("nan"), "top_logprobs": []}]}
+        d = completion("ok", logprobs=lp)
+        d["usage"] = {"prompt_tokens": float("inf"), "completion_tokens": float("nan"), "total_tokens": 6}
+        self._send(200, json.dumps(d))  # Python writes bare NaN/Infinity, as such servers do
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # clients hanging up mid-body is the expected outcome here, not news
+
+
+class HostileServer:
+    """`with HostileServer("echo") as srv:` then `srv.url` (ends in /v1) and `srv.requests`."""
+
+    def __init__(self, behaviour: str, redirect_to: str = "", deep_where: str = "tool_args"):
+        self.httpd = _Server(("127.0.0.1", 0), _Handler)
+        self.httpd.behaviour = behaviour  # type: ignore[attr-defined]
+        self.httpd.requests = []  # type: ignore[attr-defined]
+        self.httpd.redirect_to = redirect_to  # type: ignore[attr-defined]
+        self.httpd.deep_where = deep_where  # type: ignore[attr-defined]
+        self.httpd.stopping = False  # type: ignore[attr-defined]
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.url = self.base + "/v1"
+        self._t = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return self.httpd.requests  # type: ignore[attr-defined]
+
+    def __enter__(self) -> "HostileServer":
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.stopping = True  # type: ignore[attr-defined]
+        self.httpd.shutdown()
+        self.httpd.server_close()

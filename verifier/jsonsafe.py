@@ -1,0 +1,77 @@
+"""JSON in and out for data we do not control.
+
+Out: strict JSON only. Python's `json` writes bare `NaN`/`Infinity`, which strict parsers (jq, browsers,
+most CI tooling) reject, so a server that reports `Infinity` tokens in `usage` could poison every file we
+write. `dumps_strict` maps non-finite floats to null instead.
+
+In: a depth limit. A 2 KB string of 1,000 nested brackets is enough to raise RecursionError in the parser
+or, later, in any recursive walk (scoring, compare, report). `loads_bounded` turns that into `TooDeep`, a
+ValueError the caller records as a contract finding (`json_too_deep`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+MAX_JSON_DEPTH = 100
+"""Deeper than any real tool argument or structured output; far below the interpreter's recursion limit."""
+
+
+class TooDeep(ValueError):
+    """JSON nested deeper than the limit."""
+
+
+def _finite(o: Any, depth: int = 0) -> Any:
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if depth > MAX_JSON_DEPTH * 4:
+        return None  # only reachable for objects we built ourselves; never recurse without bound
+    if isinstance(o, dict):
+        return {k: _finite(v, depth + 1) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v, depth + 1) for v in o]
+    return o
+
+
+def dumps_strict(obj: Any, **kw: Any) -> str:
+    """`json.dumps` that never emits NaN/Infinity: non-finite floats become null.
+
+    The fast path is a plain strict dump; only an object that actually holds a non-finite number is copied.
+    """
+    kw["allow_nan"] = False
+    try:
+        return json.dumps(obj, **kw)
+    except ValueError:
+        return json.dumps(_finite(obj), **kw)
+
+
+def depth(o: Any) -> int:
+    """Nesting depth of a parsed JSON value, iteratively (a recursive walk is what we are guarding against)."""
+    best = 0
+    stack = [(o, 1)]
+    while stack:
+        x, d = stack.pop()
+        if isinstance(x, dict):
+            best = max(best, d)
+            stack.extend((v, d + 1) for v in x.values())
+        elif isinstance(x, list):
+            best = max(best, d)
+            stack.extend((v, d + 1) for v in x)
+    return best
+
+
+def loads_bounded(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """`json.loads` that raises TooDeep (not RecursionError) past `max_depth`; other errors as json raises them."""
+    try:
+        val = json.loads(text)
+    except RecursionError:
+        raise TooDeep(f"JSON nested deeper than {max_depth}") from None
+    if isinstance(val, (dict, list)) and depth(val) > max_depth:
+        raise TooDeep(f"JSON nested deeper than {max_depth}")
+    return val
+
+
+def is_finite_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

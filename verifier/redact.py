@@ -1,0 +1,210 @@
+"""One redaction layer for everything we write.
+
+A hostile or careless server echoes what we send it: a whole header, the bare token of an
+`Authorization: Bearer sk-...` header inside a 401 message, a token split across two stream chunks, or
+the token with its `-` written as `\\u002d`. A `Redactor` is built once from the configured secrets (the
+environment key and every `--header` value) and scrubs all of those forms:
+
+- every secret's whole value and its token-like parts (the part after `Bearer `, any run of 8+ token
+  characters such as `sk-...`);
+- each character may appear literally, JSON-escaped (`\\u002d`, `\\/`, also double-escaped once a body
+  string is itself JSON-encoded) or percent-encoded;
+- stream chunks are also reassembled per JSON field (content, arguments, ...) so a token split across
+  chunk boundaries is found in the concatenation and removed from every chunk that holds a piece of it.
+
+API: `Redactor.from_config(cfg)`, `.text(s)`, `.obj(o)`, `.record(d)` (a journal record).
+Known gap: text the model splits across fields we do not reassemble (e.g. across two choices) is not joined.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterable
+
+MASK = "***"
+MIN_SECRET = 4
+"""Shorter values are not scrubbed: masking every `ab` in a body would destroy the record, not protect it."""
+MIN_PART = 8
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-.~+/=]{%d,}" % MIN_PART)
+_SCHEMES = re.compile(r"^(?:bearer|basic|token|apikey|api-key|key)\s+", re.I)
+_MAX_WALK = 200
+"""Recursion bound for `obj` (hostile server info can nest arbitrarily)."""
+
+
+def _parts(secret: str) -> set[str]:
+    """The whole value plus each token-like part a server might echo on its own."""
+    s = secret.strip()
+    out = {s} if len(s) >= MIN_SECRET else set()
+    rest = _SCHEMES.sub("", s)
+    if len(rest) >= MIN_SECRET:
+        out.add(rest)
+    for piece in re.split(r"[\s,;:=]+", rest):
+        if len(piece) >= MIN_PART:
+            out.add(piece)
+    out.update(_TOKEN_RUN.findall(rest))
+    return out
+
+
+def _hex(n: int, width: int) -> str:
+    return "".join(f"[{h}{h.upper()}]" if h.isalpha() else h for h in f"{n:0{width}x}")
+
+
+def _char_pattern(c: str) -> str:
+    """One character in any of the encodings it may reach a file in: literal, `\\uXXXX` (escaped up to
+    twice, as a body string inside a JSON record is), `%XX`, and `\\/`."""
+    code = ord(c)
+    alts = [re.escape(c)]
+    if code < 0x10000:
+        alts.append(r"\\{1,4}[uU]" + _hex(code, 4))
+    if code < 0x80:
+        alts.append("%" + _hex(code, 2))
+    if c == "/":
+        alts.append(r"\\{1,4}/")
+    return "(?:" + "|".join(alts) + ")"
+
+
+class Redactor:
+    """Scrubs a fixed set of secrets from text and JSON-like objects."""
+
+    def __init__(self, secrets: Iterable[str | None] = ()):
+        parts: set[str] = set()
+        for s in secrets:
+            if s:
+                parts |= _parts(s)
+        # Longest first so a whole value wins over its own parts.
+        self.parts = sorted(parts, key=lambda p: (-len(p), p))
+        self._escaped = (re.compile("|".join("".join(_char_pattern(c) for c in p) for p in self.parts))
+                         if self.parts else None)
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "Redactor":
+        """From an EndpointConfig-like object: its `api_key` and every header value."""
+        headers = getattr(cfg, "headers", None) or {}
+        return cls([getattr(cfg, "api_key", None), *headers.values()])
+
+    def __bool__(self) -> bool:
+        return bool(self.parts)
+
+    def text(self, s: str) -> str:
+        if not self.parts or not s:
+            return s
+        for p in self.parts:
+            if p in s:
+                s = s.replace(p, MASK)
+        # Escaped forms only matter where an escape could be: skip the slow pattern on plain text.
+        if "\\" in s or "%" in s:
+            s = self._escaped.sub(MASK, s)
+        return s
+
+    def obj(self, o: Any, _depth: int = 0) -> Any:
+        """A copy of a JSON-like value with every string (keys included) scrubbed."""
+        if not self.parts:
+            return o
+        if isinstance(o, str):
+            return self.text(o)
+        if _depth > _MAX_WALK:
+            return MASK  # an object this deep is hostile anyway; never recurse without bound
+        if isinstance(o, dict):
+            return {self.text(k) if isinstance(k, str) else k: self.obj(v, _depth + 1) for k, v in o.items()}
+        if isinstance(o, (list, tuple)):
+            return [self.obj(v, _depth + 1) for v in o]
+        return o
+
+    def chunks(self, chunks: list[str]) -> list[str]:
+        """Stream chunks with secrets removed, including ones split across chunk boundaries."""
+        if not self.parts or not chunks:
+            return chunks
+        out = _scrub_split(self, list(chunks))
+        return [self.text(c) for c in out]
+
+    def record(self, d: dict[str, Any]) -> dict[str, Any]:
+        """A journal record (Exchange.to_json()): chunks reassembled first, then every string."""
+        if not self.parts:
+            return d
+        d = dict(d)
+        if isinstance(d.get("chunks"), list):
+            d["chunks"] = self.chunks([c for c in d["chunks"] if isinstance(c, str)])
+        if isinstance(d.get("body"), str):
+            # One body, but its logprob tokens are pieces of the text too: a secret can span several.
+            d["body"] = _scrub_split(self, [d["body"]])[0]
+        return self.obj(d)
+
+
+TEXT_FIELDS = ("content", "reasoning_content", "reasoning", "text")
+
+
+def _leaves(o: Any) -> list[tuple[tuple, Any, Any]]:
+    """(stream key, container, key) of every text piece stream reassembly concatenates: per choice the
+    delta texts, each tool call's name and arguments, and the logprob tokens in order."""
+    out: list[tuple[tuple, Any, Any]] = []
+    choices = o.get("choices") if isinstance(o, dict) else None
+    for ci, ch in enumerate(choices if isinstance(choices, list) else ()):
+        if not isinstance(ch, dict):
+            continue
+        d = next((ch[k] for k in ("delta", "message") if isinstance(ch.get(k), dict)), ch)
+        out.extend(((ci, f), d, f) for f in TEXT_FIELDS if isinstance(d.get(f), str))
+        for tc in d.get("tool_calls") or () if isinstance(d.get("tool_calls"), list) else ():
+            fn = tc.get("function") if isinstance(tc, dict) else None
+            if isinstance(fn, dict):
+                idx = tc.get("index", 0)
+                out.extend(((ci, "tool", str(idx), f), fn, f) for f in ("name", "arguments") if isinstance(fn.get(f), str))
+        lp = ch.get("logprobs")
+        toks = lp.get("content") if isinstance(lp, dict) else None
+        for t in toks if isinstance(toks, list) else ():
+            if isinstance(t, dict) and isinstance(t.get("token"), str):
+                out.append(((ci, "logprobs"), t, "token"))
+    return out
+
+
+def _scrub_split(r: Redactor, chunks: list[str]) -> list[str]:
+    """Concatenate each string field across chunks (as stream reassembly does), find secrets in the
+    concatenation, and cut every piece of a match out of the chunk that carried it."""
+    parsed: list[Any] = []
+    streams: dict[tuple, list[tuple[int, list, Any]]] = {}
+    for i, c in enumerate(chunks):
+        try:
+            val = json.loads(c) if c and c[0] in "{[" else None
+        except (ValueError, RecursionError):
+            val = None
+        parsed.append(val)
+        if val is None:
+            continue
+        for path, cont, key in _leaves(val):
+            streams.setdefault(path, []).append((i, cont, key))
+    dirty: set[int] = set()
+    for pieces in streams.values():
+        if len(pieces) < 2:
+            continue
+        joined = "".join(cont[key] for _, cont, key in pieces)
+        spans = [m.span() for p in r.parts if p in joined for m in re.finditer(re.escape(p), joined)]
+        if not spans:
+            continue
+        pos = 0
+        for i, cont, key in pieces:
+            s = cont[key]
+            start, end = pos, pos + len(s)
+            pos = end
+            new, changed = _cut(s, start, spans)
+            if changed:
+                cont[key] = new
+                dirty.add(i)
+    return [json.dumps(parsed[i], ensure_ascii=False, separators=(",", ":")) if i in dirty else c
+            for i, c in enumerate(chunks)]
+
+
+def _cut(s: str, start: int, spans: list[tuple[int, int]]) -> tuple[str, bool]:
+    """Mask the parts of `s` (at offset `start` of the concatenation) covered by any span; the piece
+    holding a match's first character gets the mask, later pieces just lose their part."""
+    keep = list(s)
+    changed = False
+    for a, b in spans:
+        lo, hi = max(a, start), min(b, start + len(s))
+        if lo >= hi:
+            continue
+        changed = True
+        for j in range(lo - start, hi - start):
+            keep[j] = ""
+        if a >= start:
+            keep[lo - start] = MASK
+    return "".join(keep), changed
