@@ -25,7 +25,7 @@ from typing import Any
 
 from verifier.types import Finding, Judgement, Parsed, Sample, Suite, Verdict
 
-from . import bfcl_checker as chk
+import suites.bfcl_checker as chk
 
 NAME = "bfcl"
 VERSION = "1"

@@ -43,7 +43,7 @@ from typing import Any, Sequence
 
 from verifier.types import Judgement, Parsed, Sample, Suite
 
-from . import lm_eval_adapter as le
+import suites.lm_eval_adapter as le
 from .lazy import LazySamples
 
 HERE = Path(__file__).parent

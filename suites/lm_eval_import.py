@@ -28,7 +28,7 @@ from typing import Any, Iterable
 from verifier.errors import UsageError
 from verifier.types import Exchange, Judgement, Parsed, Sample, Suite, Verdict
 
-from . import lm_eval_adapter as adapter
+import suites.lm_eval_adapter as adapter
 
 NAME = "lm_eval"
 VERSION = "1"

@@ -12,8 +12,20 @@ import sys
 
 from .. import __version__
 from ..errors import UsageError
-from . import (bless, calibrate, compare, demo, engine, gate, lm_eval, list_suites, merge, proxy, report, run,
-               score)
+# By full name: `from . import x` reads as an import of the package, which itself imports this module.
+import verifier.cli.bless as bless
+import verifier.cli.calibrate as calibrate
+import verifier.cli.compare as compare
+import verifier.cli.demo as demo
+import verifier.cli.engine as engine
+import verifier.cli.gate as gate
+import verifier.cli.lm_eval as lm_eval
+import verifier.cli.list_suites as list_suites
+import verifier.cli.merge as merge
+import verifier.cli.proxy as proxy
+import verifier.cli.report as report
+import verifier.cli.run as run
+import verifier.cli.score as score
 
 # Order of `verifier --help`.
 COMMANDS = (run, score, list_suites, bless, calibrate, compare, gate, lm_eval, report, merge, engine, proxy, demo)
