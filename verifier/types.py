@@ -257,3 +257,102 @@ class Suite:
     """Whether an error status with this body means 'feature unsupported' (e.g. images on a text-only server)."""
     summarize: Callable[[list[Verdict]], dict[str, Any]] | None = None
     """Extra suite-level metrics that are not means of per-sample values."""
+
+
+# ----------------------------------------------------------------------------- R3: records after scoring
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One scored record as compare, calibrate and the report see it: a golden's samples.jsonl line.
+
+    Built from a Verdict plus the parsed journal (golden.observations); `to_dict` writes exactly the
+    historical row, key for key and in order, so goldens stay byte-compatible.
+    """
+
+    suite: str
+    sample_id: str
+    epoch: int
+    mode: str
+    outcome: str
+    """`content` | `contract` | `unsupported` | `infra` (see Verdict.outcome)."""
+    score: float | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    """Per-sample metric values, averaged per sample by compare."""
+    answer: Any = None
+    reason: str = ""
+    findings: tuple[str, ...] = ()
+    """Sorted, distinct contract finding codes."""
+    prompt_tokens: int | None = None
+    """`usage.prompt_tokens`: the chat-template / tokenizer fingerprint."""
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    tool_triggered: bool | None = None
+    """Whether the response called a tool (K2VV trigger decision); None when not a tool sample."""
+    tool_call_id_style: list[str] | None = None
+    """Shapes of the tool-call ids (e.g. `functions.NAME:IDX`), for the id-format signal."""
+    latency_ms: float | None = None
+    content: str | None = None
+    """Response text, capped (golden.MAX_CONTENT); None unless the outcome was judged."""
+    logprobs: list[list[Any]] | None = None
+    """[[token, logprob], ...] of the generated tokens, capped (golden.MAX_LOGPROBS)."""
+
+    @property
+    def judged(self) -> bool:
+        """Judged on the merits or for its envelope: an answer exists to compare."""
+        return self.outcome in JUDGED
+
+    @property
+    def clean(self) -> bool:
+        """A clean envelope: the only records numerics signals use."""
+        return self.outcome == "content"
+
+    @property
+    def tokens(self) -> list[str]:
+        return [t for t, _ in self.logprobs or []]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["findings"] = list(self.findings)
+        return d
+
+    @staticmethod
+    def from_dict(d: "dict[str, Any] | Observation") -> "Observation":
+        """Tolerant of older goldens and hand-built rows: missing keys take their defaults, unknown keys are ignored."""
+        if isinstance(d, Observation):
+            return d
+        known = {k: v for k, v in d.items() if k in _OBSERVATION_FIELDS}
+        known["findings"] = tuple(known.get("findings") or ())
+        known["metrics"] = known.get("metrics") or {}
+        return Observation(**known)
+
+
+_OBSERVATION_FIELDS = frozenset(Observation.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One line of a verdict's evidence in comparison.json: which signal, where, what it decided and why."""
+
+    signal: str
+    """`quality`, a signal name (`new_findings`, ...), `logprob_drift` or `probe:<name>`."""
+    suite: str
+    """Suite name, or `*` for run-wide evidence (probes)."""
+    verdict: str
+    """`pass` | `fail` | `inconclusive`."""
+    summary: str
+    """One line for a human: counts, rates, intervals, margins."""
+    metric: str | None = None
+    """For quality evidence: the metric (or `*` when none was measurable)."""
+    samples: tuple[str, ...] | None = None
+    """Example sample ids where the signal fired (at most 10)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        # The historical key order: signal, suite, [metric], verdict, summary, [samples].
+        d: dict[str, Any] = {"signal": self.signal, "suite": self.suite}
+        if self.metric is not None:
+            d["metric"] = self.metric
+        d.update(verdict=self.verdict, summary=self.summary)
+        if self.samples is not None:
+            d["samples"] = list(self.samples)
+        return d

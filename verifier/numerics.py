@@ -1,0 +1,158 @@
+"""The numerics side of a comparison: quality, flips and logprob drift on clean paired samples, and the
+verdict rules that turn paired values and event counts into pass / fail / inconclusive.
+
+Only samples with a clean envelope on both sides, untouched by every frontend signal, reach the
+accumulator here, so a frontend bug cannot masquerade as a quality drop.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from . import stats
+from .jsonsafe import is_finite_number
+from .signals import answer_key
+from .types import Observation
+
+# A floor under the calibrated drift, with its reason: llama.cpp with 2 parallel slots is not bit-stable
+# across reruns (batch composition), and its own reruns drifted 0.0028-0.0043 mean |Δ logprob| per token
+# on this testbed, while requantization and KV-cache quantization drifted 0.05-0.12. 0.01 sits between.
+DRIFT_FLOOR = 0.01
+# Drift fires above this multiple of the largest drift seen between reference reruns, or above the floor,
+# whichever is higher: the maximum over k=3 calibration runs underestimates the noise tail.
+DRIFT_FACTOR = 3.0
+
+
+def drift(g: Observation, c: Observation) -> tuple[int, float, int] | None:
+    """(measurable tokens of the shared prefix, sum |Δ logprob| over them, first divergence position) or None."""
+    if not g.logprobs or not c.logprobs:
+        return None
+    n = m = 0
+    total = 0.0
+    for (gt, glp), (ct, clp) in zip(g.logprobs, c.logprobs):
+        if gt != ct:
+            break
+        if is_finite_number(glp) and is_finite_number(clp):  # NaN/Infinity/null: not measurable, never "no drift"
+            total += abs(glp - clp)
+            m += 1
+        n += 1
+    return None if n and not m else (m, total, n)
+
+
+def reference(obs: Sequence[Observation]) -> Observation:
+    """The record drift is measured on (and a flip card shows): chat, epoch 0, when there is one."""
+    return next((o for o in obs if o.mode == "chat" and o.epoch == 0), obs[0])
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def flip(g: Sequence[Observation], c: Sequence[Observation]) -> str | None:
+    """`regressed` / `improved` when the mean score moved between the two sides, else None."""
+    gscore = [o.score for o in g if o.score is not None]
+    cscore = [o.score for o in c if o.score is not None]
+    if not gscore or not cscore:
+        return None
+    ga, ca = _mean(gscore), _mean(cscore)
+    return "regressed" if ga > ca else "improved" if ca > ga else None
+
+
+@dataclass
+class Numerics:
+    """Per-suite accumulator over clean, frontend-untouched paired samples."""
+
+    metrics: dict[str, tuple[list[float], list[float]]] = field(default_factory=lambda: defaultdict(lambda: ([], [])))
+    metric_ids: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    flips: dict[str, list[str]] = field(default_factory=lambda: {"regressed": [], "improved": []})
+    drift_tokens: int = 0
+    drift_sum: float = 0.0
+    first_div: list[int] = field(default_factory=list)
+    answers_same: int = 0
+    answers_n: int = 0
+
+    def add(self, sid: str, g: Sequence[Observation], c: Sequence[Observation]) -> None:
+        """One paired sample; both lists hold clean records only and neither is empty."""
+        self.answers_n += 1
+        self.answers_same += {answer_key(o) for o in g} == {answer_key(o) for o in c}
+        for m in sorted(set(g[0].metrics) & set(c[0].metrics)):
+            self.metrics[m][0].append(sum(o.metrics[m] for o in g if m in o.metrics) / len(g))
+            self.metrics[m][1].append(sum(o.metrics[m] for o in c if m in o.metrics) / len(c))
+            self.metric_ids[m].append(sid)
+        kind = flip(g, c)
+        if kind:
+            self.flips[kind].append(sid)
+        d = drift(reference(g), reference(c))
+        if d:
+            self.drift_tokens += d[0]
+            self.drift_sum += d[1]
+            self.first_div.append(d[2])
+
+    def to_dict(self) -> dict[str, Any]:
+        fd = sorted(self.first_div)
+        return {
+            "metrics": {m: {"golden": v[0], "candidate": v[1], "ids": self.metric_ids[m]} for m, v in self.metrics.items()},
+            "flips": self.flips,
+            "drift": {
+                "tokens": self.drift_tokens,
+                "mean_abs_delta": (self.drift_sum / self.drift_tokens) if self.drift_tokens else None,
+                "first_divergence_median": fd[len(fd) // 2] if fd else None,
+                "samples": len(fd),
+            },
+            "answer_agreement": (self.answers_same / self.answers_n) if self.answers_n else None,
+        }
+
+
+def metric_verdict(golden: list[float], cand: list[float], margin: float, seed: int = 0) -> dict[str, Any]:
+    n = len(golden)
+    if n == 0:
+        return {"golden": None, "candidate": None, "delta": None, "ci": [None, None], "margin": margin, "p_value": None, "n": 0, "verdict": "inconclusive"}
+    g, c = sum(golden) / n, sum(cand) / n
+    lo, hi = stats.paired_bootstrap(golden, cand, seed=seed)
+    p = None
+    if stats.is_binary(golden) and stats.is_binary(cand):
+        b = sum(1 for x, y in zip(golden, cand) if x == 1 and y == 0)
+        cc = sum(1 for x, y in zip(golden, cand) if x == 0 and y == 1)
+        p = stats.mcnemar_exact(b, cc)
+    eps = 1e-12
+    if lo >= -margin - eps:
+        verdict = "pass"
+    elif hi < -margin - eps and (p is None or p < 0.05):
+        verdict = "fail"
+    else:
+        verdict = "inconclusive"
+    return {"golden": stats.rnd(g), "candidate": stats.rnd(c), "delta": stats.rnd(c - g), "ci": [stats.rnd(lo), stats.rnd(hi)],
+            "margin": margin, "p_value": stats.rnd(p), "n": n, "verdict": verdict}
+
+
+def event_verdict(k: int, n: int, margin: float) -> dict[str, Any]:
+    """A rate of events that should not happen (beyond the calibrated rate): fail when Wilson's lower bound clears it."""
+    if n == 0:
+        return {"rate": None, "ci": [None, None], "count": 0, "n": 0, "margin": margin, "verdict": "pass", "note": "not measurable here"}
+    lo, hi = stats.wilson(k, n)
+    rate = k / n
+    eps = 1e-12
+    verdict = "fail" if lo > margin + eps else "pass" if rate <= margin + eps else "inconclusive"
+    return {"rate": stats.rnd(rate), "ci": [stats.rnd(lo), stats.rnd(hi)], "count": k, "n": n, "margin": margin, "verdict": verdict}
+
+
+def drift_state(d: dict[str, Any], calibrated: float) -> dict[str, Any]:
+    """The drift block of comparison.json: the fire threshold and whether it was crossed."""
+    margin = max(DRIFT_FACTOR * (calibrated if d["mean_abs_delta"] is not None else 0.0), DRIFT_FLOOR)
+    if d["mean_abs_delta"] is None:
+        state = "unavailable"
+    else:
+        state = "fired" if d["mean_abs_delta"] > margin else "clean"
+    return {**d, "margin": margin, "state": state, "mean_abs_delta": stats.rnd(d["mean_abs_delta"])}
+
+
+def tool_trigger(t: dict[str, int]) -> dict[str, Any] | None:
+    """Precision / recall / F1 of the candidate's tool-call decision against the golden's (K2VV)."""
+    if not sum(t.values()):
+        return None
+    prec = t["tp"] / (t["tp"] + t["fp"]) if t["tp"] + t["fp"] else None
+    rec = t["tp"] / (t["tp"] + t["fn"]) if t["tp"] + t["fn"] else None
+    f1 = 2 * prec * rec / (prec + rec) if prec and rec else (0.0 if prec is not None and rec is not None else None)
+    return {**t, "precision": stats.rnd(prec), "recall": stats.rnd(rec), "f1": stats.rnd(f1)}

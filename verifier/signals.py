@@ -1,0 +1,154 @@
+"""The signal table: one small pure function per signal, shared by compare and calibrate.
+
+Each signal looks at one paired sample, the golden's observations of it and the candidate's
+(every epoch and mode of that sample id), and answers:
+    True   the event happened on this sample (it counts against the candidate),
+    False  measured, and it did not happen,
+    None   not measurable on this sample (it is left out of the denominator).
+compare turns the per-sample answers into an event rate with a Wilson interval against the
+calibrated margin; calibrate measures the same rates between reference reruns. So a new signal
+is one function here plus one entry in FRONTEND_SIGNALS or NUMERICS_SIGNALS, and its margin key
+is `<suite>/signal:<function name>`.
+
+Frontend signals are weight-independent: a sample on which any of them fired is kept out of the
+numerics comparison (DESIGN.md, "Attribution").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections import defaultdict
+from typing import Callable, Sequence
+
+from .contract import MODEL_BEHAVIOUR
+from .golden import MAX_LOGPROBS
+from .types import Observation
+
+Obs = Sequence[Observation]
+Signal = Callable[[Obs, Obs], "bool | None"]
+
+
+def answer_key(o: Observation) -> str:
+    return json.dumps(o.answer, sort_keys=True)
+
+
+def degenerate(text: str | None) -> bool:
+    """A repetition loop: the tail is one short unit repeated many times ('foss foss foss...')."""
+    if not text or len(text) < 40:
+        return False
+    tail = text[-400:]
+    if len(zlib.compress(tail.encode())) > 0.5 * len(tail.encode()):
+        return False  # fast path: a loop compresses very well, ordinary text does not
+    m = re.search(r"(.{1,40}?)\1{5,}$", tail, flags=re.S)
+    return bool(m and len(m.group(0)) >= 30)
+
+
+def tokens_diverge(a: list[list[str]], b: list[list[str]]) -> bool:
+    """Whether the two paths generated different token sequences (compared on their common length).
+
+    Then a different answer is the decoding's doing (batch-order nondeterminism, amplified by a
+    quantized KV cache), not the assembly's: a stream-assembly or detokenizer bug keeps the tokens
+    and changes the text. Unknown (no logprobs) counts as not diverging.
+    """
+    if not a or not b:
+        return False
+
+    def visible(t: list[str]) -> list[str]:
+        # llama-server lists the end-of-generation token as "" in non-streamed logprobs only.
+        while t and t[-1] == "":
+            t = t[:-1]
+        return t
+
+    x, y = visible(a[0]), visible(b[0])
+    n = min(len(x), len(y))
+    # Different lengths below the stored cap: one path stopped (EOS) where the other went on.
+    return x[:n] != y[:n] or (len(x) != len(y) and n < MAX_LOGPROBS)
+
+
+# ----------------------------------------------------------------------------- frontend signals
+
+def new_findings(g: Obs, c: Obs) -> bool | None:
+    """A contract finding the golden never had on this sample (model-behaviour codes excepted)."""
+    if not any(o.judged for o in g) or not any(o.judged for o in c):
+        return None
+    gcodes = {code for o in g for code in o.findings}
+    ccodes = {code for o in c for code in o.findings}
+    return bool((ccodes - gcodes) - MODEL_BEHAVIOUR)
+
+
+def prompt_tokens_mismatch(g: Obs, c: Obs) -> bool | None:
+    """The prompt-token fingerprint moved: chat template, tokenizer or image preprocessing changed."""
+    gpt = {o.prompt_tokens for o in g if o.prompt_tokens is not None}
+    cpt = {o.prompt_tokens for o in c if o.prompt_tokens is not None}
+    if not gpt or not cpt:
+        return None
+    return gpt != cpt
+
+
+def _path_mismatch(c: Obs, other: str) -> bool | None:
+    """The chat path and `other` answered differently while generating the same tokens."""
+    answers: dict[str, set[str]] = defaultdict(set)
+    tokens: dict[str, list[list[str]]] = defaultdict(list)
+    for o in c:
+        if o.judged:
+            answers[o.mode].add(answer_key(o))
+            if o.logprobs:
+                tokens[o.mode].append(o.tokens)
+    if "chat" not in answers or other not in answers:
+        return None
+    return answers["chat"] != answers[other] and not tokens_diverge(tokens["chat"], tokens[other])
+
+
+def stream_parity_mismatch(g: Obs, c: Obs) -> bool | None:
+    """Streamed and non-streamed answers of the candidate disagree (stream assembly)."""
+    return _path_mismatch(c, "chat-stream")
+
+
+def dual_path_mismatch(g: Obs, c: Obs) -> bool | None:
+    """The chat path and the client-rendered completions path disagree (chat template)."""
+    return _path_mismatch(c, "completions")
+
+
+def new_unsupported(g: Obs, c: Obs) -> bool | None:
+    """The candidate refuses (4xx) a request the golden served."""
+    return any(o.outcome == "unsupported" for o in c) and not any(o.outcome == "unsupported" for o in g)
+
+
+def tool_call_id_format_changed(g: Obs, c: Obs) -> bool | None:
+    """Tool-call ids in a shape the golden never used (clients that parse ids break)."""
+    gst = {x for o in g for x in (o.tool_call_id_style or [])}
+    cst = {x for o in c for x in (o.tool_call_id_style or [])}
+    if not gst or not cst:
+        return None
+    return bool(cst - gst)
+
+
+# ----------------------------------------------------------------------------- numerics signals
+
+def repetition(g: Obs, c: Obs) -> bool | None:
+    """The candidate fell into a repetition loop where the golden did not (a numerics symptom)."""
+    if not any(o.judged for o in c):
+        return None
+    return any(degenerate(o.content) for o in c) and not any(degenerate(o.content) for o in g)
+
+
+# The order is the order of the evidence in comparison.json.
+FRONTEND_SIGNALS: tuple[Signal, ...] = (new_findings, prompt_tokens_mismatch, stream_parity_mismatch, new_unsupported,
+                                        tool_call_id_format_changed, dual_path_mismatch)
+NUMERICS_SIGNALS: tuple[Signal, ...] = (repetition,)
+SIGNALS: tuple[Signal, ...] = FRONTEND_SIGNALS + NUMERICS_SIGNALS
+FRONTEND_EVENTS = tuple(f.__name__ for f in FRONTEND_SIGNALS)
+NUMERICS_EVENTS = tuple(f.__name__ for f in NUMERICS_SIGNALS)
+EVENTS = FRONTEND_EVENTS + NUMERICS_EVENTS
+
+
+def evaluate(g: Obs, c: Obs) -> dict[str, bool | None]:
+    """Every signal of the table on one paired sample, by name."""
+    return {f.__name__: f(g, c) for f in SIGNALS}
+
+
+def touched_by_frontend(results: dict[str, bool | None]) -> bool:
+    """Whether any frontend signal fired: such a sample is kept out of the numerics comparison."""
+    return any(results[name] for name in FRONTEND_EVENTS)
