@@ -13,7 +13,7 @@ from typing import Any
 
 from . import journal, scoring
 from .parse import MalformedBody, parse_exchange
-from .types import JUDGED
+from .types import JUDGED, Observation
 
 FORMAT = 1
 GOLDEN = "golden.json"
@@ -44,18 +44,7 @@ def observations(run_dir: Path) -> list[dict[str, Any]]:
                     logprobs = [[t.get("token"), t.get("logprob")] for t in p.logprobs[:MAX_LOGPROBS]]
             except MalformedBody:
                 pass
-        out.append({
-            "suite": v.suite, "sample_id": v.sample_id, "epoch": v.epoch, "mode": v.mode,
-            "outcome": v.outcome, "score": v.score, "metrics": v.metrics, "answer": v.answer, "reason": v.reason,
-            "findings": sorted({f.code for f in v.findings}),
-            "prompt_tokens": v.signals.get("prompt_tokens"),
-            "completion_tokens": v.signals.get("completion_tokens"),
-            "finish_reason": v.signals.get("finish_reason"),
-            "tool_triggered": v.signals.get("tool_triggered"),
-            "tool_call_id_style": v.signals.get("tool_call_id_style"),
-            "latency_ms": v.signals.get("latency_ms"),
-            "content": content, "logprobs": logprobs,
-        })
+        out.append(Observation.from_verdict(v, content, logprobs).to_dict())
     return out
 
 

@@ -317,6 +317,19 @@ class Observation:
         return d
 
     @staticmethod
+    def from_verdict(v: Verdict, content: str | None = None, logprobs: list[list[Any]] | None = None) -> "Observation":
+        """The one place a scored Verdict becomes an observation row (content and logprobs come from the journal)."""
+        s = v.signals
+        return Observation(
+            suite=v.suite, sample_id=v.sample_id, epoch=v.epoch, mode=v.mode, outcome=v.outcome, score=v.score,
+            metrics=v.metrics, answer=v.answer, reason=v.reason, findings=tuple(sorted({f.code for f in v.findings})),
+            prompt_tokens=s.get("prompt_tokens"), completion_tokens=s.get("completion_tokens"),
+            finish_reason=s.get("finish_reason"), tool_triggered=s.get("tool_triggered"),
+            tool_call_id_style=s.get("tool_call_id_style"), latency_ms=s.get("latency_ms"),
+            content=content, logprobs=logprobs,
+        )
+
+    @staticmethod
     def from_dict(d: "dict[str, Any] | Observation") -> "Observation":
         """Tolerant of older goldens and hand-built rows: missing keys take their defaults, unknown keys are ignored."""
         if isinstance(d, Observation):

@@ -1,0 +1,99 @@
+"""What CI keeps from a gate besides the HTML: JUnit XML, a Markdown summary, the per-sample CSV.
+
+junit_xml and markdown are pure functions of the comparison document; the CSV is the joined
+per-sample table (data.inputs) flattened.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .data import Inputs, fmt
+
+
+def samples_frame(inp: Inputs) -> pd.DataFrame:
+    """The per-sample comparison as a flat table (what --csv writes)."""
+    df = inp.frame.drop(columns=["anchor"]).copy()
+    for col in ("c_findings", "g_findings", "new_findings"):
+        df[col] = [" ".join(v) if isinstance(v, list) else (v or "") for v in df[col]]
+    return df
+
+
+def write_csv(inp: Inputs, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    samples_frame(inp).to_csv(path, index=False)
+
+
+def junit_xml(doc: dict[str, Any]) -> str:
+    """One <testcase> per gate check: every frontend/quantization evidence item, plus the infra budget."""
+    suite = ET.Element("testsuite", name="verifier gate")
+    cases = []
+    for side in ("frontend", "quantization"):
+        for e in doc[side]["evidence"]:
+            name = f"{e['suite']}: {e['signal']}" + (f"/{e['metric']}" if e.get("metric") else "")
+            cases.append((f"verifier.{side}", name, e["verdict"], e["summary"] + (f"\nsamples: {', '.join(e['samples'])}" if e.get("samples") else "")))
+    inf = doc["infra"]
+    over = inf["rate"] is not None and inf["rate"] > inf["budget"]
+    cases.append(("verifier.infra", "infra error budget", "fail" if over else "pass",
+                  f"infra errors {inf['count']}/{inf['total']} (rate {inf['rate']}, budget {inf['budget']})"))
+    fails = skips = 0
+    for cls, name, verdict, text in cases:
+        tc = ET.SubElement(suite, "testcase", classname=cls, name=name)
+        if verdict == "fail":
+            fails += 1
+            f = ET.SubElement(tc, "failure", message=text.splitlines()[0][:500], type=verdict)
+            f.text = text
+        elif verdict == "inconclusive":
+            # Neither pass nor fail: visible in CI as skipped with the reason, the exit code decides the job.
+            skips += 1
+            ET.SubElement(tc, "skipped", message="inconclusive: " + text.splitlines()[0][:500])
+        ET.SubElement(tc, "system-out").text = text
+    suite.set("tests", str(len(cases)))
+    suite.set("failures", str(fails))
+    suite.set("skipped", str(skips))
+    suite.set("errors", "0")
+    root = ET.Element("testsuites", name="verifier", tests=str(len(cases)), failures=str(fails))
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+ICON = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}
+STATUS_ICON = {"pass": "✅", "inconclusive": "⚠️", "incomplete": "⛔", "frontend_regression": "❌", "quantization_regression": "❌", "both": "❌"}
+
+
+def _md(x: Any) -> str:
+    """A Markdown table cell: no pipes or newlines from model output, HTML-escaped (GitHub renders inline HTML)."""
+    return _html.escape(fmt(x), quote=False).replace("|", "\\|").replace("\n", " ")[:120]
+
+
+def markdown(doc: dict[str, Any], report_path: str | None = None, top_flips: int = 10) -> str:
+    lines = [f"## verifier: {STATUS_ICON.get(doc['status'], '')} `{doc['status']}` (exit {doc['exit_code']})", "",
+             f"{_md(doc['meaning'])}", "",
+             f"- frontend: {ICON.get(doc['frontend']['verdict'], '')} **{doc['frontend']['verdict']}**",
+             f"- quantization: {ICON.get(doc['quantization']['verdict'], '')} **{doc['quantization']['verdict']}**",
+             f"- infra errors: {doc['infra']['count']}/{doc['infra']['total']} (budget {doc['infra']['budget']:.0%})"]
+    g = doc.get("golden") or {}
+    if g.get("name"):
+        lines.append(f"- golden: `{_md(g['name'])}`, run: `{_md((doc.get('run') or {}).get('run_id'))}`")
+    lines += ["", "| suite | metric | golden | candidate | delta | CI | margin | p | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    for suite, s in doc.get("suites", {}).items():
+        for m, v in s.get("metrics", {}).items():
+            lines.append(f"| {_md(suite)} | {_md(m)} | {_md(v['golden'])} | {_md(v['candidate'])} | {_md(v['delta'])} | {_md(v['ci'])} | "
+                         f"{_md(v['margin'])} | {_md(v['p_value'])} | {ICON.get(v['verdict'], '')} {v['verdict']} |")
+    fired = [e for side in ("frontend", "quantization") for e in doc[side]["evidence"] if e["verdict"] != "pass"]
+    lines += ["", "### Signals that fired" if fired else "### Signals: none fired", ""]
+    for e in fired:
+        lines.append(f"- {ICON.get(e['verdict'], '')} {_md(e['suite'])}: {_md(e['summary'])}")
+    flips = [(suite, sid) for suite, s in doc.get("suites", {}).items() for sid in s.get("flips", {}).get("regressed", [])]
+    if flips:
+        lines += ["", f"### Top regressed samples ({len(flips)} in all)", ""]
+        lines += [f"- `{_md(suite)}/{_md(sid)}`" for suite, sid in flips[:top_flips]]
+    if report_path:
+        lines += ["", f"Full report: `{_md(report_path)}`"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,134 @@
+"""The report's inputs as values, and the per-sample table every view reads.
+
+RunData and GoldenData are what the files layer reads from disk; `inputs` joins them with the
+comparison document into one row per (suite, sample, epoch, mode), columns `c_*` (candidate)
+and `g_*` (golden). Everything here is pure: no file is read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..types import Exchange, Observation
+
+MAX_CONTENT = 4000          # same cap as goldens: both sides of a diff are cut alike
+KEYS = ["suite", "sample_id", "epoch", "mode"]
+COLS = ["outcome", "score", "answer", "reason", "findings", "prompt_tokens", "completion_tokens", "finish_reason", "latency_ms", "content"]
+
+
+@dataclass(frozen=True)
+class RunData:
+    """A scored run directory as the report reads it."""
+
+    run_dir: Path
+    header: dict[str, Any]
+    """run.json."""
+    summary: dict[str, Any]
+    """summary.json (`{"suites": {}}` when absent)."""
+    rows: list[Observation]
+    """One per verdict; content capped at MAX_CONTENT, no logprobs (the report does not show them)."""
+    findings: list[dict[str, Any]]
+    """Candidate findings with their detail: suite, sample_id, mode, code, detail."""
+    exchanges: dict[tuple[str, str, int, str], Exchange] = field(default_factory=dict)
+    """The journal, for raw bodies and requests in flip cards."""
+
+
+@dataclass(frozen=True)
+class GoldenData:
+    """A loaded golden: golden.json and its observations."""
+
+    meta: dict[str, Any]
+    obs: list[Observation]
+
+    @staticmethod
+    def of(meta: dict[str, Any], obs: list[Any]) -> "GoldenData":
+        return GoldenData(meta, [Observation.from_dict(o) for o in obs])
+
+
+@dataclass
+class Inputs:
+    """Everything the views need: the run, the golden's metadata, the comparison and the joined table."""
+
+    run_dir: Path
+    header: dict[str, Any]
+    summary: dict[str, Any]
+    doc: dict[str, Any] | None
+    golden_meta: dict[str, Any] | None
+    frame: pd.DataFrame                     # one row per (suite, sample, epoch, mode), columns c_* and g_*
+    exchanges: dict[tuple[str, str, int, str], Exchange]
+    findings: pd.DataFrame                  # candidate findings with detail: suite, sample_id, mode, code, detail
+
+
+def j(x: Any) -> str | None:
+    """Answers are compared and shown as canonical JSON text."""
+    return None if x is None else json.dumps(x, sort_keys=True, ensure_ascii=False)
+
+
+def anchor(sample_id: str) -> str:
+    """A stable, HTML-id-safe form of a sample id: [A-Za-z0-9-] kept, anything else as _<hex>_ (reversible)."""
+    return re.sub(r"[^A-Za-z0-9-]", lambda m: f"_{ord(m.group(0)):x}_", sample_id)
+
+
+def _side(obs: list[Observation], prefix: str) -> pd.DataFrame:
+    rows = [[getattr(o, k) for k in KEYS] + [j(o.answer) if k == "answer" else list(o.findings) if k == "findings" else getattr(o, k)
+                                             for k in COLS] for o in obs]
+    # dtype=object: no per-column type inference (pandas' arrow strings cost ~0.4 s at 10k rows and buy nothing here).
+    df = pd.DataFrame(rows, columns=KEYS + COLS, dtype=object)
+    return df.rename(columns={k: prefix + k for k in COLS})
+
+
+def _flips(doc: dict[str, Any] | None) -> dict[tuple[str, str], str]:
+    flips: dict[tuple[str, str], str] = {}
+    for suite, s in ((doc or {}).get("suites") or {}).items():
+        for kind in ("regressed", "improved"):
+            for sid in s.get("flips", {}).get(kind, []):
+                flips[(suite, sid)] = kind
+    return flips
+
+
+def frame(cand: list[Observation], gold: list[Observation] | None, doc: dict[str, Any] | None) -> pd.DataFrame:
+    c = _side(cand, "c_")
+    if gold is not None:
+        df = c.merge(_side(gold, "g_"), on=KEYS, how="outer")
+    else:
+        df = c.assign(**{"g_" + k: None for k in COLS})
+    df = df.sort_values(KEYS, kind="stable").reset_index(drop=True)
+    df = df.astype(object).where(df.notna(), None)
+    for col in ("epoch", "c_prompt_tokens", "g_prompt_tokens", "c_completion_tokens", "g_completion_tokens"):
+        df[col] = [None if v is None else int(v) for v in df[col]]  # an outer merge turned them into floats
+    flips = _flips(doc)
+    ids_per_suite = df.groupby("sample_id")["suite"].nunique()
+    shared = set(ids_per_suite[ids_per_suite > 1].index)
+    df["anchor"] = [anchor(f"{su}/{sid}" if sid in shared else sid) for su, sid in zip(df["suite"], df["sample_id"])]
+    df["flip"] = [flips.get(k, "") for k in zip(df["suite"], df["sample_id"])]
+    df["new_findings"] = [sorted(set(cf or []) - set(gf or [])) if gf is not None else [] for cf, gf in zip(df["c_findings"], df["g_findings"])]
+    df["answer_changed"] = [g is not None and c_ is not None and g != c_ for g, c_ in zip(df["g_answer"], df["c_answer"])]
+    df["pt_mismatch"] = [g is not None and c_ is not None and g != c_ for g, c_ in zip(df["g_prompt_tokens"], df["c_prompt_tokens"])]
+    return df
+
+
+def inputs(run: RunData, golden: GoldenData | None, doc: dict[str, Any] | None) -> Inputs:
+    """The joined view model of (run, golden, comparison)."""
+    fdf = pd.DataFrame(run.findings, columns=["suite", "sample_id", "mode", "code", "detail"])
+    return Inputs(run.run_dir, run.header, run.summary, doc, golden.meta if golden else None,
+                  frame(run.rows, golden.obs if golden else None, doc), run.exchanges, fdf)
+
+
+def fmt(x: Any, digits: int = 4) -> str:
+    """A number or list for humans: the HTML template's `fmt` filter and the Markdown cells."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if isinstance(x, bool):
+        return str(x).lower()
+    if isinstance(x, float):
+        return f"{x:.{digits}g}"
+    if isinstance(x, (list, tuple)):
+        return "[" + ", ".join(fmt(v, digits) for v in x) + "]"
+    return str(x)

@@ -1,0 +1,144 @@
+"""The report's edge: read a run directory, a golden and a comparison from disk; write the outputs.
+
+The renderers (html.render, ci.junit_xml, ci.markdown) are pure; this module is the only one in
+the package that touches files. Scoring an unscored run and comparing when no comparison exists
+are application steps: they are imported from the application layer inside the one function
+that needs each, so importing verifier.report stays cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .. import golden as golden_mod
+from .. import journal, scoring
+from ..errors import UsageError
+from ..parse import MalformedBody, parse_exchange
+from ..types import Observation
+from . import ci, html
+from .data import MAX_CONTENT, GoldenData, Inputs, RunData, inputs
+
+
+def read_run(run_dir: Path) -> RunData:
+    """Verdicts joined with the parsed journal, read once; scores the run first when it has no verdicts yet."""
+    run_dir = Path(run_dir)
+    header = journal.check_run_dir(run_dir)
+    if not (run_dir / scoring.VERDICTS).exists():
+        from ..app import score  # application step
+
+        score(run_dir)
+    exchanges = journal.read_exchanges(run_dir)
+    rows, finds = [], []
+    for v in scoring.read_verdicts(run_dir):
+        ex = exchanges.get((v.suite, v.sample_id, v.epoch, v.mode))
+        content = None
+        if ex is not None and v.outcome in ("content", "contract"):
+            try:
+                content = (parse_exchange(ex).content or "")[:MAX_CONTENT]
+            except MalformedBody:
+                pass
+        rows.append(Observation.from_verdict(v, content))
+        finds += [{"suite": v.suite, "sample_id": v.sample_id, "mode": v.mode, "code": f.code, "detail": f.detail[:300]} for f in v.findings]
+    sp = run_dir / scoring.SUMMARY
+    summary = json.loads(sp.read_text(encoding="utf-8")) if sp.exists() else {"suites": {}}
+    return RunData(run_dir, header, summary, rows, finds, exchanges)
+
+
+def read_golden(path: str | Path) -> GoldenData | None:
+    """The golden, or None when it is gone or broken (the report still shows the comparison made against it)."""
+    try:
+        meta, obs = golden_mod.load(Path(path))
+    except golden_mod.BadGolden:
+        return None
+    return GoldenData.of(meta, obs)
+
+
+def comparison(run_dir: Path, golden_path: str | Path) -> dict[str, Any]:
+    """RUN_DIR/comparison.json when it was made against this golden; otherwise compare now (without overwriting it)."""
+    from ..app_gate import compare_run  # application step
+
+    cp = run_dir / "comparison.json"
+    if cp.exists():
+        doc = json.loads(cp.read_text(encoding="utf-8"))
+        if (doc.get("golden") or {}).get("name") == Path(golden_path).name:
+            return doc
+        with tempfile.TemporaryDirectory() as td:
+            return compare_run(run_dir, str(golden_path), Path(td) / "comparison.json", 0.02)
+    return compare_run(run_dir, str(golden_path), None, 0.02)
+
+
+def load(run_dir: Path | str, golden_path: str | Path | None, doc: dict[str, Any] | None,
+         golden: GoldenData | None = None) -> Inputs:
+    """The report's inputs from disk. Pass `golden` when the caller has it loaded (the gate does).
+
+    Without either, a comparison's recorded golden path is used: older callers pass only the document.
+    """
+    run_dir = Path(run_dir)
+    run = read_run(run_dir)
+    if golden is None:
+        if golden_path is None and doc is not None:
+            golden_path = (doc.get("golden") or {}).get("path")
+        if golden_path is not None:
+            if doc is None:
+                doc = comparison(run_dir, golden_path)
+            golden = read_golden(golden_path)
+    return inputs(run, golden, doc)
+
+
+def render_html(run_dir: Path | str, golden_path: str | Path | None, doc: dict[str, Any] | None) -> str:
+    """The HTML report of a run directory, optionally against a golden directory."""
+    return html.render_inputs(load(run_dir, golden_path, doc))
+
+
+def write_all(run_dir: Path | str, doc: dict[str, Any], html: str | Path | None = None, junit: str | Path | None = None,
+              markdown: str | Path | None = None, csv: str | Path | None = None, golden: GoldenData | None = None) -> dict[str, Path]:
+    """Everything CI keeps from a gate: report.html, junit.xml, summary.md (+ $GITHUB_STEP_SUMMARY), samples.csv."""
+    run_dir = Path(run_dir)
+    paths = {"html": Path(html) if html else run_dir / "report.html", "junit": Path(junit) if junit else run_dir / "junit.xml",
+             "markdown": Path(markdown) if markdown else run_dir / "summary.md", "csv": Path(csv) if csv else run_dir / "samples.csv"}
+    for p in paths.values():
+        p.parent.mkdir(parents=True, exist_ok=True)
+    inp = load(run_dir, None, doc, golden)
+    paths["html"].write_text(_html.render_inputs(inp), encoding="utf-8")
+    ci.write_csv(inp, paths["csv"])
+    paths["junit"].write_text(ci.junit_xml(doc), encoding="utf-8")
+    md = ci.markdown(doc, str(paths["html"]))
+    paths["markdown"].write_text(md, encoding="utf-8")
+    step = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step:
+        with open(step, "a", encoding="utf-8") as f:
+            f.write(md)
+    return paths
+
+
+_html = html  # write_all's parameter named `html` shadows the module
+
+
+# ----------------------------------------------------------------------------- the `report` command (verifier/cli/report.py registers it)
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", help="scored (or scorable) run directory")
+    p.add_argument("--golden", help="golden directory: compare against it (uses RUN_DIR/comparison.json when made against it)")
+    p.add_argument("-o", "--out", help="HTML file to write (default RUN_DIR/report.html)")
+    p.add_argument("--csv", help="also write the per-sample comparison as CSV to this file")
+
+
+def run(a: argparse.Namespace) -> int:
+    run_dir = Path(a.run_dir)
+    try:
+        inp = load(run_dir, a.golden, None)
+    except journal.NotARunDir as e:
+        raise UsageError(str(e)) from None
+    out = Path(a.out) if a.out else run_dir / "report.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(_html.render_inputs(inp), encoding="utf-8")
+    if a.csv:
+        ci.write_csv(inp, Path(a.csv))
+    status = (inp.doc or {}).get("status", "single run")
+    print(f"report: {out} ({status}, {len(inp.frame)} records)")
+    return 0
