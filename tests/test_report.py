@@ -193,6 +193,18 @@ def test_junit_for_a_pass_and_for_incomplete():
     assert "5/10" in cases["infra error budget"].find("failure").text
 
 
+def test_render_is_a_pure_function_of_run_golden_and_comparison(world, tmp_path):
+    """html.render never reads the golden back from the path recorded in the comparison: the caller passes it."""
+    doc = json.loads((world["cand"] / "comparison.json").read_text())
+    run, golden = report.read_run(world["cand"]), report.read_golden(world["golden"])
+    html = report.render(run, golden, doc)
+    assert html == report.render_html(world["cand"], world["golden"], None)
+    moved = {**doc, "golden": {**doc["golden"], "path": str(tmp_path / "gone")}}
+    assert report.render(run, golden, moved) == html
+    paths = report.write_all(shutil.copytree(world["cand"], tmp_path / "c"), moved, golden=golden)
+    assert paths["html"].read_text(encoding="utf-8") == html
+
+
 def test_single_run_report(world):
     html = report.render_html(world["ref"], None, None)
     assert 'id="status">single run<' in html and ">accuracy<" in html
