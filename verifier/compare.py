@@ -152,7 +152,7 @@ def _signal_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> 
         n = s["denominators"][name]
         key = f"{suite}/signal:{name}"
         # A signal this run cannot measure needs no margin (older goldens predate newer signals).
-        margin = _margin(margins, key) if n else margins.get(key, {}).get("value", 0.0)
+        margin = _margin(margins, key) if n or key in margins else 0.0
         ev = event_verdict(len(s["events"][name]), n, margin)
         ev["samples"] = s["events"][name][:50]
         sigs[name] = ev

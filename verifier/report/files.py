@@ -60,13 +60,14 @@ def read_golden(path: str | Path) -> GoldenData | None:
 
 def comparison(run_dir: Path, golden_path: str | Path) -> dict[str, Any]:
     """RUN_DIR/comparison.json when it was made against this golden; otherwise compare now (without overwriting it)."""
-    from ..app_gate import compare_run  # application step
-
     cp = run_dir / "comparison.json"
     if cp.exists():
         doc = json.loads(cp.read_text(encoding="utf-8"))
         if (doc.get("golden") or {}).get("name") == Path(golden_path).name:
             return doc
+    from ..app_gate import compare_run  # application step; pulls in the openai SDK (~2 s)
+
+    if cp.exists():
         with tempfile.TemporaryDirectory() as td:
             return compare_run(run_dir, str(golden_path), Path(td) / "comparison.json", 0.02)
     return compare_run(run_dir, str(golden_path), None, 0.02)
