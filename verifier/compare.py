@@ -111,6 +111,11 @@ def paired_signals(golden: Rows, cand: Rows) -> dict[str, dict[str, Any]]:
     return {suite: _suite_signals(G[suite], C[suite]) for suite in sorted(set(G) & set(C))}
 
 
+def _drift(g: Mapping[str, Any], c: Mapping[str, Any]) -> tuple[int, float, int] | None:
+    """numerics.logprob_drift of two observation rows as dicts (kept for callers of the dict-based API)."""
+    return numerics.logprob_drift(g.get("logprobs"), c.get("logprobs"))
+
+
 def _margin(margins: dict[str, Any], key: str) -> float:
     m = margins.get(key)
     if m is None:
@@ -163,7 +168,7 @@ def _signal_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> 
     return sigs, fe, q
 
 
-def _drift(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
+def _drift_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
     d = s["drift"]
     d = numerics.drift_state(d, _margin(margins, f"{suite}/drift") if d["mean_abs_delta"] is not None else 0.0)
     if d["state"] == "unavailable":
@@ -177,7 +182,7 @@ def _suite_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> t
     """One suite's block of comparison.json, with its frontend and numerics evidence."""
     mets, q = _quality(suite, s, margins)
     sigs, fe, q_sig = _signal_verdicts(suite, s, margins)
-    d, q_drift = _drift(suite, s, margins)
+    d, q_drift = _drift_evidence(suite, s, margins)
     block = {
         "paired": s["paired"], "golden_only": s["golden_only"], "candidate_only": s["candidate_only"],
         "metrics": mets, "signals": sigs, "drift": d, "flips": s["flips"], "findings": s["findings"],

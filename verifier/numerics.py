@@ -25,13 +25,13 @@ DRIFT_FLOOR = 0.01
 DRIFT_FACTOR = 3.0
 
 
-def drift(g: Observation, c: Observation) -> tuple[int, float, int] | None:
+def logprob_drift(gl: list[list[Any]] | None, cl: list[list[Any]] | None) -> tuple[int, float, int] | None:
     """(measurable tokens of the shared prefix, sum |Δ logprob| over them, first divergence position) or None."""
-    if not g.logprobs or not c.logprobs:
+    if not gl or not cl:
         return None
     n = m = 0
     total = 0.0
-    for (gt, glp), (ct, clp) in zip(g.logprobs, c.logprobs):
+    for (gt, glp), (ct, clp) in zip(gl, cl):
         if gt != ct:
             break
         if is_finite_number(glp) and is_finite_number(clp):  # NaN/Infinity/null: not measurable, never "no drift"
@@ -39,6 +39,11 @@ def drift(g: Observation, c: Observation) -> tuple[int, float, int] | None:
             m += 1
         n += 1
     return None if n and not m else (m, total, n)
+
+
+def drift(g: Observation, c: Observation) -> tuple[int, float, int] | None:
+    """logprob_drift of two records of the same sample."""
+    return logprob_drift(g.logprobs, c.logprobs)
 
 
 def reference(obs: Sequence[Observation]) -> Observation:
