@@ -20,7 +20,8 @@ from .. import journal, scoring
 from ..errors import UsageError
 from ..parse import MalformedBody, parse_exchange
 from ..types import Observation
-from . import ci, html
+import verifier.report.ci as ci
+import verifier.report.html as html
 from .data import MAX_CONTENT, GoldenData, Inputs, RunData, inputs
 
 
