@@ -43,6 +43,7 @@ from typing import Any, Sequence
 
 from verifier.types import Judgement, Parsed, Sample, Suite
 
+import suites.hub as hub
 import suites.lm_eval_adapter as le
 from .lazy import LazySamples
 
@@ -93,9 +94,12 @@ def read_rows(data: str | None, smoke: bool) -> list[tuple[int, dict[str, Any]]]
         with path.open(encoding="utf-8") as f:  # FileNotFoundError -> the CLI's usage error
             raw = [json.loads(line) for line in f if line.strip()]
     else:
-        import datasets
+        def download() -> list[dict[str, Any]]:
+            import datasets
 
-        raw = list(datasets.load_dataset(HF_PATH, HF_NAME, split=HF_SPLIT))
+            return list(datasets.load_dataset(HF_PATH, HF_NAME, split=HF_SPLIT))
+
+        raw = hub.load(f"gsm8k: hub dataset {HF_PATH} ({HF_NAME}, {HF_SPLIT})", download)
     out = []
     for i, r in enumerate(raw):
         if not isinstance(r, dict) or not isinstance(r.get("question"), str) or not isinstance(r.get("answer"), str):
@@ -111,9 +115,9 @@ def make_load(name: str):
     def load(data: str | None = None, smoke: bool = False) -> Sequence[Sample]:
         """Rows are read and checked now; each prompt is rendered when the selection reaches it
         (`--limit 5` renders 5 of 1,319: see suites/lazy.py)."""
+        rows = read_rows(data, smoke)  # first: a missing dataset is reported before lm-eval is imported
         task = template_task(name)
         multiturn = VARIANTS[name].multiturn
-        rows = read_rows(data, smoke)
 
         def make(row: tuple[int, dict[str, Any]]) -> list[Sample]:
             with le.compiled_templates():

@@ -28,6 +28,7 @@ from typing import Any, Iterable
 from verifier.errors import UsageError
 from verifier.types import Exchange, Judgement, Parsed, Sample, Suite, Verdict
 
+import suites.hub as hub
 import suites.lm_eval_adapter as adapter
 
 NAME = "lm_eval"
@@ -341,9 +342,12 @@ def _run_and_import(a: argparse.Namespace, tasks: list[str], out: Path) -> None:
         raise UsageError("lm-eval needs --base-url and --model (or --import-samples)")
     limit = int(a.limit) if a.limit is not None and a.limit >= 1 else a.limit
     try:
-        results = adapter.run_task(tasks, a.base_url, a.model, limit=limit, num_concurrent=a.concurrency,
-                                   max_gen_toks=a.max_tokens, num_fewshot=a.num_fewshot, fewshot_as_multiturn=not a.single_turn,
-                                   include_path=a.include_path, api_key_env=a.api_key_env)
+        results = hub.load(
+            f"lm-eval task {','.join(tasks)} (its dataset comes from the hub)",
+            lambda: adapter.run_task(tasks, a.base_url, a.model, limit=limit, num_concurrent=a.concurrency,
+                                     max_gen_toks=a.max_tokens, num_fewshot=a.num_fewshot, fewshot_as_multiturn=not a.single_turn,
+                                     include_path=a.include_path, api_key_env=a.api_key_env),
+            "pass --import-samples JSONL, or use `verifier run --suite gsm8k` with --data PATH or --smoke")
     except (KeyError, ValueError) as e:
         raise UsageError(f"lm-eval: {e}") from None
     import_samples(results.get("samples") or {}, None, out, a.model, a.base_url,

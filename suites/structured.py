@@ -40,6 +40,7 @@ from jsonschema.exceptions import SchemaError
 
 from verifier.types import Finding, Judgement, Parsed, Sample, Suite, Verdict
 
+from . import hub
 from .lazy import LazySamples
 
 NAME = "structured"
@@ -223,10 +224,14 @@ def bench_rows(root: Path, subsets: tuple[str, ...] | None = None) -> Iterator[t
 
 
 def _hub_rows() -> Iterator[tuple[str, str, str]]:
-    import datasets  # heavy; only when actually used
+    def download(subset: str):
+        import datasets  # heavy; only when actually used
+
+        return datasets.load_dataset(HUB, subset, split="test")
 
     for subset in HUB_SUBSETS:
-        for row in datasets.load_dataset(HUB, subset, split="test"):
+        for row in hub.load(f"structured: hub dataset {HUB} ({subset})", lambda s=subset: download(s),
+                            "pass --data DIR (JSONSchemaBench folders) or --smoke"):
             yield subset, str(row["unique_id"]), row["json_schema"]
 
 

@@ -1,0 +1,109 @@
+"""Hugging Face hub datasets that fail fast and say what to do when the hub cannot be reached.
+
+Why: offline, `datasets.load_dataset` retries the hub for 25-40 s and then raises a bare
+ConnectionError, which the CLI can only report as an internal error. Here a short TCP probe of the
+hub endpoint (HF_ENDPOINT, or the HTTPS proxy when one is set) decides in at most PROBE_S seconds;
+an unreachable hub is a usage error (exit 2) naming what was tried and the way out: `--data PATH`
+or `--smoke`. With HF_HUB_OFFLINE / HF_DATASETS_OFFLINE set, nothing is probed: the load uses the
+local cache, and a cache miss gets the same one-line error (datasets fails fast in offline mode).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from typing import Callable, TypeVar
+from urllib.parse import urlsplit
+
+from verifier.errors import UsageError
+
+T = TypeVar("T")
+PROBE_S = 3.0
+"""Longest wait for the hub probe (DNS + TCP connect), seconds."""
+DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+class HubUnavailable(UsageError):
+    """A hub dataset that is neither local nor fetchable."""
+
+
+def offline_mode() -> bool:
+    """The user told the HF libraries to stay offline (as huggingface_hub and datasets read it)."""
+    return any(os.environ.get(k, "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+               for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def hub_endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
+
+
+def _probe_target() -> tuple[str, int]:
+    """Host and port a download would connect to first: the HTTPS proxy when one is set, else the hub."""
+    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
+    url = urlsplit(proxy if proxy and urlsplit(hub_endpoint()).scheme == "https" else hub_endpoint())
+    port = url.port or (443 if url.scheme == "https" else 80)
+    return url.hostname or "", port
+
+
+def probe(timeout: float = PROBE_S) -> str | None:
+    """None when a TCP connection to the hub (or proxy) opens within `timeout`, else why not.
+
+    Run in a thread because name resolution has no timeout of its own; a hung resolver must not
+    hang the command.
+    """
+    host, port = _probe_target()
+    result: list[str | None] = []
+
+    def attempt() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            result.append(None)
+        except OSError as e:
+            result.append(e.strerror or type(e).__name__)
+
+    t = threading.Thread(target=attempt, daemon=True)
+    t.start()
+    t.join(timeout + 0.5)
+    if not result:
+        return f"no answer within {timeout:.0f} s"
+    return result[0]
+
+
+def unavailable(what: str, why: str, way_out: str) -> HubUnavailable:
+    return HubUnavailable(f"{what}: not local and the hub ({hub_endpoint()}) cannot be reached ({why}); {way_out}")
+
+
+def load(what: str, fn: Callable[[], T], way_out: str = "pass --data PATH for a local copy, or --smoke for the built-in subset") -> T:
+    """`fn()` (a hub download), failing in seconds with one line when the hub is out of reach.
+
+    `what` names the dataset as the user would look for it (e.g. "gsm8k: openai/gsm8k (main, test)").
+    """
+    if not offline_mode():
+        why = probe()
+        if why:
+            raise unavailable(what, why, way_out + " (a cached copy: set HF_HUB_OFFLINE=1)")
+    try:
+        return fn()
+    except ConnectionError as e:  # datasets' "Couldn't reach ... on the Hub" / offline cache miss
+        raise unavailable(what, "offline mode, not in the cache" if offline_mode() else str(e)[:120], way_out) from None
+    except Exception as e:  # noqa: BLE001 - huggingface_hub/requests/httpx each have their own connection errors
+        if _is_connection_error(e):
+            raise unavailable(what, type(e).__name__, way_out) from None
+        raise
+
+
+def _is_connection_error(e: BaseException) -> bool:
+    names = {c.__name__ for c in type(e).__mro__}
+    return bool(names & {"LocalEntryNotFoundError", "OfflineModeIsEnabled", "ConnectError", "ConnectTimeout",
+                         "ConnectionError", "ReadTimeout", "Timeout"})
+
+
+def require_hub(what: str, way_out: str) -> None:
+    """Probe only (for code that downloads inside a library call, e.g. lm-eval): raise when unreachable."""
+    if offline_mode():
+        return
+    why = probe()
+    if why:
+        raise unavailable(what, why, way_out + " (a cached copy: set HF_HUB_OFFLINE=1)")
+
