@@ -26,9 +26,10 @@ import verifier.cli.proxy as proxy
 import verifier.cli.report as report
 import verifier.cli.run as run
 import verifier.cli.score as score
+import verifier.cli.testbed as testbed
 
 # Order of `verifier --help`.
-COMMANDS = (run, score, list_suites, bless, calibrate, compare, gate, lm_eval, report, merge, engine, proxy, demo)
+COMMANDS = (run, score, list_suites, bless, calibrate, compare, gate, lm_eval, report, merge, engine, proxy, testbed, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,6 +7,7 @@ reply can be served plain or as an SSE stream built the way vLLM and llama.cpp
 build theirs (role chunk, content pieces, tool-call deltas split by index,
 finish chunk, usage chunk, [DONE]).
 
+    verifier testbed serve [--port 8080] [--responder arithmetic|echo] [--script script.json] [--fault NAME[:RATE]]
     python -m verifier.testbed.server --port 8080 [--script script.json] [--responder arithmetic]
 """
 
@@ -343,16 +344,18 @@ class ServerConfig:
     port: int = 8080
     script: str | None = None
     """JSON file: {responder, rules: [{match, reply}], queue: [reply...]}; overrides responder and honour_sampling."""
-    responder: str = "echo"
+    responder: str = "arithmetic"
+    """`arithmetic` answers "What is A + B?" right (the smoke suite passes); `echo` repeats the question."""
     delay: float = 0.0
     """Latency added to every reply, seconds."""
     honour_sampling: bool = False
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--port", type=int, default=8080)
+    ap.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1 (default 8080; 0 = any free port)")
     ap.add_argument("--script", help="JSON file: {responder, rules: [{match, reply}], queue: [reply...]}")
-    ap.add_argument("--responder", choices=sorted(RESPONDERS), default="echo")
+    ap.add_argument("--responder", choices=sorted(RESPONDERS), default="arithmetic",
+                    help="arithmetic (default: right answers to the smoke suite) or echo")
     ap.add_argument("--delay", type=float, default=0.0, help="latency added to every reply, seconds")
     ap.add_argument("--honour-sampling", action="store_true", help="validate and apply temperature/top_p/max_tokens like a real engine")
 
