@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from . import journal
 from .endpoint import Endpoint, EndpointConfig, redact_url
@@ -59,26 +60,45 @@ def build_request(suite: Suite, sample: Sample, model: str, sampling: dict[str, 
 
 
 class Progress:
-    """done/total, errors and req/s on stderr; silent with --quiet."""
+    """done/total, errors and req/s on stderr; silent with --quiet.
 
-    def __init__(self, total: int, quiet: bool):
+    On a terminal: one bar redrawn in place with `\r`. Elsewhere (CI logs, files) `\r` would pile up into one
+    endless line, so it writes a plain line at most every `interval` seconds (VERIFIER_PROGRESS_INTERVAL,
+    default 10) and one at the end.
+    """
+
+    def __init__(self, total: int, quiet: bool, stream: TextIO | None = None, interval: float | None = None):
         self.total, self.quiet = total, quiet
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = interval if interval is not None else (0.2 if self.tty else _env_interval())
         self.done = self.errors = 0
         self.t0 = time.perf_counter()
-        self._last = 0.0
+        self._last = self.t0 if not self.tty else 0.0
 
     def tick(self, error: bool) -> None:
         self.done += 1
         self.errors += error
         t = time.perf_counter()
-        if not self.quiet and (t - self._last > 0.2 or self.done == self.total):
-            self._last = t
-            rate = self.done / max(t - self.t0, 1e-9)
+        if self.quiet or not (t - self._last >= self.interval or self.done == self.total):
+            return
+        self._last = t
+        rate = self.done / max(t - self.t0, 1e-9)
+        if self.tty:
             bar = "#" * int(30 * self.done / max(self.total, 1))
-            sys.stderr.write(f"\r[{bar:<30}] {self.done}/{self.total} errors={self.errors} {rate:.1f} req/s")
+            self.stream.write(f"\r[{bar:<30}] {self.done}/{self.total} errors={self.errors} {rate:.1f} req/s")
             if self.done == self.total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
+                self.stream.write("\n")
+        else:
+            self.stream.write(f"progress: {self.done}/{self.total} errors={self.errors} {rate:.1f} req/s\n")
+        self.stream.flush()
+
+
+def _env_interval() -> float:
+    try:
+        return max(0.0, float(os.environ.get("VERIFIER_PROGRESS_INTERVAL", "10")))
+    except ValueError:
+        return 10.0
 
 
 async def execute(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +18,23 @@ from ..errors import UsageError
 MODE_NAMES = ("chat", "chat-stream", "completions")
 
 
-def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True, url_from_env: bool = True) -> None:
+    """`url_from_env=False` where --base-url is an action of its own (calibrate: make reruns), not a setting."""
+    # Environment defaults (README "Environment"): flags win. OPENAI_BASE_URL as the openai SDK reads it;
+    # string defaults go through `type`, so a bad VERIFIER_* value is argparse's usual exit-2 error.
+    env = os.environ.get
+    base_url = env("OPENAI_BASE_URL") if url_from_env else None
     g = p.add_argument_group("endpoint")
-    g.add_argument("--base-url", required=required, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1")
-    g.add_argument("--model", required=required, help="model name sent in every request")
-    g.add_argument("--api-key-env", default="OPENAI_API_KEY", help="name of the environment variable holding the API key (the key is never written anywhere)")
+    g.add_argument("--base-url", required=required and not base_url, default=base_url,
+                   help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1" + (" (default $OPENAI_BASE_URL)" if url_from_env else ""))
+    g.add_argument("--model", required=required and not env("VERIFIER_MODEL"), default=env("VERIFIER_MODEL"),
+                   help="model name sent in every request (default $VERIFIER_MODEL)")
+    g.add_argument("--api-key-env", default=env("VERIFIER_API_KEY_ENV", "OPENAI_API_KEY"), help="name of the environment variable holding the API key (default OPENAI_API_KEY; the key is never written anywhere)")
     g.add_argument("--header", action="append", metavar="'NAME: VALUE'", help="extra HTTP header (repeatable); values are never written")
     g.add_argument("--extra-body", metavar="JSON|@FILE", help="JSON object merged into every request body, e.g. '{\"chat_template_kwargs\": {\"enable_thinking\": false}}'")
-    g.add_argument("--concurrency", type=int, default=8, help="requests in flight (default 8)")
-    g.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds (default 600)")
-    g.add_argument("--max-retries", type=int, default=3, help="retries on 429/5xx/connect/read errors (default 3)")
+    g.add_argument("--concurrency", type=int, default=env("VERIFIER_CONCURRENCY", 8), help="requests in flight (default 8, or $VERIFIER_CONCURRENCY)")
+    g.add_argument("--timeout", type=float, default=env("VERIFIER_TIMEOUT", 600.0), help="per-request timeout, seconds (default 600, or $VERIFIER_TIMEOUT)")
+    g.add_argument("--max-retries", type=int, default=env("VERIFIER_MAX_RETRIES", 3), help="retries on 429/5xx/connect/read errors (default 3, or $VERIFIER_MAX_RETRIES)")
     g.add_argument("--max-response-mb", type=float, default=64.0, help="cap on one response's decoded size, MiB (default 64)")
     g.add_argument("--request-deadline", type=float, help="total seconds per request, retries and whole stream included (default 10 x --timeout)")
     g.add_argument("--info-deadline", type=float, default=10.0, help="total seconds for the start-up /models, /props, /version calls (default 10)")

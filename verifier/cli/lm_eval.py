@@ -6,6 +6,7 @@ Flags declared here so `--help` stays cheap; tests/test_cli.py checks they match
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,8 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", required=True, help="comma-separated lm-eval task names (generate_until tasks)")
-    p.add_argument("--base-url", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1")
-    p.add_argument("--model", help="model name sent in every request")
+    p.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"),
+                   help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1 (default $OPENAI_BASE_URL)")
+    p.add_argument("--model", default=os.environ.get("VERIFIER_MODEL"), help="model name sent in every request (default $VERIFIER_MODEL)")
     p.add_argument("--out", required=True, help="run directory to create")
     p.add_argument("--limit", type=float, help="first N docs per task (a fraction < 1 means that share)")
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight (lm-eval num_concurrent, default 8)")
