@@ -1,12 +1,29 @@
-"""The suites. Adding one: write a module ending in `SUITE = Suite(...)`, then add one line below."""
+"""The suites. Adding one here: write a module ending in `SUITE = Suite(...)`, then add one line to BUILTIN.
+
+Adding one from outside (no edit to this package): an installed distribution declares an entry point in
+the group `verifier.suites` whose object is a `Suite`, a dict of them, or a function returning either:
+
+    [project.entry-points."verifier.suites"]
+    mysuite = "my_package.my_module:SUITE"
+
+Entry points are looked up on first use (not at import: `verifier --help` stays cheap) and loaded once.
+A built-in name always wins over a plugin's; a plugin that fails to load is reported on stderr and skipped.
+"""
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from functools import lru_cache
 
 from verifier.types import Suite
 
 from . import bfcl, gsm8k, lm_eval_import, replay, smoke, structured, vision
 
-SUITES: dict[str, Suite] = {
+ENTRY_POINT_GROUP = "verifier.suites"
+BUILTIN_ORIGIN = "builtin"
+
+BUILTIN: dict[str, Suite] = {
     smoke.SUITE.name: smoke.SUITE,
     structured.SUITE.name: structured.SUITE,
     vision.SUITE.name: vision.SUITE,
@@ -14,8 +31,52 @@ SUITES: dict[str, Suite] = {
     replay.SUITE.name: replay.SUITE,
     **gsm8k.SUITES, lm_eval_import.SUITE.name: lm_eval_import.SUITE,
 }
+SUITES = BUILTIN  # the name older callers import; the built-ins only
+
+
+def _as_suites(obj: object) -> list[Suite]:
+    if callable(obj) and not isinstance(obj, Suite):
+        obj = obj()
+    if isinstance(obj, Suite):
+        return [obj]
+    if isinstance(obj, Mapping) and all(isinstance(v, Suite) for v in obj.values()):
+        return list(obj.values())
+    raise TypeError(f"expected a Suite, a dict of Suites or a function returning one, got {type(obj).__name__}")
+
+
+@lru_cache(maxsize=1)
+def plugins() -> dict[str, tuple[Suite, str]]:
+    """{suite name: (suite, distribution name)} from the `verifier.suites` entry points."""
+    from importlib.metadata import entry_points
+
+    found: dict[str, tuple[Suite, str]] = {}
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        dist = ep.dist.name if ep.dist is not None else ep.value.split(":")[0]
+        try:
+            loaded = _as_suites(ep.load())
+        except Exception as e:  # noqa: BLE001 - one broken plugin must not take the harness down
+            print(f"verifier: warning: suite plugin {ep.name!r} from {dist} not loaded: {type(e).__name__}: {e}", file=sys.stderr)
+            continue
+        for s in loaded:
+            if s.name in BUILTIN or s.name in found:
+                owner = BUILTIN_ORIGIN if s.name in BUILTIN else found[s.name][1]
+                print(f"verifier: warning: suite {s.name!r} from {dist} ignored: the name belongs to {owner}", file=sys.stderr)
+                continue
+            found[s.name] = (s, dist)
+    return found
+
+
+def all_suites() -> dict[str, Suite]:
+    """Built-in suites, then installed plugins' suites."""
+    return {**BUILTIN, **{name: s for name, (s, _) in plugins().items()}}
+
+
+def origin(name: str) -> str:
+    """Where a suite comes from: `builtin` or the distribution that provides it."""
+    return BUILTIN_ORIGIN if name in BUILTIN else plugins()[name][1]
 
 
 def lookup(name: str) -> Suite | None:
     """A suite by the name a run records; `lm_eval:<task>` runs are scored by the `lm_eval` suite."""
-    return SUITES.get(name) or SUITES.get(name.split(":", 1)[0])
+    table = all_suites() if name not in BUILTIN else BUILTIN
+    return table.get(name) or table.get(name.split(":", 1)[0])

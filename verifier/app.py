@@ -126,9 +126,17 @@ class Collected:
 
 
 def get_suites() -> dict[str, Suite]:
-    from suites import SUITES
+    """Built-in suites plus those installed plugins add through the `verifier.suites` entry points."""
+    from suites import all_suites
 
-    return SUITES
+    return all_suites()
+
+
+def suite_origin(name: str) -> str:
+    """`builtin`, or the name of the installed distribution whose entry point adds the suite."""
+    from suites import origin
+
+    return origin(name)
 
 
 def suite_named(name: str) -> Suite:

@@ -1,0 +1,102 @@
+"""Suite plugins: an installed distribution adds suites through the `verifier.suites` entry points.
+
+The example package under tests/plugin_example/ is installed the way pip lays out an installed
+distribution (the module plus a .dist-info holding METADATA and entry_points.txt, both taken from its
+pyproject.toml) into a temporary site directory put on PYTHONPATH of a subprocess. Why not pip: building
+a wheel offline needs the `wheel` package (setuptools < 70.1), which this machine does not have.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "tests" / "plugin_example"
+
+
+def install(pkg: Path, site: Path) -> str:
+    """Install a pure-Python, py-modules-only project into `site` as an installed distribution; its name."""
+    meta = tomllib.loads((pkg / "pyproject.toml").read_text(encoding="utf-8"))
+    project = meta["project"]
+    for mod in meta["tool"]["setuptools"]["py-modules"]:
+        shutil.copy(pkg / f"{mod}.py", site / f"{mod}.py")
+    info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
+    lines = []
+    for group, eps in project.get("entry-points", {}).items():
+        lines += [f"[{group}]"] + [f"{k} = {v}" for k, v in eps.items()] + [""]
+    (info / "entry_points.txt").write_text("\n".join(lines))
+    return project["name"]
+
+
+def verifier(site: Path, *args):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    return subprocess.run([sys.executable, "-m", "verifier", *map(str, args)], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120)
+
+
+def test_example_plugin_is_listed_and_runs(tmp_path, server):
+    site = tmp_path / "site"
+    site.mkdir()
+    dist = install(EXAMPLE, site)
+    p = verifier(site, "list-suites")
+    assert p.returncode == 0, p.stderr
+    rows = {line.split()[0]: line.split() for line in p.stdout.splitlines()}
+    assert rows["sums"][2] == dist == "verifier-example-suite"
+    assert rows["smoke"][2] == "builtin" and rows["gsm8k"][2] == "builtin"
+    run = tmp_path / "run"
+    p = verifier(site, "run", "--suite", "sums,smoke", "--smoke", "--base-url", server.url, "--model", "m", "--quiet", "--out", run)
+    assert p.returncode == 0, p.stderr
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["suites"]["sums"]["metrics"]["accuracy"]["value"] == 1.0  # the arithmetic responder adds right
+    # Offline re-scoring and a golden round trip need the plugin too: found the same way.
+    assert verifier(site, "score", run).returncode == 0
+    assert verifier(site, "bless", run, "--to", tmp_path / "golden").returncode == 0
+    assert verifier(site, "calibrate", tmp_path / "golden", "--runs", run, run).returncode == 0
+    p = verifier(site, "compare", run, "--golden", tmp_path / "golden")
+    assert p.returncode == 0, p.stdout + p.stderr
+    # Without the plugin on the path the suite is unknown: exit 2, one line.
+    p = subprocess.run([sys.executable, "-m", "verifier", "score", str(run)], capture_output=True, text=True, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert p.returncode == 2 and "sums" in p.stderr
+
+
+def test_broken_and_clashing_plugins_are_skipped_with_a_warning(tmp_path):
+    site = tmp_path / "site"
+    info = site / "bad_plugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bad-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[verifier.suites]\nmissing = no_such_module:SUITE\nclash = bad_plugin_mod:SUITE\n")
+    (site / "bad_plugin_mod.py").write_text("from suites.smoke import SUITE\n")  # named `smoke`: a built-in's name
+    p = verifier(site, "list-suites")
+    assert p.returncode == 0
+    assert "smoke" in p.stdout and "builtin" in p.stdout and "bad-plugin" not in p.stdout
+    assert "suite plugin 'missing' from bad-plugin not loaded" in p.stderr
+    assert "suite 'smoke' from bad-plugin ignored" in p.stderr
+
+
+def test_entry_point_objects(monkeypatch):
+    import suites
+    from suites.smoke import SUITE
+
+    assert suites._as_suites(SUITE) == [SUITE]
+    assert suites._as_suites({"a": SUITE}) == [SUITE]
+    assert suites._as_suites(lambda: SUITE) == [SUITE]
+    import pytest
+
+    with pytest.raises(TypeError):
+        suites._as_suites(42)
+    assert suites.origin("smoke") == "builtin"
+
+
+def test_readme_shows_the_tested_example():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    module = (EXAMPLE / "verifier_example_suite.py").read_text(encoding="utf-8")
+    assert f"```python\n{module.rstrip()}\n```" in readme
+    assert len(module.splitlines()) <= 40
+    assert 'sums = "verifier_example_suite:SUITE"' in readme
