@@ -43,6 +43,12 @@ class GateSpec:
     """Run the parameter-contract probes (also when the golden has them)."""
     quiet: bool = False
     """No progress on stderr."""
+    suites: tuple[str, ...] = ()
+    """Gate only these of the golden's suites (empty: all)."""
+    modes: tuple[str, ...] = ()
+    """Gate only these of the golden's wire modes (empty: all)."""
+    margins: tuple[str, ...] = ()
+    """`KEY=VALUE:reason` margins over the golden's, each recorded with its reason."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,7 @@ class Calibrated:
 
 def gate(spec: GateSpec) -> dict[str, Any]:
     """Collect the golden's selection from the endpoint, compare; returns the comparison document."""
-    loaded = load_golden(spec.golden)
+    loaded = narrow(load_golden(spec.golden), spec)
     g, gobs = loaded
     require_margins(g, spec.golden)
     out = spec.out or default_run_dir("gate")
@@ -134,6 +140,36 @@ def calibrate(spec: CalibrateSpec) -> Calibrated:
         margins[m["key"]] = {"value": float(m["value"]), "source": "manual", "reason": m["reason"]}
     golden.save_margins(Path(spec.golden), margins)
     return Calibrated(margins, len(runs))
+
+
+def narrow(loaded: tuple[dict[str, Any], list[dict[str, Any]]], spec: GateSpec) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The golden as this gate sees it: only the chosen suites and modes, with the gate's own margins on top."""
+    from . import golden
+
+    g, gobs = loaded
+    if not (spec.suites or spec.modes or spec.margins):
+        return loaded
+    g = dict(g)
+    for what, chosen, have in (("suite", spec.suites, list(g["suites"])), ("mode", spec.modes, list(g.get("modes", ["chat"])))):
+        missing = [x for x in chosen if x not in have]
+        if missing:
+            raise UsageError(f"golden {spec.golden} has no {what} {missing[0]!r}; it has: {', '.join(have)}")
+    if spec.suites:
+        g["suites"] = {k: v for k, v in g["suites"].items() if k in spec.suites}
+        gobs = [o for o in gobs if o["suite"] in spec.suites]
+    if spec.modes:
+        g["modes"] = [m for m in g.get("modes", ["chat"]) if m in spec.modes]
+        gobs = [o for o in gobs if o["mode"] in spec.modes]
+    margins = dict(g.get("margins") or {})
+    for item in spec.margins:
+        m = golden.MARGIN_ARG.match(item)
+        if not m:
+            raise UsageError(f"--margin must look like KEY=VALUE:reason, got {item!r}")
+        if m["key"] not in margins:
+            raise UsageError(f"golden {spec.golden} has no margin {m['key']!r}; known: {', '.join(sorted(margins))}")
+        margins[m["key"]] = {"value": float(m["value"]), "source": "gate", "reason": m["reason"]}
+    g["margins"] = margins
+    return g, gobs
 
 
 def bless_run(run_dir: Path, to: Path, force: bool = False, epochs_as_reruns: bool = False) -> dict[str, Any]:

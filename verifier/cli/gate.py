@@ -1,4 +1,4 @@
-"""`verifier gate --golden G --base-url ...`: run + compare + report, CI exit code."""
+"""`verifier gate --golden G --base-url ...` (or `--config gate.toml`): run + compare + report, CI exit code."""
 
 from __future__ import annotations
 
@@ -6,12 +6,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .args import add_endpoint_args
+from .args import MODE_NAMES, add_endpoint_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("gate", help="run the golden's samples against an endpoint, compare, report; CI exit code")
-    p.add_argument("--golden", required=True)
+    p.add_argument("--config", metavar="GATE.toml", help="gate file (see README 'Gate files'); flags given here override it")
+    p.add_argument("--golden")
+    p.add_argument("--suite", help="comma-separated: gate only these of the golden's suites (default all)")
+    p.add_argument("--mode", help=f"comma-separated: gate only these of the golden's wire modes ({', '.join(MODE_NAMES)}; default all)")
+    p.add_argument("--margin", action="append", metavar="KEY=VALUE:reason", help="margin over the golden's, e.g. smoke/accuracy=0.05:why (repeatable)")
     p.add_argument("--data", help="local dataset path, when the golden's suites need one")
     p.add_argument("--out", help="run directory (default runs/<timestamp>-gate)")
     p.add_argument("--infra-budget", type=float, default=0.02)
@@ -19,39 +23,84 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--report", help="HTML report path (default RUN_DIR/report.html)")
     p.add_argument("--junit", help="JUnit XML path (default RUN_DIR/junit.xml)")
     p.add_argument("--markdown", help="Markdown summary path (default RUN_DIR/summary.md; also appended to $GITHUB_STEP_SUMMARY)")
+    p.add_argument("--matrix", metavar="DIR", help="gate files with several endpoints: where matrix.html and matrix.md go (default OUT/matrix)")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--probes", action="store_true", help="run the parameter-contract probes (default: when the golden has them)")
     p.add_argument("--sequential", action="store_true", help="send samples in batches and stop once a regression is decided (reports samples saved)")
     p.add_argument("--looks", type=int, default=5, help="with --sequential: number of batches / interim looks (default 5)")
-    add_endpoint_args(p)
-    p.set_defaults(fn=handle)
+    add_endpoint_args(p, required=False)
+    p.set_defaults(fn=handle, check=check)
+
+
+def check(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    if a.config:
+        return  # the file may supply them; checked after merging
+    missing = [f for f, v in (("--golden", a.golden), ("--base-url", a.base_url), ("--model", a.model)) if not v]
+    if missing:
+        ap.error(f"the following arguments are required: {', '.join(missing)} (or --config GATE.toml)")
 
 
 def handle(a: argparse.Namespace) -> int:
-    from ..app_gate import GateSpec
-    from .args import endpoint_from_args, exit_code, overrides_from_args, parse_extra_body
+    from .args import exit_code
 
-    spec = GateSpec(
-        golden=Path(a.golden), endpoint=endpoint_from_args(a), overrides=overrides_from_args(a),
-        extra_body=parse_extra_body(a.extra_body) if a.extra_body else None, data=a.data,
-        out=Path(a.out) if a.out else None, infra_budget=a.infra_budget, sequential=a.sequential, looks=a.looks,
-        probes=a.probes, quiet=a.quiet,
-    )
-    doc = run_gate(spec, html=a.report, junit=a.junit, markdown=a.markdown)
+    endpoints: list[dict[str, Any]] = []
+    if a.config:
+        a, endpoints = merge_config(a)
+    if len(endpoints) > 1:
+        from .matrix import gate_many
+
+        return gate_many(a, endpoints)
+    doc = run_gate(spec_from_args(a), html=a.report, junit=a.junit, markdown=a.markdown)
     return exit_code(doc, a.allow_inconclusive)
 
 
-def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markdown: str | None = None) -> dict[str, Any]:
+def merge_config(a: argparse.Namespace) -> tuple[argparse.Namespace, list[dict[str, Any]]]:
+    """Flags over the gate file over the environment; returns the merged flags and the file's endpoints."""
+    from . import gatefile
+    from .main import build_parser
+
+    flags, endpoints = gatefile.translate(gatefile.read(a.config))
+    ap = build_parser()
+    given = gatefile.explicit_dests(ap, a.argv, "gate")
+    if len(endpoints) == 1:
+        flags.update({k: v for k, v in endpoints[0].items() if k != "name"})
+    merged = gatefile.apply(a, flags, given, gatefile.subparser(ap, "gate"))
+    return merged, endpoints
+
+
+def spec_from_args(a: argparse.Namespace):  # -> app_gate.GateSpec
+    from ..app_gate import GateSpec
+    from ..errors import UsageError
+    from .args import endpoint_from_args, overrides_from_args, parse_extra_body
+
+    missing = [f for f, v in (("--golden", a.golden), ("--base-url", a.base_url), ("--model", a.model)) if not v]
+    if missing:
+        raise UsageError(f"gate needs {', '.join(missing)} (on the command line or in the gate file)")
+    return GateSpec(
+        golden=Path(a.golden), endpoint=endpoint_from_args(a), overrides=overrides_from_args(a),
+        extra_body=parse_extra_body(a.extra_body) if a.extra_body else None, data=a.data,
+        out=Path(a.out) if a.out else None, infra_budget=a.infra_budget, sequential=a.sequential, looks=a.looks,
+        probes=a.probes, quiet=a.quiet, suites=_names(a.suite), modes=_names(a.mode), margins=tuple(a.margin or ()),
+    )
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    return tuple(x.strip() for x in (text or "").split(",") if x.strip())
+
+
+def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markdown: str | None = None,
+             echo: bool = True) -> dict[str, Any]:
     """app.gate, then what a person and a CI job read: the text summary and the report files."""
     from .. import app_gate
     from ..app_text import print_comparison
 
     doc = app_gate.gate(spec)
     seq = doc.get("sequential")
-    if seq:
+    if seq and echo:
         used, total = seq["used_samples"], seq["total_samples"]
         print(f"sequential: decided after {used}/{total} samples ({total - used} not sent)")
-    print_comparison(doc)
+    if echo:
+        print_comparison(doc)
     write_ci_outputs(Path(doc["run"]["run_dir"]), doc, html, junit, markdown)
     return doc
 

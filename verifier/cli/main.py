@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     a = ap.parse_args(argv)
+    a.argv = list(sys.argv[1:] if argv is None else argv)  # gate --config tells given flags from defaults
     check = getattr(a, "check", None)
     if check is not None:
         check(ap, a)  # argparse-level errors (exit 2 with usage), as argparse itself reports them

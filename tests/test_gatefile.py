@@ -1,0 +1,105 @@
+"""`verifier gate --config gate.toml`: the same gate as the equivalent flags; flags override the file."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "goldens" / "demo-smoke"
+
+
+def normalized(run_dir: Path) -> dict:
+    """comparison.json without what differs between two runs of the same gate: paths, ids, times."""
+    doc = json.loads((run_dir / "comparison.json").read_text())
+    doc.pop("run")
+    doc["golden"].pop("path")
+    return doc
+
+
+GATE_TOML = """
+golden = "{golden}"
+suites = ["smoke"]
+modes = ["chat"]
+
+[endpoint]
+base_url = "{url}"
+model = "m"
+concurrency = 4
+timeout = 60
+max_retries = 0
+
+[sampling]
+temperature = 0.0
+max_tokens = 16
+extra_body = {{ x_note = "from the file" }}
+
+[budgets]
+infra = 0.05
+allow_inconclusive = true
+
+[margins]
+"smoke/accuracy" = {{ value = 0.1, reason = "ten points on arithmetic, reviewed in PR 12" }}
+
+[outputs]
+dir = "{out}"
+"""
+
+
+def test_gate_file_equals_the_equivalent_flags(server, tmp_path, cli):
+    code_flags, _, err = cli("gate", "--golden", DEMO, "--suite", "smoke", "--mode", "chat", "--base-url", server.url,
+                             "--model", "m", "--concurrency", 4, "--timeout", 60, "--max-retries", 0, "--temperature", 0,
+                             "--max-tokens", 16, "--extra-body", '{"x_note": "from the file"}', "--infra-budget", 0.05,
+                             "--allow-inconclusive", "--margin", "smoke/accuracy=0.1:ten points on arithmetic, reviewed in PR 12",
+                             "--out", tmp_path / "flags", "--quiet")
+    assert code_flags == 0, err
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text(GATE_TOML.format(golden=DEMO, url=server.url, out=tmp_path / "file"))
+    code_file, out, err = cli("gate", "--config", cfg, "--quiet")
+    assert code_file == code_flags, err
+    a, b = normalized(tmp_path / "flags"), normalized(tmp_path / "file")
+    assert a == b
+    assert {"source": "gate", "reason": "ten points on arithmetic, reviewed in PR 12", "margins": 1} in a["golden"]["margins_provenance"]["sources"]
+    assert set(a["suites"]) == {"smoke"}
+    # The same requests went out: modes narrowed to chat, sampling and extra body from the file.
+    runs = [json.loads((tmp_path / d / "run.json").read_text()) for d in ("flags", "file")]
+    assert runs[0]["modes"] == runs[1]["modes"] == ["chat"]
+    assert runs[0]["sampling"] == runs[1]["sampling"] and runs[0]["extra_body"] == runs[1]["extra_body"] == {"x_note": "from the file"}
+    for d in ("flags", "file"):
+        assert (tmp_path / d / "report.html").exists() and (tmp_path / d / "junit.xml").exists()
+
+
+def test_flags_override_the_file_and_the_file_overrides_the_environment(server, tmp_path, cli, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # would fail: the file's URL must win
+    monkeypatch.setenv("VERIFIER_MODEL", "env-model")
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text(GATE_TOML.format(golden=DEMO, url=server.url, out=tmp_path / "file"))
+    code, _, err = cli("gate", "--config", cfg, "--model", "flag-model", "--out", tmp_path / "flag-out", "--quiet")
+    assert code == 0, err
+    hdr = json.loads((tmp_path / "flag-out" / "run.json").read_text())
+    assert hdr["endpoint"]["model"] == "flag-model" and not (tmp_path / "file").exists()
+    assert server.script.requests[-1]["max_tokens"] == 16  # from the file
+
+
+@pytest.mark.parametrize("text,needle", [
+    ('golden = "g"\nbogus = 1\n', "unknown key bogus"),
+    ('golden = "g"\n[endpoint]\nbase_url = "u"\napi_key = "sk-x"\n', "unknown key endpoint.api_key"),
+    ('golden = "g"\n[margins]\n"smoke/accuracy" = { value = 0.1 }\n', "reason"),
+    ('golden = [\n', "not valid TOML"),
+    ('golden = "g"\n[[endpoints]]\nbase_url = "u"\n', "needs a `name`"),
+    ('[endpoint]\nbase_url = "u"\nmodel = "m"\n', "--golden"),
+])
+def test_bad_gate_files_are_usage_errors(tmp_path, cli, text, needle):
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text(text)
+    code, _, err = cli("gate", "--config", cfg)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_gate_narrowing_rejects_what_the_golden_lacks(server, tmp_path, cli):
+    code, _, err = cli("gate", "--golden", DEMO, "--suite", "gsm8k", "--base-url", server.url, "--model", "m", "--quiet",
+                       "--out", tmp_path / "x")
+    assert code == 2 and "no suite 'gsm8k'" in err
+    code, _, err = cli("gate", "--golden", DEMO, "--margin", "smoke/nope=0.1:why", "--base-url", server.url, "--model", "m",
+                       "--quiet", "--out", tmp_path / "y")
+    assert code == 2 and "no margin 'smoke/nope'" in err
