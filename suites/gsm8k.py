@@ -99,7 +99,7 @@ def read_rows(data: str | None, smoke: bool) -> list[tuple[int, dict[str, Any]]]
 
             return list(datasets.load_dataset(HF_PATH, HF_NAME, split=HF_SPLIT))
 
-        raw = hub.load(f"gsm8k: hub dataset {HF_PATH} ({HF_NAME}, {HF_SPLIT})", download)
+        raw = hub.load(f"gsm8k: hub dataset {HF_PATH} ({HF_NAME}, {HF_SPLIT})", download, repo=HF_PATH)
     out = []
     for i, r in enumerate(raw):
         if not isinstance(r, dict) or not isinstance(r.get("question"), str) or not isinstance(r.get("answer"), str):

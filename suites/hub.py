@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from pathlib import Path
 from typing import Callable, TypeVar
 from urllib.parse import urlsplit
 
@@ -74,11 +75,23 @@ def unavailable(what: str, why: str, way_out: str) -> HubUnavailable:
     return HubUnavailable(f"{what}: not local and the hub ({hub_endpoint()}) cannot be reached ({why}); {way_out}")
 
 
-def load(what: str, fn: Callable[[], T], way_out: str = "pass --data PATH for a local copy, or --smoke for the built-in subset") -> T:
+def maybe_cached(repo: str) -> bool:
+    """Whether the local HF caches may hold dataset `repo` (False means a sure miss: no need to import datasets)."""
+    home = Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
+    hub_cache = Path(os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or home / "hub")
+    ds_cache = Path(os.environ.get("HF_DATASETS_CACHE") or home / "datasets")
+    return (hub_cache / f"datasets--{repo.replace('/', '--')}").exists() or (ds_cache / repo.replace("/", "___")).exists()
+
+
+def load(what: str, fn: Callable[[], T], way_out: str = "pass --data PATH for a local copy, or --smoke for the built-in subset",
+         repo: str | None = None) -> T:
     """`fn()` (a hub download), failing in seconds with one line when the hub is out of reach.
 
-    `what` names the dataset as the user would look for it (e.g. "gsm8k: openai/gsm8k (main, test)").
+    `what` names the dataset as the user would look for it (e.g. "gsm8k: openai/gsm8k (main, test)");
+    `repo`, the hub dataset id, lets offline mode report a cache miss without importing datasets.
     """
+    if offline_mode() and repo and not maybe_cached(repo):
+        raise unavailable(what, "offline mode, not in the cache", way_out)
     if not offline_mode():
         why = probe()
         if why:

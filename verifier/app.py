@@ -261,20 +261,20 @@ def _prepare_resume(spec: RunSpec) -> tuple[Path, dict[str, Any], list[tuple[Sui
 
 
 def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]], "EndpointConfig"]:
+    suites_ = resolve_suites(spec.suites)
+    # Samples before the endpoint module: a dataset that cannot be had is reported without loading the openai SDK.
+    samples = load_suite_samples(suites_, spec)
     from .endpoint import MODES
 
-    suites_ = resolve_suites(spec.suites)
     for m in spec.modes:
         if m not in MODES:
             raise UsageError(f"unknown mode {m!r}; known: {', '.join(MODES)}")
     cfg = endpoint_config(spec.endpoint)
     run_dir = spec.out or default_run_dir("-".join(s.name for s in suites_))
-    return run_dir, load_suite_samples(suites_, spec), cfg
+    return run_dir, samples, cfg
 
 
 async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None) -> tuple[Path, dict[str, int]]:
-    from .endpoint import Endpoint
-
     if spec.resume:
         run_dir, hdr, suites, cfg, done = _prepare_resume(spec)
         modes = hdr["modes"]
@@ -283,6 +283,8 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None) -> 
             raise UsageError("--suite is required")
         run_dir, suites, cfg = _prepare_new(spec)
         modes, done = list(spec.modes), set()
+    from .endpoint import Endpoint
+
     ep = Endpoint(cfg)  # the run's one client: reachability, server info, probes and every request
     try:
         info, template = await _server_facts(ep, spec, modes)

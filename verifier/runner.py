@@ -8,10 +8,11 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from . import journal
-from .endpoint import Endpoint, EndpointConfig, redact_url
+if TYPE_CHECKING:  # the endpoint module loads the openai SDK (~1 s): only when a request is sent
+    from .endpoint import Endpoint, EndpointConfig
 from .types import Exchange, Sample, Suite
 
 # The run's defaults: greedy and reproducible, so run-to-run spread is the server's, not ours.
@@ -109,6 +110,8 @@ async def execute(
     endpoint: Endpoint | None = None,
 ) -> dict[str, int]:
     """Send every (suite, sample, epoch, mode, body) and journal each Exchange as it completes."""
+    from .endpoint import Endpoint
+
     ep = endpoint or Endpoint(cfg)
     jr = journal.Journal(run_dir, scrub=[cfg.api_key or ""] + list(cfg.headers.values()))
     progress = Progress(len(work), quiet)
@@ -149,6 +152,8 @@ def plan(
 
 def header(run_id: str, cfg: EndpointConfig, suites: list[tuple[Suite, list[Sample]]], sampling: dict[str, Any],
            extra_body: dict[str, Any], epochs: int, modes: list[str], api_key_env: str | None) -> dict[str, Any]:
+    from .endpoint import redact_url
+
     return journal.run_header(
         run_id,
         endpoint={"base_url": redact_url(cfg.base_url), "model": cfg.model, "api_key_env": api_key_env, "header_names": sorted(cfg.headers)},

@@ -47,8 +47,6 @@ def handle(a: argparse.Namespace) -> int:
     if a.config:
         a, endpoints = merge_config(a)
     if len(endpoints) > 1:
-        from .matrix import gate_many
-
         return gate_many(a, endpoints)
     doc = run_gate(spec_from_args(a), html=a.report, junit=a.junit, markdown=a.markdown)
     return exit_code(doc, a.allow_inconclusive)
@@ -57,10 +55,9 @@ def handle(a: argparse.Namespace) -> int:
 def merge_config(a: argparse.Namespace) -> tuple[argparse.Namespace, list[dict[str, Any]]]:
     """Flags over the gate file over the environment; returns the merged flags and the file's endpoints."""
     from . import gatefile
-    from .main import build_parser
 
     flags, endpoints = gatefile.translate(gatefile.read(a.config))
-    ap = build_parser()
+    ap = a.parser
     given = gatefile.explicit_dests(ap, a.argv, "gate")
     if len(endpoints) == 1:
         flags.update({k: v for k, v in endpoints[0].items() if k != "name"})
@@ -112,3 +109,30 @@ def write_ci_outputs(run_dir: Path, doc: dict[str, Any], html: str | None, junit
     except ImportError:
         return
     report.write_all(run_dir, doc, html=html, junit=junit, markdown=markdown)
+
+
+def gate_many(a: argparse.Namespace, endpoints: list[dict[str, Any]]) -> int:
+    """Gate every endpoint of a gate file concurrently (one thread each, quiet), then write the matrix."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..app import default_run_dir
+    from ..errors import UsageError
+    from .matrix import finish
+
+    root = Path(a.out) if a.out else default_run_dir("gate-matrix")
+    specs = {}
+    for ep in endpoints:
+        ns = argparse.Namespace(**{**vars(a), **{k: v for k, v in ep.items() if k != "name"}})
+        ns.out, ns.quiet = str(root / ep["name"]), True
+        specs[ep["name"]] = spec_from_args(ns)  # every endpoint checked before anything is sent
+    if a.report or a.junit or a.markdown:
+        raise UsageError("with several endpoints, reports go into each OUT/<name>/; use [outputs] matrix for the summary")
+
+    def one(name: str) -> tuple[Path, dict[str, Any]]:
+        doc = run_gate(specs[name], echo=False)
+        return Path(doc["run"]["run_dir"]), doc
+
+    with ThreadPoolExecutor(max_workers=len(specs)) as pool:
+        futures = {name: pool.submit(one, name) for name in specs}
+        docs = {name: f.result() for name, f in futures.items()}
+    return finish(docs, Path(a.matrix) if a.matrix else root / "matrix", a.allow_inconclusive)

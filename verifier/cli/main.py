@@ -21,6 +21,7 @@ import verifier.cli.engine as engine
 import verifier.cli.gate as gate
 import verifier.cli.lm_eval as lm_eval
 import verifier.cli.list_suites as list_suites
+import verifier.cli.matrix as matrix
 import verifier.cli.merge as merge
 import verifier.cli.proxy as proxy
 import verifier.cli.report as report
@@ -29,7 +30,8 @@ import verifier.cli.score as score
 import verifier.cli.testbed as testbed
 
 # Order of `verifier --help`.
-COMMANDS = (run, score, list_suites, bless, calibrate, compare, gate, lm_eval, report, merge, engine, proxy, testbed, demo)
+COMMANDS = (run, score, list_suites, bless, calibrate, compare, gate, matrix, lm_eval, report, merge, engine, proxy, testbed,
+            demo)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     a = ap.parse_args(argv)
-    a.argv = list(sys.argv[1:] if argv is None else argv)  # gate --config tells given flags from defaults
+    # gate --config tells flags given on the command line from defaults by parsing them again.
+    a.argv, a.parser = list(sys.argv[1:] if argv is None else argv), ap
     check = getattr(a, "check", None)
     if check is not None:
         check(ap, a)  # argparse-level errors (exit 2 with usage), as argparse itself reports them

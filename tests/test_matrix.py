@@ -1,0 +1,104 @@
+"""`verifier matrix` and multi-endpoint gate files: 5 providers (the test server behind 5 proxy fault settings)
+against one golden -> one HTML page (sortable, linking to each report) and one Markdown table."""
+
+import json
+import re
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from verifier.testbed.proxy import Proxy
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "goldens" / "demo-smoke"
+# provider -> faults; what the comparison must say about it.
+PROVIDERS = {
+    "healthy": ([], "pass"),
+    "reasoning-parser": (["answer_in_reasoning"], "frontend_regression"),
+    "no-finish-reason": (["finish_reason_missing"], "frontend_regression"),
+    "no-usage": (["usage_dropped"], "frontend_regression"),
+    "garbled-stream": (["stream_garble"], None),
+}
+
+
+@pytest.fixture(scope="module")
+def five(tmp_path_factory):
+    """A gate file with five endpoints, gated concurrently; returns (tmp, exit code, stdout)."""
+    from verifier.cli import main
+    from verifier.testbed.server import Script, TestServer, arithmetic
+
+    tmp = tmp_path_factory.mktemp("matrix")
+    with TestServer(Script(arithmetic)) as srv, ExitStack() as stack:
+        urls = {name: stack.enter_context(Proxy(srv.url, faults, seed=0)).url for name, (faults, _) in PROVIDERS.items()}
+        endpoints = "".join(f'\n[[endpoints]]\nname = "{n}"\nbase_url = "{u}"\nmodel = "m"\nmax_retries = 0\n' for n, u in urls.items())
+        cfg = tmp / "gate.toml"
+        cfg.write_text(f'golden = "{DEMO}"\n[budgets]\ninfra = 1.0\n[outputs]\ndir = "{tmp / "runs"}"\nmatrix = "{tmp / "matrix"}"\n{endpoints}')
+        import io
+        import contextlib
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(["gate", "--config", str(cfg)])
+    return tmp, code, out.getvalue()
+
+
+def test_gate_file_with_five_endpoints_writes_the_matrix(five):
+    tmp, code, stdout = five
+    assert code == 10  # the worst provider's exit code: frontend regressions
+    m = json.loads((tmp / "matrix" / "matrix.json").read_text())
+    assert m["providers"] == list(PROVIDERS) and m["golden"] == "demo-smoke"
+    rows = {r["provider"]: r for r in m["rows"]}
+    for name, (_, status) in PROVIDERS.items():
+        assert (tmp / "runs" / name / "comparison.json").exists()
+        if status:
+            assert rows[name]["status"] == status, (name, rows[name])
+    assert rows["healthy"]["frontend"] == "pass" and rows["healthy"]["evidence"] == ""
+    assert rows["healthy"]["metrics"][0]["name"] == "accuracy" and rows["healthy"]["latency_ms"]["p50"] > 0
+    assert rows["reasoning-parser"]["frontend"] == "fail" and "new: answer_in_reasoning 20" in rows["reasoning-parser"]["evidence"]
+    assert "finish_reason_missing" in rows["no-finish-reason"]["evidence"]
+    # The Markdown table: header + one line per provider, printed and written.
+    md = (tmp / "matrix" / "matrix.md").read_text()
+    assert md in stdout
+    table = [line for line in md.splitlines() if line.startswith("| ") and not line.startswith(("| provider", "| ---"))]
+    assert len(table) == 5 and all(f"| {n} | smoke |" in md for n in PROVIDERS)
+    assert "[report](../runs/healthy/report.html)" in md
+
+
+def test_matrix_html_links_every_provider_to_its_report(five):
+    tmp, _, _ = five
+    html = (tmp / "matrix" / "matrix.html").read_text()
+    links = re.findall(r'<a class="report" href="([^"]+)">([^<]+)</a>', html)
+    assert [name for _, name in links] == list(PROVIDERS)
+    for href, name in links:
+        assert (tmp / "matrix" / href).resolve() == (tmp / "runs" / name / "report.html").resolve()
+        assert (tmp / "matrix" / href).exists()
+
+
+def test_matrix_command_on_run_dirs_gives_the_same_rows(five, tmp_path, cli):
+    tmp, _, _ = five
+    code, out, err = cli("matrix", "--golden", DEMO, "--out", tmp_path / "m",
+                         *[f"{n}={tmp / 'runs' / n}" for n in PROVIDERS])
+    assert code == 10, err
+    again = json.loads((tmp_path / "m" / "matrix.json").read_text())
+    first = json.loads((tmp / "matrix" / "matrix.json").read_text())
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "report"} for r in rows]  # noqa: E731 - links are relative
+    assert strip(again["rows"]) == strip(first["rows"])
+    # Bad input: a directory that is not a run, and clashing names.
+    code, _, err = cli("matrix", "--golden", DEMO, "--out", tmp_path / "x", tmp_path)
+    assert code == 2
+    code, _, err = cli("matrix", "--golden", DEMO, "--out", tmp_path / "y", f"a={tmp / 'runs' / 'healthy'}", f"a={tmp / 'runs' / 'no-usage'}")
+    assert code == 2 and "unique" in err
+
+
+def test_matrix_escapes_what_endpoints_say(tmp_path):
+    from verifier import matrix
+
+    doc = {"status": "pass", "exit_code": 0, "frontend": {"verdict": "pass", "evidence": [
+        {"suite": "s", "signal": "x", "verdict": "fail", "summary": "<script>window.__x=1</script>|pipe"}]},
+        "quantization": {"verdict": "pass", "evidence": []}, "suites": {"s": {"metrics": {}, "paired": 1}},
+        "golden": {"name": "g"}, "run": {"endpoint": {"base_url": "http://e/<b>"}}}
+    m = matrix.build([matrix.Entry("<img src=x>", tmp_path, doc)], tmp_path)
+    html = matrix.render_html(m)
+    assert "<script>window" not in html and "&lt;img src=x&gt;" in html and "<img src=x>" not in html
+    assert "\\|pipe" in matrix.markdown(m)
