@@ -1,0 +1,115 @@
+"""The README's GitHub Actions recipes, run as written against the test server with the shipped goldens.
+
+Every `run:` step that calls `verifier` is executed by bash, in job order (matrix jobs once per value),
+in one working directory that holds the repository's goldens, so uploads and downloads of artifacts are
+just the files left in place. `${{ vars.* }}` become the test server; `${{ secrets.* }}` a dummy key.
+"""
+
+import os
+import re
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+VERDICT_CODES = {0, 10, 11, 12, 20, 30}  # a gate that ran; 1 (internal) and 2 (usage) mean the recipe is broken
+
+
+def workflows() -> dict[str, dict]:
+    """{section title: parsed YAML} for every ```yaml block under the README's CI sections."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    out = {}
+    for title in ("A pre-release gate in GitHub Actions", "Sharding a large run across jobs"):
+        section = text.split(f"### {title}", 1)[1]
+        block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+        out[title] = yaml.safe_load(block)
+    return out
+
+
+def substitute(text: str, url: str, shard: int | None) -> str:
+    def expr(m: re.Match) -> str:
+        e = m.group(1).strip()
+        if e == "vars.CANDIDATE_URL":
+            return url
+        if e == "vars.CANDIDATE_MODEL":
+            return "test-model"
+        if e.startswith("secrets."):
+            return "sk-test-not-a-secret"
+        if e == "matrix.shard":
+            return str(shard)
+        raise AssertionError(f"unknown expression in the README workflow: {e}")
+
+    return re.sub(r"\$\{\{(.*?)\}\}", expr, text)
+
+
+def steps(job: dict, url: str):
+    """(shard, step) for every step of a job, once per matrix value."""
+    values = ((job.get("strategy") or {}).get("matrix") or {}).get("shard") or [None]
+    for shard in values:
+        for step in job["steps"]:
+            yield shard, step
+
+
+@pytest.fixture
+def world(tmp_path, server):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "goldens").symlink_to(ROOT / "goldens")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "verifier"
+    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m verifier \"$@\"\n")
+    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT),
+           "GITHUB_STEP_SUMMARY": str(tmp_path / "step_summary.md"), "HF_HUB_OFFLINE": "1"}
+    env.pop("OPENAI_BASE_URL", None)
+    return work, env, server.url
+
+
+def run_workflow(wf: dict, work: Path, env: dict, url: str) -> list[tuple[str, int]]:
+    ran = []
+    for job_name, job in wf["jobs"].items():
+        for shard, step in steps(job, url):
+            if "run" in step and "verifier" in step["run"]:
+                script = substitute(step["run"], url, shard)
+                step_env = {**env, **{k: substitute(str(v), url, shard) for k, v in (step.get("env") or {}).items()}}
+                p = subprocess.run(["bash", "-e", "-c", script], cwd=work, env=step_env, capture_output=True, text=True, timeout=300)
+                ran.append((script, p.returncode))
+                assert p.returncode in VERDICT_CODES, f"{job_name}: {script}\n{p.stderr[-2000:]}"
+                if p.returncode != 0:
+                    break  # a failing gate step ends the job, as in Actions
+            paths = ((step.get("with") or {}).get("path")) if "upload-artifact" in str(step.get("uses")) else None
+            if paths and (step.get("if") == "always()" or (ran and ran[-1][1] == 0)):
+                for path in str(substitute(paths, url, shard)).split():
+                    assert list(work.glob(path)), f"{job_name}: artifact {path} was not written"
+    return ran
+
+
+def test_readme_gate_workflow_runs_as_written(world):
+    work, env, url = world
+    wf = workflows()["A pre-release gate in GitHub Actions"]
+    ran = run_workflow(wf, work, env, url)
+    assert len(ran) == 1 and "verifier gate --golden goldens/qwen0.5b-smoke" in ran[0][0]
+    print("gate exit code against the test server:", ran[0][1])
+    assert Path(env["GITHUB_STEP_SUMMARY"]).read_text().strip()  # the gate's summary reached the job page
+
+
+def test_readme_shard_workflow_runs_as_written(world):
+    work, env, url = world
+    wf = workflows()["Sharding a large run across jobs"]
+    ran = run_workflow(wf, work, env, url)
+    assert [re.search(r"verifier (\w+)", s).group(1) for s, _ in ran] == ["run"] * 4 + ["merge", "compare"]
+    assert all(code == 0 for _, code in ran[:5])
+    assert (work / "runs" / "merged" / "comparison.json").exists() and (work / "reports" / "gate.html").exists()
+
+
+def test_readme_names_only_goldens_that_exist():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    names = {n for n in re.findall(r"goldens/([A-Za-z0-9_.<>-]+)", text) if "<" not in n}  # <name>: a placeholder
+    assert "qwen0.5b-smoke" in names
+    for name in names:
+        assert (ROOT / "goldens" / name / "golden.json").exists(), f"README names goldens/{name}, which does not exist"
