@@ -84,15 +84,16 @@ def maybe_cached(repo: str) -> bool:
 
 
 def load(what: str, fn: Callable[[], T], way_out: str = "pass --data PATH for a local copy, or --smoke for the built-in subset",
-         repo: str | None = None) -> T:
+         repo: str | None = None, probe_first: bool = True) -> T:
     """`fn()` (a hub download), failing in seconds with one line when the hub is out of reach.
 
     `what` names the dataset as the user would look for it (e.g. "gsm8k: openai/gsm8k (main, test)");
     `repo`, the hub dataset id, lets offline mode report a cache miss without importing datasets.
+    `probe_first=False` when `fn` may need no hub at all (connection errors are still turned into this error).
     """
     if offline_mode() and repo and not maybe_cached(repo):
         raise unavailable(what, "offline mode, not in the cache", way_out)
-    if not offline_mode():
+    if probe_first and not offline_mode():
         why = probe()
         if why:
             raise unavailable(what, why, way_out + " (a cached copy: set HF_HUB_OFFLINE=1)")
@@ -110,13 +111,4 @@ def _is_connection_error(e: BaseException) -> bool:
     names = {c.__name__ for c in type(e).__mro__}
     return bool(names & {"LocalEntryNotFoundError", "OfflineModeIsEnabled", "ConnectError", "ConnectTimeout",
                          "ConnectionError", "ReadTimeout", "Timeout"})
-
-
-def require_hub(what: str, way_out: str) -> None:
-    """Probe only (for code that downloads inside a library call, e.g. lm-eval): raise when unreachable."""
-    if offline_mode():
-        return
-    why = probe()
-    if why:
-        raise unavailable(what, why, way_out + " (a cached copy: set HF_HUB_OFFLINE=1)")
 

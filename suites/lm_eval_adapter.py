@@ -191,6 +191,7 @@ def run_task(
     api_key_env: str | None = None,
     timeout: int = 600,
     max_retries: int = 3,
+    evaluation_tracker: Any = None,
 ) -> dict[str, Any]:
     """Run lm-eval tasks through `local-chat-completions` against `base_url`; lm-eval's results dict.
 
@@ -219,7 +220,7 @@ def run_task(
         results = lm_eval.simple_evaluate(
             model="local-chat-completions", model_args=model_args, tasks=list(tasks), num_fewshot=num_fewshot,
             apply_chat_template=True, fewshot_as_multiturn=fewshot_as_multiturn, log_samples=True,
-            limit=limit, task_manager=tm,
+            limit=limit, task_manager=tm, evaluation_tracker=evaluation_tracker,
         )
     if results is None:
         raise RuntimeError("lm-eval returned no results")

@@ -31,6 +31,7 @@ from verifier.types import Exchange, Judgement, Parsed, Sample, Suite, Verdict
 
 import suites.hub as hub
 import suites.lm_eval_adapter as adapter
+import suites.lm_eval_files as lm_eval_files
 
 NAME = "lm_eval"
 VERSION = "1"
@@ -276,16 +277,22 @@ def suite_for(name: str) -> Suite | None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", required=True, help="comma-separated lm-eval task names (generate_until tasks)")
+    p.add_argument("--task", "--tasks", dest="task", required=True, help="comma-separated lm-eval task names or YAML paths (generate_until tasks)")
     p.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"),
                    help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1 (default $OPENAI_BASE_URL)")
     p.add_argument("--model", default=os.environ.get("VERIFIER_MODEL"), help="model name sent in every request (default $VERIFIER_MODEL)")
-    p.add_argument("--out", required=True, help="run directory to create")
+    p.add_argument("--out", help="run directory to create (default OUTPUT_PATH/verifier-run with --output_path)")
     p.add_argument("--limit", type=float, help="first N docs per task (a fraction < 1 means that share)")
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight (lm-eval num_concurrent, default 8)")
     p.add_argument("--max-tokens", dest="max_tokens", type=int,
                    help="lm-eval max_gen_toks (default: lm-eval's, 256 unless the task sets it; too short for chain of thought)")
-    p.add_argument("--num-fewshot", type=int, help="override the task's few-shot count")
+    p.add_argument("--num-fewshot", "--num_fewshot", dest="num_fewshot", type=int, help="override the task's few-shot count")
+    p.add_argument("--model-args", "--model_args", dest="model_args", metavar="base_url=URL,model=M,...",
+                   help="lm-eval's local-chat-completions model_args: base_url (with or without /chat/completions), model, num_concurrent, max_gen_toks")
+    p.add_argument("--output-path", "--output_path", dest="output_path", metavar="PATH",
+                   help="also write lm-eval's own results JSON here, exactly as lm-eval does")
+    p.add_argument("--log-samples", "--log_samples", dest="log_samples", action="store_true",
+                   help="with --output_path: also lm-eval's samples_<task>_<time>.jsonl per task")
     p.add_argument("--single-turn", action="store_true", help="few-shot examples in one user message (lm-eval without --fewshot_as_multiturn)")
     p.add_argument("--include-path", help="directory of extra lm-eval task YAMLs")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key (never written)")
@@ -300,6 +307,7 @@ def run(a: argparse.Namespace) -> int:
     tasks = [t.strip() for t in a.task.split(",") if t.strip()]
     if not tasks:
         raise UsageError("--task is required")
+    lm_eval_files.apply_flags(a)
     out = Path(a.out)
     _new_run_dir(out)
     if a.import_samples:
@@ -343,15 +351,18 @@ def _run_and_import(a: argparse.Namespace, tasks: list[str], out: Path) -> None:
     if not a.base_url or not a.model:
         raise UsageError("lm-eval needs --base-url and --model (or --import-samples)")
     limit = int(a.limit) if a.limit is not None and a.limit >= 1 else a.limit
+    tracker = lm_eval_files.tracker(a.output_path)
     try:
         results = hub.load(
             f"lm-eval task {','.join(tasks)} (its dataset comes from the hub)",
             lambda: adapter.run_task(tasks, a.base_url, a.model, limit=limit, num_concurrent=a.concurrency,
                                      max_gen_toks=a.max_tokens, num_fewshot=a.num_fewshot, fewshot_as_multiturn=not a.single_turn,
-                                     include_path=a.include_path, api_key_env=a.api_key_env),
-            "pass --import-samples JSONL, or use `verifier run --suite gsm8k` with --data PATH or --smoke")
+                                     include_path=a.include_path, api_key_env=a.api_key_env, evaluation_tracker=tracker),
+            "pass --import-samples JSONL, or use `verifier run --suite gsm8k` with --data PATH or --smoke",
+            probe_first=not all(Path(t).is_file() for t in tasks))  # YAML tasks may use local data only
     except (KeyError, ValueError) as e:
         raise UsageError(f"lm-eval: {e}") from None
+    lm_eval_files.save(tracker, results, a.log_samples)
     import_samples(results.get("samples") or {}, None, out, a.model, a.base_url,
                    lm_eval_config=results.get("configs"), api_key_env=a.api_key_env)
 

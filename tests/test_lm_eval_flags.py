@@ -1,0 +1,76 @@
+"""`verifier lm-eval` speaks lm-eval: --tasks, --model_args, --num_fewshot, --output_path, --log_samples,
+and writes lm-eval's own results JSON and samples JSONL beside the run directory."""
+
+import json
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before anything imports datasets / huggingface_hub
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+import pytest
+
+from verifier.testbed.server import Reply, Script, TestServer, arithmetic
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+
+
+def tiny_task(tmp_path):
+    """A generate_until task on a local file (no hub): three sums, the server gets one wrong."""
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps({"q": f"What is {a} + {b}?", "a": str(a + b)}) + "\n" for a, b in [(1, 2), (3, 4), (5, 6)]))
+    yaml_path = tmp_path / "tiny_add.yaml"
+    yaml_path.write_text(
+        "task: tiny_add\ndataset_path: json\n"
+        f"dataset_kwargs:\n  data_files:\n    test: {data}\n  cache_dir: {tmp_path / 'hf-cache'}\n"
+        "output_type: generate_until\ntest_split: test\ndoc_to_text: '{{q}}'\ndoc_to_target: '{{a}}'\n"
+        "generation_kwargs:\n  until: [\"\\n\\n\"]\n  do_sample: false\n"
+        "metric_list:\n  - metric: exact_match\n    aggregation: mean\n    higher_is_better: true\nmetadata:\n  version: 1.0\n")
+    return yaml_path
+
+
+def responder(req):
+    return Reply(content="5") if "5 + 6" in req["messages"][-1]["content"] else arithmetic(req)
+
+
+def test_lm_eval_flags_write_lm_evals_own_files(tmp_path, cli):
+    task = tiny_task(tmp_path)
+    out = tmp_path / "out"
+    with TestServer(Script(responder)) as srv:
+        code, stdout, err = cli("lm-eval", "--tasks", task, "--model_args", f"base_url={srv.url}/chat/completions,model=m,num_concurrent=2",
+                                "--num_fewshot", 0, "--output_path", out, "--log_samples", "--quiet")
+        assert code == 0, err
+        assert srv.script.requests and all(r["model"] == "m" for r in srv.script.requests)
+    results = list(out.rglob("results_*.json"))
+    samples = list(out.rglob("samples_tiny_add_*.jsonl"))
+    assert len(results) == 1 and len(samples) == 1
+    lm = json.loads(results[0].read_text())
+    assert lm["results"]["tiny_add"]["exact_match,none"] == pytest.approx(2 / 3)
+    assert lm["n-shot"]["tiny_add"] == 0 and "api_key" not in json.dumps(lm["config"]).lower()
+    assert [json.loads(line)["exact_match"] for line in samples[0].read_text().splitlines()] == [1.0, 1.0, 0.0]
+    # verifier's run directory beside them, with the same metric for the same responses.
+    run = out / "verifier-run"
+    ours = json.loads((run / "summary.json").read_text())["suites"]["lm_eval:tiny_add"]["metrics"]["exact_match"]
+    assert ours["value"] == pytest.approx(lm["results"]["tiny_add"]["exact_match,none"], abs=1e-4) and ours["n"] == 3
+    assert json.loads((run / "run.json").read_text())["endpoint"]["model"] == "m"
+
+
+def test_lm_eval_flag_errors(tmp_path, cli):
+    code, _, err = cli("lm-eval", "--tasks", "x", "--model_args", "base_url=http://h/v1,pretrained=gpt2", "--out", tmp_path / "a")
+    assert code == 2 and "pretrained is not supported" in err
+    code, _, err = cli("lm-eval", "--tasks", "x", "--model_args", "base_url=http://h/v1,model=m", "--log_samples", "--out", tmp_path / "b")
+    assert code == 2 and "--log_samples needs --output_path" in err
+    code, _, err = cli("lm-eval", "--tasks", "x", "--model_args", "base_url=http://h/v1,model=m")
+    assert code == 2 and "--out" in err
+
+
+def test_model_args_parsing():
+    from suites import lm_eval_files as f
+
+    assert f.parse_model_args("base_url=http://h:1/v1/chat/completions, model=m,tokenized_requests=False") == {
+        "base_url": "http://h:1/v1/chat/completions", "model": "m", "tokenized_requests": "False"}
+    assert f.chat_base_url("http://h:1/v1/chat/completions/") == "http://h:1/v1"
+    assert f.chat_base_url("http://h:1/v1") == "http://h:1/v1"
