@@ -40,7 +40,7 @@ from jsonschema.exceptions import SchemaError
 
 from verifier.types import Finding, Judgement, Parsed, Sample, Suite, Verdict
 
-from . import hub
+import suites.hub as hub
 from .lazy import LazySamples
 
 NAME = "structured"
