@@ -104,7 +104,9 @@ def test_readme_shard_workflow_runs_as_written(world):
     ran = run_workflow(wf, work, env, url)
     assert [re.search(r"verifier (\w+)", s).group(1) for s, _ in ran] == ["run"] * 4 + ["merge", "compare"]
     assert all(code == 0 for _, code in ran[:5])
-    assert (work / "runs" / "merged" / "comparison.json").exists() and (work / "reports" / "gate.html").exists()
+    merged = work / "runs" / "merged"
+    assert all((merged / f).exists() for f in ("comparison.json", "report.html", "junit.xml", "summary.md"))
+    assert Path(env["GITHUB_STEP_SUMMARY"]).read_text().strip()  # the merge job's summary reached the job page
 
 
 def test_readme_names_only_goldens_that_exist():

@@ -13,6 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="where to write comparison.json (default RUN_DIR/comparison.json)")
     p.add_argument("--infra-budget", type=float, default=0.02, help="infra error rate above which the run is incomplete (default 0.02)")
     p.add_argument("--allow-inconclusive", action="store_true", help="exit 0 instead of 20 when inconclusive")
+    p.add_argument("--ci-outputs", action="store_true",
+                   help="also write what gate writes into RUN_DIR: report.html, junit.xml, summary.md (+ $GITHUB_STEP_SUMMARY), samples.csv")
     p.set_defaults(fn=handle)
 
 
@@ -23,4 +25,8 @@ def handle(a: argparse.Namespace) -> int:
 
     doc = compare_run(Path(a.run_dir), a.golden, Path(a.out) if a.out else None, a.infra_budget)
     print_comparison(doc)
+    if a.ci_outputs:
+        from .gate import write_ci_outputs
+
+        write_ci_outputs(Path(a.run_dir), doc, None, None, None)
     return exit_code(doc, a.allow_inconclusive)
