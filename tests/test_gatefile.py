@@ -103,3 +103,16 @@ def test_gate_narrowing_rejects_what_the_golden_lacks(server, tmp_path, cli):
     code, _, err = cli("gate", "--golden", DEMO, "--margin", "smoke/nope=0.1:why", "--base-url", server.url, "--model", "m",
                        "--quiet", "--out", tmp_path / "y")
     assert code == 2 and "no margin 'smoke/nope'" in err
+
+
+def test_several_endpoints_take_flags_over_their_own_values(server, tmp_path, cli):
+    """A flag on the command line beats each [[endpoints]] entry; entries' numbers get their flags' types."""
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text(f'golden = "{DEMO}"\n[outputs]\ndir = "{tmp_path / "runs"}"\n'
+                   f'[[endpoints]]\nname = "a"\nbase_url = "{server.url}"\nmodel = "ma"\ntimeout = 60\n'
+                   f'[[endpoints]]\nname = "b"\nbase_url = "{server.url}"\nmodel = "mb"\n')
+    code, out, err = cli("gate", "--config", cfg, "--model", "flag-model")
+    assert code == 0, err
+    for name in ("a", "b"):
+        assert json.loads((tmp_path / "runs" / name / "run.json").read_text())["endpoint"]["model"] == "flag-model"
+    assert (tmp_path / "runs" / "matrix" / "matrix.html").exists() and "| a | smoke |" in out

@@ -43,7 +43,7 @@ def check(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
 def handle(a: argparse.Namespace) -> int:
     from .args import exit_code
 
-    endpoints: list[dict[str, Any]] = []
+    endpoints: list[argparse.Namespace] = []
     if a.config:
         a, endpoints = merge_config(a)
     if len(endpoints) > 1:
@@ -52,17 +52,24 @@ def handle(a: argparse.Namespace) -> int:
     return exit_code(doc, a.allow_inconclusive)
 
 
-def merge_config(a: argparse.Namespace) -> tuple[argparse.Namespace, list[dict[str, Any]]]:
-    """Flags over the gate file over the environment; returns the merged flags and the file's endpoints."""
+def merge_config(a: argparse.Namespace) -> tuple[argparse.Namespace, list[argparse.Namespace]]:
+    """Flags over the gate file over the environment: the merged flags, and with several [[endpoints]] one
+    merged namespace per endpoint (its `name` in `.endpoint_name`)."""
     from . import gatefile
 
     flags, endpoints = gatefile.translate(gatefile.read(a.config))
-    ap = a.parser
-    given = gatefile.explicit_dests(ap, a.argv, "gate")
+    sub = gatefile.subparser(a.parser, "gate")
+    given = gatefile.explicit_dests(a.parser, a.argv, "gate")
     if len(endpoints) == 1:
         flags.update({k: v for k, v in endpoints[0].items() if k != "name"})
-    merged = gatefile.apply(a, flags, given, gatefile.subparser(ap, "gate"))
-    return merged, endpoints
+    merged = gatefile.apply(a, flags, given, sub)
+    per_endpoint = []
+    if len(endpoints) > 1:
+        for ep in endpoints:
+            ns = gatefile.apply(merged, {k: v for k, v in ep.items() if k != "name"}, given, sub)
+            ns.endpoint_name = ep["name"]
+            per_endpoint.append(ns)
+    return merged, per_endpoint
 
 
 def spec_from_args(a: argparse.Namespace):  # -> app_gate.GateSpec
@@ -111,7 +118,7 @@ def write_ci_outputs(run_dir: Path, doc: dict[str, Any], html: str | None, junit
     report.write_all(run_dir, doc, html=html, junit=junit, markdown=markdown)
 
 
-def gate_many(a: argparse.Namespace, endpoints: list[dict[str, Any]]) -> int:
+def gate_many(a: argparse.Namespace, endpoints: list[argparse.Namespace]) -> int:
     """Gate every endpoint of a gate file concurrently (one thread each, quiet), then write the matrix."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -121,10 +128,9 @@ def gate_many(a: argparse.Namespace, endpoints: list[dict[str, Any]]) -> int:
 
     root = Path(a.out) if a.out else default_run_dir("gate-matrix")
     specs = {}
-    for ep in endpoints:
-        ns = argparse.Namespace(**{**vars(a), **{k: v for k, v in ep.items() if k != "name"}})
-        ns.out, ns.quiet = str(root / ep["name"]), True
-        specs[ep["name"]] = spec_from_args(ns)  # every endpoint checked before anything is sent
+    for ns in endpoints:
+        ns.out, ns.quiet = str(root / ns.endpoint_name), True
+        specs[ns.endpoint_name] = spec_from_args(ns)  # every endpoint checked before anything is sent
     if a.report or a.junit or a.markdown:
         raise UsageError("with several endpoints, reports go into each OUT/<name>/; use [outputs] matrix for the summary")
 
