@@ -80,3 +80,21 @@ def test_probe_names_reachable_and_unreachable(server, monkeypatch):
     assert hub.probe()  # refused
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert hub.offline_mode()
+
+
+def test_only_hub_failures_are_reported_as_the_hubs(monkeypatch):
+    """lm-eval's call also talks to the endpoint under test: its connection errors stay what they are."""
+    from suites import hub
+
+    monkeypatch.setenv("HF_ENDPOINT", "https://huggingface.co")
+    assert hub._from_the_hub(ConnectionError("Couldn't reach 'openai/gsm8k' on the Hub (LocalEntryNotFoundError)"))
+    assert hub._from_the_hub(OSError("HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded"))
+    assert not hub._from_the_hub(ConnectionError("Cannot connect to host 127.0.0.1:8080"))
+    assert not hub._from_the_hub(ValueError("Dataset 'x/y' doesn't exist on the Hub"))
+
+    def endpoint_down():
+        raise ConnectionError("Cannot connect to host 127.0.0.1:8080")
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ConnectionError):
+        hub.load("lm-eval task t", endpoint_down)
