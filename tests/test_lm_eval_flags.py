@@ -74,3 +74,17 @@ def test_model_args_parsing():
         "base_url": "http://h:1/v1/chat/completions", "model": "m", "tokenized_requests": "False"}
     assert f.chat_base_url("http://h:1/v1/chat/completions/") == "http://h:1/v1"
     assert f.chat_base_url("http://h:1/v1") == "http://h:1/v1"
+
+
+def test_lm_eval_goldens_compare_and_say_how_to_gate(tmp_path, cli):
+    """An lm-eval run blesses, calibrates and compares like any run; gate names the way that works."""
+    task = tiny_task(tmp_path)
+    with TestServer(Script(responder)) as srv:
+        code, _, err = cli("lm-eval", "--tasks", task, "--model_args", f"base_url={srv.url},model=m", "--out", tmp_path / "run", "--quiet")
+        assert code == 0, err
+        assert cli("bless", tmp_path / "run", "--to", tmp_path / "golden")[0] == 0
+        assert cli("calibrate", tmp_path / "golden", "--runs", tmp_path / "run", tmp_path / "run")[0] == 0
+        code, out, err = cli("compare", tmp_path / "run", "--golden", tmp_path / "golden")
+        assert code == 0, out + err
+        code, _, err = cli("gate", "--golden", tmp_path / "golden", "--base-url", srv.url, "--model", "m", "--out", tmp_path / "g", "--quiet")
+    assert code == 2 and "verifier lm-eval --tasks tiny_add" in err and "verifier compare" in err

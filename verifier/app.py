@@ -152,6 +152,10 @@ def resolve_suites(names: tuple[str, ...]) -> list[Suite]:
     table = get_suites()
     out = []
     for n in names:
+        if n.startswith("lm_eval:"):  # lm-eval's own client collects these; verifier cannot resend them
+            task = n.split(":", 1)[1]
+            raise UsageError(f"suite {n} is an imported lm-eval run: collect it with `verifier lm-eval --tasks {task} "
+                             "--model_args base_url=...,model=... --out RUN`, then `verifier compare RUN --golden G`")
         if n not in table:
             raise UsageError(f"unknown suite {n!r}; known: {', '.join(sorted(table))}")
         out.append(table[n])
