@@ -116,3 +116,18 @@ def test_several_endpoints_take_flags_over_their_own_values(server, tmp_path, cl
     for name in ("a", "b"):
         assert json.loads((tmp_path / "runs" / name / "run.json").read_text())["endpoint"]["model"] == "flag-model"
     assert (tmp_path / "runs" / "matrix" / "matrix.html").exists() and "| a | smoke |" in out
+
+
+def test_readme_gate_files_are_valid():
+    import re
+    import tomllib
+
+    from verifier.cli import gatefile
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = [text.split(f"### {title}", 1)[1] for title in ("Gate files", "A vendor matrix")]
+    for block in blocks:
+        doc = tomllib.loads(re.search(r"```toml\n(.*?)```", block, re.S).group(1))
+        flags, endpoints = gatefile.translate(doc)
+        assert flags["golden"].startswith("goldens/") and (ROOT / flags["golden"] / "golden.json").exists()
+        assert endpoints and all(e["base_url"] and e["model"] for e in endpoints)
