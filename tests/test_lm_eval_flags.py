@@ -88,3 +88,25 @@ def test_lm_eval_goldens_compare_and_say_how_to_gate(tmp_path, cli):
         assert code == 0, out + err
         code, _, err = cli("gate", "--golden", tmp_path / "golden", "--base-url", srv.url, "--model", "m", "--out", tmp_path / "g", "--quiet")
     assert code == 2 and "verifier lm-eval --tasks tiny_add" in err and "verifier compare" in err
+
+
+def test_lm_eval_gsm8k_results_file_matches_ours(tmp_path, cli, shared_data):
+    """The issue's line, on gsm8k: lm-eval's gsm8k_cot_llama over the shared test file (no hub), 8 docs."""
+    from suites import lm_eval_adapter as adapter
+    from test_lm_eval_task import N, responder_for
+
+    rows = [json.loads(line) for line in (shared_data / "gsm8k" / "test.jsonl").read_text().splitlines()[:N]]
+    task = tmp_path / "gsm8k_local.yaml"
+    task.write_text(f"include: {adapter.builtin_yaml('gsm8k/gsm8k-cot-llama.yaml')}\ntask: gsm8k_local\n"
+                    f"dataset_path: json\ndataset_name: null\ndataset_kwargs:\n  data_files:\n    test: {shared_data / 'gsm8k' / 'test.jsonl'}\n"
+                    f"  cache_dir: {tmp_path / 'hf-cache'}\n")
+    with TestServer(Script(responder_for(rows))) as srv:
+        code, _, err = cli("lm-eval", "--tasks", task, "--model_args", f"base_url={srv.url}/chat/completions,model=m,max_gen_toks=1024",
+                           "--limit", N, "--output_path", tmp_path / "out", "--log_samples", "--quiet")
+    assert code == 0, err
+    lm = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())["results"]["gsm8k_local"]
+    ours = json.loads((tmp_path / "out" / "verifier-run" / "summary.json").read_text())["suites"]["lm_eval:gsm8k_local"]["metrics"]
+    assert lm["exact_match,strict-match"] == pytest.approx(0.25) and lm["exact_match,flexible-extract"] == pytest.approx(0.5)
+    for flt in ("strict-match", "flexible-extract"):  # lm-eval's `metric,filter` is our `metric:filter`
+        assert ours[f"exact_match:{flt}"]["value"] == pytest.approx(lm[f"exact_match,{flt}"], abs=1e-4)
+        assert ours[f"exact_match:{flt}"]["n"] == N
