@@ -68,6 +68,14 @@ def apply_flags(a: argparse.Namespace) -> None:
         a.out = str((base.parent if base.suffix == ".json" else base) / RUN_DIR_NAME)
 
 
+def unproxied(results: dict[str, Any], recorder_url: str, base_url: str) -> dict[str, Any]:
+    """lm-eval logged the recorder's address as its base_url; its files must name the endpoint that answered."""
+    args = (results.get("config") or {}).get("model_args")
+    if isinstance(args, dict) and isinstance(args.get("base_url"), str) and args["base_url"].startswith(recorder_url):
+        args["base_url"] = base_url.rstrip("/") + args["base_url"][len(recorder_url):]
+    return results
+
+
 def tracker(output_path: str | None) -> Any:
     """lm-eval's EvaluationTracker for --output_path (None without it); simple_evaluate fills in its config."""
     if not output_path:

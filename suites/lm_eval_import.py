@@ -32,6 +32,7 @@ from verifier.types import Exchange, Judgement, Parsed, Sample, Suite, Verdict
 import suites.hub as hub
 import suites.lm_eval_adapter as adapter
 import suites.lm_eval_files as lm_eval_files
+import suites.lm_eval_recorder as recorder
 
 NAME = "lm_eval"
 VERSION = "1"
@@ -99,8 +100,10 @@ def _scalar(v: Any) -> float | None:
     return None  # corpus-level metrics log tuples per sample; they have no per-sample value
 
 
-def to_run_records(samples: list[dict[str, Any]], task: str, model: str) -> tuple[list[Sample], list[Exchange]]:
-    """lm-eval log rows (one per doc x filter) -> one Sample and one Exchange per doc."""
+def to_run_records(samples: list[dict[str, Any]], task: str, model: str,
+                   recorded: dict[str, Any] | None = None) -> tuple[list[Sample], list[Exchange]]:
+    """lm-eval log rows (one per doc x filter) -> one Sample and one Exchange per doc. With `recorded`
+    ({messages key: Recorded} from suites/lm_eval_recorder.py) the Exchange is the real round trip."""
     by_doc: dict[Any, list[dict[str, Any]]] = {}
     for row in samples:
         by_doc.setdefault(row["doc_id"], []).append(row)
@@ -139,8 +142,14 @@ def to_run_records(samples: list[dict[str, Any]], task: str, model: str) -> tupl
             IMPORTED_MARK: "lm-eval",
         }
         out_s.append(sample)
-        out_x.append(Exchange(suite=suite, sample_id=sample.id, epoch=0, mode="chat", request=request,
-                              status=200, body=json.dumps(body, ensure_ascii=False, sort_keys=True)))
+        real = (recorded or {}).get(recorder.messages_key(messages))
+        if real is not None:
+            out_x.append(Exchange(suite=suite, sample_id=sample.id, epoch=0, mode="chat", request=real.request,
+                                  status=real.status or None, body=real.body, latency_ms=real.latency_ms,
+                                  error=None if real.status else "connect_error"))
+        else:
+            out_x.append(Exchange(suite=suite, sample_id=sample.id, epoch=0, mode="chat", request=request,
+                                  status=200, body=json.dumps(body, ensure_ascii=False, sort_keys=True)))
     return out_s, out_x
 
 
@@ -179,6 +188,7 @@ def import_samples(
     *,
     lm_eval_config: dict[str, Any] | None = None,
     api_key_env: str | None = None,
+    recorded: dict[str, Any] | None = None,
 ) -> Path:
     """Write lm-eval per-sample logs as a run directory. `samples` is one task's list, or
     `results["samples"]` ({task: list}) with `task=None` for all of them. Returns the run dir."""
@@ -195,7 +205,7 @@ def import_samples(
     all_x: list[Exchange] = []
     suites_hdr: dict[str, Any] = {}
     for t, rows in sorted(per_task.items()):
-        ss, xs = to_run_records(rows, t, model)
+        ss, xs = to_run_records(rows, t, model, recorded)
         suites_hdr[PREFIX + t] = {"version": VERSION, "dataset_sha256": stable_sha256(ss), "samples": len(ss), "requests": len(xs)}
         all_samples += [(PREFIX + t, s) for s in ss]
         all_x += xs
@@ -350,21 +360,26 @@ def _import_file(a: argparse.Namespace, tasks: list[str], out: Path) -> None:
 def _run_and_import(a: argparse.Namespace, tasks: list[str], out: Path) -> None:
     if not a.base_url or not a.model:
         raise UsageError("lm-eval needs --base-url and --model (or --import-samples)")
-    limit = int(a.limit) if a.limit is not None and a.limit >= 1 else a.limit
     tracker = lm_eval_files.tracker(a.output_path)
-    try:
-        results = hub.load(
-            f"lm-eval task {','.join(tasks)} (its dataset comes from the hub)",
-            lambda: adapter.run_task(tasks, a.base_url, a.model, limit=limit, num_concurrent=a.concurrency,
-                                     max_gen_toks=a.max_tokens, num_fewshot=a.num_fewshot, fewshot_as_multiturn=not a.single_turn,
-                                     include_path=a.include_path, api_key_env=a.api_key_env, evaluation_tracker=tracker),
-            "pass --import-samples JSONL, or use `verifier run --suite gsm8k` with --data PATH or --smoke",
-            probe_first=not all(Path(t).is_file() for t in tasks))  # YAML tasks may use local data only
-    except (KeyError, ValueError) as e:
-        raise UsageError(f"lm-eval: {e}") from None
-    lm_eval_files.save(tracker, results, a.log_samples)
+    # lm-eval -> recorder -> endpoint: the imported run keeps the real wire bytes, usage, latency, finish_reason.
+    with recorder.Recorder(a.base_url, timeout_s=600.0) as rec:
+        try:
+            results = hub.load(
+                f"lm-eval task {','.join(tasks)} (its dataset comes from the hub)", lambda: _evaluate(a, tasks, rec.url, tracker),
+                "pass --import-samples JSONL, or use `verifier run --suite gsm8k` with --data PATH or --smoke",
+                probe_first=not all(Path(t).is_file() for t in tasks))  # YAML tasks may use local data only
+        except (KeyError, ValueError) as e:
+            raise UsageError(f"lm-eval: {e}") from None
+    lm_eval_files.save(tracker, lm_eval_files.unproxied(results, rec.url, a.base_url), a.log_samples)
     import_samples(results.get("samples") or {}, None, out, a.model, a.base_url,
-                   lm_eval_config=results.get("configs"), api_key_env=a.api_key_env)
+                   lm_eval_config=results.get("configs"), api_key_env=a.api_key_env, recorded=rec.by_messages())
+
+
+def _evaluate(a: argparse.Namespace, tasks: list[str], url: str, tracker: Any) -> dict[str, Any]:
+    limit = int(a.limit) if a.limit is not None and a.limit >= 1 else a.limit
+    return adapter.run_task(tasks, url, a.model, limit=limit, num_concurrent=a.concurrency, max_gen_toks=a.max_tokens,
+                            num_fewshot=a.num_fewshot, fewshot_as_multiturn=not a.single_turn, include_path=a.include_path,
+                            api_key_env=a.api_key_env, evaluation_tracker=tracker)
 
 
 def score_imported(run_dir: Path) -> tuple[list[Verdict], dict[str, Any]]:

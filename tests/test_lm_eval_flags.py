@@ -110,3 +110,29 @@ def test_lm_eval_gsm8k_results_file_matches_ours(tmp_path, cli, shared_data):
     for flt in ("strict-match", "flexible-extract"):  # lm-eval's `metric,filter` is our `metric:filter`
         assert ours[f"exact_match:{flt}"]["value"] == pytest.approx(lm[f"exact_match,{flt}"], abs=1e-4)
         assert ours[f"exact_match:{flt}"]["n"] == N
+
+
+def test_lm_eval_runs_keep_the_real_wire_bytes(tmp_path, cli):
+    """lm-eval's client goes through verifier's recorder: real usage, latency and finish_reason, so a frontend
+    fault (usage dropped by the proxy) is seen on lm-eval runs too."""
+    from verifier.testbed.proxy import Proxy
+
+    task = tiny_task(tmp_path)
+    with TestServer(Script(responder)) as srv, Proxy(srv.url, ["usage_dropped"], seed=0) as broken:
+        for name, url in (("clean", srv.url), ("faulty", broken.url)):
+            code, _, err = cli("lm-eval", "--tasks", task, "--model_args", f"base_url={url},model=m", "--out", tmp_path / name,
+                               "--output_path", tmp_path / f"lm-{name}", "--quiet")
+            assert code == 0, err
+    lines = [json.loads(x) for x in (tmp_path / "clean" / "responses.jsonl").read_text().splitlines()]
+    assert len(lines) == 3
+    for x in lines:
+        body = json.loads(x["body"])
+        assert "x_verifier_imported" not in body and body["usage"]["prompt_tokens"] > 0
+        assert x["latency_ms"] > 0 and x["request"]["messages"] and x["request"]["model"] == "m"
+    faulty = [json.loads(x) for x in (tmp_path / "faulty" / "verdicts.jsonl").read_text().splitlines()]
+    assert all(any(f["code"] == "usage_missing" for f in v["findings"]) for v in faulty)
+    clean = [json.loads(x) for x in (tmp_path / "clean" / "verdicts.jsonl").read_text().splitlines()]
+    assert not any(f["code"] == "usage_missing" for v in clean for f in v["findings"])
+    # lm-eval's own results file names the endpoint, not the recorder in between.
+    lm = json.loads(next((tmp_path / "lm-clean").rglob("results_*.json")).read_text())
+    assert lm["config"]["model_args"]["base_url"] == srv.url + "/chat/completions"
