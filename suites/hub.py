@@ -41,7 +41,7 @@ def hub_endpoint() -> str:
 
 def _probe_target() -> tuple[str, int]:
     """Host and port a download would connect to first: the HTTPS proxy when one is set, else the hub."""
-    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
+    proxy = next((os.environ[k] for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy") if os.environ.get(k)), None)
     url = urlsplit(proxy if proxy and urlsplit(hub_endpoint()).scheme == "https" else hub_endpoint())
     port = url.port or (443 if url.scheme == "https" else 80)
     return url.hostname or "", port

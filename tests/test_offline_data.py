@@ -24,7 +24,7 @@ def closed_port() -> int:
 
 
 def offline_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HTTPS_PROXY", "https_proxy"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"))}
     env.update(HF_ENDPOINT=f"http://127.0.0.1:{closed_port()}", PYTHONPATH=str(ROOT))
     return env
 
@@ -98,3 +98,15 @@ def test_only_hub_failures_are_reported_as_the_hubs(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ConnectionError):
         hub.load("lm-eval task t", endpoint_down)
+
+
+def test_probe_goes_to_the_proxy_a_download_would_use(monkeypatch):
+    from suites import hub
+
+    for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "HF_ENDPOINT"):
+        monkeypatch.delenv(k, raising=False)
+    assert hub._probe_target() == ("huggingface.co", 443)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp:3128")
+    assert hub._probe_target() == ("proxy.corp", 3128)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # a plain-http mirror is reached directly
+    assert hub._probe_target() == ("127.0.0.1", 9)
