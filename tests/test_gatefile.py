@@ -67,6 +67,9 @@ def test_gate_file_equals_the_equivalent_flags(server, tmp_path, cli):
     assert runs[0]["sampling"] == runs[1]["sampling"] and runs[0]["extra_body"] == runs[1]["extra_body"] == {"x_note": "from the file"}
     for d in ("flags", "file"):
         assert (tmp_path / d / "report.html").exists() and (tmp_path / d / "junit.xml").exists()
+        # The report joins the run with the narrowed golden: chat rows only, no golden-only chat-stream rows.
+        csv_rows = (tmp_path / d / "samples.csv").read_text().splitlines()[1:]
+        assert len(csv_rows) == 20 and not any("chat-stream" in r for r in csv_rows)
 
 
 def test_flags_override_the_file_and_the_file_overrides_the_environment(server, tmp_path, cli, monkeypatch):

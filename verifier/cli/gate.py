@@ -105,17 +105,22 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
         print(f"sequential: decided after {used}/{total} samples ({total - used} not sent)")
     if echo:
         print_comparison(doc)
-    write_ci_outputs(Path(doc["run"]["run_dir"]), doc, html, junit, markdown)
+    narrowed = None
+    if spec.suites or spec.modes or spec.margins:  # the report shows the golden this gate compared with
+        narrowed = app_gate.narrow(app_gate.load_golden(spec.golden), spec)
+    write_ci_outputs(Path(doc["run"]["run_dir"]), doc, html, junit, markdown, narrowed)
     return doc
 
 
-def write_ci_outputs(run_dir: Path, doc: dict[str, Any], html: str | None, junit: str | None, markdown: str | None) -> None:
+def write_ci_outputs(run_dir: Path, doc: dict[str, Any], html: str | None, junit: str | None, markdown: str | None,
+                     golden: tuple[dict[str, Any], list[dict[str, Any]]] | None = None) -> None:
     """HTML report, JUnit XML and Markdown summary, where the report module offers them."""
     try:
         from .. import report
     except ImportError:
         return
-    report.write_all(run_dir, doc, html=html, junit=junit, markdown=markdown)
+    data = report.GoldenData.of(*golden) if golden is not None else None
+    report.write_all(run_dir, doc, html=html, junit=junit, markdown=markdown, golden=data)
 
 
 def gate_many(a: argparse.Namespace, endpoints: list[argparse.Namespace]) -> int:
