@@ -55,7 +55,7 @@ def handle(a: argparse.Namespace) -> int:
 def merge_config(a: argparse.Namespace) -> tuple[argparse.Namespace, list[argparse.Namespace]]:
     """Flags over the gate file over the environment: the merged flags, and with several [[endpoints]] one
     merged namespace per endpoint (its `name` in `.endpoint_name`)."""
-    from . import gatefile
+    import verifier.cli.gatefile as gatefile
 
     flags, endpoints = gatefile.translate(gatefile.read(a.config))
     sub = gatefile.subparser(a.parser, "gate")
