@@ -8,6 +8,7 @@ Goldens, compare_run, bless, calibrate and gate (which chain these) live in app_
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import hashlib
 import os
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from . import journal, runner, scoring
+from . import journal, runner, scoring, scrub
 from .errors import UsageError
 from .types import Sample, Suite
 
@@ -189,9 +190,11 @@ def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConf
 
     if ep.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    api_key = os.environ.get(ep.api_key_env) if ep.api_key_env else None
+    scrub.register(api_key, *ep.headers.values())  # before anything is sent or written
     return EndpointConfig(
         base_url=ep.base_url or "", model=model or ep.model or "",
-        api_key=os.environ.get(ep.api_key_env) if ep.api_key_env else None, headers=dict(ep.headers),
+        api_key=api_key, headers=dict(ep.headers),
         concurrency=ep.concurrency, timeout_s=ep.timeout_s, max_retries=ep.max_retries,
         max_response_bytes=ep.max_response_bytes, request_deadline_s=ep.request_deadline_s,
         info_deadline_s=ep.info_deadline_s,
@@ -244,12 +247,16 @@ async def _server_facts(ep: "Endpoint", spec: RunSpec, modes: list[str]) -> tupl
     return facts, template
 
 
-def _prepare_resume(spec: RunSpec) -> tuple[Path, dict[str, Any], list[tuple[Suite, list[Sample]]], "EndpointConfig", set[Any]]:
+def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, dict[str, Any], list[tuple[Suite, list[Sample]]], "EndpointConfig", set[Any]]:
+    from .resume import check_resume
+
     run_dir = Path(spec.resume)
     try:
         hdr = journal.check_run_dir(run_dir)
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
+    check_resume(spec, hdr, run_dir)
+    stack.enter_context(journal.locked(run_dir))  # before reading what is done: a second writer would re-send it
     samples = journal.read_samples(run_dir)
     suites = []
     for name in hdr["suites"]:
@@ -278,9 +285,10 @@ def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]],
     return run_dir, samples, cfg
 
 
-async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None) -> tuple[Path, dict[str, int]]:
+async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
+                   stack: contextlib.ExitStack) -> tuple[Path, dict[str, int]]:
     if spec.resume:
-        run_dir, hdr, suites, cfg, done = _prepare_resume(spec)
+        run_dir, hdr, suites, cfg, done = _prepare_resume(spec, stack)
         modes = hdr["modes"]
     else:
         if not spec.suites:
@@ -293,10 +301,13 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None) -> 
     try:
         info, template = await _server_facts(ep, spec, modes)
         if spec.resume:
+            from .resume import check_same_server
+
+            check_same_server(run_dir, hdr.get("server_info") or {}, info)
             hdr["server_info"] = info
             work = runner.plan(suites, cfg.model, hdr["sampling"], hdr.get("extra_body", {}), hdr["epochs"], modes, done, template)
         else:
-            hdr, work = _start_new(spec, run_dir, cfg, suites, info, template)
+            hdr, work = _start_new(spec, run_dir, cfg, suites, info, template, stack)
         journal.write_json(run_dir / journal.HEADER, hdr)
         if spec.probes:
             from .probes import run_probes
@@ -316,13 +327,15 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None) -> 
 
 
 def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list[tuple[Suite, list[Sample]]],
-               info: dict[str, Any], template: str | None) -> tuple[dict[str, Any], list[Any]]:
+               info: dict[str, Any], template: str | None, stack: contextlib.ExitStack) -> tuple[dict[str, Any], list[Any]]:
     modes, extra, sampling = list(spec.modes), dict(spec.extra_body), _sampling(spec)
     try:
         work = runner.plan(suites, cfg.model, sampling, extra, spec.epochs, modes, template=template)
     except ValueError as e:  # e.g. a template that does not render: before anything is written
         raise UsageError(str(e)) from None
     journal.ensure_writable_new_dir(run_dir)
+    stack.enter_context(journal.locked(run_dir))
+    journal.ensure_writable_new_dir(run_dir)  # again, locked: another process may have started this run meanwhile
     hdr = runner.header(run_dir.name, cfg, suites, sampling, extra, spec.epochs, modes, spec.endpoint.api_key_env)
     hdr["server_info"] = info
     if template and "completions" in modes:
@@ -339,8 +352,9 @@ def collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None = None) -> 
     With `stop_check`, work is sent in `spec.looks` sample-aligned batches (seeded order) and
     `stop_check(run_dir)` is asked after each whether the answer is already decided.
     """
-    run_dir, sent = asyncio.run(_collect(spec, stop_check))
-    summary = score(run_dir)
+    with contextlib.ExitStack() as stack:  # the run directory's lock, held until it is scored
+        run_dir, sent = asyncio.run(_collect(spec, stop_check, stack))
+        summary = score(run_dir)
     if not spec.quiet:
         print(f"run: {run_dir}  sent={sent['sent']} infra_errors={sent['errors']}", file=sys.stderr)
     return Collected(run_dir, summary, sent["sent"], sent["errors"])
@@ -366,8 +380,25 @@ def score(run_dir: Path) -> dict[str, Any]:
         raise UsageError(str(e)) from None
     except KeyError as e:
         raise UsageError(f"{run_dir}: journal names unknown suite or sample {e}") from None
+    # What these verdicts were scored from: compare and bless re-score when the journal has changed since.
+    summary["responses_digest"] = journal.file_digest(Path(run_dir) / journal.RESPONSES)
     scoring.write_scores(run_dir, verdicts, summary)
     return summary
+
+
+def stale(run_dir: Path) -> bool:
+    """No verdicts yet, or verdicts scored from another responses.jsonl (e.g. a resume killed before scoring)."""
+    import json
+
+    if not (Path(run_dir) / scoring.VERDICTS).exists():
+        return True
+    try:
+        summary = json.loads((Path(run_dir) / scoring.SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    if not isinstance(summary, dict) or "responses_digest" not in summary:
+        return False  # scored before digests were recorded: trusted as before (it may be a read-only checkout)
+    return summary["responses_digest"] != journal.file_digest(Path(run_dir) / journal.RESPONSES)
 
 
 def observations(run_dir: Path) -> list[dict[str, Any]]:
@@ -376,7 +407,7 @@ def observations(run_dir: Path) -> list[dict[str, Any]]:
 
     try:
         journal.check_run_dir(run_dir)
-        if not (run_dir / scoring.VERDICTS).exists():
+        if stale(run_dir):
             score(run_dir)
         return golden.observations(run_dir)
     except journal.NotARunDir as e:

@@ -7,7 +7,9 @@ goldens/<name>/samples.jsonl   one observation per (suite, sample, epoch, mode),
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +67,6 @@ def bless(run_dir: Path, to: Path, margins: dict[str, Any] | None = None) -> dic
     if not summary_path.exists():
         raise journal.NotARunDir(f"{run_dir} has not been scored; run `verifier score {run_dir}`")
     obs = observations(run_dir)
-    to.mkdir(parents=True, exist_ok=True)
     info = portable(hdr.get("server_info") or {})
     g = {
         "golden_format": FORMAT,
@@ -83,12 +84,40 @@ def bless(run_dir: Path, to: Path, margins: dict[str, Any] | None = None) -> dic
         "margins": margins,
         "probes": json.loads((Path(run_dir) / "probes.json").read_text()) if (Path(run_dir) / "probes.json").exists() else None,
     }
-    journal.write_jsonl(to / OBS, (o for o in obs))
-    journal.write_json(to / GOLDEN, g)
+    _swap_in(to, lambda tmp: (journal.write_jsonl(tmp / OBS, obs), journal.write_json(tmp / GOLDEN, g)))
     return g
 
 
+def _swap_in(to: Path, fill: Any) -> None:
+    """Write a golden into a fresh directory next to `to`, then rename it into place.
+
+    A kill at any point leaves the old golden, no golden, or the new one: never a golden.json of one
+    run beside the samples.jsonl of another. Other files in an old golden directory are carried over.
+    """
+    to = Path(to)
+    to.parent.mkdir(parents=True, exist_ok=True)
+    tmp = to.with_name(f".{to.name}.new-{os.getpid()}")
+    old = to.with_name(f".{to.name}.old-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        fill(tmp)
+        if to.exists():
+            for f in to.iterdir():
+                if f.name not in (GOLDEN, OBS) and f.is_file() and not f.name.endswith(".tmp"):
+                    shutil.copy2(f, tmp / f.name)
+            os.rename(to, old)
+        os.rename(tmp, to)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A golden, validated against its schema (golden_schema): anything malformed is a BadGolden naming the field."""
+    from .golden_schema import problem
+
     path = Path(path)
     gp = path / GOLDEN
     if not gp.is_file():
@@ -96,13 +125,26 @@ def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     try:
         g = json.loads(gp.read_text(encoding="utf-8"))
         obs = list(journal.read_jsonl(path / OBS))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadGolden(f"golden {path} is corrupt: {e}") from None
-    if not isinstance(g, dict) or g.get("golden_format") != FORMAT or not isinstance(g.get("suites"), dict):
-        raise BadGolden(f"golden {path} is corrupt or of an unknown format")
-    for o in obs:
-        if not isinstance(o, dict) or not {"suite", "sample_id", "epoch", "mode", "outcome"} <= set(o):
-            raise BadGolden(f"golden {path} is corrupt: a sample record lacks required fields")
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, journal.NotARunDir) as e:
+        raise BadGolden(f"golden {path} is corrupt: {getattr(e, 'msg', None) or e}") from None
+    if not isinstance(g, dict) or g.get("golden_format") != FORMAT:
+        raise BadGolden(f"golden {path} is corrupt or of an unknown format (golden_format must be {FORMAT})")
+    why = problem(g, "golden")
+    if why:
+        raise BadGolden(f"golden {path}: {GOLDEN} {why}")
+    seen: set[tuple[Any, ...]] = set()
+    for n, o in enumerate(obs, 1):
+        why = problem(o, "observation")
+        if why is None and o["suite"] not in g["suites"]:
+            why = f"$.suite: {o['suite']!r} is not one of the golden's suites"
+        if why is None and o["mode"] not in g.get("modes", ["chat"]):
+            why = f"$.mode: {o['mode']!r} is not one of the golden's modes"
+        key = (o.get("suite"), o.get("sample_id"), o.get("epoch"), o.get("mode"))
+        if why is None and key in seen:
+            why = "duplicate record (suite, sample_id, epoch, mode)"
+        if why:
+            raise BadGolden(f"golden {path}: {OBS} line {n}: {why}")
+        seen.add(key)
     if not obs:
         raise BadGolden(f"golden {path} has no samples")
     return g, obs

@@ -6,14 +6,17 @@ pure even for datasets that came from the hub.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
+import hashlib
 import json
 import os
 import subprocess
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from . import __version__
+from . import __version__, scrub
 from .errors import UsageError
 from .jsonsafe import dumps_strict
 from .redact import Redactor
@@ -22,10 +25,15 @@ from .types import Exchange, RunHeader, Sample
 HEADER = "run.json"
 SAMPLES = "samples.jsonl"
 RESPONSES = "responses.jsonl"
+LOCK = ".lock"
 
 
 class NotARunDir(ValueError):
     """Not a (scored) run directory: the CLI reports it as a usage error, exit 2."""
+
+
+class CorruptFile(NotARunDir):
+    """A JSONL file with a bad line before its end (a torn last line is not corrupt: it is skipped)."""
 
 
 def now() -> str:
@@ -60,32 +68,92 @@ def dumps(obj: Any) -> str:
     return dumps_strict(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def write_json(path: Path, obj: Any) -> None:
-    """Atomic: a reader never sees half a file, and a crash keeps the old one."""
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[Path]:
+    """A temp file next to `path`, renamed over it on success; an unwritable target is a usage error, not a crash."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"cannot write {path}: it is a directory")
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(dumps_strict(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Atomic: a reader never sees half a file, and a crash keeps the old one. Scrubbed of this process's secrets."""
+    obj = scrub.obj(obj)
+    with _writing(path) as tmp:
+        tmp.write_text(dumps_strict(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def write_jsonl(path: Path, rows: Iterable[Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
+    with _writing(path) as tmp, tmp.open("w", encoding="utf-8") as f:
         for r in rows:
-            f.write(dumps(r) + "\n")
-    os.replace(tmp, path)
+            f.write(dumps(scrub.obj(r)) + "\n")
+
+
+def write_text(path: Path, text: str) -> None:
+    """Reports, CSV, JUnit, Markdown: atomic and scrubbed like every JSON file."""
+    with _writing(path) as tmp:
+        tmp.write_text(scrub.text(text), encoding="utf-8")
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Yields complete records; a torn last line (killed mid-write) is skipped."""
+    """Yields complete records; a torn last line (killed mid-write) is skipped, a corrupt one before it is refused."""
     if not path.exists():
         return
-    with path.open("r", encoding="utf-8") as f:
-        for line in f:
-            if not line.endswith("\n"):
+    with path.open("rb") as f:
+        for n, raw in enumerate(f, 1):
+            if not raw.endswith(b"\n"):
                 return  # torn tail
-            line = line.strip()
-            if line:
-                yield json.loads(line)
+            try:
+                line = raw.decode("utf-8").strip()
+                if not line:
+                    continue
+                rec = json.loads(line)
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+                why = getattr(e, "msg", None) or getattr(e, "reason", None) or "nested too deep"
+                raise CorruptFile(f"{path}: line {n} is not valid JSON ({why})") from None
+            if not isinstance(rec, dict):
+                raise CorruptFile(f"{path}: line {n} is not a JSON object")
+            yield rec
+
+
+def file_digest(path: Path) -> dict[str, Any] | None:
+    """Size and sha256 of a file (None when absent): what the verdicts were scored from."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    h = hashlib.sha256()
+    size = 0
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+            size += len(block)
+    return {"size": size, "sha256": h.hexdigest()}
+
+
+@contextlib.contextmanager
+def locked(run_dir: Path) -> Iterator[None]:
+    """One writer per run directory: a second `run`/`--resume` on it is refused, not interleaved.
+
+    flock on RUN_DIR/.lock: the kernel drops it when the holder dies, so a SIGKILLed run never leaves it stale.
+    """
+    try:
+        f = (Path(run_dir) / LOCK).open("a")
+    except OSError as e:
+        raise UsageError(f"cannot lock run directory {run_dir}: {e.strerror}") from None
+    try:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"{run_dir} is in use by another verifier process (lock {LOCK}); wait for it or use another --out") from None
+        yield
+    finally:
+        f.close()
 
 
 def ensure_writable_new_dir(path: Path) -> None:
@@ -106,9 +174,14 @@ def check_run_dir(run_dir: Path) -> dict[str, Any]:
     if not p.is_file():
         raise NotARunDir(f"{run_dir} is not a run directory (no {HEADER})")
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise NotARunDir(f"{p} is corrupt: {e.msg}") from None
+        hdr = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise NotARunDir(f"{p} is corrupt: {getattr(e, 'msg', None) or e}") from None
+    if not isinstance(hdr, dict) or not isinstance(hdr.get("suites"), dict):
+        raise NotARunDir(f"{p} is corrupt: not a run header (no suites)")
+    # Every reader of a run passes here: an offline bless or report still scrubs the key its run was made with.
+    scrub.register_env((hdr.get("endpoint") or {}).get("api_key_env") if isinstance(hdr.get("endpoint"), dict) else None)
+    return hdr
 
 
 def read_samples(run_dir: Path) -> dict[tuple[str, str], Sample]:

@@ -79,6 +79,18 @@ def merge_headers(run_id: str, headers: list[tuple[Path, dict[str, Any]]]) -> di
     )
 
 
+def _refuse_repeats(shards: list[Path]) -> None:
+    """The same shard given twice (or a copy of it) would double its records."""
+    seen: dict[Any, Path] = {}
+    for d in shards:
+        digest = journal.file_digest(Path(d) / journal.RESPONSES)
+        keys = [Path(d).resolve()] + ([digest["sha256"]] if digest and digest["size"] else [])
+        for k in keys:
+            if k in seen:
+                raise _usage(f"shard {d} is the same run as {seen[k]}: each shard may be merged once")
+            seen[k] = Path(d)
+
+
 def merge(shards: list[Path], out: Path) -> dict[str, Any]:
     """Write the merged run dir (header, samples union, responses concatenated); returns the header. Does not score."""
     if len(shards) < 1:
@@ -89,6 +101,7 @@ def merge(shards: list[Path], out: Path) -> dict[str, Any]:
             headers.append((d, journal.check_run_dir(d)))
         except journal.NotARunDir as e:
             raise _usage(str(e)) from None
+    _refuse_repeats(shards)
     hdr = merge_headers(out.name, headers)
     samples: dict[tuple[str, str], Sample] = {}
     for d, _ in headers:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from . import types as T
 
 # Kept here, not imported from verifier.endpoint: that module pulls in the openai SDK. app.collect validates
 # modes against endpoint.MODES, and tests/test_cli.py checks that this list matches it.
@@ -25,36 +26,36 @@ def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True, url_fro
     env = os.environ.get
     base_url = env("OPENAI_BASE_URL") if url_from_env else None
     g = p.add_argument_group("endpoint")
-    g.add_argument("--base-url", required=required and not base_url, default=base_url,
+    g.add_argument("--base-url", required=required and not base_url, default=base_url, type=T.base_url,
                    help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1" + (" (default $OPENAI_BASE_URL)" if url_from_env else ""))
     g.add_argument("--model", required=required and not env("VERIFIER_MODEL"), default=env("VERIFIER_MODEL"),
                    help="model name sent in every request (default $VERIFIER_MODEL)")
     g.add_argument("--api-key-env", default=env("VERIFIER_API_KEY_ENV", "OPENAI_API_KEY"), help="name of the environment variable holding the API key (default OPENAI_API_KEY; the key is never written anywhere)")
     g.add_argument("--header", action="append", metavar="'NAME: VALUE'", help="extra HTTP header (repeatable); values are never written")
     g.add_argument("--extra-body", metavar="JSON|@FILE", help="JSON object merged into every request body, e.g. '{\"chat_template_kwargs\": {\"enable_thinking\": false}}'")
-    g.add_argument("--concurrency", type=int, default=env("VERIFIER_CONCURRENCY", 8), help="requests in flight (default 8, or $VERIFIER_CONCURRENCY)")
-    g.add_argument("--timeout", type=float, default=env("VERIFIER_TIMEOUT", 600.0), help="per-request timeout, seconds (default 600, or $VERIFIER_TIMEOUT)")
-    g.add_argument("--max-retries", type=int, default=env("VERIFIER_MAX_RETRIES", 3), help="retries on 429/5xx/connect/read errors (default 3, or $VERIFIER_MAX_RETRIES)")
-    g.add_argument("--max-response-mb", type=float, default=64.0, help="cap on one response's decoded size, MiB (default 64)")
-    g.add_argument("--request-deadline", type=float, help="total seconds per request, retries and whole stream included (default 10 x --timeout)")
-    g.add_argument("--info-deadline", type=float, default=10.0, help="total seconds for the start-up /models, /props, /version calls (default 10)")
+    g.add_argument("--concurrency", type=T.positive_int, default=env("VERIFIER_CONCURRENCY", 8), help="requests in flight (default 8, or $VERIFIER_CONCURRENCY)")
+    g.add_argument("--timeout", type=T.positive_float, default=env("VERIFIER_TIMEOUT", 600.0), help="per-request timeout, seconds (default 600, or $VERIFIER_TIMEOUT)")
+    g.add_argument("--max-retries", type=T.nonneg_int, default=env("VERIFIER_MAX_RETRIES", 3), help="retries on 429/5xx/connect/read errors (default 3, or $VERIFIER_MAX_RETRIES)")
+    g.add_argument("--max-response-mb", type=T.positive_float, default=64.0, help="cap on one response's decoded size, MiB (default 64)")
+    g.add_argument("--request-deadline", type=T.positive_float, help="total seconds per request, retries and whole stream included (default 10 x --timeout)")
+    g.add_argument("--info-deadline", type=T.positive_float, default=10.0, help="total seconds for the start-up /models, /props, /version calls (default 10)")
     s = p.add_argument_group("sampling (override suite defaults)")
-    s.add_argument("--temperature", type=float)
-    s.add_argument("--top-p", dest="top_p", type=float)
-    s.add_argument("--max-tokens", dest="max_tokens", type=int)
+    s.add_argument("--temperature", type=T.finite_float)
+    s.add_argument("--top-p", dest="top_p", type=T.finite_float)
+    s.add_argument("--max-tokens", dest="max_tokens", type=T.positive_int)
     s.add_argument("--seed", type=int)
-    s.add_argument("--logprobs", type=int, metavar="N", help="request logprobs with N top alternatives (feeds the logprob-drift signal)")
+    s.add_argument("--logprobs", type=T.nonneg_int, metavar="N", help="request logprobs with N top alternatives (feeds the logprob-drift signal)")
 
 
 def add_selection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", default=None, help="comma-separated suite names (see list-suites)")
     p.add_argument("--data", help="local dataset path overriding the suites' default source; per suite: bfcl=DIR,gsm8k=FILE")
     p.add_argument("--smoke", action="store_true", help="use each suite's built-in ~20-item smoke subset")
-    p.add_argument("--limit", type=int, help="first N samples (after --sample-seed shuffling)")
+    p.add_argument("--limit", type=T.positive_int, help="first N samples (after --sample-seed shuffling)")
     p.add_argument("--sample-seed", type=int, help="shuffle samples with this seed before --limit")
     p.add_argument("--shard", metavar="I/N", help="run every N-th sample starting at the I-th (1-based), after --sample-seed/--limit; join shards with `verifier merge`")
-    p.add_argument("--epochs", type=int, default=1, help="repeat every sample N times (default 1)")
-    p.add_argument("--mode", default="chat", help=f"comma-separated wire modes: {', '.join(MODE_NAMES)} (default chat); "
+    p.add_argument("--epochs", type=T.positive_int, default=1, help="repeat every sample N times (default 1)")
+    p.add_argument("--mode", default=None, help=f"comma-separated wire modes: {', '.join(MODE_NAMES)} (default chat); "
                    "completions = the dual path: the chat template rendered client-side, sent to /v1/completions")
     p.add_argument("--chat-template", metavar="FILE", help="jinja chat template for the completions mode (default: the one the server reports in /props)")
 
@@ -111,8 +112,9 @@ def run_spec_from_args(a: argparse.Namespace):  # -> app.RunSpec
     return RunSpec(
         endpoint=endpoint_from_args(a),
         suites=tuple(x.strip() for x in (suite or "").split(",") if x.strip()),
-        modes=tuple(m.strip() for m in a.mode.split(",")), overrides=overrides_from_args(a),
-        extra_body=parse_extra_body(a.extra_body) if not a.resume else {},
+        # On --resume an omitted --mode/--extra-body means the run's own (app refuses one that differs).
+        modes=tuple(m.strip() for m in (a.mode or ("" if a.resume else "chat")).split(",") if m.strip()),
+        overrides=overrides_from_args(a), extra_body=parse_extra_body(a.extra_body),
         data=data, smoke=a.smoke, limit=a.limit, sample_seed=a.sample_seed, shard=a.shard, epochs=a.epochs,
         chat_template=a.chat_template, out=Path(a.out) if a.out else None, resume=Path(a.resume) if a.resume else None,
         probes=a.probes, quiet=a.quiet,

@@ -6,13 +6,14 @@ import argparse
 from pathlib import Path
 
 from .args import add_endpoint_args
+from .types import positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("calibrate", help="store run-to-run spread of reference reruns as the golden's margins")
     p.add_argument("golden")
     p.add_argument("--runs", nargs="*", help="existing reference rerun directories")
-    p.add_argument("-k", type=int, default=2, help="with --base-url: how many reruns to make (the golden itself counts as one)")
+    p.add_argument("-k", type=positive_int, default=2, help="with --base-url: how many reruns to make (the golden itself counts as one)")
     p.add_argument("--out-prefix", default=str(Path("runs") / "calibrate"), help="run directory prefix for new reruns")
     p.add_argument("--margin", action="append", metavar="KEY=VALUE:reason", help="manual margin, recorded with its reason")
     p.add_argument("--data")

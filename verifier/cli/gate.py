@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .args import MODE_NAMES, add_endpoint_args
+from .types import fraction, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--margin", action="append", metavar="KEY=VALUE:reason", help="margin over the golden's, e.g. smoke/accuracy=0.05:why (repeatable)")
     p.add_argument("--data", help="local dataset path, when the golden's suites need one")
     p.add_argument("--out", help="run directory (default runs/<timestamp>-gate)")
-    p.add_argument("--infra-budget", type=float, default=0.02)
+    p.add_argument("--infra-budget", type=fraction, default=0.02)
     p.add_argument("--allow-inconclusive", action="store_true", help="exit 0 instead of 20 when inconclusive")
     p.add_argument("--report", help="HTML report path (default RUN_DIR/report.html)")
     p.add_argument("--junit", help="JUnit XML path (default RUN_DIR/junit.xml)")
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--probes", action="store_true", help="run the parameter-contract probes (default: when the golden has them)")
     p.add_argument("--sequential", action="store_true", help="send samples in batches and stop once a regression is decided (reports samples saved)")
-    p.add_argument("--looks", type=int, default=5, help="with --sequential: number of batches / interim looks (default 5)")
+    p.add_argument("--looks", type=positive_int, default=5, help="with --sequential: number of batches / interim looks (default 5)")
     add_endpoint_args(p, required=False)
     p.set_defaults(fn=handle, check=check)
 
@@ -99,16 +100,17 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
     from ..app_text import print_comparison
 
     doc = app_gate.gate(spec)
+    narrowed = None
+    if spec.suites or spec.modes or spec.margins:  # the report shows the golden this gate compared with
+        narrowed = app_gate.narrow(app_gate.load_golden(spec.golden), spec)
+    # Files first: a reader that stops early (`verifier gate | head`) must not cost the report.
+    write_ci_outputs(Path(doc["run"]["run_dir"]), doc, html, junit, markdown, narrowed)
     seq = doc.get("sequential")
     if seq and echo:
         used, total = seq["used_samples"], seq["total_samples"]
         print(f"sequential: decided after {used}/{total} samples ({total - used} not sent)")
     if echo:
         print_comparison(doc)
-    narrowed = None
-    if spec.suites or spec.modes or spec.margins:  # the report shows the golden this gate compared with
-        narrowed = app_gate.narrow(app_gate.load_golden(spec.golden), spec)
-    write_ci_outputs(Path(doc["run"]["run_dir"]), doc, html, junit, markdown, narrowed)
     return doc
 
 

@@ -7,8 +7,10 @@ Each command module registers its subparser cheaply and imports what it needs in
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
+from typing import Any
 
 from .. import __version__
 from ..errors import UsageError
@@ -43,6 +45,45 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+# An OSError about a file the user named (read-only target, `-o DIR`, missing parent) is bad input, not a bug.
+USER_FILE_ERRORS = (PermissionError, IsADirectoryError, NotADirectoryError, FileNotFoundError, FileExistsError)
+USER_FILE_ERRNOS = {errno.EROFS, errno.ENOSPC, errno.EACCES, errno.ENAMETOOLONG}
+
+
+class _PipeSafe:
+    """stdout that survives its reader going away (`verifier gate | head`): the command still writes its
+    files and returns its own exit code; what it prints after the pipe closed goes nowhere."""
+
+    def __init__(self, stream: Any):
+        self._stream, self._gone = stream, False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._close()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._close()
+
+    def _close(self) -> None:
+        self._gone = True
+        try:  # so the interpreter's own flush at exit does not raise again
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     a = ap.parse_args(argv)
@@ -51,11 +92,25 @@ def main(argv: list[str] | None = None) -> int:
     check = getattr(a, "check", None)
     if check is not None:
         check(ap, a)  # argparse-level errors (exit 2 with usage), as argparse itself reports them
+    stdout, sys.stdout = sys.stdout, _PipeSafe(sys.stdout)
+    try:
+        return _run(a)
+    finally:
+        sys.stdout = stdout
+
+
+def _run(a: argparse.Namespace) -> int:
     try:
         return a.fn(a)
     except UsageError as e:
         print(f"verifier: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        if isinstance(e, USER_FILE_ERRORS) or e.errno in USER_FILE_ERRNOS:
+            where = f": {e.filename}" if e.filename else ""
+            print(f"verifier: error: {e.strerror or e}{where}", file=sys.stderr)
+            return 2
+        return _internal(e)
     except KeyboardInterrupt:
         print("verifier: interrupted; resume with --resume", file=sys.stderr)
         return 130
@@ -65,10 +120,14 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, NotARunDir):
             print(f"verifier: error: {e}", file=sys.stderr)
             return 2
-        if os.environ.get("VERIFIER_DEBUG"):
-            raise
-        print(f"verifier: internal error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        return _internal(e)
+
+
+def _internal(e: Exception) -> int:
+    if os.environ.get("VERIFIER_DEBUG"):
+        raise e
+    print(f"verifier: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+    return 1
 
 
 def entry() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from .. import journal
 from .data import Inputs, fmt
 
 
@@ -26,7 +27,7 @@ def samples_frame(inp: Inputs) -> pd.DataFrame:
 
 def write_csv(inp: Inputs, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    samples_frame(inp).to_csv(path, index=False)
+    journal.write_text(path, samples_frame(inp).to_csv(index=False))
 
 
 def junit_xml(doc: dict[str, Any]) -> str:

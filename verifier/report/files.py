@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import golden as golden_mod
-from .. import journal, scoring
+from .. import journal, scoring, scrub
 from ..errors import UsageError
 from ..parse import MalformedBody, parse_exchange
 from ..types import Observation
@@ -106,15 +106,15 @@ def write_all(run_dir: Path | str, doc: dict[str, Any], html: str | Path | None 
     for p in paths.values():
         p.parent.mkdir(parents=True, exist_ok=True)
     inp = load(run_dir, None, doc, golden)
-    paths["html"].write_text(_html.render_inputs(inp), encoding="utf-8")
+    journal.write_text(paths["html"], _html.render_inputs(inp))
     ci.write_csv(inp, paths["csv"])
-    paths["junit"].write_text(ci.junit_xml(doc), encoding="utf-8")
+    journal.write_text(paths["junit"], ci.junit_xml(doc))
     md = ci.markdown(doc, str(paths["html"]))
-    paths["markdown"].write_text(md, encoding="utf-8")
+    journal.write_text(paths["markdown"], md)
     step = os.environ.get("GITHUB_STEP_SUMMARY")
     if step:
         with open(step, "a", encoding="utf-8") as f:
-            f.write(md)
+            f.write(scrub.text(md))
     return paths
 
 
@@ -138,7 +138,7 @@ def run(a: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     out = Path(a.out) if a.out else run_dir / "report.html"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(_html.render_inputs(inp), encoding="utf-8")
+    journal.write_text(out, _html.render_inputs(inp))
     if a.csv:
         ci.write_csv(inp, Path(a.csv))
     status = (inp.doc or {}).get("status", "single run")

@@ -303,6 +303,8 @@ class ProxyConfig:
     def check(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
             raise ConfigError("--upstream must be an http:// or https:// URL")
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"--port must be between 0 and 65535, got {self.port}")
         try:
             for spec in self.faults:
                 parse_fault_spec(spec)

@@ -1,0 +1,85 @@
+"""argparse `type=` validators: a meaningless value is refused at parse time (exit 2 with usage), never run.
+
+`--limit 0` used to run every sample, `--timeout 0` meant no timeout and `--temperature nan` made every
+request an infra error. Each validator raises argparse.ArgumentTypeError with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from urllib.parse import urlsplit
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (--limit, --epochs, --concurrency, --looks, -k)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def nonneg_int(text: str) -> int:
+    """An integer >= 0 (--max-retries: 0 means no retry)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {v}")
+    return v
+
+
+def finite_float(text: str) -> float:
+    """A finite number (--temperature, --top-p): NaN and infinities are refused."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return v
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (--timeout: 0 would mean no timeout)."""
+    v = finite_float(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text!r}")
+    return v
+
+
+def fraction(text: str) -> float:
+    """A finite number in [0, 1] (--infra-budget)."""
+    v = finite_float(text)
+    if not 0 <= v <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text!r}")
+    return v
+
+
+def port(text: str) -> int:
+    """A TCP port, 0 (any free port) to 65535."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a port number, got {text!r}") from None
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 65535, got {v}")
+    return v
+
+
+def base_url(text: str) -> str:
+    """An http(s) URL with a host and a valid port, and no credentials in it (they would be sent and logged)."""
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"is not a valid URL ({e})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError("must be an http:// or https:// URL with a host")
+    if parts.username is not None or parts.password is not None:
+        raise argparse.ArgumentTypeError("must not contain credentials (user:password@); pass the key with --api-key-env or --header")
+    return text

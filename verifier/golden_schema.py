@@ -1,0 +1,116 @@
+"""The versioned JSON Schema of a golden (golden.json and each samples.jsonl record), checked on every load.
+
+Goldens are committed and reviewed like code, so they can be edited by hand or tampered with. A golden that
+does not match is refused with the path of the first offending field, never half-used: a bogus outcome, a
+string `prompt_tokens` or a negative margin would otherwise pass silently or change the verdict.
+JSON Schema cannot say "finite", so non-finite numbers (NaN, Infinity) are refused by `nonfinite` first.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Iterator
+
+from .types import OUTCOMES
+
+SCHEMA_VERSION = 1
+"""Bump with golden.FORMAT when the shape changes; the schema's $id names it."""
+
+_NUM = {"type": "number"}
+_NONNEG = {"type": "number", "minimum": 0}
+_NONNEG_INT = {"type": "integer", "minimum": 0}
+_STR = {"type": "string"}
+
+
+def _nullable(s: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [s, {"type": "null"}]}
+
+
+_MARGIN = {"anyOf": [
+    _NONNEG,
+    {"type": "object", "required": ["value"], "properties": {"value": _NONNEG, "source": _STR, "reason": _STR}},
+]}
+
+GOLDEN = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": f"https://verifier.invalid/schemas/golden/{SCHEMA_VERSION}",
+    "type": "object",
+    "required": ["golden_format", "suites", "source", "summary"],
+    "properties": {
+        "golden_format": {"const": SCHEMA_VERSION},
+        "name": _STR,
+        "suites": {"type": "object", "minProperties": 1, "additionalProperties": {
+            "type": "object", "required": ["version"],
+            "properties": {"version": _STR, "samples": _NONNEG_INT, "requests": _NONNEG_INT, "dataset_sha256": _STR}}},
+        "source": {"type": "object", "properties": {
+            "run_id": _nullable(_STR), "endpoint": _nullable({"type": "object"}), "sampling": _nullable({"type": "object"}),
+            "extra_body": _nullable({"type": "object"}), "server_info": _nullable({"type": "object"})}},
+        "selection": {"type": "object", "properties": {"smoke": {"type": "boolean"}, "limit": _nullable(_NONNEG_INT)}},
+        "epochs": {"type": "integer", "minimum": 1},
+        "modes": {"type": "array", "minItems": 1, "items": _STR},
+        "summary": {"type": "object"},
+        "margins": _nullable({"type": "object", "additionalProperties": _MARGIN}),
+        "probes": _nullable({"type": "object", "additionalProperties": {
+            "type": "object", "required": ["passed"], "properties": {"passed": {"type": "boolean"}, "detail": _STR}}}),
+    },
+}
+
+OBSERVATION = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": f"https://verifier.invalid/schemas/golden-observation/{SCHEMA_VERSION}",
+    "type": "object",
+    "required": ["suite", "sample_id", "epoch", "mode", "outcome"],
+    "properties": {
+        "suite": _STR, "sample_id": _STR, "epoch": _NONNEG_INT, "mode": _STR,
+        "outcome": {"enum": list(OUTCOMES)},
+        "score": _nullable(_NUM),
+        "metrics": {"type": "object", "additionalProperties": _NUM},
+        "reason": _nullable(_STR),
+        "findings": {"type": "array", "items": _STR},
+        "prompt_tokens": _nullable(_NONNEG_INT), "completion_tokens": _nullable(_NONNEG_INT),
+        "finish_reason": _nullable(_STR), "tool_triggered": _nullable({"type": "boolean"}),
+        "latency_ms": _nullable(_NONNEG), "content": _nullable(_STR),
+        "logprobs": _nullable({"type": "array", "items": {
+            "type": "array", "minItems": 2, "maxItems": 2, "prefixItems": [_nullable(_STR), _nullable(_NUM)]}}),
+    },
+}
+
+
+def nonfinite(x: Any, path: str = "$", depth: int = 0) -> Iterator[str]:
+    """Paths of NaN / Infinity values (json.loads accepts them; strict JSON and the statistics do not)."""
+    if depth > 64:
+        return
+    if isinstance(x, float) and not math.isfinite(x):
+        yield path
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            yield from nonfinite(v, f"{path}.{k}", depth + 1)
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            yield from nonfinite(v, f"{path}[{i}]", depth + 1)
+
+
+def _where(err: Any) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
+
+
+@functools.lru_cache(maxsize=None)
+def _validator(name: str) -> Any:
+    import jsonschema
+
+    return jsonschema.Draft202012Validator({"golden": GOLDEN, "observation": OBSERVATION}[name])
+
+
+def problem(doc: Any, name: str) -> str | None:
+    """The first thing wrong with `doc` against schema `name` ("golden" or "observation"), naming the field, or None."""
+    bad = next(nonfinite(doc), None)
+    if bad is not None:
+        return f"{bad}: not a finite number"
+    errors = sorted(_validator(name).iter_errors(doc), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    if not errors:
+        return None
+    e = errors[0]
+    if e.validator == "required":  # "'x' is a required property" names the field; point at it
+        return f"{_where(e)}: {e.message}"
+    return f"{_where(e)}: {e.message[:160]}"
