@@ -110,7 +110,13 @@ def problem(doc: Any, name: str) -> str | None:
     errors = sorted(_validator(name).iter_errors(doc), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     if not errors:
         return None
-    e = errors[0]
-    if e.validator == "required":  # "'x' is a required property" names the field; point at it
-        return f"{_where(e)}: {e.message}"
-    return f"{_where(e)}: {e.message[:160]}"
+    e = _deepest(errors[0])
+    return f"{_where(e)}: {e.message[:200]}"
+
+
+def _deepest(e: Any) -> Any:
+    """For anyOf (nullable fields, margins as number or object): the branch error that reaches furthest
+    into the document names the field, rather than "is not valid under any of the given schemas" on its parent."""
+    while e.context:
+        e = max(e.context, key=lambda c: (len(c.absolute_path), c.validator != "type"))
+    return e

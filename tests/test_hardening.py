@@ -1,0 +1,362 @@
+"""Issue #16, the run-directory, golden and CLI half: no secret in any file written, resume refuses another
+run's flags, one writer per run directory, no stale verdicts or mixed goldens, validated CLI values, a
+closed stdout and a corrupt journal line handled. Every test drives the real command against 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from conftest import SMOKE_RUN, reference_reply
+from verifier import golden as golden_mod
+from verifier import journal, scrub
+from verifier.testbed.server import Reply, Script, TestServer, arithmetic, make_app
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV_KEY = "sk-canary-ENVKEY-0123456789abcdef"
+HDR_TOKEN = "hk-canary-HDR-24680acegikmoq"
+
+
+@pytest.fixture(autouse=True)
+def _forget_secrets():
+    scrub.reset()
+    yield
+    scrub.reset()
+
+
+@web.middleware
+async def _echo(request: web.Request, handler):
+    """A careless server: request headers echoed in server info and chat bodies, a bare token in a 401."""
+    headers = dict(request.headers)
+    if request.path == "/version":
+        bare = headers.get("X-Api-Key", "").split()[-1:]
+        return web.json_response({"error": {"message": f"Incorrect API key provided: {' '.join(bare)}"}}, status=401)
+    resp = await handler(request)
+    if not isinstance(resp, web.Response) or resp.content_type != "application/json" or resp.text is None:
+        return resp
+    body = json.loads(resp.text)
+    if isinstance(body, dict):
+        body["echo"] = headers
+        if isinstance(body.get("data"), list) and body["data"]:
+            body["data"][0]["echoed_key"] = headers.get("Authorization")
+        body["system_fingerprint"] = f"fp {headers.get('X-Api-Key')} {headers.get('Authorization')}"
+    return web.json_response(body, status=resp.status)
+
+
+async def _version(request: web.Request) -> web.Response:
+    return web.json_response({})  # answered by _echo
+
+
+class EchoServer(TestServer):
+    __test__ = False
+
+    async def _start(self) -> None:
+        app = make_app(self.script)
+        app.middlewares.append(_echo)
+        app.router.add_get("/version", _version)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self._port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+
+def _every_file(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file()]
+
+
+def test_canary_secret_reaches_no_file(tmp_path, cli, monkeypatch):
+    monkeypatch.setenv("CANARY_KEY", ENV_KEY)
+    step_summary = tmp_path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    secret_flags = ["--api-key-env", "CANARY_KEY", "--header", f"X-Api-Key: Bearer {HDR_TOKEN}"]
+    printed = []
+
+    def run(*args):
+        code, out, err = cli(*args)
+        printed.append(out + err)
+        return code, err
+
+    script = Script(arithmetic)
+    # A 401 whose message carries the bare token, for one sample.
+    script.rule(r"What is 3 \+ 4", Reply(status=401, body=json.dumps({"error": {"message": f"Incorrect API key provided: {HDR_TOKEN}"}})))
+    with EchoServer(script) as srv:
+        for name in ("ref", "r2", "r3"):
+            code, err = run("run", *SMOKE_RUN, "--probes", "--base-url", srv.url, "--out", tmp_path / name, *secret_flags)
+            assert code == 0, err
+        g = tmp_path / "goldens" / "g"
+        scrub.reset()  # offline commands run in processes that never saw a --header
+        assert run("score", tmp_path / "ref")[0] == 0
+        assert run("bless", tmp_path / "ref", "--to", g)[0] == 0
+        code, err = run("calibrate", g, "--runs", tmp_path / "r2", "--base-url", srv.url, "--model", "m", "-k", "1",
+                        "--out-prefix", tmp_path / "cal", "--quiet", *secret_flags)
+        assert code == 0, err
+        scrub.reset()
+        assert run("compare", tmp_path / "r3", "--golden", g)[0] in (0, 20)
+        code, err = run("gate", "--golden", g, "--base-url", srv.url, "--model", "m", "--out", tmp_path / "gate", "--quiet", *secret_flags)
+        assert code in (0, 20), err
+        scrub.reset()
+        code, err = run("report", tmp_path / "r3", "--golden", g, "-o", tmp_path / "rep" / "r.html", "--csv", tmp_path / "rep" / "s.csv")
+        assert code == 0, err
+        sent = json.dumps(script.headers)
+    assert ENV_KEY in sent and HDR_TOKEN in sent  # the server did see (and echo) both secrets
+    files = _every_file(tmp_path)
+    names = {p.name for p in files}
+    assert {"run.json", "probes.json", "responses.jsonl", "golden.json", "samples.jsonl", "comparison.json",
+            "report.html", "junit.xml", "summary.md", "samples.csv", "r.html", "s.csv", "step-summary.md"} <= names
+    # Distinctive pieces of each secret (the tmp path itself holds the test's name).
+    pieces = [ENV_KEY[-16:].encode(), HDR_TOKEN[-14:].encode(), b"ENVKEY", b"canary-HDR"]
+    for p in files:
+        data = p.read_bytes()
+        assert not [x for x in pieces if x in data], p
+    assert "***" in (tmp_path / "ref" / "run.json").read_text()  # the echo was there, and was masked
+    assert not any(x.decode() in t for x in pieces for t in printed)
+
+
+def test_scrub_masks_whole_values_and_token_parts():
+    scrub.register(f"Bearer {HDR_TOKEN}", ENV_KEY, "ab")
+    text = f"key {ENV_KEY}, token {HDR_TOKEN}, header Bearer {HDR_TOKEN}, ab stays"
+    out = scrub.text(text)
+    assert "canary" not in out and "ab stays" in out
+    assert scrub.obj({"k": [text], ENV_KEY: 1}) == {"k": [out], "***": 1}
+
+
+# ----------------------------------------------------------------------------- 14: resume mismatches
+
+def _small_run(srv, out, *extra):
+    return ["run", "--suite", "smoke", "--base-url", srv.url, "--model", "m", "--out", out, "--quiet", "--limit", "4", *extra]
+
+
+@pytest.mark.parametrize("flags, field", [
+    (["--model", "other"], "--model"),
+    (["--mode", "chat"], "--mode"),
+    (["--suite", "smoke,bfcl"], "--suite"),
+    (["--extra-body", '{"x": 1}'], "--extra-body"),
+    (["--temperature", "0.7"], "--temperature"),
+    (["--top-p", "0.5"], "--top-p"),
+    (["--logprobs", "3"], "--logprobs"),
+    (["--epochs", "3"], "--epochs"),
+    (["--limit", "2"], "--limit"),
+])
+def test_resume_refuses_a_flag_that_differs(tmp_path, cli, flags, field):
+    out = tmp_path / "r"
+    with TestServer(Script(arithmetic)) as srv:
+        assert cli(*_small_run(srv, out, "--mode", "chat-stream"))[0] == 0
+        before = (out / "responses.jsonl").read_bytes()
+        code, _, err = cli("run", "--resume", out, "--base-url", srv.url, "--quiet", *flags)
+    assert code == 2 and field in err and "internal error" not in err and err.count("\n") == 1, err
+    assert (out / "responses.jsonl").read_bytes() == before
+
+
+def test_resume_refuses_another_host(tmp_path, cli):
+    out = tmp_path / "r"
+    with TestServer(Script(arithmetic)) as srv:
+        assert cli(*_small_run(srv, out))[0] == 0
+        code, _, err = cli("run", "--resume", out, "--base-url", srv.url.replace("127.0.0.1", "localhost"), "--quiet")
+    assert code == 2 and "--base-url" in err
+
+
+def test_resume_refuses_a_server_that_serves_other_models(tmp_path, cli):
+    out = tmp_path / "r"
+    with TestServer(Script(arithmetic)) as srv:
+        assert cli(*_small_run(srv, out))[0] == 0
+    hdr = json.loads((out / "run.json").read_text())
+    hdr["server_info"]["models"]["data"][0]["id"] = "model-A"
+    (out / "run.json").write_text(json.dumps(hdr))
+    with TestServer(Script(arithmetic)) as srv:
+        code, _, err = cli("run", "--resume", out, "--base-url", srv.url, "--quiet")
+    assert code == 2 and "model-A" in err and "test-model" in err
+
+
+def test_resume_without_flags_takes_the_runs_own(tmp_path, cli):
+    out = tmp_path / "r"
+    with TestServer(Script(arithmetic)) as srv:
+        assert cli(*_small_run(srv, out, "--mode", "chat-stream", "--temperature", "0.3", "--extra-body", '{"x": 1}'))[0] == 0
+    lines = (out / "responses.jsonl").read_text().splitlines(keepends=True)
+    (out / "responses.jsonl").write_text("".join(lines[:2]))
+    with TestServer(Script(arithmetic)) as srv:
+        code, _, err = cli("run", "--resume", out, "--base-url", srv.url, "--quiet", "--model", "m", "--temperature", "0.3")
+        assert code == 0, err
+        resent = srv.script.requests
+    assert len(resent) == 2
+    assert all(r["stream"] and r["temperature"] == 0.3 and r["x"] == 1 and r["model"] == "m" for r in resent)
+
+
+# ----------------------------------------------------------------------------- 15: one writer
+
+def test_a_second_writer_is_refused(tmp_path, cli):
+    out = tmp_path / "r"
+    with TestServer(Script(arithmetic)) as srv:
+        assert cli(*_small_run(srv, out))[0] == 0
+        (out / "responses.jsonl").write_text("")
+        with journal.locked(out):  # another verifier process holds the run
+            code, _, err = cli("run", "--resume", out, "--base-url", srv.url, "--quiet")
+            assert code == 2 and "in use by another verifier process" in err
+            assert srv.script.requests[4:] == []  # nothing was sent twice
+        code, _, err = cli("run", "--resume", out, "--base-url", srv.url, "--quiet")
+        assert code == 0, err  # released: the lock never outlives its holder
+
+
+def test_lock_is_per_directory_and_released(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with journal.locked(tmp_path / "a"), journal.locked(tmp_path / "b"):
+        with pytest.raises(Exception, match="in use"):
+            with journal.locked(tmp_path / "a"):
+                pass
+    with journal.locked(tmp_path / "a"):
+        pass
+
+
+# ----------------------------------------------------------------------------- 16: stale verdicts, atomic bless
+
+def test_compare_rescores_a_journal_changed_since_scoring(calibrated_golden, tmp_path, cli):
+    with TestServer(Script(reference_reply)) as srv:
+        srv.script.rule(r"What is 3 \+ 4", Reply(status=503))
+        assert cli("run", *SMOKE_RUN, "--base-url", srv.url, "--out", tmp_path / "a")[0] == 0
+    assert any(json.loads(l)["outcome"] == "infra" for l in (tmp_path / "a" / "verdicts.jsonl").read_text().splitlines())
+    # A resume re-sent the failed request, then was killed before scoring: the journal is newer than the verdicts.
+    shutil.copy(calibrated_golden["r2"] / "responses.jsonl", tmp_path / "a" / "responses.jsonl")
+    code, _, err = cli("compare", tmp_path / "a", "--golden", calibrated_golden["golden"])
+    assert code == 0, err
+    verdicts = [json.loads(l) for l in (tmp_path / "a" / "verdicts.jsonl").read_text().splitlines()]
+    assert verdicts and all(v["outcome"] == "content" for v in verdicts)
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["responses_digest"] == journal.file_digest(tmp_path / "a" / "responses.jsonl")
+
+
+def test_bless_never_leaves_a_mixed_golden(calibrated_golden, tmp_path, cli, monkeypatch):
+    g = tmp_path / "g"
+    shutil.copytree(calibrated_golden["golden"], g)
+    (g / "NOTES.md").write_text("why this golden")
+    before = {p.name: p.read_bytes() for p in g.iterdir()}
+    real = journal.write_json
+
+    def killed(path, obj):
+        if Path(path).name == golden_mod.GOLDEN:
+            raise KeyboardInterrupt  # a kill between bless's two file writes
+        real(path, obj)
+
+    monkeypatch.setattr(golden_mod.journal, "write_json", killed)
+    assert cli("bless", calibrated_golden["r2"], "--to", g, "--force")[0] == 130
+    assert {p.name: p.read_bytes() for p in g.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g"]  # no half-built directory left beside it
+    monkeypatch.setattr(golden_mod.journal, "write_json", real)
+    assert cli("bless", calibrated_golden["r2"], "--to", g, "--force")[0] == 0
+    gj = json.loads((g / "golden.json").read_text())
+    assert gj["source"]["run_id"] == "r2" and (g / "NOTES.md").read_text() == "why this golden"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g"]
+
+
+# ----------------------------------------------------------------------------- 18: CLI values
+
+BAD_VALUES = [
+    (["--limit", "0"], "--limit"), (["--limit", "-1"], "--limit"), (["--epochs", "0"], "--epochs"),
+    (["--timeout", "0"], "--timeout"), (["--timeout", "-1"], "--timeout"), (["--timeout", "inf"], "--timeout"),
+    (["--temperature", "nan"], "--temperature"), (["--top-p", "inf"], "--top-p"),
+    (["--concurrency", "0"], "--concurrency"), (["--max-retries", "-1"], "--max-retries"),
+    (["--max-tokens", "0"], "--max-tokens"), (["--concurrency", "two"], "--concurrency"),
+]
+
+
+@pytest.mark.parametrize("flags, field", BAD_VALUES)
+def test_meaningless_values_are_refused_before_anything_runs(tmp_path, cli, capsys, flags, field):
+    with TestServer(Script(arithmetic)) as srv:
+        with pytest.raises(SystemExit) as e:
+            cli(*_small_run(srv, tmp_path / "r"), *flags)
+        assert srv.script.requests == []
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and field in err and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("url, why", [
+    ("http://user:pw@127.0.0.1:9/v1", "credentials"),
+    ("http://127.0.0.1:99999/v1", "valid URL"),
+    ("ftp://127.0.0.1/v1", "http"),
+])
+def test_bad_base_urls_exit_2(tmp_path, cli, capsys, url, why):
+    with pytest.raises(SystemExit) as e:
+        cli("run", "--suite", "smoke", "--base-url", url, "--model", "m", "--out", tmp_path / "r")
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and why in err and "pw" not in err.replace("--base-url", "")
+
+
+def test_gate_and_compare_values(tmp_path, cli, capsys):
+    for args, field in ((["gate", "--golden", "g", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--looks", "0"], "--looks"),
+                        (["compare", "r", "--golden", "g", "--infra-budget", "1.5"], "--infra-budget"),
+                        (["gate", "--golden", "g", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--infra-budget", "nan"], "--infra-budget"),
+                        (["calibrate", "g", "-k", "0"], "-k")):
+        with pytest.raises(SystemExit) as e:
+            cli(*args)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and f"argument {field}" in err, (args, err)
+
+
+def test_proxy_bad_port_exits_2(cli):
+    code, _, err = cli("proxy", "--upstream", "http://127.0.0.1:9/v1", "--port", "70000")
+    assert code == 2 and "--port" in err and "internal error" not in err
+
+
+def test_merge_refuses_the_same_run_twice(server, tmp_path, cli):
+    assert cli(*_small_run(server, tmp_path / "a"))[0] == 0
+    code, _, err = cli("merge", tmp_path / "a", tmp_path / "a", "--out", tmp_path / "m")
+    assert code == 2 and "same run" in err and not (tmp_path / "m").exists()
+    shutil.copytree(tmp_path / "a", tmp_path / "copy")
+    code, _, err = cli("merge", tmp_path / "a", tmp_path / "copy", "--out", tmp_path / "m")
+    assert code == 2 and "same run" in err
+
+
+def test_unwritable_targets_exit_2_with_one_line(server, tmp_path, cli):
+    assert cli(*_small_run(server, tmp_path / "a"))[0] == 0
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "dir").mkdir()
+    cases = [
+        ("report", tmp_path / "a", "-o", tmp_path / "dir"),                          # report -o DIR
+        ("report", tmp_path / "a", "-o", tmp_path / "file" / "r.html"),              # parent is a file
+        ("report", tmp_path / "a", "--csv", tmp_path / "dir"),
+        ("bless", tmp_path / "a", "--to", tmp_path / "file" / "g"),
+        ("compare", tmp_path / "a", "--golden", ROOT / "goldens" / "demo-smoke", "--out", tmp_path / "dir"),
+        ("run", "--suite", "smoke", "--base-url", server.url, "--model", "m", "--out", tmp_path / "file" / "r", "--quiet"),
+    ]
+    for args in cases:
+        code, _, err = cli(*args)
+        assert code == 2 and err.count("\n") == 1 and "internal error" not in err, (args, err)
+
+
+# ----------------------------------------------------------------------------- 19: closed stdout, corrupt journal
+
+def test_gate_into_a_closed_pipe_still_writes_its_report(calibrated_golden, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with TestServer(Script(reference_reply)) as srv:
+        p = subprocess.Popen([sys.executable, "-m", "verifier", "gate", "--golden", str(calibrated_golden["golden"]),
+                              "--base-url", srv.url, "--model", "m", "--out", str(tmp_path / "gate"), "--quiet",
+                              "--logprobs", "1", "--max-retries", "0"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+        p.stdout.close()  # `| head` that has already gone
+        err = p.stderr.read().decode()
+        code = p.wait(timeout=120)
+    assert code == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err
+    for name in ("report.html", "junit.xml", "summary.md", "samples.csv", "comparison.json"):
+        assert (tmp_path / "gate" / name).is_file(), name
+
+
+def test_a_corrupt_line_in_the_middle_of_a_journal_names_file_and_line(server, tmp_path, cli):
+    out = tmp_path / "r"
+    assert cli(*_small_run(server, out))[0] == 0
+    lines = (out / "responses.jsonl").read_text().splitlines(keepends=True)
+    lines[1] = lines[1][: len(lines[1]) // 2] + "\n"
+    (out / "responses.jsonl").write_text("".join(lines))
+    for args in (("score", out), ("report", out), ("run", "--resume", out, "--base-url", server.url, "--quiet")):
+        code, _, err = cli(*args)
+        assert code == 2 and "responses.jsonl" in err and "line 2" in err and err.count("\n") == 1, (args, err)
+    # A torn last line (killed mid-write) is still not corruption.
+    (out / "responses.jsonl").write_text("".join(lines[:1]) + lines[2][:10])
+    assert cli("score", out)[0] == 0
