@@ -192,8 +192,9 @@ def import_samples(
 ) -> Path:
     """Write lm-eval per-sample logs as a run directory. `samples` is one task's list, or
     `results["samples"]` ({task: list}) with `task=None` for all of them. Returns the run dir."""
-    from verifier import journal
+    from verifier import journal, scrub
 
+    scrub.register_env(api_key_env)  # an echoed key in lm-eval's logged responses never reaches the run
     per_task = samples if isinstance(samples, dict) else {task: samples}
     if task is not None and isinstance(samples, dict):
         per_task = {task: samples[task]}
