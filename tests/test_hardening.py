@@ -87,6 +87,8 @@ def test_canary_secret_reaches_no_file(tmp_path, cli, monkeypatch):
     script = Script(arithmetic)
     # A 401 whose message carries the bare token, for one sample.
     script.rule(r"What is 3 \+ 4", Reply(status=401, body=json.dumps({"error": {"message": f"Incorrect API key provided: {HDR_TOKEN}"}})))
+    # The probes' prompt gets the key back in its content: probes.json quotes the start of that text.
+    script.rule(r"Count from 1 to 30", Reply(content=f"{ENV_KEY} Bearer {HDR_TOKEN} 1 2 3"))
     with EchoServer(script) as srv:
         for name in ("ref", "r2", "r3"):
             code, err = run("run", *SMOKE_RUN, "--probes", "--base-url", srv.url, "--out", tmp_path / name, *secret_flags)
@@ -116,7 +118,8 @@ def test_canary_secret_reaches_no_file(tmp_path, cli, monkeypatch):
     for p in files:
         data = p.read_bytes()
         assert not [x for x in pieces if x in data], p
-    assert "***" in (tmp_path / "ref" / "run.json").read_text()  # the echo was there, and was masked
+    assert "***" in (tmp_path / "ref" / "responses.jsonl").read_text()  # the echo was there, and was masked
+    assert "***" in (tmp_path / "ref" / "probes.json").read_text()
     assert not any(x.decode() in t for x in pieces for t in printed)
 
 

@@ -11,6 +11,7 @@ import asyncio
 import json
 from typing import Any, Callable
 
+from . import scrub
 from .endpoint import Endpoint
 from .parse import MalformedBody, parse_body
 
@@ -80,7 +81,8 @@ async def run_probes(ep: Endpoint, model: str, extra_body: dict[str, Any]) -> di
         for v in variants:
             body = {"model": model, "messages": PROMPT, **extra_body, **v}
             r = await ep.send("chat", body)
-            results.append((r.status, r.body))
+            # Scrubbed before any check quotes (and cuts) the text: a cut secret no longer matches its whole value.
+            results.append((r.status, scrub.text(r.body) if isinstance(r.body, str) else r.body))
         passed, detail = check(results)
         out[name] = {"passed": passed, "detail": detail}
     return out
