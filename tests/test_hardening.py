@@ -123,6 +123,22 @@ def test_canary_secret_reaches_no_file(tmp_path, cli, monkeypatch):
     assert not any(x.decode() in t for x in pieces for t in printed)
 
 
+def test_proxy_log_carries_no_credential(tmp_path, cli):
+    from verifier.testbed.proxy import Proxy
+
+    log = tmp_path / "mutations.jsonl"
+    with TestServer(Script(arithmetic)) as srv:
+        # An upstream that echoes the client's key into the text a fault then moves (and the log quotes).
+        srv.script.rule(r"What is 3 \+ 4", Reply(content=f"7, key Bearer {HDR_TOKEN}"))
+        with Proxy(srv.url, ["answer_in_reasoning"], seed=0, log=log) as proxy:
+            code, _, err = cli(*_small_run(proxy, tmp_path / "r", "--mode", "chat,chat-stream"),
+                               "--header", f"X-Api-Key: Bearer {HDR_TOKEN}")
+        assert code == 0, err
+    text = log.read_text()
+    assert len(text.splitlines()) == 8 and "7, key" in text and "***" in text  # the echo was logged, masked
+    assert HDR_TOKEN not in text and "canary" not in text
+
+
 def test_scrub_masks_whole_values_and_token_parts():
     scrub.register(f"Bearer {HDR_TOKEN}", ENV_KEY, "ab")
     text = f"key {ENV_KEY}, token {HDR_TOKEN}, header Bearer {HDR_TOKEN}, ab stays"

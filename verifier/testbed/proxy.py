@@ -23,6 +23,7 @@ import asyncio
 import datetime as dt
 import hashlib
 import json
+import re
 import sys
 import threading
 from dataclasses import dataclass
@@ -33,12 +34,18 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
+from ..redact import Redactor
 from .faults import FAULTS, Chain, Fault, StreamMutator, list_faults, parse_fault_spec, selected
 
 # Hop-by-hop and framing headers are the proxy's own business; everything else (Authorization
 # included) goes through untouched. Accept-Encoding is dropped so bodies arrive rewritable.
 _HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
         "proxy-authorization", "proxy-authenticate", "accept-encoding", "content-encoding"}
+
+
+# Request headers whose values are credentials: a mutation's before/after excerpt (an upstream may echo them in
+# a body) never carries them into the log.
+_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|session|password", re.I)
 
 
 def _filter_headers(h: Any) -> CIMultiDict[str]:
@@ -69,6 +76,8 @@ class Proxy:
         self.mutations: list[dict[str, Any]] = []
         self.requests = 0
         self._seen: dict[str, int] = {}
+        self._redactors: dict[int, Redactor] = {}  # per request number, while it is in flight
+        self._numbers: dict[int, int] = {}
         self._log_arg = log
         self._log: TextIO | None = None
         self._owns_log = False
@@ -92,6 +101,9 @@ class Proxy:
         return f"{h}:{n}"
 
     def _record(self, fault: Fault, path: str, n: int, stream: bool, before: str, after: str, count: int) -> None:
+        r = self._redactors.get(n)
+        if r:
+            before, after = r.text(before), r.text(after)
         rec = {"time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"), "fault": fault.name, "path": path,
                "request": n, "stream": stream, "changes": count, "before": before, "after": after}
         self.mutations.append(rec)
@@ -102,6 +114,12 @@ class Proxy:
     # -- the handler --
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await self._forward(request)
+        finally:
+            self._redactors.pop(self._numbers.pop(id(request), 0), None)
+
+    async def _forward(self, request: web.Request) -> web.StreamResponse:
         assert self._session is not None
         raw = await request.read()
         path = request.path
@@ -116,6 +134,8 @@ class Proxy:
             if isinstance(body, dict):
                 self.requests += 1
                 n = self.requests
+                self._numbers[id(request)] = n
+                self._redactors[n] = Redactor(v for k, v in request.headers.items() if _SECRET_HEADER.search(k))
                 key = self._key(raw)
                 active = [f for f, rate in self.faults if selected(self.seed, f.name, key, rate)]
                 body, changed = self._apply(active, "request", body, path, n, bool(body.get("stream")))
