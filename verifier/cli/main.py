@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(a)
     finally:
+        sys.stdout.flush()  # what is still buffered meets a closed pipe here, not at interpreter exit
         sys.stdout = stdout
 
 
