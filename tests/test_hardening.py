@@ -223,6 +223,29 @@ def test_a_second_writer_is_refused(tmp_path, cli):
         assert code == 0, err  # released: the lock never outlives its holder
 
 
+def test_two_concurrent_resumes_send_each_request_once(tmp_path, cli):
+    import dataclasses
+    import time
+
+    out = tmp_path / "r"
+    with TestServer(Script(lambda req: dataclasses.replace(arithmetic(req), delay_s=0.2))) as srv:
+        assert cli(*_small_run(srv, out, "--limit", "6"))[0] == 0
+        (out / "responses.jsonl").write_text("")
+        sent_before = len(srv.script.requests)
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        first = subprocess.Popen([sys.executable, "-m", "verifier", "run", "--resume", str(out), "--base-url", srv.url,
+                                  "--quiet", "--concurrency", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        deadline = time.monotonic() + 60
+        while not (out / "responses.jsonl").read_text() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)  # polling for the first record: the first resume is now mid-run, holding the lock
+        code, _, err = cli("run", "--resume", out, "--base-url", srv.url, "--quiet")
+        assert code == 2 and "in use by another verifier process" in err
+        assert first.wait(timeout=60) == 0, first.stderr.read().decode()
+        sent = len(srv.script.requests) - sent_before
+    ids = [json.loads(line)["sample_id"] for line in (out / "responses.jsonl").read_text().splitlines()]
+    assert sent == 6 and len(ids) == 6 == len(set(ids))
+
+
 def test_lock_is_per_directory_and_released(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
