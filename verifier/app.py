@@ -380,25 +380,8 @@ def score(run_dir: Path) -> dict[str, Any]:
         raise UsageError(str(e)) from None
     except KeyError as e:
         raise UsageError(f"{run_dir}: journal names unknown suite or sample {e}") from None
-    # What these verdicts were scored from: compare and bless re-score when the journal has changed since.
-    summary["responses_digest"] = journal.file_digest(Path(run_dir) / journal.RESPONSES)
     scoring.write_scores(run_dir, verdicts, summary)
     return summary
-
-
-def stale(run_dir: Path) -> bool:
-    """No verdicts yet, or verdicts scored from another responses.jsonl (e.g. a resume killed before scoring)."""
-    import json
-
-    if not (Path(run_dir) / scoring.VERDICTS).exists():
-        return True
-    try:
-        summary = json.loads((Path(run_dir) / scoring.SUMMARY).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return True
-    if not isinstance(summary, dict) or "responses_digest" not in summary:
-        return False  # scored before digests were recorded: trusted as before (it may be a read-only checkout)
-    return summary["responses_digest"] != journal.file_digest(Path(run_dir) / journal.RESPONSES)
 
 
 def observations(run_dir: Path) -> list[dict[str, Any]]:
@@ -407,7 +390,7 @@ def observations(run_dir: Path) -> list[dict[str, Any]]:
 
     try:
         journal.check_run_dir(run_dir)
-        if stale(run_dir):
+        if scoring.stale(run_dir):
             score(run_dir)
         return golden.observations(run_dir)
     except journal.NotARunDir as e:

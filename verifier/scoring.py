@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -128,8 +129,24 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def write_scores(run_dir: Path, verdicts: list[Verdict], summary: dict[str, Any]) -> None:
+    """verdicts.jsonl, then summary.json, recording the journal they were scored from (see `stale`)."""
+    digest = journal.file_digest(Path(run_dir) / journal.RESPONSES)
     journal.write_jsonl(Path(run_dir) / VERDICTS, (v.to_json() for v in verdicts))
-    journal.write_json(Path(run_dir) / SUMMARY, summary)
+    journal.write_json(Path(run_dir) / SUMMARY, {**summary, "responses_digest": digest})
+
+
+def stale(run_dir: Path) -> bool:
+    """No verdicts yet, or verdicts scored from another responses.jsonl (e.g. a resume killed before scoring):
+    compare, gate, calibrate and bless then re-score instead of using them."""
+    if not (Path(run_dir) / VERDICTS).exists():
+        return True
+    try:
+        summary = json.loads((Path(run_dir) / SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    if not isinstance(summary, dict) or "responses_digest" not in summary:
+        return False  # scored before digests were recorded: trusted as before (it may be a read-only checkout)
+    return summary["responses_digest"] != journal.file_digest(Path(run_dir) / journal.RESPONSES)
 
 
 def read_verdicts(run_dir: Path) -> list[Verdict]:

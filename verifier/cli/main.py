@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from .. import __version__
+from .. import scrub
 from ..errors import UsageError
 # By full name: `from . import x` reads as an import of the package, which itself imports this module.
 import verifier.cli.bless as bless
@@ -104,7 +105,7 @@ def _run(a: argparse.Namespace) -> int:
     try:
         return a.fn(a)
     except UsageError as e:
-        print(f"verifier: error: {e}", file=sys.stderr)
+        print(f"verifier: error: {scrub.text(str(e))}", file=sys.stderr)
         return 2
     except OSError as e:
         if isinstance(e, USER_FILE_ERRORS) or e.errno in USER_FILE_ERRNOS:
@@ -119,7 +120,7 @@ def _run(a: argparse.Namespace) -> int:
         from ..journal import NotARunDir
 
         if isinstance(e, NotARunDir):
-            print(f"verifier: error: {e}", file=sys.stderr)
+            print(f"verifier: error: {scrub.text(str(e))}", file=sys.stderr)
             return 2
         return _internal(e)
 
@@ -127,7 +128,7 @@ def _run(a: argparse.Namespace) -> int:
 def _internal(e: Exception) -> int:
     if os.environ.get("VERIFIER_DEBUG"):
         raise e
-    print(f"verifier: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+    print(f"verifier: internal error: {type(e).__name__}: {scrub.text(str(e))}", file=sys.stderr)
     return 1
 
 
