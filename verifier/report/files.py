@@ -26,10 +26,11 @@ from .data import MAX_CONTENT, GoldenData, Inputs, RunData, inputs
 
 
 def read_run(run_dir: Path) -> RunData:
-    """Verdicts joined with the parsed journal, read once; scores the run first when it has no verdicts yet."""
+    """Verdicts joined with the parsed journal, read once; scores the run first when it has no verdicts yet
+    or they were scored from another journal."""
     run_dir = Path(run_dir)
     header = journal.check_run_dir(run_dir)
-    if not (run_dir / scoring.VERDICTS).exists():
+    if scoring.stale(run_dir):
         from ..app import score  # application step
 
         score(run_dir)
