@@ -136,3 +136,17 @@ def test_gate_and_calibrate_refuse_a_tampered_golden_before_any_request(tmp_path
     assert code == 2 and "margins" in err and server.script.requests == [] and not (tmp_path / "run").exists()
     code, _, err = cli("calibrate", dst, "--runs", tmp_path / "nope")
     assert code == 2 and "margins" in err
+
+
+@pytest.mark.parametrize("text, field", [
+    ("[1, 2]", "golden_format"),
+    ("[" * 100000 + "]" * 100000, "corrupt"),
+    ('{"golden_format": 1, "suites": {"smoke": {"version": "1"}}, "source": {}, "summary": {}, "margins": {"smoke/accuracy": NaN}}',
+     "margins.smoke/accuracy"),
+])
+def test_a_golden_json_of_the_wrong_shape_exits_2(text, field, tmp_path, cli, candidate):
+    dst = tmp_path / "g"
+    shutil.copytree(DEMO, dst)
+    (dst / "golden.json").write_text(text)
+    code, _, err = cli("compare", candidate, "--golden", dst, "--out", tmp_path / "c.json")
+    assert code == 2 and field in err and "internal error" not in err and err.count("\n") == 1, err

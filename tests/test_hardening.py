@@ -366,6 +366,9 @@ def test_unwritable_targets_exit_2_with_one_line(server, tmp_path, cli):
         ("bless", tmp_path / "a", "--to", tmp_path / "file" / "g"),
         ("compare", tmp_path / "a", "--golden", ROOT / "goldens" / "demo-smoke", "--out", tmp_path / "dir"),
         ("run", "--suite", "smoke", "--base-url", server.url, "--model", "m", "--out", tmp_path / "file" / "r", "--quiet"),
+        # Read-only even for root: procfs refuses new files.
+        ("report", tmp_path / "a", "-o", "/proc/verifier-report.html"),
+        ("gate", "--golden", ROOT / "goldens" / "demo-smoke", "--base-url", server.url, "--model", "m", "--out", "/proc/verifier-gate", "--quiet"),
     ]
     for args in cases:
         code, _, err = cli(*args)
