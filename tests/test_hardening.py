@@ -139,6 +139,18 @@ def test_proxy_log_carries_no_credential(tmp_path, cli):
     assert HDR_TOKEN not in text and "canary" not in text
 
 
+def test_proxy_passes_a_body_nested_100k_deep_on_without_a_traceback(capfd):
+    import httpx
+
+    from verifier.testbed.proxy import Proxy
+
+    deep = '{"model": "m", "messages": ' + "[" * 100000 + "]" * 100000 + "}"
+    with TestServer(Script(arithmetic)) as srv, Proxy(srv.url, ["answer_in_reasoning"], seed=0) as proxy:
+        r = httpx.post(proxy.url + "/chat/completions", content=deep, headers={"Content-Type": "application/json"}, timeout=30)
+    assert r.status_code == 400 and "invalid JSON" in r.text  # the upstream's answer, not a proxy 500
+    assert "Traceback" not in capfd.readouterr().err
+
+
 def test_scrub_masks_whole_values_and_token_parts():
     scrub.register(f"Bearer {HDR_TOKEN}", ENV_KEY, "ab")
     text = f"key {ENV_KEY}, token {HDR_TOKEN}, header Bearer {HDR_TOKEN}, ab stays"

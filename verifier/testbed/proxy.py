@@ -129,7 +129,7 @@ class Proxy:
         if request.method == "POST" and path.rstrip("/").endswith("/chat/completions"):
             try:
                 body = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # a hostile body is passed on as it came
                 body = None
             if isinstance(body, dict):
                 self.requests += 1
@@ -183,7 +183,7 @@ class Proxy:
         data = await up.read()
         try:
             body = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # a hostile body is passed on as it came
             body = None
         if isinstance(body, dict):
             body, changed = self._apply(faults, "response", body, path, n, False)

@@ -243,7 +243,7 @@ def make_app(script: Script) -> web.Application:
     async def chat(request: web.Request) -> web.StreamResponse:
         try:
             req = await request.json()
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return web.json_response({"error": {"message": "invalid JSON", "type": "invalid_request_error"}}, status=400)
         script.requests.append(req)
         script.headers.append(dict(request.headers))
