@@ -109,6 +109,8 @@ def _swap_in(to: Path, fill: Any) -> None:
             os.rename(to, old)
         os.rename(tmp, to)
     except BaseException:
+        if old.exists() and not to.exists():
+            os.rename(old, to)  # the old golden back in place
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     shutil.rmtree(old, ignore_errors=True)
