@@ -186,10 +186,11 @@ def default_run_dir(prefix: str) -> Path:
 
 
 def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConfig":
-    from .endpoint import EndpointConfig
+    from .endpoint import EndpointConfig, check_base_url
 
     if ep.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    check_base_url(ep.base_url)
     api_key = os.environ.get(ep.api_key_env) if ep.api_key_env else None
     scrub.register(api_key, *ep.headers.values())  # before anything is sent or written
     return EndpointConfig(

@@ -29,6 +29,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
+from .errors import UsageError
 from .jsonsafe import TooDeep, dumps_strict, loads_bounded
 
 try:  # openai >= 3 runs on httpx2; its errors and Response class are the ones we see
@@ -105,6 +106,21 @@ def redact_url(url: str) -> str:
         netloc += f":{parts.port}"
     query = urlencode([(k, "REDACTED") for k, _ in parse_qsl(parts.query)])
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def check_base_url(url: str | None) -> None:
+    """An http(s) URL with a host and a valid port, and no `user:password@` (it would be sent, and logged)."""
+    if not url:
+        return
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as e:
+        raise UsageError(f"--base-url is not a valid URL ({e})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError("--base-url must be an http:// or https:// URL with a host")
+    if parts.username is not None or parts.password is not None:
+        raise UsageError("--base-url must not contain credentials (user:password@); pass the key with --api-key-env or --header")
 
 
 def parse_retry_after(value: str | None) -> float | None:

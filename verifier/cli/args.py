@@ -26,7 +26,7 @@ def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True, url_fro
     env = os.environ.get
     base_url = env("OPENAI_BASE_URL") if url_from_env else None
     g = p.add_argument_group("endpoint")
-    g.add_argument("--base-url", required=required and not base_url, default=base_url, type=T.base_url,
+    g.add_argument("--base-url", required=required and not base_url, default=base_url,
                    help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1" + (" (default $OPENAI_BASE_URL)" if url_from_env else ""))
     g.add_argument("--model", required=required and not env("VERIFIER_MODEL"), default=env("VERIFIER_MODEL"),
                    help="model name sent in every request (default $VERIFIER_MODEL)")

@@ -186,7 +186,7 @@ def apply(a: argparse.Namespace, flags: dict[str, Any], given: set[str], sub: ar
         if conv is not None and value is not None and not isinstance(value, (bool, list, dict)):
             try:
                 value = conv(value)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, argparse.ArgumentTypeError):  # the last from verifier.cli.types
                 raise UsageError(f"gate file: {dest} = {value!r} is not a valid {getattr(conv, '__name__', 'value')}") from None
         setattr(merged, dest, value)
     return merged

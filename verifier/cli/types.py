@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from urllib.parse import urlsplit
 
 
 def positive_int(text: str) -> int:
@@ -59,27 +58,3 @@ def fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text!r}")
     return v
 
-
-def port(text: str) -> int:
-    """A TCP port, 0 (any free port) to 65535."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a port number, got {text!r}") from None
-    if not 0 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 65535, got {v}")
-    return v
-
-
-def base_url(text: str) -> str:
-    """An http(s) URL with a host and a valid port, and no credentials in it (they would be sent and logged)."""
-    try:
-        parts = urlsplit(text)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"is not a valid URL ({e})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise argparse.ArgumentTypeError("must be an http:// or https:// URL with a host")
-    if parts.username is not None or parts.password is not None:
-        raise argparse.ArgumentTypeError("must not contain credentials (user:password@); pass the key with --api-key-env or --header")
-    return text
