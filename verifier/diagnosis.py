@@ -54,6 +54,8 @@ TABLE: dict[str, tuple[str, str]] = {
     "logprobs_non_finite": ("response formatting & usage", "NaN/Infinity logprobs"),
     "non_greedy_token": ("API validation", "a non-top token at temperature 0: sampling parameters not applied"),
     "detokenize_mismatch": ("tokenization", "the logprob tokens do not spell the content: detokenizer or post-processing changed the text"),
+    # the same, on streams only (the non-streamed text is right): the incremental detokenizer / delta assembly
+    "detokenize_mismatch:stream": ("stream assembly", "streamed text differs from the tokens generated (non-streamed text is right)"),
     # frontend signals (new_findings is broken down by its finding codes above)
     "prompt_tokens_mismatch": ("chat template & tokenization", "prompt_tokens moved: the rendered prompt or its tokenization changed"),
     "dual_path_mismatch": ("chat template & tokenization", "chat path and client-rendered completions path disagree"),
@@ -95,6 +97,8 @@ def _suite_items(suite: str, s: dict[str, Any]) -> list[tuple[str, int, list[str
         if name == "new_findings":
             for code, det in sorted((s.get("new_finding_detail") or {}).items()):
                 out.append((code, len(det["samples"]), det["samples"], det["modes"]))
+                if code == "detokenize_mismatch" and det["modes"] and all(m.endswith("-stream") for m in det["modes"]):
+                    out[-1] = ("detokenize_mismatch:stream", *out[-1][1:])
         else:
             out.append((name, sig.get("count", 0), sig.get("samples") or [], (s.get("signal_modes") or {}).get(name, [])))
     return out
