@@ -17,7 +17,7 @@ def print_comparison(doc: dict[str, Any]) -> None:
     # Lead with what to fix: the diagnosis (component, finding, where to look), then why, then the evidence.
     for d in doc.get("diagnosis") or []:
         ex = f" e.g. {', '.join(d['examples'][:3])}" if d["examples"] else ""
-        print(f"  diagnosis: {d['explanation']};{ex} [{', '.join(d['modes'])}]")
+        print(f"  diagnosis: {d['component']}: {d['explanation']};{ex} [{', '.join(d['modes'])}]")
     for r in doc.get("reasons") or []:
         if not r.startswith("diagnosis:"):
             print(f"  why: {r}")

@@ -122,7 +122,7 @@ def diagnose(doc: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({
             "component": comp, "findings": codes, "counts": dict(sorted(d["findings"].items())),
             "suites": sorted(d["suites"]), "modes": sorted(d["modes"]), "examples": d["examples"],
-            "explanation": f"{comp}: {meaning} ({lead} on {total} sample(s)); look at {COMPONENTS.get(comp, comp)}",
+            "explanation": f"{meaning} ({lead} on {total} sample(s)); look at {COMPONENTS.get(comp, comp)}",
             "where": COMPONENTS.get(comp, ""),
         })
     out.sort(key=lambda x: (-max(x["counts"].values()), x["component"]))
@@ -136,4 +136,4 @@ def headline(diagnosis: list[dict[str, Any]]) -> str | None:
     d = diagnosis[0]
     more = f" (+{len(diagnosis) - 1} more component(s))" if len(diagnosis) > 1 else ""
     ex = f"; e.g. {', '.join(d['examples'][:3])}" if d["examples"] else ""
-    return f"diagnosis: {d['explanation']}{ex}{more}"
+    return f"diagnosis: {d['component']}: {d['explanation']}{ex}{more}"

@@ -223,15 +223,17 @@ async def _send_stream(request: web.Request, reply: Reply, req: dict[str, Any]) 
     return resp
 
 
-def _gatekeep(script: Script, request: web.Request, req: dict[str, Any]) -> web.Response | Reply | None:
+async def _gatekeep(script: Script, request: web.Request, req: dict[str, Any], raw: bool = False) -> web.StreamResponse | None:
     """An unknown model (404, as vLLM) or a preflight ping (a default reply, outside the script); None: the script's."""
     if script.models is not None and req.get("model") not in script.models:
         return web.json_response({"error": {"message": f"The model `{req.get('model')}` does not exist.", "type": "NotFoundError",
                                             "code": 404}}, status=404)
-    if request.headers.get("X-Verifier-Preflight"):
-        script.preflight.append(req)
-        return Reply(content="pong")
-    return None
+    if not request.headers.get("X-Verifier-Preflight"):
+        return None
+    script.preflight.append(req)
+    if raw:
+        return web.json_response({"object": "text_completion", "choices": [{"index": 0, "text": "pong", "finish_reason": "stop"}]})
+    return await _send_stream(request, Reply(content="pong"), req) if req.get("stream") else web.json_response(completion_body(Reply(content="pong"), req))
 
 
 def make_app(script: Script) -> web.Application:
@@ -240,11 +242,8 @@ def make_app(script: Script) -> web.Application:
             req = await request.json()
         except json.JSONDecodeError:
             return web.json_response({"error": {"message": "invalid JSON", "type": "invalid_request_error"}}, status=400)
-        gate = _gatekeep(script, request, req)
-        if isinstance(gate, web.Response):
-            return gate
-        if isinstance(gate, Reply):
-            return await _send_stream(request, gate, req) if req.get("stream") else web.json_response(completion_body(gate, req))
+        if (early := await _gatekeep(script, request, req)) is not None:
+            return early
         script.requests.append(req)
         script.headers.append(dict(request.headers))
         reply = script.next(req)
@@ -269,11 +268,8 @@ def make_app(script: Script) -> web.Application:
     async def completions(request: web.Request) -> web.Response:
         """Raw-prompt completions (the dual path): the responder sees the prompt as the user's text."""
         req = await request.json()
-        gate = _gatekeep(script, request, req)
-        if isinstance(gate, web.Response):
-            return gate
-        if isinstance(gate, Reply):
-            return web.json_response({"object": "text_completion", "choices": [{"index": 0, "text": "pong", "finish_reason": "stop"}]})
+        if (early := await _gatekeep(script, request, req, raw=True)) is not None:
+            return early
         script.requests.append(req)
         script.headers.append(dict(request.headers))
         reply = script.next({**req, "messages": [{"role": "user", "content": req.get("prompt", "")}]})
