@@ -202,3 +202,45 @@ def test_junit_names_are_identical_across_a_pass_and_a_fail(calibrated_golden, t
     root = ET.parse(tmp_path / "fail" / "junit.xml").getroot()
     first = next(root.iter("testcase"))
     assert first.get("name") == "diagnosis" and first.find("failure").get("message").startswith("diagnosis: reasoning parser")
+
+
+# ----------------------------------------------------------------------------- detokenization and preflight hints
+
+
+def test_logprob_tokens_must_spell_the_content():
+    from verifier.contract import detokenize_mismatch
+    from verifier.types import Parsed
+
+    def parsed(content, toks, **kw):
+        return Parsed(content=content, reasoning=None, tool_calls=None, finish_reason="stop", usage={},
+                      logprobs=[{"token": t, "logprob": -0.1} for t in toks], **kw)
+
+    assert detokenize_mismatch(parsed("The answer is 7", ["The", " answer", " is", " 7", ""])) is None
+    assert detokenize_mismatch(parsed("7", ["<think>", "hm", "</think>", "7"])) is None  # reasoning tokens first
+    assert detokenize_mismatch(parsed("7 ", ["7"])) is None
+    assert detokenize_mismatch(parsed("é", ["\ufffd", "\ufffd"])) is None  # byte tokens: not judged
+    assert "at char 5" in detokenize_mismatch(parsed("The aanswer", ["The", " answer"]))
+    assert detokenize_mismatch(parsed("77", ["7"])) is not None
+
+
+def test_stream_only_detokenizer_fault_is_stream_assembly_non_stream_is_tokenization():
+    from verifier.diagnosis import diagnose
+
+    def doc(modes):
+        block = {"signals": {"new_findings": {"verdict": "fail", "count": 3}},
+                 "new_finding_detail": {"detokenize_mismatch": {"samples": ["a", "b", "c"], "modes": modes}}}
+        return {"suites": {"s": block}, "frontend": {"evidence": []}}
+
+    assert diagnose(doc(["chat-stream"]))[0]["component"] == "stream assembly"
+    assert diagnose(doc(["chat", "chat-stream"]))[0]["component"] == "tokenization"
+
+
+def test_preflight_hints():
+    from verifier.preflight import hint, ping_body
+
+    assert "does the base URL end in /v1?" in hint(404, "m", [], "", None)
+    assert hint(404, "m", ["a", "b"], "", None) == "model 'm' not in /v1/models: a, b"
+    assert hint(400, "m", ["a"], '{"error": {"message": "model m does not exist"}}', None) == "model 'm' not in /v1/models: a"
+    assert "$KEY_ENV" in hint(401, "m", [], "", "KEY_ENV") and hint(403, "m", [], "", None)
+    assert hint(500, "m", [], "", None) is None and hint(400, "m", [], "bad temperature", None) is None
+    assert ping_body("chat-stream", "m")["stream"] is True and "prompt" in ping_body("completions", "m")
