@@ -34,6 +34,10 @@ Rows = Iterable["Observation | Mapping[str, Any]"]
 Grouped = dict[str, dict[str, list[Observation]]]
 
 
+# The wire mode a path-parity signal blames (the chat path is its reference); other signals name every mode.
+PATH_MODES = {"stream_parity_mismatch": {"chat-stream"}, "dual_path_mismatch": {"completions"}}
+
+
 class NoOverlap(ValueError):
     pass
 
@@ -103,7 +107,7 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
             denom[name] += 1
             if fired:
                 events[name].append(sid)
-                modes[name].update(o.mode for o in cs)
+                modes[name].update(PATH_MODES.get(name) or {o.mode for o in cs})
         for name in NUMERICS_EVENTS:
             if not touched and results[name] is not None:
                 reverse[name] += bool(signals.SIGNAL_BY_NAME[name](cs, gs))
