@@ -234,6 +234,9 @@ async def _server_facts(ep: "Endpoint", spec: RunSpec, modes: list[str]) -> tupl
     why = await ep.unreachable()
     if why:
         raise UsageError(why)
+    from .preflight import check
+
+    await check(ep, ep.cfg.model, modes, spec.endpoint.api_key_env)  # before any sample is spent
     facts = await ep.server_info()
     template = None
     if spec.chat_template:

@@ -14,6 +14,13 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 def print_comparison(doc: dict[str, Any]) -> None:
     print(f"status: {doc['status']} (exit {doc['exit_code']}): {doc['meaning']}")
+    # Lead with what to fix: the diagnosis (component, finding, where to look), then why, then the evidence.
+    for d in doc.get("diagnosis") or []:
+        ex = f" e.g. {', '.join(d['examples'][:3])}" if d["examples"] else ""
+        print(f"  diagnosis: {d['component']}: {d['explanation']};{ex} [{', '.join(d['modes'])}]")
+    for r in doc.get("reasons") or []:
+        if not r.startswith("diagnosis:"):
+            print(f"  why: {r}")
     for side in ("frontend", "quantization"):
         print(f"  {side}: {doc[side]['verdict']}")
         for e in doc[side]["evidence"]:

@@ -27,11 +27,15 @@ MEANING = {
     11: "quantization regression: the model's numerics changed with a clean frontend",
     12: "both: frontend and numerics regressions",
     20: "inconclusive: not enough evidence either way at this sample size",
-    30: "incomplete: too many infra errors to judge",
+    30: "incomplete: too many infra errors or too much of the golden not covered to judge",
 }
 
 Rows = Iterable["Observation | Mapping[str, Any]"]
 Grouped = dict[str, dict[str, list[Observation]]]
+
+
+# The wire mode a path-parity signal blames (the chat path is its reference); other signals name every mode.
+PATH_MODES = {"stream_parity_mismatch": {"chat-stream"}, "dual_path_mismatch": {"completions"}}
 
 
 class NoOverlap(ValueError):
@@ -50,13 +54,26 @@ def _group(obs: list[Observation]) -> Grouped:
     return g
 
 
-def _count_findings(counts: dict[str, list[int]], g: Sequence[Observation], c: Sequence[Observation]) -> None:
-    """Per finding code: on how many samples each side showed it."""
+def _count_findings(counts: dict[str, list[int]], detail: dict[str, dict[str, Any]], sid: str,
+                    g: Sequence[Observation], c: Sequence[Observation]) -> None:
+    """Per finding code: on how many samples each side showed it; for codes new on the candidate, where (diagnosis)."""
     gcodes = {code for o in g for code in o.findings}
     ccodes = {code for o in c for code in o.findings}
     for code in gcodes | ccodes:
         counts[code][0] += code in gcodes
         counts[code][1] += code in ccodes
+    for code in sorted((ccodes - gcodes) - signals.MODEL_BEHAVIOUR):
+        d = detail.setdefault(code, {"samples": [], "modes": set()})
+        d["samples"].append(sid)
+        d["modes"].update(o.mode for o in c if code in o.findings)
+
+
+def _flip_by_mode(flips: dict[str, dict[str, list[str]]], sid: str, g: Sequence[Observation], c: Sequence[Observation]) -> None:
+    """Answer changes per wire mode, over every judged record: a streamed-only change is a flip too."""
+    for mode in sorted({o.mode for o in c}):
+        kind = numerics.flip([o for o in g if o.mode == mode and o.judged], [o for o in c if o.mode == mode and o.judged])
+        if kind:
+            flips.setdefault(mode, {"regressed": [], "improved": []})[kind].append(sid)
 
 
 def _count_trigger(trig: dict[str, int], g: Sequence[Observation], c: Sequence[Observation]) -> None:
@@ -71,22 +88,34 @@ def _count_trigger(trig: dict[str, int], g: Sequence[Observation], c: Sequence[O
 def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) -> dict[str, Any]:
     ids = sorted(set(G) & set(C))
     events: dict[str, list[str]] = {k: [] for k in signals.EVENTS}
+    reverse: dict[str, int] = {k: 0 for k in NUMERICS_EVENTS}
     denom: dict[str, int] = {k: 0 for k in signals.EVENTS}
+    modes: dict[str, set[str]] = defaultdict(set)
     finding_counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    detail: dict[str, dict[str, Any]] = {}
+    flips_by_mode: dict[str, dict[str, list[str]]] = {}
     trig = {"tp": 0, "fp": 0, "fn": 0, "tn": 0}
     acc = numerics.Numerics()
     for sid in ids:
         gs, cs = G[sid], C[sid]
         results = signals.evaluate(gs, cs)
+        touched = signals.touched_by_frontend(results)
         for name, fired in results.items():
-            if fired is not None:
-                denom[name] += 1
-                if fired:
-                    events[name].append(sid)
-        _count_findings(finding_counts, gs, cs)
+            # Numerics signals count only on samples no frontend signal touched (DESIGN.md, "Attribution").
+            if fired is None or (touched and name in NUMERICS_EVENTS):
+                continue
+            denom[name] += 1
+            if fired:
+                events[name].append(sid)
+                modes[name].update(PATH_MODES.get(name) or {o.mode for o in cs})
+        for name in NUMERICS_EVENTS:
+            if not touched and results[name] is not None:
+                reverse[name] += bool(signals.SIGNAL_BY_NAME[name](cs, gs))
+        _count_findings(finding_counts, detail, sid, gs, cs)
+        _flip_by_mode(flips_by_mode, sid, gs, cs)
         _count_trigger(trig, gs, cs)
         clean_g, clean_c = [o for o in gs if o.clean], [o for o in cs if o.clean]
-        if clean_g and clean_c and not signals.touched_by_frontend(results):
+        if clean_g and clean_c and not touched:
             acc.add(sid, clean_g, clean_c)
     num = acc.to_dict()
     return {
@@ -95,10 +124,14 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
         "golden_only": len(set(G) - set(C)),
         "candidate_only": len(set(C) - set(G)),
         "events": events,
+        "reverse_events": reverse,
         "denominators": denom,
+        "signal_modes": {k: sorted(v) for k, v in modes.items()},
         "metrics": num["metrics"],
         "flips": num["flips"],
+        "flips_by_mode": flips_by_mode,
         "findings": {k: {"golden": v[0], "candidate": v[1]} for k, v in sorted(finding_counts.items())},
+        "new_finding_detail": {k: {"samples": v["samples"][:50], "modes": sorted(v["modes"])} for k, v in sorted(detail.items())},
         "drift": num["drift"],
         "trigger": trig,
         "answer_agreement": num["answer_agreement"],
@@ -144,6 +177,9 @@ def _quality(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[di
     mets, ev = {}, []
     for m, v in sorted(s["metrics"].items()):
         mv = metric_verdict(v["golden"], v["candidate"], _margin(margins, f"{suite}/{m}"))
+        if mv["verdict"] == "inconclusive":
+            diffs = [c - g for g, c in zip(v["golden"], v["candidate"])]
+            mv["samples_needed"] = stats.samples_needed(stats.sd(diffs), mv["margin"])
         mets[m] = mv
         ev.append(Evidence("quality", suite, mv["verdict"], metric=m,
                            summary=f"{m}: {mv['golden']} -> {mv['candidate']} (delta {mv['delta']}, CI {mv['ci']}, margin {mv['margin']}, p={mv['p_value']}, n={mv['n']})"))
@@ -158,13 +194,17 @@ def _signal_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> 
         key = f"{suite}/signal:{name}"
         # A signal this run cannot measure needs no margin (older goldens predate newer signals).
         margin = _margin(margins, key) if n or key in margins else 0.0
-        ev = event_verdict(len(s["events"][name]), n, margin)
+        if name in FRONTEND_EVENTS:
+            ev = event_verdict(len(s["events"][name]), n, margin)
+        else:
+            ev = numerics.paired_event_verdict(len(s["events"][name]), s["reverse_events"][name], n, margin)
         ev["samples"] = s["events"][name][:50]
         sigs[name] = ev
         if ev["n"]:
             target = fe if name in FRONTEND_EVENTS else q
             target.append(Evidence(name, suite, ev["verdict"], samples=tuple(ev["samples"][:10]),
-                                   summary=f"{name}: {ev['count']}/{ev['n']} samples (rate {ev['rate']}, CI {ev['ci']}, margin {ev['margin']})"))
+                                   summary=f"{name}: {ev['count']}/{ev['n']} samples (rate {ev['rate']}, CI {ev['ci']}, margin {ev['margin']}"
+                                           + (f"; golden {ev['golden_count']}/{ev['n']}, McNemar p={ev['p_value']})" if "p_value" in ev else ")")))
     return sigs, fe, q
 
 
@@ -186,13 +226,14 @@ def _suite_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> t
     block = {
         "paired": s["paired"], "golden_only": s["golden_only"], "candidate_only": s["candidate_only"],
         "metrics": mets, "signals": sigs, "drift": d, "flips": s["flips"], "findings": s["findings"],
+        "flips_by_mode": s["flips_by_mode"], "new_finding_detail": s["new_finding_detail"], "signal_modes": s["signal_modes"],
         "tool_trigger": numerics.tool_trigger(s["trigger"]),
         "answer_agreement": stats.rnd(s["answer_agreement"]),
     }
     return block, fe, q + q_sig + q_drift
 
 
-def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], infra_rate: float, infra_budget: float) -> tuple[str, str, str]:
+def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], incomplete: bool) -> tuple[str, str, str]:
     """(status, frontend verdict, quantization verdict) from the evidence."""
     frontend = _combine(e.verdict for e in fe)
     quality = _combine(e.verdict for e in q if e.signal == "quality")
@@ -200,13 +241,14 @@ def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], infra
     quality = _combine([quality, repetition])
     if quality == "fail":
         # A frontend bug never moves the logprobs of a shared token prefix: if drift was measured and is
-        # at the noise floor, the drop is not the weights (e.g. ignored sampling params).
-        quant = "inconclusive" if drift_states == {"clean"} else "fail"
+        # at the noise floor, the drop is not the weights (e.g. ignored sampling params). Without any
+        # logprobs nothing separates the weights from a post-processing change: not decided either.
+        quant = "fail" if "fired" in drift_states else "inconclusive"
     elif "fired" in drift_states:
         quant = "inconclusive"
     else:
         quant = quality
-    if infra_rate > infra_budget:
+    if incomplete:
         status = "incomplete"
     elif frontend == "fail" and quant == "fail":
         status = "both"
@@ -221,9 +263,11 @@ def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], infra
     return status, frontend, quant
 
 
-def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows,
-            infra_budget: float = 0.02, probes: dict[str, Any] | None = None) -> dict[str, Any]:
+def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra_budget: float = 0.02,
+            probes: dict[str, Any] | None = None, allow_subset: bool = False) -> dict[str, Any]:
     """The comparison document (DESIGN.md, "Machine-readable outputs")."""
+    from . import coverage, diagnosis, explain
+
     margins = golden_meta.get("margins") or {}
     golden_obs, cand_obs = as_observations(golden_obs), as_observations(cand_obs)
     sig = paired_signals(golden_obs, cand_obs)
@@ -231,6 +275,7 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows,
         raise NoOverlap("the run and the golden share no sample ids")
     infra = sum(1 for o in cand_obs if o.outcome == "infra")
     infra_rate = infra / len(cand_obs) if cand_obs else 0.0
+    cov = coverage.coverage(golden_obs, cand_obs, golden_meta.get("probes"), probes, allow_subset)
     fe: list[Evidence] = []
     q: list[Evidence] = []
     suites_out: dict[str, Any] = {}
@@ -241,8 +286,8 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows,
     for name, p in sorted((probes or {}).items()):
         fe.append(Evidence(f"probe:{name}", "*", p["verdict"], p["summary"]))
     drift_states = {s["drift"]["state"] for s in suites_out.values()}
-    status, frontend, quant = _decide(fe, q, drift_states, infra_rate, infra_budget)
-    return {
+    status, frontend, quant = _decide(fe, q, drift_states, infra_rate > infra_budget or cov["rate"] > infra_budget)
+    doc = {
         "status": status,
         "exit_code": EXIT[status],
         "meaning": MEANING[EXIT[status]],
@@ -250,7 +295,13 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows,
         "frontend": {"verdict": frontend, "evidence": [e.to_dict() for e in fe]},
         "quantization": {"verdict": quant, "evidence": [e.to_dict() for e in q]},
         "suites": suites_out,
+        "coverage": cov,
     }
+    doc["diagnosis"] = diagnosis.diagnose(doc)
+    doc["reasons"] = explain.reasons(doc)
+    doc["reason"] = doc["reasons"][0] if doc["reasons"] else None
+    doc["checks"] = explain.checks(doc, golden_meta, golden_obs)
+    return doc
 
 
 def _spreads(s: dict[str, Any], suite: str) -> dict[str, float]:

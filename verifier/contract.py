@@ -151,7 +151,27 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
                 break
     if p.extra.get("bad_chunks"):
         f.append(Finding("stream_chunk_invalid_json", str(p.extra["bad_chunks"])))
+    detok = detokenize_mismatch(p)
+    if detok:
+        f.append(Finding("detokenize_mismatch", detok))
     return f
+
+
+def detokenize_mismatch(p: Parsed) -> str | None:
+    """Where logprobs are returned, their tokens must spell the content: a difference is the detokenizer's or
+    a post-processing step's doing (the model generated those tokens). None when it holds or cannot be judged."""
+    toks = [t.get("token") for t in p.logprobs or [] if isinstance(t, dict)]
+    content = p.content or ""
+    if not toks or p.tool_calls or not content.strip() or not all(isinstance(t, str) for t in toks):
+        return None
+    text = "".join(toks)
+    if "\ufffd" in text:
+        return None  # byte-level tokens that split a character: their strings cannot spell it
+    # Reasoning tokens may come first (some servers list every generated token); trailing space is cosmetic.
+    if text.rstrip().endswith(content.rstrip()):
+        return None
+    i = next((k for k, (a, b) in enumerate(zip(text, content)) if a != b), min(len(text), len(content)))
+    return f"at char {i}: tokens {text[max(0, i - 10):i + 20]!r} vs content {content[max(0, i - 10):i + 20]!r}"
 
 
 def blocking(findings: list[Finding] | tuple[Finding, ...]) -> bool:

@@ -243,11 +243,12 @@ class Endpoint:
         # Full jitter: spreads retries so a recovering server is not hit in lockstep.
         return random.uniform(0, min(self.cfg.backoff_max_s, self.cfg.backoff_base_s * 2 ** (attempt - 1)))
 
-    async def _attempt(self, path: str, body: dict[str, Any], stream: bool, chunks: list[str]) -> Attempt:
+    async def _attempt(self, path: str, body: dict[str, Any], stream: bool, chunks: list[str],
+                       extra_headers: dict[str, str] | None = None) -> Attempt:
         # The body goes out byte-for-byte as the journal records it (strict JSON: no bare NaN on the wire).
         content = dumps_strict(body, ensure_ascii=False, separators=(",", ":")).encode()
         req = self._http.build_request("POST", self.cfg.base_url.rstrip("/") + path, content=content,
-                                       headers={**self._headers, "Content-Type": "application/json"})
+                                       headers={**self._headers, **(extra_headers or {}), "Content-Type": "application/json"})
         resp = await self._http.send(req, stream=True)
         try:
             status = resp.status_code
@@ -266,7 +267,7 @@ class Endpoint:
         finally:
             await resp.aclose()
 
-    async def send(self, mode: str, body: dict[str, Any]) -> Result:
+    async def send(self, mode: str, body: dict[str, Any], extra_headers: dict[str, str] | None = None) -> Result:
         path, stream = MODES[mode]
         async with self._sem:
             attempts = 0
@@ -278,7 +279,7 @@ class Endpoint:
                 expired = False
                 try:
                     async with asyncio.timeout(max(0.0, deadline - time.monotonic())) as cm:
-                        a = await self._attempt(path, body, stream, chunks)
+                        a = await self._attempt(path, body, stream, chunks, extra_headers)
                 except TimeoutError:
                     expired = cm.expired()
                     a = Attempt(None, chunks=chunks if stream else None, error="timeout")
@@ -308,6 +309,22 @@ class Endpoint:
             return loads_bounded(text)
         except (*HTTP_ERRORS, TooLarge, ValueError):
             return None
+
+    async def get(self, url: str) -> tuple[int | None, Any]:
+        """(status, parsed JSON body or None) of one GET through this client; status None when nothing answered."""
+        try:
+            resp = await self._http.send(self._http.build_request("GET", url, headers=self._headers), stream=True)
+            try:
+                text = await read_capped(resp, MAX_INFO_BYTES)
+                status = resp.status_code
+            finally:
+                await resp.aclose()
+        except (*HTTP_ERRORS, TooLarge):
+            return None, None
+        try:
+            return status, loads_bounded(text)
+        except (ValueError, TooDeep):
+            return status, None
 
     async def unreachable(self, timeout_s: float = 5.0) -> str | None:
         """None if something answers at the base URL, else a one-line reason; through this client's own pool."""

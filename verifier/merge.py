@@ -91,8 +91,26 @@ def _refuse_repeats(shards: list[Path]) -> None:
             seen[k] = Path(d)
 
 
-def merge(shards: list[Path], out: Path) -> dict[str, Any]:
-    """Write the merged run dir (header, samples union, responses concatenated); returns the header. Does not score."""
+def shard_set(headers: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+    """The `--shard i/N` of each input, and which of the N are absent (an incomplete set must not pass as whole)."""
+    specs = [((h.get("selection") or {}).get("shard"), d) for d, h in headers]
+    parsed = [(parse_shard(sp), d) for sp, d in specs if sp]
+    if not parsed:
+        return {"inputs": [None] * len(headers), "n": None, "missing": [], "complete": True}
+    ns = {n for (_, n), _ in parsed}
+    if len(ns) > 1 or len(parsed) != len(headers):
+        unsharded = [str(d) for sp, d in specs if not sp]
+        raise _usage(f"shards disagree on N: {sorted(ns)}" + (f"; not sharded: {', '.join(unsharded)}" if unsharded else ""))
+    n = ns.pop()
+    missing = sorted(set(range(1, n + 1)) - {i for (i, _), _ in parsed})
+    return {"inputs": [sp for sp, _ in specs], "n": n, "missing": [f"{i}/{n}" for i in missing], "complete": not missing}
+
+
+def merge(shards: list[Path], out: Path, allow_partial: bool = False) -> dict[str, Any]:
+    """Write the merged run dir (header, samples union, responses concatenated); returns the header. Does not score.
+
+    An incomplete shard set (2/4 and 4/4 of four) is refused unless `allow_partial`; the header records
+    the set either way, and compare counts what is missing against the golden."""
     if len(shards) < 1:
         raise _usage("merge needs at least one shard run directory")
     headers = []
@@ -102,7 +120,12 @@ def merge(shards: list[Path], out: Path) -> dict[str, Any]:
         except journal.NotARunDir as e:
             raise _usage(str(e)) from None
     _refuse_repeats(shards)
+    sset = shard_set(headers)
+    if not sset["complete"] and not allow_partial:
+        raise _usage(f"incomplete shard set: have {', '.join(sset['inputs'])}, missing {', '.join(sset['missing'])} "
+                     "(a failed matrix job?); pass --allow-partial to merge anyway (compare will report the gap)")
     hdr = merge_headers(out.name, headers)
+    hdr["shard_set"] = sset
     samples: dict[tuple[str, str], Sample] = {}
     for d, _ in headers:
         for key, s in journal.read_samples(d).items():

@@ -143,6 +143,25 @@ def event_verdict(k: int, n: int, margin: float) -> dict[str, Any]:
     return {"rate": stats.rnd(rate), "ci": [stats.rnd(lo), stats.rnd(hi)], "count": k, "n": n, "margin": margin, "verdict": verdict}
 
 
+def paired_event_verdict(k: int, reverse: int, n: int, margin: float) -> dict[str, Any]:
+    """A numerics event rate, candidate against golden on the same samples: exact McNemar on the per-sample
+    events (k: the candidate's alone, reverse: the golden's alone). One event in 22 against none is not
+    evidence; a rate above the calibrated one fails only when the paired test says so."""
+    out = event_verdict(k, n, margin)
+    if n == 0:
+        return out
+    p = stats.mcnemar_exact(k, reverse)
+    excess = (k - reverse) / n
+    eps = 1e-12
+    if excess <= margin + eps:
+        verdict = "pass"
+    elif p < 0.05:
+        verdict = "fail"
+    else:
+        verdict = "inconclusive" if k >= 3 else "pass"
+    return {**out, "golden_count": reverse, "p_value": stats.rnd(p), "test": "mcnemar_exact", "verdict": verdict}
+
+
 def drift_state(d: dict[str, Any], calibrated: float) -> dict[str, Any]:
     """The drift block of comparison.json: the fire threshold and whether it was crossed."""
     margin = max(DRIFT_FACTOR * (calibrated if d["mean_abs_delta"] is not None else 0.0), DRIFT_FLOOR)

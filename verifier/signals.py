@@ -142,6 +142,7 @@ SIGNALS: tuple[Signal, ...] = FRONTEND_SIGNALS + NUMERICS_SIGNALS
 FRONTEND_EVENTS = tuple(f.__name__ for f in FRONTEND_SIGNALS)
 NUMERICS_EVENTS = tuple(f.__name__ for f in NUMERICS_SIGNALS)
 EVENTS = FRONTEND_EVENTS + NUMERICS_EVENTS
+SIGNAL_BY_NAME: dict[str, Signal] = {f.__name__: f for f in SIGNALS}
 
 
 def evaluate(g: Obs, c: Obs) -> dict[str, bool | None]:

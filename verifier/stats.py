@@ -80,3 +80,22 @@ def rnd(x: float | None, digits: int = 6) -> float | None:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return None
     return round(float(x), digits)
+
+
+def samples_needed(spread: float, distance: float, z: float = Z95) -> int | None:
+    """About how many paired samples make a 95% interval of half-width `distance` when the per-sample
+    differences have standard deviation `spread` (normal approximation); None when no sample size can
+    (a zero distance: a margin of 0 on a noisy metric is never cleared by sampling)."""
+    if distance <= 0:
+        return None
+    if spread <= 0:
+        spread = 0.5  # no spread seen yet: assume the worst case of a 0/1 metric
+    return max(1, math.ceil((z * spread / distance) ** 2))
+
+
+def sd(values: Sequence[float]) -> float:
+    n = len(values)
+    if n < 2:
+        return 0.0
+    m = sum(values) / n
+    return math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))

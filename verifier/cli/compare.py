@@ -17,6 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-inconclusive", action="store_true", help="exit 0 instead of 20 when inconclusive")
     p.add_argument("--ci-outputs", action="store_true",
                    help="also write what gate writes into RUN_DIR: report.html, junit.xml, summary.md (+ $GITHUB_STEP_SUMMARY), samples.csv")
+    p.add_argument("--allow-subset", action="store_true",
+                   help="judge a --limit/--sample-seed subset of the golden: samples never run are not counted missing (reported as a subset)")
     p.set_defaults(fn=handle)
 
 
@@ -25,7 +27,7 @@ def handle(a: argparse.Namespace) -> int:
     from ..app_text import print_comparison
     from .args import exit_code
 
-    doc = compare_run(Path(a.run_dir), a.golden, Path(a.out) if a.out else None, a.infra_budget)
+    doc = compare_run(Path(a.run_dir), a.golden, Path(a.out) if a.out else None, a.infra_budget, allow_subset=a.allow_subset)
     print_comparison(doc)
     if a.ci_outputs:
         from .gate import write_ci_outputs

@@ -10,6 +10,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("merge", help="merge shard run directories into one run directory, then score it")
     p.add_argument("shards", nargs="+", metavar="SHARD_RUN_DIR", help="run directories made by the shard jobs")
     p.add_argument("--out", required=True, help="merged run directory to create")
+    p.add_argument("--allow-partial", action="store_true", help="merge an incomplete shard set (compare still reports what is missing)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=handle)
 
@@ -19,10 +20,12 @@ def handle(a: argparse.Namespace) -> int:
     from ..app_text import print_summary
 
     out = Path(a.out)
-    hdr = merge.merge([Path(s) for s in a.shards], out)
+    hdr = merge.merge([Path(s) for s in a.shards], out, allow_partial=a.allow_partial)
     summary = app.score(out)
     if not a.quiet:
         print_summary(summary)
     n = sum(s["samples"] for s in hdr["suites"].values())
-    print(f"merged {len(a.shards)} shards -> {out} ({n} samples)")
+    sset = hdr.get("shard_set") or {}
+    gap = f"; INCOMPLETE shard set, missing {', '.join(sset['missing'])}" if sset.get("missing") else ""
+    print(f"merged {len(a.shards)} shards -> {out} ({n} samples){gap}")
     return 0

@@ -30,14 +30,43 @@ def write_csv(inp: Inputs, path: Path) -> None:
     journal.write_text(path, samples_frame(inp).to_csv(index=False))
 
 
-def junit_xml(doc: dict[str, Any]) -> str:
-    """One <testcase> per gate check: every frontend/quantization evidence item, plus the infra budget."""
-    suite = ET.Element("testsuite", name="verifier gate")
+def _cases_from_evidence(doc: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """Older comparison documents (no `checks`): one testcase per evidence item."""
     cases = []
     for side in ("frontend", "quantization"):
         for e in doc[side]["evidence"]:
             name = f"{e['suite']}: {e['signal']}" + (f"/{e['metric']}" if e.get("metric") else "")
             cases.append((f"verifier.{side}", name, e["verdict"], e["summary"] + (f"\nsamples: {', '.join(e['samples'])}" if e.get("samples") else "")))
+    return cases
+
+
+def _cases_from_checks(doc: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """One testcase per check the golden defines (stable names), led by the diagnosis; a failing frontend
+    check's message starts with the component it implicates."""
+    from ..diagnosis import headline
+    from ..explain import component_line
+
+    head = headline(doc.get("diagnosis") or [])
+    cases = [("verifier.diagnosis", "diagnosis", "fail" if head else "pass",
+              head or "no frontend component implicated")]
+    for c in doc["checks"]:
+        text = c["summary"] + (f"\nsamples: {', '.join(c['samples'])}" if c.get("samples") else "")
+        comp = component_line(doc, c) if c["verdict"] == "fail" else None
+        cases.append((c["class"], c["name"], c["verdict"], (f"[{comp}] " if comp else "") + text))
+    cov = doc.get("coverage") or {}
+    if cov:
+        from ..coverage import describe
+
+        gap = cov["rate"] > doc["infra"]["budget"]
+        cases.append(("verifier.infra", "golden coverage", "fail" if gap else "pass",
+                      describe(cov) if cov["missing"] else f"every (sample, mode) and probe of the golden answered ({cov['expected']})"))
+    return cases
+
+
+def junit_xml(doc: dict[str, Any]) -> str:
+    """One <testcase> per gate check: the diagnosis first, every check the golden defines, coverage and the infra budget."""
+    suite = ET.Element("testsuite", name="verifier gate")
+    cases = _cases_from_checks(doc) if "checks" in doc else _cases_from_evidence(doc)
     inf = doc["infra"]
     over = inf["rate"] is not None and inf["rate"] > inf["budget"]
     cases.append(("verifier.infra", "infra error budget", "fail" if over else "pass",
@@ -49,10 +78,10 @@ def junit_xml(doc: dict[str, Any]) -> str:
             fails += 1
             f = ET.SubElement(tc, "failure", message=text.splitlines()[0][:500], type=verdict)
             f.text = text
-        elif verdict == "inconclusive":
+        elif verdict in ("inconclusive", "not_measured"):
             # Neither pass nor fail: visible in CI as skipped with the reason, the exit code decides the job.
             skips += 1
-            ET.SubElement(tc, "skipped", message="inconclusive: " + text.splitlines()[0][:500])
+            ET.SubElement(tc, "skipped", message=verdict.replace("_", " ") + ": " + text.splitlines()[0][:500])
         ET.SubElement(tc, "system-out").text = text
     suite.set("tests", str(len(cases)))
     suite.set("failures", str(fails))
@@ -68,14 +97,25 @@ ICON = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}
 STATUS_ICON = {"pass": "✅", "inconclusive": "⚠️", "incomplete": "⛔", "frontend_regression": "❌", "quantization_regression": "❌", "both": "❌"}
 
 
-def _md(x: Any) -> str:
+def _md(x: Any, limit: int = 120) -> str:
     """A Markdown table cell: no pipes or newlines from model output, HTML-escaped (GitHub renders inline HTML)."""
-    return _html.escape(fmt(x), quote=False).replace("|", "\\|").replace("\n", " ")[:120]
+    return _html.escape(fmt(x), quote=False).replace("|", "\\|").replace("\n", " ")[:limit]
+
+
+def _lead(doc: dict[str, Any]) -> list[str]:
+    """What to fix first: the diagnosis (component, findings, where to look, examples), then why."""
+    out = []
+    for d in doc.get("diagnosis") or []:
+        ex = ", ".join(f"`{_md(x)}`" for x in d["examples"][:3])
+        out.append(f"- **{_md(d['component'])}**: {_md(d['explanation'], 400)}" + (f"; e.g. {ex}" if ex else ""))
+    out += [f"- why: {_md(r, 400)}" for r in doc.get("reasons") or [] if not r.startswith("diagnosis:")]
+    return out + [""] if out else []
 
 
 def markdown(doc: dict[str, Any], report_path: str | None = None, top_flips: int = 10) -> str:
-    lines = [f"## verifier: {STATUS_ICON.get(doc['status'], '')} `{doc['status']}` (exit {doc['exit_code']})", "",
-             f"{_md(doc['meaning'])}", "",
+    lines = [f"## verifier: {STATUS_ICON.get(doc['status'], '')} `{doc['status']}` (exit {doc['exit_code']})", ""]
+    lines += _lead(doc)
+    lines += [f"{_md(doc['meaning'])}", "",
              f"- frontend: {ICON.get(doc['frontend']['verdict'], '')} **{doc['frontend']['verdict']}**",
              f"- quantization: {ICON.get(doc['quantization']['verdict'], '')} **{doc['quantization']['verdict']}**",
              f"- infra errors: {doc['infra']['count']}/{doc['infra']['total']} (budget {doc['infra']['budget']:.0%})"]
@@ -91,6 +131,10 @@ def markdown(doc: dict[str, Any], report_path: str | None = None, top_flips: int
     lines += ["", "### Signals that fired" if fired else "### Signals: none fired", ""]
     for e in fired:
         lines.append(f"- {ICON.get(e['verdict'], '')} {_md(e['suite'])}: {_md(e['summary'])}")
+    per_mode = [f"{_md(suite)} {_md(mode)}: {len(f['regressed'])} regressed, {len(f['improved'])} improved"
+                for suite, s in doc.get("suites", {}).items() for mode, f in sorted((s.get("flips_by_mode") or {}).items())]
+    if per_mode:
+        lines += ["", "### Answer changes per mode", ""] + [f"- {x}" for x in per_mode]
     flips = [(suite, sid) for suite, s in doc.get("suites", {}).items() for sid in s.get("flips", {}).get("regressed", [])]
     if flips:
         lines += ["", f"### Top regressed samples ({len(flips)} in all)", ""]

@@ -84,7 +84,16 @@ def context(inp: Inputs) -> dict[str, Any]:
         for side in ("frontend", "quantization"):
             for e in doc[side]["evidence"]:
                 evidence.append({**e, "side": side, "links": [{"id": s, "anchor": anchors.get((e["suite"], s), anchor(s))} for s in e.get("samples", [])]})
+    diagnosis = []
+    if doc is not None:
+        for d in doc.get("diagnosis") or []:
+            links = []
+            for ref in d["examples"]:
+                suite, _, sid = ref.partition("/")
+                links.append({"id": ref, "anchor": anchors.get((suite, sid), anchor(sid))})
+            diagnosis.append({**d, "links": links})
     return {
+        "diagnosis": diagnosis, "flips_by_mode": _flips_by_mode(doc),
         "title": f"verifier report: {inp.header.get('run_id')}" + (f" vs {inp.golden_meta.get('name')}" if inp.golden_meta else ""),
         "run_id": inp.header.get("run_id"), "golden_name": (inp.golden_meta or {}).get("name") or ((doc or {}).get("golden") or {}).get("name"),
         "doc": doc, "banner_class": BANNER_CLASS.get((doc or {}).get("status", ""), "single"),
@@ -94,6 +103,15 @@ def context(inp: Inputs) -> dict[str, Any]:
         "nrows": len(inp.frame), "table_json": jinja2.utils.markupsafe.Markup(table_json(inp.frame)),
         "suites": sorted(inp.frame["suite"].unique().tolist()),
     }
+
+
+def _flips_by_mode(doc: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Per suite and wire mode: how many answers regressed / improved (a streamed-only change counts)."""
+    out = []
+    for suite, s in ((doc or {}).get("suites") or {}).items():
+        for mode, f in sorted((s.get("flips_by_mode") or {}).items()):
+            out.append({"suite": suite, "mode": mode, "regressed": len(f["regressed"]), "improved": len(f["improved"])})
+    return out
 
 
 # ----------------------------------------------------------------------------- rendering

@@ -126,7 +126,9 @@ class Proxy:
         active: list[Fault] = []
         n = 0
         stream = False
-        if request.method == "POST" and path.rstrip("/").endswith("/chat/completions"):
+        # The verifier's preflight ping checks route, key and model: faults are for the run's samples.
+        sample = not request.headers.get("X-Verifier-Preflight")
+        if sample and request.method == "POST" and path.rstrip("/").endswith("/chat/completions"):
             try:
                 body = json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # a hostile body is passed on as it came

@@ -24,6 +24,8 @@ from typing import Any, Callable
 
 from aiohttp import web
 
+from .sampling import apply_sampling  # noqa: F401  (public name)
+
 
 @dataclass
 class Reply:
@@ -93,7 +95,10 @@ RESPONDERS: dict[str, Callable[[dict[str, Any]], Reply]] = {"arithmetic": arithm
 
 
 class Script:
-    def __init__(self, responder: Callable[[dict[str, Any]], Reply] = echo, honour_sampling: bool = False):
+    def __init__(self, responder: Callable[[dict[str, Any]], Reply] = echo, honour_sampling: bool = False,
+                 models: tuple[str, ...] | None = None):
+        self.models = models  # like vLLM: only these names (others 404); None: any name, like llama-server
+        self.preflight: list[dict[str, Any]] = []  # the verifier's preflight pings, kept out of `requests`
         self.honour_sampling = honour_sampling
         """Behave like a real engine about sampling: 400 on out-of-range temperature/top_p, truncate at
         max_tokens, and sample (add noise) unless temperature is 0 — the server default is 0.8."""
@@ -206,27 +211,6 @@ def stream_chunks(reply: Reply, req: dict[str, Any]) -> list[str]:
     return out
 
 
-_noise = __import__("random").Random()
-
-
-def apply_sampling(reply: Reply, req: dict[str, Any]) -> Reply | str:
-    """A real engine's sampling contract, for probes and for faults that drop parameters. str = a 400 message."""
-    t, top_p = req.get("temperature", 0.8), req.get("top_p", 1.0)
-    if not isinstance(t, (int, float)) or not 0 <= t <= 2:
-        return "temperature must be in [0, 2]"
-    if not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
-        return "top_p must be in (0, 1]"
-    content, finish = reply.content, reply.finish_reason
-    if content is not None and t > 0:
-        content = f"{content} {''.join(_noise.choice('abcdefghij') for _ in range(8))}"  # no digits: answers keep their numbers
-    limit = req.get("max_tokens")
-    if content is not None and isinstance(limit, int):
-        words = re.findall(r"\s*\S+", content)
-        if len(words) > limit:
-            content, finish = "".join(words[:limit]), "length"
-    return Reply(**{**reply.__dict__, "content": content, "finish_reason": finish})
-
-
 async def _send_stream(request: web.Request, reply: Reply, req: dict[str, Any]) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **reply.headers})
     await resp.prepare(request)
@@ -239,12 +223,27 @@ async def _send_stream(request: web.Request, reply: Reply, req: dict[str, Any]) 
     return resp
 
 
+async def _gatekeep(script: Script, request: web.Request, req: dict[str, Any], raw: bool = False) -> web.StreamResponse | None:
+    """An unknown model (404, as vLLM) or a preflight ping (a default reply, outside the script); None: the script's."""
+    if script.models is not None and req.get("model") not in script.models:
+        return web.json_response({"error": {"message": f"The model `{req.get('model')}` does not exist.", "type": "NotFoundError",
+                                            "code": 404}}, status=404)
+    if not request.headers.get("X-Verifier-Preflight"):
+        return None
+    script.preflight.append(req)
+    if raw:
+        return web.json_response({"object": "text_completion", "choices": [{"index": 0, "text": "pong", "finish_reason": "stop"}]})
+    return await _send_stream(request, Reply(content="pong"), req) if req.get("stream") else web.json_response(completion_body(Reply(content="pong"), req))
+
+
 def make_app(script: Script) -> web.Application:
     async def chat(request: web.Request) -> web.StreamResponse:
         try:
             req = await request.json()
         except (json.JSONDecodeError, RecursionError):
             return web.json_response({"error": {"message": "invalid JSON", "type": "invalid_request_error"}}, status=400)
+        if (early := await _gatekeep(script, request, req)) is not None:
+            return early
         script.requests.append(req)
         script.headers.append(dict(request.headers))
         reply = script.next(req)
@@ -269,6 +268,8 @@ def make_app(script: Script) -> web.Application:
     async def completions(request: web.Request) -> web.Response:
         """Raw-prompt completions (the dual path): the responder sees the prompt as the user's text."""
         req = await request.json()
+        if (early := await _gatekeep(script, request, req, raw=True)) is not None:
+            return early
         script.requests.append(req)
         script.headers.append(dict(request.headers))
         reply = script.next({**req, "messages": [{"role": "user", "content": req.get("prompt", "")}]})
@@ -285,7 +286,8 @@ def make_app(script: Script) -> web.Application:
         return web.json_response({"chat_template": CHATML, "total_slots": 1})
 
     async def models(request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "test-model", "object": "model", "owned_by": "verifier-testserver"}]})
+        ids = script.models if script.models is not None else ("test-model",)
+        return web.json_response({"object": "list", "data": [{"id": i, "object": "model", "owned_by": "verifier-testserver"} for i in ids]})
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)

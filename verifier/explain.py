@@ -1,0 +1,129 @@
+"""Why a comparison came out as it did, in words, and the stable list of checks CI tracks. Pure.
+
+`reasons` names the signal behind an `incomplete` or `inconclusive` verdict (and leads a regression
+with its diagnosis): "not enough evidence" is never the whole story. `checks` is one entry per
+(suite, signal, metric) the golden defines, whatever the run's outcome, so a CI dashboard that
+tracks JUnit testcases by name keeps its history across passing and failing runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from . import coverage as coverage_mod
+from .diagnosis import component_of, headline
+from .numerics import DRIFT_FLOOR
+from .signals import EVENTS, FRONTEND_EVENTS
+from .types import Observation
+
+
+def _quality_fails(doc: dict[str, Any]) -> list[str]:
+    out = []
+    for suite, s in doc["suites"].items():
+        for m, v in s.get("metrics", {}).items():
+            if v["verdict"] == "fail":
+                out.append(f"{suite}/{m} {v['golden']}->{v['candidate']} (p={v['p_value']})")
+    return out
+
+
+def _numerics_reasons(doc: dict[str, Any]) -> list[str]:
+    """Why the quantization side is undecided."""
+    out: list[str] = []
+    drift = {suite: s["drift"] for suite, s in doc["suites"].items()}
+    states = {d["state"] for d in drift.values()}
+    dropped = _quality_fails(doc)
+    if dropped and "fired" not in states:
+        if states <= {"unavailable"}:
+            out.append(f"quality dropped ({'; '.join(dropped)}) but no logprobs to separate numerics from frontend: "
+                       "rerun with --logprobs 5")
+        else:
+            d = next(d for d in drift.values() if d["state"] == "clean")
+            out.append(f"quality dropped ({'; '.join(dropped)}) with logprob drift {d['mean_abs_delta']} at the noise floor "
+                       f"{d['margin']}: not the weights; look for post-processing or ignored sampling parameters (rerun with --probes)")
+    if not dropped and "fired" in states:
+        for suite, d in drift.items():
+            if d["state"] == "fired":
+                out.append(f"{suite}: drift {d['mean_abs_delta']} above floor {max(d['margin'], DRIFT_FLOOR)} but no quality change")
+    for suite, s in doc["suites"].items():
+        for m, v in s.get("metrics", {}).items():
+            if v["verdict"] == "inconclusive":
+                need = v.get("samples_needed")
+                tail = f"about {need} samples needed" if need else "a margin of 0 is never cleared by sampling: recalibrate with more reruns"
+                out.append(f"{suite}/{m}: n={v['n']} too small for margin {v['margin']} (delta {v['delta']}, CI {v['ci']}): {tail}")
+    return out
+
+
+def _evidence_reasons(doc: dict[str, Any]) -> list[str]:
+    out = []
+    for side in ("frontend", "quantization"):
+        for e in doc[side]["evidence"]:
+            if e["verdict"] == "inconclusive" and e["signal"] not in ("quality", "logprob_drift"):
+                out.append(f"{e['suite']}: {e['signal']} not decided at this sample size: {e['summary']}")
+            elif e["verdict"] == "inconclusive" and e.get("metric") == "*":
+                out.append(f"{e['suite']}: {e['summary']}")
+    return out
+
+
+def reasons(doc: dict[str, Any]) -> list[str]:
+    """One line per cause, the deciding one first."""
+    out: list[str] = []
+    inf, cov = doc["infra"], doc.get("coverage") or {}
+    if doc["status"] == "incomplete":
+        if inf["rate"] is not None and inf["rate"] > inf["budget"]:
+            out.append(f"infra errors {inf['count']}/{inf['total']} (rate {inf['rate']}) above the budget {inf['budget']}")
+        if cov.get("rate", 0) > inf["budget"]:
+            out.append(coverage_mod.describe(cov))
+    head = headline(doc.get("diagnosis") or [])
+    if head and doc["status"] in ("frontend_regression", "both"):
+        out.append(head)
+    if doc["status"] in ("quantization_regression", "both"):
+        out.append("numerics: " + "; ".join(_quality_fails(doc) or ["repetition above the golden's"]))
+    if doc["quantization"]["verdict"] == "inconclusive" or doc["status"] == "inconclusive":
+        out += _numerics_reasons(doc)
+    if doc["status"] == "inconclusive":
+        out += _evidence_reasons(doc)
+    if cov.get("subset"):
+        out.append(f"compared a subset of the golden: {cov['subset_skipped_samples']} golden sample(s) not run (--allow-subset)")
+    elif cov.get("missing") and doc["status"] != "incomplete":
+        out.append(coverage_mod.describe(cov) + " (within the budget)")
+    return out
+
+
+def _metrics_of(golden_obs: Iterable[Observation], suite: str) -> list[str]:
+    return sorted({m for o in golden_obs if o.suite == suite for m in o.metrics})
+
+
+def _check(name: str, cls: str, ev: dict[str, Any] | None, default: str = "not measured on this run") -> dict[str, Any]:
+    if ev is None:
+        return {"name": name, "class": cls, "verdict": "not_measured", "summary": default}
+    return {"name": name, "class": cls, "verdict": ev["verdict"], "summary": ev["summary"], "samples": ev.get("samples") or []}
+
+
+def checks(doc: dict[str, Any], golden_meta: dict[str, Any], golden_obs: list[Observation]) -> list[dict[str, Any]]:
+    """Every check the golden defines, named by (suite, signal, metric) only."""
+    ev = {(e["suite"], e["signal"], e.get("metric")): e for side in ("frontend", "quantization") for e in doc[side]["evidence"]}
+    out = []
+    for suite in sorted(golden_meta.get("suites") or {}):
+        star = ev.get((suite, "quality", "*"))
+        for m in _metrics_of(golden_obs, suite):
+            out.append(_check(f"{suite}: quality/{m}", "verifier.quantization", ev.get((suite, "quality", m)) or star))
+        for name in EVENTS:
+            cls = "verifier.frontend" if name in FRONTEND_EVENTS else "verifier.quantization"
+            out.append(_check(f"{suite}: {name}", cls, ev.get((suite, name, None))))
+        out.append(_check(f"{suite}: logprob_drift", "verifier.quantization", ev.get((suite, "logprob_drift", None)),
+                          "not measured: no logprobs on one side (rerun with --logprobs 5)"))
+    for name in sorted(golden_meta.get("probes") or {}):
+        out.append(_check(f"*: probe:{name}", "verifier.frontend", ev.get(("*", f"probe:{name}", None)), "probe not run (rerun with --probes)"))
+    return out
+
+
+def component_line(doc: dict[str, Any], check: dict[str, Any]) -> str | None:
+    """The component a failing frontend check implicates, for its JUnit failure message."""
+    signal = check["name"].split(": ", 1)[-1]
+    if check["class"] != "verifier.frontend":
+        return None
+    if signal == "new_findings":
+        suite = check["name"].split(": ", 1)[0]
+        comps = [d["component"] for d in doc.get("diagnosis") or [] if suite in d["suites"]]
+        return ", ".join(comps) or None
+    return component_of(signal)[0]
