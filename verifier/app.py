@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from . import journal, runner, scoring, scrub
+from .catalog import get_suites, resolve_suites, suite_named, suite_origin
 from .errors import UsageError
 from .types import Sample, Suite
 
@@ -124,45 +125,6 @@ class Collected:
     """Requests sent by this invocation."""
     errors: int
     """Of which ended in an infra error."""
-
-
-def get_suites() -> dict[str, Suite]:
-    """Built-in suites plus those installed plugins add through the `verifier.suites` entry points."""
-    from suites import all_suites
-
-    return all_suites()
-
-
-def suite_origin(name: str) -> str:
-    """`builtin`, or the name of the installed distribution whose entry point adds the suite."""
-    from suites import origin
-
-    return origin(name)
-
-
-def suite_named(name: str) -> Suite:
-    from suites import lookup
-
-    suite = lookup(name)
-    if suite is None:
-        raise UsageError(f"unknown suite {name!r}; known: {', '.join(sorted(get_suites()))}")
-    return suite
-
-
-def resolve_suites(names: tuple[str, ...]) -> list[Suite]:
-    table = get_suites()
-    out = []
-    for n in names:
-        if n.startswith("lm_eval:"):  # lm-eval's own client collects these; verifier cannot resend them
-            task = n.split(":", 1)[1]
-            raise UsageError(f"suite {n} is an imported lm-eval run: collect it with `verifier lm-eval --tasks {task} "
-                             "--model_args base_url=...,model=... --out RUN`, then `verifier compare RUN --golden G`")
-        if n not in table:
-            raise UsageError(f"unknown suite {n!r}; known: {', '.join(sorted(table))}")
-        out.append(table[n])
-    if not out:
-        raise UsageError("no suite given")
-    return out
 
 
 def select(samples: list[Sample], limit: int | None, seed: int | None) -> list[Sample]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from . import types as T
+import verifier.cli.types as T
 
 # Kept here, not imported from verifier.endpoint: that module pulls in the openai SDK. app.collect validates
 # modes against endpoint.MODES, and tests/test_cli.py checks that this list matches it.
