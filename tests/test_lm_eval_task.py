@@ -14,6 +14,7 @@ from suites import SUITES, gsm8k
 from suites import lm_eval_adapter as adapter
 from suites import lm_eval_import as le
 from verifier import journal, scoring
+from verifier.cli import lm_eval as cli_lm_eval
 from verifier.testbed.server import Reply, Script, TestServer
 
 TASK = "gsm8k_cot_llama"
@@ -135,7 +136,7 @@ def test_import_lm_eval_saved_samples_file(lm_run, tmp_path, capsys):
     assert len(files) == 1
 
     p = argparse.ArgumentParser()
-    le.add_arguments(p)
+    cli_lm_eval.add_arguments(p)
     a = p.parse_args(["--task", TASK, "--import-samples", str(files[0]), "--model", "test-model", "--out", str(tmp_path / "f"), "--quiet"])
     assert le.run(a) == 0
     assert f"lm_eval:{TASK}" in capsys.readouterr().out
@@ -173,7 +174,7 @@ def test_run_command_with_yaml_task(rows, tmp_path, capsys):
 
     with TestServer(Script(lambda req: Reply(content="5") if "5 + 6" in req["messages"][-1]["content"] else arithmetic(req))) as srv:
         p = argparse.ArgumentParser()
-        le.add_arguments(p)
+        cli_lm_eval.add_arguments(p)
         a = p.parse_args(["--task", str(yaml_path), "--base-url", srv.url, "--model", "m", "--out", str(tmp_path / "r"), "--concurrency", "2", "--quiet"])
         assert le.run(a) == 0
         assert srv.script.requests[0]["stop"] == ["\n\n"]

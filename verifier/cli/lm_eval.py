@@ -1,6 +1,6 @@
 """`verifier lm-eval --task T`: run an lm-eval generate_until task through the endpoint, or import its samples.
 
-Flags declared here so `--help` stays cheap; tests/test_cli.py checks they match suites.lm_eval_task's.
+The flags live only here, so `--help` stays cheap; the handler passes the parsed flags to suites.lm_eval_import.run.
 """
 
 from __future__ import annotations
