@@ -1,7 +1,10 @@
 import os
 import re
+import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -9,6 +12,37 @@ from verifier.testbed.server import Reply, Script, TestServer, arithmetic
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("VERIFIER_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+# Start-up of a `verifier` subprocess takes 4-9 s on a loaded 2-core machine: waits are generous deadlines on a
+# polled condition, never a fixed sleep, so a busy machine is slower but not red.
+READY_DEADLINE_S = 60.0
+
+
+def wait_until(cond: Callable[[], bool], what: str, deadline_s: float = READY_DEADLINE_S,
+               proc: subprocess.Popen | None = None, interval_s: float = 0.05) -> None:
+    """Poll `cond` until true; fail with `what` at the deadline, or as soon as `proc` has exited."""
+    end = time.monotonic() + deadline_s
+    while not cond():
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"{what}: the process exited with {proc.returncode} first")
+        if time.monotonic() > end:
+            pytest.fail(f"{what}: not within {deadline_s:g} s")
+        time.sleep(interval_s)
+
+
+def http_ready(url: str, proc: subprocess.Popen | None = None, deadline_s: float = READY_DEADLINE_S) -> None:
+    """Wait until GET `url` gets any HTTP answer (a server in another process has started)."""
+    import httpx
+
+    def up() -> bool:
+        try:
+            httpx.get(url, timeout=2.0, trust_env=False)
+            return True
+        except httpx.HTTPError:
+            return False
+
+    wait_until(up, f"{url} did not answer", deadline_s, proc)
 
 
 @pytest.fixture

@@ -3,11 +3,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from conftest import http_ready, wait_until
 from verifier import journal
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic
 
@@ -133,28 +133,18 @@ def test_sigkill_midway_then_resume_records_each_sample_once(tmp_path):
     srv = subprocess.Popen([sys.executable, "-m", "verifier.testbed.server", "--port", str(port), "--responder", "arithmetic", "--delay", "0.15"])
     try:
         base = f"http://127.0.0.1:{port}/v1"
-        for _ in range(100):
-            try:
-                import httpx
-
-                httpx.get(base + "/models", timeout=0.5)
-                break
-            except Exception:
-                time.sleep(0.1)
+        http_ready(base + "/models", srv)
         out = tmp_path / "r"
         cmd = [sys.executable, "-m", "verifier", "run", "--suite", "smoke", "--base-url", base, "--model", "m", "--out", str(out), "--quiet", "--concurrency", "2", "--epochs", "3"]
         p = subprocess.Popen(cmd)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            f = out / "responses.jsonl"
-            if f.exists() and f.read_text().count("\n") >= 10:
-                break
-            time.sleep(0.05)
+        f = out / "responses.jsonl"
+        # Start-up before the first request can take many seconds under load: wait on the journal, not the clock.
+        wait_until(lambda: f.exists() and f.read_text().count("\n") >= 10, "10 journal lines", proc=p)
         p.send_signal(signal.SIGKILL)
         p.wait()
         n_before = (out / "responses.jsonl").read_text().count("\n")
         assert 10 <= n_before < 60
-        r = subprocess.run([sys.executable, "-m", "verifier", "run", "--resume", str(out), "--base-url", base, "--quiet"], capture_output=True, text=True, timeout=60)
+        r = subprocess.run([sys.executable, "-m", "verifier", "run", "--resume", str(out), "--base-url", base, "--quiet"], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
         keys = [(d["sample_id"], d["epoch"]) for d in journal.read_jsonl(out / "responses.jsonl")]
         assert len(keys) == len(set(keys)) == 60

@@ -9,11 +9,11 @@ import json
 import socket
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
 
+from conftest import http_ready
 from verifier import contract
 from verifier.parse import parse_body, parse_chunks
 from verifier.testbed.faults import FAULTS, parse_fault_spec, run_stream, selected
@@ -305,17 +305,12 @@ def test_cli_proxy_serves_and_logs_without_secrets(upstream, tmp_path):
                          stderr=subprocess.PIPE, text=True)
     try:
         base = f"http://127.0.0.1:{port}/v1"
-        for _ in range(100):
-            try:
-                HTTP.get(base + "/models", timeout=0.5)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.05)
+        http_ready(base + "/models", p)  # start-up takes 4-9 s under load: poll with a generous deadline
         _, text, _ = send(base, request_body(False), headers={"Authorization": f"Bearer {SECRET}"})
         assert "usage" not in json.loads(text) and json.loads(text)["choices"][0]["finish_reason"] == "stop"
     finally:
         p.terminate()
-        _, err = p.communicate(timeout=10)
+        _, err = p.communicate(timeout=60)
     assert upstream.script.headers[-1]["Authorization"] == f"Bearer {SECRET}"
     recs = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(r["fault"], r["request"]) for r in recs] == [("usage_dropped", 1)]

@@ -33,6 +33,8 @@ CHAT_ONLY = ("messages", "tools", "tool_choice", "response_format", "logprobs", 
              "parallel_tool_calls", "stream_options", "chat_template_kwargs")
 
 RENDER_TIMEOUT_S = 10.0
+WORKER_START_S = 120.0
+"""Start-up is not render time: a new worker imports jinja2, which takes seconds on a loaded machine."""
 MAX_PROMPT_CHARS = 4 * 2**20
 WORKER_MEMORY_BYTES = 1 * 2**30
 
@@ -87,6 +89,8 @@ def _serve() -> None:
     """Worker loop: one JSON request per line on stdin, one JSON reply per line on stdout."""
     if os.name == "posix":
         _limit_memory()  # set here rather than in preexec_fn, which is unsafe in a threaded parent
+    sys.stdout.write("ready\n")  # the render clock starts after this, not while the worker imports
+    sys.stdout.flush()
     for line in sys.stdin:
         try:
             req = json.loads(line)
@@ -117,6 +121,11 @@ class _Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
             text=True, encoding="utf-8",
         )
+        assert self.proc.stdout
+        ready, _, _ = select.select([self.proc.stdout], [], [], WORKER_START_S)
+        if not ready or self.proc.stdout.readline() != "ready\n":
+            self.kill()
+            raise TemplateUnavailable(f"chat template failed to render: the render worker did not start within {WORKER_START_S:g} s")
 
     def render(self, payload: dict[str, Any], timeout_s: float) -> str:
         assert self.proc.stdin and self.proc.stdout
