@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-DEMO_GOLDEN = Path(__file__).resolve().parent.parent.parent / "goldens" / "demo-smoke"
+# Package data, so a non-editable install (`pip install .`) has it too; the checkout's goldens/demo-smoke links here.
+DEMO_GOLDEN = Path(__file__).resolve().parent.parent / "goldens" / "demo-smoke"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +26,7 @@ def handle(a: argparse.Namespace) -> int:
     from .gate import run_gate
 
     if not (DEMO_GOLDEN / "golden.json").exists():
-        raise UsageError(f"demo golden not found at {DEMO_GOLDEN}; run the demo from a checkout (pip install -e .)")
+        raise UsageError(f"demo golden not found at {DEMO_GOLDEN}; the installation is incomplete (reinstall verifier)")
     root = Path(a.out) if a.out else default_run_dir("demo")
     if root.exists() and any(root.iterdir()):
         raise UsageError(f"{root} is not empty; pass another --out")
