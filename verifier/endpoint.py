@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import random
 import time
 from dataclasses import dataclass, field
@@ -46,6 +47,8 @@ RETRYABLE_STATUS = {429, 500, 502, 503, 504}
 # Errors a retry cannot fix: the same server gives the same redirect or the same oversized body.
 FINAL_ERRORS = ("client_error", "redirect", "response_too_large")
 
+_WIRE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+"""Built once: `json.dumps` with options builds an encoder per call."""
 MAX_INFO_BYTES = 4 * 2**20
 MAX_ERROR_BODY = 256 * 1024
 
@@ -257,7 +260,10 @@ class Endpoint:
     def _request(self, path: str, body: dict[str, Any], extra_headers: dict[str, str] | None = None) -> Any:
         """The POST for one body, built once and re-sent as-is by every retry."""
         # The body goes out byte-for-byte as the journal records it (strict JSON: no bare NaN on the wire).
-        content = dumps_strict(body, ensure_ascii=False, separators=(",", ":")).encode()
+        try:
+            content = _WIRE.encode(body).encode()
+        except ValueError:  # NaN/Infinity: written as null, as the journal does
+            content = dumps_strict(body, ensure_ascii=False, separators=(",", ":")).encode()
         url = self._urls.get(path)
         if url is None:
             url = self._urls[path] = hx.URL(self.cfg.base_url.rstrip("/") + path)

@@ -63,9 +63,16 @@ def run_header(run_id: str, *, endpoint: dict[str, Any], suites: dict[str, Any],
     return hdr.to_json()
 
 
+# One encoder for every record: `json.dumps(obj, **options)` builds a new one per call (~5 us of a ~35 us record).
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def dumps(obj: Any) -> str:
     """The one JSON encoding used for everything we write: stable bytes for stable inputs."""
-    return dumps_strict(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return _ENCODER.encode(obj)
+    except ValueError:  # a non-finite number: the strict path writes it as null
+        return dumps_strict(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 @contextlib.contextmanager

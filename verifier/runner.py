@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import hashlib
 import os
 import sys
@@ -102,6 +104,24 @@ def _env_interval() -> float:
         return 10.0
 
 
+@contextlib.contextmanager
+def lean_gc(gen0: int = 20_000):
+    """Fewer, cheaper garbage collections while requests fly.
+
+    The planned work (every request body) and the imported modules are long-lived: `gc.freeze()` takes them
+    out of every collection, and a larger first-generation threshold stops the collector from running every
+    ~10 requests. At concurrency 256 the default settings spent a sixth of the client's CPU in the collector.
+    """
+    old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(gen0, old[0]), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
+
+
 async def execute(
     run_dir: Path,
     work: list[tuple[Suite, Sample, int, str, dict[str, Any]]],
@@ -122,7 +142,8 @@ async def execute(
         progress.tick(r.error is not None)
 
     try:
-        await asyncio.gather(*(one(*w) for w in work))
+        with lean_gc():
+            await asyncio.gather(*(one(*w) for w in work))
     finally:
         jr.close()
         if endpoint is None:
