@@ -244,7 +244,8 @@ class Endpoint:
         self._headers = auth_headers(cfg)
         self._sem = asyncio.Semaphore(cfg.concurrency)
         # Prepared once: parsing the URL and merging headers in `build_request` cost ~0.1 ms per request.
-        self._post_headers = hx.Headers({**self._http.headers, **self._headers, "Content-Type": "application/json"})
+        self._post_headers = hx.Headers(self._http.headers)
+        self._post_headers.update({**self._headers, "Content-Type": "application/json"})  # case-insensitive, as build_request merges
         self._urls: dict[str, Any] = {}
         self._timeout_ext = {"timeout": self._http.timeout.as_dict()}
 
