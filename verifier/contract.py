@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from . import contract_surfaces
 from .jsonsafe import TooDeep, is_finite_number, loads_bounded
 from .types import Finding, Parsed
 
@@ -30,7 +31,7 @@ BLOCKING = {
     "json_invalid_strict",
     "json_schema_violation_strict",
     "json_too_deep",
-}
+} | contract_surfaces.BLOCKING
 
 # Findings about what the model chose to write rather than what the serving stack did with it: recorded
 # and reported, but not frontend evidence (new weights move them; e.g. a requantized model writes one more
@@ -49,7 +50,8 @@ def _declared(request: dict[str, Any]) -> set[str] | None:
     tools = request.get("tools")
     if not tools:
         return None
-    return {(t.get("function") or {}).get("name") for t in tools if isinstance(t, dict)}
+    # Chat nests the name under `function`; Responses and Messages tools carry it at the top.
+    return {(t.get("function") or t).get("name") for t in tools if isinstance(t, dict)}
 
 
 def id_style(call_id: str, name: str | None) -> str:
@@ -110,7 +112,7 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
     elif calls and fr not in ("tool_calls", "length"):
         # llama.cpp and vLLM both say tool_calls; `stop` with calls is a parser or assembly bug.
         f.append(Finding("finish_reason_mismatch", f"{fr} with {len(calls)} tool call(s)"))
-    max_tokens = request.get("max_tokens") or request.get("max_completion_tokens")
+    max_tokens = request.get("max_tokens") or request.get("max_completion_tokens") or request.get("max_output_tokens")
     if fr == "length" and max_tokens and p.completion_tokens is not None and p.completion_tokens < max_tokens * 0.5:
         f.append(Finding("finish_reason_mismatch", f"length after {p.completion_tokens} of {max_tokens} tokens"))
 
@@ -138,7 +140,7 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
         if text and "\ufffd" in text:
             # U+FFFD: a detokenizer split a multi-byte character (garbled stream text).
             f.append(Finding("replacement_char", field_name))
-    constrained = bool(request.get("response_format") or request.get("tools"))
+    constrained = bool(request.get("response_format") or request.get("tools") or request.get("text") or request.get("output_format"))
     # Under a grammar (response_format, tools) top_logprobs are the unconstrained ranking, so the
     # chosen token may rightly be a lower one: the check only holds for free decoding.
     if request.get("temperature") == 0 and p.logprobs and not constrained:
@@ -154,7 +156,7 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
     detok = detokenize_mismatch(p)
     if detok:
         f.append(Finding("detokenize_mismatch", detok))
-    return f
+    return f + contract_surfaces.check(request, p, mode)
 
 
 def detokenize_mismatch(p: Parsed) -> str | None:

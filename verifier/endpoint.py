@@ -1,20 +1,17 @@
 """OpenAI-compatible client that keeps exact wire bytes.
 
-Requests go through the SDK's pooled aiohttp-backed HTTP client, read as raw
-bytes so nothing is normalized away (`reasoning_content`, unknown finish
-reasons, extra fields). The SDK's request layer is bypassed: it follows
-redirects and reads error bodies whole, and we need a capped read of every
-byte (it was also slower: ~500 vs ~900 req/s here). Retries live here: we count
-attempts, classify errors and bound the total.
+Requests go through the SDK's pooled aiohttp-backed HTTP client, read as raw bytes so nothing is normalized
+away (`reasoning_content`, unknown finish reasons, extra fields). The SDK's request layer is bypassed: it
+follows redirects and reads error bodies whole, and we need a capped read of every byte (it was also slower:
+~500 vs ~900 req/s here). Retries live here: we count attempts, classify errors and bound the total.
 
-The server is not trusted. Every response is read with a cap on its decoded
-size (a gzip bomb is stopped as it inflates), every request has a total
-deadline covering all attempts and the whole stream, redirects are recorded,
-never followed (a POST must not turn into a GET to another host carrying our
-headers), and the API key goes only where it was configured.
+The server is not trusted. Every response is read with a cap on its decoded size (a gzip bomb is stopped as
+it inflates), every request has a total deadline covering all attempts and the whole stream, redirects are
+recorded, never followed (a POST must not turn into a GET to another host carrying our headers), and the API
+key goes only where it was configured.
 
-Wire modes are entries in `MODES` (path, streamed); adding Anthropic Messages or
-OpenAI Responses later means one dict entry and, for a new stream format, one reader.
+Wire modes are entries in `MODES` (path, streamed). Responses and Messages bodies are translated in surfaces.py;
+their streams go through the same SSE reader and end at their own terminal event (surfaces.stream_complete).
 """
 
 from __future__ import annotations
@@ -32,6 +29,7 @@ import httpx
 
 from .errors import UsageError
 from .jsonsafe import TooDeep, dumps_strict, loads_bounded
+from .surfaces import SURFACE_ROUTES, stream_complete, surface_headers
 
 try:  # openai >= 3 runs on httpx2; its errors and Response class are the ones we see
     import httpx2 as hx
@@ -191,7 +189,7 @@ def _stream_error(payload: str) -> bool:
     return isinstance(d, dict) and d.get("error") is not None and not d.get("choices")
 
 
-async def _read_sse(resp: Any, limit: int, chunks: list[str]) -> str | None:
+async def _read_sse(resp: Any, limit: int, chunks: list[str], mode: str = "chat") -> str | None:
     """SSE `data:` payloads into `chunks` (kept on failure); an error class or None."""
     buf = bytearray()  # amortized appends: a 60 MB line without a newline must not cost quadratic copying
     async for b in _bytes(resp, limit):
@@ -209,7 +207,7 @@ async def _read_sse(resp: Any, limit: int, chunks: list[str]) -> str | None:
     tail = buf.decode("utf-8", errors="replace").rstrip("\r")
     if tail.startswith("data:"):
         chunks.append(tail[5:].strip())
-    if not chunks or chunks[-1] != "[DONE]":
+    if not stream_complete(mode, chunks):
         return "stream_truncated"
     return None
 
@@ -219,6 +217,7 @@ MODES: dict[str, tuple[str, bool]] = {
     "chat-stream": ("/chat/completions", True),
     # The dual path: the chat template rendered client-side (verifier/dualpath.py), sent as a raw prompt.
     "completions": ("/completions", False),
+    **SURFACE_ROUTES,  # responses, responses-stream, messages, messages-stream
 }
 
 
@@ -278,7 +277,7 @@ class Endpoint:
         return resp
 
     async def _attempt(self, path: str, body: dict[str, Any], stream: bool, chunks: list[str],
-                       extra_headers: dict[str, str] | None = None, req: Any = None) -> Attempt:
+                       extra_headers: dict[str, str] | None = None, req: Any = None, mode: str = "chat") -> Attempt:
         resp = await self._send(req if req is not None else self._request(path, body, extra_headers))
         try:
             status = resp.status_code
@@ -292,7 +291,7 @@ class Endpoint:
             if status >= 400 or not stream:
                 text = await read_capped(resp, limit)
                 return Attempt(status, body=text, retry_after_s=parse_retry_after(resp.headers.get("retry-after")))
-            err = await _read_sse(resp, limit, chunks)
+            err = await _read_sse(resp, limit, chunks, mode)
             return Attempt(status, chunks=chunks, error=err)
         finally:
             await resp.aclose()
@@ -302,7 +301,7 @@ class Endpoint:
         async with self._sem:
             attempts = 0
             deadline = time.monotonic() + self.cfg.deadline_s
-            req = self._request(path, body, extra_headers)
+            req = self._request(path, body, {**surface_headers(mode, self.cfg), **(extra_headers or {})} or None)
             while True:
                 attempts += 1
                 t0 = time.perf_counter()
@@ -310,7 +309,7 @@ class Endpoint:
                 expired = False
                 try:
                     async with asyncio.timeout(max(0.0, deadline - time.monotonic())) as cm:
-                        a = await self._attempt(path, body, stream, chunks, extra_headers, req)
+                        a = await self._attempt(path, body, stream, chunks, extra_headers, req, mode)
                 except TimeoutError:
                     expired = cm.expired()
                     a = Attempt(None, chunks=chunks if stream else None, error="timeout")

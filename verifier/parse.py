@@ -189,7 +189,28 @@ def _parse_chunks(chunks: list[str]) -> Parsed:
     )
 
 
+def parse_surface(mode: str, body: str | None, chunks: list[str] | None) -> Parsed:
+    """A Responses or Messages exchange -> Parsed, through the same depth and finiteness guards as chat."""
+    from .surfaces import surface_of
+    from .surfaces_parse import SurfaceMalformed, parse_events, parse_messages_body, parse_responses_body
+
+    surface = surface_of(mode)
+    try:
+        if chunks is not None and body is None:
+            p = parse_events(surface, chunks)
+        else:
+            p = (parse_responses_body if surface == "responses" else parse_messages_body)(body)
+    except TooDeep:
+        p = Parsed(content=None, reasoning=None, tool_calls=None, finish_reason=None, usage=None, logprobs=None,
+                   extra={"json_too_deep": "body"})
+    except SurfaceMalformed as e:
+        raise MalformedBody(str(e)) from None
+    return _finite_usage(_guard_depth(p))
+
+
 def parse_exchange(ex: Exchange) -> Parsed:
+    if ex.mode.startswith(("responses", "messages")):
+        return parse_surface(ex.mode, ex.body, ex.chunks)
     if ex.chunks is not None and ex.body is None:
         return parse_chunks(ex.chunks)
     return parse_body(ex.body)

@@ -54,6 +54,10 @@ def build_request(suite: Suite, sample: Sample, model: str, sampling: dict[str, 
         if not template:
             raise ValueError("the completions (dual path) mode needs the chat template the server reports in /props")
         return completion_body(body, template)
+    if mode.startswith(("responses", "messages")):
+        from .surfaces import translate
+
+        return translate(mode, body)
     if mode == "chat-stream":
         body["stream"] = True
         body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}

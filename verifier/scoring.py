@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from . import contract, journal, stats
+from . import contract, contract_surfaces, journal, stats
 from .parse import MalformedBody, parse_exchange
 from .types import Exchange, Finding, Judgement, Sample, Suite, Verdict
 
@@ -40,8 +40,10 @@ def judge(suite: Suite, sample: Sample, ex: Exchange) -> Verdict:
     if ex.error is not None:
         return Verdict(**base, outcome="infra", reason=ex.error, signals=_signals(ex))
     if ex.status is None or ex.status >= 400:
-        # A non-retryable 4xx: the endpoint refused the request as sent. Not a wrong answer.
-        return Verdict(**base, outcome="unsupported", reason=f"http_{ex.status}", signals=_signals(ex))
+        # A non-retryable 4xx: the endpoint refused the request as sent. Not a wrong answer (but a
+        # Responses/Messages error must still have its surface's shape).
+        return Verdict(**base, outcome="unsupported", reason=f"http_{ex.status}", signals=_signals(ex),
+                       findings=tuple(contract_surfaces.error_findings(ex.mode, ex.status, ex.body)))
     try:
         parsed = parse_exchange(ex)
     except MalformedBody as e:

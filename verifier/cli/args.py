@@ -16,7 +16,7 @@ import verifier.cli.types as T
 
 # Kept here, not imported from verifier.endpoint: that module pulls in the openai SDK. app.collect validates
 # modes against endpoint.MODES, and tests/test_cli.py checks that this list matches it.
-MODE_NAMES = ("chat", "chat-stream", "completions")
+MODE_NAMES = ("chat", "chat-stream", "completions", "responses", "responses-stream", "messages", "messages-stream")
 
 
 def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True, url_from_env: bool = True) -> None:

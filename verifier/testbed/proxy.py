@@ -4,7 +4,8 @@
     verifier proxy --list-faults
 
 It forwards every request to the upstream and applies named frontend faults from the
-catalogue (faults.py) to `/chat/completions` traffic: request faults edit the body
+catalogue (faults.py) to `/chat/completions`, `/responses` and `/messages` traffic (the last two
+by translation, surface_faults.py): request faults edit the body
 before it is sent, response faults edit a JSON body, stream faults rewrite SSE `data:`
 payloads as they pass (a few hold the tool-call deltas back until the choice finishes,
 because their mutation needs the whole arguments string). Every other path is
@@ -36,6 +37,7 @@ from multidict import CIMultiDict
 
 from ..redact import Redactor
 from .faults import FAULTS, Chain, Fault, StreamMutator, list_faults, parse_fault_spec, selected
+from .surface_faults import on_surface, surface_for
 
 # Hop-by-hop and framing headers are the proxy's own business; everything else (Authorization
 # included) goes through untouched. Accept-Encoding is dropped so bodies arrive rewritable.
@@ -128,7 +130,8 @@ class Proxy:
         stream = False
         # The verifier's preflight ping checks route, key and model: faults are for the run's samples.
         sample = not request.headers.get("X-Verifier-Preflight")
-        if sample and request.method == "POST" and path.rstrip("/").endswith("/chat/completions"):
+        surface = surface_for(path) if sample and request.method == "POST" else None
+        if surface is not None:
             try:
                 body = json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # a hostile body is passed on as it came
@@ -139,7 +142,7 @@ class Proxy:
                 self._numbers[id(request)] = n
                 self._redactors[n] = Redactor(v for k, v in request.headers.items() if _SECRET_HEADER.search(k))
                 key = self._key(raw)
-                active = [f for f, rate in self.faults if selected(self.seed, f.name, key, rate)]
+                active = [on_surface(f, surface) for f, rate in self.faults if selected(self.seed, f.name, key, rate)]
                 body, changed = self._apply(active, "request", body, path, n, bool(body.get("stream")))
                 if changed:
                     raw = json.dumps(body, ensure_ascii=False).encode()

@@ -294,6 +294,9 @@ def make_app(script: Script) -> web.Application:
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/completions", completions)
     app.router.add_get("/props", props)
+    from .surface_server import add_routes  # /v1/responses and /v1/messages, from the same script
+
+    add_routes(app, script)
     return app
 
 

@@ -1,0 +1,84 @@
+"""`/v1/responses` and `/v1/messages` on the scripted test server, answered by the same script as chat.
+
+A surface request is turned back into the chat request it means, the script's `Reply` is built exactly
+as for chat (so a rule or a queued fault fires on every surface alike), and the chat body or chunks are
+rendered on the surface. Messages reports a repeated prompt's tokens as cached, the way llama-server
+does (input_tokens 1 + cache_read_input_tokens N-1), so the verifier's usage normalization is exercised.
+Errors use each surface's own error shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from aiohttp import web
+
+from .surface_render import render_body, to_chat_request
+from .surface_stream import render_events
+
+
+def error_body(surface: str, status: int, message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
+    if surface == "messages":
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"error": {"message": message, "type": kind, "code": status}}
+
+
+def add_routes(app: web.Application, script: Any) -> None:
+    """Register both surfaces on `app`, answering from `script` (a server.Script)."""
+    from . import server  # the chat renderers; imported here because server.make_app calls us
+
+    seen: set[int] = set()
+
+    def cached_for(chat_req: dict[str, Any]) -> int:
+        key = hash(json.dumps(chat_req.get("messages"), sort_keys=True))
+        pt = server.prompt_tokens(chat_req)
+        hit = key in seen
+        seen.add(key)
+        return pt - 1 if hit else 0
+
+    def handler(surface: str):
+        async def handle(request: web.Request) -> web.StreamResponse:
+            try:
+                req = await request.json()
+            except json.JSONDecodeError:
+                return web.json_response(error_body(surface, 400, "invalid JSON"), status=400)
+            if not isinstance(req, dict) or (surface == "messages" and not isinstance(req.get("max_tokens"), int)):
+                return web.json_response(error_body(surface, 400, "max_tokens: field required"), status=400)
+            script.requests.append(req)
+            script.headers.append(dict(request.headers))
+            chat_req = to_chat_request(surface, req)
+            reply = script.next(chat_req)
+            if script.honour_sampling and reply.status == 200 and reply.body is None:
+                sampled = server.apply_sampling(reply, chat_req)
+                if isinstance(sampled, str):
+                    return web.json_response(error_body(surface, 400, sampled), status=400)
+                reply = sampled
+            if reply.delay_s:
+                await asyncio.sleep(reply.delay_s)
+            if reply.drop:
+                request.transport.abort()
+                raise ConnectionResetError("dropped on purpose")
+            if reply.status != 200:
+                text = reply.body or json.dumps(error_body(surface, reply.status, f"scripted {reply.status}", "api_error"))
+                return web.Response(status=reply.status, text=text, headers=reply.headers, content_type="application/json")
+            cached = cached_for(chat_req) if surface == "messages" else 0
+            if not req.get("stream"):
+                text = reply.body if reply.body is not None else json.dumps(render_body(surface, server.completion_body(reply, chat_req), cached))
+                return web.Response(text=text, headers=reply.headers, content_type="application/json")
+            events = render_events(surface, server.stream_chunks(reply, chat_req), chat_req.get("model"), cached)
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **reply.headers})
+            await resp.prepare(request)
+            for i, e in enumerate(events):
+                if reply.truncate_after is not None and i >= reply.truncate_after:
+                    request.transport.abort()
+                    return resp
+                await resp.write(f"event: {json.loads(e)['type']}\ndata: {e}\n\n".encode())
+            await resp.write_eof()
+            return resp
+
+        return handle
+
+    app.router.add_post("/v1/responses", handler("responses"))
+    app.router.add_post("/v1/messages", handler("messages"))
