@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 
 from .contract import MODEL_BEHAVIOUR
 from .golden import MAX_LOGPROBS
+from .surface_signals import by_mode, parity_modes
 from .types import Observation
 
 Obs = Sequence[Observation]
@@ -125,6 +126,13 @@ def tool_call_id_format_changed(g: Obs, c: Obs) -> bool | None:
     return bool(cst - gst)
 
 
+def surface_parity_mismatch(g: Obs, c: Obs) -> bool | None:
+    """Chat, Responses and Messages answered the same sample differently where the golden's agreed
+    (answer, tool calls, normalized prompt tokens): one surface's frontend moved (surface_signals.py)."""
+    broke = parity_modes(g, c)
+    return None if broke is None else bool(broke)
+
+
 # ----------------------------------------------------------------------------- numerics signals
 
 def repetition(g: Obs, c: Obs) -> bool | None:
@@ -136,7 +144,7 @@ def repetition(g: Obs, c: Obs) -> bool | None:
 
 # The order is the order of the evidence in comparison.json.
 FRONTEND_SIGNALS: tuple[Signal, ...] = (new_findings, prompt_tokens_mismatch, stream_parity_mismatch, new_unsupported,
-                                        tool_call_id_format_changed, dual_path_mismatch)
+                                        tool_call_id_format_changed, dual_path_mismatch, surface_parity_mismatch)
 NUMERICS_SIGNALS: tuple[Signal, ...] = (repetition,)
 SIGNALS: tuple[Signal, ...] = FRONTEND_SIGNALS + NUMERICS_SIGNALS
 FRONTEND_EVENTS = tuple(f.__name__ for f in FRONTEND_SIGNALS)
@@ -153,3 +161,19 @@ def evaluate(g: Obs, c: Obs) -> dict[str, bool | None]:
 def touched_by_frontend(results: dict[str, bool | None]) -> bool:
     """Whether any frontend signal fired: such a sample is kept out of the numerics comparison."""
     return any(results[name] for name in FRONTEND_EVENTS)
+
+
+def where_fired(g: Obs, c: Obs, results: dict[str, bool | None]) -> dict[str, set[str]]:
+    """For each signal that fired on this sample: the candidate's wire modes it fired on, so evidence can
+    name a surface. A signal is asked again of each mode alone (against the golden's same mode); surface
+    parity names the modes that moved; signals that need two modes (stream parity) name none."""
+    out: dict[str, set[str]] = {}
+    gm, cm = by_mode(g), by_mode(c)
+    for f in SIGNALS:
+        if not results.get(f.__name__):
+            continue
+        if f is surface_parity_mismatch:
+            out[f.__name__] = parity_modes(g, c) or set()
+        else:
+            out[f.__name__] = {m for m, co in cm.items() if f(gm.get(m) or g, co)}
+    return out

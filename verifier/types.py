@@ -359,6 +359,8 @@ class Evidence:
     """For quality evidence: the metric (or `*` when none was measurable)."""
     samples: tuple[str, ...] | None = None
     """Example sample ids where the signal fired (at most 10)."""
+    modes: dict[str, int] | None = None
+    """Wire modes the signal fired on, with sample counts: names the surface a frontend bug sits on."""
 
     def to_dict(self) -> dict[str, Any]:
         # The historical key order: signal, suite, [metric], verdict, summary, [samples].
@@ -368,4 +370,6 @@ class Evidence:
         d.update(verdict=self.verdict, summary=self.summary)
         if self.samples is not None:
             d["samples"] = list(self.samples)
+        if self.modes:
+            d["modes"] = dict(self.modes)
         return d

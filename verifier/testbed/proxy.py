@@ -58,11 +58,13 @@ class Proxy:
     """The reverse proxy. As a context manager it runs on its own thread and loop, like TestServer.
 
     `faults`: "NAME[:RATE]" strings or (name, rate) pairs. `log`: a text stream or a path
-    for JSON lines; None keeps mutations in `.mutations` only.
+    for JSON lines; None keeps mutations in `.mutations` only. `surfaces`: where faults apply
+    (chat, responses, messages; default all), to break one surface and leave the others healthy.
     """
 
     def __init__(self, upstream: str, faults: Iterable[str | tuple[str, float]] = (), seed: int = 0,
-                 host: str = "127.0.0.1", port: int = 0, log: TextIO | str | Path | None = None, connections: int = 100):
+                 host: str = "127.0.0.1", port: int = 0, log: TextIO | str | Path | None = None, connections: int = 100,
+                 surfaces: Iterable[str] | None = None):
         self.faults: list[tuple[Fault, float]] = []
         for spec in faults:
             name, rate = parse_fault_spec(spec) if isinstance(spec, str) else (spec[0], float(spec[1]))
@@ -70,6 +72,7 @@ class Proxy:
                 raise ValueError(f"unknown fault {name!r}; see --list-faults")
             self.faults.append((FAULTS[name], rate))
         self.upstream_root = upstream.rstrip("/").removesuffix("/v1")
+        self.surfaces = set(surfaces) if surfaces is not None else None
         self.seed = seed
         self.host = host
         self._port = port
@@ -131,7 +134,7 @@ class Proxy:
         # The verifier's preflight ping checks route, key and model: faults are for the run's samples.
         sample = not request.headers.get("X-Verifier-Preflight")
         surface = surface_for(path) if sample and request.method == "POST" else None
-        if surface is not None:
+        if surface is not None and (self.surfaces is None or surface in self.surfaces):
             try:
                 body = json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # a hostile body is passed on as it came
