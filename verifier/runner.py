@@ -138,12 +138,20 @@ async def execute(
 
     ep = endpoint or Endpoint(cfg)
     jr = journal.Journal(run_dir, scrub=[cfg.api_key or ""] + list(cfg.headers.values()))
-    progress = Progress(len(work), quiet)
+    progress = Progress(sum(w[1].meta.get("turns", 1) if w[0].followup else 1 for w in work), quiet)
 
-    async def one(suite: Suite, sample: Sample, epoch: int, mode: str, body: dict[str, Any]) -> None:
-        r = await ep.send(mode, body)
-        jr.append(Exchange(suite.name, sample.id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts))
-        progress.tick(r.error is not None)
+    async def one(suite: Suite, sample: Sample, epoch: int, mode: str, body: dict[str, Any] | None,
+                  prev: Exchange | None = None) -> None:
+        if body is None and prev is not None:  # the turn before failed: this one is recorded as failing with it
+            ex = Exchange(suite.name, sample.id, epoch, mode, {}, prev.status, None, None, prev.error, 0.0, 0)
+        else:
+            r = await ep.send(mode, body)
+            ex = Exchange(suite.name, sample.id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts)
+        jr.append(ex)
+        progress.tick(ex.error is not None)
+        nxt = suite.followup(sample, ex) if suite.followup else None
+        if nxt is not None:  # multi-turn: the next turn replays this answer, so it waits for it
+            await one(suite, nxt[0], epoch, mode, nxt[1], ex)
 
     try:
         with lean_gc():
@@ -168,9 +176,13 @@ def plan(
     work = []
     for suite, samples in suites:
         for s in samples:
+            if s.meta.get("after"):
+                continue  # a later turn: sent after the turn before it answered (Suite.followup)
+            turns = s.meta.get("turn_ids") or [s.id]
             for e in range(epochs):
                 for m in modes:
-                    if (suite.name, s.id, e, m) not in done:
+                    # A conversation is re-sent whole when any of its turns is missing: later turns replay earlier answers.
+                    if any((suite.name, t, e, m) not in done for t in turns):
                         work.append((suite, s, e, m, build_request(suite, s, model, sampling, extra_body, m, template)))
     return work
 

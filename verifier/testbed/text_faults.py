@@ -127,6 +127,20 @@ def drop_system(body: dict[str, Any]) -> Pairs:
     return [(gone[0].get("content"), f"removed {len(gone)} system message(s)")]
 
 
+@pure_edit
+def drop_reasoning_history(body: dict[str, Any]) -> Pairs:
+    """Earlier turns' reasoning removed from the history (on Responses: reasoning items; on Messages:
+    thinking blocks, through the surface translation)."""
+    pairs: Pairs = []
+    for m in body.get("messages") or []:
+        if isinstance(m, dict) and m.get("role") == "assistant":
+            for k in ("reasoning_content", "reasoning"):
+                if m.get(k):
+                    pairs.append((m[k], "removed"))
+                    m.pop(k)
+    return pairs
+
+
 # Sampling knobs only. max_tokens / max_completion_tokens stay: they are a budget, not a sampling
 # parameter; dropping them would let a server generate to its context limit (cost, hangs) and
 # change what `finish_reason: length` means, which is a different fault from "temperature ignored".

@@ -1,0 +1,136 @@
+"""Multi-turn tool use, replayed on every surface: user -> tool call -> tool result -> answer -> second user turn.
+
+Each conversation is three samples, sent in order by the runner (`Suite.followup`), each turn replaying
+the server's previous answer exactly as it was emitted (verifier/surfaces_history.py):
+
+    t1  user asks; the model should call the declared tool          metric tool_called
+    t2  history + the server's own tool call + our tool result      metric uses_tool_result
+    t3  history + the final answer + a second user question         metric history_recall
+
+What it checks, with which signal:
+  - the server accepts its own tool-call ids back: t2 is answered, not refused (a refusal is a new
+    `unsupported` outcome against the golden: frontend evidence);
+  - the id format is stable against the golden (`tool_call_id_style` on t1; Kimi-style `functions.NAME:IDX`
+    ids replaced by UUIDs are the known casualty, vLLM #29596);
+  - reasoning history is accepted in the shape emitted (reasoning_content / reasoning item / thinking block
+    with signature): a server that drops it moves t2's and t3's prompt-token fingerprint;
+  - the final answer uses the tool result (t2) and the history (t3).
+
+BFCL's multi_turn categories need BFCL's stateful API simulators (file system, trading bot...) to
+execute the calls; these built-in conversations execute their one tool from a fixed table instead.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from verifier.parse import MalformedBody, parse_exchange
+from verifier.surfaces_history import assistant_turn, extend, tool_results, user_turn
+from verifier.types import Exchange, Judgement, Parsed, Sample, Suite
+
+SYSTEM = "You are a helpful assistant. Use the tools when they can answer. Keep answers short."
+NUDGE = "Please use the tool to answer."
+
+
+def _fn(name: str, desc: str, **props: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": desc, "parameters": {
+        "type": "object", "properties": {k: {"type": v} for k, v in props.items()}, "required": list(props)}}}
+
+
+WEATHER = _fn("get_weather", "Current weather for a city.", city="string")
+CONVERT = _fn("convert_currency", "Convert an amount between currencies.", amount="number", from_currency="string", to_currency="string")
+ORDER = _fn("lookup_order", "Status of a customer order.", order_id="string")
+
+# name -> tools, first question, {call key -> tool result}, facts t2 must state, second question, fact t3 must state
+CONVERSATIONS: dict[str, dict[str, Any]] = {
+    "weather": {"tools": [WEATHER], "user1": "What is the weather in Paris right now?",
+                "results": {"paris": {"city": "Paris", "temperature_c": 18, "condition": "cloudy"}},
+                "facts2": ["18"], "user2": "Is it sunny or cloudy there, according to that report?", "fact3": "cloud"},
+    "currency": {"tools": [CONVERT], "user1": "Convert 250 USD to EUR.",
+                 "results": {"usd": {"amount": 231.5, "currency": "EUR"}},
+                 "facts2": ["231.5"], "user2": "Repeat the converted amount, please.", "fact3": "231.5"},
+    "order": {"tools": [ORDER, WEATHER], "user1": "Where is my order A-1042?",
+              "results": {"a-1042": {"order_id": "A-1042", "status": "shipped", "carrier": "DHL"}},
+              "facts2": ["shipped"], "user2": "Which carrier is delivering it?", "fact3": "DHL"},
+    "two_cities": {"tools": [WEATHER], "user1": "What is the weather in Rome and in Oslo? Check both.",
+                   "results": {"rome": {"city": "Rome", "temperature_c": 24, "condition": "sunny"},
+                               "oslo": {"city": "Oslo", "temperature_c": 7, "condition": "rain"}},
+                   "facts2": ["24", "7"], "user2": "Which of the two cities is warmer?", "fact3": "Rome"},
+}
+TURNS = 3
+
+
+def _sample(conv: str, turn: int) -> Sample:
+    c = CONVERSATIONS[conv]
+    meta: dict[str, Any] = {"conversation": conv, "turn": turn, "turns": TURNS}
+    if turn == 1:
+        meta["turn_ids"] = [f"{conv}/t{k}" for k in range(1, TURNS + 1)]
+    else:
+        meta["after"] = f"{conv}/t{turn - 1}"
+    target = {1: [t["function"]["name"] for t in c["tools"]][:1], 2: c["facts2"], 3: [c["fact3"]]}[turn]
+    return Sample(id=f"{conv}/t{turn}", messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": c["user1"]}],
+                  tools=c["tools"], target=target, meta=meta)
+
+
+def load(data: str | None = None, smoke: bool = True) -> list[Sample]:
+    return [_sample(conv, t) for conv in CONVERSATIONS for t in range(1, TURNS + 1)]
+
+
+def request(sample: Sample) -> dict[str, Any]:
+    return {"messages": sample.messages, "tools": sample.tools, "tool_choice": "auto"}
+
+
+def run_tool(conv: str, call: dict[str, Any]) -> str:
+    """Executes one call from the conversation's table: the result is keyed by the argument values."""
+    fn = call.get("function") or {}
+    try:
+        args = json.loads(fn.get("arguments") or "{}")
+    except ValueError:
+        return json.dumps({"error": "arguments are not valid JSON"})
+    values = " ".join(str(v).lower() for v in args.values()) if isinstance(args, dict) else ""
+    for key, result in CONVERSATIONS[conv]["results"].items():
+        if key in values:
+            return json.dumps(result)
+    return json.dumps({"error": f"nothing found for {fn.get('name')} {args}"})
+
+
+def followup(sample: Sample, ex: Exchange) -> tuple[Sample, dict[str, Any] | None] | None:
+    """The next turn, replaying this exchange's answer in the shape the server emitted it."""
+    conv, turn = sample.meta["conversation"], sample.meta["turn"]
+    if turn >= TURNS:
+        return None
+    nxt = _sample(conv, turn + 1)
+    if ex.error is not None or ex.status != 200:
+        return nxt, None
+    try:
+        calls = parse_exchange(ex).tool_calls or []
+    except MalformedBody:
+        return nxt, None
+    body = extend(ex.mode, ex.request, assistant_turn(ex))
+    if turn == 1:
+        results = [(c.get("id"), run_tool(conv, c)) for c in calls if isinstance(c, dict)]
+        entries = tool_results(ex.mode, results) if results else user_turn(ex.mode, NUDGE)
+    else:
+        entries = user_turn(ex.mode, CONVERSATIONS[conv]["user2"])
+    return nxt, extend(ex.mode, body, entries)
+
+
+def score(sample: Sample, parsed: Parsed) -> Judgement:
+    turn = sample.meta["turn"]
+    calls = parsed.tool_calls if isinstance(parsed.tool_calls, list) else []
+    if turn == 1:
+        names = sorted({(c.get("function") or {}).get("name") for c in calls if isinstance(c, dict)})
+        ok = bool(calls) and set(names) <= set(t["function"]["name"] for t in sample.tools or [])
+        return Judgement(score=float(ok), answer=names, reason="called_tool" if ok else "no_tool_call",
+                         metrics={"tool_called": float(ok)})
+    text = (parsed.content or "").lower()
+    ok = not calls and all(f.lower() in text for f in sample.target)
+    metric = "uses_tool_result" if turn == 2 else "history_recall"
+    reason = "correct" if ok else ("called_tool_again" if calls else "fact_missing")
+    return Judgement(score=float(ok), answer=ok, reason=reason, metrics={metric: float(ok)})
+
+
+SUITE = Suite(name="multiturn", version="1", load=load, request=request, score=score, followup=followup,
+              description="tool call -> tool result -> answer -> second user turn, replayed as the server emitted it",
+              defaults={"max_tokens": 256})

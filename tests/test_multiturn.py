@@ -1,0 +1,99 @@
+"""Multi-turn replay on every surface against a Kimi-like scripted server: its own `functions.NAME:IDX` ids must
+come back, reasoning is replayed as emitted; scripted faults fire the id-format, round-trip and reasoning checks."""
+
+import json
+import re
+
+import pytest
+
+from suites import multiturn
+from verifier.testbed.proxy import Proxy
+from verifier.testbed.server import Reply, Script, TestServer, last_user_text
+
+MODES = "chat,responses,messages,chat-stream,responses-stream,messages-stream"
+KIMI_ID = re.compile(r"functions\.\w+:\d+$")
+
+
+def kimi_like(req):
+    """Calls the tool on the first turn (with reasoning), answers from tool results after; refuses history whose
+    tool-call ids it did not issue or whose results do not answer a call (what a strict server does)."""
+    msgs = req["messages"]
+    issued = {c["id"] for m in msgs if m["role"] == "assistant" for c in m.get("tool_calls") or []}
+    results = [m for m in msgs if m["role"] == "tool"]
+    for m in results:
+        if m["tool_call_id"] not in issued or not KIMI_ID.match(m["tool_call_id"] or ""):
+            return Reply(status=400)  # in the surface's own error shape
+    if results:
+        return Reply(content="From the tool: " + " ".join(m["content"] for m in results))
+    conv = next(k for k, c in multiturn.CONVERSATIONS.items() if c["user1"] == last_user_text(req))
+    c = multiturn.CONVERSATIONS[conv]
+    name = c["tools"][0]["function"]["name"]
+    return Reply(content=None, reasoning_content=f"I should call {name}.",
+                 tool_calls=[{"name": name, "arguments": json.dumps({"query": k}), "id": f"functions.{name}:{i}"}
+                             for i, k in enumerate(c["results"])])
+
+
+def run(cli, url, out):
+    code, _, err = cli("run", "--suite", "multiturn", "--base-url", url, "--model", "m", "--out", out, "--quiet",
+                       "--mode", MODES, "--max-retries", "0")
+    assert code == 0, err
+    return [json.loads(x) for x in (out / "verdicts.jsonl").read_text().splitlines()]
+
+
+def test_each_turn_replays_the_servers_own_answer_on_every_surface(tmp_path, cli):
+    with TestServer(Script(kimi_like)) as srv:
+        verdicts = run(cli, srv.url, tmp_path / "r")
+        sent = list(srv.script.requests)
+    n = len(multiturn.CONVERSATIONS)
+    assert len(verdicts) == 3 * n * 6 and len(sent) == 3 * n * 6
+    assert all(v["score"] == 1.0 and v["outcome"] == "content" for v in verdicts), [v for v in verdicts if v["score"] != 1.0][:2]
+    assert {tuple(v["signals"].get("tool_call_id_style") or ()) for v in verdicts if v["sample_id"].endswith("/t1")} == {("functions.NAME:<n>",)}
+    # Each surface got the history in its own shape, the reasoning included as emitted.
+    t2 = [r for r in sent if "input" in r and any(i.get("type") == "function_call_output" for i in r["input"])]
+    assert t2 and all(any(i.get("type") == "reasoning" for i in r["input"]) for r in t2)
+    msgs = [r for r in sent if "max_tokens" in r and "system" in r and len(r["messages"]) >= 3]
+    blocks = [b for r in msgs for m in r["messages"] for b in (m["content"] if isinstance(m["content"], list) else [])]
+    assert any(b["type"] == "thinking" and b["signature"] for b in blocks) and any(b["type"] == "tool_result" for b in blocks)
+    chat = [r for r in sent if "messages" in r and "system" not in r and any(m["role"] == "tool" for m in r["messages"])]
+    assert chat and all(any(m.get("reasoning_content") for m in r["messages"]) for r in chat)
+
+
+@pytest.fixture(scope="module")
+def mt_golden(tmp_path_factory):
+    from verifier.cli import main
+
+    tmp = tmp_path_factory.mktemp("mt")
+    with TestServer(Script(kimi_like)) as srv:
+        for name in ("ref", "r2", "r3"):
+            assert main(["run", "--suite", "multiturn", "--base-url", srv.url, "--model", "m", "--out", str(tmp / name),
+                         "--quiet", "--mode", MODES, "--max-retries", "0"]) == 0
+    assert main(["bless", str(tmp / "ref"), "--to", str(tmp / "golden")]) == 0
+    assert main(["calibrate", str(tmp / "golden"), "--runs", str(tmp / "r2"), str(tmp / "r3")]) == 0
+    return tmp / "golden"
+
+
+def gate(cli, golden, url, out):
+    code, stdout, err = cli("gate", "--golden", golden, "--base-url", url, "--model", "m", "--out", out, "--quiet")
+    return code, json.loads((out / "comparison.json").read_text()), stdout + err
+
+
+def test_same_server_passes(mt_golden, tmp_path, cli):
+    with TestServer(Script(kimi_like)) as srv:
+        code, doc, text = gate(cli, mt_golden, srv.url, tmp_path / "g")
+    assert code == 0 and doc["status"] == "pass", text
+
+
+@pytest.mark.parametrize("fault,surface,signals", [
+    # ids rewritten to chatcmpl-tool-<hex>: the id format moved on t1, and the server refuses them back on t2.
+    ("tool_call_ids_rewritten", "messages", {"tool_call_id_format_changed", "new_unsupported"}),
+    # reasoning dropped from the replayed history: t2 and t3 prompts are shorter than the golden's.
+    ("drop_reasoning_history", "responses", {"prompt_tokens_mismatch"}),
+])
+def test_scripted_faults_fire_the_multiturn_checks(mt_golden, tmp_path, cli, fault, surface, signals):
+    with TestServer(Script(kimi_like)) as srv, Proxy(srv.url, [fault], surfaces={surface}) as px:
+        code, doc, text = gate(cli, mt_golden, px.url, tmp_path / "g")
+    assert doc["frontend"]["verdict"] == "fail", text
+    failed = {e["signal"]: e for e in doc["frontend"]["evidence"] if e["verdict"] == "fail"}
+    assert signals <= set(failed), failed.keys()
+    for e in failed.values():
+        assert set(e["modes"]) == {surface, f"{surface}-stream"}, e
