@@ -59,8 +59,11 @@ def surface_golden(tmp_path_factory):
     return tmp
 
 
-def test_every_mode_is_journaled_scored_and_reported(surface_golden):
+def test_every_mode_is_journaled_scored_and_reported(surface_golden, tmp_path, cli):
     ref = surface_golden / "ref"
+    code, _, err = cli("report", ref, "-o", tmp_path / "r.html")
+    html = (tmp_path / "r.html").read_text()
+    assert code == 0 and all(m in html for m in MODES.split(",")), err
     lines = [json.loads(x) for x in (ref / "responses.jsonl").read_text().splitlines()]
     by_mode = {}
     for ex in lines:

@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import re
+import sys
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -296,7 +297,7 @@ def make_app(script: Script) -> web.Application:
     app.router.add_get("/props", props)
     from .surface_server import add_routes  # /v1/responses and /v1/messages, from the same script
 
-    add_routes(app, script)
+    add_routes(app, script, sys.modules[__name__])
     return app
 
 

@@ -25,10 +25,9 @@ def error_body(surface: str, status: int, message: str, kind: str = "invalid_req
     return {"error": {"message": message, "type": kind, "code": status}}
 
 
-def add_routes(app: web.Application, script: Any) -> None:
-    """Register both surfaces on `app`, answering from `script` (a server.Script)."""
-    from . import server  # the chat renderers; imported here because server.make_app calls us
-
+def add_routes(app: web.Application, script: Any, server: Any) -> None:
+    """Register both surfaces on `app`, answering from `script` (a server.Script); `server` is the server
+    module itself (its chat renderers), passed in so the two modules do not import each other."""
     seen: set[int] = set()
 
     def cached_for(chat_req: dict[str, Any]) -> int:
