@@ -57,7 +57,8 @@ def build_request(suite: Suite, sample: Sample, model: str, sampling: dict[str, 
     if mode.startswith(("responses", "messages")):
         from .surfaces import translate
 
-        return translate(mode, body)
+        # Extra body is the user's word for this server, in its spelling: kept through the translation.
+        return {**translate(mode, {k: v for k, v in body.items() if k not in extra_body}), **extra_body}
     if mode == "chat-stream":
         body["stream"] = True
         body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}

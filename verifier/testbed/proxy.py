@@ -37,7 +37,7 @@ from multidict import CIMultiDict
 
 from ..redact import Redactor
 from .faults import FAULTS, Chain, Fault, StreamMutator, list_faults, parse_fault_spec, selected
-from .surface_faults import on_surface, surface_for
+from .surface_faults import on_surface, sse_frame, surface_for
 
 # Hop-by-hop and framing headers are the proxy's own business; everything else (Authorization
 # included) goes through untouched. Accept-Encoding is dropped so bodies arrive rewritable.
@@ -205,8 +205,10 @@ class Proxy:
         await resp.prepare(request)
         chain = Chain([m for _, m in mutators])
 
+        surface = surface_for(path)
+
         def frame(payloads: list[str]) -> bytes:
-            return b"".join(f"data: {p}\n\n".encode() for p in payloads)
+            return b"".join(sse_frame(surface, p) for p in payloads)
 
         logged = False
 
@@ -228,8 +230,8 @@ class Proxy:
                     text = line.decode("utf-8", errors="replace").rstrip("\r")
                     if text.startswith("data:"):
                         out += frame(chain.feed(text[5:].strip()))
-                    elif text:
-                        out += (text + "\n").encode()  # event:, id:, comments: as they came
+                    elif text and not (surface != "chat" and text.startswith("event:")):
+                        out += (text + "\n").encode()  # id:, comments (and chat's event:) as they came; surfaces' event: lines are re-framed
                 if out:
                     await resp.write(out)
             tail = buf.decode("utf-8", errors="replace").strip()

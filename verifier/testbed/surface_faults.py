@@ -32,6 +32,18 @@ def surface_for(path: str) -> str | None:
     return next((s for suffix, s in PATHS.items() if p.endswith(suffix)), None)
 
 
+def sse_frame(surface: str | None, payload: str) -> bytes:
+    """One SSE event; on Responses and Messages with its `event:` line (SDKs dispatch on it), named by its `type`."""
+    if surface in ("responses", "messages"):
+        try:
+            kind = json.loads(payload).get("type")
+        except (ValueError, AttributeError):
+            kind = None
+        if isinstance(kind, str):
+            return f"event: {kind}\ndata: {payload}\n\n".encode()
+    return f"data: {payload}\n\n".encode()
+
+
 def _request(fault: Fault, surface: str):
     def edit(body: dict[str, Any]) -> Change | None:
         chat = to_chat_request(surface, body)
@@ -82,7 +94,7 @@ class SurfaceStream(StreamMutator):
         pass
 
     def feed(self, payload: str) -> list[str]:
-        if self.model is None and '"message_start"' in payload or '"response.created"' in payload:
+        if self.model is None and ('"message_start"' in payload or '"response.created"' in payload):
             try:
                 d = json.loads(payload)
                 self.model = (d.get("message") or d.get("response") or {}).get("model")
