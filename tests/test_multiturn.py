@@ -97,3 +97,17 @@ def test_scripted_faults_fire_the_multiturn_checks(mt_golden, tmp_path, cli, fau
     assert signals <= set(failed), failed.keys()
     for e in failed.values():
         assert set(e["modes"]) == {surface, f"{surface}-stream"}, e
+
+
+def test_later_turns_are_only_sent_after_the_turn_before_and_resume_resends_a_broken_conversation():
+    from verifier import runner
+
+    samples = multiturn.SUITE.load(None, True)
+    sampling = {"overrides": {}}
+    work = runner.plan([(multiturn.SUITE, samples)], "m", sampling, {}, 1, ["chat"])
+    assert [w[1].id for w in work] == [f"{c}/t1" for c in multiturn.CONVERSATIONS]
+    done = {("multiturn", s.id, 0, "chat") for s in samples if not s.id.startswith("weather/t3")}
+    again = runner.plan([(multiturn.SUITE, samples)], "m", sampling, {}, 1, ["chat"], done)
+    assert [w[1].id for w in again] == ["weather/t1"]
+    body = runner.build_request(multiturn.SUITE, samples[0], "m", sampling, {"chat_template_kwargs": {"x": 1}}, "messages-stream")
+    assert body["chat_template_kwargs"] == {"x": 1} and body["stream"] is True and body["system"] == multiturn.SYSTEM

@@ -155,3 +155,16 @@ def test_raw_bodies_and_events_go_through_the_client_and_server():
     assert json.loads(res["responses-stream"].chunks[-1])["type"] == "response.completed"
     anthropic = [h for h in headers if h.get("anthropic-version")]
     assert len(anthropic) == 2 and all(h["x-api-key"] == "k-secret" for h in anthropic)
+
+
+def test_a_secret_split_across_surface_deltas_is_redacted():
+    from verifier.redact import Redactor
+
+    r = Redactor(["sk-abcdef123456"])
+    resp = ev({"type": "response.output_text.delta", "output_index": 0, "delta": "key sk-abc"},
+              {"type": "response.output_text.delta", "output_index": 0, "delta": "def123456 end"})
+    msg = ev({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "sk-abcdef"}},
+             {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "123456"}})
+    for chunks in (resp, msg):
+        out = r.chunks(chunks)
+        assert "abcdef" not in "".join(out) and "123456" not in "".join(out) and "***" in "".join(out)

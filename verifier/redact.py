@@ -138,6 +138,13 @@ def _leaves(o: Any) -> list[tuple[tuple, Any, Any]]:
     """(stream key, container, key) of every text piece stream reassembly concatenates: per choice the
     delta texts, each tool call's name and arguments, and the logprob tokens in order."""
     out: list[tuple[tuple, Any, Any]] = []
+    t = o.get("type") if isinstance(o, dict) else None
+    if isinstance(t, str):  # Responses / Messages stream events: their text deltas are joined per item / block
+        d = o.get("delta")
+        if t.endswith(".delta") and isinstance(d, str):
+            out.append((("event", t, str(o.get("output_index", 0))), o, "delta"))
+        elif t == "content_block_delta" and isinstance(d, dict):
+            out.extend((("event", str(o.get("index", 0)), f), d, f) for f in ("text", "thinking", "partial_json") if isinstance(d.get(f), str))
     choices = o.get("choices") if isinstance(o, dict) else None
     for ci, ch in enumerate(choices if isinstance(choices, list) else ()):
         if not isinstance(ch, dict):

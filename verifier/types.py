@@ -50,7 +50,7 @@ class Exchange:
     epoch: int
     """Repeat index, 0-based; used to measure run-to-run spread."""
     mode: str
-    """Wire mode: `chat` or `chat-stream` (later `completions`, `messages`, `responses`)."""
+    """Wire mode: `chat`, `chat-stream`, `completions`, `responses`, `responses-stream`, `messages`, `messages-stream`."""
     request: dict[str, Any]
     """The JSON body as sent (never headers: they may carry secrets)."""
     status: int | None
@@ -58,7 +58,8 @@ class Exchange:
     body: str | None = None
     """Raw response body text of a non-streamed response (or of an error response)."""
     chunks: list[str] | None = None
-    """Raw SSE `data:` payloads of a streamed response, in arrival order, `[DONE]` included."""
+    """Raw SSE `data:` payloads of a streamed response, in arrival order, `[DONE]` included (Responses and
+    Messages events carry their event name as `type` inside the payload)."""
     error: str | None = None
     """Infra error class (`connect_error`, `timeout`, `read_error`, `http_503`, `stream_truncated`...); None on success."""
     latency_ms: float = 0.0
