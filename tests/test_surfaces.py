@@ -38,7 +38,7 @@ def test_chat_body_to_responses():
     assert reasoning["type"] == "reasoning" and reasoning["content"][0]["text"] == "look it up"
     assert call == {"type": "function_call", "call_id": "functions.lookup:0", "name": "lookup", "arguments": "{\"q\": \"png\"}"}
     assert out == {"type": "function_call_output", "call_id": "functions.lookup:0", "output": "a tiny image"}
-    assert user2 == {"role": "user", "content": "and now?"}
+    assert user2 == {"type": "message", "role": "user", "content": "and now?"}
 
 
 def test_chat_body_to_messages():
@@ -123,6 +123,8 @@ def test_surface_contract_findings():
     assert "stream_terminal_event_missing" in codes("messages-stream", chunks=MESSAGES_STREAM[:-1])
     incomplete = json.dumps({"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": [], "usage": {"input_tokens": 1, "output_tokens": 64}})
     assert parse_surface("responses", incomplete, None).finish_reason == "length"
+    completed_at_limit = json.dumps({"status": "completed", "output": [], "usage": {"input_tokens": 1, "output_tokens": 64}})
+    assert "finish_reason_mismatch" in codes("responses", completed_at_limit, request={"max_output_tokens": 64})
 
 
 def test_error_shapes():
@@ -168,3 +170,19 @@ def test_a_secret_split_across_surface_deltas_is_redacted():
     for chunks in (resp, msg):
         out = r.chunks(chunks)
         assert "abcdef" not in "".join(out) and "123456" not in "".join(out) and "***" in "".join(out)
+
+
+def test_surface_parity_names_the_mode_that_moved():
+    from verifier.surface_signals import surface_parity
+
+    def obs(**answers):
+        return [{"mode": m.replace("_", "-"), "epoch": 0, "outcome": "content", "answer": a, "prompt_tokens": 10} for m, a in answers.items()]
+
+    golden = obs(chat=1, chat_stream=1, responses=1, messages=1)
+    assert surface_parity(golden, golden) == set()
+    assert surface_parity(golden, obs(chat=1, chat_stream=1, responses=1, messages=2)) == {"messages"}
+    assert surface_parity(golden, obs(chat=2, chat_stream=1, responses=1, messages=1)) == {"chat"}
+    assert surface_parity(golden, obs(chat=2, chat_stream=2, responses=2, messages=2)) == set()  # all moved together: the model
+    # A surface that already differed in the golden is not an event when it still differs.
+    assert surface_parity(obs(chat=1, messages=3), obs(chat=1, messages=4)) == set()
+    assert surface_parity(obs(chat=1, chat_stream=1), obs(chat=1, chat_stream=2)) is None

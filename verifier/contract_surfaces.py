@@ -37,6 +37,10 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
         f.append(Finding("usage_missing", f"no usage in {x['usage_missing_in']}"))
     if x.get("thinking_without_signature") and _thinking_requested(request):
         f.append(Finding("thinking_signature_missing", f"{x['thinking_without_signature']} thinking block(s)"))
+    limit = request.get("max_output_tokens")
+    if x.get("surface_status") == "completed" and isinstance(limit, int) and (p.completion_tokens or 0) >= limit:
+        # Seen on llama-server b11434: a reply cut at max_output_tokens still says `completed`.
+        f.append(Finding("finish_reason_mismatch", f"status completed at the token limit ({p.completion_tokens} of {limit})"))
     if x.get("terminal_event_missing"):
         f.append(Finding("stream_terminal_event_missing", str(x["terminal_event_missing"])))
     if x.get("stream_error_event"):

@@ -126,14 +126,16 @@ def responses_items(m: dict[str, Any]) -> list[dict[str, Any]]:
     role = m.get("role")
     if role == "tool":
         return [{"type": "function_call_output", "call_id": m.get("tool_call_id"), "output": _text_of(m.get("content"))}]
+    # An explicit `type: message` on every message item: the spec makes it optional, but llama-server (b11434)
+    # refuses an assistant item without it ("Cannot determine type of 'item'"), which would drop every few-shot prompt.
     if role != "assistant":
-        return [{"role": role, "content": _responses_content(role, m.get("content"))}]
+        return [{"type": "message", "role": role, "content": _responses_content(role, m.get("content"))}]
     items: list[dict[str, Any]] = []
     reasoning = m.get("reasoning_content", m.get("reasoning"))
     if isinstance(reasoning, str) and reasoning:
         items.append({"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": reasoning}]})
     if m.get("content"):
-        items.append({"role": "assistant", "content": _responses_content("assistant", m["content"])})
+        items.append({"type": "message", "role": "assistant", "content": _responses_content("assistant", m["content"])})
     for c in m.get("tool_calls") or []:
         fn = c.get("function") or {}
         items.append({"type": "function_call", "call_id": c.get("id"), "name": fn.get("name"), "arguments": fn.get("arguments", "")})
