@@ -173,16 +173,19 @@ def test_a_secret_split_across_surface_deltas_is_redacted():
 
 
 def test_surface_parity_names_the_mode_that_moved():
-    from verifier.surface_signals import surface_parity
+    from verifier.signals import surface_parity_mismatch
+    from verifier.surface_signals import parity_modes
+    from verifier.types import Observation
 
     def obs(**answers):
-        return [{"mode": m.replace("_", "-"), "epoch": 0, "outcome": "content", "answer": a, "prompt_tokens": 10} for m, a in answers.items()]
+        return [Observation("s", "x", 0, m.replace("_", "-"), "content", answer=a, prompt_tokens=10) for m, a in answers.items()]
 
     golden = obs(chat=1, chat_stream=1, responses=1, messages=1)
-    assert surface_parity(golden, golden) == set()
-    assert surface_parity(golden, obs(chat=1, chat_stream=1, responses=1, messages=2)) == {"messages"}
-    assert surface_parity(golden, obs(chat=2, chat_stream=1, responses=1, messages=1)) == {"chat"}
-    assert surface_parity(golden, obs(chat=2, chat_stream=2, responses=2, messages=2)) == set()  # all moved together: the model
+    assert parity_modes(golden, golden) == set() and surface_parity_mismatch(golden, golden) is False
+    assert parity_modes(golden, obs(chat=1, chat_stream=1, responses=1, messages=2)) == {"messages"}
+    assert parity_modes(golden, obs(chat=2, chat_stream=1, responses=1, messages=1)) == {"chat"}
+    assert parity_modes(golden, obs(chat=2, chat_stream=2, responses=2, messages=2)) == set()  # all moved together: the model
     # A surface that already differed in the golden is not an event when it still differs.
-    assert surface_parity(obs(chat=1, messages=3), obs(chat=1, messages=4)) == set()
-    assert surface_parity(obs(chat=1, chat_stream=1), obs(chat=1, chat_stream=2)) is None
+    assert parity_modes(obs(chat=1, messages=3), obs(chat=1, messages=4)) == set()
+    assert parity_modes(obs(chat=1, chat_stream=1), obs(chat=1, chat_stream=2)) is None
+    assert surface_parity_mismatch(obs(chat=1, chat_stream=1), obs(chat=1, chat_stream=2)) is None
