@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import json
 import re
-import sys
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import Any, Callable
 from aiohttp import web
 
 from .sampling import apply_sampling  # noqa: F401  (public name)
+from .surface_server import add_routes
 
 
 @dataclass
@@ -295,9 +295,7 @@ def make_app(script: Script) -> web.Application:
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/completions", completions)
     app.router.add_get("/props", props)
-    from .surface_server import add_routes  # /v1/responses and /v1/messages, from the same script
-
-    add_routes(app, script, sys.modules[__name__])
+    add_routes(app, script)  # /v1/responses and /v1/messages, from the same script
     return app
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from typing import Any
 
 from aiohttp import web
@@ -25,9 +26,10 @@ def error_body(surface: str, status: int, message: str, kind: str = "invalid_req
     return {"error": {"message": message, "type": kind, "code": status}}
 
 
-def add_routes(app: web.Application, script: Any, server: Any) -> None:
-    """Register both surfaces on `app`, answering from `script` (a server.Script); `server` is the server
-    module itself (its chat renderers), passed in so the two modules do not import each other."""
+def add_routes(app: web.Application, script: Any) -> None:
+    """Register both surfaces on `app`, answering from `script` (a server.Script). The chat renderers are
+    found through the script's own module, so server.py (which calls this) and this module never import each other."""
+    server = next(m for m in (sys.modules[c.__module__] for c in type(script).__mro__) if hasattr(m, "completion_body"))
     seen: set[int] = set()
 
     def cached_for(chat_req: dict[str, Any]) -> int:
