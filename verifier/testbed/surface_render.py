@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..surfaces_parse import INCOMPLETE, STOP_REASONS
+from ..surfaces_parse import INCOMPLETE
 
 FINISH_TO_STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refusal"}
 SIGNATURE = "sig-testbed"
@@ -225,4 +225,4 @@ def body_to_chat(surface: str, body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["STOP_REASONS", "body_to_chat", "render_body", "to_chat_request"]
+__all__ = ["body_to_chat", "render_body", "to_chat_request"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .surface_render import FINISH_TO_STOP, SIGNATURE, _args_input, _status, _usage_on
+from .surface_render import FINISH_TO_STOP, SIGNATURE, _status, _usage_on
 
 
 def _chunks(chunks: list[str]) -> tuple[list[dict[str, Any]], str | None, dict[str, Any] | None, bool]:
@@ -182,4 +182,4 @@ def events_to_chat_chunks(surface: str, payloads: list[str]) -> list[str]:
     return out + ["[DONE]"]
 
 
-__all__ = ["events_to_chat_chunks", "render_events", "_args_input"]
+__all__ = ["events_to_chat_chunks", "render_events"]
