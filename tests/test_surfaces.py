@@ -51,6 +51,7 @@ def test_chat_body_to_messages():
     assert result["content"][0] == {"type": "tool_result", "tool_use_id": "functions.lookup:0", "content": "a tiny image"}
     assert result["content"][1] == {"type": "text", "text": "and now?"}
     assert translate("messages", {"model": "m", "messages": [{"role": "user", "content": "hi"}]})["max_tokens"] == 1024
+    assert "top_p" not in translate("messages", {**CHAT, "top_p": 1.0}) and translate("messages", {**CHAT, "top_p": 0.9})["top_p"] == 0.9
 
 
 def ev(*events):

@@ -277,6 +277,8 @@ def _messages_tool_choice(tc: Any) -> Any:
 
 def to_messages(body: dict[str, Any]) -> dict[str, Any]:
     out = {k: body[k] for k in _MESSAGES_KEEP if k in body}
+    if out.get("top_p") == 1 and "temperature" in out:
+        del out["top_p"]  # the neutral value; newer Anthropic models refuse temperature and top_p together
     system, rest = _split_system(body.get("messages") or [])
     if system is not None:
         out["system"] = system
