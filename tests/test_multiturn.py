@@ -8,6 +8,7 @@ import pytest
 
 from suites import multiturn
 from verifier.testbed.proxy import Proxy
+from verifier.testbed.surface_faults import DROP_REASONING_HISTORY
 from verifier.testbed.server import Reply, Script, TestServer, last_user_text
 
 MODES = "chat,responses,messages,chat-stream,responses-stream,messages-stream"
@@ -25,7 +26,9 @@ def kimi_like(req):
             return Reply(status=400)  # in the surface's own error shape
     if results:
         return Reply(content="From the tool: " + " ".join(m["content"] for m in results))
-    conv = next(k for k, c in multiturn.CONVERSATIONS.items() if c["user1"] == last_user_text(req))
+    conv = next((k for k, c in multiturn.CONVERSATIONS.items() if c["user1"] == last_user_text(req)), None)
+    if conv is None:
+        return Reply(content="pong")  # the preflight's ping
     c = multiturn.CONVERSATIONS[conv]
     name = c["tools"][0]["function"]["name"]
     return Reply(content=None, reasoning_content=f"I should call {name}.",
@@ -43,7 +46,7 @@ def run(cli, url, out):
 def test_each_turn_replays_the_servers_own_answer_on_every_surface(tmp_path, cli):
     with TestServer(Script(kimi_like)) as srv:
         verdicts = run(cli, srv.url, tmp_path / "r")
-        sent = list(srv.script.requests)
+        sent = [r for r, h in zip(srv.script.requests, srv.script.headers) if "X-Verifier-Preflight" not in h]
     n = len(multiturn.CONVERSATIONS)
     assert len(verdicts) == 3 * n * 6 and len(sent) == 3 * n * 6
     assert all(v["score"] == 1.0 and v["outcome"] == "content" for v in verdicts), [v for v in verdicts if v["score"] != 1.0][:2]
@@ -90,7 +93,8 @@ def test_same_server_passes(mt_golden, tmp_path, cli):
     ("drop_reasoning_history", "responses", {"prompt_tokens_mismatch"}),
 ])
 def test_scripted_faults_fire_the_multiturn_checks(mt_golden, tmp_path, cli, fault, surface, signals):
-    with TestServer(Script(kimi_like)) as srv, Proxy(srv.url, [fault], surfaces={surface}) as px:
+    spec = (DROP_REASONING_HISTORY, 1.0) if fault == "drop_reasoning_history" else fault
+    with TestServer(Script(kimi_like)) as srv, Proxy(srv.url, [spec], surfaces={surface}) as px:
         code, doc, text = gate(cli, mt_golden, px.url, tmp_path / "g")
     assert doc["frontend"]["verdict"] == "fail", text
     failed = {e["signal"]: e for e in doc["frontend"]["evidence"] if e["verdict"] == "fail"}

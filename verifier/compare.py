@@ -18,6 +18,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from . import numerics, signals, stats
 from .numerics import DRIFT_FACTOR, DRIFT_FLOOR, event_verdict, metric_verdict  # noqa: F401  (public names)
 from .signals import FRONTEND_EVENTS, NUMERICS_EVENTS, degenerate  # noqa: F401  (public names)
+from .surface_signals import mode_note
+from .surfaces import surface_of
 from .types import Evidence, Observation
 
 EXIT = {"pass": 0, "frontend_regression": 10, "quantization_regression": 11, "both": 12, "inconclusive": 20, "incomplete": 30}
@@ -95,11 +97,15 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
     detail: dict[str, dict[str, Any]] = {}
     flips_by_mode: dict[str, dict[str, list[str]]] = {}
     trig = {"tp": 0, "fp": 0, "fn": 0, "tn": 0}
+    event_modes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # signal -> wire mode -> samples
+    # A run over several surfaces asks each signal where it fired, so the evidence names the surface.
+    several = len({surface_of(o.mode) for sid in ids for o in C[sid]}) > 1
     acc = numerics.Numerics()
     for sid in ids:
         gs, cs = G[sid], C[sid]
         results = signals.evaluate(gs, cs)
         touched = signals.touched_by_frontend(results)
+        where = signals.where_fired(gs, cs, results) if several else {}
         for name, fired in results.items():
             # Numerics signals count only on samples no frontend signal touched (DESIGN.md, "Attribution").
             if fired is None or (touched and name in NUMERICS_EVENTS):
@@ -107,7 +113,9 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
             denom[name] += 1
             if fired:
                 events[name].append(sid)
-                modes[name].update(PATH_MODES.get(name) or {o.mode for o in cs})
+                modes[name].update(PATH_MODES.get(name) or where.get(name) or {o.mode for o in cs})
+                for m in where.get(name) or ():
+                    event_modes[name][m] += 1
         for name in NUMERICS_EVENTS:
             if not touched and results[name] is not None:
                 reverse[name] += bool(signals.SIGNAL_BY_NAME[name](cs, gs))
@@ -127,6 +135,7 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
         "reverse_events": reverse,
         "denominators": denom,
         "signal_modes": {k: sorted(v) for k, v in modes.items()},
+        "event_modes": {k: dict(sorted(v.items())) for k, v in event_modes.items()},
         "metrics": num["metrics"],
         "flips": num["flips"],
         "flips_by_mode": flips_by_mode,
@@ -202,8 +211,9 @@ def _signal_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> 
         sigs[name] = ev
         if ev["n"]:
             target = fe if name in FRONTEND_EVENTS else q
-            target.append(Evidence(name, suite, ev["verdict"], samples=tuple(ev["samples"][:10]),
-                                   summary=f"{name}: {ev['count']}/{ev['n']} samples (rate {ev['rate']}, CI {ev['ci']}, margin {ev['margin']}"
+            where = s.get("event_modes", {}).get(name) or None  # the wire modes it fired on: names a surface
+            target.append(Evidence(name, suite, ev["verdict"], samples=tuple(ev["samples"][:10]), modes=where,
+                                   summary=f"{name}: {ev['count']}/{ev['n']} samples{mode_note(where)} (rate {ev['rate']}, CI {ev['ci']}, margin {ev['margin']}"
                                            + (f"; golden {ev['golden_count']}/{ev['n']}, McNemar p={ev['p_value']})" if "p_value" in ev else ")")))
     return sigs, fe, q
 

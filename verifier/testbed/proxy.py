@@ -3,14 +3,12 @@
     verifier proxy --upstream http://host:8000/v1 --port 8089 --fault answer_in_reasoning:0.5 --seed 7
     verifier proxy --list-faults
 
-It forwards every request to the upstream and applies named frontend faults from the
-catalogue (faults.py) to `/chat/completions`, `/responses` and `/messages` traffic (the last two
-by translation, surface_faults.py): request faults edit the body
-before it is sent, response faults edit a JSON body, stream faults rewrite SSE `data:`
-payloads as they pass (a few hold the tool-call deltas back until the choice finishes,
-because their mutation needs the whole arguments string). Every other path is
-forwarded byte for byte. If the verifier is any good, each fault shows up as the
-signal named in its `catches` field.
+It forwards every request to the upstream and applies named frontend faults from the catalogue
+(faults.py) to `/chat/completions`, `/responses` and `/messages` traffic (the last two by translation,
+surface_faults.py): request faults edit the body before it is sent, response faults edit a JSON body,
+stream faults rewrite SSE `data:` payloads as they pass (a few hold the tool-call deltas back until the
+choice finishes, because their mutation needs the whole arguments string). Every other path is forwarded
+byte for byte. If the verifier is any good, each fault shows up as the signal named in its `catches` field.
 
 This module is only the aiohttp plumbing: `Proxy` (a context manager like
 server.TestServer), and `ProxyConfig` + `serve` for the command line. What a fault does
@@ -57,7 +55,7 @@ def _filter_headers(h: Any) -> CIMultiDict[str]:
 class Proxy:
     """The reverse proxy. As a context manager it runs on its own thread and loop, like TestServer.
 
-    `faults`: "NAME[:RATE]" strings or (name, rate) pairs. `log`: a text stream or a path
+    `faults`: "NAME[:RATE]" strings, (name, rate) or (Fault, rate) pairs. `log`: a text stream or a path
     for JSON lines; None keeps mutations in `.mutations` only. `surfaces`: where faults apply
     (chat, responses, messages; default all), to break one surface and leave the others healthy.
     """
@@ -67,6 +65,9 @@ class Proxy:
                  surfaces: Iterable[str] | None = None):
         self.faults: list[tuple[Fault, float]] = []
         for spec in faults:
+            if not isinstance(spec, str) and isinstance(spec[0], Fault):  # a fault outside the catalogue
+                self.faults.append((spec[0], float(spec[1])))
+                continue
             name, rate = parse_fault_spec(spec) if isinstance(spec, str) else (spec[0], float(spec[1]))
             if name not in FAULTS:
                 raise ValueError(f"unknown fault {name!r}; see --list-faults")

@@ -1,11 +1,10 @@
 """A scripted OpenAI-compatible server on 127.0.0.1, for tests, the demo and benchmarks.
 
-It answers from a script: queued one-shot replies first (for fault injection:
-status codes, latency, Retry-After, dropped connections, truncated streams),
-then regex rules on the last user message, then a responder function. Every
-reply can be served plain or as an SSE stream built the way vLLM and llama.cpp
-build theirs (role chunk, content pieces, tool-call deltas split by index,
-finish chunk, usage chunk, [DONE]).
+It answers from a script: queued one-shot replies first (for fault injection: status codes, latency,
+Retry-After, dropped connections, truncated streams), then regex rules on the last user message, then a
+responder function. Every reply can be served plain or as an SSE stream built the way vLLM and llama.cpp
+build theirs (role chunk, content pieces, tool-call deltas split by index, finish chunk, usage chunk,
+[DONE]); /v1/responses and /v1/messages answer from the same script (surface_server.py).
 
     verifier testbed serve [--port 8080] [--responder arithmetic|echo] [--script script.json] [--fault NAME[:RATE]]
     python -m verifier.testbed.server --port 8080 [--script script.json] [--responder arithmetic]

@@ -19,11 +19,19 @@ from dataclasses import replace
 from typing import Any
 
 from ..surfaces import translate
+from . import text_faults
 from .mutation import Change, Fault, StreamMutator, run_stream
 from .surface_render import body_to_chat, render_body, to_chat_request
 from .surface_stream import events_to_chat_chunks, render_events
 
 PATHS = {"/chat/completions": "chat", "/responses": "responses", "/messages": "messages"}
+
+# Multi-turn only, so kept out of the catalogue (whose every entry must move a single-turn golden):
+# pass it to Proxy as (DROP_REASONING_HISTORY, rate).
+DROP_REASONING_HISTORY = Fault(
+    "drop_reasoning_history", "request: reasoning of earlier assistant turns removed from the history",
+    "SGLang #19257 (thinking dropped on the Messages path); reasoning vs reasoning_content mismatches on replay",
+    "prompt_tokens fingerprint on later turns (multiturn suite)", request=text_faults.drop_reasoning_history)
 
 
 def surface_for(path: str) -> str | None:
