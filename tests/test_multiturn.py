@@ -46,7 +46,7 @@ def run(cli, url, out):
 def test_each_turn_replays_the_servers_own_answer_on_every_surface(tmp_path, cli):
     with TestServer(Script(kimi_like)) as srv:
         verdicts = run(cli, srv.url, tmp_path / "r")
-        sent = [r for r, h in zip(srv.script.requests, srv.script.headers) if "X-Verifier-Preflight" not in h]
+        sent = [r for r, h in zip(srv.script.requests, srv.script.headers) if "x-verifier-preflight" not in {k.lower() for k in h}]
     n = len(multiturn.CONVERSATIONS)
     assert len(verdicts) == 3 * n * 6 and len(sent) == 3 * n * 6
     assert all(v["score"] == 1.0 and v["outcome"] == "content" for v in verdicts), [v for v in verdicts if v["score"] != 1.0][:2]
