@@ -21,6 +21,7 @@ COMPONENTS: dict[str, str] = {
     "structured-output backend": "the structured-output / grammar backend (guided decoding, response_format support)",
     "stream assembly": "SSE chunking and delta assembly (tool-call indexes, incremental detokenization)",
     "response formatting & usage": "response serialization: finish_reason mapping, usage block, stream_options.include_usage",
+    "surface translation": "the Responses / Messages layer: request translation to the chat template, event serialization, error shape",
 }
 
 # finding code or signal name -> (component, what it means, for one line of the diagnosis)
@@ -63,6 +64,15 @@ TABLE: dict[str, tuple[str, str]] = {
     "new_unsupported": ("API validation", "requests the golden served are now refused with a 4xx"),
     "tool_call_id_format_changed": ("tool-call parser", "tool-call ids changed shape (clients parsing ids break)"),
     "probe": ("API validation", "a parameter-contract probe the reference passed now fails"),
+    # Responses and Messages (contract_surfaces.py; surface_parity_mismatch names the surface that moved)
+    "surface_parity_mismatch": ("surface translation", "chat, Responses and Messages answer the same sample differently"),
+    "error_shape_wrong": ("surface translation", "an error body not in the surface's own error shape"),
+    "stream_terminal_event_missing": ("surface translation", "a stream without response.completed / message_stop"),
+    "stream_error_event": ("surface translation", "an error event inside the stream"),
+    "function_call_without_call_id": ("tool-call parser", "a Responses function_call item without call_id"),
+    "tool_input_not_object": ("tool-call parser", "an Anthropic tool_use input that is not an object"),
+    "stop_reason_tool_use_without_block": ("response formatting & usage", "stop_reason tool_use without a tool_use block"),
+    "thinking_signature_missing": ("reasoning parser", "a thinking block without signature where thinking was requested"),
 }
 
 MAX_EXAMPLES = 5
