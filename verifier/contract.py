@@ -63,7 +63,7 @@ def id_style(call_id: str, name: str | None) -> str:
 
 
 def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
-    """All envelope findings for one response. Pure."""
+    """All envelope findings for one response, in a fixed order (verdicts name the first). Pure."""
     f: list[Finding] = []
     if p.extra.get("json_too_deep"):
         # First, so it names the verdict: the response nests JSON past the limit (a hostile or broken server).
@@ -73,6 +73,23 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
         f.append(Finding("tool_calls_not_list", type(calls).__name__))
         calls = None
     calls = calls or []
+    f += _tool_call_findings(request, calls)
+    if p.extra.get("index_collisions"):
+        f.append(Finding("stream_index_collision", f"indexes {p.extra['index_collisions']}"))
+    f += _finish_findings(request, p, calls)
+    f += _text_findings(p, calls)
+    f += _usage_and_logprob_findings(p)
+    f += _greedy_findings(request, p)
+    if p.extra.get("bad_chunks"):
+        f.append(Finding("stream_chunk_invalid_json", str(p.extra["bad_chunks"])))
+    detok = detokenize_mismatch(p)
+    if detok:
+        f.append(Finding("detokenize_mismatch", detok))
+    return f + contract_surfaces.check(request, p, mode)
+
+
+def _tool_call_findings(request: dict[str, Any], calls: list[Any]) -> list[Finding]:
+    f: list[Finding] = []
     declared = _declared(request)
     seen_ids: set[str] = set()
     for c in calls:
@@ -101,9 +118,11 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
             f.append(Finding("tool_call_id_duplicate", cid))
         else:
             seen_ids.add(cid)
-    if p.extra.get("index_collisions"):
-        f.append(Finding("stream_index_collision", f"indexes {p.extra['index_collisions']}"))
+    return f
 
+
+def _finish_findings(request: dict[str, Any], p: Parsed, calls: list[Any]) -> list[Finding]:
+    f: list[Finding] = []
     fr = p.finish_reason
     if fr is None:
         f.append(Finding("finish_reason_missing"))
@@ -115,7 +134,12 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
     max_tokens = request.get("max_tokens") or request.get("max_completion_tokens") or request.get("max_output_tokens")
     if fr == "length" and max_tokens and p.completion_tokens is not None and p.completion_tokens < max_tokens * 0.5:
         f.append(Finding("finish_reason_mismatch", f"length after {p.completion_tokens} of {max_tokens} tokens"))
+    return f
 
+
+def _text_findings(p: Parsed, calls: list[Any]) -> list[Finding]:
+    f: list[Finding] = []
+    fr = p.finish_reason
     for field_name, text in (("content", p.content), ("reasoning", p.reasoning)):
         if text and MARKUP.search(text):
             f.append(Finding("tool_markup_in_content", f"{field_name}: {MARKUP.search(text).group(0)}"))
@@ -126,6 +150,11 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
             f.append(Finding("answer_in_reasoning", p.reasoning[-120:]))
         elif not (p.reasoning or "").strip() and fr != "length":
             f.append(Finding("empty_response"))
+    return f
+
+
+def _usage_and_logprob_findings(p: Parsed) -> list[Finding]:
+    f: list[Finding] = []
     if p.usage is None:
         f.append(Finding("usage_missing"))
     if p.extra.get("usage_non_finite"):
@@ -140,23 +169,22 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
         if text and "\ufffd" in text:
             # U+FFFD: a detokenizer split a multi-byte character (garbled stream text).
             f.append(Finding("replacement_char", field_name))
+    return f
+
+
+def _greedy_findings(request: dict[str, Any], p: Parsed) -> list[Finding]:
     constrained = bool(request.get("response_format") or request.get("tools") or request.get("text") or request.get("output_format"))
     # Under a grammar (response_format, tools) top_logprobs are the unconstrained ranking, so the
     # chosen token may rightly be a lower one: the check only holds for free decoding.
-    if request.get("temperature") == 0 and p.logprobs and not constrained:
-        # Greedy decoding always takes the top token. A lower-ranked choice at temperature 0 means the
-        # sampling parameters were not applied: a frontend fault that no weight change can produce.
-        for i, t in enumerate(p.logprobs):
-            tops = [x.get("logprob") for x in (t.get("top_logprobs") or []) if isinstance(x.get("logprob"), (int, float))]
-            if tops and isinstance(t.get("logprob"), (int, float)) and t["logprob"] < max(tops) - 1e-3:
-                f.append(Finding("non_greedy_token", f"token {i} {t.get('token')!r}: {t['logprob']:.3f} < top {max(tops):.3f}"))
-                break
-    if p.extra.get("bad_chunks"):
-        f.append(Finding("stream_chunk_invalid_json", str(p.extra["bad_chunks"])))
-    detok = detokenize_mismatch(p)
-    if detok:
-        f.append(Finding("detokenize_mismatch", detok))
-    return f + contract_surfaces.check(request, p, mode)
+    if request.get("temperature") != 0 or not p.logprobs or constrained:
+        return []
+    # Greedy decoding always takes the top token. A lower-ranked choice at temperature 0 means the
+    # sampling parameters were not applied: a frontend fault that no weight change can produce.
+    for i, t in enumerate(p.logprobs):
+        tops = [x.get("logprob") for x in (t.get("top_logprobs") or []) if isinstance(x.get("logprob"), (int, float))]
+        if tops and isinstance(t.get("logprob"), (int, float)) and t["logprob"] < max(tops) - 1e-3:
+            return [Finding("non_greedy_token", f"token {i} {t.get('token')!r}: {t['logprob']:.3f} < top {max(tops):.3f}")]
+    return []
 
 
 def detokenize_mismatch(p: Parsed) -> str | None:

@@ -119,15 +119,52 @@ def parse_chunks(chunks: list[str]) -> Parsed:
     return _finite_usage(_guard_depth(_parse_chunks(chunks)))
 
 
+class _Stream:
+    """What a chat-completions stream has said so far, reassembled by choice delta and tool-call index."""
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.ids_per_index: dict[int, set[str]] = {}
+        self.logprobs: list[dict[str, Any]] = []
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.saw_content = self.saw_reasoning = False
+
+    def add_choice(self, choice: dict[str, Any]) -> None:
+        delta = choice.get("delta") or {}
+        if isinstance(delta.get("content"), str):
+            self.content.append(delta["content"])
+            self.saw_content = True
+        r = _reasoning(delta)
+        if r is not None:
+            self.reasoning.append(r)
+            self.saw_reasoning = True
+        for tc in delta.get("tool_calls") or []:
+            self.add_tool_call(tc)
+        lp = choice.get("logprobs")
+        if isinstance(lp, dict) and isinstance(lp.get("content"), list):
+            self.logprobs.extend(lp["content"])
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+
+    def add_tool_call(self, tc: dict[str, Any]) -> None:
+        # Parallel calls are told apart by index; names and arguments arrive in pieces to concatenate.
+        idx = tc.get("index", 0)
+        slot = self.calls.setdefault(idx, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+        if tc.get("id"):
+            self.ids_per_index.setdefault(idx, set()).add(tc["id"])
+            slot["id"] = slot["id"] or tc["id"]
+        fn = tc.get("function") or {}
+        if fn.get("name"):
+            slot["function"]["name"] += fn["name"]
+        if fn.get("arguments"):
+            slot["function"]["arguments"] += fn["arguments"]
+
+
 def _parse_chunks(chunks: list[str]) -> Parsed:
-    content: list[str] = []
-    reasoning: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
-    ids_per_index: dict[int, set[str]] = {}
-    logprobs: list[dict[str, Any]] = []
-    finish_reason = None
-    usage = None
-    saw_content = saw_reasoning = False
+    st = _Stream()
     bad_chunks = deep_chunks = 0
     for raw in chunks:
         if raw == "[DONE]":
@@ -144,34 +181,11 @@ def _parse_chunks(chunks: list[str]) -> Parsed:
             bad_chunks += 1
             continue
         if isinstance(data.get("usage"), dict):
-            usage = data["usage"]
+            st.usage = data["usage"]
         for choice in data.get("choices") or []:
-            delta = choice.get("delta") or {}
-            if isinstance(delta.get("content"), str):
-                content.append(delta["content"])
-                saw_content = True
-            r = _reasoning(delta)
-            if r is not None:
-                reasoning.append(r)
-                saw_reasoning = True
-            for tc in delta.get("tool_calls") or []:
-                idx = tc.get("index", 0)
-                slot = calls.setdefault(idx, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
-                if tc.get("id"):
-                    ids_per_index.setdefault(idx, set()).add(tc["id"])
-                    slot["id"] = slot["id"] or tc["id"]
-                fn = tc.get("function") or {}
-                if fn.get("name"):
-                    slot["function"]["name"] += fn["name"]
-                if fn.get("arguments"):
-                    slot["function"]["arguments"] += fn["arguments"]
-            lp = choice.get("logprobs")
-            if isinstance(lp, dict) and isinstance(lp.get("content"), list):
-                logprobs.extend(lp["content"])
-            if choice.get("finish_reason"):
-                finish_reason = choice["finish_reason"]
+            st.add_choice(choice)
     extra: dict[str, Any] = {}
-    collided = sorted(i for i, ids in ids_per_index.items() if len(ids) > 1)
+    collided = sorted(i for i, ids in st.ids_per_index.items() if len(ids) > 1)
     if collided:
         extra["index_collisions"] = collided
     if bad_chunks:
@@ -179,12 +193,12 @@ def _parse_chunks(chunks: list[str]) -> Parsed:
     if deep_chunks:
         extra["json_too_deep"] = f"{deep_chunks} stream chunk(s)"
     return Parsed(
-        content="".join(content) if saw_content else None,
-        reasoning="".join(reasoning) if saw_reasoning else None,
-        tool_calls=[calls[i] for i in sorted(calls)] or None,
-        finish_reason=finish_reason,
-        usage=usage,
-        logprobs=logprobs or None,
+        content="".join(st.content) if st.saw_content else None,
+        reasoning="".join(st.reasoning) if st.saw_reasoning else None,
+        tool_calls=[st.calls[i] for i in sorted(st.calls)] or None,
+        finish_reason=st.finish_reason,
+        usage=st.usage,
+        logprobs=st.logprobs or None,
         extra=extra,
     )
 
