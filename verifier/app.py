@@ -89,6 +89,10 @@ class RunSpec:
     """Resume this run directory instead of starting one."""
     probes: bool = False
     """Also run the parameter-contract probes."""
+    context_probe: bool = False
+    """Also run the context-truncation probe (context.json)."""
+    context_lengths: tuple[int, ...] | None = None
+    """Its prompt lengths (a golden's); None: the defaults that fit the server's context."""
     looks: int = 5
     """With a stop check: number of sample-aligned batches."""
     quiet: bool = False
@@ -109,7 +113,8 @@ class RunSpec:
             extra_body=dict(extra_body) if extra_body is not None else dict(g["source"].get("extra_body") or {}),
             data=data, smoke=g.get("selection", {}).get("smoke", False), epochs=g.get("epochs", 1),
             only_ids={k: frozenset(v) for k, v in ids.items()}, out=out, looks=looks,
-            probes=probes or bool(g.get("probes")), quiet=quiet,
+            probes=probes or bool(g.get("probes")), quiet=quiet, context_probe=bool(g.get("context_probe")),
+            context_lengths=tuple(g["context_probe"]["lengths"]) if g.get("context_probe") else None,
         )
 
 
@@ -279,6 +284,11 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
             from .probes import run_probes
 
             journal.write_json(run_dir / "probes.json", await run_probes(ep, cfg.model, hdr.get("extra_body") or {}))
+        if spec.context_probe:
+            from . import context_probe as cp
+
+            lengths = list(spec.context_lengths or cp.lengths_for(cp.n_ctx_of(info)))
+            journal.write_json(run_dir / cp.FILE, await cp.run(ep, cfg.model, hdr.get("extra_body") or {}, lengths))
         sent = {"sent": 0, "errors": 0}
         for batch in ([work] if stop_check is None else batches(work, spec.looks)):
             r = await runner.execute(run_dir, batch, cfg, quiet=spec.quiet, endpoint=ep)

@@ -254,6 +254,9 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
         from .probes import verdicts as probe_verdicts
 
         probes = probe_verdicts(json.loads(probes_path.read_text()), g.get("probes"))
+    ctx = _context_verdict(run_dir, g)
+    if ctx:  # joins the probe evidence under its own signal name, and keeps its details in the document
+        probes = {**(probes or {}), "context_truncated": ctx}
     try:
         doc = compare.compare(g, gobs, cobs, infra_budget=infra_budget, probes=probes, allow_subset=allow_subset)
     except compare.NoOverlap as e:
@@ -263,8 +266,18 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
     doc["golden"] = {"name": g.get("name"), "path": str(golden_path), "source_run": g["source"].get("run_id"),
                      "endpoint": g["source"].get("endpoint"), "margins_provenance": _provenance(g)}
     doc["run"] = {"run_dir": str(run_dir), "run_id": hdr.get("run_id"), "endpoint": hdr.get("endpoint")}
+    if ctx:
+        doc["context_truncation"] = ctx
     journal.write_json(out or run_dir / "comparison.json", doc)
     return doc
+
+
+def _context_verdict(run_dir: Path, g: dict[str, Any]) -> dict[str, Any] | None:
+    """The context-truncation probe's verdict (context_probe.verdict), when the run has one."""
+    from . import context_probe as cp
+
+    path = run_dir / cp.FILE
+    return cp.verdict(json.loads(path.read_text()), g.get("context_probe")) if path.exists() else None
 
 
 def _provenance(g: dict[str, Any]) -> dict[str, Any]:

@@ -294,7 +294,7 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
         fe += fe_s
         q += q_s
     for name, p in sorted((probes or {}).items()):
-        fe.append(Evidence(f"probe:{name}", "*", p["verdict"], p["summary"]))
+        fe.append(Evidence(p.get("signal", f"probe:{name}"), "*", p["verdict"], p["summary"]))  # context_truncated names itself
     drift_states = {s["drift"]["state"] for s in suites_out.values()}
     status, frontend, quant = _decide(fe, q, drift_states, infra_rate > infra_budget or cov["rate"] > infra_budget)
     doc = {

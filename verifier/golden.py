@@ -83,6 +83,7 @@ def bless(run_dir: Path, to: Path, margins: dict[str, Any] | None = None) -> dic
         "summary": json.loads(summary_path.read_text(encoding="utf-8")),
         "margins": margins,
         "probes": json.loads((Path(run_dir) / "probes.json").read_text()) if (Path(run_dir) / "probes.json").exists() else None,
+        "context_probe": json.loads((Path(run_dir) / "context.json").read_text()) if (Path(run_dir) / "context.json").exists() else None,
     }
     _swap_in(to, lambda tmp: (journal.write_jsonl(tmp / OBS, obs), journal.write_json(tmp / GOLDEN, g)))
     return g

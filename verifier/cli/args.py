@@ -117,7 +117,7 @@ def run_spec_from_args(a: argparse.Namespace):  # -> app.RunSpec
         overrides=overrides_from_args(a), extra_body=parse_extra_body(a.extra_body),
         data=data, smoke=a.smoke, limit=a.limit, sample_seed=a.sample_seed, shard=a.shard, epochs=a.epochs,
         chat_template=a.chat_template, out=Path(a.out) if a.out else None, resume=Path(a.resume) if a.resume else None,
-        probes=a.probes, quiet=a.quiet,
+        probes=a.probes, quiet=a.quiet, context_probe=getattr(a, "context_probe", False),
     )
 
 

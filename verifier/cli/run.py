@@ -16,6 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--requests", metavar="FILE.jsonl", help="replay raw chat-completions request bodies as-is (K2-Vendor-Verifier format); same as --suite replay --data FILE")
     p.add_argument("--quiet", action="store_true", help="no progress bar (for CI)")
     p.add_argument("--probes", action="store_true", help="also run the parameter-contract probes (probes.json)")
+    p.add_argument("--context-probe", action="store_true",
+                   help="also run the context-truncation probe: one long prompt at growing lengths (context.json)")
     p.set_defaults(fn=handle, check=check)
 
 

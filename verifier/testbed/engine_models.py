@@ -23,6 +23,9 @@ QUANTS = ("Q2_K", "Q3_K_M", "Q3_K_S", "Q4_0", "Q8_0", "IQ1_S", "TQ1_0")
 
 KV_CACHE_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "iq4_nl")
 
+SPEC_TYPES = ("ngram-simple", "ngram-map-k", "ngram-mod", "ngram-cache")
+"""Speculative decoding without a draft model (llama-server --spec-type): lossless, must not change greedy output."""
+
 TEMPLATES = ("drop-system", "drop-tools")
 """Bundled wrong templates (suites/data/templates/NAME.jinja)."""
 

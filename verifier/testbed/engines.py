@@ -11,6 +11,7 @@ Variants, each one flag away:
     --quant Q2_K|Q3_K_M     weights requantized by llama.cpp's own quantizer (a numerics regression)
     --kv-cache q4_0         KV cache quantized (a numerics regression)
     --template drop-system|drop-tools|FILE|NAME   a wrong chat template (a frontend regression)
+    --spec-type ngram-simple, --no-cache-prompt, --slots 4   lossless optimizations (must gate pass)
 
 Assembled and requantized files are cached in $VERIFIER_MODELS_DIR, else ./models
 (engine_models.py). llama.cpp's tools are found in $VERIFIER_LLAMA_BIN_DIR, else the
@@ -43,7 +44,7 @@ from typing import Any
 import httpx
 
 from .engine_models import (  # noqa: F401 - re-exported: the engine API in one place for tests and bench/
-    ENGINE_PIP, KV_CACHE_TYPES, MODELS, QUANTS, TEMPLATES, EngineError, PackagedModel, base_model, bin_dir, binary,
+    ENGINE_PIP, KV_CACHE_TYPES, MODELS, QUANTS, SPEC_TYPES, TEMPLATES, EngineError, PackagedModel, base_model, bin_dir, binary,
     build_info, models_dir, part_paths, prepare, print_info, quantized_model, template_path,
 )
 
@@ -56,7 +57,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def variant_name(key: str, quant: str | None = None, kv_cache: str | None = None, template: str | None = None) -> str:
+def variant_name(key: str, quant: str | None = None, kv_cache: str | None = None, template: str | None = None,
+                 spec: str | None = None, cache_prompt: bool = True) -> str:
     """A stable name for the served variant, used as the model alias: qwen0.5b, qwen0.5b-Q2_K, smollm2-kv-q4_0, ..."""
     name = key
     if quant:
@@ -65,7 +67,7 @@ def variant_name(key: str, quant: str | None = None, kv_cache: str | None = None
         name += f"-kv-{kv_cache}"
     if template:
         name += f"-tpl-{Path(template).stem if os.sep in template or template.endswith('.jinja') else template}"
-    return name
+    return name + (f"-spec-{spec}" if spec else "") + ("" if cache_prompt else "-no-cache")
 
 
 def template_args(template: str | None) -> list[str]:
@@ -135,6 +137,8 @@ class Server:
         extra_args: list[str] | tuple[str, ...] = (),
         startup_timeout_s: float = 180.0,
         model_file: str | os.PathLike | None = None,
+        spec: str | None = None,
+        cache_prompt: bool = True,
     ):
         if kv_cache and kv_cache not in KV_CACHE_TYPES:
             raise EngineError(f"unknown KV cache type {kv_cache!r}; known: {', '.join(KV_CACHE_TYPES)}")
@@ -144,7 +148,8 @@ class Server:
         self.models = models
         self.extra_args = list(extra_args)
         self.startup_timeout_s = startup_timeout_s
-        self.name = variant_name(model, quant, kv_cache, template)
+        self.spec, self.cache_prompt = spec, cache_prompt
+        self.name = variant_name(model, quant, kv_cache, template, spec, cache_prompt)
         self.log_path = Path(log_path) if log_path else Path(tempfile.gettempdir()) / f"verifier-llama-server-{os.getpid()}-{id(self):x}.log"
         self.model_file = Path(model_file) if model_file else None
         """A GGUF served as is instead of the prepared packaged model (a local file, or a stand-in in tests)."""
@@ -179,6 +184,7 @@ class Server:
             # A quantized V cache needs flash attention.
             cmd += ["--cache-type-k", self.kv_cache, "--cache-type-v", self.kv_cache, "-fa", "on"]
         cmd += template_args(self.template)
+        cmd += (["--spec-type", self.spec] if self.spec else []) + ([] if self.cache_prompt else ["--no-cache-prompt"])
         return cmd + self.extra_args
 
     def start(self) -> "Server":
@@ -263,6 +269,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="override the chat template: a bundled wrong one, a Jinja file, or a llama.cpp built-in name")
     q.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1 (default 8080; 0 picks a free one)")
     q.add_argument("--slots", type=int, default=2, help="parallel slots, -np (default 2)")
+    q.add_argument("--spec-type", choices=SPEC_TYPES, help="speculative decoding without a draft model (lossless)")
+    q.add_argument("--no-cache-prompt", action="store_true", help="turn the prompt (prefix) cache off (lossless)")
     q.add_argument("--ctx", type=int, default=4096, help="total context, shared by the slots (default 4096)")
     q.add_argument("--seed", type=int, default=1234, help="server sampling seed (default 1234)")
     q.add_argument("--threads", type=int, help="CPU threads (default: llama.cpp's choice)")
@@ -295,16 +303,21 @@ class StartConfig:
     """Further llama-server flags."""
     model_file: str | None = None
     """A GGUF served as is instead of the packaged model."""
+    spec: str | None = None
+    """llama-server --spec-type (speculative decoding)."""
+    cache_prompt: bool = True
+    """False: --no-cache-prompt."""
 
     @classmethod
     def from_args(cls, a: argparse.Namespace) -> "StartConfig":
         return cls(a.model, a.quant, a.kv_cache, a.template, port=a.port, slots=a.slots, ctx=a.ctx, seed=a.seed,
-                   threads=a.threads, log=a.log, models_dir=a.models_dir, extra=tuple(x for x in a.extra if x != "--"))
+                   threads=a.threads, log=a.log, models_dir=a.models_dir, extra=tuple(x for x in a.extra if x != "--"),
+                   spec=a.spec_type, cache_prompt=not a.no_cache_prompt)
 
     def server(self) -> Server:
         return Server(self.model, self.quant, self.kv_cache, self.template, port=self.port, slots=self.slots, ctx=self.ctx,
                       seed=self.seed, threads=self.threads, log_path=self.log, models=self.models_dir,
-                      extra_args=self.extra, model_file=self.model_file)
+                      extra_args=self.extra, model_file=self.model_file, spec=self.spec, cache_prompt=self.cache_prompt)
 
 
 def _error(e: EngineError) -> int:

