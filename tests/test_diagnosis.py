@@ -32,6 +32,7 @@ EXPECTED = {
     "stream_garble": ("text", "stream assembly"),
     "drop_response_format": ("structured", "structured-output backend"),
     "drop_sampling_params": ("probes", "API validation"),
+    "prompt_front_truncated": ("context", "context handling"),
 }
 BASE = ["--model", "m", "--quiet", "--mode", "chat,chat-stream", "--max-retries", "0"]
 
@@ -58,11 +59,18 @@ def structured(req):
     return Reply(content=json.dumps(s.target if s.target is not None else st.BUILTIN[s.id.split("/")[1]]["example"]))
 
 
+def recaller(req):
+    """The smoke suite's sums, and the context probe's code word from the prompt it was given."""
+    m = re.search(r"secret code word is (\w+)", last_user_text(req))
+    return Reply(content=m.group(1)) if m else arithmetic(req)
+
+
 GOLDENS = {
     "text": (lambda: Script(thinking), ["--suite", "smoke", "--logprobs", "1"]),
     "tools": (lambda: Script(tool_caller), ["--suite", "replay", "--smoke"]),
     "structured": (lambda: Script(structured), ["--suite", "structured", "--smoke"]),
     "probes": (lambda: Script(arithmetic, honour_sampling=True), ["--suite", "smoke", "--probes"]),
+    "context": (lambda: Script(recaller), ["--suite", "smoke", "--context-probe"]),
 }
 
 
@@ -103,7 +111,7 @@ def test_each_fault_names_its_component(fault, goldens, tmp_path, cli):
     first = doc["diagnosis"][0]
     assert first["component"] == component, doc["diagnosis"]
     assert first["explanation"] and first["where"] == COMPONENTS[component] and first["findings"]
-    if kind != "probes":
+    if kind not in ("probes", "context"):  # run-wide probes name no sample
         assert first["examples"] and first["suites"] and first["modes"]
     # the console, summary.md and the JUnit failure message lead with it
     assert out.splitlines()[1].startswith(f"  diagnosis: {component}:"), out

@@ -22,6 +22,7 @@ COMPONENTS: dict[str, str] = {
     "stream assembly": "SSE chunking and delta assembly (tool-call indexes, incremental detokenization)",
     "response formatting & usage": "response serialization: finish_reason mapping, usage block, stream_options.include_usage",
     "surface translation": "the Responses / Messages layer: request translation to the chat template, event serialization, error shape",
+    "context handling": "the context window and truncation settings (--ctx-size, truncation / n_keep, gateway prompt-size caps)",
 }
 
 # finding code or signal name -> (component, what it means, for one line of the diagnosis)
@@ -73,6 +74,7 @@ TABLE: dict[str, tuple[str, str]] = {
     "tool_input_not_object": ("tool-call parser", "an Anthropic tool_use input that is not an object"),
     "stop_reason_tool_use_without_block": ("response formatting & usage", "stop_reason tool_use without a tool_use block"),
     "thinking_signature_missing": ("reasoning parser", "a thinking block without signature where thinking was requested"),
+    "context_truncated": ("context handling", "long prompts are silently cut: prompt_tokens capped or the fact at their start lost"),
 }
 
 MAX_EXAMPLES = 5
@@ -121,7 +123,7 @@ def diagnose(doc: dict[str, Any]) -> list[dict[str, Any]]:
         for code, count, samples, modes in _suite_items(suite, s):
             _add(acc, component_of(code)[0], code, suite, count, samples, modes)
     for e in (doc.get("frontend") or {}).get("evidence", []):
-        if e["signal"].startswith("probe:") and e["verdict"] == "fail":
+        if (e["signal"].startswith("probe:") or e["signal"] == "context_truncated") and e["verdict"] == "fail":  # run-wide
             _add(acc, component_of(e["signal"])[0], e["signal"], "*", 1, [], [])
     out = []
     for comp, d in acc.items():
