@@ -312,15 +312,7 @@ def _new_run_dir(path: Path) -> None:
     """Refuse to import over an existing run; the directory must be writable before lm-eval runs for minutes."""
     from verifier import journal
 
-    if (path / journal.HEADER).exists():
-        raise UsageError(f"{path} already holds a run; use another --out")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write-probe"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise UsageError(f"output directory {path} is not writable: {e.strerror}") from None
+    journal.ensure_writable_new_dir(path, resumable=False)
 
 
 def _import_file(a: argparse.Namespace, tasks: list[str], out: Path) -> None:

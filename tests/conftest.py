@@ -98,3 +98,17 @@ def build_calibrated_golden(tmp: Path) -> dict[str, Path]:
 def calibrated_golden(tmp_path_factory):
     """Built once per session and shared by every module: treat it as read-only (copy it before changing it)."""
     return build_calibrated_golden(tmp_path_factory.mktemp("calibrated"))
+
+
+def require_engine(model: str = "smollm2") -> None:
+    """The e2e tier's precondition: llama-server and the packaged `model`. Skips locally; under CI=true a missing
+    engine fails, so a broken install can never pass as a skipped tier."""
+    from verifier.testbed import engines
+
+    try:
+        engines.binary("llama-server")
+        engines.base_model(model)
+    except engines.EngineError as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"e2e tier needs the engine and model: {e}")
+        pytest.skip(str(e))

@@ -8,7 +8,6 @@ Without them the tests skip, except under CI=true, where a missing engine is a f
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -21,19 +20,15 @@ from verifier import journal
 from verifier.parse import parse_exchange
 from verifier.testbed import engines
 
+from conftest import require_engine
+
 pytestmark = pytest.mark.e2e
 
 MAX_TOKENS = 16
 
 
 def _require_engine() -> None:
-    try:
-        engines.binary("llama-server")
-        engines.base_model("smollm2")
-    except engines.EngineError as e:
-        if os.environ.get("CI"):
-            pytest.fail(f"e2e tier needs the engine and model: {e}")
-        pytest.skip(str(e))
+    require_engine("smollm2")
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,14 @@ tokens takes about 5 minutes of CPU on two shared cores, the 2k candidate under 
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
 
 from verifier import context_probe as cp
 from verifier.endpoint import Endpoint, EndpointConfig
 from verifier.testbed import engines
+
+from conftest import require_engine
 
 pytestmark = pytest.mark.e2e
 
@@ -29,13 +30,7 @@ GOLDEN_8192 = {"lengths": [1000, 2000, 4000, 8000], "max_tokens": 16, "results":
 
 @pytest.fixture(scope="module")
 def small_ctx(tmp_path_factory):
-    try:
-        engines.binary("llama-server")
-        engines.base_model("smollm2")
-    except engines.EngineError as e:
-        if os.environ.get("CI"):
-            pytest.fail(f"e2e tier needs the engine and model: {e}")
-        pytest.skip(str(e))
+    require_engine("smollm2")
     with engines.Server("smollm2", slots=1, ctx=2048, log_path=tmp_path_factory.mktemp("engine") / "llama-server.log") as srv:
         yield srv
 

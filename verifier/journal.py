@@ -163,10 +163,11 @@ def locked(run_dir: Path) -> Iterator[None]:
         f.close()
 
 
-def ensure_writable_new_dir(path: Path) -> None:
+def ensure_writable_new_dir(path: Path, resumable: bool = True) -> None:
     """Refuse to overwrite a run, and find an unwritable place before any request is sent."""
     if (path / HEADER).exists():
-        raise UsageError(f"{path} already holds a run; use --resume {path} or another --out")
+        hint = f"use --resume {path} or another --out" if resumable else "use another --out"
+        raise UsageError(f"{path} already holds a run; {hint}")
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".write-probe"
