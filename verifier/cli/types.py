@@ -10,26 +10,24 @@ import argparse
 import math
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1 (--limit, --epochs, --concurrency, --looks, -k)."""
+def _whole_number(text: str, least: int, says: str) -> int:
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    if v < least:
+        raise argparse.ArgumentTypeError(f"must be {says}, got {v}")
     return v
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (--limit, --epochs, --concurrency, --looks, -k)."""
+    return _whole_number(text, 1, "at least 1")
 
 
 def nonneg_int(text: str) -> int:
     """An integer >= 0 (--max-retries: 0 means no retry)."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {v}")
-    return v
+    return _whole_number(text, 0, "0 or more")
 
 
 def finite_float(text: str) -> float:

@@ -1,7 +1,9 @@
-"""A real engine's sampling contract for the scripted server (server.py): validation, max_tokens, noise above temperature 0."""
+"""How the scripted server (server.py) shapes a reply like a real engine: the sampling contract (validation,
+max_tokens, noise above temperature 0), scripted latency and dropped connections."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import re
 from typing import Any
@@ -25,3 +27,12 @@ def apply_sampling(reply: Any, req: dict[str, Any]) -> Any:
         if len(words) > limit:
             content, finish = "".join(words[:limit]), "length"
     return type(reply)(**{**reply.__dict__, "content": content, "finish_reason": finish})
+
+
+async def delay_or_drop(reply: Any, request: Any) -> None:
+    """The scripted latency, then a dropped connection if the script asks for one (every surface alike)."""
+    if reply.delay_s:
+        await asyncio.sleep(reply.delay_s)
+    if reply.drop:
+        request.transport.abort()
+        raise ConnectionResetError("dropped on purpose")

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from aiohttp import web
 
-from .sampling import apply_sampling  # noqa: F401  (public name)
+from .sampling import apply_sampling, delay_or_drop  # noqa: F401  (public names)
 from .surface_server import add_routes
 
 
@@ -252,11 +252,7 @@ def make_app(script: Script) -> web.Application:
             if isinstance(sampled, str):
                 return web.json_response({"error": {"message": sampled, "type": "invalid_request_error"}}, status=400)
             reply = sampled
-        if reply.delay_s:
-            await asyncio.sleep(reply.delay_s)
-        if reply.drop:
-            request.transport.abort()
-            raise ConnectionResetError("dropped on purpose")
+        await delay_or_drop(reply, request)
         if reply.status != 200:
             body = reply.body or json.dumps({"error": {"message": f"scripted {reply.status}", "type": "server_error", "code": reply.status}})
             return web.Response(status=reply.status, text=body, headers=reply.headers, content_type="application/json")

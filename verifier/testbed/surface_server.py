@@ -9,13 +9,13 @@ Errors use each surface's own error shape.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from typing import Any
 
 from aiohttp import web
 
+from .sampling import delay_or_drop
 from .surface_render import render_body, to_chat_request
 from .surface_stream import render_events
 
@@ -56,11 +56,7 @@ def add_routes(app: web.Application, script: Any) -> None:
                 if isinstance(sampled, str):
                     return web.json_response(error_body(surface, 400, sampled), status=400)
                 reply = sampled
-            if reply.delay_s:
-                await asyncio.sleep(reply.delay_s)
-            if reply.drop:
-                request.transport.abort()
-                raise ConnectionResetError("dropped on purpose")
+            await delay_or_drop(reply, request)
             if reply.status != 200:
                 text = reply.body or json.dumps(error_body(surface, reply.status, f"scripted {reply.status}", "api_error"))
                 return web.Response(status=reply.status, text=text, headers=reply.headers, content_type="application/json")
