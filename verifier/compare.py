@@ -142,6 +142,7 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
         "findings": {k: {"golden": v[0], "candidate": v[1]} for k, v in sorted(finding_counts.items())},
         "new_finding_detail": {k: {"samples": v["samples"][:50], "modes": sorted(v["modes"])} for k, v in sorted(detail.items())},
         "drift": num["drift"],
+        "divergence": num["divergence"],
         "trigger": trig,
         "answer_agreement": num["answer_agreement"],
     }
@@ -228,22 +229,46 @@ def _drift_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> t
                                 f"(noise floor {d['margin']}); median first divergence at token {d['first_divergence_median']}")]
 
 
+def _divergence_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any] | None, list[Evidence]]:
+    """How often the candidate's greedy output parts from the golden's, against how often the reference's own
+    reruns parted (calibrated): the second, independent line of numerics evidence beside the drift."""
+    dv = s.get("divergence") or {}
+    n = dv.get("n") or 0
+    if not n:
+        return None, []
+    key = f"{suite}/divergence"
+    if key not in margins and dv["count"]:  # goldens calibrated before this evidence existed: the rerun rate is unknown
+        ev = {**numerics.event_verdict(dv["count"], n, 0.0), "verdict": "inconclusive", "margin": None}
+        tail = "golden not calibrated for it: rerun `verifier calibrate`"
+    else:
+        ev = numerics.event_verdict(dv["count"], n, _margin(margins, key) if key in margins else 0.0)
+        tail = f"reference reruns parted at rate {ev['margin']}"
+    ev["samples"] = dv.get("samples", [])[:50]
+    return ev, [Evidence("greedy_divergence", suite, ev["verdict"], samples=tuple(ev["samples"][:10]),
+                         summary=f"greedy output parts from the golden's on {ev['count']}/{n} samples (rate {ev['rate']}, CI {ev['ci']}); {tail}")]
+
+
 def _suite_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
     """One suite's block of comparison.json, with its frontend and numerics evidence."""
     mets, q = _quality(suite, s, margins)
     sigs, fe, q_sig = _signal_verdicts(suite, s, margins)
     d, q_drift = _drift_evidence(suite, s, margins)
+    dv, q_div = _divergence_evidence(suite, s, margins)
+    # Numerics changed, decisively: the shared-prefix logprobs moved beyond the calibrated noise AND the greedy
+    # outputs part from the golden's significantly more often than the reference's own reruns do.
+    d["numerics_changed"] = d["state"] == "fired" and bool(dv) and dv["verdict"] == "fail"
     block = {
         "paired": s["paired"], "golden_only": s["golden_only"], "candidate_only": s["candidate_only"],
-        "metrics": mets, "signals": sigs, "drift": d, "flips": s["flips"], "findings": s["findings"],
+        "metrics": mets, "signals": sigs, "drift": d, "divergence": dv, "flips": s["flips"], "findings": s["findings"],
         "flips_by_mode": s["flips_by_mode"], "new_finding_detail": s["new_finding_detail"], "signal_modes": s["signal_modes"],
         "tool_trigger": numerics.tool_trigger(s["trigger"]),
         "answer_agreement": stats.rnd(s["answer_agreement"]),
     }
-    return block, fe, q + q_sig + q_drift
+    return block, fe, q + q_sig + q_drift + q_div
 
 
-def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], incomplete: bool) -> tuple[str, str, str]:
+def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], incomplete: bool,
+            numerics_changed: bool = False) -> tuple[str, str, str]:
     """(status, frontend verdict, quantization verdict) from the evidence."""
     frontend = _combine(e.verdict for e in fe)
     quality = _combine(e.verdict for e in q if e.signal == "quality")
@@ -254,6 +279,10 @@ def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], incom
         # at the noise floor, the drop is not the weights (e.g. ignored sampling params). Without any
         # logprobs nothing separates the weights from a post-processing change: not decided either.
         quant = "fail" if "fired" in drift_states else "inconclusive"
+    elif numerics_changed:
+        # The served numerics are not the reference's (two independent measures agree), whatever the metric
+        # did at this n: a vendor verifier asks whether the weights are served faithfully, not only how well.
+        quant = "fail"
     elif "fired" in drift_states:
         quant = "inconclusive"
     else:
@@ -296,7 +325,8 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
     for name, p in sorted((probes or {}).items()):
         fe.append(Evidence(p.get("signal", f"probe:{name}"), "*", p["verdict"], p["summary"]))  # context_truncated names itself
     drift_states = {s["drift"]["state"] for s in suites_out.values()}
-    status, frontend, quant = _decide(fe, q, drift_states, infra_rate > infra_budget or cov["rate"] > infra_budget)
+    changed = any(s["drift"].get("numerics_changed") for s in suites_out.values())
+    status, frontend, quant = _decide(fe, q, drift_states, infra_rate > infra_budget or cov["rate"] > infra_budget, changed)
     doc = {
         "status": status,
         "exit_code": EXIT[status],
@@ -324,6 +354,9 @@ def _spreads(s: dict[str, Any], suite: str) -> dict[str, float]:
         n = s["denominators"][name]
         out[f"{suite}/signal:{name}"] = len(s["events"][name]) / n if n else 0.0
     out[f"{suite}/drift"] = s["drift"]["mean_abs_delta"] or 0.0
+    dv = s.get("divergence") or {}
+    if dv.get("n"):
+        out[f"{suite}/divergence"] = dv["count"] / dv["n"]
     return out
 
 

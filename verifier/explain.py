@@ -26,6 +26,17 @@ def _quality_fails(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+def _numerics_changed(doc: dict[str, Any]) -> list[str]:
+    """Suites whose numerics moved decisively (drift fired and greedy outputs parted), in words."""
+    out = []
+    for suite, s in doc["suites"].items():
+        d, dv = s["drift"], s.get("divergence") or {}
+        if d.get("numerics_changed"):
+            out.append(f"{suite}: logprob drift {d['mean_abs_delta']} above {d['margin']} and greedy outputs part from the "
+                       f"golden's on {dv['count']}/{dv['n']} samples (reruns: {dv['margin']})")
+    return out
+
+
 def _numerics_reasons(doc: dict[str, Any]) -> list[str]:
     """Why the quantization side is undecided."""
     out: list[str] = []
@@ -42,8 +53,11 @@ def _numerics_reasons(doc: dict[str, Any]) -> list[str]:
                        f"{d['margin']}: not the weights; look for post-processing or ignored sampling parameters (rerun with --probes)")
     if not dropped and "fired" in states:
         for suite, d in drift.items():
-            if d["state"] == "fired":
-                out.append(f"{suite}: drift {d['mean_abs_delta']} above floor {max(d['margin'], DRIFT_FLOOR)} but no quality change")
+            dv = doc["suites"][suite].get("divergence") or {}
+            if d["state"] == "fired" and not d.get("numerics_changed"):
+                parted = f"greedy outputs part on {dv['count']}/{dv['n']} samples, not above the reruns' rate" if dv else "no tokens to compare greedy outputs"
+                out.append(f"{suite}: drift {d['mean_abs_delta']} above floor {max(d['margin'], DRIFT_FLOOR)} but no quality change "
+                           f"and {parted}")
     for suite, s in doc["suites"].items():
         for m, v in s.get("metrics", {}).items():
             if v["verdict"] == "inconclusive":
@@ -57,7 +71,7 @@ def _evidence_reasons(doc: dict[str, Any]) -> list[str]:
     out = []
     for side in ("frontend", "quantization"):
         for e in doc[side]["evidence"]:
-            if e["verdict"] == "inconclusive" and e["signal"] not in ("quality", "logprob_drift"):
+            if e["verdict"] == "inconclusive" and e["signal"] not in ("quality", "logprob_drift", "greedy_divergence"):
                 out.append(f"{e['suite']}: {e['signal']} not decided at this sample size: {e['summary']}")
             elif e["verdict"] == "inconclusive" and e.get("metric") == "*":
                 out.append(f"{e['suite']}: {e['summary']}")
@@ -77,7 +91,7 @@ def reasons(doc: dict[str, Any]) -> list[str]:
     if head and doc["status"] in ("frontend_regression", "both"):
         out.append(head)
     if doc["status"] in ("quantization_regression", "both"):
-        out.append("numerics: " + "; ".join(_quality_fails(doc) or ["repetition above the golden's"]))
+        out.append("numerics: " + "; ".join(_quality_fails(doc) + _numerics_changed(doc) or ["repetition above the golden's"]))
     if doc["quantization"]["verdict"] == "inconclusive" or doc["status"] == "inconclusive":
         out += _numerics_reasons(doc)
     if doc["status"] == "inconclusive":
@@ -112,6 +126,8 @@ def checks(doc: dict[str, Any], golden_meta: dict[str, Any], golden_obs: list[Ob
             out.append(_check(f"{suite}: {name}", cls, ev.get((suite, name, None))))
         out.append(_check(f"{suite}: logprob_drift", "verifier.quantization", ev.get((suite, "logprob_drift", None)),
                           "not measured: no logprobs on one side (rerun with --logprobs 5)"))
+        out.append(_check(f"{suite}: greedy_divergence", "verifier.quantization", ev.get((suite, "greedy_divergence", None)),
+                          "not measured: no output tokens on one side (rerun with --logprobs 5)"))
     for name in sorted(golden_meta.get("probes") or {}):
         out.append(_check(f"*: probe:{name}", "verifier.frontend", ev.get(("*", f"probe:{name}", None)), "probe not run (rerun with --probes)"))
     return out

@@ -46,6 +46,15 @@ def drift(g: Observation, c: Observation) -> tuple[int, float, int] | None:
     return logprob_drift(g.logprobs, c.logprobs)
 
 
+def diverged(g: Observation, c: Observation) -> bool | None:
+    """Whether two greedy outputs of the same sample part ways (a token differs, or one stops first); None
+    without tokens on both sides. Reruns of one engine rarely part; changed weights or KV numerics do."""
+    gl, cl = g.logprobs, c.logprobs
+    if not gl or not cl:
+        return None
+    return len(gl) != len(cl) or any(gt != ct for (gt, _), (ct, _) in zip(gl, cl))
+
+
 def reference(obs: Sequence[Observation]) -> Observation:
     """The record drift is measured on (and a flip card shows): chat, epoch 0, when there is one."""
     return next((o for o in obs if o.mode == "chat" and o.epoch == 0), obs[0])
@@ -77,6 +86,8 @@ class Numerics:
     first_div: list[int] = field(default_factory=list)
     answers_same: int = 0
     answers_n: int = 0
+    diverged_ids: list[str] = field(default_factory=list)
+    divergence_n: int = 0
 
     def add(self, sid: str, g: Sequence[Observation], c: Sequence[Observation]) -> None:
         """One paired sample; both lists hold clean records only and neither is empty."""
@@ -89,7 +100,13 @@ class Numerics:
         kind = flip(g, c)
         if kind:
             self.flips[kind].append(sid)
-        d = drift(reference(g), reference(c))
+        gr, cr = reference(g), reference(c)
+        parted = diverged(gr, cr)
+        if parted is not None:
+            self.divergence_n += 1
+            if parted:
+                self.diverged_ids.append(sid)
+        d = drift(gr, cr)
         if d:
             self.drift_tokens += d[0]
             self.drift_sum += d[1]
@@ -107,6 +124,7 @@ class Numerics:
                 "samples": len(fd),
             },
             "answer_agreement": (self.answers_same / self.answers_n) if self.answers_n else None,
+            "divergence": {"count": len(self.diverged_ids), "n": self.divergence_n, "samples": self.diverged_ids[:50]},
         }
 
 
