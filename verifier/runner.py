@@ -10,7 +10,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Iterator, TextIO
 
 from . import journal
 if TYPE_CHECKING:  # the endpoint module loads the openai SDK (~1 s): only when a request is sent
@@ -154,9 +154,17 @@ async def execute(
         if nxt is not None:  # multi-turn: the next turn replays this answer, so it waits for it
             await one(suite, nxt[0], epoch, mode, nxt[1], ex)
 
+    async def worker(queue: Iterator[tuple[Suite, Sample, int, str, dict[str, Any]]]) -> None:
+        for w in queue:
+            await one(*w)
+
+    # A fixed pool of workers pulling from one iterator, not one task per request parked on the semaphore:
+    # a worker sends its next request as soon as its answer is journaled, with no wake-up hand-off through the
+    # loop, and a run of 10,000 requests holds `concurrency` tasks instead of 10,000.
+    queue = iter(work)
     try:
         with lean_gc():
-            await asyncio.gather(*(one(*w) for w in work))
+            await asyncio.gather(*(worker(queue) for _ in range(max(1, min(cfg.concurrency, len(work))))))
     finally:
         jr.close()
         if endpoint is None:
