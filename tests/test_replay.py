@@ -132,3 +132,21 @@ def test_cli_smoke_with_faults(tmp_path, cli):
 
 def test_registered():
     assert SUITES["replay"] is replay.SUITE
+
+
+def test_a_replay_without_tool_calls_gates_on_its_signals(tmp_path, cli):
+    """Recorded requests with no tools have no quality metric; a rerun must pass, not sit at `inconclusive`."""
+    src = tmp_path / "reqs.jsonl"
+    src.write_text("\n".join(json.dumps(body(f"say {w}", tools=False)) for w in ("one", "two", "three", "four")) + "\n")
+    run = ["--suite", "replay", "--data", src, "--model", "m", "--quiet", "--mode", "chat,chat-stream"]
+    with TestServer(Script(lambda req: Reply(content="ok"))) as srv:
+        for name in ("a", "b", "c"):
+            assert cli("run", *run, "--base-url", srv.url, "--out", tmp_path / name)[0] == 0
+        assert cli("bless", tmp_path / "a", "--to", tmp_path / "g")[0] == 0
+        assert cli("calibrate", tmp_path / "g", "--runs", tmp_path / "b", tmp_path / "c")[0] == 0
+        code, out, err = cli("gate", "--golden", tmp_path / "g", "--data", src, "--base-url", srv.url, "--model", "m", "--out", tmp_path / "gate", "--quiet")
+    assert code == 0, out + err
+    doc = json.loads((tmp_path / "gate" / "comparison.json").read_text())
+    assert doc["status"] == "pass", doc["reasons"]
+    q = [e for e in doc["quantization"]["evidence"] if e["signal"] == "quality"]
+    assert q and q[0]["verdict"] == "pass" and "no quality metric" in q[0]["summary"]

@@ -129,6 +129,7 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
     return {
         "paired": len(ids),
         "golden_clean": sum(any(o.clean for o in G[sid]) for sid in ids),
+        "clean_paired": num["clean_paired"],
         "golden_only": len(set(G) - set(C)),
         "candidate_only": len(set(C) - set(G)),
         "events": events,
@@ -182,6 +183,10 @@ def _quality(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[di
             # The reference itself never answered cleanly (e.g. it rejects images): nothing to regress from.
             return {}, [Evidence("quality", suite, "pass", metric="*",
                                  summary="not measurable: the golden has no clean sample either (the reference refuses or breaks this suite)")]
+        if s.get("clean_paired"):
+            # A suite without a metric (a replay of recorded requests with no tool calls to diff): its signals judge it.
+            return {}, [Evidence("quality", suite, "pass", metric="*",
+                                 summary=f"no quality metric on this suite: its {s['clean_paired']} clean paired samples are judged by the signals only")]
         return {}, [Evidence("quality", suite, "inconclusive", metric="*",
                              summary="no sample has a clean envelope on both sides: quality cannot be judged")]
     mets, ev = {}, []

@@ -124,6 +124,7 @@ class Numerics:
                 "samples": len(fd),
             },
             "answer_agreement": (self.answers_same / self.answers_n) if self.answers_n else None,
+            "clean_paired": self.answers_n,
             "divergence": {"count": len(self.diverged_ids), "n": self.divergence_n, "samples": self.diverged_ids[:50]},
         }
 
