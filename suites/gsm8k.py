@@ -1,9 +1,11 @@
 """GSM8K (1,319 grade-school math problems, test split) with lm-eval's prompts and scoring.
 
-Nothing here re-types lm-eval: prompts come from lm-eval's own task YAML rendered by lm-eval's
-`fewshot_context`, and answers are judged by lm-eval's own filter ensembles and
-`process_results` (see suites/lm_eval_adapter.py). So `strict_match` and `flexible_extract` are
-lm-eval's `exact_match,strict-match` and `exact_match,flexible-extract`, sample for sample.
+Nothing here re-types lm-eval's task: prompts come from lm-eval's own task YAML, rendered with lm-eval's
+Jinja environment and prompt helpers, and answers are judged by lm-eval's own filter ensembles and
+exact_match (see suites/lm_eval_lite.py: ConfigurableTask's glue without `lm_eval.api.task`, whose
+`datasets` import delayed the first request by seconds). So `strict_match` and `flexible_extract` are
+lm-eval's `exact_match,strict-match` and `exact_match,flexible-extract`, sample for sample (the tests
+compare against the real ConfigurableTask).
 
 Two prompt variants, one suite name each (the Suite interface has no options, and a name keeps
 the choice visible in run.json and goldens):
@@ -45,6 +47,7 @@ from verifier.types import Judgement, Parsed, Sample, Suite
 
 import suites.hub as hub
 import suites.lm_eval_adapter as le
+import suites.lm_eval_lite as lite
 from .lazy import LazySamples
 
 HERE = Path(__file__).parent
@@ -78,8 +81,10 @@ _PLACEHOLDER = {"question": "placeholder", "answer": "#### 0"}
 
 @lru_cache(maxsize=None)
 def template_task(name: str) -> Any:
-    """The lm-eval task of a variant, built once, offline. Prompts and judging only need its config."""
-    return le.local_task(le.builtin_yaml(VARIANTS[name].yaml), [_PLACEHOLDER])
+    """The lm-eval task of a variant, built once, offline. Prompts and judging only need its config, so it is
+    lm-eval's YAML on lm-eval's prompt, filter and metric code without `lm_eval.api.task` and `datasets`
+    (suites/lm_eval_lite.py): the first request goes out seconds sooner."""
+    return lite.yaml_task(le.builtin_yaml(VARIANTS[name].yaml), _PLACEHOLDER)
 
 
 def read_rows(data: str | None, smoke: bool) -> list[tuple[int, dict[str, Any]]]:

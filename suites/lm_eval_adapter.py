@@ -4,8 +4,10 @@
 lm-eval (or any YAML path) with in-memory rows: no hub download and no TaskManager, whose index of
 lm-eval's ~10k built-in YAMLs is what makes start-up slow. `chat_messages` renders lm-eval's prompt
 as a chat endpoint receives it, and `lm_eval_judge` runs lm-eval's *own* filter ensembles and
-`process_results` on one response. suites/gsm8k.py builds its prompts and scores with these, so its
-numbers are lm-eval's by construction, not by re-typed regexes. `run_task` runs tasks through lm-eval's
+`process_results` on one response. `chat_messages`, `chat_stop` and `lm_eval_judge` also take the
+light task of suites/lm_eval_lite.py (the same YAML, prompt, filter and metric code without
+`lm_eval.api.task` and its `datasets` import), which is what suites/gsm8k.py builds, so its first
+request goes out seconds sooner and its numbers are still lm-eval's, not re-typed regexes. `run_task` runs tasks through lm-eval's
 own `local-chat-completions` model; suites/lm_eval_import.py turns what it logged into a run directory.
 
 lm-eval is imported lazily: `verifier list-suites` must not pay for lm-eval + datasets.
