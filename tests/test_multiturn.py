@@ -115,3 +115,16 @@ def test_later_turns_are_only_sent_after_the_turn_before_and_resume_resends_a_br
     assert [w[1].id for w in again] == ["weather/t1"]
     body = runner.build_request(multiturn.SUITE, samples[0], "m", sampling, {"chat_template_kwargs": {"x": 1}}, "messages-stream")
     assert body["chat_template_kwargs"] == {"x": 1} and body["stream"] is True and body["system"] == multiturn.SYSTEM
+
+
+def test_limit_keeps_conversations_whole():
+    from suites import multiturn
+    from verifier.app import select
+
+    samples = multiturn.load()
+    for limit, seed in ((5, None), (1, None), (4, 3), (7, 11)):
+        chosen = select(samples, limit, seed)
+        ids = {s.id for s in chosen}
+        convs = {s.meta["conversation"] for s in chosen}
+        assert chosen and all(f"{c}/t{k}" in ids for c in convs for k in (1, 2, 3)), (limit, seed, sorted(ids))
+        assert len(ids) == 3 * len(convs)
