@@ -57,9 +57,17 @@ def _declared(request: dict[str, Any]) -> set[str] | None:
 def id_style(call_id: str, name: str | None) -> str:
     """The shape of a tool-call id ('call_<hex>', 'functions.NAME:<n>'...): models copy ids from history, so a changed shape matters."""
     s = call_id.replace(name, "NAME") if name else call_id
-    s = re.sub(r"[0-9a-fA-F]{6,}", "<hex>", s)
-    s = re.sub(r"[A-Za-z0-9]{16,}", "<id>", s)
+    # Whole alphanumeric runs only: a random id (llama-server's 32 letters and digits) holds hex-looking pieces
+    # by chance, and classifying the pieces gave every response its own "shape" (a false format change).
+    s = re.sub(r"[A-Za-z0-9]+", _run_style, s)
     return re.sub(r"\d+", "<n>", s)
+
+
+def _run_style(m: re.Match[str]) -> str:
+    run = m.group(0)
+    if len(run) >= 6 and re.fullmatch(r"[0-9a-fA-F]+", run):
+        return "<hex>"
+    return "<id>" if len(run) >= 16 else run
 
 
 def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
