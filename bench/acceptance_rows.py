@@ -59,8 +59,10 @@ def gate(work: Path, row: Row, url: str, results: Path, concurrency: int = 2, pr
 
 
 def _evidence(doc: dict, side: dict) -> list[str]:
-    fired = [f"{e['signal']}: {e['summary']}" for part in ("frontend", "quantization")
-             for e in doc.get(part, {}).get("evidence", []) if e["verdict"] != "pass" or e["signal"] == "context_truncated"]
+    """The deciding signals (at most three), then what the fault proxy changed: a no-op fault reads as one."""
+    fired = [e["summary"] if e["summary"].startswith(e["signal"]) else f"{e['signal']}: {e['summary']}"
+             for part in ("frontend", "quantization") for e in doc.get(part, {}).get("evidence", [])
+             if e["verdict"] != "pass" or e["signal"] == "context_truncated"][:3]
     if "mutated" in side:
         fired.append(f"the fault proxy changed {side['mutated']} of {side['requests']} responses")
         if side["mutated"] == 0 and side.get("note"):
@@ -133,7 +135,7 @@ def table(results: Path) -> str:
     for r in rows:
         if r in reruns:
             continue
-        ev = "; ".join(e.replace("|", "/") for e in r["evidence"][:4]) or "no signal fired"
+        ev = "; ".join(e.replace("|", "/") for e in r["evidence"]) or "no signal fired"
         out.append(f"| {r['candidate']} | {r['suite']} | {r['samples']} | {r['exit']} | {r['status']} | {r['frontend']} "
                    f"| {r['quantization']} | {ev} |")
     return "\n".join(out)

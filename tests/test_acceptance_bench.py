@@ -40,7 +40,7 @@ def test_evidence_names_what_the_fault_proxy_changed_and_keeps_the_context_verdi
         {"signal": "context_truncated", "verdict": "pass", "summary": "context_truncated: none; refused from 4000"},
         {"signal": "new_findings", "verdict": "pass", "summary": "quiet"}]}}
     ev = rows._evidence(doc, {"mutated": 0, "requests": 12, "note": "no-op: one call per response"})
-    assert ev == ["context_truncated: context_truncated: none; refused from 4000",
+    assert ev == ["context_truncated: none; refused from 4000",
                   "the fault proxy changed 0 of 12 responses", "no-op: one call per response"]
     assert rows._evidence(doc, {"mutated": 3, "requests": 12, "note": "unused"})[-1] == "the fault proxy changed 3 of 12 responses"
 
