@@ -1,6 +1,6 @@
 """Time to first request: `verifier run` start to the test server seeing the first sample request, per suite.
 
-    python bench/startup.py [--only gsm8k,structured] [--data-root /work/shared/data] [--repeat N]
+    python bench/startup.py [--only gsm8k,structured] [--data-root DIR] [--repeat N]
 
 Each suite runs as `python -m verifier run --suite S ... --limit 5` in its own fresh process (so every import is
 paid), against the test server running in this process. The clock starts just before the process is spawned and
@@ -72,7 +72,8 @@ def time_suite(suite: str, data_root: Path) -> tuple[float | None, float, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", help="comma-separated suites (default: every built-in suite)")
-    ap.add_argument("--data-root", default=os.environ.get("VERIFIER_DATA", "/work/shared/data"))
+    ap.add_argument("--data-root", default=os.environ.get("VERIFIER_SHARED_DATA", str(Path(__file__).resolve().parent.parent.parent / "shared" / "data")),
+                    help="folder with gsm8k/, bfcl/, jsonschemabench/, easy_vqa/ (default $VERIFIER_SHARED_DATA, else ../shared/data beside the repo)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per suite; the minimum is reported")
     a = ap.parse_args()
     suites = a.only.split(",") if a.only else list(DATA)
