@@ -244,3 +244,39 @@ def test_preflight_hints():
     assert "$KEY_ENV" in hint(401, "m", [], "", "KEY_ENV") and hint(403, "m", [], "", None)
     assert hint(500, "m", [], "", None) is None and hint(400, "m", [], "bad temperature", None) is None
     assert ping_body("chat-stream", "m")["stream"] is True and "prompt" in ping_body("completions", "m")
+
+
+def test_infra_the_golden_shared_is_reported_not_counted(tmp_path, cli):
+    """A sample the reference itself always fails (a parser answering that output with a 500) is no evidence on
+    either side: a candidate failing it too is not incomplete; failing another sample still is."""
+    import re as _re
+
+    def server(broken: str):
+        def reply(req):
+            a, b = map(int, _re.search(r"What is (-?\d+) \+ (-?\d+)", req["messages"][-1]["content"]).groups())
+            if f"{a} + {b}" == broken:
+                return Reply(status=500, content='{"error": {"message": "output does not match the expected format"}}')
+            return Reply(content=str(a + b))
+        return reply
+
+    run = ["--suite", "smoke", "--model", "m", "--quiet", "--mode", "chat", "--max-retries", "0"]
+    from suites import SUITES
+
+    def question(i: int) -> str:  # "A + B" of the smoke suite's i-th sample
+        return _re.search(r"What is (-?\d+ \+ -?\d+)", SUITES["smoke"].load(None, True)[i].messages[-1]["content"]).group(1)
+
+    ref = server(question(0))
+    with TestServer(Script(ref)) as srv:
+        for name in ("a", "b", "c"):
+            assert cli("run", *run, "--base-url", srv.url, "--out", tmp_path / name)[0] == 0
+    assert cli("bless", tmp_path / "a", "--to", tmp_path / "g", "--force")[0] == 0
+    assert cli("calibrate", tmp_path / "g", "--runs", tmp_path / "b", tmp_path / "c")[0] == 0
+    with TestServer(Script(ref)) as srv:
+        code, out, err = cli("gate", "--golden", tmp_path / "g", "--base-url", srv.url, "--model", "m", "--out", tmp_path / "same", "--max-retries", "0")
+    doc = json.loads((tmp_path / "same" / "comparison.json").read_text())
+    assert code == 0 and doc["infra"]["count"] == 0 and doc["infra"]["reference_also_failed"] == 1, out + err
+    assert "1 more where the golden failed too" in out + err
+    with TestServer(Script(server(question(1)))) as srv:
+        code, out, err = cli("gate", "--golden", tmp_path / "g", "--base-url", srv.url, "--model", "m", "--out", tmp_path / "other", "--max-retries", "0")
+    doc = json.loads((tmp_path / "other" / "comparison.json").read_text())
+    assert code == 30 and doc["status"] == "incomplete" and doc["infra"]["count"] == 1, out + err

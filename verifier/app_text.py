@@ -26,4 +26,6 @@ def print_comparison(doc: dict[str, Any]) -> None:
         for e in doc[side]["evidence"]:
             if e["verdict"] not in ("pass",):
                 print(f"    [{e['verdict']}] {e['suite']}: {e['summary']}")
-    print(f"  infra: {doc['infra']['count']}/{doc['infra']['total']} (budget {doc['infra']['budget']:.0%})")
+    also = doc["infra"].get("reference_also_failed")
+    print(f"  infra: {doc['infra']['count']}/{doc['infra']['total']} (budget {doc['infra']['budget']:.0%})"
+          + (f"; {also} more where the golden failed too (not counted)" if also else ""))

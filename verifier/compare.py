@@ -317,7 +317,13 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
     sig = paired_signals(golden_obs, cand_obs)
     if not sig or all(s["paired"] == 0 for s in sig.values()):
         raise NoOverlap("the run and the golden share no sample ids")
-    infra = sum(1 for o in cand_obs if o.outcome == "infra")
+    # A record the reference itself could not get (the same sample, mode and epoch was infra in the golden: e.g. a
+    # parser that answers this model output with a 500 every time) is no evidence on either side, not missing
+    # evidence: it is reported, but the budget counts only infra errors where the golden has an answer.
+    golden_infra = {(o.suite, o.sample_id, o.epoch, o.mode) for o in golden_obs if o.outcome == "infra"}
+    cand_infra = [o for o in cand_obs if o.outcome == "infra"]
+    shared = sum(1 for o in cand_infra if (o.suite, o.sample_id, o.epoch, o.mode) in golden_infra)
+    infra = len(cand_infra) - shared
     infra_rate = infra / len(cand_obs) if cand_obs else 0.0
     cov = coverage.coverage(golden_obs, cand_obs, golden_meta.get("probes"), probes, allow_subset)
     fe: list[Evidence] = []
@@ -336,7 +342,8 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
         "status": status,
         "exit_code": EXIT[status],
         "meaning": MEANING[EXIT[status]],
-        "infra": {"count": infra, "total": len(cand_obs), "rate": stats.rnd(infra_rate), "budget": infra_budget},
+        "infra": {"count": infra, "total": len(cand_obs), "rate": stats.rnd(infra_rate), "budget": infra_budget,
+                  "reference_also_failed": shared},
         "frontend": {"verdict": frontend, "evidence": [e.to_dict() for e in fe]},
         "quantization": {"verdict": quant, "evidence": [e.to_dict() for e in q]},
         "suites": suites_out,

@@ -118,7 +118,9 @@ def markdown(doc: dict[str, Any], report_path: str | None = None, top_flips: int
     lines += [f"{_md(doc['meaning'])}", "",
              f"- frontend: {ICON.get(doc['frontend']['verdict'], '')} **{doc['frontend']['verdict']}**",
              f"- quantization: {ICON.get(doc['quantization']['verdict'], '')} **{doc['quantization']['verdict']}**",
-             f"- infra errors: {doc['infra']['count']}/{doc['infra']['total']} (budget {doc['infra']['budget']:.0%})"]
+             f"- infra errors: {doc['infra']['count']}/{doc['infra']['total']} (budget {doc['infra']['budget']:.0%})"
+             + (f"; {doc['infra']['reference_also_failed']} more where the golden failed too (not counted)"
+                if doc["infra"].get("reference_also_failed") else "")]
     g = doc.get("golden") or {}
     if g.get("name"):
         lines.append(f"- golden: `{_md(g['name'])}`, run: `{_md((doc.get('run') or {}).get('run_id'))}`")
