@@ -112,7 +112,9 @@ def recompare(work: Path, results: Path, goldens: Path, model: str) -> None:
     results.unlink(missing_ok=True)
     for side, d in sorted(latest.values(), key=lambda x: x[0]["ts"]):
         verifier("score", str(d))  # scorers and contract checks may have improved since the run
-        record(d, side, verifier("compare", str(d), "--golden", side["golden"]), results)
+        # A gate that chose its suites (`--suite`) compared a subset of the golden on purpose; so does its recompare.
+        subset = ["--allow-subset"] if "--suite" in (side.get("gate_args") or []) else []
+        record(d, side, verifier("compare", str(d), "--golden", side["golden"], *subset), results)
 
 
 def _rerun_lines(rows: list[dict]) -> list[str]:
