@@ -128,3 +128,19 @@ def test_limit_keeps_conversations_whole():
         convs = {s.meta["conversation"] for s in chosen}
         assert chosen and all(f"{c}/t{k}" in ids for c in convs for k in (1, 2, 3)), (limit, seed, sorted(ids))
         assert len(ids) == 3 * len(convs)
+
+
+def test_limit_builds_only_the_selected_samples_of_a_lazy_suite():
+    """--limit slices a lazy sample list: the samples it does not select are never built (structured's 13k)."""
+    from suites.lazy import LazySamples
+    from verifier.app import select
+    from verifier.types import Sample
+
+    built = []
+
+    def make(i):
+        built.append(i)
+        return [Sample(id=str(i), messages=[{"role": "user", "content": str(i)}], target=None)]
+
+    chosen = select(LazySamples([], range(1000), make), 5, None)
+    assert [s.id for s in chosen] == ["0", "1", "2", "3", "4"] and len(built) <= 5, len(built)

@@ -135,8 +135,9 @@ class Collected:
 def select(samples: list[Sample], limit: int | None, seed: int | None) -> list[Sample]:
     """Shuffle (seeded), then limit; a multi-turn conversation is kept whole or dropped whole, since a later turn
     replays the answers of the turns before it (`turn_ids` / `after` in Sample.meta)."""
-    pool = list(samples)
+    pool = samples  # may be lazy (built per sample on access): slicing keeps unselected samples unbuilt
     if seed is not None:
+        pool = list(pool)
         random.Random(seed).shuffle(pool)
     chosen = pool[:limit] if limit else pool
     if not any(x.meta.get("turn_ids") or x.meta.get("after") for x in chosen):
