@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from verifier.testbed.server import Reply, Script, TestServer  # noqa: E402
+
+from benchlib import machine  # noqa: E402  (bench/ is on the path: run as a script)
 
 TARGET_S = 2.0
 # suite -> path under the data root passed as --data (None: the suite's own built-in data).
@@ -77,7 +78,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs per suite; the minimum is reported")
     a = ap.parse_args()
     suites = a.only.split(",") if a.only else list(DATA)
-    print(f"{os.cpu_count()} cores, Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}")
+    print(machine())
     print(f"{'suite':<12} {'first request':>14} {'whole run':>10}")
     worst = 0.0
     for suite in suites:

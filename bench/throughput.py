@@ -19,14 +19,11 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,33 +33,11 @@ from suites import SUITES  # noqa: E402
 from verifier import runner  # noqa: E402
 from verifier.endpoint import EndpointConfig  # noqa: E402
 
+from benchlib import free_port, machine, wait_http  # noqa: E402  (bench/ is on the path: run as a script)
+
 # Runs `verifier run` and reports its own peak RSS (RUSAGE_CHILDREN would mix in every earlier child).
 RSS_WRAPPER = ("import resource, sys; from verifier.cli import main; rc = main(sys.argv[1:]); "
                "sys.stderr.write('\\nmaxrss_kb=%d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor() or "?") if Path("/proc/cpuinfo").exists() else "?"
-    return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}"
-
-
-def wait_http(url: str, proc: subprocess.Popen, deadline_s: float = 60.0) -> None:
-    end = time.monotonic() + deadline_s
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=2).read()
-            return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > end:
-                raise RuntimeError(f"test server did not start at {url}") from None
-            time.sleep(0.05)
 
 
 @contextlib.contextmanager

@@ -16,13 +16,13 @@ import argparse
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
+
+from benchlib import free_port, wait_http  # bench/ is on the path: run as a script
 
 ROOT = Path(__file__).resolve().parent.parent
 LATENCY_S = 0.02
@@ -65,24 +65,6 @@ def serve(port: int, data: str) -> None:
 class _Discard(list):
     def append(self, _):
         pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url: str, proc: subprocess.Popen, deadline_s: float = 60.0) -> None:
-    end = time.monotonic() + deadline_s
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=2).read()
-            return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > end:
-                raise RuntimeError(f"server did not start at {url}") from None
-            time.sleep(0.05)
 
 
 def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, subprocess.CompletedProcess]:
