@@ -19,7 +19,7 @@ import re
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from aiohttp import web
 
@@ -211,16 +211,21 @@ def stream_chunks(reply: Reply, req: dict[str, Any]) -> list[str]:
     return out
 
 
-async def _send_stream(request: web.Request, reply: Reply, req: dict[str, Any]) -> web.StreamResponse:
+async def write_sse(request: web.Request, reply: Reply, frames: Iterable[str]) -> web.StreamResponse:
+    """Send formatted SSE frames; `reply.truncate_after` drops the connection after that many (every surface)."""
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **reply.headers})
     await resp.prepare(request)
-    for i, c in enumerate(stream_chunks(reply, req)):
+    for i, frame in enumerate(frames):
         if reply.truncate_after is not None and i >= reply.truncate_after:
             request.transport.abort()
             return resp
-        await resp.write(f"data: {c}\n\n".encode())
+        await resp.write(frame.encode())
     await resp.write_eof()
     return resp
+
+
+async def _send_stream(request: web.Request, reply: Reply, req: dict[str, Any]) -> web.StreamResponse:
+    return await write_sse(request, reply, (f"data: {c}\n\n" for c in stream_chunks(reply, req)))
 
 
 async def _gatekeep(script: Script, request: web.Request, req: dict[str, Any], raw: bool = False) -> web.StreamResponse | None:

@@ -65,15 +65,7 @@ def add_routes(app: web.Application, script: Any) -> None:
                 text = reply.body if reply.body is not None else json.dumps(render_body(surface, server.completion_body(reply, chat_req), cached))
                 return web.Response(text=text, headers=reply.headers, content_type="application/json")
             events = render_events(surface, server.stream_chunks(reply, chat_req), chat_req.get("model"), cached)
-            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **reply.headers})
-            await resp.prepare(request)
-            for i, e in enumerate(events):
-                if reply.truncate_after is not None and i >= reply.truncate_after:
-                    request.transport.abort()
-                    return resp
-                await resp.write(f"event: {json.loads(e)['type']}\ndata: {e}\n\n".encode())
-            await resp.write_eof()
-            return resp
+            return await server.write_sse(request, reply, (f"event: {json.loads(e)['type']}\ndata: {e}\n\n" for e in events))
 
         return handle
 
