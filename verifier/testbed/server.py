@@ -211,21 +211,20 @@ def stream_chunks(reply: Reply, req: dict[str, Any]) -> list[str]:
     return out
 
 
+def _frames(reply: Reply, req: dict[str, Any]) -> Iterable[str]:
+    return (f"data: {c}\n\n" for c in stream_chunks(reply, req))
+
+
 async def write_sse(request: web.Request, reply: Reply, frames: Iterable[str]) -> web.StreamResponse:
-    """Send formatted SSE frames; `reply.truncate_after` drops the connection after that many (every surface)."""
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **reply.headers})
     await resp.prepare(request)
     for i, frame in enumerate(frames):
-        if reply.truncate_after is not None and i >= reply.truncate_after:
+        if reply.truncate_after is not None and i >= reply.truncate_after:  # a dropped stream, on every surface
             request.transport.abort()
             return resp
         await resp.write(frame.encode())
     await resp.write_eof()
     return resp
-
-
-async def _send_stream(request: web.Request, reply: Reply, req: dict[str, Any]) -> web.StreamResponse:
-    return await write_sse(request, reply, (f"data: {c}\n\n" for c in stream_chunks(reply, req)))
 
 
 async def _gatekeep(script: Script, request: web.Request, req: dict[str, Any], raw: bool = False) -> web.StreamResponse | None:
@@ -238,7 +237,7 @@ async def _gatekeep(script: Script, request: web.Request, req: dict[str, Any], r
     script.preflight.append(req)
     if raw:
         return web.json_response({"object": "text_completion", "choices": [{"index": 0, "text": "pong", "finish_reason": "stop"}]})
-    return await _send_stream(request, Reply(content="pong"), req) if req.get("stream") else web.json_response(completion_body(Reply(content="pong"), req))
+    return await write_sse(request, Reply(content="pong"), _frames(Reply(content="pong"), req)) if req.get("stream") else web.json_response(completion_body(Reply(content="pong"), req))
 
 
 def make_app(script: Script) -> web.Application:
@@ -264,7 +263,7 @@ def make_app(script: Script) -> web.Application:
         if not req.get("stream"):
             text = reply.body if reply.body is not None else json.dumps(completion_body(reply, req))
             return web.Response(text=text, headers=reply.headers, content_type="application/json")
-        return await _send_stream(request, reply, req)
+        return await write_sse(request, reply, _frames(reply, req))
 
     async def completions(request: web.Request) -> web.Response:
         """Raw-prompt completions (the dual path): the responder sees the prompt as the user's text."""
