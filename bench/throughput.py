@@ -4,7 +4,9 @@
 
 Prints:
 - zero: req/s and the client's CPU per request at zero latency (3,000 requests, concurrency 64);
-- latency: wall time vs the ideal n*latency/concurrency at 200 ms, 1,000 requests, concurrency 64 (target >= 95%);
+- latency: wall time vs the ideal n*latency/concurrency at 200 ms, 1,000 requests, concurrency 64 (target >= 95%),
+  beside a raw-socket client's wall on the same server (the server's own ceiling), on the test server and on a
+  lean fixed-latency server (bench/lean_server.py);
 - scale: `verifier run` for 10,000 requests at concurrency 256 and zero latency, in its own process: request-phase
   req/s (target >= 1,000), end-to-end wall time (start-up + requests + scoring) and that process's peak RSS
   (target < 300 MB); the journal is flushed per record as in every run.
@@ -33,7 +35,7 @@ from suites import SUITES  # noqa: E402
 from verifier import runner  # noqa: E402
 from verifier.endpoint import EndpointConfig  # noqa: E402
 
-from benchlib import free_port, machine, wait_http  # noqa: E402  (bench/ is on the path: run as a script)
+from benchlib import free_port, machine, raw_ceiling, wait_http  # noqa: E402  (bench/ is on the path: run as a script)
 
 # Runs `verifier run` and reports its own peak RSS (RUSAGE_CHILDREN would mix in every earlier child).
 RSS_WRAPPER = ("import resource, sys; from verifier.cli import main; rc = main(sys.argv[1:]); "
@@ -41,11 +43,12 @@ RSS_WRAPPER = ("import resource, sys; from verifier.cli import main; rc = main(s
 
 
 @contextlib.contextmanager
-def server(delay: float):
-    """The test server in its own process; yields its base URL."""
+def server(delay: float, lean: bool = False):
+    """The test server (or bench/lean_server.py) in its own process; yields its base URL."""
     port = free_port()
-    p = subprocess.Popen([sys.executable, "-m", "verifier.testbed.server", "--port", str(port), "--responder", "arithmetic",
-                          "--delay", str(delay)], cwd=ROOT)
+    cmd = ([str(ROOT / "bench" / "lean_server.py"), str(port), str(delay)] if lean else
+           ["-m", "verifier.testbed.server", "--port", str(port), "--responder", "arithmetic", "--delay", str(delay)])
+    p = subprocess.Popen([sys.executable, *cmd], cwd=ROOT)
     url = f"http://127.0.0.1:{port}/v1"
     try:
         wait_http(url + "/models", p)
@@ -81,16 +84,24 @@ def zero_latency() -> None:
 
 
 def latency() -> None:
+    """Verifier against the 16-wave ideal, beside the raw-socket ceiling on the same server (what any client can
+    reach there), on the project's test server and on bench/lean_server.py (a server that adds no CPU of its own)."""
     import openai  # noqa: F401
 
-    with server(0.2) as url:
-        collect(url, 128, 64)  # warm-up: connections and imports
-        n, c = 1000, 64
-        wall, _ = collect(url, n, c)
-        ideal = n * 0.2 / c
-        waves = -(-n // c) * 0.2  # the last partial wave still takes one full latency
-        print(f"200 ms latency: {n} requests, concurrency {c}: wall {wall:.2f} s vs ideal {ideal:.2f} s = "
-              f"{100 * ideal / wall:.1f}% of ideal (target >= 95%; {100 * ideal / waves:.1f}% is the most {-(-n // c)} waves allow)", flush=True)
+    n, c = 1000, 64
+    ideal = n * 0.2 / c
+    waves = -(-n // c) * 0.2  # the last partial wave still takes one full latency
+    sampling = {"defaults": runner.DEFAULT_SAMPLING, "overrides": {}}
+    body = runner.build_request(SUITES["smoke"], SUITES["smoke"].load(None, True)[0], "bench", sampling, {}, "chat")
+    print(f"200 ms latency, {n} requests, concurrency {c}: ideal {ideal:.3f} s (target >= 95%; "
+          f"{100 * ideal / waves:.1f}% is the most {-(-n // c)} waves allow)", flush=True)
+    for lean, name in ((False, "test server"), (True, "lean server")):
+        with server(0.2, lean) as url:
+            collect(url, 128, c)  # warm-up: connections and imports
+            raw = raw_ceiling(url, "/chat/completions", body, n, c)
+            wall, _ = collect(url, n, c)
+        print(f"  {name}: verifier {wall:.2f} s = {100 * ideal / wall:.1f}% of ideal; raw-socket ceiling {raw:.2f} s = "
+              f"{100 * ideal / raw:.1f}%; verifier reaches {100 * raw / wall:.1f}% of the ceiling", flush=True)
 
 
 def scale(n: int = 10_000, c: int = 256) -> None:

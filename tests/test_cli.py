@@ -180,27 +180,11 @@ def test_data_can_be_given_per_suite():
     assert data_for(None, "smoke") is None
 
 
-def _options(add_arguments):
-    import argparse
-
-    p = argparse.ArgumentParser()
-    add_arguments(p)
-    return sorted((tuple(a.option_strings), a.dest, a.default, a.required, str(a.nargs), a.type.__name__ if a.type else None)
-                  for a in p._actions)
-
-
-def test_cheap_command_flags_match_their_modules():
-    """report and proxy declare their flags in verifier/cli (so --help stays cheap): no drift allowed.
-
-    lm-eval's flags live only in verifier/cli/lm_eval.py."""
-    from verifier import report
-    from verifier.testbed import proxy
-    from verifier.cli import proxy as cli_proxy, report as cli_report
+def test_cli_mode_names_match_the_endpoint():
+    """The CLI lists the modes without importing the endpoint (so --help stays cheap): no drift allowed."""
     from verifier.cli.args import MODE_NAMES
     from verifier.endpoint import MODES
 
-    for cheap, module in ((cli_report, report), (cli_proxy, proxy)):
-        assert _options(cheap.add_arguments) == _options(module.add_arguments), module.__name__
     assert tuple(MODES) == MODE_NAMES
 
 

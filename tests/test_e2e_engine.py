@@ -114,15 +114,7 @@ def test_requantized_q2k_starts_and_answers(tmp_path):
 
 def test_engine_command_starts_prints_url_and_stops_on_ctrl_c(tmp_path):
     _require_engine()
-    from verifier.cli import build_parser
-
-    sub = next(a for a in build_parser()._actions if a.dest == "cmd")
-    if "engine" in sub.choices:
-        cmd = [sys.executable, "-m", "verifier", "engine", "start", "--port", "0", "--slots", "1", "--ctx", "512"]
-    else:  # not wired into verifier/cli.py yet: the same entry points, driven directly
-        code = ("import argparse,sys; from verifier.testbed import engines; p=argparse.ArgumentParser(); engines.add_arguments(p); "
-                "sys.exit(engines.run(p.parse_args(sys.argv[1:])))")
-        cmd = [sys.executable, "-c", code, "start", "--port", "0", "--slots", "1", "--ctx", "512"]
+    cmd = [sys.executable, "-m", "verifier", "engine", "start", "--port", "0", "--slots", "1", "--ctx", "512"]
     p = subprocess.Popen(cmd + ["--log", str(tmp_path / "log")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url = p.stdout.readline().strip()

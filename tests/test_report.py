@@ -60,33 +60,6 @@ def world(tmp_path_factory, calibrated_golden):
     return build_world(tmp_path_factory.mktemp("report"), calibrated_golden)
 
 
-@pytest.fixture
-def wired(monkeypatch):
-    """`verifier report` and `verifier merge` through the real main(), whether or not cli.py wires them yet."""
-    from verifier import cli, merge
-
-    parser = cli.build_parser()
-    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
-    if "report" in sub.choices and "merge" in sub.choices:
-        return
-    orig = cli.build_parser
-
-    def build():
-        ap = orig()
-        sp = next(a for a in ap._actions if a.__class__.__name__ == "_SubParsersAction")
-        if "report" not in sp.choices:
-            p = sp.add_parser("report", help="self-contained HTML report of a run, optionally against a golden")
-            report.add_arguments(p)
-            p.set_defaults(fn=report.run)
-        if "merge" not in sp.choices:
-            p = sp.add_parser("merge", help="merge shard run directories into one run directory, then score it")
-            merge.add_arguments(p)
-            p.set_defaults(fn=merge.run)
-        return ap
-
-    monkeypatch.setattr(cli, "build_parser", build)
-
-
 def test_html_is_one_self_contained_file(world):
     html = world["html"].read_text(encoding="utf-8")
     # No network: nothing loaded from a URL (the CSP also forbids it), scripts and styles inline.
@@ -211,7 +184,7 @@ def test_single_run_report(world):
     assert "Flipped samples" not in html and 'id="sample-data"' in html
 
 
-def test_report_command(world, tmp_path, cli, wired):
+def test_report_command(world, tmp_path, cli):
     out = tmp_path / "reports" / "smoke.html"
     code, stdout, err = cli("report", world["cand"], "--golden", world["golden"], "-o", out, "--csv", tmp_path / "s.csv")
     assert code == 0, err
@@ -262,7 +235,7 @@ def make_shards(tmp_path, monkeypatch, n=2):
     return dirs
 
 
-def test_merge_shards_then_gate(world, tmp_path, monkeypatch, cli, wired):
+def test_merge_shards_then_gate(world, tmp_path, monkeypatch, cli):
     shards = make_shards(tmp_path, monkeypatch)
     assert [json.loads((d / "run.json").read_text())["suites"]["smoke"]["samples"] for d in shards] == [10, 10]
     out = tmp_path / "merged"
@@ -284,7 +257,7 @@ def test_merge_shards_then_gate(world, tmp_path, monkeypatch, cli, wired):
     assert code == 2 and "already holds a run" in err
 
 
-def test_merge_rejects_conflicting_versions(tmp_path, monkeypatch, cli, wired):
+def test_merge_rejects_conflicting_versions(tmp_path, monkeypatch, cli):
     a, b = make_shards(tmp_path, monkeypatch)
     hb = json.loads((b / "run.json").read_text())
     hb["suites"]["smoke"]["version"] = "0"

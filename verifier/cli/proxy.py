@@ -1,6 +1,6 @@
 """`verifier proxy --upstream URL --fault NAME[:RATE]`: the fault-injection reverse proxy.
 
-Flags declared here so `--help` does not load aiohttp; tests/test_cli.py checks they match the proxy module's.
+The flags live only here: the handler builds a ProxyConfig and imports the proxy (aiohttp) on use, so `--help` stays cheap.
 """
 
 from __future__ import annotations
@@ -26,6 +26,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from ..testbed import proxy
+    from ..errors import UsageError
+    from ..testbed.proxy import ConfigError, ProxyConfig, list_faults, serve
 
-    return proxy.run(a)
+    if a.list_faults:
+        print(list_faults())
+        return 0
+    if not a.upstream:
+        raise UsageError("proxy needs --upstream URL (or --list-faults)")
+    try:
+        config = ProxyConfig(a.upstream, tuple(s for item in a.fault for s in item.split(",") if s.strip()),
+                             seed=a.seed, host=a.host, port=a.port, log=a.log)
+        config.check()
+        return serve(config)  # a port that cannot be bound is a ConfigError too
+    except ConfigError as e:
+        raise UsageError(str(e)) from None

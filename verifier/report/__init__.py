@@ -4,17 +4,17 @@
     views.py   the report's sections as plain data (charts, tables, flip cards, provenance)
     html.py    render(run, golden, comparison) -> HTML: pure, no file read but the template
     ci.py      junit_xml(doc), markdown(doc), the per-sample CSV
-    files.py   the edge: read a run dir / golden / comparison, write every output; the `report` command
+    files.py   the edge: read a run dir / golden / comparison, write every output (`write_report`: the `report` command)
 
 The names below are the package's public surface (tests, bench and the CLI use them).
 """
 
 from .ci import junit_xml, markdown, samples_frame, write_csv
 from .data import GoldenData, Inputs, RunData, anchor, inputs
-from .files import add_arguments, load, read_golden, read_run, render_html, run, write_all
+from .files import load, read_golden, read_run, render_html, write_all, write_report
 from .html import environment, render, script_json, table_json
 from .views import answer_diff
 
-__all__ = ["GoldenData", "Inputs", "RunData", "add_arguments", "anchor", "answer_diff", "environment", "inputs", "junit_xml",
-           "load", "markdown", "read_golden", "read_run", "render", "render_html", "run", "samples_frame", "script_json",
-           "table_json", "write_all", "write_csv"]
+__all__ = ["GoldenData", "Inputs", "RunData", "anchor", "answer_diff", "environment", "inputs", "junit_xml",
+           "load", "markdown", "read_golden", "read_run", "render", "render_html", "samples_frame", "script_json",
+           "table_json", "write_all", "write_csv", "write_report"]

@@ -1,4 +1,4 @@
-"""The report's edge: read a run directory, a golden and a comparison from disk; write the outputs.
+"""The report's edge: read a run directory, a golden and a comparison from disk; write the outputs (`write_report` is the `report` command's one call).
 
 The renderers (html.render, ci.junit_xml, ci.markdown) are pure; this module is the only one in
 the package that touches files. Scoring an unscored run and comparing when no comparison exists
@@ -8,7 +8,6 @@ that needs each, so importing verifier.report stays cheap.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import tempfile
@@ -122,26 +121,18 @@ def write_all(run_dir: Path | str, doc: dict[str, Any], html: str | Path | None 
 _html = html  # write_all's parameter named `html` shadows the module
 
 
-# ----------------------------------------------------------------------------- the `report` command (verifier/cli/report.py registers it)
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", help="scored (or scorable) run directory")
-    p.add_argument("--golden", help="golden directory: compare against it (uses RUN_DIR/comparison.json when made against it)")
-    p.add_argument("-o", "--out", help="HTML file to write (default RUN_DIR/report.html)")
-    p.add_argument("--csv", help="also write the per-sample comparison as CSV to this file")
-
-
-def run(a: argparse.Namespace) -> int:
-    run_dir = Path(a.run_dir)
+def write_report(run_dir: Path | str, golden: str | Path | None = None, out: str | Path | None = None,
+                 csv: str | Path | None = None) -> tuple[Path, str, int]:
+    """`verifier report`: the HTML report (default RUN_DIR/report.html) and optionally the per-sample CSV.
+    Returns (HTML path, comparison status or "single run", records shown). UsageError when RUN_DIR is not a run."""
+    run_dir = Path(run_dir)
     try:
-        inp = load(run_dir, a.golden, None)
+        inp = load(run_dir, golden, None)
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
-    out = Path(a.out) if a.out else run_dir / "report.html"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    journal.write_text(out, _html.render_inputs(inp))
-    if a.csv:
-        ci.write_csv(inp, Path(a.csv))
-    status = (inp.doc or {}).get("status", "single run")
-    print(f"report: {out} ({status}, {len(inp.frame)} records)")
-    return 0
+    path = Path(out) if out else run_dir / "report.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    journal.write_text(path, _html.render_inputs(inp))
+    if csv:
+        ci.write_csv(inp, Path(csv))
+    return path, (inp.doc or {}).get("status", "single run"), len(inp.frame)

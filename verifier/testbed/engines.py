@@ -30,7 +30,6 @@ From Python (tests, scripts):
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import socket
@@ -240,36 +239,6 @@ class Server:
 # --------------------------------------------------------------------------- `verifier engine`
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.description = "Serve packaged models with llama.cpp's llama-server, including requantized, KV-quantized and wrong-template variants."
-    sub = p.add_subparsers(dest="engine_cmd", required=True)
-
-    def model_args(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--model", default="smollm2", choices=sorted(MODELS), help="packaged model (default smollm2)")
-        q.add_argument("--quant", choices=QUANTS, help="requantize with llama-quantize --allow-requantize (cached), e.g. Q2_K or Q3_K_M")
-        q.add_argument("--models-dir", help="cache for assembled/requantized models (default $VERIFIER_MODELS_DIR or ./models)")
-
-    q = sub.add_parser("start", help="start llama-server in the foreground until Ctrl-C; prints the base URL")
-    model_args(q)
-    q.add_argument("--kv-cache", choices=KV_CACHE_TYPES, help="quantize the KV cache (K and V), e.g. q4_0")
-    q.add_argument("--template", metavar="drop-system|drop-tools|FILE|NAME",
-                   help="override the chat template: a bundled wrong one, a Jinja file, or a llama.cpp built-in name")
-    q.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1 (default 8080; 0 picks a free one)")
-    q.add_argument("--slots", type=int, default=2, help="parallel slots, -np (default 2)")
-    q.add_argument("--spec-type", choices=SPEC_TYPES, help="speculative decoding without a draft model (lossless)")
-    q.add_argument("--no-cache-prompt", action="store_true", help="turn the prompt (prefix) cache off (lossless)")
-    q.add_argument("--ctx", type=int, default=4096, help="total context, shared by the slots (default 4096)")
-    q.add_argument("--seed", type=int, default=1234, help="server sampling seed (default 1234)")
-    q.add_argument("--threads", type=int, help="CPU threads (default: llama.cpp's choice)")
-    q.add_argument("--log", help="llama-server log file (default: a file in the temp dir, printed)")
-    q.add_argument("extra", nargs="*", metavar="-- LLAMA_SERVER_ARGS", help="further llama-server flags after --")
-
-    q = sub.add_parser("prepare", help="assemble/verify (and requantize) a packaged model; print its path")
-    model_args(q)
-
-    sub.add_parser("info", help="engine binaries, build and packaged models")
-
-
 @dataclass(frozen=True)
 class StartConfig:
     """What `verifier engine start` serves: the Server's arguments, typed, with no argparse in sight."""
@@ -295,37 +264,16 @@ class StartConfig:
     cache_prompt: bool = True
     """False: --no-cache-prompt."""
 
-    @classmethod
-    def from_args(cls, a: argparse.Namespace) -> "StartConfig":
-        return cls(a.model, a.quant, a.kv_cache, a.template, port=a.port, slots=a.slots, ctx=a.ctx, seed=a.seed,
-                   threads=a.threads, log=a.log, models_dir=a.models_dir, extra=tuple(x for x in a.extra if x != "--"),
-                   spec=a.spec_type, cache_prompt=not a.no_cache_prompt)
-
     def server(self) -> Server:
         return Server(self.model, self.quant, self.kv_cache, self.template, port=self.port, slots=self.slots, ctx=self.ctx,
                       seed=self.seed, threads=self.threads, log_path=self.log, models=self.models_dir,
                       extra_args=self.extra, model_file=self.model_file, spec=self.spec, cache_prompt=self.cache_prompt)
 
 
-def _error(e: EngineError) -> int:
+def error_exit(e: EngineError) -> int:
+    """One line on stderr; 2 for bad input (unknown, not found, port in use), 1 for a failed engine."""
     print(f"verifier: error: {e}", file=sys.stderr)
     return 2 if "unknown" in str(e) or "not found" in str(e) or "in use" in str(e) else 1
-
-
-def run(a: argparse.Namespace) -> int:
-    """`verifier engine info|prepare|start`. Errors: one line on stderr; 2 for bad input, 1 for a failed engine."""
-    try:
-        if a.engine_cmd == "info":
-            return print_info()
-        if a.engine_cmd == "prepare":
-            t0 = time.perf_counter()
-            print(prepare(a.model, a.quant, a.models_dir))
-            print(f"ready in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
-            return 0
-        config = StartConfig.from_args(a)
-    except EngineError as e:
-        return _error(e)
-    return start_foreground(config)
 
 
 def start_foreground(config: StartConfig) -> int:
@@ -335,7 +283,7 @@ def start_foreground(config: StartConfig) -> int:
         if config.port and _port_busy(config.port):
             raise EngineError(f"port {config.port} is in use; pass --port 0 or another port")
     except EngineError as e:
-        return _error(e)
+        return error_exit(e)
     stop = {"sig": None}
 
     def on_term(signum: int, _frame: Any) -> None:

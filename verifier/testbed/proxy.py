@@ -17,7 +17,6 @@ to a body is decided by the pure catalogue, which is tested without sockets.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import datetime as dt
 import hashlib
@@ -299,7 +298,7 @@ class Proxy:
 
 
 # ----------------------------------------------------------------------------------------------
-# Command line: a typed config and a foreground server, so any CLI layer can drive them
+# A typed config and a foreground server: verifier/cli/proxy.py builds the one and calls the other
 # ----------------------------------------------------------------------------------------------
 
 
@@ -309,7 +308,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ProxyConfig:
-    """What `verifier proxy` serves. Built by `from_args` or by hand; `check` validates it."""
+    """What `verifier proxy` serves (verifier/cli/proxy.py builds it from the flags); `check` validates it."""
 
     upstream: str
     """OpenAI-compatible base URL to forward to."""
@@ -321,15 +320,6 @@ class ProxyConfig:
     port: int = 8089
     log: str | None = None
     """JSON-lines file for the mutation log; None logs to stderr."""
-
-    @classmethod
-    def from_args(cls, a: argparse.Namespace) -> "ProxyConfig":
-        if not a.upstream:
-            raise ConfigError("proxy needs --upstream URL (or --list-faults)")
-        specs = tuple(s for item in a.fault for s in item.split(",") if s.strip())
-        config = cls(a.upstream, specs, seed=a.seed, host=a.host, port=a.port, log=a.log)
-        config.check()
-        return config
 
     def check(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -346,17 +336,6 @@ class ProxyConfig:
                 Path(self.log).open("a", encoding="utf-8").close()
             except OSError as e:
                 raise ConfigError(f"--log {self.log}: {e.strerror}") from None
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--upstream", help="OpenAI-compatible base URL to forward to, e.g. http://127.0.0.1:8080/v1")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8089, help="port to listen on (default 8089; 0 = any free port)")
-    p.add_argument("--fault", action="append", default=[], metavar="NAME[:RATE]",
-                   help="fault to inject (repeatable; RATE in [0,1], default 1.0); see --list-faults")
-    p.add_argument("--seed", type=int, default=0, help="selection seed: same seed and requests, same mutations (default 0)")
-    p.add_argument("--log", metavar="FILE.jsonl", help="append one JSON line per mutation here (default stderr); headers are never logged")
-    p.add_argument("--list-faults", action="store_true", help="describe every fault and exit")
 
 
 def serve(config: ProxyConfig) -> int:
@@ -385,15 +364,3 @@ async def _serve(proxy: "Proxy", config: ProxyConfig) -> None:
         await asyncio.Event().wait()
     finally:
         await proxy._stop()
-
-
-def run(a: argparse.Namespace) -> int:
-    """`verifier proxy`: list the faults, or validate and serve. Bad settings: one line on stderr, exit 2."""
-    if a.list_faults:
-        print(list_faults())
-        return 0
-    try:
-        return serve(ProxyConfig.from_args(a))
-    except ConfigError as e:
-        print(f"verifier: error: {e}", file=sys.stderr)
-        return 2
