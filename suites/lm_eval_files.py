@@ -9,8 +9,8 @@ verifier's run directory goes beside them (OUTPUT_PATH/verifier-run unless --out
 
 from __future__ import annotations
 
-import argparse
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +43,38 @@ def chat_base_url(url: str) -> str:
     return url.rstrip("/").removesuffix("/chat/completions")
 
 
-def apply_flags(a: argparse.Namespace) -> None:
-    """Fold lm-eval's spellings into the namespace: --model_args over --base-url/--model/--concurrency/--max-tokens,
+@dataclasses.dataclass(frozen=True)
+class LmEvalSpec:
+    """What `verifier lm-eval` does, as typed values; verifier/cli/lm_eval.py builds it from the flags."""
+
+    tasks: tuple[str, ...]
+    """lm-eval task names or YAML paths (generate_until tasks)."""
+    out: str | None = None
+    """Run directory to create; None: OUTPUT_PATH/verifier-run (see `resolve`)."""
+    base_url: str | None = None
+    model: str | None = None
+    limit: float | None = None
+    """First N docs per task; a fraction < 1 is that share."""
+    concurrency: int = 8
+    max_tokens: int | None = None
+    num_fewshot: int | None = None
+    model_args: str | None = None
+    """lm-eval's `k=v,...` spelling of base_url/model/num_concurrent/max_gen_toks; wins over the fields."""
+    output_path: str | None = None
+    log_samples: bool = False
+    single_turn: bool = False
+    include_path: str | None = None
+    api_key_env: str | None = "OPENAI_API_KEY"
+    import_samples: str | None = None
+    """An lm-eval samples JSONL to import instead of running (one task)."""
+
+
+def resolve(spec: LmEvalSpec) -> LmEvalSpec:
+    """Fold lm-eval's spellings into the spec: --model_args over --base-url/--model/--concurrency/--max-tokens,
     and the run directory's default beside --output_path."""
-    if a.model_args:
-        for key, value in parse_model_args(a.model_args).items():
+    changes: dict[str, Any] = {}
+    if spec.model_args:
+        for key, value in parse_model_args(spec.model_args).items():
             if key not in MAPPED:
                 continue
             dest = MAPPED[key]
@@ -56,16 +83,17 @@ def apply_flags(a: argparse.Namespace) -> None:
                     value = int(value)
                 except ValueError:
                     raise UsageError(f"--model_args: {key} must be an integer, got {value!r}") from None
-            setattr(a, dest, chat_base_url(value) if dest == "base_url" else value)
-    if a.output_path and a.import_samples:
+            changes[dest] = chat_base_url(value) if dest == "base_url" else value
+    if spec.output_path and spec.import_samples:
         raise UsageError("--output_path writes the files of an lm-eval run; --import-samples reads one that exists")
-    if a.log_samples and not a.output_path:
+    if spec.log_samples and not spec.output_path:
         raise UsageError("--log_samples needs --output_path (where lm-eval's samples files go)")
-    if not a.out:
-        if not a.output_path:
+    if not spec.out:
+        if not spec.output_path:
             raise UsageError("lm-eval needs --out RUN_DIR (or --output_path, with the run directory beside lm-eval's files)")
-        base = Path(a.output_path)
-        a.out = str((base.parent if base.suffix == ".json" else base) / RUN_DIR_NAME)
+        base = Path(spec.output_path)
+        changes["out"] = str((base.parent if base.suffix == ".json" else base) / RUN_DIR_NAME)
+    return dataclasses.replace(spec, **changes)
 
 
 def unproxied(results: dict[str, Any], recorder_url: str, base_url: str) -> dict[str, Any]:

@@ -17,11 +17,9 @@ scorer just reads them back, so `score` stays pure and reproduces lm-eval's numb
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import numbers
-import sys
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -286,26 +284,24 @@ def suite_for(name: str) -> Suite | None:
 # ---------------------------------------------------------------- `verifier lm-eval` (flags: verifier/cli/lm_eval.py)
 
 
-def run(a: argparse.Namespace) -> int:
-    """`verifier lm-eval`: run (or import) lm-eval tasks into a run directory, then score it."""
+def run(spec: lm_eval_files.LmEvalSpec) -> tuple[Path, dict[str, Any]]:
+    """`verifier lm-eval`: run (or import) lm-eval tasks into a run directory, then score it.
+    Returns (run directory, summary)."""
     from verifier import scoring
 
-    tasks = [t.strip() for t in a.task.split(",") if t.strip()]
+    tasks = [t.strip() for t in spec.tasks if t.strip()]
     if not tasks:
         raise UsageError("--task is required")
-    lm_eval_files.apply_flags(a)
-    out = Path(a.out)
+    spec = lm_eval_files.resolve(spec)
+    out = Path(spec.out)
     _new_run_dir(out)
-    if a.import_samples:
-        _import_file(a, tasks, out)
+    if spec.import_samples:
+        _import_file(spec, tasks, out)
     else:
-        _run_and_import(a, tasks, out)
+        _run_and_import(spec, tasks, out)
     verdicts, summary = score_imported(out)
     scoring.write_scores(out, verdicts, summary)
-    if not a.quiet:
-        print(f"run: {out}", file=sys.stderr)
-    print("\n".join(scoring.summary_lines(summary)))
-    return 0
+    return out, summary
 
 
 def _new_run_dir(path: Path) -> None:
@@ -315,7 +311,7 @@ def _new_run_dir(path: Path) -> None:
     journal.ensure_writable_new_dir(path, resumable=False)
 
 
-def _import_file(a: argparse.Namespace, tasks: list[str], out: Path) -> None:
+def _import_file(a: lm_eval_files.LmEvalSpec, tasks: list[str], out: Path) -> None:
     if len(tasks) != 1:
         raise UsageError("--import-samples takes exactly one --task")
     try:
@@ -325,7 +321,7 @@ def _import_file(a: argparse.Namespace, tasks: list[str], out: Path) -> None:
     import_samples(rows, tasks[0], out, a.model or "unknown", a.base_url or "", api_key_env=None)
 
 
-def _run_and_import(a: argparse.Namespace, tasks: list[str], out: Path) -> None:
+def _run_and_import(a: lm_eval_files.LmEvalSpec, tasks: list[str], out: Path) -> None:
     if not a.base_url or not a.model:
         raise UsageError("lm-eval needs --base-url and --model (or --import-samples)")
     tracker = lm_eval_files.tracker(a.output_path)
@@ -343,7 +339,7 @@ def _run_and_import(a: argparse.Namespace, tasks: list[str], out: Path) -> None:
                    lm_eval_config=results.get("configs"), api_key_env=a.api_key_env, recorded=rec.by_messages())
 
 
-def _evaluate(a: argparse.Namespace, tasks: list[str], url: str, tracker: Any) -> dict[str, Any]:
+def _evaluate(a: lm_eval_files.LmEvalSpec, tasks: list[str], url: str, tracker: Any) -> dict[str, Any]:
     limit = int(a.limit) if a.limit is not None and a.limit >= 1 else a.limit
     return adapter.run_task(tasks, url, a.model, limit=limit, num_concurrent=a.concurrency, max_gen_toks=a.max_tokens,
                             num_fewshot=a.num_fewshot, fewshot_as_multiturn=not a.single_turn, include_path=a.include_path,

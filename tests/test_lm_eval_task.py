@@ -138,7 +138,7 @@ def test_import_lm_eval_saved_samples_file(lm_run, tmp_path, capsys):
     p = argparse.ArgumentParser()
     cli_lm_eval.add_arguments(p)
     a = p.parse_args(["--task", TASK, "--import-samples", str(files[0]), "--model", "test-model", "--out", str(tmp_path / "f"), "--quiet"])
-    assert le.run(a) == 0
+    assert cli_lm_eval.handle(a) == 0
     assert f"lm_eval:{TASK}" in capsys.readouterr().out
     from_file = json.loads((tmp_path / "f" / "summary.json").read_text())["suites"][f"lm_eval:{TASK}"]
     direct = le.import_samples(results["samples"], TASK, tmp_path / "d", "test-model", "")
@@ -150,7 +150,7 @@ def test_import_lm_eval_saved_samples_file(lm_run, tmp_path, capsys):
     from verifier.errors import UsageError
 
     with pytest.raises(UsageError, match="already holds a run"):
-        le.run(a)
+        cli_lm_eval.handle(a)
 
 
 def test_run_command_with_yaml_task(rows, tmp_path, capsys):
@@ -176,7 +176,7 @@ def test_run_command_with_yaml_task(rows, tmp_path, capsys):
         p = argparse.ArgumentParser()
         cli_lm_eval.add_arguments(p)
         a = p.parse_args(["--task", str(yaml_path), "--base-url", srv.url, "--model", "m", "--out", str(tmp_path / "r"), "--concurrency", "2", "--quiet"])
-        assert le.run(a) == 0
+        assert cli_lm_eval.handle(a) == 0
         assert srv.script.requests[0]["stop"] == ["\n\n"]
     s = json.loads((tmp_path / "r" / "summary.json").read_text())["suites"]["lm_eval:tiny_add"]
     assert s["metrics"]["exact_match"]["value"] == pytest.approx(2 / 3, abs=1e-4) and s["metrics"]["exact_match"]["n"] == 3

@@ -1,6 +1,6 @@
 """`verifier lm-eval --task T`: run an lm-eval generate_until task through the endpoint, or import its samples.
 
-The flags live only here, so `--help` stays cheap; the handler passes the parsed flags to suites.lm_eval_import.run.
+The flags live only here, so `--help` stays cheap; the handler builds an LmEvalSpec for suites.lm_eval_import.run.
 """
 
 from __future__ import annotations
@@ -40,6 +40,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from suites import lm_eval_import as lm_eval_task
+    import sys
 
-    return lm_eval_task.run(a)
+    from suites import lm_eval_import
+    from suites.lm_eval_files import LmEvalSpec
+    from ..scoring import summary_lines
+
+    spec = LmEvalSpec(tuple(a.task.split(",")), out=a.out, base_url=a.base_url, model=a.model, limit=a.limit,
+                      concurrency=a.concurrency, max_tokens=a.max_tokens, num_fewshot=a.num_fewshot, model_args=a.model_args,
+                      output_path=a.output_path, log_samples=a.log_samples, single_turn=a.single_turn,
+                      include_path=a.include_path, api_key_env=a.api_key_env, import_samples=a.import_samples)
+    out, summary = lm_eval_import.run(spec)
+    if not a.quiet:
+        print(f"run: {out}", file=sys.stderr)
+    print("\n".join(summary_lines(summary)))
+    return 0
