@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Iterator
 
 MAX_JSON_DEPTH = 100
 """Deeper than any real tool argument or structured output; far below the interpreter's recursion limit."""
@@ -75,3 +75,30 @@ def loads_bounded(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
 
 def is_finite_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def stream_objects(chunks: list[str], extra: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Each SSE `data:` payload of a stream that is a JSON object, parsed with the depth bound; `[DONE]` skipped.
+
+    Nothing is dropped silently: once the stream is consumed, payloads that were not JSON objects are counted in
+    extra["bad_chunks"] and too-deep ones in extra["json_too_deep"] (the Parsed.extra keys every surface uses)."""
+    bad = deep = 0
+    for raw in chunks:
+        if raw == "[DONE]":
+            continue
+        try:
+            data = loads_bounded(raw)
+        except TooDeep:
+            deep += 1
+            continue
+        except json.JSONDecodeError:
+            bad += 1
+            continue
+        if isinstance(data, dict):
+            yield data
+        else:
+            bad += 1
+    if bad:
+        extra["bad_chunks"] = bad
+    if deep:
+        extra["json_too_deep"] = f"{deep} stream chunk(s)"

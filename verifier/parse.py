@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from .jsonsafe import MAX_JSON_DEPTH, TooDeep, loads_bounded
+from .jsonsafe import MAX_JSON_DEPTH, TooDeep, loads_bounded, stream_objects
 from .types import Exchange, Parsed
 
 TOO_DEEP = "[json_too_deep]"
@@ -165,33 +165,15 @@ class _Stream:
 
 def _parse_chunks(chunks: list[str]) -> Parsed:
     st = _Stream()
-    bad_chunks = deep_chunks = 0
-    for raw in chunks:
-        if raw == "[DONE]":
-            continue
-        try:
-            data = loads_bounded(raw)
-        except TooDeep:
-            deep_chunks += 1
-            continue
-        except json.JSONDecodeError:
-            bad_chunks += 1
-            continue
-        if not isinstance(data, dict):
-            bad_chunks += 1
-            continue
+    extra: dict[str, Any] = {}
+    for data in stream_objects(chunks, extra):
         if isinstance(data.get("usage"), dict):
             st.usage = data["usage"]
         for choice in data.get("choices") or []:
             st.add_choice(choice)
-    extra: dict[str, Any] = {}
     collided = sorted(i for i, ids in st.ids_per_index.items() if len(ids) > 1)
     if collided:
         extra["index_collisions"] = collided
-    if bad_chunks:
-        extra["bad_chunks"] = bad_chunks
-    if deep_chunks:
-        extra["json_too_deep"] = f"{deep_chunks} stream chunk(s)"
     return Parsed(
         content="".join(st.content) if st.saw_content else None,
         reasoning="".join(st.reasoning) if st.saw_reasoning else None,

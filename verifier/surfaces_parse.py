@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .jsonsafe import TooDeep, loads_bounded
+from .jsonsafe import TooDeep, loads_bounded, stream_objects
 from .types import Parsed
 
 STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length",
@@ -318,27 +318,11 @@ class _MessagesStream:
 def parse_events(surface: str, chunks: list[str]) -> Parsed:
     """SSE `data:` payloads of a Responses or Messages stream -> Parsed (bad payloads counted in extra)."""
     acc: _ResponsesStream | _MessagesStream = _ResponsesStream() if surface == "responses" else _MessagesStream()
-    bad = deep = 0
-    for raw in chunks:
-        if raw == "[DONE]":
-            continue
-        try:
-            ev = loads_bounded(raw)
-        except TooDeep:
-            deep += 1
-            continue
-        except json.JSONDecodeError:
-            bad += 1
-            continue
-        if isinstance(ev, dict):
-            acc.feed(ev)
-        else:
-            bad += 1
+    extra: dict[str, Any] = {}
+    for ev in stream_objects(chunks, extra):
+        acc.feed(ev)
     p = acc.parsed()
-    if bad:
-        p.extra["bad_chunks"] = bad
-    if deep:
-        p.extra["json_too_deep"] = f"{deep} stream chunk(s)"
+    p.extra.update(extra)
     return p
 
 
