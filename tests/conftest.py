@@ -1,3 +1,4 @@
+import contextlib
 import os
 import re
 import subprocess
@@ -112,3 +113,13 @@ def require_engine(model: str = "smollm2") -> None:
         if os.environ.get("CI"):
             pytest.fail(f"e2e tier needs the engine and model: {e}")
         pytest.skip(str(e))
+
+
+@contextlib.contextmanager
+def engine_server(tmp_path_factory, model: str = "smollm2", **kw):
+    """The e2e tier's llama-server for `model` (require_engine first), its log in a fresh temp directory."""
+    from verifier.testbed import engines
+
+    require_engine(model)
+    with engines.Server(model, log_path=tmp_path_factory.mktemp("engine") / "llama-server.log", **kw) as srv:
+        yield srv

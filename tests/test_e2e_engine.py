@@ -20,7 +20,7 @@ from verifier import journal
 from verifier.parse import parse_exchange
 from verifier.testbed import engines
 
-from conftest import require_engine
+from conftest import engine_server, require_engine
 
 pytestmark = pytest.mark.e2e
 
@@ -33,9 +33,7 @@ def _require_engine() -> None:
 
 @pytest.fixture(scope="module")
 def smol(tmp_path_factory):
-    _require_engine()
-    log = tmp_path_factory.mktemp("engine") / "llama-server.log"
-    with engines.Server("smollm2", slots=2, ctx=4096, log_path=log) as srv:
+    with engine_server(tmp_path_factory, "smollm2", slots=2, ctx=4096) as srv:
         yield srv
 
 

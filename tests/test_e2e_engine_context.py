@@ -12,9 +12,8 @@ import pytest
 
 from verifier import context_probe as cp
 from verifier.endpoint import Endpoint, EndpointConfig
-from verifier.testbed import engines
 
-from conftest import require_engine
+from conftest import engine_server
 
 pytestmark = pytest.mark.e2e
 
@@ -30,8 +29,7 @@ GOLDEN_8192 = {"lengths": [1000, 2000, 4000, 8000], "max_tokens": 16, "results":
 
 @pytest.fixture(scope="module")
 def small_ctx(tmp_path_factory):
-    require_engine("smollm2")
-    with engines.Server("smollm2", slots=1, ctx=2048, log_path=tmp_path_factory.mktemp("engine") / "llama-server.log") as srv:
+    with engine_server(tmp_path_factory, "smollm2", slots=1, ctx=2048) as srv:
         yield srv
 
 

@@ -13,7 +13,6 @@ determinism, the template and the gate's verdicts are.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import httpx
 import pytest
@@ -21,7 +20,7 @@ import pytest
 from verifier import dualpath, journal
 from verifier.testbed import engines
 
-from conftest import require_engine
+from conftest import engine_server
 
 pytestmark = pytest.mark.e2e
 
@@ -39,9 +38,7 @@ SYSTEM_PROMPTS = [
 
 @pytest.fixture(scope="module")
 def gemma(tmp_path_factory):
-    require_engine(MODEL)
-    log = tmp_path_factory.mktemp("engine") / "llama-server.log"
-    with engines.Server(MODEL, slots=2, ctx=2048, threads=1, log_path=log) as srv:
+    with engine_server(tmp_path_factory, MODEL, slots=2, ctx=2048, threads=1) as srv:
         yield srv
 
 

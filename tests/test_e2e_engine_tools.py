@@ -11,11 +11,10 @@ import pytest
 
 from verifier import journal
 from verifier.parse import parse_exchange
-from verifier.testbed import engines
 from verifier.testbed.engine_tools import TOOL_CALL_PREFILL
 from verifier.testbed.proxy import Proxy
 
-from conftest import require_engine
+from conftest import engine_server
 
 pytestmark = pytest.mark.e2e
 
@@ -33,9 +32,7 @@ FAULTS = {
 
 @pytest.fixture(scope="module")
 def qwen(tmp_path_factory):
-    require_engine("qwen0.5b")
-    log = tmp_path_factory.mktemp("engine") / "llama-server.log"
-    with engines.Server("qwen0.5b", slots=1, ctx=2048, threads=1, log_path=log) as srv, Proxy(srv.url, [(TOOL_CALL_PREFILL, 1.0)]) as px:
+    with engine_server(tmp_path_factory, "qwen0.5b", slots=1, ctx=2048, threads=1) as srv, Proxy(srv.url, [(TOOL_CALL_PREFILL, 1.0)]) as px:
         yield srv, px
 
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import engine_server
 
 from verifier import journal
-from verifier.testbed import engines
 
-from test_e2e_engine import _require_engine  # tests/ is on sys.path (rootdir)
 
 pytestmark = pytest.mark.e2e
 
@@ -25,9 +24,7 @@ MODES = "chat,responses,messages,chat-stream,responses-stream,messages-stream"
 
 @pytest.fixture(scope="module")
 def smol_surfaces(tmp_path_factory):
-    _require_engine()
-    log = tmp_path_factory.mktemp("engine") / "llama-server.log"
-    with engines.Server("smollm2", slots=1, ctx=2048, log_path=log) as srv:
+    with engine_server(tmp_path_factory, "smollm2", slots=1, ctx=2048) as srv:
         yield srv
 
 

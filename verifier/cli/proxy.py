@@ -27,7 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def handle(a: argparse.Namespace) -> int:
     from ..errors import UsageError
-    from ..testbed.proxy import ConfigError, ProxyConfig, list_faults, serve
+    from ..testbed.faults import list_faults
+    from ..testbed.proxy import ConfigError, ProxyConfig, serve
 
     if a.list_faults:
         print(list_faults())

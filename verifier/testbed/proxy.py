@@ -33,7 +33,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from ..redact import Redactor
-from .faults import FAULTS, Chain, Fault, StreamMutator, list_faults, parse_fault_spec, selected
+from .faults import FAULTS, Chain, Fault, StreamMutator, parse_fault_spec, selected
 from .surface_faults import on_surface, sse_frame, surface_for
 
 # Hop-by-hop and framing headers are the proxy's own business; everything else (Authorization
@@ -130,7 +130,6 @@ class Proxy:
         path = request.path
         active: list[Fault] = []
         n = 0
-        stream = False
         # The verifier's preflight ping checks route, key and model: faults are for the run's samples.
         sample = not request.headers.get("X-Verifier-Preflight")
         surface = surface_for(path) if sample and request.method == "POST" else None
