@@ -1,9 +1,8 @@
 """Suite plugins: an installed distribution adds suites through the `verifier.suites` entry points.
 
-The example package under tests/plugin_example/ is installed the way pip lays out an installed
-distribution (the module plus a .dist-info holding METADATA and entry_points.txt, both taken from its
-pyproject.toml) into a temporary site directory put on PYTHONPATH of a subprocess. Why not pip: building
-a wheel offline needs the `wheel` package (setuptools < 70.1), which this machine does not have.
+The example package under tests/plugin_example/ is installed by pip (`--target` a temporary site directory put on
+PYTHONPATH of a subprocess), from a copy so the build leaves nothing in the source tree. Offline: no index and no
+build isolation, with the setuptools and wheel that the dev extra installs.
 """
 
 import json
@@ -19,19 +18,13 @@ EXAMPLE = ROOT / "tests" / "plugin_example"
 
 
 def install(pkg: Path, site: Path) -> str:
-    """Install a pure-Python, py-modules-only project into `site` as an installed distribution; its name."""
-    meta = tomllib.loads((pkg / "pyproject.toml").read_text(encoding="utf-8"))
-    project = meta["project"]
-    for mod in meta["tool"]["setuptools"]["py-modules"]:
-        shutil.copy(pkg / f"{mod}.py", site / f"{mod}.py")
-    info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
-    lines = []
-    for group, eps in project.get("entry-points", {}).items():
-        lines += [f"[{group}]"] + [f"{k} = {v}" for k, v in eps.items()] + [""]
-    (info / "entry_points.txt").write_text("\n".join(lines))
-    return project["name"]
+    """`pip install` the project at `pkg` into `site`; its distribution name."""
+    src = site.parent / f"{pkg.name}-src"
+    shutil.copytree(pkg, src)
+    p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-build-isolation",
+                        "--disable-pip-version-check", "--target", str(site), str(src)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return tomllib.loads((pkg / "pyproject.toml").read_text(encoding="utf-8"))["project"]["name"]
 
 
 def verifier(site: Path, *args):
