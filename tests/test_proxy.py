@@ -327,3 +327,28 @@ def test_smoke_run_through_proxy_reports_contract_findings(upstream, tmp_path, c
     assert s["outcomes"] == {"contract": 40}
     assert s["findings"]["answer_in_reasoning"] == 40 and s["reasons"] == {"answer_in_reasoning": 40}
     assert s["metrics"] == {}  # a frontend fault is never scored as a wrong answer
+
+
+def test_cli_proxy_surface_flag(upstream, cli, monkeypatch):
+    """--surface limits the faults to the named API surfaces; an unknown name is one line and exit 2, before serving."""
+    from verifier.testbed import proxy as proxy_mod
+
+    served = []
+    monkeypatch.setattr(proxy_mod, "serve", lambda config: served.append(config) or 0)
+    code, _, err = cli("proxy", "--upstream", upstream.url, "--fault", "usage_dropped", "--surface", "responses, messages")
+    assert code == 0, err
+    assert served[0].surfaces == ("responses", "messages") and served[0].faults == ("usage_dropped",)
+    code, _, err = cli("proxy", "--upstream", upstream.url, "--fault", "usage_dropped")
+    assert code == 0 and served[1].surfaces is None  # default: every surface
+    code, _, err = cli("proxy", "--upstream", upstream.url, "--surface", "chat,completions")
+    assert code == 2 and len(served) == 2
+    assert err.strip().splitlines() == ["verifier: error: --surface: unknown surface completions; known: chat, messages, responses"]
+
+
+def test_proxy_surface_filter_leaves_other_surfaces_untouched(upstream):
+    with Proxy(upstream.url, ["usage_dropped"], surfaces={"responses"}) as px:
+        _, text, _ = send(px.url, request_body(False))
+        assert "usage" in json.loads(text) and px.mutations == []
+    with Proxy(upstream.url, ["usage_dropped"], surfaces={"chat"}) as px:
+        _, text, _ = send(px.url, request_body(False))
+        assert "usage" not in json.loads(text) and len(px.mutations) == 1

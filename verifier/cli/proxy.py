@@ -22,6 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="fault to inject (repeatable; RATE in [0,1], default 1.0); see --list-faults")
     p.add_argument("--seed", type=int, default=0, help="selection seed: same seed and requests, same mutations (default 0)")
     p.add_argument("--log", metavar="FILE.jsonl", help="append one JSON line per mutation here (default stderr); headers are never logged")
+    p.add_argument("--surface", metavar="chat,responses,messages",
+                   help="apply the faults only on these API surfaces (default: every surface); other traffic passes through")
     p.add_argument("--list-faults", action="store_true", help="describe every fault and exit")
 
 
@@ -37,7 +39,8 @@ def handle(a: argparse.Namespace) -> int:
         raise UsageError("proxy needs --upstream URL (or --list-faults)")
     try:
         config = ProxyConfig(a.upstream, tuple(s for item in a.fault for s in item.split(",") if s.strip()),
-                             seed=a.seed, host=a.host, port=a.port, log=a.log)
+                             seed=a.seed, host=a.host, port=a.port, log=a.log,
+                             surfaces=tuple(x.strip() for x in a.surface.split(",") if x.strip()) if a.surface is not None else None)
         config.check()
         return serve(config)  # a port that cannot be bound is a ConfigError too
     except ConfigError as e:

@@ -34,7 +34,7 @@ from multidict import CIMultiDict
 
 from ..redact import Redactor
 from .faults import FAULTS, Chain, Fault, StreamMutator, parse_fault_spec, selected
-from .surface_faults import on_surface, sse_frame, surface_for
+from .surface_faults import PATHS, on_surface, sse_frame, surface_for
 
 # Hop-by-hop and framing headers are the proxy's own business; everything else (Authorization
 # included) goes through untouched. Accept-Encoding is dropped so bodies arrive rewritable.
@@ -319,10 +319,17 @@ class ProxyConfig:
     port: int = 8089
     log: str | None = None
     """JSON-lines file for the mutation log; None logs to stderr."""
+    surfaces: tuple[str, ...] | None = None
+    """API surfaces the faults apply on (chat, responses, messages); None: every one."""
 
     def check(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
             raise ConfigError("--upstream must be an http:// or https:// URL")
+        if self.surfaces is not None:
+            known = sorted(set(PATHS.values()))
+            unknown = [x for x in self.surfaces if x not in known]
+            if unknown or not self.surfaces:
+                raise ConfigError(f"--surface: unknown surface {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"--port must be between 0 and 65535, got {self.port}")
         try:
@@ -340,7 +347,7 @@ class ProxyConfig:
 def serve(config: ProxyConfig) -> int:
     """Run the proxy in the foreground until Ctrl-C (exit 0). ConfigError if it cannot listen."""
     proxy = Proxy(config.upstream, config.faults, seed=config.seed, host=config.host, port=config.port,
-                  log=config.log or sys.stderr)
+                  log=config.log or sys.stderr, surfaces=config.surfaces)
     try:
         asyncio.run(_serve(proxy, config))
     except KeyboardInterrupt:
@@ -357,7 +364,8 @@ async def _serve(proxy: "Proxy", config: ProxyConfig) -> None:
         await proxy._stop()
         raise ConfigError(f"cannot listen on {config.host}:{config.port}: {e.strerror}") from None
     names = ", ".join(f"{f.name}:{r:g}" for f, r in proxy.faults) or "none (pass-through)"
-    print(f"verifier proxy: {proxy.url} -> {redact_url(config.upstream)}  faults: {names}  seed: {config.seed}",
+    where = ",".join(config.surfaces) if config.surfaces is not None else "every surface"
+    print(f"verifier proxy: {proxy.url} -> {redact_url(config.upstream)}  faults: {names} on {where}  seed: {config.seed}",
           file=sys.stderr, flush=True)
     try:
         await asyncio.Event().wait()
