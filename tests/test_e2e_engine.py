@@ -8,6 +8,7 @@ Without them the tests skip, except under CI=true, where a missing engine is a f
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -113,16 +114,25 @@ def test_requantized_q2k_starts_and_answers(tmp_path):
 def test_engine_command_starts_prints_url_and_stops_on_ctrl_c(tmp_path):
     _require_engine()
     cmd = [sys.executable, "-m", "verifier", "engine", "start", "--port", "0", "--slots", "1", "--ctx", "512"]
-    p = subprocess.Popen(cmd + ["--log", str(tmp_path / "log")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Its own process group: if it ever hangs, the llama-server it started is killed with it, not left running.
+    p = subprocess.Popen(cmd + ["--log", str(tmp_path / "log")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
     try:
         url = p.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1"), p.stderr.read() if p.poll() is not None else url
         assert httpx.get(url + "/models", timeout=10).status_code == 200
-        p.send_signal(signal.SIGINT)
-        assert p.wait(30) == 0
+        p.send_signal(signal.SIGINT)  # to the verifier process only, as a terminal's Ctrl-C would reach it first
+        try:
+            _, err = p.communicate(timeout=90)  # stop() gives llama-server 15 s for SIGTERM, then kills it
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            _, err = p.communicate()
+            pytest.fail(f"verifier engine start did not stop within 90 s of SIGINT; stderr: {err[-2000:]}")
+        assert p.returncode == 0, err
+        assert "stopping llama-server" in err
     finally:
         if p.poll() is None:
-            p.kill()
+            os.killpg(p.pid, signal.SIGKILL)
             p.wait()
     with pytest.raises(httpx.HTTPError):
         httpx.get(url + "/models", timeout=2)
