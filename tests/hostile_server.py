@@ -225,6 +225,22 @@ class _Handler(BaseHTTPRequestHandler):
         d["usage"] = {"prompt_tokens": float("inf"), "completion_tokens": float("nan"), "total_tokens": 6}
         self._send(200, json.dumps(d))  # Python writes bare NaN/Infinity, as such servers do
 
+    def b_sse_multiline(self, stream: bool, body: Any) -> None:
+        """Valid SSE that only a spec-reading client assembles: CRLF line ends, comments, `event:`/`id:` fields, and
+        an event whose JSON spans three `data:` lines (joined with newlines, as the openai SDK's decoder does)."""
+        self._sse_head()
+        first = json.dumps({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "4"}, "finish_reason": None}]},
+                           indent=1).splitlines()
+        last = json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                           "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}})
+        frames = [": keep-alive\r\n\r\n", "id: 1\r\nevent: message\r\n",
+                  "".join(f"data: {line}\r\n" for line in [first[0], " ".join(first[1:-1]), first[-1]]), "\r\n",
+                  f"data: {delta('2')}\r\n\r\n", f"data:{last}\r\n\r\n", "data: [DONE]\r\n\r\n"]
+        for f in frames:
+            self.wfile.write(f.encode())
+            self.wfile.flush()
+        self.close_connection = True
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True

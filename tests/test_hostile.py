@@ -193,6 +193,19 @@ def test_endless_sse_line_stops_at_the_cap_in_linear_time():
     assert r.error == "response_too_large" and r.attempts == 1 and time.monotonic() - t0 < 20
 
 
+def test_multi_line_sse_events_are_assembled_as_the_spec_and_the_sdk_do():
+    """One JSON event over three `data:` lines, CRLF, comments and `event:`/`id:` fields: one payload, no bad chunk."""
+    from verifier.parse import parse_exchange
+    from verifier.types import Exchange
+
+    with HostileServer("sse_multiline") as srv:
+        r = send(EndpointConfig(srv.url, "m"), "chat-stream")
+    assert r.error is None and r.chunks[-1] == "[DONE]" and len(r.chunks) == 4, r.chunks
+    p = parse_exchange(Exchange("smoke", "s", 0, "chat-stream", {}, r.status, None, r.chunks, None, 1.0, 1))
+    assert p.content == "42" and p.finish_reason == "stop" and p.usage["completion_tokens"] == 2
+    assert "bad_chunks" not in p.extra
+
+
 # --- 7. a total deadline per request; a start-up deadline for server info ---------------------------
 
 @pytest.mark.parametrize("behaviour,mode", [("endless", "chat-stream"), ("drip", "chat")])

@@ -51,8 +51,20 @@ def _stream_error(payload: str) -> bool:
 
 
 async def _read_sse(resp: Any, limit: int, chunks: list[str], mode: str = "chat") -> str | None:
-    """SSE `data:` payloads into `chunks` (kept on failure); an error class or None."""
+    """SSE `data:` payloads into `chunks` (kept on failure); an error class or None.
+
+    A one-line JSON object (or `[DONE]`) is a payload as soon as its line ends: every server we know sends those,
+    and a stream whose events are not separated by blank lines still reads line by line. Any other `data:` line
+    waits for the blank line that ends its event, and the event's lines are joined with newlines, as the SSE spec
+    and the openai SDK's decoder do: valid JSON spread over several `data:` lines is one payload, not bad chunks.
+    """
     buf = bytearray()  # amortized appends: a 60 MB line without a newline must not cost quadratic copying
+    pending: list[str] = []
+
+    def payload(value: str) -> bool:
+        chunks.append(value)
+        return _stream_error(value)
+
     async for b in _bytes(resp, limit):
         buf += b
         if b"\n" not in b:
@@ -62,12 +74,21 @@ async def _read_sse(resp: Any, limit: int, chunks: list[str], mode: str = "chat"
         for raw in lines:
             line = raw.decode("utf-8", errors="replace").rstrip("\r")
             if line.startswith("data:"):
-                chunks.append(line[5:].strip())
-                if _stream_error(chunks[-1]):
+                value = line[5:].strip()
+                if not pending and (value == "[DONE]" or (value.startswith("{") and value.endswith("}"))):
+                    if payload(value):
+                        return "stream_error"
+                else:
+                    pending.append(value)
+            elif not line and pending:
+                value, pending = "\n".join(pending), []
+                if payload(value):
                     return "stream_error"
     tail = buf.decode("utf-8", errors="replace").rstrip("\r")
     if tail.startswith("data:"):
-        chunks.append(tail[5:].strip())
+        pending.append(tail[5:].strip())
+    if pending:  # an event the stream ended inside: kept, as it came
+        payload("\n".join(pending))
     if not stream_complete(mode, chunks):
         return "stream_truncated"
     return None
