@@ -225,6 +225,18 @@ class _Handler(BaseHTTPRequestHandler):
         d["usage"] = {"prompt_tokens": float("inf"), "completion_tokens": float("nan"), "total_tokens": 6}
         self._send(200, json.dumps(d))  # Python writes bare NaN/Infinity, as such servers do
 
+    def b_stream_ignored(self, stream: bool, body: Any) -> None:
+        """`stream: true` ignored: one JSON completion whatever was asked."""
+        self._send(200, json.dumps(completion("ok")))
+
+    def b_sse_as_json(self, stream: bool, body: Any) -> None:
+        """A correct stream under the wrong header (Content-Type: application/json), as some gateways relabel it."""
+        if not stream:
+            return self.b_fine(stream, body)
+        last = json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                           "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}})
+        self._send(200, f"data: {delta('ok')}\n\ndata: {last}\n\ndata: [DONE]\n\n")
+
     def b_sse_multiline(self, stream: bool, body: Any) -> None:
         """Valid SSE that only a spec-reading client assembles: CRLF line ends, comments, `event:`/`id:` fields, and
         an event whose JSON spans three `data:` lines (joined with newlines, as the openai SDK's decoder does)."""

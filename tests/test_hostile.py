@@ -206,6 +206,32 @@ def test_multi_line_sse_events_are_assembled_as_the_spec_and_the_sdk_do():
     assert "bad_chunks" not in p.extra
 
 
+def test_a_json_answer_to_a_stream_request_is_a_frontend_finding_not_infra(tmp_path, cli):
+    """A server that ignores `stream: true`: no retry, no `stream_truncated` infra; a blocking `stream_ignored`
+    finding on the stream mode only, which the diagnosis puts in stream assembly."""
+    with HostileServer("stream_ignored") as srv:
+        r = send(EndpointConfig(srv.url, "m"), "chat-stream")
+        assert r.error is None and r.attempts == 1 and r.chunks is None and json.loads(r.body)["choices"]
+        out = tmp_path / "r"
+        code, _, err = cli("run", "--suite", "smoke", "--limit", "2", "--base-url", srv.url, "--model", "m", "--out", out,
+                           "--quiet", "--mode", "chat,chat-stream")
+    assert code == 0, err
+    vs = list(journal.read_jsonl(out / "verdicts.jsonl"))
+    by_mode = {m: [v for v in vs if v["mode"] == m] for m in ("chat", "chat-stream")}
+    assert all(v["outcome"] == "contract" and v["reason"] == "stream_ignored" for v in by_mode["chat-stream"]), vs
+    assert all(v["outcome"] != "infra" and "stream_ignored" not in str(v["findings"]) for v in by_mode["chat"]), vs
+    from verifier.diagnosis import TABLE
+
+    assert TABLE["stream_ignored"][0] == "stream assembly"
+
+
+def test_a_stream_under_a_json_content_type_is_read_as_sse():
+    """The header is wrong, the stream is right: read as the SDK reads it, no finding, no infra."""
+    with HostileServer("sse_as_json") as srv:
+        r = send(EndpointConfig(srv.url, "m"), "chat-stream")
+    assert r.error is None and r.body is None and len(r.chunks) == 3 and r.chunks[-1] == "[DONE]", r
+
+
 # --- 7. a total deadline per request; a start-up deadline for server info ---------------------------
 
 @pytest.mark.parametrize("behaviour,mode", [("endless", "chat-stream"), ("drip", "chat")])

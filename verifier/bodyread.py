@@ -50,21 +50,55 @@ def _stream_error(payload: str) -> bool:
     return isinstance(d, dict) and d.get("error") is not None and not d.get("choices")
 
 
-async def _read_sse(resp: Any, limit: int, chunks: list[str], mode: str = "chat") -> str | None:
-    """SSE `data:` payloads into `chunks` (kept on failure); an error class or None.
+class _Events:
+    """SSE lines -> `data:` payloads, appended to `chunks`.
 
     A one-line JSON object (or `[DONE]`) is a payload as soon as its line ends: every server we know sends those,
     and a stream whose events are not separated by blank lines still reads line by line. Any other `data:` line
     waits for the blank line that ends its event, and the event's lines are joined with newlines, as the SSE spec
     and the openai SDK's decoder do: valid JSON spread over several `data:` lines is one payload, not bad chunks.
+    Comment lines and `event:`/`id:`/`retry:` fields carry no payload.
     """
-    buf = bytearray()  # amortized appends: a 60 MB line without a newline must not cost quadratic copying
-    pending: list[str] = []
 
-    def payload(value: str) -> bool:
-        chunks.append(value)
+    def __init__(self, chunks: list[str]):
+        self.chunks, self.pending = chunks, []
+
+    def line(self, line: str) -> bool:
+        """Feed one line (without its line end); True when it completed a mid-stream error event."""
+        if line.startswith("data:"):
+            value = line[5:].strip()
+            if not self.pending and (value == "[DONE]" or (value.startswith("{") and value.endswith("}"))):
+                return self._emit(value)
+            self.pending.append(value)
+        elif not line and self.pending:
+            value, self.pending = "\n".join(self.pending), []
+            return self._emit(value)
+        return False
+
+    def end(self) -> None:
+        if self.pending:  # an event the stream ended inside: kept, as it came
+            self._emit("\n".join(self.pending))
+            self.pending = []
+
+    def _emit(self, value: str) -> bool:
+        self.chunks.append(value)
         return _stream_error(value)
 
+
+def sse_text(text: str, chunks: list[str]) -> bool:
+    """A whole SSE body already read (a stream served under a JSON Content-Type); True on a mid-stream error."""
+    ev = _Events(chunks)
+    for line in text.split("\n"):
+        if ev.line(line.rstrip("\r")):
+            return True
+    ev.end()
+    return False
+
+
+async def _read_sse(resp: Any, limit: int, chunks: list[str], mode: str = "chat") -> str | None:
+    """SSE `data:` payloads into `chunks` (kept on failure); an error class or None."""
+    buf = bytearray()  # amortized appends: a 60 MB line without a newline must not cost quadratic copying
+    ev = _Events(chunks)
     async for b in _bytes(resp, limit):
         buf += b
         if b"\n" not in b:
@@ -72,23 +106,11 @@ async def _read_sse(resp: Any, limit: int, chunks: list[str], mode: str = "chat"
         *lines, rest = bytes(buf).split(b"\n")
         buf = bytearray(rest)
         for raw in lines:
-            line = raw.decode("utf-8", errors="replace").rstrip("\r")
-            if line.startswith("data:"):
-                value = line[5:].strip()
-                if not pending and (value == "[DONE]" or (value.startswith("{") and value.endswith("}"))):
-                    if payload(value):
-                        return "stream_error"
-                else:
-                    pending.append(value)
-            elif not line and pending:
-                value, pending = "\n".join(pending), []
-                if payload(value):
-                    return "stream_error"
-    tail = buf.decode("utf-8", errors="replace").rstrip("\r")
-    if tail.startswith("data:"):
-        pending.append(tail[5:].strip())
-    if pending:  # an event the stream ended inside: kept, as it came
-        payload("\n".join(pending))
+            if ev.line(raw.decode("utf-8", errors="replace").rstrip("\r")):
+                return "stream_error"
+    if ev.line(buf.decode("utf-8", errors="replace").rstrip("\r")):
+        return "stream_error"
+    ev.end()
     if not stream_complete(mode, chunks):
         return "stream_truncated"
     return None

@@ -31,6 +31,7 @@ BLOCKING = {
     "json_invalid_strict",
     "json_schema_violation_strict",
     "json_too_deep",
+    "stream_ignored",
 } | contract_surfaces.BLOCKING
 
 # Findings about what the model chose to write rather than what the serving stack did with it: recorded
@@ -90,6 +91,8 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
     f += _greedy_findings(request, p)
     if p.extra.get("bad_chunks"):
         f.append(Finding("stream_chunk_invalid_json", str(p.extra["bad_chunks"])))
+    if p.extra.get("stream_ignored"):
+        f.append(Finding("stream_ignored", str(p.extra["stream_ignored"])))
     detok = detokenize_mismatch(p)
     if detok:
         f.append(Finding("detokenize_mismatch", detok))

@@ -27,10 +27,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
-from .bodyread import TooLarge, _read_sse, read_capped  # noqa: F401 - public names of this module
+from .bodyread import TooLarge, _read_sse, read_capped, sse_text  # noqa: F401 - public names of this module
 from .errors import UsageError
 from .jsonsafe import TooDeep, dumps_strict, loads_bounded
-from .surfaces import SURFACE_ROUTES, surface_headers
+from .surfaces import SURFACE_ROUTES, stream_complete, surface_headers
 
 try:  # openai >= 3 runs on httpx2; its errors and Response class are the ones we see
     import httpx2 as hx
@@ -247,6 +247,16 @@ class Endpoint:
             if status >= 400 or not stream:
                 text = await read_capped(resp, limit)
                 return Attempt(status, body=text, retry_after_s=parse_retry_after(resp.headers.get("retry-after")))
+            if "json" in resp.headers.get("content-type", "").lower():
+                text = await read_capped(resp, limit)
+                if text.lstrip().startswith("{"):
+                    # `stream: true` ignored, one JSON answer: kept as a body and judged as the frontend fault it is
+                    # (`stream_ignored`), not retried and not lost as a truncated stream.
+                    return Attempt(status, body=text)
+                # SSE under a JSON Content-Type: read as the SDK reads it, whatever the header says.
+                if sse_text(text, chunks):
+                    return Attempt(status, chunks=chunks, error="stream_error")
+                return Attempt(status, chunks=chunks, error=None if stream_complete(mode, chunks) else "stream_truncated")
             err = await _read_sse(resp, limit, chunks, mode)
             return Attempt(status, chunks=chunks, error=err)
         finally:

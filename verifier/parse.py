@@ -206,7 +206,12 @@ def parse_surface(mode: str, body: str | None, chunks: list[str] | None) -> Pars
 
 def parse_exchange(ex: Exchange) -> Parsed:
     if ex.mode.startswith(("responses", "messages")):
-        return parse_surface(ex.mode, ex.body, ex.chunks)
-    if ex.chunks is not None and ex.body is None:
+        p = parse_surface(ex.mode, ex.body, ex.chunks)
+    elif ex.chunks is not None and ex.body is None:
         return parse_chunks(ex.chunks)
-    return parse_body(ex.body)
+    else:
+        p = parse_body(ex.body)
+    if ex.mode.endswith("-stream") and ex.chunks is None and ex.body is not None and ex.status is not None and 200 <= ex.status < 300:
+        # A stream was asked for and one JSON body came back: a streaming client (the SDK's iterator) gets nothing.
+        p.extra["stream_ignored"] = "stream requested; the server answered with one JSON body"
+    return p
