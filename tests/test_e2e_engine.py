@@ -115,8 +115,10 @@ def test_engine_command_starts_prints_url_and_stops_on_ctrl_c(tmp_path):
     _require_engine()
     cmd = [sys.executable, "-m", "verifier", "engine", "start", "--port", "0", "--slots", "1", "--ctx", "512"]
     # Its own process group: if it ever hangs, the llama-server it started is killed with it, not left running.
+    # SIGINT back to its default first: a shell without job control starts background jobs (a CI runner under nohup,
+    # say) with SIGINT ignored, Python then installs no KeyboardInterrupt handler, and Ctrl-C could never arrive.
     p = subprocess.Popen(cmd + ["--log", str(tmp_path / "log")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         url = p.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1"), p.stderr.read() if p.poll() is not None else url
