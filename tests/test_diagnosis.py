@@ -30,6 +30,7 @@ EXPECTED = {
     "answer_in_reasoning": ("text", "reasoning parser"),
     "stream_duplicate_chars": ("text", "stream assembly"),
     "stream_garble": ("text", "stream assembly"),
+    "stream_ignored": ("text", "stream assembly"),
     "drop_response_format": ("structured", "structured-output backend"),
     "drop_sampling_params": ("probes", "API validation"),
     "prompt_front_truncated": ("context", "context handling"),

@@ -109,6 +109,7 @@ FAULTS_ON_ONE_SURFACE = [
     ("tool_call_ids_rewritten", "messages", "bfcl"),
     ("drop_system_prompt", "responses", "bfcl"),
     ("stream_duplicate_chars", "responses", "gsm8k"),  # streams only: surface parity names responses-stream
+    ("stream_ignored", "messages", "gsm8k"),  # a JSON body for `stream: true`: only messages-stream changes
 ]
 
 
@@ -124,5 +125,7 @@ def test_a_fault_on_one_surface_fails_the_frontend_and_names_it(surface_golden, 
     for e in failed:
         assert e.get("modes") and all(m.startswith(surface) for m in e["modes"]), e
         assert f" on {surface}" in e["summary"]
-    if fault.startswith("stream_"):
+    if fault == "stream_ignored":  # the answers agree; the finding is on the stream mode alone
+        assert all(set(e["modes"]) == {f"{surface}-stream"} for e in failed) and "stream_ignored" in json.dumps(doc["diagnosis"])
+    elif fault.startswith("stream_"):
         assert any(e["signal"] == "surface_parity_mismatch" and set(e["modes"]) == {f"{surface}-stream"} for e in failed)

@@ -52,6 +52,9 @@ def sse_frame(surface: str | None, payload: str) -> bytes:
     return f"data: {payload}\n\n".encode()
 
 
+_VERBATIM = ("stream",)
+
+
 def _request(fault: Fault, surface: str):
     def edit(body: dict[str, Any]) -> Change | None:
         chat = to_chat_request(surface, body)
@@ -67,6 +70,11 @@ def _request(fault: Fault, surface: str):
                 new[k] = after[k]
         for k in after.keys() - before.keys():
             new[k] = after[k]
+        for k in _VERBATIM:  # spelled alike on every surface, and not carried by `translate`
+            if k in ch.value:
+                new[k] = ch.value[k]
+            elif k in chat:
+                new.pop(k, None)
         return Change(new, ch.before, ch.after, ch.count) if new != body else None
 
     return edit
