@@ -75,24 +75,25 @@ class _Events:
             return self._emit(value)
         return False
 
-    def end(self) -> None:
+    def end(self, mode: str) -> str | None:
+        """The stream is over: "stream_truncated" unless it reached its surface's terminal event."""
         if self.pending:  # an event the stream ended inside: kept, as it came
             self._emit("\n".join(self.pending))
             self.pending = []
+        return None if stream_complete(mode, self.chunks) else "stream_truncated"
 
     def _emit(self, value: str) -> bool:
         self.chunks.append(value)
         return _stream_error(value)
 
 
-def sse_text(text: str, chunks: list[str]) -> bool:
-    """A whole SSE body already read (a stream served under a JSON Content-Type); True on a mid-stream error."""
+def sse_text(text: str, chunks: list[str], mode: str = "chat") -> str | None:
+    """`_read_sse` for a whole SSE body already read (a stream served under a JSON Content-Type)."""
     ev = _Events(chunks)
     for line in text.split("\n"):
         if ev.line(line.rstrip("\r")):
-            return True
-    ev.end()
-    return False
+            return "stream_error"
+    return ev.end(mode)
 
 
 async def _read_sse(resp: Any, limit: int, chunks: list[str], mode: str = "chat") -> str | None:
@@ -110,7 +111,4 @@ async def _read_sse(resp: Any, limit: int, chunks: list[str], mode: str = "chat"
                 return "stream_error"
     if ev.line(buf.decode("utf-8", errors="replace").rstrip("\r")):
         return "stream_error"
-    ev.end()
-    if not stream_complete(mode, chunks):
-        return "stream_truncated"
-    return None
+    return ev.end(mode)

@@ -30,7 +30,7 @@ import httpx
 from .bodyread import TooLarge, _read_sse, read_capped, sse_text  # noqa: F401 - public names of this module
 from .errors import UsageError
 from .jsonsafe import TooDeep, dumps_strict, loads_bounded
-from .surfaces import SURFACE_ROUTES, stream_complete, surface_headers
+from .surfaces import SURFACE_ROUTES, surface_headers
 
 try:  # openai >= 3 runs on httpx2; its errors and Response class are the ones we see
     import httpx2 as hx
@@ -254,9 +254,7 @@ class Endpoint:
                     # (`stream_ignored`), not retried and not lost as a truncated stream.
                     return Attempt(status, body=text)
                 # SSE under a JSON Content-Type: read as the SDK reads it, whatever the header says.
-                if sse_text(text, chunks):
-                    return Attempt(status, chunks=chunks, error="stream_error")
-                return Attempt(status, chunks=chunks, error=None if stream_complete(mode, chunks) else "stream_truncated")
+                return Attempt(status, chunks=chunks, error=sse_text(text, chunks, mode))
             err = await _read_sse(resp, limit, chunks, mode)
             return Attempt(status, chunks=chunks, error=err)
         finally:

@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from .jsonsafe import MAX_JSON_DEPTH, TooDeep, loads_bounded, stream_objects
+from .surfaces import is_stream
 from .types import Exchange, Parsed
 
 TOO_DEEP = "[json_too_deep]"
@@ -211,7 +212,7 @@ def parse_exchange(ex: Exchange) -> Parsed:
         return parse_chunks(ex.chunks)
     else:
         p = parse_body(ex.body)
-    if ex.mode.endswith("-stream") and ex.chunks is None and ex.body is not None and ex.status is not None and 200 <= ex.status < 300:
+    if is_stream(ex.mode) and ex.chunks is None and ex.body is not None and ex.status is not None and 200 <= ex.status < 300:
         # A stream was asked for and one JSON body came back: a streaming client (the SDK's iterator) gets nothing.
         p.extra["stream_ignored"] = "stream requested; the server answered with one JSON body"
     return p
