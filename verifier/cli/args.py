@@ -60,6 +60,11 @@ def add_selection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chat-template", metavar="FILE", help="jinja chat template for the completions mode (default: the one the server reports in /props)")
 
 
+def names(text: str | None) -> tuple[str, ...]:
+    """A comma-separated flag value -> its non-empty items, stripped."""
+    return tuple(x.strip() for x in (text or "").split(",") if x.strip())
+
+
 def parse_extra_body(text: str | None) -> dict[str, Any]:
     if not text:
         return {}
@@ -111,9 +116,9 @@ def run_spec_from_args(a: argparse.Namespace):  # -> app.RunSpec
     suite, data = (a.suite, a.data) if not a.requests else ("replay", a.requests)
     return RunSpec(
         endpoint=endpoint_from_args(a),
-        suites=tuple(x.strip() for x in (suite or "").split(",") if x.strip()),
+        suites=names(suite),
         # On --resume an omitted --mode/--extra-body means the run's own (app refuses one that differs).
-        modes=tuple(m.strip() for m in (a.mode or ("" if a.resume else "chat")).split(",") if m.strip()),
+        modes=names(a.mode or ("" if a.resume else "chat")),
         overrides=overrides_from_args(a), extra_body=parse_extra_body(a.extra_body),
         data=data, smoke=a.smoke, limit=a.limit, sample_seed=a.sample_seed, shard=a.shard, epochs=a.epochs,
         chat_template=a.chat_template, out=Path(a.out) if a.out else None, resume=Path(a.resume) if a.resume else None,

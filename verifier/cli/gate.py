@@ -76,7 +76,7 @@ def merge_config(a: argparse.Namespace) -> tuple[argparse.Namespace, list[argpar
 def spec_from_args(a: argparse.Namespace):  # -> app_gate.GateSpec
     from ..app_gate import GateSpec
     from ..errors import UsageError
-    from .args import endpoint_from_args, overrides_from_args, parse_extra_body
+    from .args import endpoint_from_args, names, overrides_from_args, parse_extra_body
 
     missing = [f for f, v in (("--golden", a.golden), ("--base-url", a.base_url), ("--model", a.model)) if not v]
     if missing:
@@ -85,12 +85,8 @@ def spec_from_args(a: argparse.Namespace):  # -> app_gate.GateSpec
         golden=Path(a.golden), endpoint=endpoint_from_args(a), overrides=overrides_from_args(a),
         extra_body=parse_extra_body(a.extra_body) if a.extra_body else None, data=a.data,
         out=Path(a.out) if a.out else None, infra_budget=a.infra_budget, sequential=a.sequential, looks=a.looks,
-        probes=a.probes, quiet=a.quiet, suites=_names(a.suite), modes=_names(a.mode), margins=tuple(a.margin or ()),
+        probes=a.probes, quiet=a.quiet, suites=names(a.suite), modes=names(a.mode), margins=tuple(a.margin or ()),
     )
-
-
-def _names(text: str | None) -> tuple[str, ...]:
-    return tuple(x.strip() for x in (text or "").split(",") if x.strip())
 
 
 def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markdown: str | None = None,

@@ -45,8 +45,9 @@ def handle(a: argparse.Namespace) -> int:
     from suites import lm_eval_import
     from suites.lm_eval_files import LmEvalSpec
     from ..scoring import summary_lines
+    from .args import names
 
-    spec = LmEvalSpec(tuple(a.task.split(",")), out=a.out, base_url=a.base_url, model=a.model, limit=a.limit,
+    spec = LmEvalSpec(names(a.task), out=a.out, base_url=a.base_url, model=a.model, limit=a.limit,
                       concurrency=a.concurrency, max_tokens=a.max_tokens, num_fewshot=a.num_fewshot, model_args=a.model_args,
                       output_path=a.output_path, log_samples=a.log_samples, single_turn=a.single_turn,
                       include_path=a.include_path, api_key_env=a.api_key_env, import_samples=a.import_samples)

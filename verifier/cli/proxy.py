@@ -29,6 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def handle(a: argparse.Namespace) -> int:
     from ..errors import UsageError
+    from .args import names
     from ..testbed.faults import list_faults
     from ..testbed.proxy import ConfigError, ProxyConfig, serve
 
@@ -38,9 +39,8 @@ def handle(a: argparse.Namespace) -> int:
     if not a.upstream:
         raise UsageError("proxy needs --upstream URL (or --list-faults)")
     try:
-        config = ProxyConfig(a.upstream, tuple(s for item in a.fault for s in item.split(",") if s.strip()),
-                             seed=a.seed, host=a.host, port=a.port, log=a.log,
-                             surfaces=tuple(x.strip() for x in a.surface.split(",") if x.strip()) if a.surface is not None else None)
+        config = ProxyConfig(a.upstream, names(",".join(a.fault)), seed=a.seed, host=a.host, port=a.port, log=a.log,
+                             surfaces=names(a.surface) if a.surface is not None else None)
         config.check()
         return serve(config)  # a port that cannot be bound is a ConfigError too
     except ConfigError as e:
