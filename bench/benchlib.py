@@ -1,4 +1,4 @@
-"""What the benchmark scripts share: a free port, waiting for a server process to answer, the machine line
+"""What the benchmark scripts share: a free port (the test bed's), waiting for a server process to answer, the machine line
 printed beside every figure (figures on a shared 2-core machine move with its load), and the raw-socket ceiling
 a client figure is read against."""
 
@@ -8,18 +8,15 @@ import asyncio
 import json
 import os
 import platform
-import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository, for the test bed's own helpers
+from verifier.testbed.engines import free_port  # noqa: E402,F401 - re-exported for the bench scripts
 
 
 def wait_http(url: str, proc: subprocess.Popen, deadline_s: float = 60.0) -> None:
