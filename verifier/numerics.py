@@ -91,6 +91,11 @@ class Numerics:
     answers_n: int = 0
     diverged_ids: list[str] = field(default_factory=list)
     divergence_n: int = 0
+    logprobs_golden: int = 0
+    """Samples whose golden reference record has logprobs (with logprobs_candidate: which side lacks them)."""
+    logprobs_candidate: int = 0
+    parted_at_0: list[str] = field(default_factory=list)
+    """Samples whose outputs part from the golden's at the first token: no shared prefix to measure drift on."""
 
     def add(self, sid: str, g: Sequence[Observation], c: Sequence[Observation]) -> None:
         """One paired sample; both lists hold clean records only and neither is empty."""
@@ -104,6 +109,8 @@ class Numerics:
         if kind:
             self.flips[kind].append(sid)
         gr, cr = reference(g), reference(c)
+        self.logprobs_golden += bool(gr.logprobs)
+        self.logprobs_candidate += bool(cr.logprobs)
         parted = diverged(gr, cr)
         if parted is not None:
             self.divergence_n += 1
@@ -114,6 +121,8 @@ class Numerics:
             self.drift_tokens += d[0]
             self.drift_sum += d[1]
             self.first_div.append(d[2])
+            if d[2] == 0 and parted:
+                self.parted_at_0.append(sid)
 
     def to_dict(self) -> dict[str, Any]:
         fd = sorted(self.first_div)
@@ -125,6 +134,8 @@ class Numerics:
                 "mean_abs_delta": (self.drift_sum / self.drift_tokens) if self.drift_tokens else None,
                 "first_divergence_median": fd[len(fd) // 2] if fd else None,
                 "samples": len(fd),
+                "logprobs": {"golden": self.logprobs_golden, "candidate": self.logprobs_candidate, "of": self.answers_n},
+                "parted_at_token_0": len(self.parted_at_0),
             },
             "answer_agreement": (self.answers_same / self.answers_n) if self.answers_n else None,
             "clean_paired": self.answers_n,
