@@ -405,6 +405,10 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
         "suites": suites_out,
         "coverage": cov,
     }
+    # Wire modes with no logprobs at all on the candidate where the golden has them on some mode (the Messages API
+    # has none): drift and decoding changes are not measured there, and the document says so rather than guess.
+    c_lp = {o.mode for o in cand_obs if o.logprobs}
+    doc["logprobs_missing_modes"] = sorted({o.mode for o in cand_obs if o.judged} - c_lp) if any(o.logprobs for o in golden_obs) else []
     doc["diagnosis"] = diagnosis.diagnose(doc)
     doc["reasons"] = explain.reasons(doc)
     doc["reason"] = doc["reasons"][0] if doc["reasons"] else None

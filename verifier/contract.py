@@ -224,6 +224,20 @@ def visible_tokens(tokens: list[str]) -> list[str]:
     return [t for t in tokens if t and not SPECIAL_TOKEN_WHOLE.fullmatch(t)]
 
 
+def comparable(logprobs: list[list[Any]] | None) -> list[tuple[int, Any, Any]]:
+    """(position, token, logprob) of the generated tokens two engines can be compared on: special tokens (a listed
+    stop token, llama.cpp's "" end of generation) left out, byte-level markers read as the text they stand for."""
+    out = []
+    for i, pair in enumerate(logprobs or []):
+        t, lp = pair[0], pair[1]
+        if isinstance(t, str):
+            if not t or SPECIAL_TOKEN_WHOLE.fullmatch(t):
+                continue
+            t = t.translate(BYTE_MARKERS)
+        out.append((i, t, lp))
+    return out
+
+
 def detokenize_mismatch(p: Parsed) -> str | None:
     """Where logprobs are returned, their tokens must spell the content: a difference is the detokenizer's or
     a post-processing step's doing (the model generated those tokens). None when it holds or cannot be judged.

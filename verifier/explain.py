@@ -127,6 +127,12 @@ def reasons(doc: dict[str, Any]) -> list[str]:
         out += _numerics_reasons(doc)
     if doc["status"] == "inconclusive":
         out += _evidence_reasons(doc)
+    if doc["status"] in ("frontend_regression", "quantization_regression", "both"):
+        out += _behaviour_notes(doc)  # empty answers and the like, named wherever the verdict fails
+    if doc.get("logprobs_missing_modes"):
+        out.append(f"no logprobs on {', '.join(doc['logprobs_missing_modes'])}: logprob drift and "
+                   "decoding changes are not measured on those modes" + (" (the Messages API returns no logprobs)"
+                                                                         if any(m.startswith("messages") for m in doc["logprobs_missing_modes"]) else ""))
     if cov.get("subset"):
         out.append(f"compared a subset of the golden: {cov['subset_skipped_samples']} golden sample(s) not run (--allow-subset)")
     elif cov.get("missing") and doc["status"] != "incomplete":

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from . import stats
+from .contract import comparable
 from .jsonsafe import is_finite_number
 from .signals import answer_key
 from .types import Observation
@@ -29,12 +30,13 @@ DIVERGENCE_FLOOR = 0.05
 
 
 def logprob_drift(gl: list[list[Any]] | None, cl: list[list[Any]] | None) -> tuple[int, float, int] | None:
-    """(measurable tokens of the shared prefix, sum |Δ logprob| over them, first divergence position) or None."""
+    """(measurable tokens of the shared prefix, sum |Δ logprob| over them, first divergence position) or None.
+    Compared on contract.comparable tokens: a stop token one engine lists and another does not is no parting."""
     if not gl or not cl:
         return None
     n = m = 0
     total = 0.0
-    for (gt, glp), (ct, clp) in zip(gl, cl):
+    for (_, gt, glp), (_, ct, clp) in zip(comparable(gl), comparable(cl)):
         if gt != ct:
             break
         if is_finite_number(glp) and is_finite_number(clp):  # NaN/Infinity/null: not measurable, never "no drift"
@@ -52,10 +54,10 @@ def drift(g: Observation, c: Observation) -> tuple[int, float, int] | None:
 def diverged(g: Observation, c: Observation) -> bool | None:
     """Whether two greedy outputs of the same sample part ways (a token differs, or one stops first); None
     without tokens on both sides. Reruns of one engine rarely part; changed weights or KV numerics do."""
-    gl, cl = g.logprobs, c.logprobs
-    if not gl or not cl:
+    if not g.logprobs or not c.logprobs:
         return None
-    return len(gl) != len(cl) or any(gt != ct for (gt, _), (ct, _) in zip(gl, cl))
+    gl, cl = [t for _, t, _ in comparable(g.logprobs)], [t for _, t, _ in comparable(c.logprobs)]
+    return gl != cl
 
 
 def reference(obs: Sequence[Observation]) -> Observation:

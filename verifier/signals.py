@@ -22,7 +22,7 @@ import zlib
 from collections import defaultdict
 from typing import Callable, Sequence
 
-from .contract import MODEL_BEHAVIOUR
+from .contract import MODEL_BEHAVIOUR, comparable
 from .golden import MAX_LOGPROBS
 from .surface_signals import by_mode, parity_modes
 from .types import Observation
@@ -131,11 +131,10 @@ def tool_call_id_format_changed(g: Obs, c: Obs) -> bool | None:
 CHOICE_EPS = 1e-3
 
 
-def parting(g: Observation, c: Observation) -> int | None:
-    """The first position where two records' generated tokens differ (None: not measurable, or never)."""
-    if not g.logprobs or not c.logprobs:
-        return None
-    return next((i for i, ((gt, _), (ct, _)) in enumerate(zip(g.logprobs, c.logprobs)) if gt != ct), None)
+def parting(g: Observation, c: Observation) -> tuple[int, int] | None:
+    """The first position where two records' generated tokens differ, as (golden index, candidate index) into
+    their logprobs, compared on contract.comparable tokens (None: not measurable, or they never part)."""
+    return next(((gi, ci) for (gi, gt, _), (ci, ct, _) in zip(comparable(g.logprobs), comparable(c.logprobs)) if gt != ct), None)
 
 
 def choice_changed(g: Observation, c: Observation) -> bool | None:
@@ -145,10 +144,11 @@ def choice_changed(g: Observation, c: Observation) -> bool | None:
     always takes its own top token, whatever its weights or kernels, so changed numerics never do this, and
     a near-tie flipped by batch-shape noise is the candidate's top too. None: not measurable (no parting, or
     no alternatives returned on a greedy record: Messages has no logprobs at all)."""
-    i = parting(g, c)
-    if i is None or not c.top_logprobs or i >= len(c.top_logprobs):
+    at = parting(g, c)
+    if at is None or not c.top_logprobs or at[1] >= len(c.top_logprobs):
         return None
-    gtok = g.logprobs[i][0]  # type: ignore[index]
+    gi, i = at
+    gtok = g.logprobs[gi][0]  # type: ignore[index]
     chosen = c.logprobs[i][1]  # type: ignore[index]
     alts = {t: lp for t, lp in c.top_logprobs[i] if isinstance(lp, (int, float))}
     if not isinstance(chosen, (int, float)) or not alts:
