@@ -182,6 +182,12 @@ def diagnose(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def implicated(doc: dict[str, Any]) -> list[str]:
+    """The components a comparison document blames, root cause first: what a cross-engine test asserts on (the
+    llama.cpp golden against vLLM serving the same weights must never implicate "tokenization")."""
+    return [d["component"] for d in doc.get("diagnosis") or []]
+
+
 def headline(diagnosis: list[dict[str, Any]]) -> str | None:
     """The first line every output leads with, or None when nothing was diagnosed."""
     if not diagnosis:

@@ -57,10 +57,8 @@ def tokens_diverge(a: list[list[str]], b: list[list[str]]) -> bool:
         return False
 
     def visible(t: list[str]) -> list[str]:
-        # llama-server lists the end-of-generation token as "" in non-streamed logprobs only.
-        while t and t[-1] == "":
-            t = t[:-1]
-        return t
+        # llama-server lists the end-of-generation token as "" in non-streamed logprobs only; vLLM lists the stop token.
+        return [tok for _, tok, _ in comparable([[x, None] for x in t])]
 
     x, y = visible(a[0]), visible(b[0])
     n = min(len(x), len(y))
@@ -117,13 +115,23 @@ def new_unsupported(g: Obs, c: Obs) -> bool | None:
     return any(o.outcome == "unsupported" for o in c) and not any(o.outcome == "unsupported" for o in g)
 
 
+def opaque_id_style(style: str) -> bool:
+    """An id shape that carries nothing but randomness (`call_<hex>`, llama.cpp's `<id>`, `chatcmpl-tool-<hex>`):
+    engines legitimately differ here, and a client can only echo such an id back. An index or the function's name
+    in the id (`functions.NAME:<n>`, `call_<n>`) is structure a chat template or a client may depend on."""
+    return "NAME" not in style and "<n>" not in style and ("<hex>" in style or "<id>" in style)
+
+
 def tool_call_id_format_changed(g: Obs, c: Obs) -> bool | None:
-    """Tool-call ids in a shape the golden never used (clients that parse ids break)."""
+    """Tool-call ids in a shape the golden never used, where the golden's shape had structure (an index, the
+    function's name) that clients and templates parse (Kimi's functions.NAME:IDX). One opaque random scheme for
+    another is a benign engine difference, not a finding."""
     gst = {x for o in g for x in (o.tool_call_id_style or [])}
     cst = {x for o in c for x in (o.tool_call_id_style or [])}
     if not gst or not cst:
         return None
-    return bool(cst - gst)
+    new = cst - gst
+    return bool(new) and not (all(map(opaque_id_style, gst)) and all(map(opaque_id_style, new)))
 
 
 # How much more probable (in logprob) the reference's token must be, under the candidate's own returned
