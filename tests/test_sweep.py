@@ -222,3 +222,19 @@ def test_combine_refuses_what_is_not_a_configuration_directory(cli, tmp_path):
     (tmp_path / "x").mkdir()
     code, _, err = cli("sweep", "--combine", str(tmp_path / "x"), "--out", str(tmp_path / "o"))
     assert code == 2 and "not a sweep configuration directory" in err
+
+
+def test_the_readme_sweep_file_is_valid(tmp_path):
+    from verifier.cli import sweep as sweepfile
+
+    root = Path(__file__).resolve().parent.parent
+    text = (root / "README.md").read_text(encoding="utf-8").split("### Sweeps", 1)[1]
+    block = re.search(r"```toml\n(.*?)```", text, re.S).group(1)
+    f = tmp_path / "sweep.toml"
+    f.write_text(block)
+    doc = sweepfile.read(str(f))
+    assert (root / doc["golden"] / "golden.json").exists()
+    spec = sweepfile.spec_from_file(doc, tmp_path / "out", quiet=True)
+    assert [c.name for c in spec.configs] == ["baseline", "prompt-cache-off", "hosted"]
+    assert spec.configs[1].lossless and spec.configs[0].launcher is not None and spec.configs[2].launcher is None
+    assert spec.perf.concurrencies == (1, 4, 16) and spec.perf.prompt_tokens == (256, 2048)

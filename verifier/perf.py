@@ -121,7 +121,8 @@ def interval(values: Sequence[float]) -> dict[str, Any]:
     df = len(xs) - 1
     t = next((v for k, v in sorted(_T95.items()) if df <= k), 1.96)
     half = t * sd / math.sqrt(len(xs))
-    return {"mean": _r(m), "ci": [_r(m - half), _r(m + half)], "n": len(xs)}
+    # Every figure is a duration or a rate: its interval stops at zero.
+    return {"mean": _r(m), "ci": [_r(max(0.0, m - half)), _r(m + half)], "n": len(xs)}
 
 
 def _r(x: float | None) -> float | None:
