@@ -207,6 +207,7 @@ def test_a_configuration_that_cannot_run_is_recorded_and_the_sweep_is_incomplete
     ('golden = "g"\n[[config]]\nname = "a"\nengine = "llama"\nmodel = "qwen0.5b"\nbase_url = "http://x/v1"\n', "config.0"),
     ('golden = "g"\n[[config]]\nname = "a b"\nbase_url = "http://x/v1"\nmodel = "m"\n', "config.0.name"),
     ('golden = "g"\nconfig = []\n', "config"),
+    ('golden = "g"\n[[config]]\nname = "a"\nengine = "llama"\nmodel = "qwen0.5b"\noptions = { kv_cache = "q3" }\n', "options.kv_cache 'q3'"),
     ('golden = "g"\nbudget = 1\n[[config]]\nname = "a"\nbase_url = "http://x/v1"\nmodel = "m"\n', "unknown key budget"),
 ])
 def test_sweep_file_errors_name_the_key(cli, tmp_path, body, key):

@@ -112,6 +112,17 @@ def read(path: str) -> dict[str, Any]:
     return doc
 
 
+def _check_llama(name: str, model: str, options: dict[str, Any]) -> None:
+    """Engine choices are checked before anything starts, like every other key of the file."""
+    from ..errors import UsageError
+    from ..testbed.engine_models import KV_CACHE_TYPES, MODELS, QUANTS, SPEC_TYPES
+
+    for key, value, known in (("model", model, tuple(MODELS)), ("options.kv_cache", options.get("kv_cache"), KV_CACHE_TYPES),
+                              ("options.spec", options.get("spec"), SPEC_TYPES), ("options.quant", options.get("quant"), QUANTS)):
+        if value is not None and value not in known:
+            raise UsageError(f"sweep: configuration {name!r}: {key} {value!r} is not one of {', '.join(known)}")
+
+
 def _llama(model: str, options: dict[str, Any], args: list[str]):
     from ..testbed import engines
 
@@ -157,6 +168,8 @@ def spec_from_file(doc: dict[str, Any], out: Path, quiet: bool):  # -> sweep.Swe
             options, args = dict(c.get("options") or {}), list(c.get("args") or [])
             if c["engine"] == "vllm" and options:
                 raise UsageError(f"sweep: configuration {c['name']!r}: vLLM flags go in `args`, not `options`")
+            if c["engine"] == "llama":
+                _check_llama(c["name"], c["model"], options)
             launcher = (_llama if c["engine"] == "llama" else _vllm)(c["model"], options, args)
             describe = {"engine": c["engine"], "model": c["model"], **options, **({"args": " ".join(args)} if args else {})}
         else:
