@@ -77,6 +77,7 @@ class GorillaFileSystem(Simulator):
 
     def _load(self, directory: Directory, contents: dict) -> None:
         has_subdir = False
+        untouched = padding.get("FILES_TAIL_USED") if self.long_context else ()
         for name, spec in contents.items():
             if spec.get("type") == "directory":
                 has_subdir = True
@@ -86,7 +87,7 @@ class GorillaFileSystem(Simulator):
             else:
                 text = str(spec.get("content", ""))
                 # Long context pads every file except those whose tail the questions ask about (BFCL's list).
-                if self.long_context and name not in padding.get("FILES_TAIL_USED"):
+                if self.long_context and name not in untouched:
                     text += padding.get("FILE_CONTENT_EXTENSION")
                 directory.contents[name] = File(name, text)
         if self.long_context and not has_subdir:
