@@ -496,3 +496,21 @@ def test_ground_truth_replays_on_all_800_entries(bfcl_dir):
     assert not unexplained, unexplained
     # Measured: 795 of 800; the 5 are BFCL data defects (entry 173's string ticket id in 3 categories... see notes).
     assert clean >= 0.99 * entries
+
+
+def test_fs_bounds_hostile_growth(monkeypatch):
+    import suites.bfcl_sims.file_system as fsmod
+
+    s = fs({})
+    for i in range(fsmod.MAX_DEPTH):
+        assert s.mkdir(dir_name=f"d{i}") == {}
+        s.cd(folder=f"d{i}")
+    assert "too deeply nested" in s.mkdir(dir_name="deeper")["error"]
+    monkeypatch.setattr(fsmod, "MAX_NODES", 9)
+    monkeypatch.setattr(fsmod, "MAX_CHARS", 100)
+    t = fs({"a": d(**{"x": f("1"), "y": f("2")})})
+    assert t.cp(source="a", destination="b")["result"] == "'a' copied to 'b'"
+    assert "No space left" in t.cp(source="a", destination="c")["error"]  # root + a + b + c (3 nodes each) = 10 > 9
+    t.touch(file_name="big")
+    assert "No space left" in t.echo(content="z" * 101, file_name="big")["error"]
+    assert t.cat(file_name="big") == {"file_content": ""}
