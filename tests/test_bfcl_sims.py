@@ -387,6 +387,8 @@ def test_execute_error_results_never_raise(bfcl_dir):
     assert "error" in execute(inst, "load_scenario", {"config": {}}, None)  # machinery is not an API function
     assert execute(inst, "tail", {"file_name": "a.txt", "lines": 1.0}, None) == {"last_lines": "3"}  # 1.0 -> 1
     assert execute(inst, "add", {"a": 1, "b": 2.5}, {"add"}) == {"result": 3.5}  # int where the doc says float
+    assert execute(inst, "echo", {"content": "hi", "file_name": None}, None) == {"terminal_output": "hi"}  # null optional
+    assert "invalid arguments" in execute(inst, "cat", {"file_name": None}, None)["error"]  # null required
     raising = {"X": _Raising()}
     out = execute(raising, "explode", {"x": 1}, None)  # no doc: the signature check, then the exception caught
     assert out["error"].startswith("explode: RuntimeError: boom") and len(out["error"]) <= MAX_ERROR_CHARS

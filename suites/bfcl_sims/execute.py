@@ -101,6 +101,9 @@ def execute(instances: dict[str, object], name: str, args: dict, allowed: set[st
     checker = _checkers_for(inst).get(name)
     if checker is not None:
         schema, validator = checker
+        required = set(schema.get("required") or ())
+        # A null for an optional parameter means "not given" (what models send for unset optionals).
+        args = {k: v for k, v in args.items() if v is not None or k in required}
         errors = sorted(validator.iter_errors(args), key=lambda e: list(e.path))
         if errors:
             first = errors[0]
