@@ -389,6 +389,11 @@ def test_execute_error_results_never_raise(bfcl_dir):
     assert execute(inst, "add", {"a": 1, "b": 2.5}, {"add"}) == {"result": 3.5}  # int where the doc says float
     assert execute(inst, "echo", {"content": "hi", "file_name": None}, None) == {"terminal_output": "hi"}  # null optional
     assert "invalid arguments" in execute(inst, "cat", {"file_name": None}, None)["error"]  # null required
+    nested: list = []
+    for _ in range(100_000):
+        nested = [nested]
+    assert "error" in execute(inst, "mean", {"numbers": nested}, None)  # absurd nesting: an error, not a crash
+    assert "error" in execute(inst, "power", {"base": 10.0, "exponent": 400}, None)  # overflow
     raising = {"X": _Raising()}
     out = execute(raising, "explode", {"x": 1}, None)  # no doc: the signature check, then the exception caught
     assert out["error"].startswith("explode: RuntimeError: boom") and len(out["error"]) <= MAX_ERROR_CHARS

@@ -86,6 +86,13 @@ def execute(instances: dict[str, object], name: str, args: dict, allowed: set[st
 
     `allowed`: the function names offered this turn (None = every function of the instances).
     """
+    try:
+        return _execute(instances, name, args, allowed)
+    except Exception as e:  # e.g. RecursionError validating absurdly nested arguments: still an error result
+        return _error(f"{name if isinstance(name, str) else '?'}: {type(e).__name__}: {e}")
+
+
+def _execute(instances: dict[str, object], name: str, args: dict, allowed: set[str] | None) -> dict:
     if not isinstance(name, str) or not name:
         return _error(f"Invalid function name: {name!r}")
     inst = _owner(instances, name)
@@ -120,7 +127,7 @@ def execute(instances: dict[str, object], name: str, args: dict, allowed: set[st
         result = {"result": result}
     try:
         # A detached JSON copy: what the model is shown is what is compared, and later calls cannot alter it.
-        return json.loads(json.dumps(result))
+        return json.loads(json.dumps(result, allow_nan=False))
     except (TypeError, ValueError) as e:
         return _error(f"{name}: result is not JSON-serializable: {e}")
 
