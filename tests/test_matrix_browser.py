@@ -36,11 +36,11 @@ def test_matrix_in_browser(five):  # noqa: F811
             assert providers() == sorted(PROVIDERS)
             page.click("th[data-col='0']")
             assert providers() == sorted(PROVIDERS, reverse=True)
-            page.click("th[data-col='3']")  # frontend verdict, ascending: pass first
+            page.click("th[data-col='4']")  # frontend verdict, ascending: pass first
             assert providers()[0] == "healthy"
-            page.click("th[data-col='3']")
+            page.click("th[data-col='4']")
             assert providers()[-1] == "healthy"
-            assert page.locator("th[data-col='3']").get_attribute("aria-sort") == "descending"
+            assert page.locator("th[data-col='4']").get_attribute("aria-sort") == "descending"
             # A provider's link opens its full report.
             page.click("a.report >> text=reasoning-parser")
             page.wait_for_load_state()

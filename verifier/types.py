@@ -367,6 +367,9 @@ class Evidence:
     """Example sample ids where the signal fired (at most 10)."""
     modes: dict[str, int] | None = None
     """Wire modes the signal fired on, with sample counts: names the surface a frontend bug sits on."""
+    qualifier: str | None = None
+    """Why a `pass` is not a plain pass, for readers: `not_measured` (nothing to judge, e.g. the golden has no
+    clean sample) or `reference_fails` (a probe the candidate failed, as the golden did too)."""
 
     def to_dict(self) -> dict[str, Any]:
         # The historical key order: signal, suite, [metric], verdict, summary, [samples].
@@ -378,4 +381,6 @@ class Evidence:
             d["samples"] = list(self.samples)
         if self.modes:
             d["modes"] = dict(self.modes)
+        if self.qualifier:
+            d["qualifier"] = self.qualifier
         return d
