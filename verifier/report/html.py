@@ -107,7 +107,7 @@ def context(inp: Inputs) -> dict[str, Any]:
     targets = carded | {(d["suite"], d["sample_id"]) for d in diffs}
     return {
         "drift_plots": pictures.drift_plots(inp, {(d["suite"], d["sample_id"]) for d in diffs}), "token_diffs": diffs,
-        "token_scatter": pictures.token_scatter(inp), "diff_targets": len(targets),
+        "token_scatter": {sc["suite"]: sc for sc in pictures.token_scatter(inp)}, "diff_targets": len(targets),
         "tool_calls": {suite: tool_call_line(s.get("tool_calls")) for suite, s in ((doc or {}).get("suites") or {}).items()},
         "diagnosis": diagnosis, "flips_by_mode": _flips_by_mode(doc),
         "title": f"verifier report: {inp.header.get('run_id')}" + (f" vs {inp.golden_meta.get('name')}" if inp.golden_meta else ""),
