@@ -261,3 +261,24 @@ def test_tool_call_f1_and_schema_accuracy_beside_the_golden(bfcl_gate):
     assert line in matrix.markdown(m) and line in matrix.render_html(m)
     # A suite without tool calls has no such line.
     assert "tool_calls" not in json.loads(json.dumps(bfcl_gate["doc"]))["suites"].get("smoke", {})
+
+
+def test_token_diff_edges():
+    assert pictures.token_diff(None, [["a", -0.1]]) is None and pictures.token_diff([], []) is None
+    same = pictures.token_diff([["a", -0.1], [" b", -0.2]], [["a", -0.1], [" b", -0.5]], floor=0.01)
+    assert not same["parted"] and same["at"] == 2 and [t["hot"] for t in same["shared"]] == [False, True]
+    assert same["shared"][1]["text"] == "␣b" and same["golden"] == [] == same["candidate"]
+    # One side stops first: it parts where the shorter one ends; a hostile token is cut, NaN shows as a dash.
+    longer = [["x", -0.1]] * 3 + [["<script>" * 10, float("nan")]]
+    d = pictures.token_diff([["x", -0.1]] * 3, longer)
+    assert d["parted"] and d["at"] == 3 and d["golden"] == [] and d["candidate"][0]["first"]
+    assert len(d["candidate"][0]["text"]) == 24 and d["candidate"][0]["lp"] == "–"
+    # Token 0 differs: no shared prefix, both first tokens marked.
+    z = pictures.token_diff([["a", -1.0]], [["b", -2.0]])
+    assert z["at"] == 0 and z["shared"] == [] and z["golden"][0]["first"] and z["candidate"][0]["lp"] == "-2.000"
+
+
+def test_nice_ticks_cover_the_data():
+    for lo, hi in ((0, 18), (0, 0.0648), (29, 41), (0, 1), (5, 5), (0, 512)):
+        t = pictures.nice_ticks(lo, hi)
+        assert t[0] <= lo and t[-1] >= hi and len(t) <= 7 and t == sorted(t)

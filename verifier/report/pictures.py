@@ -16,8 +16,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import pandas as pd
-
 from .. import colours
 from ..jsonsafe import is_finite_number
 from ..parse import MalformedBody, parse_exchange
