@@ -282,3 +282,11 @@ def test_nice_ticks_cover_the_data():
     for lo, hi in ((0, 18), (0, 0.0648), (29, 41), (0, 1), (5, 5), (0, 512)):
         t = pictures.nice_ticks(lo, hi)
         assert t[0] <= lo and t[-1] >= hi and len(t) <= 7 and t == sorted(t)
+
+
+def test_an_older_comparison_without_per_sample_drift_says_so(gates):
+    doc = json.loads(json.dumps(gates["requantized"]["doc"]))
+    del doc["suites"]["smoke"]["drift"]["per_sample"]
+    html = report.render(report.read_run(gates["requantized"]["dir"]), report.read_golden(gates["golden"]), doc)
+    assert 'class="plot drift-plot"' not in html and "predates per-sample drift" in html
+    assert 'class="plot token-scatter"' in html  # the scatter needs only the records
