@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import journal, runner
+from . import journal, runner, scoring
 from .app import EndpointSpec, RunSpec, collect, default_run_dir, observations, score, suite_named
 from .errors import UsageError
 
@@ -263,6 +263,7 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
         raise UsageError(f"{run_dir} vs {golden_path}: {e}") from None
     except KeyError as e:
         raise UsageError(f"golden {golden_path} has no margin for {e.args[0]}; run `verifier calibrate` again") from None
+    _attach_tool_call_scores(doc, g, run_dir)
     doc["golden"] = {"name": g.get("name"), "path": str(golden_path), "source_run": g["source"].get("run_id"),
                      "endpoint": g["source"].get("endpoint"), "margins_provenance": _provenance(g)}
     doc["run"] = {"run_dir": str(run_dir), "run_id": hdr.get("run_id"), "endpoint": hdr.get("endpoint")}
@@ -270,6 +271,19 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
         doc["context_truncation"] = ctx
     journal.write_json(out or run_dir / "comparison.json", doc)
     return doc
+
+
+def _attach_tool_call_scores(doc: dict[str, Any], g: dict[str, Any], run_dir: Path) -> None:
+    """K2VV's trigger F1 and schema accuracy, candidate beside golden, on every tool-calling suite (new key `tool_calls`)."""
+    from . import numerics
+
+    sp = run_dir / scoring.SUMMARY
+    cand = json.loads(sp.read_text(encoding="utf-8")) if sp.exists() else {}
+    for suite, block in doc["suites"].items():
+        scores = numerics.tool_call_scores((((g.get("summary") or {}).get("suites") or {}).get(suite) or {}).get("extra"),
+                                           (((cand.get("suites") or {}).get(suite)) or {}).get("extra"), block.get("tool_trigger"))
+        if scores:
+            block["tool_calls"] = scores
 
 
 def _context_verdict(run_dir: Path, g: dict[str, Any]) -> dict[str, Any] | None:
