@@ -47,6 +47,8 @@ class EndpointSpec:
     """Retries on 429/5xx/connect/read errors."""
     max_response_bytes: int = 64 * 2**20
     """Cap on one response's decoded size (decompression counted)."""
+    max_stream_events: int = 250_000
+    """Cap on the events of one stream (bodyread.MAX_STREAM_EVENTS)."""
     request_deadline_s: float | None = None
     """Total seconds per request, retries and the whole stream included; None means 10 x timeout_s."""
     info_deadline_s: float = 10.0
@@ -106,6 +108,10 @@ class RunSpec:
         ids: dict[str, set[str]] = {}
         for o in gobs:
             ids.setdefault(o["suite"], set()).add(o["sample_id"])
+        from .redact import credential_values
+
+        if extra_body is None and credential_values(g["source"].get("extra_body") or {}):
+            raise UsageError("the golden's extra_body holds credentials, masked when it was blessed: pass --extra-body")
         base = dict((g["source"].get("sampling") or {}).get("overrides", {}))
         base.update(overrides or {})
         return cls(
@@ -168,12 +174,12 @@ def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConf
         raise UsageError("--concurrency must be at least 1")
     check_base_url(ep.base_url)
     api_key = os.environ.get(ep.api_key_env) if ep.api_key_env else None
-    scrub.register(api_key, *ep.headers.values())  # before anything is sent or written
+    scrub.register_endpoint(api_key, dict(ep.headers))  # before anything is sent or written
     return EndpointConfig(
         base_url=ep.base_url or "", model=model or ep.model or "",
         api_key=api_key, headers=dict(ep.headers),
         concurrency=ep.concurrency, timeout_s=ep.timeout_s, max_retries=ep.max_retries,
-        max_response_bytes=ep.max_response_bytes, request_deadline_s=ep.request_deadline_s,
+        max_response_bytes=ep.max_response_bytes, max_stream_events=ep.max_stream_events, request_deadline_s=ep.request_deadline_s,
         info_deadline_s=ep.info_deadline_s,
     )
 
@@ -276,28 +282,33 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
         run_dir, suites, cfg = _prepare_new(spec)
         modes, done = list(spec.modes), set()
     from .endpoint import Endpoint
+    from .redact import credential_values
 
+    scrub.register(*credential_values(dict(spec.extra_body)))  # `--extra-body '{"api_key": ...}'` is a secret too
     ep = Endpoint(cfg)  # the run's one client: reachability, server info, probes and every request
     try:
         info, template = await _server_facts(ep, spec, modes)
+        from .resume import resumed_extra_body
+
         if spec.resume:
             from .resume import check_same_server
 
             check_same_server(run_dir, hdr.get("server_info") or {}, info)
             hdr["server_info"] = info
-            work = runner.plan(suites, cfg.model, hdr["sampling"], hdr.get("extra_body", {}), hdr["epochs"], modes, done, template)
+            work = runner.plan(suites, cfg.model, hdr["sampling"], resumed_extra_body(spec, hdr), hdr["epochs"], modes, done, template)
         else:
             hdr, work = _start_new(spec, run_dir, cfg, suites, info, template, stack)
         journal.write_json(run_dir / journal.HEADER, hdr)
+        extra = resumed_extra_body(spec, hdr)  # run.json's copy has its credentials masked
         if spec.probes:
             from .probes import run_probes
 
-            journal.write_json(run_dir / "probes.json", await run_probes(ep, cfg.model, hdr.get("extra_body") or {}))
+            journal.write_json(run_dir / "probes.json", await run_probes(ep, cfg.model, extra))
         if spec.context_probe:
             from . import context_probe as cp
 
             lengths = list(spec.context_lengths or cp.lengths_for(cp.n_ctx_of(info)))
-            journal.write_json(run_dir / cp.FILE, await cp.run(ep, cfg.model, hdr.get("extra_body") or {}, lengths))
+            journal.write_json(run_dir / cp.FILE, await cp.run(ep, cfg.model, extra, lengths))
         sent = {"sent": 0, "errors": 0}
         for batch in ([work] if stop_check is None else batches(work, spec.looks)):
             r = await runner.execute(run_dir, batch, cfg, quiet=spec.quiet, endpoint=ep)

@@ -35,6 +35,7 @@ from multidict import CIMultiDict
 from ..redact import Redactor
 from .faults import FAULTS, Chain, Fault, StreamMutator, parse_fault_spec, selected
 from .surface_faults import PATHS, on_surface, sse_frame, surface_for
+from .. import jsonsafe
 
 # Hop-by-hop and framing headers are the proxy's own business; everything else (Authorization
 # included) goes through untouched. Accept-Encoding is dropped so bodies arrive rewritable.
@@ -135,7 +136,7 @@ class Proxy:
         surface = surface_for(path) if sample and request.method == "POST" else None
         if surface is not None and (self.surfaces is None or surface in self.surfaces):
             try:
-                body = json.loads(raw)
+                body = jsonsafe.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # a hostile body is passed on as it came
                 body = None
             if isinstance(body, dict):
@@ -189,7 +190,7 @@ class Proxy:
     async def _body(self, up: aiohttp.ClientResponse, headers: CIMultiDict[str], faults: list[Fault], path: str, n: int) -> web.Response:
         data = await up.read()
         try:
-            body = json.loads(data)
+            body = jsonsafe.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # a hostile body is passed on as it came
             body = None
         if isinstance(body, dict):
