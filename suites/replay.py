@@ -56,6 +56,9 @@ def make_sample(n: int, rec: Any) -> Sample:
     body = rec["body"] if isinstance(rec.get("body"), dict) and "messages" not in rec else rec
     if not isinstance(body.get("messages"), list):
         raise ValueError(f"line {n}: request body has no 'messages' list")
+    where = jsonsafe.lone_surrogate(body)
+    if where:
+        raise ValueError(f"line {n}: {where[:80]} holds a lone surrogate (e.g. \\ud800), which cannot be sent as UTF-8")
     return Sample(id=sid, messages=body["messages"], tools=body.get("tools") or None, meta={"body": body})
 
 

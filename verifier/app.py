@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 import os
 import random
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,6 +168,9 @@ def default_run_dir(prefix: str) -> Path:
     return Path("runs") / f"{stamp}-{prefix}"
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConfig":
     from .endpoint import EndpointConfig, check_base_url
 
@@ -174,6 +178,13 @@ def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConf
         raise UsageError("--concurrency must be at least 1")
     check_base_url(ep.base_url)
     api_key = os.environ.get(ep.api_key_env) if ep.api_key_env else None
+    scrub.register_endpoint(api_key, dict(ep.headers))  # first: the checks below must not print them either
+    # A control character cannot go into an HTTP header (the client raises mid-run), and a newline would split one.
+    if api_key is not None and _CONTROL.search(api_key):
+        raise UsageError(f"${ep.api_key_env} holds a control character (a trailing newline?); strip it")
+    for name, value in ep.headers.items():
+        if _CONTROL.search(value):
+            raise UsageError(f"--header {name}: the value holds a control character (a newline?)")
     scrub.register_endpoint(api_key, dict(ep.headers))  # before anything is sent or written
     return EndpointConfig(
         base_url=ep.base_url or "", model=model or ep.model or "",
@@ -253,7 +264,10 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, d
     cfg = endpoint_config(spec.endpoint, spec.endpoint.model or hdr["endpoint"]["model"])
     if not spec.endpoint.base_url:
         raise UsageError("--resume needs --base-url (the journal stores it redacted)")
-    done = {k for k, ex in journal.read_exchanges(run_dir).items() if ex.error is None}
+    last_error: dict[Any, str | None] = {}
+    for ex in journal.iter_exchanges(run_dir):  # streamed: a resume needs each key's last error, not the bodies
+        last_error[ex.key] = ex.error
+    done = {k for k, err in last_error.items() if err is None}
     return run_dir, hdr, suites, cfg, done
 
 
@@ -268,6 +282,9 @@ def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]],
             raise UsageError(f"unknown mode {m!r}; known: {', '.join(MODES)}")
     cfg = endpoint_config(spec.endpoint)
     run_dir = spec.out or default_run_dir("-".join(s.name for s in suites_))
+    if (run_dir / journal.HEADER).exists():
+        journal.ensure_writable_new_dir(run_dir)  # refuses, naming --resume
+    journal.check_writable(run_dir, directory=True)  # before the preflight's first request
     return run_dir, samples, cfg
 
 

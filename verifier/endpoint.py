@@ -114,8 +114,9 @@ def check_base_url(url: str | None) -> None:
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError as e:
-        raise UsageError(f"--base-url is not a valid URL ({e})") from None
+    except ValueError:
+        # Not the parser's message: it quotes the port text, where a mistyped URL may hold the key.
+        raise UsageError("--base-url is not a valid URL (its port is not a number from 0 to 65535, or its host is malformed)") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError("--base-url must be an http:// or https:// URL with a host")
     if parts.username is not None or parts.password is not None:

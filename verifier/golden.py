@@ -36,21 +36,22 @@ def observations(run_dir: Path) -> list[dict[str, Any]]:
     verdicts = scoring.read_verdicts(run_dir)
     if not verdicts:
         raise journal.NotARunDir(f"{run_dir} has not been scored (no {scoring.VERDICTS}); run `verifier score {run_dir}`")
-    exchanges = journal.read_exchanges(run_dir)
-    out = []
-    for v in verdicts:
-        ex = exchanges.get((v.suite, v.sample_id, v.epoch, v.mode))
+    judged = {(v.suite, v.sample_id, v.epoch, v.mode) for v in verdicts if v.outcome in JUDGED}
+    texts: dict[tuple[str, str, int, str], tuple[Any, Any]] = {}
+    for ex in journal.iter_exchanges(run_dir):  # streamed: only the cut text and logprobs of each record are kept
+        if ex.key not in judged:
+            continue
         content = logprobs = None
-        if ex is not None and v.outcome in JUDGED:
-            try:
-                p = parse_exchange(ex)
-                content = (p.content or "")[:MAX_CONTENT]
-                if p.logprobs:
-                    logprobs = [[t.get("token"), t.get("logprob")] for t in p.logprobs[:MAX_LOGPROBS]]
-            except MalformedBody:
-                pass
-        out.append(Observation.from_verdict(v, content, logprobs).to_dict())
-    return out
+        try:
+            p = parse_exchange(ex)
+            content = (p.content or "")[:MAX_CONTENT]
+            if p.logprobs:
+                logprobs = [[t.get("token"), t.get("logprob")] for t in p.logprobs[:MAX_LOGPROBS]]
+        except MalformedBody:
+            pass
+        texts[ex.key] = (content, logprobs)
+    return [Observation.from_verdict(v, *texts.get((v.suite, v.sample_id, v.epoch, v.mode), (None, None))).to_dict()
+            for v in verdicts]
 
 
 def portable(obj: Any) -> Any:

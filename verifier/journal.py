@@ -105,7 +105,9 @@ def atomic_write(path: Path, binary: bool = False) -> Iterator[IO[Any]]:
                 continue
         else:
             raise UsageError(f"cannot write {path}: no free temp name beside it")
-        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as f:
+        # backslashreplace: a lone surrogate (a server's "\\ud800", parsed) is written as that same JSON escape,
+        # not a UnicodeEncodeError halfway through a file.
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="")) as f:
             yield f
         os.replace(tmp, path)
         tmp = None
@@ -205,6 +207,28 @@ def ensure_writable_new_dir(path: Path, resumable: bool = True) -> None:
         raise UsageError(f"output directory {path} is not writable: {e.strerror}") from None
 
 
+def check_writable(path: Path, directory: bool = False) -> None:
+    """Before any request: `path` (a file, or with `directory` a directory) can be written where it is named.
+    The nearest existing ancestor must take a new file (a probe with an unpredictable name, removed at once):
+    a read-only target is a usage error now, not after every request has been sent."""
+    path = Path(path)
+    if not directory and path.is_dir():
+        raise UsageError(f"cannot write {path}: it is a directory")
+    if directory and path.exists() and not path.is_dir():
+        raise UsageError(f"cannot write {path}: it is not a directory")
+    place = path if directory and path.is_dir() else path.parent
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    if not place.is_dir():
+        raise UsageError(f"cannot write {path}: {place} is not a directory")
+    probe = place / f".verifier-probe-{secrets.token_hex(8)}"
+    try:
+        os.close(create_new(probe))
+        os.unlink(probe)
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+
+
 def check_run_dir(run_dir: Path) -> dict[str, Any]:
     p = Path(run_dir) / HEADER
     if not p.is_file():
@@ -239,13 +263,16 @@ def write_samples(run_dir: Path, pairs: Iterable[tuple[str, Sample]]) -> None:
     write_jsonl(Path(run_dir) / SAMPLES, ({"suite": suite, **sample_fields(s)} for suite, s in pairs))
 
 
+def iter_exchanges(run_dir: Path) -> Iterator[Exchange]:
+    """Every record in journal order, one at a time (a later one for the same key supersedes an earlier one):
+    what scoring and bless walk, so their memory does not grow with the journal."""
+    for d in read_jsonl(Path(run_dir) / RESPONSES):
+        yield Exchange.from_json(d)
+
+
 def read_exchanges(run_dir: Path) -> dict[tuple[str, str, int, str], Exchange]:
     """The latest record per (suite, sample, epoch, mode): a resumed retry supersedes an infra error."""
-    out: dict[tuple[str, str, int, str], Exchange] = {}
-    for d in read_jsonl(Path(run_dir) / RESPONSES):
-        ex = Exchange.from_json(d)
-        out[ex.key] = ex
-    return out
+    return {ex.key: ex for ex in iter_exchanges(run_dir)}
 
 
 class Journal:
@@ -256,7 +283,7 @@ class Journal:
         self._heal_torn_tail()
         # O_NOFOLLOW: a responses.jsonl planted as a symlink is refused, not appended through.
         self._f = os.fdopen(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o666),
-                            "a", encoding="utf-8")
+                            "a", encoding="utf-8", errors="backslashreplace")
         # Secrets never reach disk, even if a server echoes them back (split, escaped or bare).
         self._redact = Redactor(scrub)
 

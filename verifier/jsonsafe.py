@@ -133,3 +133,25 @@ def stream_objects(chunks: list[str], extra: dict[str, Any]) -> Iterator[dict[st
         extra["bad_chunks"] = bad
     if deep:
         extra["json_too_deep"] = f"{deep} stream chunk(s)"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(o: Any, path: str = "$") -> str | None:
+    """The JSON path of the first string (key or value) holding a lone surrogate (`"\\ud800"` parses to one; it
+    cannot be encoded as UTF-8, so such a body cannot be sent), or None. Iterative, like `depth`."""
+    stack = [(o, path)]
+    while stack:
+        x, p = stack.pop()
+        if isinstance(x, str):
+            if _SURROGATE.search(x):
+                return p
+        elif isinstance(x, dict):
+            for k, v in x.items():
+                if isinstance(k, str) and _SURROGATE.search(k):
+                    return f"{p} (a key)"
+                stack.append((v, f"{p}.{k}"))
+        elif isinstance(x, list):
+            stack.extend((v, f"{p}[{i}]") for i, v in enumerate(x))
+    return None

@@ -77,7 +77,8 @@ class Progress:
 
     def __init__(self, total: int, quiet: bool, stream: TextIO | None = None, interval: float | None = None):
         self.total, self.quiet = total, quiet
-        self.stream = stream or sys.stderr
+        # The bar's own `\r` must reach the terminal: past the CLI's control-character escaping (cli/console.py).
+        self.stream = stream or getattr(sys.stderr, "raw", sys.stderr)
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.interval = interval if interval is not None else (0.2 if self.tty else _env_interval())
         self.done = self.errors = 0

@@ -72,12 +72,12 @@ def judge(suite: Suite, sample: Sample, ex: Exchange) -> Verdict:
 def score_run(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], dict[str, Any]]:
     header = journal.check_run_dir(run_dir)
     samples = journal.read_samples(run_dir)
-    exchanges = journal.read_exchanges(run_dir)
-    verdicts = []
-    for key in sorted(exchanges):
-        ex = exchanges[key]
+    # One record at a time: only verdicts are kept (a 300 MB journal cost 446 MB when it was loaded whole).
+    latest: dict[tuple[str, str, int, str], Verdict] = {}
+    for ex in journal.iter_exchanges(run_dir):
         suite = suites.get(ex.suite) or suites[ex.suite.split(":", 1)[0]]
-        verdicts.append(judge(suite, samples[(ex.suite, ex.sample_id)], ex))
+        latest[ex.key] = judge(suite, samples[(ex.suite, ex.sample_id)], ex)
+    verdicts = [latest[k] for k in sorted(latest)]
     return verdicts, summarize(header, verdicts, suites, samples)
 
 

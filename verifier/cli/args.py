@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -87,9 +88,12 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
 def parse_headers(items: list[str] | None) -> dict[str, str]:
     out = {}
     for h in items or []:
+        # Never echo what was given: a header without its name is usually a bare credential ('Bearer sk-...').
         if ":" not in h:
-            raise UsageError(f"--header must look like 'Name: value', got {h.split(':')[0][:40]!r}")
+            raise UsageError("--header must look like 'Name: value' (one was given without a name and colon)")
         k, v = h.split(":", 1)
+        if not k.strip() or not re.fullmatch(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+", k.strip()):
+            raise UsageError("--header must look like 'Name: value' (a header name is letters, digits and -_.!#$%&'*+^`|~)")
         out[k.strip()] = v.strip()
     return out
 
