@@ -64,8 +64,12 @@ async def read_capped(resp: Any, limit: int, strict_charset: bool = False) -> st
     """The decoded body, at most `limit` bytes (TooLarge past it). An unknown charset is read as UTF-8 with
     replacement characters, or with `strict_charset` raises UnknownCharset (server info, where a guess is worse)."""
     charset = _charset(resp, strict_charset)
-    parts = [b async for b in _bytes(resp, limit)]
-    return b"".join(parts).decode(charset, errors="replace")
+    buf = bytearray()  # one buffer, decoded in place: a list of pieces joined then decoded held the body three times
+    async for b in _bytes(resp, limit):
+        buf += b
+    text = buf.decode(charset, errors="replace")
+    del buf
+    return text
 
 
 def _stream_error(payload: str) -> bool:

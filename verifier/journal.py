@@ -146,17 +146,18 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
         for n, raw in enumerate(f, 1):
             if not raw.endswith(b"\n"):
                 return  # torn tail
+            if raw.isspace():
+                continue
             try:
-                line = raw.decode("utf-8").strip()
-                if not line:
-                    continue
-                rec = jsonsafe.loads(line)
+                rec = jsonsafe.loads(raw)  # from the bytes: no decoded and stripped copies of a 64 MB line beside it
             except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
                 why = getattr(e, "msg", None) or getattr(e, "reason", None) or "nested too deep"
                 raise CorruptFile(f"{path}: line {n} is not valid JSON ({why})") from None
+            raw = b""  # only the record is kept while it is in use
             if not isinstance(rec, dict):
                 raise CorruptFile(f"{path}: line {n} is not a JSON object")
             yield rec
+            rec = None
 
 
 def file_digest(path: Path) -> dict[str, Any] | None:
@@ -267,7 +268,10 @@ def iter_exchanges(run_dir: Path) -> Iterator[Exchange]:
     """Every record in journal order, one at a time (a later one for the same key supersedes an earlier one):
     what scoring and bless walk, so their memory does not grow with the journal."""
     for d in read_jsonl(Path(run_dir) / RESPONSES):
-        yield Exchange.from_json(d)
+        ex = Exchange.from_json(d)
+        d = None
+        yield ex
+        ex = None
 
 
 def read_exchanges(run_dir: Path) -> dict[tuple[str, str, int, str], Exchange]:
@@ -301,7 +305,9 @@ class Journal:
         if self._redact and self._parsed_leak(rec):
             rec = self._redact.blank_texts(rec)
         line = dumps(rec)
-        self._f.write(line + "\n")
+        rec = {}
+        self._f.write(line)  # not `line + "\n"`: a 64 MB body would be copied once more
+        self._f.write("\n")
         self._f.flush()
 
     def _parsed_leak(self, rec: dict[str, Any]) -> bool:
