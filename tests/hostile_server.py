@@ -112,6 +112,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         stream = isinstance(body, dict) and body.get("stream")
+        if self.server.behaviour == "models_ansi":  # a 404 for the model: the preflight then lists the served ids
+            return self._send(404, json.dumps({"error": {"message": "model not found"}}))
         if self.headers.get("X-Verifier-Preflight"):
             # The verifier's preflight ping: a plain answer, unrecorded; the behaviour is for the run's samples.
             return self.b_fine(stream, body)
@@ -370,19 +372,19 @@ class _Handler(BaseHTTPRequestHandler):
         evs.append({"type": "response.completed", "response": {"status": "completed", "usage": usage, "output": []}})
         self._events([json.dumps(e) for e in evs])
 
-    def b_body62(self, stream: bool, body: Any) -> None:
-        """A valid completion of 62 MB: just under the client's 64 MiB cap, so it is read whole."""
-        pad = " " * (62 * 2**20)
+    def b_padded(self, stream: bool, body: Any) -> None:
+        """A valid completion of `pad_mb` MiB (default 62: just under the client's 64 MiB cap, so it is read whole)."""
+        n = self.server.pad_mb
         head = json.dumps(completion("4"))[:-1].encode() + b', "pad": "'
         tail = b'"}'
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(head) + len(pad) + len(tail)))
+        self.send_header("Content-Length", str(len(head) + n * 2**20 + len(tail)))
         self.end_headers()
+        block = b" " * 2**20
         try:
             self.wfile.write(head)
-            block = pad[: 2**20].encode()
-            for _ in range(62):
+            for _ in range(n):
                 self.wfile.write(block)
             self.wfile.write(tail)
         except OSError:
@@ -422,12 +424,13 @@ class _Server(ThreadingHTTPServer):
 class HostileServer:
     """`with HostileServer("echo") as srv:` then `srv.url` (ends in /v1) and `srv.requests`."""
 
-    def __init__(self, behaviour: str, redirect_to: str = "", deep_where: str = "tool_args"):
+    def __init__(self, behaviour: str, redirect_to: str = "", deep_where: str = "tool_args", pad_mb: int = 62):
         self.httpd = _Server(("127.0.0.1", 0), _Handler)
         self.httpd.behaviour = behaviour  # type: ignore[attr-defined]
         self.httpd.requests = []  # type: ignore[attr-defined]
         self.httpd.redirect_to = redirect_to  # type: ignore[attr-defined]
         self.httpd.deep_where = deep_where  # type: ignore[attr-defined]
+        self.httpd.pad_mb = pad_mb  # type: ignore[attr-defined]
         self.httpd.stopping = False  # type: ignore[attr-defined]
         self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.url = self.base + "/v1"

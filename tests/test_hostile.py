@@ -366,3 +366,230 @@ def test_nan_end_to_end_is_a_frontend_finding_with_strict_json_outputs(tmp_path,
     for p in tmp_path.rglob("*.json*"):
         for line in ([p.read_text()] if p.suffix == ".json" else p.read_text().splitlines()):
             json.loads(line, parse_constant=lambda c: pytest.fail(f"bare {c} in {p.name}"))
+
+
+# =====================================================================================================
+# Issue #22: every limit on every path, and no secret reassembled on disk. One test (or more) per item.
+# =====================================================================================================
+
+def _cli_rss(*args, env=None, timeout=600):
+    """`verifier ARGS` in a fresh interpreter: (exit code, peak RSS in MB, stdout, stderr)."""
+    script = ("import json, resource, sys\nfrom verifier.cli import main\ncode = main(sys.argv[1:])\n"
+              "print(json.dumps({'code': code, 'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))")
+    p = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                       env=env or {**os.environ, "PYTHONPATH": str(ROOT)})
+    last = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else {"code": None, "rss_mb": None}
+    return last["code"], last["rss_mb"], p.stdout, p.stderr
+
+
+MEM22_SCRIPT = """
+import asyncio, json, resource, sys
+from verifier.endpoint import Endpoint, EndpointConfig
+async def go(models_url, events_url, body_url):
+    out = {}
+    ep = Endpoint(EndpointConfig(models_url, "m", max_retries=0))
+    try:
+        out["unreachable"] = await ep.unreachable()
+        out["models_status"] = (await ep.get(models_url + "/models"))[0]
+        out["info"] = sorted(await ep.server_info())
+    finally:
+        await ep.aclose()
+    for name, url, mode in (("events", events_url, "chat-stream"), ("bodies", body_url, "chat")):
+        ep = Endpoint(EndpointConfig(url, "m", max_retries=0, concurrency=4))
+        try:
+            rs = await asyncio.gather(*(ep.send(mode, {"model": "m", "messages": [], "stream": mode != "chat"}) for _ in range(4)))
+            out[name] = [[r.error, len(r.chunks or []), len(r.body or "")] for r in rs]
+            del rs
+        finally:
+            await ep.aclose()
+    return out
+out = asyncio.run(go(*sys.argv[1:4]))
+print(json.dumps({**out, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def test_22_1_3_every_read_path_stays_under_500_mb():
+    """Items 1 and 3 and the 62 MB bodies, one child process, its peak RSS: a 1 GiB gzip bomb on GET /models
+    (reachability, preflight and server info), 4 concurrent streams of 8 M `data:{}` events, and 4 concurrent
+    bodies of 62 MB (just under the 64 MiB cap, so each is read whole)."""
+    with HostileServer("models_bomb") as bomb, HostileServer("tiny_events") as events, HostileServer("padded") as bodies:
+        p = subprocess.run([sys.executable, "-c", MEM22_SCRIPT, bomb.url, events.url, bodies.url], capture_output=True,
+                           text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    assert doc["unreachable"] is None and doc["models_status"] is None  # the bomb's listing is refused at its cap
+    assert doc["info"] == ["props", "version"]  # /models dropped, the others kept
+    assert doc["events"] == [["stream_too_many_events", 250_000, 0]] * 4  # cut at the event cap, what came is kept
+    assert all(e is None and n > 62 * 2**20 for e, _, n in doc["bodies"]), doc["bodies"]
+    assert doc["rss_mb"] < 500, doc
+
+
+def test_22_1_models_bomb_through_the_cli_run(tmp_path):
+    """The issue's reproduction: `verifier run` against a 1 GiB gzip body on /models (it peaked at 2.17 GB)."""
+    with HostileServer("models_bomb") as srv:
+        code, rss, out, err = _cli_rss("run", "--suite", "smoke", "--smoke", "--limit", "1", "--base-url", srv.url,
+                                       "--model", "m", "--quiet", "--out", tmp_path / "r")
+    assert code == 0, err[-2000:]
+    assert rss < 500, rss
+    hdr = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert "models" not in hdr["server_info"]  # not allow-listed from a body that was never read whole
+
+
+def test_22_2_a_dripping_models_listing_is_bounded_by_the_info_deadline(tmp_path, cli):
+    """One byte every 2 s on /models: every read is within --timeout, the whole call is not. It stalled 97 s."""
+    with HostileServer("models_drip") as srv:
+        t0 = time.monotonic()
+        code, _, err = cli("run", "--suite", "smoke", "--smoke", "--limit", "1", "--base-url", srv.url, "--model", "m",
+                           "--quiet", "--out", tmp_path / "r", "--timeout", "3", "--request-deadline", "5", "--info-deadline", "2")
+        took = time.monotonic() - t0
+    assert code == 0, err
+    # unreachable reads only the status line; preflight and server info give up at --info-deadline each (2 s).
+    assert took < 60, took  # the server drips for 120 s: a run that waited for it would take that long
+    assert "models" not in json.loads((tmp_path / "r" / "run.json").read_text())["server_info"]
+
+
+def test_22_3_millions_of_tiny_events_are_a_contract_finding(tmp_path, cli):
+    with HostileServer("tiny_events") as srv:
+        code, _, err = cli("run", "--suite", "smoke", "--smoke", "--limit", "2", "--base-url", srv.url, "--model", "m",
+                           "--quiet", "--out", tmp_path / "r", "--mode", "chat-stream", "--max-stream-events", "1000")
+        posts = [r for r in srv.requests if r["method"] == "POST"]
+    assert code == 0, err
+    assert len(posts) == 2  # not retried: the same server sends the same stream
+    vs = list(journal.read_jsonl(tmp_path / "r" / "verdicts.jsonl"))
+    assert {(v["outcome"], v["reason"]) for v in vs} == {("contract", "stream_too_many_events")}
+    recs = list(journal.read_jsonl(tmp_path / "r" / "responses.jsonl"))
+    assert all(r["error"] == "stream_too_many_events" and len(r["chunks"]) == 1000 for r in recs)
+    from verifier.diagnosis import TABLE
+
+    assert TABLE["stream_too_many_events"][0] == "stream assembly"
+    assert contract.blocking([contract.Finding("stream_too_many_events", "")])
+
+
+@pytest.mark.parametrize("where,mode,reason", [("body", "chat", "malformed_body"), ("chunk", "chat-stream", None),
+                                               ("tool_args", "chat", "tool_args_invalid_json"), ("content", "chat", None)])
+def test_22_4_huge_integers_are_findings_in_run_score_gate_and_report(where, mode, reason, tmp_path, cli):
+    """A 5,000-digit integer in a body, a stream chunk, tool arguments or the probe's JSON answer: a contract finding
+    (or a failed probe), never `internal error: ValueError: Exceeds the limit (4300 digits)`."""
+    run = ["--suite", "smoke", "--smoke", "--limit", "2", "--model", "m", "--quiet", "--mode", mode, "--probes", "--max-retries", "0"]
+    with HostileServer("huge_int", deep_where=where) as srv:
+        code, _, err = cli("run", *run, "--base-url", srv.url, "--out", tmp_path / "r")
+        assert code == 0, err
+        vs = list(journal.read_jsonl(tmp_path / "r" / "verdicts.jsonl"))
+        codes = {f["code"] for v in vs for f in v["findings"]}
+        if reason:
+            assert {(v["outcome"], v["reason"]) for v in vs} == {("contract", reason)}, vs
+        elif where == "chunk":
+            assert "stream_chunk_invalid_json" in codes, vs
+        else:
+            probes = json.loads((tmp_path / "r" / "probes.json").read_text())
+            assert probes["response_format_honoured"]["passed"] is False
+        assert cli("score", tmp_path / "r")[0] == 0
+        assert cli("bless", tmp_path / "r", "--to", tmp_path / "g")[0] == 0
+        assert cli("calibrate", tmp_path / "g", "--runs", tmp_path / "r", tmp_path / "r")[0] == 0
+        code, _, err = cli("gate", "--golden", tmp_path / "g", "--base-url", srv.url, "--model", "m", "--out", tmp_path / "gate",
+                           "--quiet", "--max-retries", "0")
+        assert code in (0, 10, 20, 30) and "internal error" not in err, err
+    code, _, err = cli("report", tmp_path / "gate", "--golden", tmp_path / "g", "-o", tmp_path / "rep.html")
+    assert code == 0, err
+
+
+def test_22_4_every_json_load_boundary_treats_a_huge_integer_as_bad_json(tmp_path, cli, server):
+    from verifier import jsonsafe
+    from verifier.jsonsafe import NumberTooLong
+
+    with pytest.raises(json.JSONDecodeError, match="4300 digits"):
+        jsonsafe.loads('{"n": ' + "9" * 5000 + "}")
+    assert issubclass(NumberTooLong, json.JSONDecodeError)
+    assert parse_chunks([delta_huge := '{"choices": [{"delta": {"content": "x"}}], "n": ' + "9" * 5000 + "}", "[DONE]"]).extra["bad_chunks"] == 1
+    assert delta_huge
+    # A journal or a golden edited (or corrupted) into one: a usage error naming the file and line, not a crash.
+    out = tmp_path / "r"
+    assert cli("run", "--suite", "smoke", "--smoke", "--limit", "2", "--base-url", server.url, "--model", "m", "--quiet",
+               "--out", out)[0] == 0
+    lines = (out / "responses.jsonl").read_text().splitlines(keepends=True)
+    lines[0] = lines[0].replace('"epoch":0', '"epoch":' + "9" * 5000, 1)
+    (out / "responses.jsonl").write_text("".join(lines))
+    code, _, err = cli("score", out)
+    assert code == 2 and "line 1" in err and err.count("\n") == 1, err
+
+
+def _evil_requests(path):
+    """Two --requests bodies whose ids hold terminal escapes, a carriage return, a bell and a C0 control."""
+    rows = [{"id": f"evil{i}\x1b[2J\x1b[H\rstatus: pass\x07\x01", "messages": [{"role": "user", "content": f"What is {i} + 1?"}]}
+            for i in range(2)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def evil_golden(tmp_path, cli):
+    req = _evil_requests(tmp_path / "evil.jsonl")
+    with HostileServer("fine") as srv:
+        code, _, err = cli("run", "--requests", req, "--base-url", srv.url, "--model", "m", "--quiet", "--out", tmp_path / "ref",
+                           "--logprobs", "1")
+        assert code == 0, err
+    assert cli("bless", tmp_path / "ref", "--to", tmp_path / "g")[0] == 0
+    assert cli("calibrate", tmp_path / "g", "--runs", tmp_path / "ref", tmp_path / "ref")[0] == 0
+    return {"golden": tmp_path / "g", "requests": req}
+
+
+def test_22_8_control_characters_from_the_endpoint_never_reach_the_console(tmp_path, cli, evil_golden):
+    # Model ids from /v1/models, printed by the preflight's hint.
+    with HostileServer("models_ansi") as srv:
+        code, out, err = cli("run", "--suite", "smoke", "--smoke", "--limit", "1", "--base-url", srv.url, "--model", "other",
+                             "--quiet", "--out", tmp_path / "r")
+    assert code == 2 and "not in /v1/models" in err and err.count("\n") == 1, err
+    assert "\\x1b[2J" in err and "\\u202e" in err
+    # --requests ids, printed by the gate summary (diagnosis examples, evidence).
+    with HostileServer("nan") as srv:
+        code, out, err = cli("gate", "--golden", evil_golden["golden"], "--data", evil_golden["requests"], "--base-url", srv.url,
+                             "--model", "m", "--out", tmp_path / "gate", "--max-retries", "0")
+    assert code != 1 and "evil0" in out, (out, err)
+    assert "\\x1b[2J" in out + err
+    for text in (out, err):
+        assert not any(c in text for c in "\x1b\r\x07\x01\u202e"), repr(text)
+
+
+def test_22_9_junit_xml_stays_valid_with_control_characters_in_sample_ids(tmp_path, cli, evil_golden):
+    import xml.etree.ElementTree as ET
+
+    with HostileServer("nan") as srv:
+        code, _, err = cli("gate", "--golden", evil_golden["golden"], "--data", evil_golden["requests"], "--base-url", srv.url,
+                           "--model", "m", "--out", tmp_path / "gate", "--quiet", "--max-retries", "0")
+    assert code in (10, 12, 20), err
+    root = ET.parse(tmp_path / "gate" / "junit.xml").getroot()  # raised ParseError on \x01 before
+    text = ET.tostring(root, encoding="unicode")
+    assert int(root.get("failures")) >= 1 and "evil0" in text and "\\x01" in text, text[:2000]
+
+
+def test_22_10_argument_errors_never_echo_a_secret(tmp_path, cli):
+    secret = "sk-argSECRET-0123456789abcdef"
+    for args in (["--header", f"Bearer {secret}"], ["--header", f"{secret}"], ["--base-url", f"http://127.0.0.1:{secret}/v1"],
+                 ["--base-url", f"http://127.0.0.1:8080{secret}/v1"]):
+        base = ["run", "--suite", "smoke", "--smoke", "--model", "m", "--quiet", "--out", tmp_path / "r"]
+        if args[0] != "--base-url":
+            base += ["--base-url", "http://127.0.0.1:9/v1"]
+        code, out, err = cli(*base, *args)
+        assert code == 2 and err.count("\n") == 1, (args, err)
+        assert not any(piece in out + err for piece in (secret, secret[:12], secret[-12:], "argSECRET")), (args, err)
+        assert not (tmp_path / "r").exists()
+
+
+def test_22_11_bad_input_is_exit_2_with_one_line(tmp_path, cli, monkeypatch, server):
+    # An unknown charset on /models.
+    with HostileServer("models_charset") as srv:
+        code, _, err = cli("run", "--suite", "smoke", "--smoke", "--limit", "1", "--base-url", srv.url, "--model", "m",
+                           "--quiet", "--out", tmp_path / "a")
+    assert code == 2 and err.count("\n") == 1 and "charset" in err and "internal error" not in err, err
+    # A lone surrogate in a --requests body (it cannot be encoded as UTF-8 to be sent).
+    req = tmp_path / "req.jsonl"
+    req.write_text('{"id": "s1", "messages": [{"role": "user", "content": "bad \\ud800 here"}]}\n')
+    code, _, err = cli("run", "--requests", req, "--base-url", server.url, "--model", "m", "--quiet", "--out", tmp_path / "b")
+    assert code == 2 and err.count("\n") == 1 and "lone surrogate" in err and "line 1" in err, err
+    assert server.script.requests == []
+    # A key with a trailing newline (it would be a header with a line break).
+    monkeypatch.setenv("OPENAI_API_KEY", KEY + "\n")
+    code, _, err = cli("run", "--suite", "smoke", "--smoke", "--limit", "1", "--base-url", server.url, "--model", "m",
+                       "--quiet", "--out", tmp_path / "c")
+    assert code == 2 and err.count("\n") == 1 and "OPENAI_API_KEY" in err and KEY not in err and "internal error" not in err, err
+    assert not (tmp_path / "c").exists() and server.script.requests == []
