@@ -593,3 +593,86 @@ def test_22_11_bad_input_is_exit_2_with_one_line(tmp_path, cli, monkeypatch, ser
                        "--quiet", "--out", tmp_path / "c")
     assert code == 2 and err.count("\n") == 1 and "OPENAI_API_KEY" in err and KEY not in err and "internal error" not in err, err
     assert not (tmp_path / "c").exists() and server.script.requests == []
+
+
+SPLIT_FORMS = [("split_choice", "chat-stream"), ("split_messages", "messages-stream"), ("split_responses", "responses-stream")]
+
+
+def _halves(*secrets):
+    return {h for s in secrets for h in (s[: len(s) // 2], s[len(s) // 2:])}
+
+
+@pytest.mark.parametrize("behaviour,mode", SPLIT_FORMS)
+def test_22_5_canary_a_secret_split_where_the_parser_rejoins_it_reaches_no_file(behaviour, mode, tmp_path, cli, monkeypatch):
+    """The server echoes the env key and the --header value in halves that only the parser joins (a second chat
+    choice with index 0; Messages content_block_start.text then text_delta; Responses output_text.delta of another
+    output_index). Every file every command writes is grepped, including those that report, bless, calibrate,
+    compare and matrix write later in a process that holds neither secret (scrub.reset + no key in the env)."""
+    from verifier import scrub
+
+    scrub.reset()
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "step-summary.md"))
+    runs = ["--suite", "smoke", "--smoke", "--limit", "2", "--model", "m", "--quiet", "--mode", mode, "--max-retries", "0",
+            "--header", f"X-Api-Key: {HDR}"]
+    with HostileServer(behaviour) as srv:
+        for name in ("ref", "cand"):
+            code, _, err = cli("run", *runs, "--base-url", srv.url, "--out", tmp_path / name)
+            assert code == 0, err
+        sent = [r for r in srv.requests if r["method"] == "POST"]
+        assert sent and all(r["headers"].get("x-api-key") == HDR and KEY in r["headers"].get("authorization", "") for r in sent)
+        # The run's own journal, written by the process that holds both secrets: joined where the parser joins.
+        from verifier.parse import parse_exchange
+        from verifier.types import Exchange
+
+        for rec in journal.read_jsonl(tmp_path / "ref" / "responses.jsonl"):
+            p = parse_exchange(Exchange.from_json(rec))
+            assert "***" in (p.content or ""), (rec["chunks"], p.content)
+        # Offline, in a process that never held the secrets.
+        scrub.reset()
+        monkeypatch.delenv("OPENAI_API_KEY")
+        g = tmp_path / "goldens" / "g"
+        assert cli("score", tmp_path / "ref")[0] == 0
+        assert cli("bless", tmp_path / "ref", "--to", g)[0] == 0
+        assert cli("calibrate", g, "--runs", tmp_path / "ref", tmp_path / "cand")[0] == 0
+        scrub.reset()
+        assert cli("compare", tmp_path / "cand", "--golden", g)[0] in (0, 10, 20)
+        scrub.reset()
+        code, _, err = cli("report", tmp_path / "cand", "--golden", g, "-o", tmp_path / "rep" / "r.html", "--csv", tmp_path / "rep" / "s.csv")
+        assert code == 0, err
+        scrub.reset()
+        code, _, err = cli("matrix", "--golden", g, "--out", tmp_path / "matrix", f"A={tmp_path / 'cand'}", f"B={tmp_path / 'ref'}")
+        assert code in (0, 10, 20), err
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    names = {p.name for p in files}
+    assert {"run.json", "responses.jsonl", "verdicts.jsonl", "golden.json", "samples.jsonl", "comparison.json", "r.html",
+            "s.csv", "matrix.html", "matrix.md", "matrix.json"} <= names, names
+    forms = secret_forms(KEY, HDR) | _halves(KEY, HDR)
+    for p in files:
+        text = p.read_text(encoding="utf-8", errors="replace")
+        leaked = [f for f in forms if f in text]
+        assert not leaked, f"{p.relative_to(tmp_path)} holds {leaked}"
+    hdr = json.loads((tmp_path / "ref" / "run.json").read_text())["endpoint"]
+    assert hdr["header_names"] == ["X-Api-Key"] and hdr["api_key_sent"] is True  # that auth was used, never the values
+
+
+def test_22_5_offline_commands_mask_token_like_strings_of_a_secret_bearing_run(tmp_path, cli, monkeypatch):
+    """Defence in depth: a journal that still holds a credential (here written in by hand, as a server could re-encode
+    one past the redactor) is masked token-wise by an offline report when run.json says a --header was sent."""
+    from verifier import scrub
+
+    scrub.reset()
+    with HostileServer("fine") as srv:
+        code, _, err = cli("run", "--suite", "smoke", "--smoke", "--limit", "2", "--base-url", srv.url, "--model", "m", "--quiet",
+                           "--out", tmp_path / "r", "--header", f"X-Api-Key: {HDR}")
+        assert code == 0, err
+    planted = "sk-plantedTOKEN-Z9y8X7w6V5u4"
+    lines = (tmp_path / "r" / "responses.jsonl").read_text().replace('\\"content\\": \\"ok\\"', f'\\"content\\": \\"ok {planted}\\"')
+    assert planted in lines
+    (tmp_path / "r" / "responses.jsonl").write_text(lines)
+    scrub.reset()  # a new process: it never saw the --header
+    assert cli("report", tmp_path / "r", "-o", tmp_path / "rep.html")[0] == 0
+    html = (tmp_path / "rep.html").read_text()
+    assert planted not in html and "planted" not in html and "***" in html
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert len(summary["responses_digest"]["sha256"]) == 64  # rescored offline, the digest was not masked

@@ -185,7 +185,8 @@ class Redactor:
 
     def blank_texts(self, d: dict[str, Any]) -> dict[str, Any]:
         """A journal record whose parsed answer still spells a secret after `record` (a split no stream key
-        covers): every text piece of its body and chunks becomes the mask. The answer is lost; the key is not written."""
+        covers): every string of its body and chunks but the structural ones (`type`, `role`, `finish_reason`...)
+        becomes the mask. It does not rely on knowing where text sits; the answer is lost, the key is not written."""
         d = dict(d)
 
         def blank(raw: str) -> str:
@@ -194,16 +195,27 @@ class Redactor:
             except (ValueError, RecursionError):
                 val = None
             if val is None:
-                return MASK
-            for _, cont, key in _leaves(val):
-                cont[key] = MASK
-            return json.dumps(val, ensure_ascii=False, separators=(",", ":"))
+                return raw if raw == "[DONE]" else MASK
+            return json.dumps(_blank(val, 0), ensure_ascii=False, separators=(",", ":"))
 
         if isinstance(d.get("chunks"), list):
             d["chunks"] = [blank(c) if isinstance(c, str) else c for c in d["chunks"]]
         if isinstance(d.get("body"), str):
             d["body"] = blank(d["body"])
         return d
+
+
+_STRUCTURAL = {"type", "object", "role", "finish_reason", "stop_reason", "status", "model"}
+
+
+def _blank(o: Any, depth: int) -> Any:
+    if depth > _MAX_WALK:
+        return MASK
+    if isinstance(o, dict):
+        return {k: (v if k in _STRUCTURAL and isinstance(v, str) else _blank(v, depth + 1)) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_blank(v, depth + 1) for v in o]
+    return MASK if isinstance(o, str) else o
 
 
 TEXT_FIELDS = ("content", "reasoning_content", "reasoning", "text")
