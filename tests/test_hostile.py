@@ -676,3 +676,161 @@ def test_22_5_offline_commands_mask_token_like_strings_of_a_secret_bearing_run(t
     assert planted not in html and "planted" not in html and "***" in html
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert len(summary["responses_digest"]["sha256"]) == 64  # rescored offline, the digest was not masked
+
+
+KILL_BLESS = """
+import os, signal, sys
+from verifier import golden
+if sys.argv[1] == "renames":
+    golden._exchange = lambda a, b: False  # a system without an atomic exchange: two renames
+real = os.rename
+def rename(src, dst):
+    real(src, dst)
+    if str(src).endswith("/g"):  # the old golden was just moved aside: killed before the new one goes in
+        os.kill(os.getpid(), signal.SIGKILL)
+os.rename = rename
+from verifier.cli import main
+sys.exit(main(["bless", sys.argv[2], "--to", sys.argv[3], "--force"]))
+"""
+
+
+@pytest.mark.parametrize("path", ["exchange", "renames"])
+def test_22_6_a_kill_during_bless_force_never_loses_the_golden(path, tmp_path, cli, calibrated_golden):
+    """SIGKILL between bless --force's renames left no golden at the target ("not a golden" ever after). With the
+    atomic exchange there is no such moment; with two renames the next command that looks puts the old one back."""
+    import shutil
+
+    g = tmp_path / "g"
+    shutil.copytree(calibrated_golden["golden"], g)
+    before = (g / "golden.json").read_bytes()
+    p = subprocess.run([sys.executable, "-c", KILL_BLESS, path, str(calibrated_golden["r2"]), str(g)], capture_output=True,
+                       text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if path == "exchange":
+        assert p.returncode == 0, p.stderr  # one atomic swap: no rename of the golden, nothing to kill it between
+        assert json.loads((g / "golden.json").read_text())["source"]["run_id"] == "r2"
+    else:
+        assert p.returncode == -9, p.stderr
+        assert not g.exists() and list(tmp_path.glob(".g.old-*"))  # the state the issue found
+        code, _, err = cli("compare", calibrated_golden["r3"], "--golden", g, "--out", tmp_path / "c.json")
+        assert code in (0, 20), err  # recovered, not "not a golden"
+        assert (g / "golden.json").read_bytes() == before and not list(tmp_path.glob(".g.old-*"))
+    assert cli("bless", calibrated_golden["r2"], "--to", g, "--force")[0] == 0
+    assert sorted(x.name for x in tmp_path.iterdir() if x.name.startswith(".g")) == []
+
+
+def test_22_7_a_planted_temp_symlink_is_never_followed(tmp_path, cli, server):
+    out = tmp_path / "r"
+    assert cli("run", "--suite", "smoke", "--smoke", "--limit", "2", "--base-url", server.url, "--model", "m", "--quiet",
+               "--out", out)[0] == 0
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    for name in ("rep.html.tmp", ".rep.html.tmp", "summary.json.tmp", "verdicts.jsonl.tmp"):
+        (out / name).symlink_to(victim)
+    assert cli("report", out, "-o", out / "rep.html")[0] == 0
+    assert cli("score", out)[0] == 0
+    assert victim.read_text() == "precious"
+    assert (out / "rep.html").is_file() and not (out / "rep.html").is_symlink()
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()]  # no temp file left behind
+    # The lock and the journal are opened O_NOFOLLOW too: a symlinked responses.jsonl is refused, not appended through.
+    from verifier import journal as j
+
+    (out / "responses.jsonl").unlink()
+    (out / "responses.jsonl").symlink_to(victim)
+    with pytest.raises(OSError):
+        j.Journal(out)
+    assert victim.read_text() == "precious"
+    # One helper creates every new file: O_EXCL|O_NOFOLLOW refuses an existing path or symlink.
+    with pytest.raises(FileExistsError):
+        j.create_new(out / "rep.html.tmp")
+
+
+PROXY_RSS = """
+import json, resource, sys, httpx
+from verifier.testbed.proxy import Proxy
+with Proxy(sys.argv[1], ["usage_dropped"], seed=0) as proxy:
+    n = 0
+    with httpx.stream("POST", proxy.url + "/chat/completions", json={"model": "m", "messages": []}, timeout=120) as r:
+        for b in r.iter_raw():
+            n += len(b)
+print(json.dumps({"bytes": n, "status": r.status_code, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def test_22_12_the_proxy_passes_a_400_mb_body_without_buffering_it():
+    """`--fault usage_dropped` (a response fault) in front of a 400 MB body peaked at 1.68 GB: past the cap the
+    body is forwarded as it comes, unmutated. Proxy and client in one child process: its peak RSS."""
+    with HostileServer("big_json") as srv:
+        p = subprocess.run([sys.executable, "-c", PROXY_RSS, srv.url], capture_output=True, text=True, timeout=600,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    assert doc["status"] == 200 and doc["bytes"] > 400 * 2**20, doc  # all of it, as it came
+    assert doc["rss_mb"] < 300, doc
+
+
+def test_22_12_the_proxy_still_mutates_bodies_under_its_cap():
+    import httpx
+
+    from verifier.testbed.proxy import Proxy
+
+    with HostileServer("padded", pad_mb=2) as srv:
+        with Proxy(srv.url, ["usage_dropped"], seed=0, max_response_bytes=4 * 2**20) as proxy:
+            small = httpx.post(proxy.url + "/chat/completions", json={"model": "m", "messages": []}, timeout=60).json()
+        with Proxy(srv.url, ["usage_dropped"], seed=0, max_response_bytes=2**20) as proxy:
+            big = httpx.post(proxy.url + "/chat/completions", json={"model": "m", "messages": []}, timeout=60).json()
+    assert "usage" not in small and "usage" in big  # rewritten under the cap; over it, passed on unmutated
+
+
+def test_22_13_scoring_memory_does_not_grow_with_the_journal(tmp_path):
+    """`score` walks the journal one record at a time: 80 records of 2 MB (a 160 MB journal) cost about one record,
+    not the journal (a 300 MB journal cost 446 MB when it was loaded whole)."""
+    out, small = tmp_path / "big", tmp_path / "small"
+    with HostileServer("padded", pad_mb=2) as srv:
+        for d, epochs in ((out, "4"), (small, "1")):
+            code, _, _, err = _cli_rss("run", "--suite", "smoke", "--smoke", "--base-url", srv.url, "--model", "m", "--quiet",
+                                       "--out", d, "--epochs", epochs, "--concurrency", "4", "--limit", "20" if epochs == "4" else "1")
+            assert code == 0, err[-2000:]
+    size_mb = (out / "responses.jsonl").stat().st_size / 2**20
+    assert size_mb > 150
+    code, base_rss, _, err = _cli_rss("score", small)
+    assert code == 0, err
+    code, rss, _, err = _cli_rss("score", out)
+    assert code == 0, err
+    assert rss - base_rss < 40, (rss, base_rss, size_mb)
+
+
+def test_22_14_extra_body_credentials_are_secrets(tmp_path, cli):
+    cred = "gw-extraSECRET-13579bdfhjlnp"
+    extra = json.dumps({"api_key": cred, "gateway": {"Authorization": "Bearer " + cred + "2"}, "max_tokens": 5,
+                        "chat_template_kwargs": {"enable_thinking": False}})
+    with HostileServer("echo") as srv:
+        code, _, err = cli("run", "--suite", "smoke", "--smoke", "--limit", "2", "--base-url", srv.url, "--model", "m", "--quiet",
+                           "--out", tmp_path / "r", "--extra-body", extra, "--probes")
+        assert code == 0, err
+        sent = [r["body"] for r in srv.requests if r["method"] == "POST"]
+        # The server got the real values, probes included (run.json's masked copy is never what is sent).
+        assert sent and all(b["api_key"] == cred and b["gateway"]["Authorization"] == "Bearer " + cred + "2" for b in sent)
+        hdr = json.loads((tmp_path / "r" / "run.json").read_text())
+        assert hdr["extra_body"] == {"api_key": "***", "gateway": {"Authorization": "***"}, "max_tokens": 5,
+                                     "chat_template_kwargs": {"enable_thinking": False}}
+        # A resume needs the real values back: refused without --extra-body, accepted with it.
+        (tmp_path / "r" / "responses.jsonl").write_text("")
+        code, _, err = cli("run", "--resume", tmp_path / "r", "--base-url", srv.url, "--quiet")
+        assert code == 2 and "--extra-body" in err and cred not in err, err
+        code, _, err = cli("run", "--resume", tmp_path / "r", "--base-url", srv.url, "--quiet", "--extra-body", extra)
+        assert code == 0, err
+    for p in (tmp_path / "r").iterdir():
+        if p.is_file():
+            assert "extraSECRET" not in p.read_text(errors="replace"), p.name
+
+
+def test_22_15_gate_checks_every_output_path_before_the_first_request(tmp_path, cli, calibrated_golden):
+    with HostileServer("fine") as srv:
+        for flag in ("--report", "--junit", "--markdown"):
+            code, _, err = cli("gate", "--golden", calibrated_golden["golden"], "--base-url", srv.url, "--model", "m", "--quiet",
+                               "--out", tmp_path / f"gate{flag}", flag, "/proc/verifier-out.file")
+            assert code == 2 and err.count("\n") == 1 and "/proc/verifier-out.file" in err, (flag, err)
+        code, _, err = cli("gate", "--golden", calibrated_golden["golden"], "--base-url", srv.url, "--model", "m", "--quiet",
+                           "--out", "/proc/verifier-gate-dir")
+        assert code == 2 and err.count("\n") == 1, err
+        assert srv.requests == []  # not one request: no preflight, no /models, no sample

@@ -104,7 +104,7 @@ def _swap_in(to: Path, fill: Any) -> None:
     to = Path(to)
     to.parent.mkdir(parents=True, exist_ok=True)
     recover(to)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{to.name}.new-", dir=to.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{to.name}.new-{os.getpid()}-", dir=to.parent))
     old = to.with_name(f".{to.name}.old-{os.getpid()}")
     try:
         fill(tmp)
@@ -154,9 +154,16 @@ def _alive(pid: int) -> bool:
 
 def recover(to: Path) -> None:
     """A bless killed between its two renames left no golden at `to` and the old one aside as
-    `.NAME.old-PID`: put it back (only when that process is gone, and nothing took its place)."""
+    `.NAME.old-PID`: put it back (only when that process is gone, and nothing took its place). The new
+    golden it was building (`.NAME.new-PID-*`) is removed."""
     to = Path(to)
-    if (to / GOLDEN).exists() or not to.parent.is_dir():
+    if not to.parent.is_dir():
+        return
+    for half in to.parent.glob(f".{glob.escape(to.name)}.new-*-*"):  # a killed bless's unfinished new golden
+        pid = half.name.rsplit(".new-", 1)[-1].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(half, ignore_errors=True)
+    if (to / GOLDEN).exists():
         return
     for aside in sorted(to.parent.glob(f".{glob.escape(to.name)}.old-*")):
         pid = aside.name.rsplit("-", 1)[-1]

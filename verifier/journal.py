@@ -279,26 +279,37 @@ def read_exchanges(run_dir: Path) -> dict[tuple[str, str, int, str], Exchange]:
     return {ex.key: ex for ex in iter_exchanges(run_dir)}
 
 
+def _heal_torn_tail(fd: int) -> None:
+    """Cut a torn last line (a kill mid-write) so the next record starts on its own line."""
+    size = os.fstat(fd).st_size
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    pos = size
+    while pos > 0:  # backwards in blocks: the journal is never read whole for this
+        start = max(0, pos - 2**20)
+        i = os.pread(fd, pos - start, start).rfind(b"\n")
+        if i >= 0:
+            os.ftruncate(fd, start + i + 1)
+            return
+        pos = start
+    os.ftruncate(fd, 0)
+
+
 class Journal:
     """Append-only writer, flushed per record so a SIGKILL loses at most the line being written."""
 
     def __init__(self, run_dir: Path, scrub: Iterable[str] = ()):
         self.path = Path(run_dir) / RESPONSES
-        self._heal_torn_tail()
-        # O_NOFOLLOW: a responses.jsonl planted as a symlink is refused, not appended through.
-        self._f = os.fdopen(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o666),
-                            "a", encoding="utf-8", errors="backslashreplace")
+        # O_NOFOLLOW: a responses.jsonl planted as a symlink is refused, not healed or appended through.
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        try:
+            _heal_torn_tail(fd)
+        except OSError:
+            os.close(fd)
+            raise
+        self._f = os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace")
         # Secrets never reach disk, even if a server echoes them back (split, escaped or bare).
         self._redact = Redactor(scrub)
-
-    def _heal_torn_tail(self) -> None:
-        if not self.path.exists():
-            return
-        data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            keep = data.rfind(b"\n") + 1
-            with self.path.open("r+b") as f:
-                f.truncate(keep)
 
     def append(self, ex: Exchange) -> None:
         rec = self._redact.record(ex.to_json())
