@@ -781,24 +781,6 @@ def test_22_12_the_proxy_still_mutates_bodies_under_its_cap():
     assert "usage" not in small and "usage" in big  # rewritten under the cap; over it, passed on unmutated
 
 
-def test_22_13_scoring_memory_does_not_grow_with_the_journal(tmp_path):
-    """`score` walks the journal one record at a time: 80 records of 2 MB (a 160 MB journal) cost about one record,
-    not the journal (a 300 MB journal cost 446 MB when it was loaded whole)."""
-    out, small = tmp_path / "big", tmp_path / "small"
-    with HostileServer("padded", pad_mb=2) as srv:
-        for d, epochs in ((out, "4"), (small, "1")):
-            code, _, _, err = _cli_rss("run", "--suite", "smoke", "--smoke", "--base-url", srv.url, "--model", "m", "--quiet",
-                                       "--out", d, "--epochs", epochs, "--concurrency", "4", "--limit", "20" if epochs == "4" else "1")
-            assert code == 0, err[-2000:]
-    size_mb = (out / "responses.jsonl").stat().st_size / 2**20
-    assert size_mb > 150
-    code, base_rss, _, err = _cli_rss("score", small)
-    assert code == 0, err
-    code, rss, _, err = _cli_rss("score", out)
-    assert code == 0, err
-    assert rss - base_rss < 40, (rss, base_rss, size_mb)
-
-
 def test_22_14_extra_body_credentials_are_secrets(tmp_path, cli):
     cred = "gw-extraSECRET-13579bdfhjlnp"
     extra = json.dumps({"api_key": cred, "gateway": {"Authorization": "Bearer " + cred + "2"}, "max_tokens": 5,
