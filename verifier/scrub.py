@@ -27,7 +27,7 @@ _live_headers: set[str] = set()
 _mask_token_like = False
 
 TOKEN_LIKE = re.compile(
-    r"(?<![A-Za-z0-9_\-])(?:"
+    r"(?<![A-Za-z0-9_\-])(?!sha(?:256|384|512)-)(?:"  # not a CSP / integrity hash (`sha256-...`): those are ours
     r"(?:sk|pk|rk|hf|gh[pousr]|xox[abprs]|AKIA|key|tok)[-_][A-Za-z0-9_\-]{12,}"  # the usual key prefixes
     r"|(?=[A-Za-z0-9_\-]*[a-z])(?=[A-Za-z0-9_\-]*[A-Z])(?=[A-Za-z0-9_\-]*[0-9])[A-Za-z0-9_\-]{20,}"  # mixed-case + digits
     r")")
