@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from . import journal, runner, scoring
 from .app import EndpointSpec, RunSpec, collect, default_run_dir, observations, score, suite_named
 from .errors import UsageError
+from . import jsonsafe
 
 # Sequential stopping ends a run early only on a decided regression: a large one shows within
 # the first batches, while a pass needs every sample (no flips in 20% of them is weak evidence).
@@ -253,7 +254,7 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
     if probes_path.exists():
         from .probes import verdicts as probe_verdicts
 
-        probes = probe_verdicts(json.loads(probes_path.read_text()), g.get("probes"))
+        probes = probe_verdicts(jsonsafe.loads(probes_path.read_text()), g.get("probes"))
     ctx = _context_verdict(run_dir, g)
     if ctx:  # joins the probe evidence under its own signal name, and keeps its details in the document
         probes = {**(probes or {}), "context_truncated": ctx}
@@ -291,7 +292,7 @@ def _context_verdict(run_dir: Path, g: dict[str, Any]) -> dict[str, Any] | None:
     from . import context_probe as cp
 
     path = run_dir / cp.FILE
-    return cp.verdict(json.loads(path.read_text()), g.get("context_probe")) if path.exists() else None
+    return cp.verdict(jsonsafe.loads(path.read_text()), g.get("context_probe")) if path.exists() else None
 
 
 def _provenance(g: dict[str, Any]) -> dict[str, Any]:
@@ -300,4 +301,4 @@ def _provenance(g: dict[str, Any]) -> dict[str, Any]:
         if isinstance(v, dict):
             key = json.dumps({x: v[x] for x in sorted(v) if x != "value"}, sort_keys=True)
             srcs[key] = srcs.get(key, 0) + 1
-    return {"sources": [dict(json.loads(k), margins=n) for k, n in srcs.items()]}
+    return {"sources": [dict(jsonsafe.loads(k), margins=n) for k, n in srcs.items()]}

@@ -12,11 +12,13 @@ is what the comparison said, cut per suite:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from . import journal, jsonsafe
 
 from . import colours
 from .explain import cut_words, tool_call_line
@@ -45,9 +47,12 @@ def read_entry(provider: str, run_dir: Path) -> Entry:
     cp = run_dir / "comparison.json"
     if not cp.is_file():
         raise ValueError(f"{run_dir} holds no comparison.json: compare or gate it first")
+    if (run_dir / journal.HEADER).is_file():
+        with contextlib.suppress(journal.NotARunDir):
+            journal.check_run_dir(run_dir)  # the run's key and credential marks: what matrix writes is scrubbed of them
     sp = run_dir / "summary.json"
-    summary = json.loads(sp.read_text(encoding="utf-8")) if sp.is_file() else None
-    return Entry(provider, run_dir, json.loads(cp.read_text(encoding="utf-8")), summary)
+    summary = jsonsafe.loads(sp.read_text(encoding="utf-8")) if sp.is_file() else None
+    return Entry(provider, run_dir, jsonsafe.loads(cp.read_text(encoding="utf-8")), summary)
 
 
 def side_verdict(doc: dict[str, Any], side: str, suite: str) -> str:
@@ -214,9 +219,10 @@ def write(m: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     """matrix.html, matrix.md and matrix.json into `out_dir`; their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {name: out_dir / name for name in FILES}
-    paths["matrix.html"].write_text(render_html(m), encoding="utf-8")
-    paths["matrix.md"].write_text(markdown(m), encoding="utf-8")
-    paths["matrix.json"].write_text(json.dumps(m, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    # Through the one atomic, scrubbed writer: a planted temp symlink is refused, a run's echoed key is masked.
+    journal.write_text(paths["matrix.html"], render_html(m))
+    journal.write_text(paths["matrix.md"], markdown(m))
+    journal.write_json(paths["matrix.json"], m)
     return paths
 
 

@@ -7,6 +7,7 @@ per-sample table (data.inputs) flattened.
 from __future__ import annotations
 
 import html as _html
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,16 @@ def _cases_from_checks(doc: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return cases
 
 
+# Characters XML 1.0 cannot carry at all, escaped or not (C0 controls but tab/newline/CR, lone surrogates,
+# U+FFFE/U+FFFF): one of them in a sample id made the whole file unparseable and CI showed no result.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml_text(s: str) -> str:
+    """`s` with every character XML cannot hold written as a visible `\\xNN` / `\\uNNNN` escape."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", s)
+
+
 def junit_xml(doc: dict[str, Any]) -> str:
     """One <testcase> per gate check: the diagnosis first, every check the golden defines, coverage and the infra budget."""
     suite = ET.Element("testsuite", name="verifier gate")
@@ -75,6 +86,7 @@ def junit_xml(doc: dict[str, Any]) -> str:
                   f"infra errors {inf['count']}/{inf['total']} (rate {inf['rate']}, budget {inf['budget']})"))
     fails = skips = 0
     for cls, name, verdict, text in cases:
+        cls, name, text = _xml_text(str(cls)), _xml_text(str(name)), _xml_text(str(text))
         tc = ET.SubElement(suite, "testcase", classname=cls, name=name)
         if verdict == "fail":
             fails += 1
