@@ -290,9 +290,10 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
             hdr, work = _start_new(spec, run_dir, cfg, suites, info, template, stack)
         journal.write_json(run_dir / journal.HEADER, hdr)
         if spec.probes:
-            from .probes import run_probes
+            from .probes import FILE, run_probes, surfaces_of
 
-            journal.write_json(run_dir / "probes.json", await run_probes(ep, cfg.model, hdr.get("extra_body") or {}))
+            # Every surface the run speaks (a gate: every surface the golden records), each result naming its surface.
+            journal.write_json(run_dir / FILE, await run_probes(ep, cfg.model, hdr.get("extra_body") or {}, surfaces_of(modes)))
         if spec.context_probe:
             from . import context_probe as cp
 

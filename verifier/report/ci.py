@@ -78,7 +78,7 @@ def junit_xml(doc: dict[str, Any]) -> str:
             fails += 1
             f = ET.SubElement(tc, "failure", message=text.splitlines()[0][:500], type=verdict)
             f.text = text
-        elif verdict in ("inconclusive", "not_measured"):
+        elif verdict in ("inconclusive", "not_measured", "reference_fails", "not_in_golden"):
             # Neither pass nor fail: visible in CI as skipped with the reason, the exit code decides the job.
             skips += 1
             ET.SubElement(tc, "skipped", message=verdict.replace("_", " ") + ": " + text.splitlines()[0][:500])
@@ -129,6 +129,9 @@ def markdown(doc: dict[str, Any], report_path: str | None = None, top_flips: int
         for m, v in s.get("metrics", {}).items():
             lines.append(f"| {_md(suite)} | {_md(m)} | {_md(v['golden'])} | {_md(v['candidate'])} | {_md(v['delta'])} | {_md(v['ci'])} | "
                          f"{_md(v['margin'])} | {_md(v['p_value'])} | {ICON.get(v['verdict'], '')} {v['verdict']} |")
+    from ..probe_results import markdown as probe_table
+
+    lines += probe_table(doc.get("conformance") or [], _md)
     fired = [e for side in ("frontend", "quantization") for e in doc[side]["evidence"] if e["verdict"] != "pass"]
     lines += ["", "### Signals that fired" if fired else "### Signals: none fired", ""]
     for e in fired:

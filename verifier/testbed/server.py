@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable
 from aiohttp import web
 
 from .sampling import apply_sampling, delay_or_drop  # noqa: F401  (public names)
+from .request_options import finish_options, honour_options
 from .surface_server import add_routes
 
 
@@ -52,6 +53,8 @@ class Reply:
     logprobs: bool = False
     logprob_shift: float = 0.0
     """Added to every token logprob: a stand-in for changed numerics."""
+    stop_sequence: str | None = None
+    """The stop string that ended the reply (vLLM reports it as the choice's `stop_reason`)."""
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Reply":
@@ -82,9 +85,18 @@ def last_user_text(req: dict[str, Any]) -> str:
 
 
 def arithmetic(req: dict[str, Any]) -> Reply:
-    """Answers 'What is A + B?' correctly: the embedded default behind `verifier demo`."""
-    m = re.search(r"What is (-?\d+) \+ (-?\d+)", last_user_text(req))
-    return Reply(content=str(int(m.group(1)) + int(m.group(2))) if m else "I don't know.")
+    """Answers 'What is A + B?' correctly: the embedded default behind `verifier demo`. It also counts
+    ("Count from 1 to 30") and repeats a word ("Repeat the word hello 5 times"), which the probes ask for."""
+    text = last_user_text(req)
+    m = re.search(r"What is (-?\d+) \+ (-?\d+)", text)
+    if m:
+        return Reply(content=str(int(m.group(1)) + int(m.group(2))))
+    if c := re.search(r"Count from (\d+) to (\d+)", text):
+        lo, hi = int(c.group(1)), min(int(c.group(2)), int(c.group(1)) + 200)
+        return Reply(content=" ".join(str(i) for i in range(lo, hi + 1)))
+    if r := re.search(r"Repeat the word (\w+) (\d+) times", text):
+        return Reply(content=" ".join([r.group(1)] * min(int(r.group(2)), 50)))
+    return Reply(content="I don't know.")
 
 
 def echo(req: dict[str, Any]) -> Reply:
@@ -168,9 +180,13 @@ def completion_body(reply: Reply, req: dict[str, Any]) -> dict[str, Any]:
     if reply.tool_calls:
         msg["tool_calls"] = _tool_calls(reply)
     choice: dict[str, Any] = {"index": 0, "message": msg, "finish_reason": _finish(reply)}
+    if reply.stop_sequence is not None:
+        choice["stop_reason"] = reply.stop_sequence
     if reply.logprobs or req.get("logprobs"):
         choice["logprobs"] = _logprobs(reply.content or "", reply.logprob_shift)
-    body = {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": req.get("model", "test"), "choices": [choice]}
+    n = req.get("n") if isinstance(req.get("n"), int) and 1 < req.get("n") <= 8 else 1
+    choices = [choice] + [{**choice, "index": i} for i in range(1, n)]  # n > 1: that many choices (greedy: alike)
+    body = {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": req.get("model", "test"), "choices": choices}
     usage = _usage(reply, req)
     if usage is not None:
         body["usage"] = usage
@@ -251,11 +267,15 @@ def make_app(script: Script) -> web.Application:
         script.requests.append(req)
         script.headers.append(dict(request.headers))
         reply = script.next(req)
+        if reply.status == 200 and reply.body is None:
+            reply = honour_options(reply, req)
         if script.honour_sampling and reply.status == 200 and reply.body is None:
             sampled = apply_sampling(reply, req)
             if isinstance(sampled, str):
                 return web.json_response({"error": {"message": sampled, "type": "invalid_request_error"}}, status=400)
             reply = sampled
+        if reply.status == 200 and reply.body is None:
+            reply = finish_options(reply, req)
         await delay_or_drop(reply, request)
         if reply.status != 200:
             body = reply.body or json.dumps({"error": {"message": f"scripted {reply.status}", "type": "server_error", "code": reply.status}})
