@@ -79,7 +79,7 @@ def test_answer_in_reasoning_is_frontend(golden, tmp_path, cli):
     code, doc, out = gate(cli, golden, answer_in_reasoning, tmp_path / "c")
     assert code == 10, out
     assert doc["status"] == "frontend_regression"
-    ev = {e["signal"]: e for e in doc["frontend"]["evidence"] if e["signal"].startswith("probe:")}
+    ev = {e["signal"]: e for e in doc["frontend"]["evidence"]}
     assert ev["new_findings"]["verdict"] == "fail"
     assert doc["suites"]["smoke"]["findings"]["answer_in_reasoning"] == {"golden": 0, "candidate": 20}
     assert doc["quantization"]["verdict"] != "fail"
