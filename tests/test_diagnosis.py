@@ -36,7 +36,7 @@ EXPECTED = {
     "prompt_front_truncated": ("context", "context handling"),
     # one per feature-contract probe (tests/test_probes.py breaks each on each surface)
     "sampling_params_clamped": ("probes", "API validation"),
-    "max_tokens_ignored": ("probes", "API validation"),
+    "max_tokens_floored": ("probes", "API validation"),
     "max_completion_tokens_ignored": ("probes", "API validation"),
     "temperature_zero_ignored": ("probes", "API validation"),
     "generation_config_defaults": ("probes", "API validation"),

@@ -23,7 +23,7 @@ MODES = "chat,chat-stream,responses,responses-stream,messages,messages-stream"
 BREAKS = {
     "rejects_negative_temperature": "sampling_params_clamped",
     "rejects_top_p_above_1": "sampling_params_clamped",
-    "max_tokens_honoured": "max_tokens_ignored",
+    "max_tokens_honoured": "max_tokens_floored",
     "max_completion_tokens_honoured": "max_completion_tokens_ignored",
     "temperature_0_deterministic": "temperature_zero_ignored",
     "neutral_sampling_defaults": "generation_config_defaults",
@@ -206,7 +206,7 @@ def test_an_old_golden_with_bare_chat_probes_still_gates(probe_golden, tmp_path,
     st = {r["key"]: r["status"] for r in doc["conformance"]}
     assert {st[f"{n}@chat"] for n in five} == {"pass"} and st["stop_honoured@messages"] == "not_in_golden"
     assert doc["coverage"]["missing"] == 0
-    with TestServer(reference()) as srv, Proxy(srv.url, ["max_tokens_ignored"], surfaces={"chat"}) as px:
+    with TestServer(reference()) as srv, Proxy(srv.url, ["max_tokens_floored"], surfaces={"chat"}) as px:
         code, doc, out = _gate(cli, old, px.url, tmp_path / "bad")
     assert code == 10, out
     assert [r["key"] for r in probe_results.failing(doc["conformance"])] == ["max_tokens_honoured@chat"]

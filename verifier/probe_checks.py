@@ -7,11 +7,11 @@ sizes) is compared with the reference's by the probe's comparator when the two a
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from .jsonsafe import loads_bounded
 from .parse import MalformedBody, parse_body, parse_surface
 from .types import Parsed
 
@@ -36,7 +36,7 @@ class Answer:
 
     def json(self) -> Any:
         try:
-            return json.loads(self.body or "")
+            return loads_bounded(self.body or "")
         except ValueError:
             return None
 
@@ -105,7 +105,7 @@ def forced_schema(a: list[Answer]) -> Seen:
     if p is None:
         return Seen(False, a[0].why())
     try:
-        ok = json.loads(p.content or "") == {"probe_code": 777}
+        ok = loads_bounded(p.content or "") == {"probe_code": 777}
     except ValueError:
         ok = False
     return Seen(ok, f"output {_short(p.content, 60)}")
@@ -116,7 +116,7 @@ def json_object(a: list[Answer]) -> Seen:
     if p is None:
         return Seen(False, a[0].why())
     try:
-        ok = isinstance(json.loads(p.content or ""), dict)
+        ok = isinstance(loads_bounded(p.content or ""), dict)
     except ValueError:
         ok = False
     return Seen(ok, f"output {_short(p.content, 60)}" + ("" if ok else ": not a JSON object"))
@@ -128,7 +128,7 @@ def key_order(want: list[str]):
         if p is None:
             return Seen(False, a[0].why())
         try:
-            value = json.loads(p.content or "")
+            value = loads_bounded(p.content or "")
         except ValueError:
             return Seen(False, f"not JSON: {_short(p.content, 60)}")
         keys = list(value) if isinstance(value, dict) else None
@@ -232,7 +232,7 @@ def _chat_events(chunks: list[str]) -> list[dict[str, Any]]:
     out = []
     for c in chunks:
         try:
-            d = json.loads(c)
+            d = loads_bounded(c)
         except ValueError:
             continue
         if isinstance(d, dict):

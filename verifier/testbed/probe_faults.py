@@ -41,20 +41,24 @@ def clamp_sampling(body: dict[str, Any]) -> Pairs:
 
 @pure_edit
 def generation_defaults(body: dict[str, Any]) -> Pairs:
-    """The model's generation_config applied where the request is silent (repetition_penalty 1.1)."""
-    if "repetition_penalty" in body:
+    """The model's generation_config filled in where a request that sets its sampling is silent (repetition_penalty 1.1)."""
+    if "repetition_penalty" in body or "temperature" not in body:
         return []
     body["repetition_penalty"] = 1.1
     return [("repetition_penalty absent", "repetition_penalty=1.1")]
 
 
+MIN_BUDGET = 4
+
+
 @pure_edit
-def first_choice_only(body: dict[str, Any]) -> Pairs:
-    ch = body.get("choices")
-    if not isinstance(ch, list) or len(ch) < 2:
-        return []
-    body["choices"] = ch[:1]
-    return [(f"{len(ch)} choices", "1 choice")]
+def floor_max_tokens(body: dict[str, Any]) -> Pairs:
+    """A budget under 4 tokens raised to 64 (a gateway enforcing a minimum max_tokens)."""
+    n = body.get("max_tokens")
+    if isinstance(n, int) and not isinstance(n, bool) and n < MIN_BUDGET:
+        body["max_tokens"] = 64
+        return [(f"max_tokens={n}", "max_tokens=64")]
+    return []
 
 
 def _rename(fn: Any) -> Pairs:
@@ -135,7 +139,7 @@ class UsageEveryChunk(StreamMutator):
         self.n = 0
 
     def chunk(self, d: dict[str, Any]) -> list[dict[str, Any]] | None:
-        if not d.get("choices") or "usage" in d:
+        if "usage" in d or not any(isinstance(delta.get("content"), str) and delta["content"] for _, delta in deltas_of(d)):
             return None
         self.n += 1
         d["usage"] = {"prompt_tokens": 0, "completion_tokens": self.n, "total_tokens": self.n}

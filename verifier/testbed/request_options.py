@@ -3,7 +3,8 @@ parallel_tool_calls, stop sequences, thinking switches and reasoning effort, pen
 
 The script's responder says what the "model" would answer; `honour_options` then applies what the request asked
 for, the way an engine's frontend would (a grammar that forces the schema, a stop string that ends generation).
-Each option acts only when the request carries it, so a plain request is answered exactly as scripted. Pure.
+Each option acts only when the request carries it, so a plain request is answered exactly as scripted; the server
+applies them with `--honour-sampling` (Script(honour_sampling=True)), like its sampling contract. Pure.
 """
 
 from __future__ import annotations
@@ -188,3 +189,27 @@ def finish_options(reply: Any, req: dict[str, Any]) -> Any:
     for step in (_formatted, _stopped):
         reply = step(reply, req)
     return reply
+
+
+def engine_reply(reply: Any, req: dict[str, Any]) -> Any:
+    """The request options, then sampling (sampling.py), then what constrains the sampled text; a str is a 400."""
+    from .sampling import apply_sampling
+
+    sampled = apply_sampling(honour_options(reply, req), req)
+    return sampled if isinstance(sampled, str) else finish_options(sampled, req)
+
+
+def n_choices(req: dict[str, Any]) -> int:
+    """How many choices `n` asks for (1 unless 2..8)."""
+    n = req.get("n")
+    return n if isinstance(n, int) and not isinstance(n, bool) and 1 < n <= 8 else 1
+
+
+def scripted_text(text: str) -> str | None:
+    """What a model answers to the probes' plain prompts: "Count from 1 to 30", "Repeat the word hello 5 times"."""
+    if c := re.search(r"Count from (\d+) to (\d+)", text):
+        lo = int(c.group(1))
+        return " ".join(str(i) for i in range(lo, min(int(c.group(2)), lo + 200) + 1))
+    if r := re.search(r"Repeat the word (\w+) (\d+) times", text):
+        return " ".join([r.group(1)] * min(int(r.group(2)), 50))
+    return None

@@ -23,8 +23,8 @@ from typing import Any, Callable, Iterable
 
 from aiohttp import web
 
-from .sampling import apply_sampling, delay_or_drop  # noqa: F401  (public names)
-from .request_options import finish_options, honour_options
+from .sampling import apply_sampling, delay_or_drop, token_logprobs  # noqa: F401  (public names)
+from .request_options import engine_reply, n_choices, scripted_text
 from .surface_server import add_routes
 
 
@@ -53,8 +53,7 @@ class Reply:
     logprobs: bool = False
     logprob_shift: float = 0.0
     """Added to every token logprob: a stand-in for changed numerics."""
-    stop_sequence: str | None = None
-    """The stop string that ended the reply (vLLM reports it as the choice's `stop_reason`)."""
+    stop_sequence: str | None = None  # the stop string that ended the reply (vLLM's choice `stop_reason`)
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Reply":
@@ -85,18 +84,9 @@ def last_user_text(req: dict[str, Any]) -> str:
 
 
 def arithmetic(req: dict[str, Any]) -> Reply:
-    """Answers 'What is A + B?' correctly: the embedded default behind `verifier demo`. It also counts
-    ("Count from 1 to 30") and repeats a word ("Repeat the word hello 5 times"), which the probes ask for."""
-    text = last_user_text(req)
-    m = re.search(r"What is (-?\d+) \+ (-?\d+)", text)
-    if m:
-        return Reply(content=str(int(m.group(1)) + int(m.group(2))))
-    if c := re.search(r"Count from (\d+) to (\d+)", text):
-        lo, hi = int(c.group(1)), min(int(c.group(2)), int(c.group(1)) + 200)
-        return Reply(content=" ".join(str(i) for i in range(lo, hi + 1)))
-    if r := re.search(r"Repeat the word (\w+) (\d+) times", text):
-        return Reply(content=" ".join([r.group(1)] * min(int(r.group(2)), 50)))
-    return Reply(content="I don't know.")
+    """Answers 'What is A + B?' correctly: the embedded default behind `verifier demo` (and counts, for the probes)."""
+    m = re.search(r"What is (-?\d+) \+ (-?\d+)", last_user_text(req))
+    return Reply(content=str(int(m.group(1)) + int(m.group(2))) if m else scripted_text(last_user_text(req)) or "I don't know.")
 
 
 def echo(req: dict[str, Any]) -> Reply:
@@ -113,7 +103,7 @@ class Script:
         self.preflight: list[dict[str, Any]] = []  # the verifier's preflight pings, kept out of `requests`
         self.honour_sampling = honour_sampling
         """Behave like a real engine about sampling: 400 on out-of-range temperature/top_p, truncate at
-        max_tokens, and sample (add noise) unless temperature is 0 — the server default is 0.8."""
+        max_tokens, sample (add noise) unless temperature is 0 (default 0.8), honour request options (request_options.py)."""
         self.queue: deque[Reply] = deque()
         self.rules: list[tuple[re.Pattern, Reply]] = []
         self.responder = responder
@@ -168,24 +158,17 @@ def _usage(reply: Reply, req: dict[str, Any]) -> dict[str, Any] | None:
     return {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
 
 
-def _logprobs(text: str, shift: float = 0.0) -> dict[str, Any]:
-    toks = re.findall(r"\s*\S+", text)
-    return {"content": [{"token": t, "logprob": round(-0.01 * (i % 7) - shift, 6), "top_logprobs": []} for i, t in enumerate(toks)]}
-
-
 def completion_body(reply: Reply, req: dict[str, Any]) -> dict[str, Any]:
     msg: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.reasoning_content is not None:
         msg["reasoning_content"] = reply.reasoning_content
     if reply.tool_calls:
         msg["tool_calls"] = _tool_calls(reply)
-    choice: dict[str, Any] = {"index": 0, "message": msg, "finish_reason": _finish(reply)}
-    if reply.stop_sequence is not None:
-        choice["stop_reason"] = reply.stop_sequence
+    choice: dict[str, Any] = {"index": 0, "message": msg, "finish_reason": _finish(reply),
+                              **({"stop_reason": reply.stop_sequence} if reply.stop_sequence is not None else {})}
     if reply.logprobs or req.get("logprobs"):
-        choice["logprobs"] = _logprobs(reply.content or "", reply.logprob_shift)
-    n = req.get("n") if isinstance(req.get("n"), int) and 1 < req.get("n") <= 8 else 1
-    choices = [choice] + [{**choice, "index": i} for i in range(1, n)]  # n > 1: that many choices (greedy: alike)
+        choice["logprobs"] = token_logprobs(reply.content or "", reply.logprob_shift)
+    choices = [choice] + [{**choice, "index": i} for i in range(1, n_choices(req))]  # n > 1: that many (greedy: alike)
     body = {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": req.get("model", "test"), "choices": choices}
     usage = _usage(reply, req)
     if usage is not None:
@@ -206,7 +189,7 @@ def stream_chunks(reply: Reply, req: dict[str, Any]) -> list[str]:
                 out.append(chunk({"reasoning_content": piece}))
     if reply.content:
         want_lp = reply.logprobs or req.get("logprobs")
-        lp = _logprobs(reply.content, reply.logprob_shift)["content"] if want_lp else None
+        lp = token_logprobs(reply.content, reply.logprob_shift)["content"] if want_lp else None
         for i, piece in enumerate(re.findall(r"\s*\S+", reply.content) or [reply.content]):
             out.append(chunk({"content": piece}, **({"logprobs": {"content": [lp[i]]}} if lp and i < len(lp) else {})))
     for i, c in enumerate(_tool_calls(reply)):
@@ -267,15 +250,11 @@ def make_app(script: Script) -> web.Application:
         script.requests.append(req)
         script.headers.append(dict(request.headers))
         reply = script.next(req)
-        if reply.status == 200 and reply.body is None:
-            reply = honour_options(reply, req)
         if script.honour_sampling and reply.status == 200 and reply.body is None:
-            sampled = apply_sampling(reply, req)
+            sampled = engine_reply(reply, req)  # request options and sampling, as a real engine applies them
             if isinstance(sampled, str):
                 return web.json_response({"error": {"message": sampled, "type": "invalid_request_error"}}, status=400)
             reply = sampled
-        if reply.status == 200 and reply.body is None:
-            reply = finish_options(reply, req)
         await delay_or_drop(reply, request)
         if reply.status != 200:
             body = reply.body or json.dumps({"error": {"message": f"scripted {reply.status}", "type": "server_error", "code": reply.status}})
@@ -380,7 +359,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--responder", choices=sorted(RESPONDERS), default="arithmetic",
                     help="arithmetic (default: right answers to the smoke suite) or echo")
     ap.add_argument("--delay", type=float, default=0.0, help="latency added to every reply, seconds")
-    ap.add_argument("--honour-sampling", action="store_true", help="validate and apply temperature/top_p/max_tokens like a real engine")
+    ap.add_argument("--honour-sampling", action="store_true", help="validate and apply temperature/top_p/max_tokens and honour request options like a real engine")
 
 
 def long_running_script(config: ServerConfig) -> Script:

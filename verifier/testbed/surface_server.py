@@ -61,15 +61,11 @@ def add_routes(app: web.Application, script: Any) -> None:
                     return web.json_response(error_body(surface, 400, f"Previous response with id '{prev}' not found."), status=400)
                 chat_req["messages"] = stored[prev] + [m for m in chat_req["messages"] if m.get("role") != "system"]
             reply = script.next(chat_req)
-            if reply.status == 200 and reply.body is None:
-                reply = server.honour_options(reply, chat_req)
             if script.honour_sampling and reply.status == 200 and reply.body is None:
-                sampled = server.apply_sampling(reply, chat_req)
+                sampled = server.engine_reply(reply, chat_req)
                 if isinstance(sampled, str):
                     return web.json_response(error_body(surface, 400, sampled), status=400)
                 reply = sampled
-            if reply.status == 200 and reply.body is None:
-                reply = server.finish_options(reply, chat_req)
             await delay_or_drop(reply, request)
             if reply.status != 200:
                 text = reply.body or json.dumps(error_body(surface, reply.status, f"scripted {reply.status}", "api_error"))
