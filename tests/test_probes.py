@@ -262,3 +262,12 @@ def test_readme_lists_the_catalogue_as_declared():
     rows = [f"| `{n}` | {s} | {se} | {c} | {comp} |" for n, s, se, c, comp in catalogue_table()]
     missing = [r for r in rows if r not in readme]
     assert not missing, missing
+
+
+def test_an_infra_error_is_no_evidence_and_missing_coverage():
+    """A probe whose request timed out (or met a 5xx) is never a failure: status infra, counted missing."""
+    gold = {"a@chat": {"passed": True, "detail": ""}, "b@chat": {"passed": True, "detail": ""}}
+    cand = {"a@chat": {"passed": False, "infra": "timeout", "detail": "infra error: timeout"}, "b@chat": {"passed": True, "detail": ""}}
+    rows = probe_results.judge(cand, gold)
+    assert {r["key"]: r["status"] for r in rows} == {"a@chat": "infra", "b@chat": "pass"}
+    assert probe_results.evidence(rows)["b@chat"]["verdict"] == "pass" and "a@chat" not in probe_results.evidence(rows)

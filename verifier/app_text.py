@@ -33,7 +33,7 @@ def print_comparison(doc: dict[str, Any]) -> None:
         n = Counter(r["status"] for r in rows)
         print(f"  probes: {len(rows)} probe x surface rows: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(n.items())))
         for r in rows:  # failing rows lead the table
-            if r["status"] in ("regression", "not_run"):
+            if r["status"] in ("regression", "not_run", "infra"):
                 print(f"    [{r['status'].replace('_', ' ')}] {r['probe']} on {r['surface']} ({r['component']}): {r['candidate_detail']}")
     also = doc["infra"].get("reference_also_failed")
     print(f"  infra: {doc['infra']['count']}/{doc['infra']['total']} (budget {doc['infra']['budget']:.0%})"

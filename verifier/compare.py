@@ -329,7 +329,7 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
     infra_rate = infra / len(cand_obs) if cand_obs else 0.0
     if probe_table is not None:  # probe x surface keys, old goldens' bare names read as chat
         cov = coverage.coverage(golden_obs, cand_obs, {r["key"]: r for r in probe_table if r["reference"] is not None},
-                                {r["key"]: r for r in probe_table if r["candidate"] is not None}, allow_subset)
+                                {r["key"]: r for r in probe_table if r["candidate"] not in (None, "infra")}, allow_subset)
     else:
         cov = coverage.coverage(golden_obs, cand_obs, golden_meta.get("probes"), probes, allow_subset)
     fe: list[Evidence] = []

@@ -138,13 +138,13 @@ def checks(doc: dict[str, Any], golden_meta: dict[str, Any], golden_obs: list[Ob
 
 
 PROBE_VERDICT = {"regression": "fail", "pass": "pass", "improved": "pass", "reference_fails": "reference_fails",
-                 "not_in_golden": "not_in_golden", "not_run": "not_measured"}
+                 "not_in_golden": "not_in_golden", "not_run": "not_measured", "infra": "not_measured"}
 
 
 def probe_check(r: dict[str, Any]) -> dict[str, Any]:
     """One conformance row as a CI check named `<surface>: probe:<name>` (a skip when the reference fails it too,
     when the golden never ran it, or when the run did not)."""
-    ref = {"pass": "reference passed", "fail": "reference fails", None: "not in golden"}[r["reference"]]
+    ref = {"pass": "reference passed", "fail": "reference fails", "infra": "reference: infra error", None: "not in golden"}[r["reference"]]
     if r["status"] == "not_run":
         summary = f"{r['probe']} on {r['surface']}: not run (the golden has it; rerun with --probes)"
     else:

@@ -10,6 +10,7 @@ How a row is judged:
   a server without stored responses or count_tokens);
 - the golden never ran the probe on that surface: `not_in_golden`, reported, not blamed, not a coverage gap;
 - the golden has it and the candidate did not run it: `not_run`, counted in the golden coverage (incomplete);
+- `infra`: the candidate's requests met an infra error (timeout, transport, 5xx): no evidence, missing coverage;
 - `pass`, or `improved` (the reference failed, the candidate passes).
 """
 
@@ -20,10 +21,11 @@ from typing import Any, Callable
 SEP = "@"
 DEFAULT_SURFACE = "chat"
 # Failing rows lead the table; then what is reported but not blamed; then passes.
-STATUS_ORDER = ("regression", "not_run", "reference_fails", "not_in_golden", "improved", "pass")
+STATUS_ORDER = ("regression", "not_run", "infra", "reference_fails", "not_in_golden", "improved", "pass")
 STATUS_TEXT = {
     "regression": "REGRESSION (the reference passed)",
     "not_run": "not run (the golden has it)",
+    "infra": "infra error (no evidence; counted as missing coverage)",
     "reference_fails": "the reference fails it too (not blamed)",
     "not_in_golden": "not in golden (reported, not blamed)",
     "improved": "passes (the reference failed)",
@@ -74,9 +76,11 @@ def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
             same, how = comparators[name](c["value"], g["value"])  # a measured value against the reference's
             if not same:
                 c_ok, why = False, f"{why}; {how}" if why else how
-        if c is None:
+        if c is not None and c.get("infra"):
+            status = "infra"  # no answer to judge: counted as missing coverage, never as a failure
+        elif c is None:
             status = "not_run"
-        elif g is None:
+        elif g is None or g.get("infra"):  # the reference could not be measured either: nothing to regress from
             status = "not_in_golden"
         elif c_ok:
             status = "pass" if g["passed"] else "improved"
@@ -84,8 +88,8 @@ def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
             status = "regression" if g["passed"] else "reference_fails"
         rows.append({
             "key": k, "probe": name, "surface": surface, "component": comp,
-            "reference": None if g is None else ("pass" if g["passed"] else "fail"),
-            "candidate": None if c is None else ("pass" if c_ok else "fail"),
+            "reference": None if g is None else "infra" if g.get("infra") else ("pass" if g["passed"] else "fail"),
+            "candidate": None if c is None else "infra" if c.get("infra") else ("pass" if c_ok else "fail"),
             "status": status, "candidate_detail": why, "reference_detail": (g or {}).get("detail", ""),
         })
     rows.sort(key=lambda r: (STATUS_ORDER.index(r["status"]), r["probe"], r["surface"]))
@@ -97,7 +101,7 @@ def evidence(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     Rows the golden never had are reported in the table only (no evidence: nothing to regress from)."""
     out = {}
     for r in rows:
-        if r["status"] in ("not_run", "not_in_golden"):
+        if r["status"] in ("not_run", "not_in_golden", "infra"):
             continue
         verdict = "fail" if r["status"] == "regression" else "pass"
         ref = {"regression": "reference passed", "reference_fails": "reference also fails",
@@ -117,7 +121,7 @@ def markdown(rows: list[dict[str, Any]], cell: Callable[[Any, int], str]) -> lis
     """The conformance table as Markdown lines (`cell` escapes a value for a table cell)."""
     if not rows:
         return []
-    mark = {"pass": "✅ pass", "fail": "❌ fail", None: "–"}
+    mark = {"pass": "✅ pass", "fail": "❌ fail", "infra": "⛔ infra", None: "–"}
     out = ["", f"### Probe conformance ({len(failing(rows))} regression(s) in {len(rows)} probe x surface rows)", "",
            "| probe | surface | reference | candidate | component | status | detail |", "|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -300,6 +300,10 @@ async def run_one(ep: "Endpoint", probe: Probe, surface: str, model: str, extra_
         text = scrub.text(r.body) if isinstance(r.body, str) else r.body
         chunks = [scrub.text(c) for c in r.chunks] if r.chunks is not None else None
         answers.append(pc.answer(surface, mode, r.status, text, chunks, r.error, body))
+    infra = next((a.error for a in answers if a.error and not a.error.startswith("skipped")), None)
+    if infra is not None:  # transport failure, timeout, 5xx after retries: no evidence either way, never a failure
+        return {"probe": probe.name, "surface": surface, "component": probe.component, "passed": False, "infra": infra,
+                "detail": f"infra error: {infra}"}
     seen = probe.check(answers)
     out = {"probe": probe.name, "surface": surface, "component": probe.component, "passed": bool(seen.passed),
            "detail": seen.detail}
