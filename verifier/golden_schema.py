@@ -75,6 +75,8 @@ OBSERVATION = {
         "latency_ms": _nullable(_NONNEG), "content": _nullable(_STR),
         "logprobs": _nullable({"type": "array", "items": {
             "type": "array", "minItems": 2, "maxItems": 2, "prefixItems": [_nullable(_STR), _nullable(_NUM)]}}),
+        "top_logprobs": _nullable({"type": "array", "items": {"type": "array", "items": {
+            "type": "array", "minItems": 2, "maxItems": 2, "prefixItems": [_nullable(_STR), _nullable(_NUM)]}}}),
     },
 }
 

@@ -1,4 +1,4 @@
-"""Parser and exit codes. Exit codes: 0 pass, 10/11/12 regressions, 20 inconclusive, 30 incomplete, 2 usage, 1 internal.
+"""Parser and exit codes. Exit codes: 0 pass, 10/11/12 regressions, 13 regression of unattributed cause, 20 inconclusive, 30 incomplete, 2 usage, 1 internal.
 
 Each command module registers its subparser cheaply and imports what it needs inside its handler, so
 `verifier --help` and every `verifier CMD --help` load neither the openai SDK nor pandas, aiohttp or lm-eval.
@@ -30,11 +30,12 @@ import verifier.cli.proxy as proxy
 import verifier.cli.report as report
 import verifier.cli.run as run
 import verifier.cli.score as score
+import verifier.cli.sweep as sweep
 import verifier.cli.testbed as testbed
 
 # Order of `verifier --help`.
-COMMANDS = (run, score, list_suites, bless, calibrate, compare, gate, matrix, lm_eval, report, merge, engine, proxy, testbed,
-            demo)
+COMMANDS = (run, score, list_suites, bless, calibrate, compare, gate, matrix, sweep, lm_eval, report, merge, engine, proxy,
+            testbed, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -39,8 +39,3 @@ async def delay_or_drop(reply: Any, request: Any) -> None:
         request.transport.abort()
         raise ConnectionResetError("dropped on purpose")
 
-
-def token_logprobs(text: str, shift: float = 0.0) -> dict[str, Any]:
-    """Per-word token logprobs of a scripted reply; `shift` is a stand-in for changed numerics."""
-    toks = re.findall(r"\s*\S+", text)
-    return {"content": [{"token": t, "logprob": round(-0.01 * (i % 7) - shift, 6), "top_logprobs": []} for i, t in enumerate(toks)]}

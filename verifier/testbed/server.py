@@ -17,13 +17,15 @@ import asyncio
 import json
 import re
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from aiohttp import web
 
-from .sampling import apply_sampling, delay_or_drop, token_logprobs  # noqa: F401  (public names)
+from .sampling import apply_sampling, delay_or_drop  # noqa: F401  (public names)
+from .wire import logprobs_of as _logprobs, prompt_tokens, usage_of as _usage  # noqa: F401  (public names)
 from .request_options import engine_reply, n_choices, scripted_text
 from .surface_server import add_routes
 
@@ -42,6 +44,8 @@ class Reply:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    chunk_delay_s: float = 0.0
+    """Streams only: pause between SSE events (a scripted inter-token latency)."""
     drop: bool = False
     """Close the connection without answering."""
     truncate_after: int | None = None
@@ -54,6 +58,10 @@ class Reply:
     logprob_shift: float = 0.0
     """Added to every token logprob: a stand-in for changed numerics."""
     stop_sequence: str | None = None  # the stop string that ended the reply (vLLM's choice `stop_reason`)
+    logprob_entries: list[dict[str, Any]] | None = None
+    """Verbatim `logprobs.content` entries (token, logprob, top_logprobs) instead of ones made from the content."""
+    stream_usage: dict[str, Any] | None | str = "auto"
+    """Streams only: the usage chunk ("auto": the same as `usage`), for a usage bug that only streams have."""
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Reply":
@@ -65,12 +73,6 @@ CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-
-
-def prompt_tokens(req: dict[str, Any]) -> int:
-    """A deterministic stand-in for tokenization: anything that changes the prompt moves it."""
-    text = json.dumps(req.get("messages", []), sort_keys=True) + json.dumps(req.get("tools") or [], sort_keys=True)
-    return max(1, len(re.findall(r"\w+|[^\w\s]", text)))
 
 
 def last_user_text(req: dict[str, Any]) -> str:
@@ -109,6 +111,8 @@ class Script:
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.stream_times: list[dict[str, Any]] = []
+        """Chat streams: {"arrival": t, "frames": [t, ...]} in time.perf_counter seconds, one per request."""
         self._lock = threading.Lock()
 
     def enqueue(self, *replies: Reply) -> None:
@@ -150,14 +154,6 @@ def _finish(reply: Reply) -> str | None:
     return reply.finish_reason
 
 
-def _usage(reply: Reply, req: dict[str, Any]) -> dict[str, Any] | None:
-    if reply.usage != "auto":
-        return reply.usage  # type: ignore[return-value]
-    pt = prompt_tokens(req)
-    ct = len(re.findall(r"\w+|[^\w\s]", (reply.content or "") + (reply.reasoning_content or "") + json.dumps(reply.tool_calls or [])))
-    return {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
-
-
 def completion_body(reply: Reply, req: dict[str, Any]) -> dict[str, Any]:
     msg: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.reasoning_content is not None:
@@ -167,7 +163,7 @@ def completion_body(reply: Reply, req: dict[str, Any]) -> dict[str, Any]:
     choice: dict[str, Any] = {"index": 0, "message": msg, "finish_reason": _finish(reply),
                               **({"stop_reason": reply.stop_sequence} if reply.stop_sequence is not None else {})}
     if reply.logprobs or req.get("logprobs"):
-        choice["logprobs"] = token_logprobs(reply.content or "", reply.logprob_shift)
+        choice["logprobs"] = _logprobs(reply)
     choices = [choice] + [{**choice, "index": i} for i in range(1, n_choices(req))]  # n > 1: that many (greedy: alike)
     body = {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": req.get("model", "test"), "choices": choices}
     usage = _usage(reply, req)
@@ -189,9 +185,11 @@ def stream_chunks(reply: Reply, req: dict[str, Any]) -> list[str]:
                 out.append(chunk({"reasoning_content": piece}))
     if reply.content:
         want_lp = reply.logprobs or req.get("logprobs")
-        lp = token_logprobs(reply.content, reply.logprob_shift)["content"] if want_lp else None
-        for i, piece in enumerate(re.findall(r"\s*\S+", reply.content) or [reply.content]):
-            out.append(chunk({"content": piece}, **({"logprobs": {"content": [lp[i]]}} if lp and i < len(lp) else {})))
+        lp = _logprobs(reply)["content"] if want_lp else None
+        pieces = re.findall(r"\s*\S+", reply.content) or [reply.content]
+        for i, piece in enumerate(pieces):  # one entry per piece, the rest (a listed stop token) on the last one
+            mine = (lp[i:i + 1] if i < len(pieces) - 1 else lp[i:]) if lp else None
+            out.append(chunk({"content": piece}, **({"logprobs": {"content": mine}} if mine else {})))
     for i, c in enumerate(_tool_calls(reply)):
         idx = 0 if reply.stream_index_zero else i
         fn = c["function"]
@@ -203,7 +201,7 @@ def stream_chunks(reply: Reply, req: dict[str, Any]) -> list[str]:
                 out.append(chunk({"tool_calls": [{"index": idx, "function": {"arguments": part}}]}))
     fin = _finish(reply)
     out.append(chunk({}, fin) if fin is not None else chunk({}))
-    usage = _usage(reply, req)
+    usage = _usage(reply, req, stream=True)
     if usage is not None and (req.get("stream_options") or {}).get("include_usage"):
         out.append(json.dumps({**base, "choices": [], "usage": usage}))
     out.append("[DONE]")
@@ -214,14 +212,18 @@ def _frames(reply: Reply, req: dict[str, Any]) -> Iterable[str]:
     return (f"data: {c}\n\n" for c in stream_chunks(reply, req))
 
 
-async def write_sse(request: web.Request, reply: Reply, frames: Iterable[str]) -> web.StreamResponse:
+async def write_sse(request: web.Request, reply: Reply, frames: Iterable[str], times: list[float] | None = None) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **reply.headers})
     await resp.prepare(request)
     for i, frame in enumerate(frames):
         if reply.truncate_after is not None and i >= reply.truncate_after:  # a dropped stream, on every surface
             request.transport.abort()
             return resp
+        if reply.chunk_delay_s and i:
+            await asyncio.sleep(reply.chunk_delay_s)
         await resp.write(frame.encode())
+        if times is not None:  # when each event left, for tests of client-side timing (perf probe)
+            times.append(time.perf_counter())
     await resp.write_eof()
     return resp
 
@@ -241,6 +243,7 @@ async def _gatekeep(script: Script, request: web.Request, req: dict[str, Any], r
 
 def make_app(script: Script) -> web.Application:
     async def chat(request: web.Request) -> web.StreamResponse:
+        arrival = time.perf_counter()
         try:
             req = await request.json()
         except (json.JSONDecodeError, RecursionError):
@@ -262,7 +265,10 @@ def make_app(script: Script) -> web.Application:
         if not req.get("stream"):
             text = reply.body if reply.body is not None else json.dumps(completion_body(reply, req))
             return web.Response(text=text, headers=reply.headers, content_type="application/json")
-        return await write_sse(request, reply, _frames(reply, req))
+        times: list[float] = []
+        resp = await write_sse(request, reply, _frames(reply, req), times)
+        script.stream_times.append({"arrival": arrival, "frames": times})
+        return resp
 
     async def completions(request: web.Request) -> web.Response:
         """Raw-prompt completions (the dual path): the responder sees the prompt as the user's text."""
