@@ -482,7 +482,7 @@ def test_22_4_huge_integers_are_findings_in_run_score_gate_and_report(where, mod
             assert "stream_chunk_invalid_json" in codes, vs
         else:
             probes = json.loads((tmp_path / "r" / "probes.json").read_text())
-            assert probes["response_format_honoured"]["passed"] is False
+            assert probes["response_format_honoured@chat"]["passed"] is False  # keyed probe@surface
         assert cli("score", tmp_path / "r")[0] == 0
         assert cli("bless", tmp_path / "r", "--to", tmp_path / "g")[0] == 0
         assert cli("calibrate", tmp_path / "g", "--runs", tmp_path / "r", tmp_path / "r")[0] == 0

@@ -245,11 +245,17 @@ def test_pure_response_functions_do_not_mutate_their_input():
         "role": "assistant", "content": "ok", "reasoning_content": "hmm",
         "tool_calls": [{"id": "call_a", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]}}],
         "usage": {"prompt_tokens": 1}}))
+    # Faults whose input is another shape: structured JSON content, a count_tokens answer.
+    other = {"json_keys_sorted": {"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": '{"b": 1, "a": 2}'}}]},
+             "count_tokens_skewed": {"input_tokens": 12}}
     snapshot = json.dumps(body)
     for f in FAULTS.values():
         if f.response:
-            ch = f.response(body)
-            assert ch is not None and ch.value != body and ch.before and ch.after, f.name
+            given = other.get(f.name, body)
+            before = json.dumps(given)
+            ch = f.response(given)
+            assert ch is not None and ch.value != given and ch.before and ch.after, f.name
+            assert json.dumps(given) == before, f.name
     assert json.dumps(body) == snapshot
 
 

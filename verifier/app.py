@@ -318,9 +318,10 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
         journal.write_json(run_dir / journal.HEADER, hdr)
         extra = resumed_extra_body(spec, hdr)  # run.json's copy has its credentials masked
         if spec.probes:
-            from .probes import run_probes
+            from .probes import FILE, run_probes, surfaces_of
 
-            journal.write_json(run_dir / "probes.json", await run_probes(ep, cfg.model, extra))
+            # Every surface the run speaks (a gate: every surface the golden records), each result naming its surface.
+            journal.write_json(run_dir / FILE, await run_probes(ep, cfg.model, extra, surfaces_of(modes)))
         if spec.context_probe:
             from . import context_probe as cp
 

@@ -250,16 +250,20 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
             raise UsageError(f"run {run_dir} used {name} version {info.get('version')}, golden has {g['suites'][name].get('version')}")
     cobs = observations(run_dir)
     probes_path = run_dir / "probes.json"
-    probes = None
-    if probes_path.exists():
-        from .probes import verdicts as probe_verdicts
+    probes, table = None, None
+    if probes_path.exists() or g.get("probes"):
+        from . import probe_results
+        from .probes import judge
 
-        probes = probe_verdicts(jsonsafe.loads(probes_path.read_text()), g.get("probes"))
+        # The conformance table: every probe x surface either side ran; a golden probe the run lacks is `not_run`.
+        table = judge(jsonsafe.loads(probes_path.read_text()) if probes_path.exists() else {}, g.get("probes"))
+        probes = probe_results.evidence(table) if probes_path.exists() else None
     ctx = _context_verdict(run_dir, g)
     if ctx:  # joins the probe evidence under its own signal name, and keeps its details in the document
         probes = {**(probes or {}), "context_truncated": ctx}
     try:
-        doc = compare.compare(g, gobs, cobs, infra_budget=infra_budget, probes=probes, allow_subset=allow_subset)
+        doc = compare.compare(g, gobs, cobs, infra_budget=infra_budget, probes=probes, allow_subset=allow_subset,
+                              probe_table=table)
     except compare.NoOverlap as e:
         raise UsageError(f"{run_dir} vs {golden_path}: {e}") from None
     except KeyError as e:

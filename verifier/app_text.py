@@ -32,6 +32,15 @@ def print_comparison(doc: dict[str, Any]) -> None:
         for e in doc[side]["evidence"]:
             if e["verdict"] not in ("pass",):
                 print(f"    [{e['verdict']}] {e['suite']}: {e['summary']}")
+    rows = doc.get("conformance") or []
+    if rows:
+        from collections import Counter
+
+        n = Counter(r["status"] for r in rows)
+        print(f"  probes: {len(rows)} probe x surface rows: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(n.items())))
+        for r in rows:  # failing rows lead the table
+            if r["status"] in ("regression", "not_run", "infra"):
+                print(f"    [{r['status'].replace('_', ' ')}] {r['probe']} on {r['surface']} ({r['component']}): {r['candidate_detail']}")
     also = doc["infra"].get("reference_also_failed")
     print(f"  infra: {doc['infra']['count']}/{doc['infra']['total']} (budget {doc['infra']['budget']:.0%})"
           + (f"; {also} more where the golden failed too (not counted)" if also else ""))

@@ -363,8 +363,10 @@ def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], incom
 
 
 def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra_budget: float = 0.02,
-            probes: dict[str, Any] | None = None, allow_subset: bool = False) -> dict[str, Any]:
-    """The comparison document (DESIGN.md, "Machine-readable outputs")."""
+            probes: dict[str, Any] | None = None, allow_subset: bool = False,
+            probe_table: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The comparison document (DESIGN.md, "Machine-readable outputs"). `probes`: run-wide evidence items (probe
+    verdicts, the context probe); `probe_table`: the probes' conformance rows (probe_results.judge)."""
     from . import coverage, diagnosis, explain
 
     margins = golden_meta.get("margins") or {}
@@ -380,7 +382,11 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
     shared = sum(1 for o in cand_infra if (o.suite, o.sample_id, o.epoch, o.mode) in golden_infra)
     infra = len(cand_infra) - shared
     infra_rate = infra / len(cand_obs) if cand_obs else 0.0
-    cov = coverage.coverage(golden_obs, cand_obs, golden_meta.get("probes"), probes, allow_subset)
+    if probe_table is not None:  # probe x surface keys, old goldens' bare names read as chat
+        cov = coverage.coverage(golden_obs, cand_obs, {r["key"]: r for r in probe_table if r["reference"] is not None},
+                                {r["key"]: r for r in probe_table if r["candidate"] not in (None, "infra")}, allow_subset)
+    else:
+        cov = coverage.coverage(golden_obs, cand_obs, golden_meta.get("probes"), probes, allow_subset)
     fe: list[Evidence] = []
     q: list[Evidence] = []
     suites_out: dict[str, Any] = {}
@@ -389,8 +395,9 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
         fe += fe_s
         q += q_s
     for name, p in sorted((probes or {}).items()):
-        fe.append(Evidence(p.get("signal", f"probe:{name}"), "*", p["verdict"], p["summary"],  # context_truncated names itself
-                           component=p.get("component"), qualifier=p.get("qualifier")))
+        # context_truncated names itself; a probe's evidence names its component and the surface it ran on
+        fe.append(Evidence(p.get("signal", f"probe:{name}"), "*", p["verdict"], p["summary"], component=p.get("component"),
+                           modes={p["surface"]: 1} if p.get("surface") else None, qualifier=p.get("qualifier")))
     drift_states = {s["drift"]["state"] for s in suites_out.values()}
     changed = any(s["drift"].get("numerics_changed") for s in suites_out.values())
     status, frontend, quant = _decide(fe, q, drift_states, infra_rate > infra_budget or cov["rate"] > infra_budget, changed)
@@ -405,6 +412,8 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
         "suites": suites_out,
         "coverage": cov,
     }
+    if probe_table is not None:
+        doc["conformance"] = probe_table
     # Wire modes with no logprobs at all on the candidate where the golden has them on some mode (the Messages API
     # has none): drift and decoding changes are not measured there, and the document says so rather than guess.
     c_lp = {o.mode for o in cand_obs if o.logprobs}

@@ -73,7 +73,7 @@ TABLE: dict[str, tuple[str, str]] = {
     "stream_parity_mismatch": ("stream assembly", "streamed and non-streamed answers differ on the same tokens"),
     "new_unsupported": ("API validation", "requests the golden served are now refused with a 4xx"),
     "tool_call_id_format_changed": ("tool-call parser", "tool-call ids changed shape (clients parsing ids break)"),
-    "probe": ("API validation", "a parameter-contract probe the reference passed now fails"),
+    "probe": ("API validation", "a feature-contract probe the reference passed now fails (each probe names its own component)"),
     # Responses and Messages (contract_surfaces.py; surface_parity_mismatch names the surface that moved)
     "surface_parity_mismatch": ("surface translation", "chat, Responses and Messages answer the same sample differently"),
     "error_shape_wrong": ("surface translation", "an error body not in the surface's own error shape"),
@@ -151,16 +151,21 @@ def diagnose(doc: dict[str, Any]) -> list[dict[str, Any]]:
     for suite, s in (doc.get("suites") or {}).items():
         for code, count, samples, modes in _suite_items(suite, s):
             _add(acc, component_of(code)[0], code, suite, count, samples, modes)
+    rows = doc.get("conformance")
     for e in (doc.get("frontend") or {}).get("evidence", []):
         if e["verdict"] != "fail":
             continue
-        if e["signal"].startswith("probe:") or e["signal"] == "context_truncated":  # run-wide
-            _add(acc, e.get("component") or component_of(e["signal"])[0], e["signal"], "*", 1, [], [])
+        if (e["signal"].startswith("probe:") and rows is None) or e["signal"] == "context_truncated":  # run-wide
+            # (probes: a document from before the conformance table; since, the rows below name component and surface)
+            _add(acc, e.get("component") or component_of(e["signal"])[0], e["signal"], "*", 1, [], list(e.get("modes") or []))
         elif e["signal"] == "decoding_changed" and e["suite"] in (doc.get("suites") or {}) \
                 and (doc["suites"][e["suite"]].get("signals") or {}).get("decoding_changed", {}).get("verdict") != "fail":
             # the suite-level form (zero drift on every shared prefix), when the per-sample one did not fail
             samples = e.get("samples") or []
             _add(acc, component_of("decoding_changed")[0], "decoding_changed", e["suite"], len(samples), samples, [])
+    for r in rows or []:  # each probe names its own component, and the surface it failed on
+        if r["status"] == "regression":
+            _add(acc, r["component"], f"probe:{r['probe']}", "*", 1, [], [r["surface"]])
     out = []
     for comp, d in acc.items():
         codes = sorted(d["findings"], key=lambda c: (-d["findings"][c], c))

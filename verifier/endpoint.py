@@ -263,8 +263,11 @@ class Endpoint:
         finally:
             await resp.aclose()
 
-    async def send(self, mode: str, body: dict[str, Any], extra_headers: dict[str, str] | None = None) -> Result:
-        path, stream = MODES[mode]
+    async def send(self, mode: str, body: dict[str, Any], extra_headers: dict[str, str] | None = None,
+                   path: str | None = None) -> Result:
+        """One request of `mode` (its route, or `path` on the same surface, e.g. /messages/count_tokens)."""
+        route, stream = MODES[mode]
+        path = path or route
         async with self._sem:
             attempts = 0
             deadline = time.monotonic() + self.cfg.deadline_s

@@ -168,9 +168,29 @@ def checks(doc: dict[str, Any], golden_meta: dict[str, Any], golden_obs: list[Ob
                           "not measured: no logprobs on one side (rerun with --logprobs 5)"))
         out.append(_check(f"{suite}: greedy_divergence", "verifier.quantization", ev.get((suite, "greedy_divergence", None)),
                           "not measured: no output tokens on one side (rerun with --logprobs 5)"))
-    for name in sorted(golden_meta.get("probes") or {}):
-        out.append(_check(f"*: probe:{name}", "verifier.frontend", ev.get(("*", f"probe:{name}", None)), "probe not run (rerun with --probes)"))
+    rows = doc.get("conformance")
+    if rows is None:  # a document from before the conformance table
+        for name in sorted(golden_meta.get("probes") or {}):
+            out.append(_check(f"*: probe:{name}", "verifier.frontend", ev.get(("*", f"probe:{name}", None)), "probe not run (rerun with --probes)"))
+    for r in rows or []:  # the conformance table, failing rows first: one check per probe x surface
+        out.append(probe_check(r))
     return out
+
+
+PROBE_VERDICT = {"regression": "fail", "pass": "pass", "improved": "pass", "reference_fails": "reference_fails",
+                 "not_in_golden": "not_in_golden", "not_run": "not_measured", "infra": "not_measured"}
+
+
+def probe_check(r: dict[str, Any]) -> dict[str, Any]:
+    """One conformance row as a CI check named `<surface>: probe:<name>` (a skip when the reference fails it too,
+    when the golden never ran it, or when the run did not)."""
+    ref = {"pass": "reference passed", "fail": "reference fails", "infra": "reference: infra error", None: "not in golden"}[r["reference"]]
+    if r["status"] == "not_run":
+        summary = f"{r['probe']} on {r['surface']}: not run (the golden has it; rerun with --probes)"
+    else:
+        summary = f"{r['probe']} on {r['surface']}: {r['candidate']} ({r['candidate_detail']}; {ref})"
+    return {"name": f"{r['surface']}: probe:{r['probe']}", "class": "verifier.frontend", "verdict": PROBE_VERDICT[r["status"]],
+            "summary": summary, "samples": [], "component": r["component"]}
 
 
 def component_line(doc: dict[str, Any], check: dict[str, Any]) -> str | None:
@@ -178,6 +198,8 @@ def component_line(doc: dict[str, Any], check: dict[str, Any]) -> str | None:
     signal = check["name"].split(": ", 1)[-1]
     if check["class"] != "verifier.frontend":
         return None
+    if check.get("component"):
+        return check["component"]
     if signal == "new_findings":
         suite = check["name"].split(": ", 1)[0]
         comps = [d["component"] for d in doc.get("diagnosis") or [] if suite in d["suites"]]

@@ -53,7 +53,9 @@ GOLDEN = {
         "summary": {"type": "object"},
         "margins": _nullable({"type": "object", "additionalProperties": _MARGIN}),
         "probes": _nullable({"type": "object", "additionalProperties": {
-            "type": "object", "required": ["passed"], "properties": {"passed": {"type": "boolean"}, "detail": _STR, "component": _STR}}}),
+            # keyed `<probe>@<surface>` (bare names: chat results of goldens from before surfaces)
+            "type": "object", "required": ["passed"], "properties": {"passed": {"type": "boolean"}, "detail": _STR,
+                                                                     "probe": _STR, "surface": _STR, "component": _STR}}}),
     },
 }
 

@@ -92,7 +92,7 @@ def junit_xml(doc: dict[str, Any]) -> str:
             fails += 1
             f = ET.SubElement(tc, "failure", message=text.splitlines()[0][:500], type=verdict)
             f.text = text
-        elif verdict in ("inconclusive", "not_measured"):
+        elif verdict in ("inconclusive", "not_measured", "reference_fails", "not_in_golden"):
             # Neither pass nor fail: visible in CI as skipped with the reason, the exit code decides the job.
             skips += 1
             ET.SubElement(tc, "skipped", message=verdict.replace("_", " ") + ": " + text.splitlines()[0][:500])
@@ -152,9 +152,11 @@ def markdown(doc: dict[str, Any], report_path: str | None = None, top_flips: int
             lines.append(f"| {_md(suite)} | {_md(m)} | {_md(v['golden'])} | {_md(v['candidate'])} | {_md(v['delta'])} | {_md(v['ci'])} | "
                          f"{_md(v['margin'])} | {_md(v['p_value'])} | {_icon(v['verdict'])} {v['verdict']} |")
     from ..explain import tool_call_line
+    from ..probe_results import markdown as probe_table
 
     tools = [(suite, tool_call_line(s.get("tool_calls"))) for suite, s in doc.get("suites", {}).items()]
     lines += [""] + [f"- **{_md(suite)}** {_md(line, 400)}" for suite, line in tools if line] if any(t for _, t in tools) else []
+    lines += probe_table(doc.get("conformance") or [], _md)
     evidence = [e for side in ("frontend", "quantization") for e in doc[side]["evidence"]]
     fired = [e for e in evidence if e["verdict"] != "pass"]
     lines += ["", "### Signals that fired" if fired else "### Signals: none fired", ""]

@@ -174,6 +174,9 @@ class Fault:
     """Edits a non-streamed JSON response body."""
     stream: Callable[[], StreamMutator] | None = None
     """Makes a fresh mutator for one SSE stream."""
+    native: tuple[str, ...] = ()
+    """Surfaces whose own request/response shapes the mutations edit (no chat translation); it acts on no other
+    surface. Empty: written against chat shapes and translated onto every surface."""
 
     @property
     def kinds(self) -> list[str]:

@@ -20,8 +20,10 @@ def apply_sampling(reply: Any, req: dict[str, Any]) -> Any:
         return "top_p must be in (0, 1]"
     content, finish = reply.content, reply.finish_reason
     if content is not None and t > 0:
-        content = f"{content} {''.join(_noise.choice('abcdefghij') for _ in range(8))}"  # no digits: answers keep their numbers
-    limit = req.get("max_tokens")
+        seed = req.get("seed")
+        rng = random.Random(f"{seed}\0{content}") if isinstance(seed, int) else _noise  # a seed makes sampling reproducible
+        content = f"{content} {''.join(rng.choice('abcdefghij') for _ in range(8))}"  # no digits: answers keep their numbers
+    limit = req.get("max_completion_tokens", req.get("max_tokens"))
     if content is not None and isinstance(limit, int):
         words = re.findall(r"\s*\S+", content)
         if len(words) > limit:
@@ -36,3 +38,4 @@ async def delay_or_drop(reply: Any, request: Any) -> None:
     if reply.drop:
         request.transport.abort()
         raise ConnectionResetError("dropped on purpose")
+

@@ -26,6 +26,7 @@ from aiohttp import web
 
 from .sampling import apply_sampling, delay_or_drop  # noqa: F401  (public names)
 from .wire import logprobs_of as _logprobs, prompt_tokens, usage_of as _usage  # noqa: F401  (public names)
+from .request_options import engine_reply, n_choices, scripted_text
 from .surface_server import add_routes
 
 
@@ -56,6 +57,7 @@ class Reply:
     logprobs: bool = False
     logprob_shift: float = 0.0
     """Added to every token logprob: a stand-in for changed numerics."""
+    stop_sequence: str | None = None  # the stop string that ended the reply (vLLM's choice `stop_reason`)
     logprob_entries: list[dict[str, Any]] | None = None
     """Verbatim `logprobs.content` entries (token, logprob, top_logprobs) instead of ones made from the content."""
     stream_usage: dict[str, Any] | None | str = "auto"
@@ -84,9 +86,9 @@ def last_user_text(req: dict[str, Any]) -> str:
 
 
 def arithmetic(req: dict[str, Any]) -> Reply:
-    """Answers 'What is A + B?' correctly: the embedded default behind `verifier demo`."""
+    """Answers 'What is A + B?' correctly: the embedded default behind `verifier demo` (and counts, for the probes)."""
     m = re.search(r"What is (-?\d+) \+ (-?\d+)", last_user_text(req))
-    return Reply(content=str(int(m.group(1)) + int(m.group(2))) if m else "I don't know.")
+    return Reply(content=str(int(m.group(1)) + int(m.group(2))) if m else scripted_text(last_user_text(req)) or "I don't know.")
 
 
 def echo(req: dict[str, Any]) -> Reply:
@@ -103,7 +105,7 @@ class Script:
         self.preflight: list[dict[str, Any]] = []  # the verifier's preflight pings, kept out of `requests`
         self.honour_sampling = honour_sampling
         """Behave like a real engine about sampling: 400 on out-of-range temperature/top_p, truncate at
-        max_tokens, and sample (add noise) unless temperature is 0 — the server default is 0.8."""
+        max_tokens, sample (add noise) unless temperature is 0 (default 0.8), honour request options (request_options.py)."""
         self.queue: deque[Reply] = deque()
         self.rules: list[tuple[re.Pattern, Reply]] = []
         self.responder = responder
@@ -158,10 +160,12 @@ def completion_body(reply: Reply, req: dict[str, Any]) -> dict[str, Any]:
         msg["reasoning_content"] = reply.reasoning_content
     if reply.tool_calls:
         msg["tool_calls"] = _tool_calls(reply)
-    choice: dict[str, Any] = {"index": 0, "message": msg, "finish_reason": _finish(reply)}
+    choice: dict[str, Any] = {"index": 0, "message": msg, "finish_reason": _finish(reply),
+                              **({"stop_reason": reply.stop_sequence} if reply.stop_sequence is not None else {})}
     if reply.logprobs or req.get("logprobs"):
         choice["logprobs"] = _logprobs(reply)
-    body = {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": req.get("model", "test"), "choices": [choice]}
+    choices = [choice] + [{**choice, "index": i} for i in range(1, n_choices(req))]  # n > 1: that many (greedy: alike)
+    body = {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": req.get("model", "test"), "choices": choices}
     usage = _usage(reply, req)
     if usage is not None:
         body["usage"] = usage
@@ -250,7 +254,7 @@ def make_app(script: Script) -> web.Application:
         script.headers.append(dict(request.headers))
         reply = script.next(req)
         if script.honour_sampling and reply.status == 200 and reply.body is None:
-            sampled = apply_sampling(reply, req)
+            sampled = engine_reply(reply, req)  # request options and sampling, as a real engine applies them
             if isinstance(sampled, str):
                 return web.json_response({"error": {"message": sampled, "type": "invalid_request_error"}}, status=400)
             reply = sampled
@@ -361,7 +365,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--responder", choices=sorted(RESPONDERS), default="arithmetic",
                     help="arithmetic (default: right answers to the smoke suite) or echo")
     ap.add_argument("--delay", type=float, default=0.0, help="latency added to every reply, seconds")
-    ap.add_argument("--honour-sampling", action="store_true", help="validate and apply temperature/top_p/max_tokens like a real engine")
+    ap.add_argument("--honour-sampling", action="store_true", help="validate and apply temperature/top_p/max_tokens and honour request options like a real engine")
 
 
 def long_running_script(config: ServerConfig) -> Script:

@@ -24,7 +24,8 @@ from .mutation import Change, Fault, StreamMutator, run_stream
 from .surface_render import body_to_chat, render_body, to_chat_request
 from .surface_stream import events_to_chat_chunks, render_events
 
-PATHS = {"/chat/completions": "chat", "/responses": "responses", "/messages": "messages"}
+PATHS = {"/chat/completions": "chat", "/responses": "responses", "/messages": "messages", "/messages/count_tokens": "messages"}
+"""POST paths the proxy reads (count_tokens is Messages traffic: a fault on that surface sees it too)."""
 
 # Multi-turn only, so kept out of the catalogue (whose every entry must move a single-turn golden):
 # pass it to Proxy as (DROP_REASONING_HISTORY, rate).
@@ -37,7 +38,7 @@ DROP_REASONING_HISTORY = Fault(
 def surface_for(path: str) -> str | None:
     """The surface a POST path speaks, or None for paths the proxy only forwards."""
     p = path.rstrip("/")
-    return next((s for suffix, s in PATHS.items() if p.endswith(suffix)), None)
+    return next((s for suffix, s in sorted(PATHS.items(), key=lambda x: -len(x[0])) if p.endswith(suffix)), None)
 
 
 def sse_frame(surface: str | None, payload: str) -> bytes:
@@ -128,7 +129,9 @@ class SurfaceStream(StreamMutator):
 
 
 def on_surface(fault: Fault, surface: str) -> Fault:
-    """The same fault, acting on `surface` traffic (chat: the fault itself)."""
+    """The same fault, acting on `surface` traffic (chat: the fault itself; a native fault only on its own surfaces)."""
+    if fault.native:
+        return fault if surface in fault.native else replace(fault, request=None, response=None, stream=None)
     if surface == "chat":
         return fault
     inner = fault.stream

@@ -106,6 +106,42 @@ def _messages_messages(req: dict[str, Any]) -> list[dict[str, Any]]:
     return msgs
 
 
+def _options(surface: str, req: dict[str, Any]) -> dict[str, Any]:
+    """The request options the surface spells its own way, in chat's spelling (tool choice, stop, thinking, JSON mode)."""
+    out: dict[str, Any] = {}
+    tc = req.get("tool_choice")
+    if surface == "responses":
+        if isinstance(tc, dict) and tc.get("type") == "function":
+            out["tool_choice"] = {"type": "function", "function": {"name": tc.get("name")}}
+        elif tc is not None:
+            out["tool_choice"] = tc
+        if "parallel_tool_calls" in req:
+            out["parallel_tool_calls"] = req["parallel_tool_calls"]
+        effort = (req.get("reasoning") or {}).get("effort") if isinstance(req.get("reasoning"), dict) else None
+        if effort:
+            out["reasoning_effort"] = effort
+        fmt = (req.get("text") or {}).get("format") if isinstance(req.get("text"), dict) else None
+        if isinstance(fmt, dict) and fmt.get("type") == "json_object":
+            out["response_format"] = {"type": "json_object"}
+        return out
+    if isinstance(tc, dict):
+        kind = tc.get("type")
+        if kind in ("none", "auto"):
+            out["tool_choice"] = kind
+        elif kind == "any":
+            out["tool_choice"] = "required"
+        elif kind == "tool":
+            out["tool_choice"] = {"type": "function", "function": {"name": tc.get("name")}}
+        if tc.get("disable_parallel_tool_use") is True:
+            out["parallel_tool_calls"] = False
+    if isinstance(req.get("stop_sequences"), list):
+        out["stop"] = req["stop_sequences"]
+    thinking = req.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") in ("enabled", "disabled"):
+        out["chat_template_kwargs"] = {"enable_thinking": thinking["type"] == "enabled"}
+    return out
+
+
 def to_chat_request(surface: str, req: dict[str, Any]) -> dict[str, Any]:
     """A surface request -> the chat request it means, so the same responders answer it."""
     out: dict[str, Any] = {k: req[k] for k in ("model", "temperature", "top_p", "stream") if k in req}
@@ -130,6 +166,7 @@ def to_chat_request(surface: str, req: dict[str, Any]) -> dict[str, Any]:
         out["tools"] = tools
     if limit is not None:
         out["max_tokens"] = limit
+    out.update(_options(surface, req))
     if out.get("stream"):
         out["stream_options"] = {"include_usage": True}
     return out
@@ -180,7 +217,7 @@ def render_body(surface: str, chat: dict[str, Any], cached: int = 0) -> dict[str
             fn = c.get("function") or {}
             out.append({"type": "function_call", "id": f"fc_{i}", "call_id": c.get("id"), "name": fn.get("name"),
                         "arguments": fn.get("arguments"), "status": "completed"})
-        body = {"id": "resp_test", "object": "response", "model": chat.get("model"), "output": out, **_status(finish)}
+        body = {"id": _own_id(chat, "resp_"), "object": "response", "model": chat.get("model"), "output": out, **_status(finish)}
         if usage is not None:
             body["usage"] = usage
         return body
@@ -192,11 +229,20 @@ def render_body(surface: str, chat: dict[str, Any], cached: int = 0) -> dict[str
     for c in calls:
         fn = c.get("function") or {}
         blocks.append({"type": "tool_use", "id": c.get("id"), "name": fn.get("name"), "input": _args_input(fn.get("arguments"))})
-    body = {"id": "msg_test", "type": "message", "role": "assistant", "model": chat.get("model"), "content": blocks,
-            "stop_reason": FINISH_TO_STOP.get(finish, finish), "stop_sequence": None}
+    stopped_by = choice.get("stop_reason") if isinstance(choice.get("stop_reason"), str) else None  # vLLM's matched stop string
+    body = {"id": _own_id(chat, "msg_"), "type": "message", "role": "assistant", "model": chat.get("model"), "content": blocks,
+            "stop_reason": "stop_sequence" if stopped_by and finish == "stop" else FINISH_TO_STOP.get(finish, finish),
+            "stop_sequence": stopped_by}
     if usage is not None:
         body["usage"] = usage
     return body
+
+
+def _own_id(chat: dict[str, Any], prefix: str) -> str:
+    """The surface body's id: kept when the chat body came from one (the proxy re-rendering a fault), so a stored
+    response can still be chained with previous_response_id."""
+    rid = chat.get("id")
+    return rid if isinstance(rid, str) and rid.startswith(prefix) else f"{prefix}test"
 
 
 def _status(finish: str | None) -> dict[str, Any]:

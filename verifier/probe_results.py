@@ -1,0 +1,132 @@
+"""Probe results, judged against the golden's: the conformance table (probe x surface, reference vs candidate,
+component) and the evidence a comparison counts. Pure; no network.
+
+A result is keyed `<probe>@<surface>`. Goldens blessed before probes ran per surface hold bare probe names:
+those were chat results, and are read as `<probe>@chat`, so an old golden keeps gating the probes it has.
+
+How a row is judged:
+- the reference passed and the candidate fails: `regression`, a frontend failure of the probe's component;
+- the reference fails too: `reference_fails`, reported, never blamed (an engine that clamps instead of refusing,
+  a server without stored responses or count_tokens);
+- the golden never ran the probe on that surface: `not_in_golden`, reported, not blamed, not a coverage gap;
+- the golden has it and the candidate did not run it: `not_run`, counted in the golden coverage (incomplete);
+- `infra`: the candidate's requests met an infra error (timeout, transport, 5xx): no evidence, missing coverage;
+- `pass`, or `improved` (the reference failed, the candidate passes).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+SEP = "@"
+DEFAULT_SURFACE = "chat"
+# Failing rows lead the table; then what is reported but not blamed; then passes.
+STATUS_ORDER = ("regression", "not_run", "infra", "reference_fails", "not_in_golden", "improved", "pass")
+STATUS_TEXT = {
+    "regression": "REGRESSION (the reference passed)",
+    "not_run": "not run (the golden has it)",
+    "infra": "infra error (no evidence; counted as missing coverage)",
+    "reference_fails": "the reference fails it too (not blamed)",
+    "not_in_golden": "not in golden (reported, not blamed)",
+    "improved": "passes (the reference failed)",
+    "pass": "pass",
+}
+
+
+def key(probe: str, surface: str) -> str:
+    return f"{probe}{SEP}{surface}"
+
+
+def split(k: str) -> tuple[str, str]:
+    """`name@surface` -> (name, surface); a bare name (a golden from before surfaces) is a chat result."""
+    name, sep, surface = k.partition(SEP)
+    return (name, surface) if sep else (name, DEFAULT_SURFACE)
+
+
+def normalize(results: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Results keyed `name@surface` whatever the file's age; entries that are not results are dropped."""
+    out: dict[str, dict[str, Any]] = {}
+    for k, v in (results or {}).items():
+        if isinstance(v, dict) and isinstance(v.get("passed"), bool):
+            name, surface = split(k)
+            out[key(name, surface)] = {**v, "probe": v.get("probe", name), "surface": v.get("surface", surface)}
+    return out
+
+
+def _component(row_probe: str, *sides: dict[str, Any] | None, components: dict[str, str] | None = None) -> str:
+    for s in sides:
+        if s and isinstance(s.get("component"), str):
+            return s["component"]
+    return (components or {}).get(row_probe, "API validation")
+
+
+def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
+          components: dict[str, str] | None = None,
+          comparators: dict[str, Callable[[Any, Any], tuple[bool, str]]] | None = None) -> list[dict[str, Any]]:
+    """The conformance table, failing rows first. `components` names a probe's component where a result does not
+    (old goldens); `comparators` compare a measured value (prompt tokens, packet sizes) with the reference's."""
+    cand, gold = normalize(candidate), normalize(golden)
+    rows = []
+    for k in sorted(set(cand) | set(gold)):
+        c, g = cand.get(k), gold.get(k)
+        name, surface = split(k)
+        comp = _component(name, c, g, components=components)
+        c_ok, why = (c["passed"], c.get("detail", "")) if c else (None, "")
+        if c and g and c_ok and g["passed"] and (comparators or {}).get(name) and "value" in c and "value" in g:
+            same, how = comparators[name](c["value"], g["value"])  # a measured value against the reference's
+            if not same:
+                c_ok, why = False, f"{why}; {how}" if why else how
+        if c is not None and c.get("infra"):
+            status = "infra"  # no answer to judge: counted as missing coverage, never as a failure
+        elif c is None:
+            status = "not_run"
+        elif g is None or g.get("infra"):  # the reference could not be measured either: nothing to regress from
+            status = "not_in_golden"
+        elif c_ok:
+            status = "pass" if g["passed"] else "improved"
+        else:
+            status = "regression" if g["passed"] else "reference_fails"
+        rows.append({
+            "key": k, "probe": name, "surface": surface, "component": comp,
+            "reference": None if g is None else "infra" if g.get("infra") else ("pass" if g["passed"] else "fail"),
+            "candidate": None if c is None else "infra" if c.get("infra") else ("pass" if c_ok else "fail"),
+            "status": status, "candidate_detail": why, "reference_detail": (g or {}).get("detail", ""),
+        })
+    rows.sort(key=lambda r: (STATUS_ORDER.index(r["status"]), r["probe"], r["surface"]))
+    return rows
+
+
+def evidence(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Evidence items for the comparison, one per probe x surface both sides ran: only a regression fails.
+    Rows the golden never had are reported in the table only (no evidence: nothing to regress from)."""
+    out = {}
+    for r in rows:
+        if r["status"] in ("not_run", "not_in_golden", "infra"):
+            continue
+        verdict = "fail" if r["status"] == "regression" else "pass"
+        ref = {"regression": "reference passed", "reference_fails": "reference also fails",
+               "improved": "reference failed", "pass": "reference passed"}[r["status"]]
+        out[r["key"]] = {"signal": f"probe:{r['probe']}", "surface": r["surface"], "component": r["component"],
+                         "verdict": verdict,
+                         "summary": f"{r['probe']} on {r['surface']}: {'passed' if r['candidate'] == 'pass' else 'FAILED'} "
+                                    f"({r['candidate_detail']}; {ref}) [{r['component']}]"}
+        if r["status"] == "reference_fails":
+            out[r["key"]]["qualifier"] = "reference_fails"  # a pass only because the golden cannot do it either
+    return out
+
+
+def failing(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if r["status"] == "regression"]
+
+
+def markdown(rows: list[dict[str, Any]], cell: Callable[[Any, int], str]) -> list[str]:
+    """The conformance table as Markdown lines (`cell` escapes a value for a table cell)."""
+    if not rows:
+        return []
+    mark = {"pass": "✅ pass", "fail": "❌ fail", "infra": "⛔ infra", None: "–"}
+    out = ["", f"### Probe conformance ({len(failing(rows))} regression(s) in {len(rows)} probe x surface rows)", "",
+           "| probe | surface | reference | candidate | component | status | detail |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {cell(r['probe'], 60)} | {cell(r['surface'], 20)} | {mark[r['reference']]} | {mark[r['candidate']]} | "
+                   f"{cell(r['component'], 40)} | {cell(STATUS_TEXT[r['status']], 60)} | {cell(r['candidate_detail'] or r['reference_detail'], 160)} |")
+    return out
