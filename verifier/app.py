@@ -79,6 +79,8 @@ class RunSpec:
     """`I/N`: every N-th sample from the I-th."""
     only_ids: Mapping[str, frozenset[str]] | None = None
     """Exactly these sample ids per suite (a golden's selection); overrides limit and seed."""
+    samples: Mapping[str, tuple[Sample, ...]] | None = None
+    """The samples themselves per suite (a golden's inputs.jsonl): no dataset is loaded; `data` then unused."""
     epochs: int = 1
     """Repeats per sample."""
     chat_template: str | None = None
@@ -101,18 +103,23 @@ class RunSpec:
     @classmethod
     def for_golden(cls, g: dict[str, Any], gobs: list[dict[str, Any]], endpoint: EndpointSpec, out: Path, *,
                    overrides: Mapping[str, Any] | None = None, extra_body: Mapping[str, Any] | None = None,
-                   data: str | None = None, looks: int = 5, probes: bool = False, quiet: bool = False) -> "RunSpec":
-        """A run that reproduces the golden's selection, sampling and modes against another endpoint."""
+                   data: str | None = None, looks: int = 5, probes: bool = False, quiet: bool = False,
+                   inputs: Mapping[str, list[Sample]] | None = None) -> "RunSpec":
+        """A run that reproduces the golden's selection, sampling and modes against another endpoint: from the
+        golden's own samples (`inputs`), or, with `data` (or no inputs), reloaded from the dataset."""
         ids: dict[str, set[str]] = {}
         for o in gobs:
             ids.setdefault(o["suite"], set()).add(o["sample_id"])
+        samples = None
+        if inputs is not None and not data:
+            samples = {name: tuple(x for x in inputs.get(name, ()) if x.id in ids.get(name, ())) for name in g["suites"]}
         base = dict((g["source"].get("sampling") or {}).get("overrides", {}))
         base.update(overrides or {})
         return cls(
             endpoint=endpoint, suites=tuple(g["suites"]), modes=tuple(g.get("modes", ["chat"])), overrides=base,
             extra_body=dict(extra_body) if extra_body is not None else dict(g["source"].get("extra_body") or {}),
             data=data, smoke=g.get("selection", {}).get("smoke", False), epochs=g.get("epochs", 1),
-            only_ids={k: frozenset(v) for k, v in ids.items()}, out=out, looks=looks,
+            only_ids={k: frozenset(v) for k, v in ids.items()}, samples=samples, out=out, looks=looks,
             probes=probes or bool(g.get("probes")), quiet=quiet, context_probe=bool(g.get("context_probe")),
             context_lengths=tuple(g["context_probe"]["lengths"]) if g.get("context_probe") else None,
         )
@@ -183,6 +190,9 @@ def load_suite_samples(suites: list[Suite], spec: RunSpec) -> list[tuple[Suite, 
 
     out = []
     for s in suites:
+        if spec.samples is not None:  # a golden's own samples: nothing to load, no hub, no --data
+            out.append((s, list(spec.samples.get(s.name, ()))))
+            continue
         try:
             samples = s.load(data_for(spec.data, s.name), spec.smoke)
         except FileNotFoundError as e:
@@ -326,7 +336,8 @@ def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list
     if template and "completions" in modes:
         hdr["dual_path_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
     hdr["selection"] = {"smoke": bool(spec.smoke), "limit": spec.limit, "sample_seed": spec.sample_seed,
-                        "ids": spec.only_ids is not None, "shard": spec.shard}
+                        "ids": spec.only_ids is not None, "shard": spec.shard,
+                        "source": "golden" if spec.samples is not None else "dataset"}
     journal.write_samples(run_dir, [(s.name, x) for s, xs in suites for x in xs])
     return hdr, work
 

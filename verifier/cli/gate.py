@@ -58,9 +58,13 @@ def merge_config(a: argparse.Namespace) -> tuple[argparse.Namespace, list[argpar
     merged namespace per endpoint (its `name` in `.endpoint_name`)."""
     import verifier.cli.gatefile as gatefile
 
+    from ..app import default_run_dir
+
     flags, endpoints = gatefile.translate(gatefile.read(a.config))
     sub = gatefile.subparser(a.parser, "gate")
     given = gatefile.explicit_dests(a.parser, a.argv, "gate")
+    out = a.out if "out" in given else flags.get("out") or str(default_run_dir("gate" if len(endpoints) <= 1 else "gate-matrix"))
+    flags = gatefile.resolve_outputs(flags, out)
     if len(endpoints) == 1:
         flags.update({k: v for k, v in endpoints[0].items() if k != "name"})
     merged = gatefile.apply(a, flags, given, sub)

@@ -23,6 +23,7 @@ import verifier.cli.demo as demo
 import verifier.cli.engine as engine
 import verifier.cli.gate as gate
 import verifier.cli.lm_eval as lm_eval
+import verifier.cli.list_goldens as list_goldens
 import verifier.cli.list_suites as list_suites
 import verifier.cli.matrix as matrix
 import verifier.cli.merge as merge
@@ -33,7 +34,7 @@ import verifier.cli.score as score
 import verifier.cli.testbed as testbed
 
 # Order of `verifier --help`.
-COMMANDS = (run, score, list_suites, bless, calibrate, compare, gate, matrix, lm_eval, report, merge, engine, proxy, testbed,
+COMMANDS = (run, score, list_suites, list_goldens, bless, calibrate, compare, gate, matrix, lm_eval, report, merge, engine, proxy, testbed,
             demo)
 
 
