@@ -126,7 +126,7 @@ def test_three_inconclusive_causes_give_three_messages(calibrated_golden, tmp_pa
         code, out, _ = cli("compare", tmp_path / name, "--golden", golden)
         assert code == 20, out
         msgs[name] = comparison(tmp_path / name)["reason"]
-    assert "no logprobs to separate numerics from frontend: rerun with --logprobs 5" in msgs["a"]
+    assert "no logprobs to separate numerics from frontend: rerun with `verifier gate --logprobs 5`" in msgs["a"]
     assert re.search(r"drift 0\.2 above floor 0\.01\d* but no quality change", msgs["b"]), msgs["b"]
     # a wide interval: samples needed from a power calculation
     from verifier import compare

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from . import journal, runner, scoring, scrub
 from .catalog import get_suites, resolve_suites, suite_named, suite_origin
-from .errors import UsageError
+from .errors import UsageError, did_you_mean
 from .types import Sample, Suite
 
 if TYPE_CHECKING:
@@ -196,9 +196,9 @@ def load_suite_samples(suites: list[Suite], spec: RunSpec) -> list[tuple[Suite, 
         try:
             samples = s.load(data_for(spec.data, s.name), spec.smoke)
         except FileNotFoundError as e:
-            raise UsageError(f"suite {s.name}: data not found: {e.filename or e}") from None
+            raise UsageError(f"suite {s.name}: data not found: {e.filename or e}", hints=getattr(e, "hints", ())) from None
         except ValueError as e:
-            raise UsageError(f"suite {s.name}: {e}") from None
+            raise UsageError(f"suite {s.name}: {e}", hints=getattr(e, "hints", ())) from None
         chosen = select(samples, spec.limit, spec.sample_seed)
         if spec.shard:
             try:
@@ -256,7 +256,7 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, d
         suites.append((suite, [s for (sn, _), s in samples.items() if sn == name]))
     cfg = endpoint_config(spec.endpoint, spec.endpoint.model or hdr["endpoint"]["model"])
     if not spec.endpoint.base_url:
-        raise UsageError("--resume needs --base-url (the journal stores it redacted)")
+        raise UsageError("resuming needs the endpoint's base URL (the journal stores it redacted)", hints=("pass --base-url",))
     done = {k for k, ex in journal.read_exchanges(run_dir).items() if ex.error is None}
     return run_dir, hdr, suites, cfg, done
 
@@ -269,7 +269,7 @@ def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]],
 
     for m in spec.modes:
         if m not in MODES:
-            raise UsageError(f"unknown mode {m!r}; known: {', '.join(MODES)}")
+            raise UsageError(f"unknown mode {m!r}; {did_you_mean(m, MODES)}known: {', '.join(MODES)}")
     cfg = endpoint_config(spec.endpoint)
     run_dir = spec.out or default_run_dir("-".join(s.name for s in suites_))
     return run_dir, samples, cfg

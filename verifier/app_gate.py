@@ -93,8 +93,8 @@ def gate(spec: GateSpec) -> dict[str, Any]:
     g, gobs = loaded
     require_margins(g, spec.golden)
     if spec.probes and not g.get("probes"):
-        raise UsageError(f"--probes: golden {spec.golden} has no probe results to compare against; "
-                         "bless a reference run made with --probes (or drop --probes)")
+        raise UsageError(f"golden {spec.golden} has no probe results to compare the probes with; bless a reference run "
+                         "made with `verifier run --probes`", hints=("drop --probes",))
     out = spec.out or default_run_dir("gate")
     run = RunSpec.for_golden(g, gobs, spec.endpoint, out, overrides=spec.overrides, extra_body=spec.extra_body,
                              data=spec.data, looks=spec.looks, probes=spec.probes, quiet=spec.quiet,
@@ -202,7 +202,7 @@ def refuse_broken_reference(obs: list[dict[str, Any]], run_dir: Path, force: boo
     bad = [o for o in obs if o["outcome"] == "infra" or (o["outcome"] == "unsupported" and _route_refused(o))]
     if len(bad) * 2 > len(obs):
         raise UsageError(f"{run_dir}: {len(bad)}/{len(obs)} records are infra errors or 401/403/404 refusals; "
-                         "a golden must hold answers (check the base URL, model and key; --force to bless anyway)")
+                         "a golden must hold answers (check the base URL, model and key)", hints=("--force to bless anyway",))
 
 
 def _route_refused(o: dict[str, Any]) -> bool:

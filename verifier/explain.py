@@ -46,11 +46,11 @@ def _numerics_reasons(doc: dict[str, Any]) -> list[str]:
     if dropped and "fired" not in states:
         if states <= {"unavailable"}:
             out.append(f"quality dropped ({'; '.join(dropped)}) but no logprobs to separate numerics from frontend: "
-                       "rerun with --logprobs 5")
+                       "rerun with `verifier gate --logprobs 5`")
         else:
             d = next(d for d in drift.values() if d["state"] == "clean")
             out.append(f"quality dropped ({'; '.join(dropped)}) with logprob drift {d['mean_abs_delta']} at the noise floor "
-                       f"{d['margin']}: not the weights; look for post-processing or ignored sampling parameters (rerun with --probes)")
+                       f"{d['margin']}: not the weights; look for post-processing or ignored sampling parameters (rerun with `verifier gate --probes`)")
     if not dropped and "fired" in states:
         for suite, d in drift.items():
             dv = doc["suites"][suite].get("divergence") or {}
@@ -97,7 +97,7 @@ def reasons(doc: dict[str, Any]) -> list[str]:
     if doc["status"] == "inconclusive":
         out += _evidence_reasons(doc)
     if cov.get("subset"):
-        out.append(f"compared a subset of the golden: {cov['subset_skipped_samples']} golden sample(s) not run (--allow-subset)")
+        out.append(f"compared a subset of the golden: {cov['subset_skipped_samples']} golden sample(s) not run")
     elif cov.get("missing") and doc["status"] != "incomplete":
         out.append(coverage_mod.describe(cov) + " (within the budget)")
     return out
@@ -125,11 +125,11 @@ def checks(doc: dict[str, Any], golden_meta: dict[str, Any], golden_obs: list[Ob
             cls = "verifier.frontend" if name in FRONTEND_EVENTS else "verifier.quantization"
             out.append(_check(f"{suite}: {name}", cls, ev.get((suite, name, None))))
         out.append(_check(f"{suite}: logprob_drift", "verifier.quantization", ev.get((suite, "logprob_drift", None)),
-                          "not measured: no logprobs on one side (rerun with --logprobs 5)"))
+                          "not measured: no logprobs on one side (rerun with `verifier gate --logprobs 5`)"))
         out.append(_check(f"{suite}: greedy_divergence", "verifier.quantization", ev.get((suite, "greedy_divergence", None)),
-                          "not measured: no output tokens on one side (rerun with --logprobs 5)"))
+                          "not measured: no output tokens on one side (rerun with `verifier gate --logprobs 5`)"))
     for name in sorted(golden_meta.get("probes") or {}):
-        out.append(_check(f"*: probe:{name}", "verifier.frontend", ev.get(("*", f"probe:{name}", None)), "probe not run (rerun with --probes)"))
+        out.append(_check(f"*: probe:{name}", "verifier.frontend", ev.get(("*", f"probe:{name}", None)), "probe not run (rerun with `verifier gate --probes`)"))
     return out
 
 

@@ -147,7 +147,7 @@ def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if g["golden_format"] != FORMAT:
         age = "an older" if g["golden_format"] < FORMAT else "a newer"
         raise BadGolden(f"golden {path} is golden_format {g['golden_format']} ({age} verifier's); this verifier reads "
-                        f"format {FORMAT}: " + ("re-bless it from its reference run (verifier bless RUN --to DIR --force)"
+                        f"format {FORMAT}: " + ("re-bless it from its reference run (`verifier bless RUN --to DIR --force`)"
                                                 if g["golden_format"] < FORMAT else "upgrade verifier"))
     why = problem(g, "golden")
     if why:

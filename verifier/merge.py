@@ -40,8 +40,8 @@ def take_shard(samples: Sequence[Sample], spec: str | None) -> list[Sample]:
     return list(samples[i - 1::n])
 
 
-def _usage(msg: str) -> Exception:
-    return UsageError(msg)
+def _usage(msg: str, hints: tuple[str, ...] = ()) -> Exception:
+    return UsageError(msg, hints=hints)
 
 
 def merge_headers(run_id: str, headers: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
@@ -123,7 +123,7 @@ def merge(shards: list[Path], out: Path, allow_partial: bool = False) -> dict[st
     sset = shard_set(headers)
     if not sset["complete"] and not allow_partial:
         raise _usage(f"incomplete shard set: have {', '.join(sset['inputs'])}, missing {', '.join(sset['missing'])} "
-                     "(a failed matrix job?); pass --allow-partial to merge anyway (compare will report the gap)")
+                     "(a failed matrix job?)", hints=("pass --allow-partial to merge anyway (compare will report the gap)",))
     hdr = merge_headers(out.name, headers)
     hdr["shard_set"] = sset
     samples: dict[tuple[str, str], Sample] = {}
