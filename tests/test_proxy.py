@@ -29,7 +29,7 @@ HTTP = httpx.Client(timeout=10, trust_env=False)
 
 @pytest.fixture
 def upstream():
-    with TestServer(Script(arithmetic)) as srv:
+    with TestServer(Script(arithmetic, listed=("test-model",))) as srv:
         yield srv
 
 

@@ -51,6 +51,8 @@ class EndpointSpec:
     """Total seconds per request, retries and the whole stream included; None means 10 x timeout_s."""
     info_deadline_s: float = 10.0
     """Total seconds for the start-up /models, /props, /version calls."""
+    model_check: bool = True
+    """Refuse a model the server's /v1/models does not list (off for gateways that alias names)."""
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,7 @@ async def _server_facts(ep: "Endpoint", spec: RunSpec, modes: list[str]) -> tupl
         raise UsageError(why)
     from .preflight import check
 
-    await check(ep, ep.cfg.model, modes, spec.endpoint.api_key_env)  # before any sample is spent
+    await check(ep, ep.cfg.model, modes, spec.endpoint.api_key_env, spec.endpoint.model_check)  # before any sample is spent
     facts = await ep.server_info()
     template = None
     if spec.chat_template:
