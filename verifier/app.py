@@ -310,10 +310,13 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
 
             lengths = list(spec.context_lengths or cp.lengths_for(cp.n_ctx_of(info)))
             journal.write_json(run_dir / cp.FILE, await cp.run(ep, cfg.model, hdr.get("extra_body") or {}, lengths))
-        sent = {"sent": 0, "errors": 0}
+        sent: dict[str, Any] = {"sent": 0, "errors": 0, "error_classes": {}}
         for batch in ([work] if stop_check is None else batches(work, spec.looks)):
             r = await runner.execute(run_dir, batch, cfg, quiet=spec.quiet, endpoint=ep)
-            sent = {k: sent[k] + r[k] for k in sent}
+            sent["sent"] += r["sent"]
+            sent["errors"] += r["errors"]
+            for k, n in r["error_classes"].items():
+                sent["error_classes"][k] = sent["error_classes"].get(k, 0) + n
             if stop_check is not None and stop_check(run_dir):
                 break
     finally:
@@ -353,6 +356,12 @@ def collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None = None) -> 
     with contextlib.ExitStack() as stack:  # the run directory's lock, held until it is scored
         run_dir, sent = asyncio.run(_collect(spec, stop_check, stack))
         summary = score(run_dir)
+    if sent["errors"]:  # said even when quiet: which failure it was, and what to check
+        from .endpoint import describe_error
+
+        top = sorted(sent["error_classes"].items(), key=lambda kv: -kv[1])
+        print(f"run: {sent['errors']} infra error(s): " + "; ".join(f"{n} x {describe_error(k)}" for k, n in top[:3]),
+              file=sys.stderr)
     if not spec.quiet:
         print(f"run: {run_dir}  sent={sent['sent']} infra_errors={sent['errors']}", file=sys.stderr)
     return Collected(run_dir, summary, sent["sent"], sent["errors"])
