@@ -16,7 +16,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from . import __version__, scrub
+from . import scrub
+from .version import __version__
 from .errors import UsageError
 from .jsonsafe import dumps_strict
 from .redact import Redactor

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -104,25 +105,34 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
     if spec.suites or spec.modes or spec.margins:  # the report shows the golden this gate compared with
         narrowed = app_gate.narrow(app_gate.load_golden(spec.golden), spec)
     # Files first: a reader that stops early (`verifier gate | head`) must not cost the report.
-    write_ci_outputs(Path(doc["run"]["run_dir"]), doc, html, junit, markdown, narrowed)
+    paths = write_ci_outputs(Path(doc["run"]["run_dir"]), doc, html, junit, markdown, narrowed)
     seq = doc.get("sequential")
     if seq and echo:
         used, total = seq["used_samples"], seq["total_samples"]
         print(f"sequential: decided after {used}/{total} samples ({total - used} not sent)")
     if echo:
         print_comparison(doc)
+        print_outputs(Path(doc["run"]["run_dir"]), paths)
     return doc
 
 
+def print_outputs(run_dir: Path, paths: dict[str, Path] | None) -> None:
+    """Where the report went: the last lines a person (or a CI log) reads."""
+    print(f"report: {paths['html']}" if paths else f"comparison: {run_dir / 'comparison.json'}")
+    if paths:
+        print(f"  junit {paths['junit']}, summary {paths['markdown']}, samples {paths['csv']}, "
+              f"comparison {run_dir / 'comparison.json'}")
+
+
 def write_ci_outputs(run_dir: Path, doc: dict[str, Any], html: str | None, junit: str | None, markdown: str | None,
-                     golden: tuple[dict[str, Any], list[dict[str, Any]]] | None = None) -> None:
-    """HTML report, JUnit XML and Markdown summary, where the report module offers them."""
+                     golden: tuple[dict[str, Any], list[dict[str, Any]]] | None = None) -> dict[str, Path] | None:
+    """HTML report, JUnit XML and Markdown summary, where the report module offers them; their paths."""
     try:
         from .. import report
     except ImportError:
-        return
+        return None
     data = report.GoldenData.of(*golden) if golden is not None else None
-    report.write_all(run_dir, doc, html=html, junit=junit, markdown=markdown, golden=data)
+    return report.write_all(run_dir, doc, html=html, junit=junit, markdown=markdown, golden=data)
 
 
 def gate_many(a: argparse.Namespace, endpoints: list[argparse.Namespace]) -> int:
@@ -143,6 +153,8 @@ def gate_many(a: argparse.Namespace, endpoints: list[argparse.Namespace]) -> int
 
     def one(name: str) -> tuple[Path, dict[str, Any]]:
         doc = run_gate(specs[name], echo=False)
+        print(f"{name}: {doc['status']} (exit {doc['exit_code']}); report: {Path(doc['run']['run_dir']) / 'report.html'}",
+              file=sys.stderr)
         return Path(doc["run"]["run_dir"]), doc
 
     with ThreadPoolExecutor(max_workers=len(specs)) as pool:

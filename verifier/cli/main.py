@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from .. import __version__
+from ..version import __version__
 from .. import scrub
 from ..errors import UsageError
 from .parser import Parser, check_line, command_parser, render
@@ -31,12 +31,13 @@ import verifier.cli.merge as merge
 import verifier.cli.proxy as proxy
 import verifier.cli.report as report
 import verifier.cli.run as run
+import verifier.cli.runs as runs
 import verifier.cli.score as score
 import verifier.cli.testbed as testbed
 
 # Order of `verifier --help`.
-COMMANDS = (run, score, list_suites, list_goldens, bless, calibrate, compare, gate, matrix, lm_eval, report, merge, engine, proxy, testbed,
-            demo)
+COMMANDS = (run, score, list_suites, list_goldens, bless, calibrate, compare, gate, matrix, lm_eval, report, merge, runs, engine,
+            proxy, testbed, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:
