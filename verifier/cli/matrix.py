@@ -48,6 +48,7 @@ def handle(a: argparse.Namespace) -> int:
         if doc is None:
             doc = app_gate.compare_run(run_dir, a.golden, None, a.infra_budget, loaded, write=False)
             links[name] = out / "comparisons" / f"{name}.json"
+            links[name].parent.mkdir(parents=True, exist_ok=True)
             journal.write_json(links[name], doc)
         docs[name] = (run_dir, doc)
     return finish(docs, out, a.allow_inconclusive, links)
