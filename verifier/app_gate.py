@@ -308,6 +308,8 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
     if ctx:
         doc["context_truncation"] = ctx
     if write:
+        if out is not None:
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
         journal.write_json(out or run_dir / "comparison.json", doc)
     return doc
 
