@@ -79,7 +79,7 @@ def test_base_url_without_v1_exits_2_before_any_sample_is_sent(calibrated_golden
 def test_unknown_model_exits_2_naming_the_served_ones(tmp_path, cli):
     with TestServer(Script(reference_reply, models=("qwen", "llama"))) as srv:
         code, _, err = cli("run", *SMOKE_RUN, "--base-url", srv.url, "--out", tmp_path / "r")
-        assert code == 2 and "model 'm' not in /v1/models: qwen, llama" in err and err.count("\n") == 1
+        assert code == 2 and "model 'm' is not in GET" in err and "/v1/models: qwen, llama" in err and err.count("\n") == 1
         assert srv.script.requests == []
         # the served name passes the preflight, which never reaches the script's log
         args = list(SMOKE_RUN)

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from . import journal, runner
 from .app import EndpointSpec, RunSpec, collect, default_run_dir, observations, score, suite_named
-from .errors import UsageError
+from .errors import UsageError, did_you_mean
 
 # Sequential stopping ends a run early only on a decided regression: a large one shows within
 # the first batches, while a pass needs every sample (no flips in 20% of them is weak evidence).
@@ -163,7 +163,7 @@ def narrow(loaded: tuple[dict[str, Any], list[dict[str, Any]]], spec: GateSpec) 
     for what, chosen, have in (("suite", spec.suites, list(g["suites"])), ("mode", spec.modes, list(g.get("modes", ["chat"])))):
         missing = [x for x in chosen if x not in have]
         if missing:
-            raise UsageError(f"golden {spec.golden} has no {what} {missing[0]!r}; it has: {', '.join(have)}")
+            raise UsageError(f"golden {spec.golden} has no {what} {missing[0]!r}; {did_you_mean(missing[0], have)}it has: {', '.join(have)}")
     if spec.suites:
         g["suites"] = {k: v for k, v in g["suites"].items() if k in spec.suites}
         gobs = [o for o in gobs if o["suite"] in spec.suites]

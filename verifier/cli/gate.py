@@ -14,11 +14,11 @@ from .types import fraction, positive_int
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("gate", help="run the golden's samples against an endpoint, compare, report; CI exit code")
     p.add_argument("--config", metavar="GATE.toml", help="gate file (see README 'Gate files'); flags given here override it")
-    p.add_argument("--golden")
+    p.add_argument("--golden", help="golden directory, or the name of a packaged golden (verifier list-goldens)")
     p.add_argument("--suite", help="comma-separated: gate only these of the golden's suites (default all)")
     p.add_argument("--mode", help=f"comma-separated: gate only these of the golden's wire modes ({', '.join(MODE_NAMES)}; default all)")
     p.add_argument("--margin", action="append", metavar="KEY=VALUE:reason", help="margin over the golden's, e.g. smoke/accuracy=0.05:why (repeatable)")
-    p.add_argument("--data", help="local dataset path, when the golden's suites need one")
+    p.add_argument("--data", help="reload the samples from this dataset instead of the golden's own inputs.jsonl (rarely needed)")
     p.add_argument("--out", help="run directory (default runs/<timestamp>-gate)")
     p.add_argument("--infra-budget", type=fraction, default=0.02)
     p.add_argument("--allow-inconclusive", action="store_true", help="exit 0 instead of 20 when inconclusive")
