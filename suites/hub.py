@@ -71,8 +71,14 @@ def probe(timeout: float = PROBE_S) -> str | None:
     return result[0]
 
 
-def unavailable(what: str, why: str, way_out: str) -> HubUnavailable:
-    return HubUnavailable(f"{what}: not local and the hub ({hub_endpoint()}) cannot be reached ({why}); {way_out}")
+WAY_OUT = ("pass --data PATH for a local copy", "--smoke for the built-in subset")
+
+
+def unavailable(what: str, why: str, way_out: tuple[str, ...], note: str = "") -> HubUnavailable:
+    """The error, its ways out as hints (the CLI prints those the command has: gate has no --smoke)."""
+    from verifier.errors import hinted
+
+    return hinted(HubUnavailable(f"{what}: not local and the hub ({hub_endpoint()}) cannot be reached ({why}){note}"), *way_out)
 
 
 def maybe_cached(repo: str) -> bool:
@@ -83,7 +89,7 @@ def maybe_cached(repo: str) -> bool:
     return (hub_cache / f"datasets--{repo.replace('/', '--')}").exists() or (ds_cache / repo.replace("/", "___")).exists()
 
 
-def load(what: str, fn: Callable[[], T], way_out: str = "pass --data PATH for a local copy, or --smoke for the built-in subset",
+def load(what: str, fn: Callable[[], T], way_out: tuple[str, ...] = WAY_OUT,
          repo: str | None = None, probe_first: bool = True) -> T:
     """`fn()` (a hub download), failing in seconds with one line when the hub is out of reach.
 
@@ -96,7 +102,7 @@ def load(what: str, fn: Callable[[], T], way_out: str = "pass --data PATH for a 
     if probe_first and not offline_mode():
         why = probe()
         if why:
-            raise unavailable(what, why, way_out + " (a cached copy: set HF_HUB_OFFLINE=1)")
+            raise unavailable(what, why, way_out, " (a cached copy: set HF_HUB_OFFLINE=1)")
     try:
         return fn()
     except Exception as e:  # noqa: BLE001 - datasets, huggingface_hub, requests and httpx each have their own

@@ -331,7 +331,7 @@ def _run_and_import(a: lm_eval_files.LmEvalSpec, tasks: list[str], out: Path) ->
         try:
             results = hub.load(
                 f"lm-eval task {','.join(tasks)} (its dataset comes from the hub)", lambda: _evaluate(a, tasks, rec.url, tracker),
-                "pass --import-samples JSONL, or use `verifier run --suite gsm8k` with --data PATH or --smoke",
+                ("pass --import-samples JSONL", "use `verifier run --suite gsm8k --data PATH`"),
                 probe_first=not all(Path(t).is_file() for t in tasks))  # YAML tasks may use local data only
         except (KeyError, ValueError) as e:
             raise UsageError(f"lm-eval: {e}") from None

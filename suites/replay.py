@@ -64,7 +64,10 @@ def make_sample(n: int, rec: Any) -> Sample:
 
 def load(data: str | None = None, smoke: bool = False) -> list[Sample]:
     if data is None and not smoke:
-        raise FileNotFoundError("replay needs --data FILE.jsonl (one chat-completions request body a line), or --smoke")
+        from verifier.errors import hinted
+
+        raise hinted(FileNotFoundError("replay needs a file of chat-completions request bodies, one a line"),
+                     "pass --data FILE.jsonl", "--requests FILE.jsonl", "--smoke")
     path = SMOKE_FILE if data is None else Path(data)
     if not path.is_file():
         raise FileNotFoundError(f"replay data {path} is not a file")

@@ -232,7 +232,7 @@ def _hub_rows() -> Iterator[tuple[str, str, str]]:
 
     for subset in HUB_SUBSETS:
         for row in hub.load(f"structured: hub dataset {HUB} ({subset})", lambda s=subset: download(s),
-                            "pass --data DIR (JSONSchemaBench folders) or --smoke", repo=HUB):
+                            ("pass --data DIR (JSONSchemaBench folders)", "--smoke"), repo=HUB):
             yield subset, str(row["unique_id"]), row["json_schema"]
 
 

@@ -244,8 +244,10 @@ def load(data: str | None = None, smoke: bool = False) -> Sequence[Sample]:
         for kind, path in detect(root):
             found += easy_vqa_samples(path) if kind == "easy_vqa" else jsonl_samples(path)
     if not found:
-        raise ValueError(f"no vision data found ({'in ' + data if data else 'pip install easy-vqa, or pass --data DIR'}); "
-                         "--smoke runs the generated images only")
+        from verifier.errors import hinted
+
+        raise hinted(ValueError(f"no vision data found{' in ' + data if data else ''}"),
+                     *(() if data else ("pip install easy-vqa", "pass --data DIR")), "--smoke for the generated images only")
     # The generated images are drawn only when selected (~0.5 s of PNG encoding for all 20): `--limit 5` draws 5.
     from .lazy import LazySamples
 

@@ -12,6 +12,8 @@ import pytest
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic
 
 ROOT = Path(__file__).resolve().parent.parent
+# Every error line any test provokes is checked: a hint naming a flag its command lacks fails loudly (cli/parser.py).
+os.environ.setdefault("VERIFIER_CHECK_HINTS", "1")
 SHARED = Path(os.environ.get("VERIFIER_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 

@@ -26,7 +26,7 @@ def test_run_and_score_end_to_end(server, tmp_path, cli):
     assert s["outcomes"] == {"content": 40}
     hdr = json.loads((out / "run.json").read_text())
     assert hdr["suites"]["smoke"]["version"] == "1" and len(hdr["suites"]["smoke"]["dataset_sha256"]) == 64
-    assert hdr["server_info"]["models"]["data"][0]["id"] == "test-model"
+    assert hdr["server_info"]["models"]["data"] == []  # the test server serves any name and lists none
     assert hdr["finished"] and hdr["harness"]["version"]
     # Streams asked for usage.
     streamed = [r for r in server.script.requests if r.get("stream")]
@@ -244,3 +244,25 @@ def test_one_client_per_run(server, tmp_path, cli, monkeypatch):
     code, _, err = cli(*run_args(server, tmp_path / "r", "--probes"))
     assert code == 0, err
     assert len(made) == 1 and (tmp_path / "r" / "probes.json").exists()
+
+
+def test_a_model_the_server_does_not_list_is_refused_before_any_sample(tmp_path, cli):
+    """llama-server answers any name with its one model: a wrong --model would pass silently without this."""
+    from verifier.testbed.server import Script, TestServer, arithmetic
+
+    with TestServer(Script(arithmetic, listed=("test-model",))) as srv:
+        code, _, err = cli("run", "--suite", "smoke", "--smoke", "--base-url", srv.url, "--model", "gpt-4o",
+                           "--out", tmp_path / "r", "--quiet")
+        assert code == 2 and err.count("\n") == 1, err
+        assert "'gpt-4o' is not in GET" in err and "test-model" in err and "--no-model-check" in err
+        assert not srv.script.requests and not (tmp_path / "r" / "responses.jsonl").exists()
+        code, _, err = cli("gate", "--golden", "demo-smoke", "--base-url", srv.url, "--model", "gpt-4o",
+                           "--out", tmp_path / "g", "--quiet")
+        assert code == 2 and "test-model" in err, err
+        # A gateway that aliases names: the check is skipped on request.
+        code, _, err = cli("run", "--suite", "smoke", "--smoke", "--limit", "2", "--base-url", srv.url, "--model", "gpt-4o",
+                           "--no-model-check", "--out", tmp_path / "r2", "--quiet")
+        assert code == 0, err
+        code, _, err = cli("run", "--suite", "smoke", "--smoke", "--limit", "2", "--base-url", srv.url, "--model", "test-model",
+                           "--out", tmp_path / "r3", "--quiet")
+        assert code == 0, err

@@ -141,7 +141,7 @@ def test_gate_and_calibrate_refuse_a_tampered_golden_before_any_request(tmp_path
 @pytest.mark.parametrize("text, field", [
     ("[1, 2]", "golden_format"),
     ("[" * 100000 + "]" * 100000, "corrupt"),
-    ('{"golden_format": 1, "suites": {"smoke": {"version": "1"}}, "source": {}, "summary": {}, "margins": {"smoke/accuracy": NaN}}',
+    ('{"golden_format": 2, "suites": {"smoke": {"version": "1"}}, "source": {}, "summary": {}, "margins": {"smoke/accuracy": NaN}}',
      "margins.smoke/accuracy"),
 ])
 def test_a_golden_json_of_the_wrong_shape_exits_2(text, field, tmp_path, cli, candidate):

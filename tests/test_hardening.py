@@ -182,12 +182,12 @@ def test_resume_refuses_another_host(tmp_path, cli):
 
 def test_resume_refuses_a_server_that_serves_other_models(tmp_path, cli):
     out = tmp_path / "r"
-    with TestServer(Script(arithmetic)) as srv:
+    with TestServer(Script(arithmetic, listed=("m", "test-model"))) as srv:
         assert cli(*_small_run(srv, out))[0] == 0
     hdr = json.loads((out / "run.json").read_text())
-    hdr["server_info"]["models"]["data"][0]["id"] = "model-A"
+    hdr["server_info"]["models"]["data"] = [{"id": "model-A"}]
     (out / "run.json").write_text(json.dumps(hdr))
-    with TestServer(Script(arithmetic)) as srv:
+    with TestServer(Script(arithmetic, listed=("m", "test-model"))) as srv:
         code, _, err = cli("run", "--resume", out, "--base-url", srv.url, "--quiet")
     assert code == 2 and "model-A" in err and "test-model" in err
 

@@ -102,3 +102,31 @@ def test_matrix_escapes_what_endpoints_say(tmp_path):
     html = matrix.render_html(m)
     assert "<script>window" not in html and "&lt;img src=x&gt;" in html and "<img src=x>" not in html
     assert "\\|pipe" in matrix.markdown(m)
+
+
+def test_matrix_only_reads_its_inputs_and_keeps_each_gates_margins(server, tmp_path, cli):
+    """The matrix never rewrites a run (comparison.json, report.html, junit.xml, summary.md stay byte-identical), and a
+    gate's own [margins] override is what its row says, not recomputed away."""
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text(f'golden = "{DEMO}"\n[endpoint]\nbase_url = "{server.url}"\nmodel = "m"\n'
+                   f'[margins]\n"smoke/accuracy" = {{ value = 0.05, reason = "vendor allows 5 points" }}\n'
+                   f'[outputs]\ndir = "{tmp_path / "gated"}"\n')
+    assert cli("gate", "--config", cfg, "--quiet")[0] == 0
+    assert cli("run", "--suite", "smoke", "--smoke", "--mode", "chat,chat-stream", "--base-url", server.url, "--model", "m",
+               "--out", tmp_path / "plain", "--quiet")[0] == 0
+    inputs = [tmp_path / "gated", tmp_path / "plain"]
+    before = {p: p.read_bytes() for d in inputs for p in sorted(d.rglob("*")) if p.is_file()}
+    code, out, err = cli("matrix", "--golden", DEMO, "--out", tmp_path / "m", f"gated={inputs[0]}", f"plain={inputs[1]}")
+    assert code == 0, err
+    after = {p: p.read_bytes() for d in inputs for p in sorted(d.rglob("*")) if p.is_file()}
+    assert after == before  # nothing written, changed or added in the input runs
+    assert not (tmp_path / "plain" / "comparison.json").exists()
+    m = json.loads((tmp_path / "m" / "matrix.json").read_text())
+    rows = {r["provider"]: r for r in m["rows"]}
+    margin = {r: next(x for x in rows[r]["metrics"] if x["name"] == "accuracy") for r in rows}
+    gated_doc = json.loads((tmp_path / "gated" / "comparison.json").read_text())
+    assert gated_doc["suites"]["smoke"]["metrics"]["accuracy"]["margin"] == 0.05
+    assert rows["gated"]["report"].endswith("gated/report.html") and rows["plain"]["report"].endswith("comparisons/plain.json")
+    plain_doc = json.loads((tmp_path / "m" / "comparisons" / "plain.json").read_text())
+    assert plain_doc["status"] == rows["plain"]["status"] == "pass"
+    assert margin["gated"]["verdict"] == "pass" and "matrix:" in err

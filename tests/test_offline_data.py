@@ -70,7 +70,8 @@ def test_lm_eval_task_offline_is_a_usage_error(server, tmp_path):
                        "--out", tmp_path / "run", env=offline_env())
     assert p.returncode == 2, p.stderr
     line = p.stderr.strip().splitlines()[-1]
-    assert "lm-eval task gsm8k" in line and "--data PATH" in line and "--smoke" in line
+    assert "lm-eval task gsm8k" in line and "--data PATH" in line and "--import-samples" in line
+    assert "--smoke" not in line  # lm-eval has no --smoke: the hint would be false
     assert "internal error" not in p.stderr
     # Bounded by the 3 s connect probe, not a 30-40 s retry loop; a loaded CI machine adds start-up time, so the
     # bound here is loose and the figure itself (about 3 s) is measured in README, not timed in a test.

@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 NEEDED = [
     "verifier/goldens/demo-smoke/golden.json",
     "verifier/goldens/demo-smoke/samples.jsonl",
+    "verifier/goldens/demo-smoke/inputs.jsonl",
+    *(f"verifier/goldens/{p.name}/{f}" for p in sorted((ROOT / "verifier" / "goldens").iterdir()) if (p / "golden.json").exists()
+      for f in ("golden.json", "samples.jsonl", "inputs.jsonl")),
     "verifier/report/templates/report.html.j2",
     "suites/data/gsm8k_smoke.jsonl",
     "suites/data/templates/drop-system.jinja",
@@ -31,6 +34,17 @@ def _can_build_wheel() -> bool:
     """setuptools >= 70.1 builds wheels itself; older ones need the `wheel` package."""
     major, minor = (int(x) for x in setuptools.__version__.split(".")[:2])
     return (major, minor) >= (70, 1) or importlib.util.find_spec("wheel") is not None
+
+
+def build_wheel(tmp: Path) -> Path:
+    src = tmp / "src"
+    shutil.copytree(ROOT, src, symlinks=True,
+                    ignore=shutil.ignore_patterns(".git", "runs", "reports", "build", "*.egg-info", "__pycache__", ".*"))
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+                        "-w", str(tmp / "dist"), str(src)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (whl,) = (tmp / "dist").glob("verifier-*.whl")
+    return whl
 
 
 def built_files(tmp: Path) -> set[str]:
@@ -64,3 +78,33 @@ def test_demo_reads_its_golden_from_the_package():
 
     assert demo.DEMO_GOLDEN.is_relative_to(ROOT / "verifier")
     assert (demo.DEMO_GOLDEN / "golden.json").is_file() and (demo.DEMO_GOLDEN / "samples.jsonl").is_file()
+
+
+def test_a_clean_install_gates_a_packaged_golden_by_name_from_another_directory(tmp_path):
+    """`pip install .` then, anywhere: `verifier gate --golden demo-smoke --base-url ... --model ...`, no --data."""
+    import os
+
+    from verifier.testbed.server import Script, TestServer, arithmetic
+
+    if not _can_build_wheel():
+        import pytest
+
+        pytest.skip("no wheel builder in this environment")
+    site = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(site),
+                        str(build_wheel(tmp_path))], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site), "HF_HUB_OFFLINE": "1"}  # the installed copy, not the checkout
+    where = subprocess.run([sys.executable, "-c", "import verifier; print(verifier.__file__)"], cwd=elsewhere, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert Path(where.stdout.strip()).is_relative_to(site), where
+    with TestServer(Script(arithmetic)) as srv:
+        r = subprocess.run([sys.executable, "-m", "verifier", "gate", "--golden", "demo-smoke", "--base-url", srv.url,
+                            "--model", "m", "--out", "g", "--quiet"], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "report: g/report.html" in r.stdout and (elsewhere / "g" / "comparison.json").exists()
+        listed = subprocess.run([sys.executable, "-m", "verifier", "list-goldens"], cwd=elsewhere, env=env,
+                                capture_output=True, text=True, timeout=120)
+        assert "qwen0.5b-bfcl" in listed.stdout and "demo-smoke" in listed.stdout

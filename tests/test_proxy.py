@@ -192,7 +192,7 @@ def test_headers_forwarded_never_logged(upstream, tmp_path):
         models = HTTP.get(px.url + "/models", headers=headers)
     assert upstream.script.headers[-1]["Authorization"] == f"Bearer {SECRET}"
     assert upstream.script.headers[-1]["X-Api-Key"] == SECRET
-    assert models.json()["data"][0]["id"] == "test-model"
+    assert models.status_code == 200 and models.json()["object"] == "list"
     text = log.read_text()
     assert SECRET not in text
     recs = [json.loads(line) for line in text.splitlines()]

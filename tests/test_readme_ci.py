@@ -5,6 +5,7 @@ in one working directory that holds the repository's goldens, so uploads and dow
 just the files left in place. `${{ vars.* }}` become the test server; `${{ secrets.* }}` a dummy key.
 """
 
+import json
 import os
 import re
 import stat
@@ -98,14 +99,46 @@ def test_readme_gate_workflow_runs_as_written(world):
     assert Path(env["GITHUB_STEP_SUMMARY"]).read_text().strip()  # the gate's summary reached the job page
 
 
+def golden_like(name: str, url: str, work: Path, env: dict) -> Path:
+    """A golden recorded from the test server with the shape of the shipped `name` (suites, smoke selection, modes,
+    logprobs, probes), calibrated on two reruns: the recipe against it must pass, so any exit but 0 is a broken recipe."""
+    shipped = json.loads((ROOT / "goldens" / name / "golden.json").read_text())
+    assert shipped["probes"], "the sharding recipe is meant for a golden with probes"
+    overrides = shipped["source"]["sampling"]["overrides"]
+    args = ["run", "--suite", ",".join(shipped["suites"]), "--smoke", "--mode", ",".join(shipped["modes"]), "--probes",
+            "--base-url", url, "--model", "test-model", "--quiet", *(["--logprobs", str(overrides["top_logprobs"])] if overrides.get("logprobs") else [])]
+    ref = work.parent / "reference"
+    for i in range(3):
+        r = subprocess.run([sys.executable, "-m", "verifier", *args, "--out", str(ref / str(i))], env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    golden = work / "goldens" / name
+    for cmd in (["bless", str(ref / "0"), "--to", str(golden)], ["calibrate", str(golden), "--runs", str(ref / "1"), str(ref / "2")]):
+        r = subprocess.run([sys.executable, "-m", "verifier", *cmd], env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    return golden
+
+
 def test_readme_shard_workflow_runs_as_written(world):
     work, env, url = world
+    (work / "goldens").unlink()  # the shipped goldens, except the one the recipe gates against
+    (work / "goldens").mkdir()
+    for p in (ROOT / "goldens").iterdir():
+        if p.name != "qwen0.5b-bfcl":
+            (work / "goldens" / p.name).symlink_to(p)
+    golden = golden_like("qwen0.5b-bfcl", url, work, env)
     wf = workflows()["Sharding a large run across jobs"]
     ran = run_workflow(wf, work, env, url)
     assert [re.search(r"verifier (\w+)", s).group(1) for s, _ in ran] == ["run"] * 4 + ["merge", "compare"]
-    assert all(code == 0 for _, code in ran[:5])
+    assert [code for _, code in ran] == [0] * 6, ran  # the gate passes: nothing the golden holds is lost on the way
     merged = work / "runs" / "merged"
-    assert all((merged / f).exists() for f in ("comparison.json", "report.html", "junit.xml", "summary.md"))
+    assert all((merged / f).exists() for f in ("comparison.json", "report.html", "junit.xml", "summary.md", "probes.json"))
+    cmp = json.loads((merged / "comparison.json").read_text())
+    assert cmp["status"] == "pass" and not cmp["coverage"]["missing"] and not cmp["coverage"].get("missing_probes")
+    assert json.loads((merged / "probes.json").read_text()).keys() == json.loads((golden / "golden.json").read_text())["probes"].keys()
+    hdr = json.loads((merged / "run.json").read_text())
+    shard = json.loads((work / "runs" / "shard-1" / "run.json").read_text())
+    assert hdr["server_info"] == shard["server_info"] and hdr["merged_parts"]["probes.json"]
     assert Path(env["GITHUB_STEP_SUMMARY"]).read_text().strip()  # the merge job's summary reached the job page
 
 

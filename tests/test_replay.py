@@ -45,8 +45,9 @@ def test_load_single_object_and_list(tmp_path):
 
 
 def test_load_errors(tmp_path):
-    with pytest.raises(FileNotFoundError, match="--data"):
+    with pytest.raises(FileNotFoundError, match="replay needs a file") as e:
         replay.load()
+    assert "pass --data FILE.jsonl" in e.value.hints  # a hint, printed by the commands that have --data
     with pytest.raises(FileNotFoundError):
         replay.load(str(tmp_path / "nope.jsonl"))
     dup = tmp_path / "dup.jsonl"

@@ -41,7 +41,7 @@ def test_serve_prints_url_and_answers_the_smoke_suite(tmp_path, cli):
     try:
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
         with urllib.request.urlopen(url + "/models", timeout=10) as r:
-            assert json.load(r)["data"][0]["id"]
+            assert json.load(r)["object"] == "list"  # it serves any model name and lists none
         code, out, _ = cli("run", "--suite", "smoke", "--smoke", "--base-url", url, "--model", "test", "--quiet",
                            "--out", tmp_path / "run")
         assert code == 0

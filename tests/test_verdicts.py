@@ -79,7 +79,7 @@ def test_base_url_without_v1_exits_2_before_any_sample_is_sent(calibrated_golden
 def test_unknown_model_exits_2_naming_the_served_ones(tmp_path, cli):
     with TestServer(Script(reference_reply, models=("qwen", "llama"))) as srv:
         code, _, err = cli("run", *SMOKE_RUN, "--base-url", srv.url, "--out", tmp_path / "r")
-        assert code == 2 and "model 'm' not in /v1/models: qwen, llama" in err and err.count("\n") == 1
+        assert code == 2 and "model 'm' is not in GET" in err and "/v1/models: qwen, llama" in err and err.count("\n") == 1
         assert srv.script.requests == []
         # the served name passes the preflight, which never reaches the script's log
         args = list(SMOKE_RUN)
@@ -128,7 +128,7 @@ def test_three_inconclusive_causes_give_three_messages(calibrated_golden, tmp_pa
         code, out, _ = cli("compare", tmp_path / name, "--golden", golden, "--allow-inconclusive")
         assert code == (want if want == 13 else 0), out
         msgs[name] = comparison(tmp_path / name)["reason"]
-    assert "the candidate returned no logprobs on 20 samples: rerun with --logprobs 5" in msgs["a"]
+    assert "the candidate returned no logprobs on 20 samples: rerun with `verifier gate --logprobs 5`" in msgs["a"]
     assert re.search(r"drift 0\.2 above floor 0\.01\d* but no quality change", msgs["b"]), msgs["b"]
     # a wide interval: samples needed from a power calculation
     from verifier import compare

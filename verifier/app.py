@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from . import journal, runner, scoring, scrub
 from .catalog import get_suites, resolve_suites, suite_named, suite_origin
-from .errors import UsageError
+from .errors import UsageError, did_you_mean
 from .types import Sample, Suite
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ class EndpointSpec:
     """Total seconds per request, retries and the whole stream included; None means 10 x timeout_s."""
     info_deadline_s: float = 10.0
     """Total seconds for the start-up /models, /props, /version calls."""
+    model_check: bool = True
+    """Refuse a model the server's /v1/models does not list (off for gateways that alias names)."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,8 @@ class RunSpec:
     """`I/N`: every N-th sample from the I-th."""
     only_ids: Mapping[str, frozenset[str]] | None = None
     """Exactly these sample ids per suite (a golden's selection); overrides limit and seed."""
+    samples: Mapping[str, tuple[Sample, ...]] | None = None
+    """The samples themselves per suite (a golden's inputs.jsonl): no dataset is loaded; `data` then unused."""
     epochs: int = 1
     """Repeats per sample."""
     chat_template: str | None = None
@@ -104,8 +108,10 @@ class RunSpec:
     @classmethod
     def for_golden(cls, g: dict[str, Any], gobs: list[dict[str, Any]], endpoint: EndpointSpec, out: Path, *,
                    overrides: Mapping[str, Any] | None = None, extra_body: Mapping[str, Any] | None = None,
-                   data: str | None = None, looks: int = 5, probes: bool = False, quiet: bool = False) -> "RunSpec":
-        """A run that reproduces the golden's selection, sampling and modes against another endpoint."""
+                   data: str | None = None, looks: int = 5, probes: bool = False, quiet: bool = False,
+                   inputs: Mapping[str, list[Sample]] | None = None) -> "RunSpec":
+        """A run that reproduces the golden's selection, sampling and modes against another endpoint: from the
+        golden's own samples (`inputs`), or, with `data` (or no inputs), reloaded from the dataset."""
         ids: dict[str, set[str]] = {}
         for o in gobs:
             ids.setdefault(o["suite"], set()).add(o["sample_id"])
@@ -113,13 +119,16 @@ class RunSpec:
 
         if extra_body is None and credential_values(g["source"].get("extra_body") or {}):
             raise UsageError("the golden's extra_body holds credentials, masked when it was blessed: pass --extra-body")
+        samples = None
+        if inputs is not None and not data:
+            samples = {name: tuple(x for x in inputs.get(name, ()) if x.id in ids.get(name, ())) for name in g["suites"]}
         base = dict((g["source"].get("sampling") or {}).get("overrides", {}))
         base.update(overrides or {})
         return cls(
             endpoint=endpoint, suites=tuple(g["suites"]), modes=tuple(g.get("modes", ["chat"])), overrides=base,
             extra_body=dict(extra_body) if extra_body is not None else dict(g["source"].get("extra_body") or {}),
             data=data, smoke=g.get("selection", {}).get("smoke", False), epochs=g.get("epochs", 1),
-            only_ids={k: frozenset(v) for k, v in ids.items()}, out=out, looks=looks,
+            only_ids={k: frozenset(v) for k, v in ids.items()}, samples=samples, out=out, looks=looks,
             probes=probes or bool(g.get("probes")), quiet=quiet, context_probe=bool(g.get("context_probe")),
             context_lengths=tuple(g["context_probe"]["lengths"]) if g.get("context_probe") else None,
         )
@@ -200,12 +209,15 @@ def load_suite_samples(suites: list[Suite], spec: RunSpec) -> list[tuple[Suite, 
 
     out = []
     for s in suites:
+        if spec.samples is not None:  # a golden's own samples: nothing to load, no hub, no --data
+            out.append((s, list(spec.samples.get(s.name, ()))))
+            continue
         try:
             samples = s.load(data_for(spec.data, s.name), spec.smoke)
         except FileNotFoundError as e:
-            raise UsageError(f"suite {s.name}: data not found: {e.filename or e}") from None
+            raise UsageError(f"suite {s.name}: data not found: {e.filename or e}", hints=getattr(e, "hints", ())) from None
         except ValueError as e:
-            raise UsageError(f"suite {s.name}: {e}") from None
+            raise UsageError(f"suite {s.name}: {e}", hints=getattr(e, "hints", ())) from None
         chosen = select(samples, spec.limit, spec.sample_seed)
         if spec.shard:
             try:
@@ -229,7 +241,7 @@ async def _server_facts(ep: "Endpoint", spec: RunSpec, modes: list[str]) -> tupl
         raise UsageError(why)
     from .preflight import check
 
-    await check(ep, ep.cfg.model, modes, spec.endpoint.api_key_env)  # before any sample is spent
+    await check(ep, ep.cfg.model, modes, spec.endpoint.api_key_env, spec.endpoint.model_check)  # before any sample is spent
     facts = await ep.server_info()
     template = None
     if spec.chat_template:
@@ -263,7 +275,7 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, d
         suites.append((suite, [s for (sn, _), s in samples.items() if sn == name]))
     cfg = endpoint_config(spec.endpoint, spec.endpoint.model or hdr["endpoint"]["model"])
     if not spec.endpoint.base_url:
-        raise UsageError("--resume needs --base-url (the journal stores it redacted)")
+        raise UsageError("resuming needs the endpoint's base URL (the journal stores it redacted)", hints=("pass --base-url",))
     last_error: dict[Any, str | None] = {}
     for ex in journal.iter_exchanges(run_dir):  # streamed: a resume needs each key's last error, not the bodies
         last_error[ex.key] = ex.error
@@ -279,7 +291,7 @@ def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]],
 
     for m in spec.modes:
         if m not in MODES:
-            raise UsageError(f"unknown mode {m!r}; known: {', '.join(MODES)}")
+            raise UsageError(f"unknown mode {m!r}; {did_you_mean(m, MODES)}known: {', '.join(MODES)}")
     cfg = endpoint_config(spec.endpoint)
     run_dir = spec.out or default_run_dir("-".join(s.name for s in suites_))
     if (run_dir / journal.HEADER).exists():
@@ -327,10 +339,13 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
 
             lengths = list(spec.context_lengths or cp.lengths_for(cp.n_ctx_of(info)))
             journal.write_json(run_dir / cp.FILE, await cp.run(ep, cfg.model, extra, lengths))
-        sent = {"sent": 0, "errors": 0}
+        sent: dict[str, Any] = {"sent": 0, "errors": 0, "error_classes": {}}
         for batch in ([work] if stop_check is None else batches(work, spec.looks)):
             r = await runner.execute(run_dir, batch, cfg, quiet=spec.quiet, endpoint=ep)
-            sent = {k: sent[k] + r[k] for k in sent}
+            sent["sent"] += r["sent"]
+            sent["errors"] += r["errors"]
+            for k, n in r["error_classes"].items():
+                sent["error_classes"][k] = sent["error_classes"].get(k, 0) + n
             if stop_check is not None and stop_check(run_dir):
                 break
     finally:
@@ -355,7 +370,8 @@ def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list
     if template and "completions" in modes:
         hdr["dual_path_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
     hdr["selection"] = {"smoke": bool(spec.smoke), "limit": spec.limit, "sample_seed": spec.sample_seed,
-                        "ids": spec.only_ids is not None, "shard": spec.shard}
+                        "ids": spec.only_ids is not None, "shard": spec.shard,
+                        "source": "golden" if spec.samples is not None else "dataset"}
     journal.write_samples(run_dir, [(s.name, x) for s, xs in suites for x in xs])
     return hdr, work
 
@@ -369,6 +385,12 @@ def collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None = None) -> 
     with contextlib.ExitStack() as stack:  # the run directory's lock, held until it is scored
         run_dir, sent = asyncio.run(_collect(spec, stop_check, stack))
         summary = score(run_dir)
+    if sent["errors"]:  # said even when quiet: which failure it was, and what to check
+        from .endpoint import describe_error
+
+        top = sorted(sent["error_classes"].items(), key=lambda kv: -kv[1])
+        print(f"run: {sent['errors']} infra error(s): " + "; ".join(f"{n} x {describe_error(k)}" for k, n in top[:3]),
+              file=sys.stderr)
     if not spec.quiet:
         print(f"run: {run_dir}  sent={sent['sent']} infra_errors={sent['errors']}", file=sys.stderr)
     return Collected(run_dir, summary, sent["sent"], sent["errors"])

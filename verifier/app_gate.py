@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from . import journal, runner, scoring
 from .app import EndpointSpec, RunSpec, collect, default_run_dir, observations, score, suite_named
-from .errors import UsageError
+from .errors import UsageError, did_you_mean
 from . import jsonsafe
 
 # Sequential stopping ends a run early only on a decided regression: a large one shows within
@@ -94,11 +94,12 @@ def gate(spec: GateSpec) -> dict[str, Any]:
     g, gobs = loaded
     require_margins(g, spec.golden)
     if spec.probes and not g.get("probes"):
-        raise UsageError(f"--probes: golden {spec.golden} has no probe results to compare against; "
-                         "bless a reference run made with --probes (or drop --probes)")
+        raise UsageError(f"golden {spec.golden} has no probe results to compare the probes with; bless a reference run "
+                         "made with `verifier run --probes`", hints=("drop --probes",))
     out = spec.out or default_run_dir("gate")
     run = RunSpec.for_golden(g, gobs, spec.endpoint, out, overrides=spec.overrides, extra_body=spec.extra_body,
-                             data=spec.data, looks=spec.looks, probes=spec.probes, quiet=spec.quiet)
+                             data=spec.data, looks=spec.looks, probes=spec.probes, quiet=spec.quiet,
+                             inputs=None if spec.data else golden_inputs(spec.golden, g, gobs))
     looks: list[dict[str, Any]] = []
 
     def decided(run_dir: Path) -> bool:
@@ -123,7 +124,11 @@ def gate(spec: GateSpec) -> dict[str, Any]:
 def calibrate(spec: CalibrateSpec) -> Calibrated:
     from . import compare, golden
 
+    if not Path(spec.golden).is_dir():  # calibrate writes into the golden: never into an installed package by name
+        raise UsageError(f"calibrate: {spec.golden} is not a directory; calibrate writes margins into the golden, "
+                         "so give its directory (copy a packaged golden out of `verifier list-goldens` first)")
     g, gobs = load_golden(spec.golden)
+    inputs = golden_inputs(spec.golden, g, gobs) if spec.endpoint is not None and spec.endpoint.base_url and not spec.data else None
     runs = [gobs]
     names = [g["source"].get("run_id")]
     for r in spec.runs:
@@ -133,7 +138,7 @@ def calibrate(spec: CalibrateSpec) -> Calibrated:
         for i in range(spec.k):
             rd = Path(spec.out_prefix + f"-{i + 1}")
             collect(RunSpec.for_golden(g, gobs, spec.endpoint, rd, overrides=spec.overrides, extra_body=spec.extra_body,
-                                       data=spec.data, quiet=spec.quiet))
+                                       data=spec.data, quiet=spec.quiet, inputs=inputs))
             runs.append(observations(rd))
             names.append(rd.name)
     if len(runs) < 3:
@@ -159,7 +164,7 @@ def narrow(loaded: tuple[dict[str, Any], list[dict[str, Any]]], spec: GateSpec) 
     for what, chosen, have in (("suite", spec.suites, list(g["suites"])), ("mode", spec.modes, list(g.get("modes", ["chat"])))):
         missing = [x for x in chosen if x not in have]
         if missing:
-            raise UsageError(f"golden {spec.golden} has no {what} {missing[0]!r}; it has: {', '.join(have)}")
+            raise UsageError(f"golden {spec.golden} has no {what} {missing[0]!r}; {did_you_mean(missing[0], have)}it has: {', '.join(have)}")
     if spec.suites:
         g["suites"] = {k: v for k, v in g["suites"].items() if k in spec.suites}
         gobs = [o for o in gobs if o["suite"] in spec.suites]
@@ -198,7 +203,7 @@ def refuse_broken_reference(obs: list[dict[str, Any]], run_dir: Path, force: boo
     bad = [o for o in obs if o["outcome"] == "infra" or (o["outcome"] == "unsupported" and _route_refused(o))]
     if len(bad) * 2 > len(obs):
         raise UsageError(f"{run_dir}: {len(bad)}/{len(obs)} records are infra errors or 401/403/404 refusals; "
-                         "a golden must hold answers (check the base URL, model and key; --force to bless anyway)")
+                         "a golden must hold answers (check the base URL, model and key)", hints=("--force to bless anyway",))
 
 
 def _route_refused(o: dict[str, Any]) -> bool:
@@ -217,10 +222,11 @@ def margins_from_epochs(run_dir: Path) -> dict[str, Any]:
 
 
 def load_golden(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A golden directory, or a packaged golden by name (golden.resolve): its header and observations, validated."""
     from . import golden
 
     try:
-        g, obs = golden.load(Path(path))
+        g, obs = golden.load(golden.resolve(path))
     except golden.BadGolden as e:
         raise UsageError(str(e)) from None
     for name, info in g["suites"].items():
@@ -230,14 +236,47 @@ def load_golden(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
     return g, obs
 
 
+def describe_goldens(directory: Path | None = None) -> list[dict[str, Any]]:
+    """One row per golden in `directory` (default: the packaged ones): what `--golden NAME` would gate."""
+    from . import golden
+
+    paths = golden.packaged() if directory is None else sorted(p for p in Path(directory).iterdir() if (p / golden.GOLDEN).is_file())
+    rows = []
+    for p in paths:
+        row: dict[str, Any] = {"name": p.name, "path": str(p), "suites": [], "model": None, "modes": [], "samples": 0,
+                               "probes": False, "context_probe": False, "margins": False}
+        try:
+            g, obs = golden.load(p)
+        except golden.BadGolden as e:
+            rows.append({**row, "problem": str(e)})
+            continue
+        row.update(suites=list(g["suites"]), model=(g["source"].get("endpoint") or {}).get("model"),
+                   modes=list(g.get("modes", ["chat"])), samples=len({(o["suite"], o["sample_id"]) for o in obs}),
+                   probes=bool(g.get("probes")), context_probe=bool(g.get("context_probe")), margins=bool(g.get("margins")))
+        rows.append(row)
+    return rows
+
+
+def golden_inputs(path: str | Path, g: dict[str, Any], gobs: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """The golden's own samples per suite (inputs.jsonl), so a gate needs no dataset and no hub."""
+    from . import golden
+
+    try:
+        return golden.load_inputs(golden.resolve(path), g, gobs)
+    except golden.BadGolden as e:
+        raise UsageError(str(e)) from None
+
+
 def require_margins(g: dict[str, Any], path: str | Path) -> None:
     if not g.get("margins"):
         raise UsageError(f"golden {path} has no margins; run `verifier calibrate {path} ...` first")
 
 
 def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_budget: float,
-                loaded: tuple[dict[str, Any], list[dict[str, Any]]] | None = None, allow_subset: bool = False) -> dict[str, Any]:
-    """Run vs golden -> the comparison document, written to `out` (default RUN_DIR/comparison.json)."""
+                loaded: tuple[dict[str, Any], list[dict[str, Any]]] | None = None, allow_subset: bool = False,
+                write: bool = True) -> dict[str, Any]:
+    """Run vs golden -> the comparison document, written to `out` (default RUN_DIR/comparison.json) unless
+    `write` is False (the matrix only reads the runs it is given)."""
     from . import compare
 
     g, gobs = loaded or load_golden(golden_path)
@@ -274,7 +313,10 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
     doc["run"] = {"run_dir": str(run_dir), "run_id": hdr.get("run_id"), "endpoint": hdr.get("endpoint")}
     if ctx:
         doc["context_truncation"] = ctx
-    journal.write_json(out or run_dir / "comparison.json", doc)
+    if write:
+        if out is not None:
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
+        journal.write_json(out or run_dir / "comparison.json", doc)
     return doc
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .errors import UsageError
+from .errors import UsageError, did_you_mean
 from .types import Suite
 
 __all__ = ["get_suites", "resolve_suites", "suite_named", "suite_origin"]
@@ -27,7 +27,7 @@ def suite_named(name: str) -> Suite:
 
     suite = lookup(name)
     if suite is None:
-        raise UsageError(f"unknown suite {name!r}; known: {', '.join(sorted(get_suites()))}")
+        raise UsageError(f"unknown suite {name!r}; {did_you_mean(name, get_suites())}known: {', '.join(sorted(get_suites()))}")
     return suite
 
 
@@ -40,7 +40,7 @@ def resolve_suites(names: tuple[str, ...]) -> list[Suite]:
             raise UsageError(f"suite {n} is an imported lm-eval run: collect it with `verifier lm-eval --tasks {task} "
                              "--model_args base_url=...,model=... --out RUN`, then `verifier compare RUN --golden G`")
         if n not in table:
-            raise UsageError(f"unknown suite {n!r}; known: {', '.join(sorted(table))}")
+            raise UsageError(f"unknown suite {n!r}; {did_you_mean(n, table)}known: {', '.join(sorted(table))}")
         out.append(table[n])
     if not out:
         raise UsageError("no suite given")

@@ -65,5 +65,5 @@ def describe(c: dict[str, Any]) -> str:
         parts.append(f"{c['missing_sample_count']} sample(s) missing modes {'/'.join(c['missing_modes'])}: {ids}"
                      + (f" (+{more} more)" if more > 0 else ""))
     if c["missing_probes"]:
-        parts.append(f"probes not run: {', '.join(c['missing_probes'])} (rerun with --probes)")
+        parts.append(f"probes not run: {', '.join(c['missing_probes'])} (rerun with `verifier gate --probes`)")
     return f"missing coverage {c['missing']}/{c['expected']} of the golden: " + "; ".join(parts)

@@ -137,14 +137,56 @@ def parse_retry_after(value: str | None) -> float | None:
         return None
 
 
+# Transport error classes a person can act on, each with its hint. The SDK's aiohttp transport reports every
+# failed connect as ConnectTimeout (a refused port and an unknown host included); the cause chain says which.
+TRANSPORT_HINTS = {
+    "connect_refused": "nothing listens there; is the server up and the port right?",
+    "dns_error": "the host name does not resolve; check the host in the base URL",
+    "tls_error": "the TLS handshake failed; is it https on a plain-http port, or an untrusted certificate?",
+    "connect_timeout": "no answer to the connection attempt; a wrong host, a firewall dropping packets, or a saturated server",
+    "connect_error": "the connection failed",
+    "timeout": "the server accepted the request but sent nothing within --timeout",
+    "read_error": "the connection broke while reading the answer",
+}
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and len(out) < 16 and all(e is not x for x in out):
+        out.append(e)
+        e = e.__cause__ or e.__context__
+    return out
+
+
 def _classify(exc: BaseException) -> str:
+    import socket
+    import ssl
+
+    chain = _chain(exc)
+    names = {c.__name__ for x in chain for c in type(x).__mro__}
+    if any(isinstance(x, ConnectionRefusedError) for x in chain):
+        return "connect_refused"
+    if any(isinstance(x, socket.gaierror) for x in chain) or "ClientConnectorDNSError" in names:
+        return "dns_error"
+    if any(isinstance(x, ssl.SSLError) for x in chain) or "ClientConnectorCertificateError" in names:
+        return "tls_error"
     if isinstance(exc, TIMEOUTS):
-        return "timeout"
+        connecting = isinstance(exc, CONNECT_ERRORS) or "ConnectTimeout" in names
+        if connecting and not any(isinstance(x, TimeoutError) or "Timeout" in type(x).__name__ for x in chain[1:]):
+            return "connect_error"  # a connect that failed at once, reported as a timeout by the transport
+        return "connect_timeout" if connecting else "timeout"
     if isinstance(exc, CONNECT_ERRORS):
         return "connect_error"
     if isinstance(exc, TRANSPORT_ERRORS):
         return "read_error"
     return "client_error:" + type(exc).__name__
+
+
+def describe_error(error: str | None) -> str:
+    """The infra error class with its hint, for the console."""
+    hint = TRANSPORT_HINTS.get(error or "")
+    return f"{error}: {hint}" if hint else str(error)
 
 
 def auth_headers(cfg: EndpointConfig) -> dict[str, str]:
@@ -339,7 +381,7 @@ class Endpoint:
         except TimeoutError:
             return f"cannot reach endpoint {redact_url(self.cfg.base_url)}: no answer within {min(timeout_s, self.cfg.info_deadline_s):g} s"
         except (httpx.HTTPError, hx.HTTPError) as e:
-            return f"cannot reach endpoint {redact_url(self.cfg.base_url)}: {type(e).__name__}"
+            return f"cannot reach endpoint {redact_url(self.cfg.base_url)}: {describe_error(_classify(e))}"
 
     async def server_info(self) -> dict[str, Any]:
         """What the server says about itself, allow-listed and scrubbed; each probe is optional, all
@@ -372,4 +414,4 @@ async def reachable(base_url: str, timeout_s: float = 5.0) -> str | None:
     except TimeoutError:
         return f"cannot reach endpoint {redact_url(base_url)}: no answer within {timeout_s:g} s"
     except httpx.HTTPError as e:
-        return f"cannot reach endpoint {redact_url(base_url)}: {type(e).__name__}"
+        return f"cannot reach endpoint {redact_url(base_url)}: {describe_error(_classify(e))}"

@@ -2,6 +2,30 @@
 
 from __future__ import annotations
 
+from typing import Iterable
+
 
 class UsageError(Exception):
-    """Bad input: one line on stderr, exit 2, nothing half-written."""
+    """Bad input: one line on stderr, exit 2, nothing half-written.
+
+    `hints` are the ways out, each a clause that may name flags ("use --resume DIR"). The layer that raises
+    does not know which command it serves, so the CLI prints only the hints whose flags that command has.
+    """
+
+    def __init__(self, message: str = "", hints: Iterable[str] = ()):
+        super().__init__(message)
+        self.hints = tuple(hints)
+
+
+def did_you_mean(word: str, options: Iterable[str]) -> str:
+    """"did you mean X? " when one of `options` is close to `word` (a typo), else ""."""
+    import difflib
+
+    guesses = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f"did you mean {guesses[0]}? " if guesses else ""
+
+
+def hinted(exc: BaseException, *hints: str) -> BaseException:
+    """`exc` carrying hints (for a ValueError or FileNotFoundError the app turns into a UsageError)."""
+    exc.hints = tuple(getattr(exc, "hints", ())) + hints  # type: ignore[attr-defined]
+    return exc

@@ -45,17 +45,17 @@ def _why_unattributed(suite: str, s: dict[str, Any]) -> str:
     of = lp.get("of") or d.get("samples") or 0
     if d["state"] == "clean":
         return (f"{suite}: logprob drift {d['mean_abs_delta']} at the noise floor {d['margin']} over {d['tokens']} shared-prefix "
-                "tokens: not the weights; look for post-processing or ignored sampling parameters (rerun with --probes)")
+                "tokens: not the weights; look for post-processing or ignored sampling parameters (rerun with `verifier gate --probes`)")
     if d["state"] == "uncalibrated":
         return f"{suite}: logprob drift {d['mean_abs_delta']} above the floor {d['margin']}, but the golden is not calibrated for {suite}/drift: rerun `verifier calibrate`"
     if d.get("samples") and not d.get("tokens"):
         return (f"{suite}: outputs part from the golden at token 0 on {d.get('parted_at_token_0', d['samples'])}/{d['samples']} samples: "
                 "no shared prefix to measure drift")
     if lp and lp.get("golden", 0) == 0:
-        return f"{suite}: the golden has no logprobs to measure drift on: bless a reference run made with --logprobs 5"
+        return f"{suite}: the golden has no logprobs to measure drift on: bless a reference run made with `verifier run --logprobs 5`"
     if lp and lp.get("candidate", 0) == 0:
-        return f"{suite}: the candidate returned no logprobs on {of} samples: rerun with --logprobs 5 (or the endpoint does not return them)"
-    return f"{suite}: no logprobs to separate numerics from frontend: rerun with --logprobs 5"
+        return f"{suite}: the candidate returned no logprobs on {of} samples: rerun with `verifier gate --logprobs 5` (or the endpoint does not return them)"
+    return f"{suite}: no logprobs to separate numerics from frontend: rerun with `verifier gate --logprobs 5`"
 
 
 def _behaviour_notes(doc: dict[str, Any]) -> list[str]:
@@ -134,7 +134,7 @@ def reasons(doc: dict[str, Any]) -> list[str]:
                    "decoding changes are not measured on those modes" + (" (the Messages API returns no logprobs)"
                                                                          if any(m.startswith("messages") for m in doc["logprobs_missing_modes"]) else ""))
     if cov.get("subset"):
-        out.append(f"compared a subset of the golden: {cov['subset_skipped_samples']} golden sample(s) not run (--allow-subset)")
+        out.append(f"compared a subset of the golden: {cov['subset_skipped_samples']} golden sample(s) not run")
     elif cov.get("missing") and doc["status"] != "incomplete":
         out.append(coverage_mod.describe(cov) + " (within the budget)")
     return out
@@ -165,13 +165,13 @@ def checks(doc: dict[str, Any], golden_meta: dict[str, Any], golden_obs: list[Ob
             cls = "verifier.frontend" if name in FRONTEND_EVENTS else "verifier.quantization"
             out.append(_check(f"{suite}: {name}", cls, ev.get((suite, name, None))))
         out.append(_check(f"{suite}: logprob_drift", "verifier.quantization", ev.get((suite, "logprob_drift", None)),
-                          "not measured: no logprobs on one side (rerun with --logprobs 5)"))
+                          "not measured: no logprobs on one side (rerun with `verifier gate --logprobs 5`)"))
         out.append(_check(f"{suite}: greedy_divergence", "verifier.quantization", ev.get((suite, "greedy_divergence", None)),
-                          "not measured: no output tokens on one side (rerun with --logprobs 5)"))
+                          "not measured: no output tokens on one side (rerun with `verifier gate --logprobs 5`)"))
     rows = doc.get("conformance")
     if rows is None:  # a document from before the conformance table
         for name in sorted(golden_meta.get("probes") or {}):
-            out.append(_check(f"*: probe:{name}", "verifier.frontend", ev.get(("*", f"probe:{name}", None)), "probe not run (rerun with --probes)"))
+            out.append(_check(f"*: probe:{name}", "verifier.frontend", ev.get(("*", f"probe:{name}", None)), "probe not run (rerun with `verifier gate --probes`)"))
     for r in rows or []:  # the conformance table, failing rows first: one check per probe x surface
         out.append(probe_check(r))
     return out

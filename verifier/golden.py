@@ -1,7 +1,11 @@
 """Goldens: a blessed reference run reduced to small, diffable text, plus calibrated margins.
 
-goldens/<name>/golden.json     header, suite versions, selection, summary, margins + provenance
+goldens/<name>/golden.json     header, suite versions, selection, modes, epochs, probes, summary, margins + provenance
 goldens/<name>/samples.jsonl   one observation per (suite, sample, epoch, mode), sorted
+goldens/<name>/inputs.jsonl    the samples themselves (messages, tools, targets) exactly as the reference run sent
+                               them: a golden that travels from a model maker to a provider gates with nothing else
+
+Goldens shipped with the package live in verifier/goldens/ (package data) and are found by name (`resolve`).
 """
 
 from __future__ import annotations
@@ -17,12 +21,16 @@ from typing import Any
 
 from . import journal, scoring
 from .parse import MalformedBody, parse_exchange
-from .types import JUDGED, Observation
+from .types import JUDGED, Observation, Sample
 from . import jsonsafe
 
-FORMAT = 1
+FORMAT = 2
+"""2: inputs.jsonl (the samples) is part of the golden. Bump with golden_schema.SCHEMA_VERSION."""
 GOLDEN = "golden.json"
 OBS = "samples.jsonl"
+INPUTS = "inputs.jsonl"
+PACKAGED = Path(__file__).resolve().parent / "goldens"
+"""The goldens installed with the package (package data), found by name from any directory."""
 MAX_CONTENT = 4000
 MAX_LOGPROBS = 512
 MAX_TOP = 5
@@ -102,7 +110,10 @@ def bless(run_dir: Path, to: Path, margins: dict[str, Any] | None = None) -> dic
         "probes": jsonsafe.loads((Path(run_dir) / "probes.json").read_text()) if (Path(run_dir) / "probes.json").exists() else None,
         "context_probe": jsonsafe.loads((Path(run_dir) / "context.json").read_text()) if (Path(run_dir) / "context.json").exists() else None,
     }
-    _swap_in(to, lambda tmp: (journal.write_jsonl(tmp / OBS, obs), journal.write_json(tmp / GOLDEN, g)))
+    inputs = [{"suite": suite, **journal.sample_fields(x)} for (suite, _), x in journal.read_samples(run_dir).items()
+              if suite in g["suites"]]
+    _swap_in(to, lambda tmp: (journal.write_jsonl(tmp / OBS, obs), journal.write_jsonl(tmp / INPUTS, inputs),
+                              journal.write_json(tmp / GOLDEN, g)))
     return g
 
 
@@ -123,7 +134,7 @@ def _swap_in(to: Path, fill: Any) -> None:
         fill(tmp)
         if to.exists():
             for f in to.iterdir():
-                if f.name not in (GOLDEN, OBS) and f.is_file() and not f.is_symlink() and ".tmp" not in f.name:
+                if f.name not in (GOLDEN, OBS, INPUTS) and f.is_file() and not f.is_symlink() and ".tmp" not in f.name:
                     shutil.copy2(f, tmp / f.name)
             if _exchange(tmp, to):
                 shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old golden
@@ -193,14 +204,20 @@ def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     recover(path)
     gp = path / GOLDEN
     if not gp.is_file():
-        raise BadGolden(f"{path} is not a golden (no {GOLDEN})")
+        known = ", ".join(p.name for p in packaged())
+        raise BadGolden(f"{path} is not a golden (no {GOLDEN})" + (f"; packaged goldens: {known} (verifier list-goldens)" if known else ""))
     try:
         g = jsonsafe.loads(gp.read_text(encoding="utf-8"))
         obs = list(journal.read_jsonl(path / OBS))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, journal.NotARunDir) as e:
         raise BadGolden(f"golden {path} is corrupt: {getattr(e, 'msg', None) or e}") from None
-    if not isinstance(g, dict) or g.get("golden_format") != FORMAT:
-        raise BadGolden(f"golden {path} is corrupt or of an unknown format (golden_format must be {FORMAT})")
+    if not isinstance(g, dict) or not isinstance(g.get("golden_format"), int) or isinstance(g.get("golden_format"), bool):
+        raise BadGolden(f"golden {path} is corrupt: {GOLDEN} has no golden_format")
+    if g["golden_format"] != FORMAT:
+        age = "an older" if g["golden_format"] < FORMAT else "a newer"
+        raise BadGolden(f"golden {path} is golden_format {g['golden_format']} ({age} verifier's); this verifier reads "
+                        f"format {FORMAT}: " + ("re-bless it from its reference run (`verifier bless RUN --to DIR --force`)"
+                                                if g["golden_format"] < FORMAT else "upgrade verifier"))
     why = problem(g, "golden")
     if why:
         raise BadGolden(f"golden {path}: {GOLDEN} {why}")
@@ -220,6 +237,69 @@ def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if not obs:
         raise BadGolden(f"golden {path} has no samples")
     return g, obs
+
+
+def load_inputs(path: Path, g: dict[str, Any], obs: list[dict[str, Any]]) -> dict[str, list[Sample]]:
+    """The golden's samples per suite, in the order the reference sent them, validated: every record against the
+    schema, every observed sample present, and each suite's samples hashing to the dataset_sha256 the run recorded
+    (an edited prompt would gate something the reference never answered)."""
+    from .golden_schema import problem
+    from .runner import dataset_sha256
+
+    path = Path(path)
+    if not (path / INPUTS).is_file():
+        raise BadGolden(f"golden {path} has no {INPUTS} (its samples); re-bless it from its reference run")
+    out: dict[str, list[Sample]] = {name: [] for name in g["suites"]}
+    seen: set[tuple[str, str]] = set()
+    try:
+        for n, rec in enumerate(journal.read_jsonl(path / INPUTS), 1):
+            why = problem(rec, "input")
+            if why is None and rec["suite"] not in out:
+                why = f"$.suite: {rec['suite']!r} is not one of the golden's suites"
+            if why is None and (rec["suite"], rec["id"]) in seen:
+                why = "duplicate sample (suite, id)"
+            if why:
+                raise BadGolden(f"golden {path}: {INPUTS} line {n}: {why}")
+            seen.add((rec["suite"], rec["id"]))
+            suite = rec.pop("suite")
+            try:
+                out[suite].append(Sample.from_json(rec))
+            except TypeError as e:
+                raise BadGolden(f"golden {path}: {INPUTS} line {n}: {e}") from None
+    except journal.NotARunDir as e:
+        raise BadGolden(f"golden {path} is corrupt: {e}") from None
+    missing = sorted({(o["suite"], o["sample_id"]) for o in obs} - seen)
+    if missing:
+        raise BadGolden(f"golden {path}: {INPUTS} lacks sample {missing[0][0]}/{missing[0][1]} "
+                        f"({len(missing)} observed samples have no input)")
+    for name, samples in out.items():
+        if name.startswith("lm_eval:"):  # imported lm-eval runs hash lm-eval's own documents, not these samples
+            continue
+        want = g["suites"][name].get("dataset_sha256")
+        if want and dataset_sha256(samples) != want:
+            raise BadGolden(f"golden {path}: {INPUTS} suite {name} does not hash to the golden's dataset_sha256 "
+                            "(edited or from another run)")
+    return out
+
+
+def packaged() -> list[Path]:
+    """The goldens installed with the package, by name."""
+    if not PACKAGED.is_dir():
+        return []
+    return sorted(p for p in PACKAGED.iterdir() if (p / GOLDEN).is_file())
+
+
+def resolve(name: str | Path) -> Path:
+    """A golden directory, else a packaged golden by name (`demo-smoke`, or `goldens/demo-smoke` outside the
+    repository). Unknown: the path as given, so the loader names what is missing."""
+    path = Path(name)
+    if (path / GOLDEN).is_file() or path.is_dir():
+        return path
+    if len(path.parts) == 1 or (len(path.parts) == 2 and path.parts[0] == "goldens"):
+        candidate = PACKAGED / path.name
+        if (candidate / GOLDEN).is_file():
+            return candidate
+    return path
 
 
 def save_margins(path: Path, margins: dict[str, Any]) -> None:

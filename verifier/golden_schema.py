@@ -1,4 +1,4 @@
-"""The versioned JSON Schema of a golden (golden.json and each samples.jsonl record), checked on every load.
+"""The versioned JSON Schema of a golden (golden.json, each samples.jsonl and inputs.jsonl record), checked on every load.
 
 Goldens are committed and reviewed like code, so they can be edited by hand or tampered with. A golden that
 does not match is refused with the path of the first offending field, never half-used: a bogus outcome, a
@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 from .types import OUTCOMES
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bump with golden.FORMAT when the shape changes; the schema's $id names it."""
 
 _NUM = {"type": "number"}
@@ -82,6 +82,24 @@ OBSERVATION = {
 }
 
 
+INPUT = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": f"https://verifier.invalid/schemas/golden-input/{SCHEMA_VERSION}",
+    "type": "object",
+    "required": ["suite", "id", "messages"],
+    "additionalProperties": False,
+    "properties": {
+        "suite": _STR, "id": _STR,
+        "messages": {"type": "array", "items": {"type": "object"}},
+        "tools": _nullable({"type": "array", "items": {"type": "object"}}),
+        "response_format": _nullable({"type": "object"}),
+        "target": {},
+        "meta": {"type": "object"},
+        "params": {"type": "object"},
+    },
+}
+
+
 def nonfinite(x: Any, path: str = "$", depth: int = 0) -> Iterator[str]:
     """Paths of NaN / Infinity values (json.loads accepts them; strict JSON and the statistics do not)."""
     if depth > 64:
@@ -104,11 +122,11 @@ def _where(err: Any) -> str:
 def _validator(name: str) -> Any:
     import jsonschema
 
-    return jsonschema.Draft202012Validator({"golden": GOLDEN, "observation": OBSERVATION}[name])
+    return jsonschema.Draft202012Validator({"golden": GOLDEN, "observation": OBSERVATION, "input": INPUT}[name])
 
 
 def problem(doc: Any, name: str) -> str | None:
-    """The first thing wrong with `doc` against schema `name` ("golden" or "observation"), naming the field, or None."""
+    """The first thing wrong with `doc` against schema `name` ("golden", "observation" or "input"), naming the field, or None."""
     bad = next(nonfinite(doc), None)
     if bad is not None:
         return f"{bad}: not a finite number"

@@ -17,7 +17,8 @@ import subprocess
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
-from . import __version__, scrub
+from . import scrub
+from .version import __version__
 from .errors import UsageError
 from .jsonsafe import dumps_strict
 from .redact import Redactor
@@ -188,7 +189,8 @@ def locked(run_dir: Path) -> Iterator[None]:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise UsageError(f"{run_dir} is in use by another verifier process (lock {LOCK}); wait for it or use another --out") from None
+            raise UsageError(f"{run_dir} is in use by another verifier process (lock {LOCK}); wait for it",
+                             hints=("use another --out", "another --out-prefix")) from None
         yield
     finally:
         f.close()
@@ -197,8 +199,8 @@ def locked(run_dir: Path) -> Iterator[None]:
 def ensure_writable_new_dir(path: Path, resumable: bool = True) -> None:
     """Refuse to overwrite a run, and find an unwritable place before any request is sent."""
     if (path / HEADER).exists():
-        hint = f"use --resume {path} or another --out" if resumable else "use another --out"
-        raise UsageError(f"{path} already holds a run; {hint}")
+        hints = ((f"use --resume {path}",) if resumable else ()) + ("another --out", "another --out-prefix")
+        raise UsageError(f"{path} already holds a run", hints=hints)
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / f".write-probe-{secrets.token_hex(8)}"

@@ -40,6 +40,8 @@ class Entry:
     """Its comparison.json against the matrix's golden."""
     summary: dict[str, Any] | None = None
     """Its summary.json (latency), when present."""
+    link: Path | None = None
+    """What the row links to when not the run's own report.html (a comparison the matrix made in memory)."""
 
 
 def read_entry(provider: str, run_dir: Path) -> Entry:
@@ -53,6 +55,13 @@ def read_entry(provider: str, run_dir: Path) -> Entry:
     sp = run_dir / "summary.json"
     summary = jsonsafe.loads(sp.read_text(encoding="utf-8")) if sp.is_file() else None
     return Entry(provider, run_dir, jsonsafe.loads(cp.read_text(encoding="utf-8")), summary)
+
+
+def entry(provider: str, run_dir: Path, comparison: dict[str, Any], link: Path | None = None) -> Entry:
+    """An Entry from a comparison already in hand (read, or made in memory), with the run's summary.json."""
+    sp = run_dir / "summary.json"
+    summary = json.loads(sp.read_text(encoding="utf-8")) if sp.is_file() else None
+    return Entry(provider, run_dir, comparison, summary, link)
 
 
 def side_verdict(doc: dict[str, Any], side: str, suite: str) -> str:
@@ -128,7 +137,9 @@ def _latency(e: Entry, suite: str) -> dict[str, float] | None:
 def _report_link(e: Entry, out_dir: Path) -> str:
     """The provider's full report, relative to the matrix page (the comparison when no report was rendered)."""
     target = e.run_dir / "report.html"
-    if not target.exists():
+    if e.link is not None:
+        target = e.link
+    elif not target.exists():
         target = e.run_dir / "comparison.json"
     return Path(os.path.relpath(target.resolve(), out_dir.resolve())).as_posix()
 

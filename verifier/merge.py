@@ -40,8 +40,8 @@ def take_shard(samples: Sequence[Sample], spec: str | None) -> list[Sample]:
     return list(samples[i - 1::n])
 
 
-def _usage(msg: str) -> Exception:
-    return UsageError(msg)
+def _usage(msg: str, hints: tuple[str, ...] = ()) -> Exception:
+    return UsageError(msg, hints=hints)
 
 
 def merge_headers(run_id: str, headers: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
@@ -123,7 +123,7 @@ def merge(shards: list[Path], out: Path, allow_partial: bool = False) -> dict[st
     sset = shard_set(headers)
     if not sset["complete"] and not allow_partial:
         raise _usage(f"incomplete shard set: have {', '.join(sset['inputs'])}, missing {', '.join(sset['missing'])} "
-                     "(a failed matrix job?); pass --allow-partial to merge anyway (compare will report the gap)")
+                     "(a failed matrix job?)", hints=("pass --allow-partial to merge anyway (compare will report the gap)",))
     hdr = merge_headers(out.name, headers)
     hdr["shard_set"] = sset
     samples: dict[tuple[str, str], Sample] = {}
@@ -149,5 +149,43 @@ def merge(shards: list[Path], out: Path, allow_partial: bool = False) -> dict[st
         for d, _ in headers:
             for rec in journal.read_jsonl(d / journal.RESPONSES):
                 f.write(journal.dumps(scrub.obj(rec)) + "\n")
+    _merge_probes(headers, out, hdr)
     journal.write_json(out / journal.HEADER, hdr)
     return hdr
+
+
+PROBES, CONTEXT = "probes.json", "context.json"  # app.collect writes them beside the journal
+
+
+def _merge_probes(headers: list[tuple[Path, dict[str, Any]]], out: Path, hdr: dict[str, Any]) -> None:
+    """The parameter-contract probes and the context probe are part of the run: a merge without them could
+    never cover a golden that has them. Each probe's result comes from the first shard that ran it; shards
+    that disagree on one make it failed (a failure seen on the endpoint is not outvoted), naming both."""
+    import json
+
+    def read(d: Path, name: str) -> Any:
+        p = Path(d) / name
+        return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+
+    probes: dict[str, Any] = {}
+    sources: dict[str, list[str]] = {}
+    for d, _ in headers:
+        for name, result in (read(d, PROBES) or {}).items():
+            sources.setdefault(PROBES, [])
+            if str(d) not in sources[PROBES]:
+                sources[PROBES].append(str(d))
+            first = probes.get(name)
+            if first is None:
+                probes[name] = dict(result)
+            elif bool(first.get("passed")) != bool(result.get("passed")):
+                probes[name] = {"passed": False, "detail": f"shards disagree: {first.get('detail')} / {result.get('detail')} ({d})"}
+    if probes:
+        journal.write_json(out / PROBES, probes)
+    for d, _ in headers:
+        ctx = read(d, CONTEXT)
+        if ctx is not None:
+            journal.write_json(out / CONTEXT, ctx)
+            sources[CONTEXT] = [str(d)]
+            break
+    if sources:
+        hdr["merged_parts"] = sources

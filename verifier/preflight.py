@@ -59,14 +59,22 @@ def hint(status: int | None, model: str, listed: list[str], body: str | None, ke
     return None
 
 
-async def check(ep: "Endpoint", model: str, modes: list[str], key_env: str | None = None) -> dict[str, Any]:
-    """Raise UsageError on a misconfigured endpoint; return what was seen (status per mode, models listed)."""
+async def check(ep: "Endpoint", model: str, modes: list[str], key_env: str | None = None,
+                model_check: bool = True) -> dict[str, Any]:
+    """Raise UsageError on a misconfigured endpoint; return what was seen (status per mode, models listed).
+
+    A server that lists its models must list the one asked for: llama-server answers any name with its one
+    model, so a wrong `--model` would otherwise pass silently. Gateways that alias names opt out (model_check)."""
     base = ep.cfg.base_url.rstrip("/")
     mstatus, listing = await ep.get(base + "/models")
     listed = model_ids(listing) if mstatus == 200 else []
     if mstatus in (401, 403):
         raise UsageError(f"preflight: GET {redact_url(base + '/models')} -> HTTP {mstatus}: "
                          + str(hint(mstatus, model, listed, None, key_env)))
+    if model_check and listed and model not in listed:
+        raise UsageError(f"preflight: model {model!r} is not in GET {redact_url(base + '/models')}: "
+                         f"{', '.join(listed[:20])}{' ...' if len(listed) > 20 else ''}",
+                         hints=("pass --model with one of them", "--no-model-check for a gateway that aliases model names"))
     seen: dict[str, Any] = {"models": listed, "models_status": mstatus, "modes": {}}
     for mode in modes:
         r = await ep.send(mode, ping_body(mode, model), extra_headers={HEADER: "1"})

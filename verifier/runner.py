@@ -141,6 +141,7 @@ async def execute(
     ep = endpoint or Endpoint(cfg)
     jr = journal.Journal(run_dir, scrub=[cfg.api_key or "", *cfg.headers.values(), *scrub.secrets()])
     progress = Progress(sum(w[1].meta.get("turns", 1) if w[0].followup else 1 for w in work), quiet)
+    classes: dict[str, int] = {}
 
     async def one(suite: Suite, sample: Sample, epoch: int, mode: str, body: dict[str, Any] | None,
                   prev: Exchange | None = None) -> None:
@@ -151,6 +152,8 @@ async def execute(
             ex = Exchange(suite.name, sample.id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts)
         jr.append(ex)
         progress.tick(ex.error is not None)
+        if ex.error is not None:
+            classes[ex.error] = classes.get(ex.error, 0) + 1
         nxt = suite.followup(sample, ex) if suite.followup else None
         if nxt is not None:  # multi-turn: the next turn replays this answer, so it waits for it
             await one(suite, nxt[0], epoch, mode, nxt[1], ex)
@@ -170,7 +173,7 @@ async def execute(
         jr.close()
         if endpoint is None:
             await ep.aclose()
-    return {"sent": progress.done, "errors": progress.errors}
+    return {"sent": progress.done, "errors": progress.errors, "error_classes": classes}
 
 
 def plan(

@@ -41,6 +41,8 @@ def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True, url_fro
     g.add_argument("--max-response-mb", type=T.positive_float, default=64.0, help="cap on one response's decoded size, MiB (default 64)")
     g.add_argument("--max-stream-events", type=T.positive_int, default=250_000, help="cap on the events of one streamed response; past it the stream is cut and judged `stream_too_many_events` (default 250000)")
     g.add_argument("--request-deadline", type=T.positive_float, help="total seconds per request, retries and whole stream included (default 10 x --timeout)")
+    g.add_argument("--no-model-check", dest="model_check", action="store_false",
+                   help="send --model even when the server's /v1/models does not list it (gateways that alias names)")
     g.add_argument("--info-deadline", type=T.positive_float, default=10.0, help="total seconds for the start-up /models, /props, /version calls (default 10)")
     s = p.add_argument_group("sampling (override suite defaults)")
     s.add_argument("--temperature", type=T.finite_float)
@@ -104,7 +106,7 @@ def endpoint_from_args(a: argparse.Namespace):  # -> app.EndpointSpec
     return EndpointSpec(base_url=a.base_url, model=a.model, api_key_env=a.api_key_env, headers=parse_headers(a.header),
                         concurrency=a.concurrency, timeout_s=a.timeout, max_retries=a.max_retries,
                         max_response_bytes=int(a.max_response_mb * 2**20), max_stream_events=a.max_stream_events, request_deadline_s=a.request_deadline,
-                        info_deadline_s=a.info_deadline)
+                        info_deadline_s=a.info_deadline, model_check=a.model_check)
 
 
 def overrides_from_args(a: argparse.Namespace) -> dict[str, Any]:

@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-k", type=positive_int, default=2, help="with --base-url: how many reruns to make (the golden itself counts as one)")
     p.add_argument("--out-prefix", default=str(Path("runs") / "calibrate"), help="run directory prefix for new reruns")
     p.add_argument("--margin", action="append", metavar="KEY=VALUE:reason", help="manual margin, recorded with its reason")
-    p.add_argument("--data")
+    p.add_argument("--data", help="with --base-url: reload the samples from this dataset instead of the golden's own")
     p.add_argument("--quiet", action="store_true")
     add_endpoint_args(p, required=False, url_from_env=False)  # reruns only when asked on the command line
     p.set_defaults(fn=handle)

@@ -30,7 +30,9 @@ def handle(a: argparse.Namespace) -> int:
     doc = compare_run(Path(a.run_dir), a.golden, Path(a.out) if a.out else None, a.infra_budget, allow_subset=a.allow_subset)
     print_comparison(doc)
     if a.ci_outputs:
-        from .gate import write_ci_outputs
+        from .gate import print_outputs, write_ci_outputs
 
-        write_ci_outputs(Path(a.run_dir), doc, None, None, None)
+        print_outputs(Path(a.run_dir), write_ci_outputs(Path(a.run_dir), doc, None, None, None))
+    else:
+        print(f"comparison: {Path(a.out) if a.out else Path(a.run_dir) / 'comparison.json'}")
     return exit_code(doc, a.allow_inconclusive)

@@ -51,9 +51,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    p = argparse.ArgumentParser(prog="verifier engine")
+    from .parser import Parser, subparsers
+
+    p = Parser(prog="verifier engine")
     add_arguments(p)
-    e = p.parse_args(a.args)
+    e, extra = p.parse_known_args(a.args)
+    if extra:  # by the subcommand's own parser, so "did you mean" knows its flags
+        subparsers(p)[e.engine_cmd].error(f"unrecognized arguments: {' '.join(extra)}")
     from ..testbed import engines
 
     try:

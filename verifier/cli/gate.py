@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,11 @@ from .types import fraction, positive_int
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("gate", help="run the golden's samples against an endpoint, compare, report; CI exit code")
     p.add_argument("--config", metavar="GATE.toml", help="gate file (see README 'Gate files'); flags given here override it")
-    p.add_argument("--golden")
+    p.add_argument("--golden", help="golden directory, or the name of a packaged golden (verifier list-goldens)")
     p.add_argument("--suite", help="comma-separated: gate only these of the golden's suites (default all)")
     p.add_argument("--mode", help=f"comma-separated: gate only these of the golden's wire modes ({', '.join(MODE_NAMES)}; default all)")
     p.add_argument("--margin", action="append", metavar="KEY=VALUE:reason", help="margin over the golden's, e.g. smoke/accuracy=0.05:why (repeatable)")
-    p.add_argument("--data", help="local dataset path, when the golden's suites need one")
+    p.add_argument("--data", help="reload the samples from this dataset instead of the golden's own inputs.jsonl (rarely needed)")
     p.add_argument("--out", help="run directory (default runs/<timestamp>-gate)")
     p.add_argument("--infra-budget", type=fraction, default=0.02)
     p.add_argument("--allow-inconclusive", action="store_true", help="exit 0 instead of 20 when inconclusive (never for 13, a significant quality drop of unattributed cause)")
@@ -64,9 +65,13 @@ def merge_config(a: argparse.Namespace) -> tuple[argparse.Namespace, list[argpar
     merged namespace per endpoint (its `name` in `.endpoint_name`)."""
     import verifier.cli.gatefile as gatefile
 
+    from ..app import default_run_dir
+
     flags, endpoints = gatefile.translate(gatefile.read(a.config))
     sub = gatefile.subparser(a.parser, "gate")
     given = gatefile.explicit_dests(a.parser, a.argv, "gate")
+    out = a.out if "out" in given else flags.get("out") or str(default_run_dir("gate" if len(endpoints) <= 1 else "gate-matrix"))
+    flags = gatefile.resolve_outputs(flags, out)
     if len(endpoints) == 1:
         flags.update({k: v for k, v in endpoints[0].items() if k != "name"})
     merged = gatefile.apply(a, flags, given, sub)
@@ -106,25 +111,34 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
     if spec.suites or spec.modes or spec.margins:  # the report shows the golden this gate compared with
         narrowed = app_gate.narrow(app_gate.load_golden(spec.golden), spec)
     # Files first: a reader that stops early (`verifier gate | head`) must not cost the report.
-    write_ci_outputs(Path(doc["run"]["run_dir"]), doc, html, junit, markdown, narrowed)
+    paths = write_ci_outputs(Path(doc["run"]["run_dir"]), doc, html, junit, markdown, narrowed)
     seq = doc.get("sequential")
     if seq and echo:
         used, total = seq["used_samples"], seq["total_samples"]
         print(f"sequential: decided after {used}/{total} samples ({total - used} not sent)")
     if echo:
         print_comparison(doc)
+        print_outputs(Path(doc["run"]["run_dir"]), paths)
     return doc
 
 
+def print_outputs(run_dir: Path, paths: dict[str, Path] | None) -> None:
+    """Where the report went: the last lines a person (or a CI log) reads."""
+    print(f"report: {paths['html']}" if paths else f"comparison: {run_dir / 'comparison.json'}")
+    if paths:
+        print(f"  junit {paths['junit']}, summary {paths['markdown']}, samples {paths['csv']}, "
+              f"comparison {run_dir / 'comparison.json'}")
+
+
 def write_ci_outputs(run_dir: Path, doc: dict[str, Any], html: str | None, junit: str | None, markdown: str | None,
-                     golden: tuple[dict[str, Any], list[dict[str, Any]]] | None = None) -> None:
-    """HTML report, JUnit XML and Markdown summary, where the report module offers them."""
+                     golden: tuple[dict[str, Any], list[dict[str, Any]]] | None = None) -> dict[str, Path] | None:
+    """HTML report, JUnit XML and Markdown summary, where the report module offers them; their paths."""
     try:
         from .. import report
     except ImportError:
-        return
+        return None
     data = report.GoldenData.of(*golden) if golden is not None else None
-    report.write_all(run_dir, doc, html=html, junit=junit, markdown=markdown, golden=data)
+    return report.write_all(run_dir, doc, html=html, junit=junit, markdown=markdown, golden=data)
 
 
 def gate_many(a: argparse.Namespace, endpoints: list[argparse.Namespace]) -> int:
@@ -145,6 +159,8 @@ def gate_many(a: argparse.Namespace, endpoints: list[argparse.Namespace]) -> int
 
     def one(name: str) -> tuple[Path, dict[str, Any]]:
         doc = run_gate(specs[name], echo=False)
+        print(f"{name}: {doc['status']} (exit {doc['exit_code']}); report: {Path(doc['run']['run_dir']) / 'report.html'}",
+              file=sys.stderr)
         return Path(doc["run"]["run_dir"]), doc
 
     with ThreadPoolExecutor(max_workers=len(specs)) as pool:

@@ -33,12 +33,12 @@ same comparison.json). Precedence: a flag given on the command line > the file >
     [margins]                           # over the golden's calibrated margins; each needs its reason
     "smoke/accuracy" = { value = 0.05, reason = "release notes allow 5 points on arithmetic" }
 
-    [outputs]
-    dir = "runs/gate"                   # one endpoint: the run directory; several: one run directory each
-    report = "runs/gate/report.html"
-    junit = "runs/gate/junit.xml"
-    markdown = "runs/gate/summary.md"
-    matrix = "reports/matrix"           # several endpoints: matrix.html + matrix.md here
+    [outputs]                           # report, junit, markdown, matrix: relative to the run directory
+    dir = "runs/gate"                   # one endpoint: the run directory; several: one run directory each (--out wins)
+    report = "report.html"
+    junit = "junit.xml"
+    markdown = "summary.md"
+    matrix = "matrix"                   # several endpoints: matrix.html + matrix.md here
 """
 
 from __future__ import annotations
@@ -163,6 +163,24 @@ def translate(doc: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]
         if len(set(names)) != len(names):
             raise UsageError("gate file: [[endpoints]] names must be unique")
     return flags, endpoints
+
+
+def resolve_outputs(flags: dict[str, Any], out: str) -> dict[str, Any]:
+    """[outputs] report/junit/markdown/matrix follow the run the gate makes: a relative path is relative to the
+    run directory `out` (the file's `dir`, or `--out`, which wins), and one written under the file's own `dir`
+    (`runs/gate/report.html`) is read as relative to it, so `--out runs/gate2` never writes into runs/gate.
+    An absolute path elsewhere is kept as given."""
+    file_dir = Path(flags["out"]) if flags.get("out") else None
+    resolved = dict(flags, out=out)
+    for dest in ("report", "junit", "markdown", "matrix"):
+        value = flags.get(dest)
+        if not value:
+            continue
+        path = Path(value)
+        if file_dir is not None and path.is_relative_to(file_dir) and path != file_dir:
+            path = path.relative_to(file_dir)
+        resolved[dest] = str(path if path.is_absolute() else Path(out) / path)
+    return resolved
 
 
 def explicit_dests(ap: argparse.ArgumentParser, argv: list[str], command: str) -> set[str]:

@@ -12,9 +12,10 @@ import os
 import sys
 from typing import Any
 
-from .. import __version__
+from ..version import __version__
 from .. import scrub
 from ..errors import UsageError
+from .parser import Parser, check_line, command_parser, render
 # By full name: `from . import x` reads as an import of the package, which itself imports this module.
 import verifier.cli.bless as bless
 import verifier.cli.calibrate as calibrate
@@ -23,25 +24,27 @@ import verifier.cli.demo as demo
 import verifier.cli.engine as engine
 import verifier.cli.gate as gate
 import verifier.cli.lm_eval as lm_eval
+import verifier.cli.list_goldens as list_goldens
 import verifier.cli.list_suites as list_suites
 import verifier.cli.matrix as matrix
 import verifier.cli.merge as merge
 import verifier.cli.proxy as proxy
 import verifier.cli.report as report
 import verifier.cli.run as run
+import verifier.cli.runs as runs
 import verifier.cli.score as score
 import verifier.cli.sweep as sweep
 import verifier.cli.testbed as testbed
 
 # Order of `verifier --help`.
-COMMANDS = (run, score, list_suites, bless, calibrate, compare, gate, matrix, sweep, lm_eval, report, merge, engine, proxy,
-            testbed, demo)
+COMMANDS = (run, score, list_suites, list_goldens, bless, calibrate, compare, gate, matrix, sweep, lm_eval, report, merge, runs,
+            engine, proxy, testbed, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="verifier", description="Vendor-verifier harness for OpenAI-compatible endpoints.")
+    ap = Parser(prog="verifier", description="Vendor-verifier harness for OpenAI-compatible endpoints.")
     ap.add_argument("--version", action="version", version=f"verifier {__version__}")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=Parser)
     for cmd in COMMANDS:
         cmd.register(sub)
     return ap
@@ -88,12 +91,15 @@ class _PipeSafe:
 
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
-    a = ap.parse_args(argv)
+    a, extra = ap.parse_known_args(argv)
+    cmd = command_parser(ap, a)
+    if extra:  # reported by the command's own parser, so "did you mean" knows its flags
+        cmd.error(f"unrecognized arguments: {' '.join(extra)}")
     # gate --config tells flags given on the command line from defaults by parsing them again.
-    a.argv, a.parser = list(sys.argv[1:] if argv is None else argv), ap
+    a.argv, a.parser, a.command_parser = list(sys.argv[1:] if argv is None else argv), ap, cmd
     check = getattr(a, "check", None)
     if check is not None:
-        check(ap, a)  # argparse-level errors (exit 2 with usage), as argparse itself reports them
+        check(cmd, a)  # argparse-level errors (exit 2, one line), as argparse itself reports them
     from .console import Printable
 
     stdout, stderr = sys.stdout, sys.stderr
@@ -105,11 +111,19 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout, sys.stderr = stdout, stderr
 
 
+def _error(a: argparse.Namespace, message: str, hints: tuple[str, ...] = ()) -> None:
+    """One line on stderr: the message and the hints true for this command (cli/parser.py)."""
+    line = render(scrub.text(message), hints, a.command_parser)
+    if os.environ.get("VERIFIER_CHECK_HINTS"):
+        check_line(line, a.command_parser, a.parser)
+    print(f"verifier: error: {line}", file=sys.stderr)
+
+
 def _run(a: argparse.Namespace) -> int:
     try:
         return a.fn(a)
     except UsageError as e:
-        print(f"verifier: error: {scrub.text(str(e))}", file=sys.stderr)
+        _error(a, str(e), e.hints)
         return 2
     except OSError as e:
         if isinstance(e, USER_FILE_ERRORS) or e.errno in USER_FILE_ERRNOS:
@@ -118,13 +132,13 @@ def _run(a: argparse.Namespace) -> int:
             return 2
         return _internal(e)
     except KeyboardInterrupt:
-        print("verifier: interrupted; resume with --resume", file=sys.stderr)
+        print("verifier: " + render("interrupted", ("resume with --resume RUN_DIR",), a.command_parser), file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - the contract is one line and exit 1
         from ..journal import NotARunDir
 
         if isinstance(e, NotARunDir):
-            print(f"verifier: error: {scrub.text(str(e))}", file=sys.stderr)
+            _error(a, str(e))
             return 2
         return _internal(e)
 

@@ -36,35 +36,49 @@ def parse_runs(items: list[str]) -> list[tuple[str, Path]]:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from .. import app_gate
+    """Reads only: a run already compared with this golden keeps its own comparison (the margins its gate used);
+    any other is compared in memory, and that comparison goes into OUT/comparisons/, never into the run."""
+    from .. import app_gate, journal
 
-    docs = {}
+    loaded = app_gate.load_golden(a.golden)
+    out = Path(a.out)
+    docs, links = {}, {}
     for name, run_dir in parse_runs(a.runs):
-        doc = app_gate.compare_run(run_dir, a.golden, None, a.infra_budget)
-        write_report(run_dir, doc)
+        doc = existing_comparison(run_dir, loaded[0])
+        if doc is None:
+            doc = app_gate.compare_run(run_dir, a.golden, None, a.infra_budget, loaded, write=False)
+            links[name] = out / "comparisons" / f"{name}.json"
+            links[name].parent.mkdir(parents=True, exist_ok=True)
+            journal.write_json(links[name], doc)
         docs[name] = (run_dir, doc)
-    return finish(docs, Path(a.out), a.allow_inconclusive)
+    return finish(docs, out, a.allow_inconclusive, links)
 
 
-def write_report(run_dir: Path, doc: dict[str, Any]) -> None:
-    """The full report each row links to (RUN_DIR/report.html), where the report module offers it."""
+def existing_comparison(run_dir: Path, g: dict[str, Any]) -> dict[str, Any] | None:
+    """RUN_DIR/comparison.json when it was made against this golden (same name and source run), else None."""
+    import json
+
+    path = run_dir / "comparison.json"
     try:
-        from .. import report
-    except ImportError:
-        return
-    report.write_all(run_dir, doc, html=None, junit=None, markdown=None)
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    made = doc.get("golden") if isinstance(doc, dict) else None
+    if not isinstance(made, dict) or "status" not in doc:
+        return None
+    if made.get("name") != g.get("name") or made.get("source_run") != (g.get("source") or {}).get("run_id"):
+        return None
+    return doc
 
 
-def finish(docs: dict[str, tuple[Path, dict[str, Any]]], out: Path, allow_inconclusive: bool) -> int:
-    """Write the matrix of compared runs; print the Markdown table; the worst exit code."""
+def finish(docs: dict[str, tuple[Path, dict[str, Any]]], out: Path, allow_inconclusive: bool,
+           links: dict[str, Path] | None = None) -> int:
+    """Write the matrix of compared runs; print the Markdown table; the worst exit code. `links`: where a
+    provider's row points when its run holds no comparison of its own against this golden."""
     from .. import matrix
-    from ..errors import UsageError
     from .args import exit_code
 
-    try:
-        entries = [matrix.read_entry(name, run_dir) for name, (run_dir, _) in docs.items()]
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    entries = [matrix.entry(name, run_dir, doc, (links or {}).get(name)) for name, (run_dir, doc) in docs.items()]
     m = matrix.build(entries, out)
     paths = matrix.write(m, out)
     print(matrix.markdown(m))

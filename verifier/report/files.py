@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +53,7 @@ def read_run(run_dir: Path) -> RunData:
 def read_golden(path: str | Path) -> GoldenData | None:
     """The golden, or None when it is gone or broken (the report still shows the comparison made against it)."""
     try:
-        meta, obs = golden_mod.load(Path(path))
+        meta, obs = golden_mod.load(golden_mod.resolve(path))
     except golden_mod.BadGolden:
         return None
     return GoldenData.of(meta, obs)
@@ -69,10 +68,7 @@ def comparison(run_dir: Path, golden_path: str | Path) -> dict[str, Any]:
             return doc
     from ..app_gate import compare_run  # application step; pulls in the openai SDK (~2 s)
 
-    if cp.exists():
-        with tempfile.TemporaryDirectory() as td:
-            return compare_run(run_dir, str(golden_path), Path(td) / "comparison.json", 0.02)
-    return compare_run(run_dir, str(golden_path), None, 0.02)
+    return compare_run(run_dir, str(golden_path), None, 0.02, write=False)  # a report never writes into the run
 
 
 def load(run_dir: Path | str, golden_path: str | Path | None, doc: dict[str, Any] | None,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from .. import __version__
+from ..version import __version__
 from ..parse import MalformedBody, parse_exchange
 from .data import Inputs, anchor
 from .. import jsonsafe

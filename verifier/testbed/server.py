@@ -100,8 +100,9 @@ RESPONDERS: dict[str, Callable[[dict[str, Any]], Reply]] = {"arithmetic": arithm
 
 class Script:
     def __init__(self, responder: Callable[[dict[str, Any]], Reply] = echo, honour_sampling: bool = False,
-                 models: tuple[str, ...] | None = None):
+                 models: tuple[str, ...] | None = None, listed: tuple[str, ...] = ()):
         self.models = models  # like vLLM: only these names (others 404); None: any name, like llama-server
+        self.listed = listed  # with models=None: what /v1/models lists while any name is served (a llama-server alias)
         self.preflight: list[dict[str, Any]] = []  # the verifier's preflight pings, kept out of `requests`
         self.honour_sampling = honour_sampling
         """Behave like a real engine about sampling: 400 on out-of-range temperature/top_p, truncate at
@@ -291,7 +292,7 @@ def make_app(script: Script) -> web.Application:
         return web.json_response({"chat_template": CHATML, "total_slots": 1})
 
     async def models(request: web.Request) -> web.Response:
-        ids = script.models if script.models is not None else ("test-model",)
+        ids = script.models if script.models is not None else script.listed
         return web.json_response({"object": "list", "data": [{"id": i, "object": "model", "owned_by": "verifier-testserver"} for i in ids]})
 
     app = web.Application()

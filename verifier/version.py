@@ -1,0 +1,3 @@
+"""The harness version, in a module of its own so the core can name it without importing the package's API."""
+
+__version__ = "0.1.0"
