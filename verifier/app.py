@@ -227,7 +227,7 @@ async def _server_facts(ep: "Endpoint", spec: RunSpec, modes: list[str]) -> tupl
     return facts, template
 
 
-def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, dict[str, Any], list[tuple[Suite, list[Sample]]], "EndpointConfig", set[Any]]:
+def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, dict[str, Any], list[tuple[Suite, list[Sample]]], "EndpointConfig", dict[Any, Any]]:
     from .resume import check_resume
 
     run_dir = Path(spec.resume)
@@ -247,8 +247,8 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, d
     cfg = endpoint_config(spec.endpoint, spec.endpoint.model or hdr["endpoint"]["model"])
     if not spec.endpoint.base_url:
         raise UsageError("--resume needs --base-url (the journal stores it redacted)")
-    done = {k for k, ex in journal.read_exchanges(run_dir).items() if ex.error is None}
-    return run_dir, hdr, suites, cfg, done
+    answered = {k: ex for k, ex in journal.read_exchanges(run_dir).items() if ex.error is None}
+    return run_dir, hdr, suites, cfg, answered
 
 
 def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]], "EndpointConfig"]:
@@ -274,7 +274,7 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
         if not spec.suites:
             raise UsageError("--suite is required")
         run_dir, suites, cfg = _prepare_new(spec)
-        modes, done = list(spec.modes), set()
+        modes, done = list(spec.modes), {}
     from .endpoint import Endpoint
 
     ep = Endpoint(cfg)  # the run's one client: reachability, server info, probes and every request
@@ -285,7 +285,7 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
 
             check_same_server(run_dir, hdr.get("server_info") or {}, info)
             hdr["server_info"] = info
-            work = runner.plan(suites, cfg.model, hdr["sampling"], hdr.get("extra_body", {}), hdr["epochs"], modes, done, template)
+            work = runner.plan(suites, cfg.model, hdr["sampling"], hdr.get("extra_body", {}), hdr["epochs"], modes, set(done), template)
         else:
             hdr, work = _start_new(spec, run_dir, cfg, suites, info, template, stack)
         journal.write_json(run_dir / journal.HEADER, hdr)
@@ -300,7 +300,7 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
             journal.write_json(run_dir / cp.FILE, await cp.run(ep, cfg.model, hdr.get("extra_body") or {}, lengths))
         sent = {"sent": 0, "errors": 0}
         for batch in ([work] if stop_check is None else batches(work, spec.looks)):
-            r = await runner.execute(run_dir, batch, cfg, quiet=spec.quiet, endpoint=ep)
+            r = await runner.execute(run_dir, batch, cfg, quiet=spec.quiet, endpoint=ep, journaled=done)
             sent = {k: sent[k] + r[k] for k in sent}
             if stop_check is not None and stop_check(run_dir):
                 break

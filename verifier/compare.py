@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
-from . import numerics, signals, stats
+from . import numerics, signals, stats, turn_diff
 from .numerics import DRIFT_FACTOR, DRIFT_FLOOR, event_verdict, metric_verdict  # noqa: F401  (public names)
 from .signals import FRONTEND_EVENTS, NUMERICS_EVENTS, degenerate  # noqa: F401  (public names)
 from .surface_signals import mode_note
@@ -127,6 +127,7 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
             acc.add(sid, clean_g, clean_c)
     num = acc.to_dict()
     return {
+        "turn_diff": turn_diff.summarize(G, C),
         "paired": len(ids),
         "golden_clean": sum(any(o.clean for o in G[sid]) for sid in ids),
         "clean_paired": num["clean_paired"],
@@ -269,6 +270,8 @@ def _suite_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> t
         "tool_trigger": numerics.tool_trigger(s["trigger"]),
         "answer_agreement": stats.rnd(s["answer_agreement"]),
     }
+    if s.get("turn_diff"):
+        block["turn_diff"] = s["turn_diff"]
     return block, fe, q + q_sig + q_drift + q_div
 
 

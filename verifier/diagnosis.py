@@ -23,6 +23,8 @@ COMPONENTS: dict[str, str] = {
     "response formatting & usage": "response serialization: finish_reason mapping, usage block, stream_options.include_usage",
     "surface translation": "the Responses / Messages layer: request translation to the chat template, event serialization, error shape",
     "context handling": "the context window and truncation settings (--ctx-size, truncation / n_keep, gateway prompt-size caps)",
+    "conversation history": "how replayed history reaches the model: assistant tool calls and their ids, tool results (role, order, "
+                            "tool_call_id / call_id / tool_use_id linkage), reasoning replay, system prompt placement, the template's tool branches",
 }
 
 # finding code or signal name -> (component, what it means, for one line of the diagnosis)
@@ -75,6 +77,9 @@ TABLE: dict[str, tuple[str, str]] = {
     "tool_input_not_object": ("tool-call parser", "an Anthropic tool_use input that is not an object"),
     "stop_reason_tool_use_without_block": ("response formatting & usage", "stop_reason tool_use without a tool_use block"),
     "thinking_signature_missing": ("reasoning parser", "a thinking block without signature where thinking was requested"),
+    # conversation suites (turn_diff.py): signals on requests that replay history
+    "history_tokens_mismatch": ("conversation history", "a request replaying the same history as the golden's was rendered to other prompt tokens"),
+    "followup_divergence": ("conversation history", "turn 1 matched the golden, a later turn (built on replayed history) did not"),
     "context_truncated": ("context handling", "long prompts are silently cut: prompt_tokens capped or the fact at their start lost"),
 }
 

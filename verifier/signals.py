@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 from .contract import MODEL_BEHAVIOUR
 from .golden import MAX_LOGPROBS
 from .surface_signals import by_mode, parity_modes
+from .turn_diff import transcript, turn_rows
 from .types import Observation
 
 Obs = Sequence[Observation]
@@ -133,6 +134,43 @@ def surface_parity_mismatch(g: Obs, c: Obs) -> bool | None:
     return None if broke is None else bool(broke)
 
 
+def followup_divergence(g: Obs, c: Obs) -> bool | None:
+    """A conversation's first divergence from the golden is this turn, and it is turn 2 or later: turn 1 and every
+    turn up to here went as the golden's, and this one, built on replayed history, did not (the follow-up failure
+    of day-0 deployments: tool results, ids or reasoning replayed in a shape the server renders wrong).
+    Measured on conversation turns whose history matched the golden's (turn_diff.py)."""
+    gr, cr = turn_rows(g), turn_rows(c)
+    measured = fired = False
+    for mode in gr.keys() & cr.keys():
+        a, b = gr[mode], cr[mode]
+        if a["turn"] < 2 or a["prior"] != b["prior"]:
+            continue
+        measured = True
+        fired = fired or transcript(a) != transcript(b)
+    return fired if measured else None
+
+
+def history_tokens_mismatch(g: Obs, c: Obs) -> bool | None:
+    """A request that replays conversation history had other prompt tokens than the golden's same request (same
+    history, same answers so far): the server rendered the replayed assistant calls, tool results, ids, reasoning
+    or system prompt differently. The conversation's first request (no history) is left to prompt_tokens_mismatch."""
+    gr, cr = turn_rows(g), turn_rows(c)
+    measured = fired = False
+    for mode in gr.keys() & cr.keys():
+        a, b = gr[mode], cr[mode]
+        if a["prior"] != b["prior"]:
+            continue
+        fa, fb = a.get("fingerprint") or [], b.get("fingerprint") or []
+        sa, sb = a.get("steps") or [], b.get("steps") or []
+        for j in range(min(len(fa), len(fb))):
+            if not (a["turn"] == 1 and j == 0) and fa[j] is not None and fb[j] is not None:
+                measured = True
+                fired = fired or fa[j] != fb[j]
+            if j >= len(sa) or j >= len(sb) or sa[j] != sb[j]:
+                break  # the next request's history differs: its tokens may rightly differ
+    return fired if measured else None
+
+
 # ----------------------------------------------------------------------------- numerics signals
 
 def repetition(g: Obs, c: Obs) -> bool | None:
@@ -144,7 +182,8 @@ def repetition(g: Obs, c: Obs) -> bool | None:
 
 # The order is the order of the evidence in comparison.json.
 FRONTEND_SIGNALS: tuple[Signal, ...] = (new_findings, prompt_tokens_mismatch, stream_parity_mismatch, new_unsupported,
-                                        tool_call_id_format_changed, dual_path_mismatch, surface_parity_mismatch)
+                                        tool_call_id_format_changed, dual_path_mismatch, surface_parity_mismatch,
+                                        history_tokens_mismatch, followup_divergence)
 NUMERICS_SIGNALS: tuple[Signal, ...] = (repetition,)
 SIGNALS: tuple[Signal, ...] = FRONTEND_SIGNALS + NUMERICS_SIGNALS
 FRONTEND_EVENTS = tuple(f.__name__ for f in FRONTEND_SIGNALS)
