@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -180,8 +181,14 @@ def _sims():
 
 
 def _instances(sample: Sample) -> dict[str, Any]:
-    return _sims().instances_for({"id": sample.id, "involved_classes": sample.meta["involved_classes"],
-                                  "initial_config": sample.meta["initial_config"]})
+    """Fresh simulator instances, validating calls against the function docs the sample itself carries (not a
+    data dir looked up at scoring time: the score is a function of the run directory alone)."""
+    instances = _sims().instances_for({"id": sample.id, "involved_classes": sample.meta["involved_classes"],
+                                       "initial_config": sample.meta["initial_config"]})
+    docs = {t["function"]["name"]: t["function"] for t in _tools_at(sample, sample.meta["turns"])}
+    for inst in instances.values():
+        inst._function_docs = docs  # execute.attach_docs reads docs from a data dir; these are the sample's own
+    return instances
 
 
 def _run(instances: dict[str, Any], name: str, args: Any, allowed: set[str]) -> dict[str, Any]:
@@ -246,7 +253,14 @@ def _canonical(result: str) -> str:
 
 
 def _gt_call(s: str) -> tuple[str, dict[str, Any]]:
-    return _sims().parse_gt_call(s)
+    name, args = _parsed_gt_call(s)
+    return name, json.loads(args)
+
+
+@lru_cache(maxsize=8192)
+def _parsed_gt_call(s: str) -> tuple[str, str]:
+    name, args = _sims().parse_gt_call(s)
+    return name, json.dumps(args)
 
 
 def _multiset_contains(have: list[str], want: list[str]) -> list[str]:

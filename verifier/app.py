@@ -196,7 +196,9 @@ def load_suite_samples(suites: list[Suite], spec: RunSpec) -> list[tuple[Suite, 
             except ValueError as e:
                 raise UsageError(str(e)) from None
         if spec.only_ids is not None:
-            chosen = [x for x in samples if x.id in spec.only_ids.get(s.name, ())]
+            # A golden names records: a sample's own id, or (conversations) one of its record ids.
+            want = spec.only_ids.get(s.name, frozenset())
+            chosen = [x for x in samples if x.id in want or (s.conversation and any(r in want for r in s.conversation.records(x)))]
         out.append((s, chosen))
     return out
 

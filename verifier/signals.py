@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 from .contract import MODEL_BEHAVIOUR
 from .golden import MAX_LOGPROBS
 from .surface_signals import by_mode, parity_modes
-from .turn_diff import transcript, turn_rows
+from .turn_diff import first_divergence, is_followup, turn_rows
 from .types import Observation
 
 Obs = Sequence[Observation]
@@ -135,18 +135,22 @@ def surface_parity_mismatch(g: Obs, c: Obs) -> bool | None:
 
 
 def followup_divergence(g: Obs, c: Obs) -> bool | None:
-    """A conversation's first divergence from the golden is this turn, and it is turn 2 or later: turn 1 and every
-    turn up to here went as the golden's, and this one, built on replayed history, did not (the follow-up failure
-    of day-0 deployments: tool results, ids or reasoning replayed in a shape the server renders wrong).
-    Measured on conversation turns whose history matched the golden's (turn_diff.py)."""
+    """A conversation's first divergence from the golden is a follow-up: a request that replays the model's own
+    earlier output (a tool-result step of turn 1, or any request of turn 2 or later) answered otherwise, while every
+    request before it went as the golden's, the conversation's first included. The follow-up failure of day-0
+    deployments: tool results, ids or reasoning replayed in a shape the server renders wrong (turn_diff.py).
+    Measured on conversation turns whose history up to the turn matched the golden's."""
     gr, cr = turn_rows(g), turn_rows(c)
     measured = fired = False
     for mode in gr.keys() & cr.keys():
         a, b = gr[mode], cr[mode]
-        if a["turn"] < 2 or a["prior"] != b["prior"]:
+        if a["prior"] != b["prior"]:
             continue
+        d = first_divergence(a, b)
+        if a["turn"] == 1 and d is not None and not is_followup(d):
+            continue  # the conversation's very first answer differed: not a follow-up, and nothing after it is comparable
         measured = True
-        fired = fired or transcript(a) != transcript(b)
+        fired = fired or d is not None
     return fired if measured else None
 
 

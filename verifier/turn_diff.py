@@ -7,9 +7,10 @@ request (`fingerprint`). Two conversations are the same up to turn k when their 
 agree, so one turn's record is enough to tell whether the conversation first diverged there.
 
 `first_divergence` names the turn and what moved first (tool name, arguments, result or final text);
-`summarize` counts it per wire mode and per surface, with examples. A first divergence at turn 2 or
-later is the follow-up signal (signals.followup_divergence): the first turn went as the golden's and a
-later one, built on replayed history, did not. Pure.
+`summarize` counts it per wire mode and per surface, with examples. A first divergence on a follow-up
+request (turn 2 or later, or a tool-result step of turn 1: `later_turn` counts the former) is the
+follow-up signal (signals.followup_divergence): the conversation went as the golden's until a request
+that replays the model's own output. Pure.
 """
 
 from __future__ import annotations
@@ -72,6 +73,11 @@ def first_divergence(g: dict[str, Any], c: dict[str, Any]) -> dict[str, Any] | N
     return {"turn": g["turn"], "step": step, "kind": kind, "golden": a, "candidate": b}
 
 
+def is_followup(d: dict[str, Any]) -> bool:
+    """Whether a first divergence is on a follow-up request: one replaying the model's own calls or answers."""
+    return d["turn"] >= 2 or d["step"] >= 1
+
+
 def summarize(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) -> dict[str, Any] | None:
     """The `turn_diff` block of a suite in comparison.json, or None when the suite has no turn transcripts."""
     by_mode: dict[str, dict[str, Any]] = {}
@@ -84,7 +90,7 @@ def summarize(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) 
             conv = sid.rsplit("/", 1)[0]
             conversations.add(conv)
             m = by_mode.setdefault(mode, {"conversations": set(), "diverged": 0, "first_turn": defaultdict(int),
-                                          "kinds": defaultdict(int), "followup": 0, "examples": []})
+                                          "kinds": defaultdict(int), "followup": 0, "later_turn": 0, "examples": []})
             m["conversations"].add(conv)
             d = first_divergence(gr[mode], cr[mode])
             if d is None:
@@ -92,7 +98,8 @@ def summarize(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) 
             m["diverged"] += 1
             m["first_turn"][str(d["turn"])] += 1
             m["kinds"][d["kind"]] += 1
-            m["followup"] += d["turn"] >= 2
+            m["followup"] += is_followup(d)
+            m["later_turn"] += d["turn"] >= 2
             if len(m["examples"]) < MAX_EXAMPLES:
                 m["examples"].append({"conversation": conv, **d})
     if not seen:
@@ -100,7 +107,7 @@ def summarize(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) 
     out_modes = {}
     by_surface: dict[str, dict[str, Any]] = {}
     for mode, m in sorted(by_mode.items()):
-        block = {"conversations": len(m["conversations"]), "diverged": m["diverged"], "followup": m["followup"],
+        block = {"conversations": len(m["conversations"]), "diverged": m["diverged"], "followup": m["followup"], "later_turn": m["later_turn"],
                  "first_turn": dict(sorted(m["first_turn"].items(), key=lambda kv: int(kv[0]))),
                  "kinds": {k: m["kinds"][k] for k in KINDS if m["kinds"].get(k)}, "examples": m["examples"]}
         out_modes[mode] = block
