@@ -128,6 +128,7 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
     num = acc.to_dict()
     return {
         "turn_diff": turn_diff.summarize(G, C),
+        "modes": sorted({o.mode for sid in ids for o in C[sid]}),
         "paired": len(ids),
         "golden_clean": sum(any(o.clean for o in G[sid]) for sid in ids),
         "clean_paired": num["clean_paired"],
@@ -272,6 +273,7 @@ def _suite_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> t
     }
     if s.get("turn_diff"):
         block["turn_diff"] = s["turn_diff"]
+        block["modes"] = s["modes"]
     return block, fe, q + q_sig + q_drift + q_div
 
 

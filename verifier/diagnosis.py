@@ -79,6 +79,8 @@ TABLE: dict[str, tuple[str, str]] = {
     "thinking_signature_missing": ("reasoning parser", "a thinking block without signature where thinking was requested"),
     # conversation suites (turn_diff.py): signals on requests that replay history
     "history_tokens_mismatch": ("conversation history", "a request replaying the same history as the golden's was rendered to other prompt tokens"),
+    "prompt_tokens_mismatch:surface": ("surface translation", "prompt_tokens moved on Responses/Messages only: the surface renders another prompt than chat"),
+    "history_tokens_mismatch:surface": ("surface translation", "replayed history rendered to other prompt tokens on Responses/Messages only: the surface's history translation"),
     "followup_divergence": ("conversation history", "turn 1 matched the golden, a later turn (built on replayed history) did not"),
     "context_truncated": ("context handling", "long prompts are silently cut: prompt_tokens capped or the fact at their start lost"),
 }
@@ -118,8 +120,22 @@ def _suite_items(suite: str, s: dict[str, Any]) -> list[tuple[str, int, list[str
                 if code == "detokenize_mismatch" and det["modes"] and all(m.endswith("-stream") for m in det["modes"]):
                     out[-1] = ("detokenize_mismatch:stream", *out[-1][1:])
         else:
-            out.append((name, sig.get("count", 0), sig.get("samples") or [], (s.get("signal_modes") or {}).get(name, [])))
+            modes = (s.get("signal_modes") or {}).get(name, [])
+            if name in ON_SURFACE_ONLY and _off_chat_only(modes, s.get("modes") or []):
+                name = f"{name}:surface"
+            out.append((name, sig.get("count", 0), sig.get("samples") or [], modes))
     return out
+
+
+# Prompt-token signals that, fired on Responses / Messages modes only while the same run's chat modes stayed put,
+# point at the surface's request translation rather than the template they all share.
+ON_SURFACE_ONLY = ("prompt_tokens_mismatch", "history_tokens_mismatch")
+
+
+def _off_chat_only(fired: list[str], ran: list[str]) -> bool:
+    from .surfaces import surface_of
+
+    return bool(fired) and all(surface_of(m) != "chat" for m in fired) and any(surface_of(m) == "chat" for m in ran)
 
 
 def diagnose(doc: dict[str, Any]) -> list[dict[str, Any]]:

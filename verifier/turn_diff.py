@@ -30,6 +30,14 @@ def is_turn(answer: Any) -> bool:
     return isinstance(answer, dict) and isinstance(answer.get("turn"), int) and "prior" in answer and "steps" in answer
 
 
+def comparable(answer: Any) -> Any:
+    """An answer as answers are compared (flips, stream and surface parity): a turn's prompt-token fingerprint is
+    the history signal's evidence, not part of what the model answered."""
+    if is_turn(answer) and "fingerprint" in answer:
+        return {k: v for k, v in answer.items() if k != "fingerprint"}
+    return answer
+
+
 def transcript(answer: dict[str, Any]) -> tuple[Any, Any]:
     """What the model did in the turn (calls, their results, final text): the fingerprint is not part of it."""
     return answer.get("steps"), answer.get("text_sha")

@@ -63,7 +63,8 @@ def reorder_tool_results(body: dict[str, Any]) -> Pairs:
 
 
 def _other_id(cid: Any) -> str:
-    return "call_" + hashlib.sha256(str(cid).encode()).hexdigest()[:16]
+    """vLLM's own id shape (chatcmpl-tool-<hex>), derived from the original so a rerun rewrites alike."""
+    return "chatcmpl-tool-" + hashlib.sha256(str(cid).encode()).hexdigest()[:16]
 
 
 @pure_edit
