@@ -8,7 +8,6 @@ JSON-serializable snapshot that two instances compare with `==`.
 
 from __future__ import annotations
 
-import copy
 import random
 from typing import Any
 
@@ -34,23 +33,25 @@ class Simulator:
     @staticmethod
     def _take(config: dict, key: str, default: Any) -> Any:
         """config[key] if present else BFCL's default, deep-copied: the entry's dict must stay untouched."""
-        return copy.deepcopy(config[key] if key in config else default)
+        return copy_json(config[key] if key in config else default)
 
     def _seed(self, config: dict, default_seed: int) -> None:
         self._random = random.Random(config.get("random_seed", default_seed))
 
     def state(self) -> dict:
-        return {name: _jsonable(getattr(self, name)) for name in self.STATE_FIELDS}
+        return {name: copy_json(getattr(self, name)) for name in self.STATE_FIELDS}
 
 
-def _jsonable(value: Any) -> Any:
-    """A deep copy that json.dumps accepts: sets become sorted lists (the only non-JSON container used)."""
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON-like data (dicts, lists, scalars; sets become sorted lists, the only non-JSON container
+    the simulators hold). Several times faster than copy.deepcopy, which matters: an entry copies its config and
+    the long-context padding into every instance."""
     if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
+        return {k: copy_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [copy_json(v) for v in value]
     if isinstance(value, (set, frozenset)):
-        return sorted(_jsonable(v) for v in value)
+        return sorted(copy_json(v) for v in value)
     return value
 
 

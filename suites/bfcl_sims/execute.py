@@ -53,13 +53,6 @@ def _owner(instances: dict[str, object], name: str) -> object | None:
     return None
 
 
-@lru_cache(maxsize=None)
-def _validator(schema_json: str) -> jsonschema.protocols.Validator:
-    schema = json.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema)
-
-
 def parameters_schema(doc: dict) -> dict:
     """The JSON Schema of a function doc's parameters (BFCL type names mapped), closed to unknown argument names."""
     schema = to_json_schema(doc.get("parameters") or {"type": "object", "properties": {}})
@@ -93,6 +86,13 @@ def execute(instances: dict[str, object], name: str, args: dict, allowed: set[st
 
     `allowed`: the function names offered this turn (None = every function of the instances).
     """
+    try:
+        return _execute(instances, name, args, allowed)
+    except Exception as e:  # e.g. RecursionError validating absurdly nested arguments: still an error result
+        return _error(f"{name if isinstance(name, str) else '?'}: {type(e).__name__}: {e}")
+
+
+def _execute(instances: dict[str, object], name: str, args: dict, allowed: set[str] | None) -> dict:
     if not isinstance(name, str) or not name:
         return _error(f"Invalid function name: {name!r}")
     inst = _owner(instances, name)
@@ -105,10 +105,13 @@ def execute(instances: dict[str, object], name: str, args: dict, allowed: set[st
     if not isinstance(args, dict):
         return _error(f"{name}: arguments must be a JSON object, got {type(args).__name__}.")
     method = getattr(inst, name)
-    doc = _doc_for(inst, name)
-    if doc is not None:
-        schema = parameters_schema(doc)
-        errors = sorted(_validator(json.dumps(schema, sort_keys=True)).iter_errors(args), key=lambda e: list(e.path))
+    checker = _checkers_for(inst).get(name)
+    if checker is not None:
+        schema, validator = checker
+        required = set(schema.get("required") or ())
+        # A null for an optional parameter means "not given" (what models send for unset optionals).
+        args = {k: v for k, v in args.items() if v is not None or k in required}
+        errors = sorted(validator.iter_errors(args), key=lambda e: list(e.path))
         if errors:
             first = errors[0]
             where = ".".join(str(p) for p in first.path)
@@ -124,37 +127,50 @@ def execute(instances: dict[str, object], name: str, args: dict, allowed: set[st
         result = {"result": result}
     try:
         # A detached JSON copy: what the model is shown is what is compared, and later calls cannot alter it.
-        return json.loads(json.dumps(result))
+        return json.loads(json.dumps(result, allow_nan=False))
     except (TypeError, ValueError) as e:
         return _error(f"{name}: result is not JSON-serializable: {e}")
 
 
 # ---- function docs per instance ----
 
-
-def _doc_for(inst: object, name: str) -> dict | None:
-    docs = getattr(inst, "_function_docs", None)
-    if docs is None:
-        docs = _default_docs(type(inst).CLASS_NAME)
-    return docs.get(name)
+Checkers = dict[str, tuple[dict, Any]]
+"""Function name -> (its closed parameters schema, a jsonschema validator for it)."""
 
 
-@lru_cache(maxsize=None)
-def _default_docs(class_name: str) -> dict[str, dict]:
-    """Docs from the default BFCL data dir (--data is unknown here); {} when there is none (then the signature
-    check applies)."""
+def _checkers(docs: list[dict]) -> Checkers:
+    out: Checkers = {}
+    for doc in docs:
+        schema = parameters_schema(doc)
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        out[doc["name"]] = (schema, cls(schema))
+    return out
+
+
+@lru_cache(maxsize=64)
+def _checkers_from(class_name: str, data_dir: str | None) -> Checkers:
+    """Built once per class and data dir (an entry is many instances). data_dir None: the default BFCL data dir;
+    {} when there is none (then execute checks argument names against the method's signature)."""
     try:
-        return {d["name"]: d for d in class_docs(class_name, resolve_data_dir(None))}
+        root = resolve_data_dir(None) if data_dir is None else Path(data_dir)
+        return _checkers(class_docs(class_name, root))
     except (FileNotFoundError, OSError, ValueError, KeyError):
+        if data_dir is not None:
+            raise
         return {}
 
 
+def _checkers_for(inst: object) -> Checkers:
+    found = getattr(inst, "_checkers", None)
+    if found is None:
+        found = _checkers_from(getattr(type(inst), "CLASS_NAME", ""), None)
+    return found
+
+
 def attach_docs(inst: Simulator, data_dir: str | Path | None) -> None:
-    """Validate this instance's calls against the docs in `data_dir` (None: the default data dir)."""
-    if data_dir is None:
-        inst._function_docs = _default_docs(type(inst).CLASS_NAME)
-        return
-    inst._function_docs = {d["name"]: d for d in class_docs(type(inst).CLASS_NAME, data_dir)}
+    """Validate this instance's calls against the docs in `data_dir` (None: the default data dir). A given
+    data_dir without the docs is an error (FileNotFoundError), not a silent fallback."""
+    inst._checkers = _checkers_from(type(inst).CLASS_NAME, None if data_dir is None else str(data_dir))
 
 
 def is_long_context(entry: dict) -> bool:

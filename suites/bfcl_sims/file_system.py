@@ -14,6 +14,12 @@ from . import long_context as padding
 from ._base import Simulator, error
 
 INVALID_NAME_CHARS = set('|/\\?%*:"><')
+MAX_DEPTH = 64
+"""Directories nest at most this deep: a hostile model looping mkdir+cd must not make snapshots recurse without end."""
+MAX_NODES = 20_000
+"""Files plus directories in the tree at most: repeated `cp` of a directory grows the tree geometrically."""
+MAX_CHARS = 16_000_000
+"""Characters of file content in the tree at most (copies share strings in memory, but not in state snapshots)."""
 
 
 class File:
@@ -50,6 +56,23 @@ def _clone(item: File | Directory, parent: Directory | None) -> File | Directory
     return out
 
 
+def _count(item: File | Directory) -> int:
+    return 1 + (sum(_count(c) for c in item.contents.values()) if isinstance(item, Directory) else 0)
+
+
+def _chars(item: File | Directory) -> int:
+    if isinstance(item, File):
+        return len(item.content)
+    return sum(_chars(c) for c in item.contents.values())
+
+
+def _depth(directory: Directory) -> int:
+    depth, node = 0, directory
+    while node.parent is not None:
+        depth, node = depth + 1, node.parent
+    return depth
+
+
 def _valid_name(name: str) -> bool:
     return bool(name) and not (set(name) & INVALID_NAME_CHARS)
 
@@ -77,6 +100,7 @@ class GorillaFileSystem(Simulator):
 
     def _load(self, directory: Directory, contents: dict) -> None:
         has_subdir = False
+        untouched = padding.get("FILES_TAIL_USED") if self.long_context else ()
         for name, spec in contents.items():
             if spec.get("type") == "directory":
                 has_subdir = True
@@ -86,7 +110,7 @@ class GorillaFileSystem(Simulator):
             else:
                 text = str(spec.get("content", ""))
                 # Long context pads every file except those whose tail the questions ask about (BFCL's list).
-                if self.long_context and name not in padding.get("FILES_TAIL_USED"):
+                if self.long_context and name not in untouched:
                     text += padding.get("FILE_CONTENT_EXTENSION")
                 directory.contents[name] = File(name, text)
         if self.long_context and not has_subdir:
@@ -119,6 +143,14 @@ class GorillaFileSystem(Simulator):
                 return None
             node = nxt
         return node
+
+    def _full(self, adding: int, adding_chars: int = 0) -> str | None:
+        """Why `adding` more nodes holding `adding_chars` more characters would not fit, or None."""
+        if _count(self._root) + adding > MAX_NODES:
+            return f"No space left on device (at most {MAX_NODES} files and directories)"
+        if adding_chars and _chars(self._root) + adding_chars > MAX_CHARS:
+            return f"No space left on device (at most {MAX_CHARS} characters of content)"
+        return None
 
     # ---- commands ----
 
@@ -157,6 +189,10 @@ class GorillaFileSystem(Simulator):
             return error(f"mkdir: cannot create directory '{dir_name}': Invalid character")
         if dir_name in self._cwd.contents:
             return error(f"mkdir: cannot create directory '{dir_name}': File exists")
+        if _depth(self._cwd) >= MAX_DEPTH:
+            return error(f"mkdir: cannot create directory '{dir_name}': too deeply nested (max {MAX_DEPTH})")
+        if (full := self._full(1)) is not None:
+            return error(f"mkdir: cannot create directory '{dir_name}': {full}")
         self._cwd.contents[dir_name] = Directory(dir_name, self._cwd)
         return {}
 
@@ -165,6 +201,8 @@ class GorillaFileSystem(Simulator):
             return error(f"touch: cannot touch '{file_name}': Invalid character")
         if file_name in self._cwd.contents:
             return error(f"touch: cannot touch '{file_name}': File exists")
+        if (full := self._full(1)) is not None:
+            return error(f"touch: cannot touch '{file_name}': {full}")
         self._cwd.contents[file_name] = File(file_name)
         return {}
 
@@ -180,6 +218,8 @@ class GorillaFileSystem(Simulator):
             return error(f"echo: cannot write to '{file_name}': No such file")
         if not isinstance(target, File):
             return error(f"echo: cannot write to '{file_name}': Is a directory")
+        if (full := self._full(0, len(content) - len(target.content))) is not None:
+            return error(f"echo: cannot write to '{file_name}': {full}")
         target.content = content
         return {}
 
@@ -273,6 +313,8 @@ class GorillaFileSystem(Simulator):
             return error(f"{verb}: cannot {_VERBS[verb]} '{source}': No such file or directory")
         if "/" in destination:
             return error(f"{verb}: path not allowed in destination. Provide only a file or directory name.")
+        if verb == "cp" and (full := self._full(_count(item), _chars(item))) is not None:
+            return error(f"cp: cannot copy '{source}': {full}")
         moved = item if verb == "mv" else _clone(item, None)
         dest = self._cwd.contents.get(destination)
         if dest is not None and not isinstance(dest, Directory):

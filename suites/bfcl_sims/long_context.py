@@ -7,11 +7,12 @@ Callers get copies, so a simulator mutating its state never alters the shared co
 
 from __future__ import annotations
 
-import copy
 import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from ._base import copy_json
 
 DATA_FILE = Path(__file__).parent / "data" / "long_context.json"
 
@@ -24,4 +25,4 @@ def _constants() -> dict[str, Any]:
 
 def get(name: str) -> Any:
     """A fresh copy of one padding constant (e.g. "FILE_CONTENT_EXTENSION")."""
-    return copy.deepcopy(_constants()[name])
+    return copy_json(_constants()[name])
