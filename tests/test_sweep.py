@@ -239,3 +239,31 @@ def test_the_readme_sweep_file_is_valid(tmp_path):
     assert [c.name for c in spec.configs] == ["baseline", "prompt-cache-off", "hosted"]
     assert spec.configs[1].lossless and spec.configs[0].launcher is not None and spec.configs[2].launcher is None
     assert spec.perf.concurrencies == (1, 4, 16) and spec.perf.prompt_tokens == (256, 2048)
+
+
+def test_sigterm_unwinds_the_sweep(tmp_path, calibrated_golden):
+    """A cancelled CI job sends SIGTERM: the sweep unwinds (its engines' context managers run) and exits 143."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    def slow(req):
+        return Reply(content=healthy(req).content, delay_s=3.0)
+
+    with TestServer(Script(slow)) as srv:
+        f = _sweep_file(tmp_path, calibrated_golden["golden"], [("slow", srv.url, False)])
+        root = Path(__file__).resolve().parent.parent
+        p = subprocess.Popen([sys.executable, "-m", "verifier", "sweep", str(f), "--out", str(tmp_path / "sw"), "--quiet"],
+                             env={**os.environ, "PYTHONPATH": str(root)}, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not srv.script.requests and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.1)
+        assert srv.script.requests, "the sweep never reached the endpoint"
+        p.send_signal(signal.SIGTERM)
+        try:
+            code = p.wait(30)
+        finally:
+            p.kill()
+        assert code == 143, p.stderr.read()

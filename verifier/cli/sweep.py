@@ -210,6 +210,17 @@ def print_table(doc: dict[str, Any], out: Path) -> None:
     print(f"sweep: wrote {out / 'sweep.html'}, {out / 'sweep.md'}, {out / 'sweep.json'}")
 
 
+def _stop_on_sigterm() -> None:
+    """A CI job cancelled mid-sweep gets SIGTERM: turn it into SystemExit so every `with` unwinds and the engine
+    the sweep started is stopped, not orphaned (Python's default SIGTERM ends the process with no cleanup)."""
+    import signal
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def handle(a: argparse.Namespace) -> int:
     from .. import sweep
     from ..app import default_run_dir
@@ -229,6 +240,7 @@ def handle(a: argparse.Namespace) -> int:
         file_doc = read(a.file)
         out = Path(a.out or file_doc.get("out") or default_run_dir("sweep"))
         spec = spec_from_file(file_doc, out, a.quiet)
+        _stop_on_sigterm()
         doc = sweep.run(spec, only=names(a.only), log=_say(a.quiet))
     print_table(doc, out)
     # The table is the product; a configuration that could not be measured makes the sweep incomplete (30).
