@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 from .contract import MODEL_BEHAVIOUR, comparable
 from .golden import MAX_LOGPROBS
 from .surface_signals import by_mode, parity_modes
-from .turn_diff import comparable, first_divergence, is_followup, turn_rows
+from .turn_diff import comparable_answer, first_divergence, is_followup, turn_rows
 from .types import Observation
 
 Obs = Sequence[Observation]
@@ -33,7 +33,7 @@ Signal = Callable[[Obs, Obs], "bool | None"]
 
 
 def answer_key(o: Observation) -> str:
-    return json.dumps(comparable(o.answer), sort_keys=True)
+    return json.dumps(comparable_answer(o.answer), sort_keys=True)
 
 
 def degenerate(text: str | None) -> bool:

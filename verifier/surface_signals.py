@@ -17,7 +17,7 @@ from collections import defaultdict
 from typing import Any, Sequence
 
 from .surfaces import surface_of
-from .turn_diff import comparable, is_turn
+from .turn_diff import comparable_answer, is_turn
 from .types import Observation
 
 Obs = Sequence[Observation]
@@ -36,7 +36,7 @@ def _fingerprints(obs: Obs) -> dict[str, tuple[str, Any]]:
     for mode, os_ in by_mode(obs).items():
         judged = sorted((o for o in os_ if o.judged), key=lambda o: o.epoch)
         if judged:
-            out[mode] = (json.dumps(comparable(judged[0].answer), sort_keys=True), judged[0].prompt_tokens)
+            out[mode] = (json.dumps(comparable_answer(judged[0].answer), sort_keys=True), judged[0].prompt_tokens)
     return out
 
 

@@ -30,7 +30,7 @@ def is_turn(answer: Any) -> bool:
     return isinstance(answer, dict) and isinstance(answer.get("turn"), int) and "prior" in answer and "steps" in answer
 
 
-def comparable(answer: Any) -> Any:
+def comparable_answer(answer: Any) -> Any:
     """An answer as answers are compared (flips, stream and surface parity): a turn's prompt-token fingerprint is
     the history signal's evidence, not part of what the model answered."""
     if is_turn(answer) and "fingerprint" in answer:
