@@ -18,7 +18,7 @@ from functools import lru_cache
 
 from verifier.types import Suite
 
-from . import bfcl, gsm8k, lm_eval_import, multiturn, replay, smoke, structured, vision
+from . import bfcl, bfcl_multi_turn, gsm8k, lm_eval_import, multiturn, replay, smoke, structured, vision
 
 ENTRY_POINT_GROUP = "verifier.suites"
 BUILTIN_ORIGIN = "builtin"
@@ -30,6 +30,7 @@ BUILTIN: dict[str, Suite] = {
     bfcl.SUITE.name: bfcl.SUITE,
     replay.SUITE.name: replay.SUITE,
     multiturn.SUITE.name: multiturn.SUITE,
+    bfcl_multi_turn.SUITE.name: bfcl_multi_turn.SUITE,
     **gsm8k.SUITES, lm_eval_import.SUITE.name: lm_eval_import.SUITE,
 }
 SUITES = BUILTIN  # the name older callers import; the built-ins only

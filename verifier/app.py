@@ -225,7 +225,9 @@ def load_suite_samples(suites: list[Suite], spec: RunSpec) -> list[tuple[Suite, 
             except ValueError as e:
                 raise UsageError(str(e)) from None
         if spec.only_ids is not None:
-            chosen = [x for x in samples if x.id in spec.only_ids.get(s.name, ())]
+            # A golden names records: a sample's own id, or (conversations) one of its record ids.
+            want = spec.only_ids.get(s.name, frozenset())
+            chosen = [x for x in samples if x.id in want or (s.conversation and any(r in want for r in s.conversation.records(x)))]
         out.append((s, chosen))
     return out
 
@@ -256,7 +258,7 @@ async def _server_facts(ep: "Endpoint", spec: RunSpec, modes: list[str]) -> tupl
     return facts, template
 
 
-def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, dict[str, Any], list[tuple[Suite, list[Sample]]], "EndpointConfig", set[Any]]:
+def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, dict[str, Any], list[tuple[Suite, list[Sample]]], "EndpointConfig", dict[Any, Any]]:
     from .resume import check_resume
 
     run_dir = Path(spec.resume)
@@ -276,11 +278,15 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, d
     cfg = endpoint_config(spec.endpoint, spec.endpoint.model or hdr["endpoint"]["model"])
     if not spec.endpoint.base_url:
         raise UsageError("resuming needs the endpoint's base URL (the journal stores it redacted)", hints=("pass --base-url",))
-    last_error: dict[Any, str | None] = {}
-    for ex in journal.iter_exchanges(run_dir):  # streamed: a resume needs each key's last error, not the bodies
-        last_error[ex.key] = ex.error
-    done = {k for k, err in last_error.items() if err is None}
-    return run_dir, hdr, suites, cfg, done
+    # Streamed; the last record of a key wins. Answered exchanges keep their bodies: a conversation resumes by
+    # rebuilding each step and reusing a journaled one whose request matches bit for bit.
+    answered: dict[Any, Any] = {}
+    for ex in journal.iter_exchanges(run_dir):
+        if ex.error is None:
+            answered[ex.key] = ex
+        else:
+            answered.pop(ex.key, None)
+    return run_dir, hdr, suites, cfg, answered
 
 
 def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]], "EndpointConfig"]:
@@ -309,7 +315,7 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
         if not spec.suites:
             raise UsageError("--suite is required")
         run_dir, suites, cfg = _prepare_new(spec)
-        modes, done = list(spec.modes), set()
+        modes, done = list(spec.modes), {}
     from .endpoint import Endpoint
     from .redact import credential_values
 
@@ -324,7 +330,7 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
 
             check_same_server(run_dir, hdr.get("server_info") or {}, info)
             hdr["server_info"] = info
-            work = runner.plan(suites, cfg.model, hdr["sampling"], resumed_extra_body(spec, hdr), hdr["epochs"], modes, done, template)
+            work = runner.plan(suites, cfg.model, hdr["sampling"], resumed_extra_body(spec, hdr), hdr["epochs"], modes, set(done), template)
         else:
             hdr, work = _start_new(spec, run_dir, cfg, suites, info, template, stack)
         journal.write_json(run_dir / journal.HEADER, hdr)
@@ -341,7 +347,7 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
             journal.write_json(run_dir / cp.FILE, await cp.run(ep, cfg.model, extra, lengths))
         sent: dict[str, Any] = {"sent": 0, "errors": 0, "error_classes": {}}
         for batch in ([work] if stop_check is None else batches(work, spec.looks)):
-            r = await runner.execute(run_dir, batch, cfg, quiet=spec.quiet, endpoint=ep)
+            r = await runner.execute(run_dir, batch, cfg, quiet=spec.quiet, endpoint=ep, journaled=done)
             sent["sent"] += r["sent"]
             sent["errors"] += r["errors"]
             for k, n in r["error_classes"].items():

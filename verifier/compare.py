@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
-from . import numerics, signals, stats
+from . import numerics, signals, stats, turn_diff
 from .numerics import DRIFT_FACTOR, DRIFT_FLOOR, event_verdict, metric_verdict  # noqa: F401  (public names)
 from .signals import FRONTEND_EVENTS, NUMERICS_EVENTS, degenerate  # noqa: F401  (public names)
 from .surface_signals import mode_note
@@ -131,6 +131,8 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
             acc.add(sid, clean_g, clean_c)
     num = acc.to_dict()
     return {
+        "turn_diff": turn_diff.summarize(G, C),
+        "modes": sorted({o.mode for sid in ids for o in C[sid]}),
         "paired": len(ids),
         "golden_clean": sum(any(o.clean for o in G[sid]) for sid in ids),
         "clean_paired": num["clean_paired"],
@@ -319,6 +321,9 @@ def _suite_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> t
         "tool_trigger": numerics.tool_trigger(s["trigger"]),
         "answer_agreement": stats.rnd(s["answer_agreement"]),
     }
+    if s.get("turn_diff"):
+        block["turn_diff"] = s["turn_diff"]
+        block["modes"] = s["modes"]
     return block, fe, q + q_sig + q_drift + q_div
 
 

@@ -23,6 +23,8 @@ COMPONENTS: dict[str, str] = {
     "response formatting & usage": "response serialization: finish_reason mapping, usage block, stream_options.include_usage",
     "surface translation": "the Responses / Messages layer: request translation to the chat template, event serialization, error shape",
     "context handling": "the context window and truncation settings (--ctx-size, truncation / n_keep, gateway prompt-size caps)",
+    "conversation history": "how replayed history reaches the model: assistant tool calls and their ids, tool results (role, order, "
+                            "tool_call_id / call_id / tool_use_id linkage), reasoning replay, system prompt placement, the template's tool branches",
 }
 
 # finding code or signal name -> (component, what it means, for one line of the diagnosis)
@@ -83,6 +85,11 @@ TABLE: dict[str, tuple[str, str]] = {
     "tool_input_not_object": ("tool-call parser", "an Anthropic tool_use input that is not an object"),
     "stop_reason_tool_use_without_block": ("response formatting & usage", "stop_reason tool_use without a tool_use block"),
     "thinking_signature_missing": ("reasoning parser", "a thinking block without signature where thinking was requested"),
+    # conversation suites (turn_diff.py): signals on requests that replay history
+    "history_tokens_mismatch": ("conversation history", "a request replaying the same history as the golden's was rendered to other prompt tokens"),
+    "prompt_tokens_mismatch:surface": ("surface translation", "prompt_tokens moved on Responses/Messages only: the surface renders another prompt than chat"),
+    "history_tokens_mismatch:surface": ("surface translation", "replayed history rendered to other prompt tokens on Responses/Messages only: the surface's history translation"),
+    "followup_divergence": ("conversation history", "turn 1 matched the golden, a later turn (built on replayed history) did not"),
     "context_truncated": ("context handling", "long prompts are silently cut: prompt_tokens capped or the fact at their start lost"),
 }
 
@@ -136,12 +143,25 @@ def _suite_items(suite: str, s: dict[str, Any]) -> list[tuple[str, int, list[str
         else:
             modes = (s.get("signal_modes") or {}).get(name, [])
             code = f"{name}:stream" if name == "prompt_tokens_mismatch" and _streams_only(modes) else name
+            if name in ON_SURFACE_ONLY and _off_chat_only(modes, s.get("modes") or []):
+                code = f"{name}:surface"
             out.append((code, sig.get("count", 0), sig.get("samples") or [], modes))
     return out
 
 
 def _streams_only(modes: list[str]) -> bool:
     return bool(modes) and all(m.endswith("-stream") for m in modes)
+
+
+# Prompt-token signals that, fired on Responses / Messages modes only while the same run's chat modes stayed put,
+# point at the surface's request translation rather than the template they all share.
+ON_SURFACE_ONLY = ("prompt_tokens_mismatch", "history_tokens_mismatch")
+
+
+def _off_chat_only(fired: list[str], ran: list[str]) -> bool:
+    from .surfaces import surface_of
+
+    return bool(fired) and all(surface_of(m) != "chat" for m in fired) and any(surface_of(m) == "chat" for m in ran)
 
 
 def diagnose(doc: dict[str, Any]) -> list[dict[str, Any]]:

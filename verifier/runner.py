@@ -19,6 +19,8 @@ from .types import Exchange, Sample, Suite
 
 # The run's defaults: greedy and reproducible, so run-to-run spread is the server's, not ours.
 DEFAULT_SAMPLING = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 1024, "seed": 1234}
+MAX_CONVERSATION_STEPS = 1000
+"""Requests one conversation may send, whatever its suite's own bounds: a guard against a runaway loop."""
 
 
 now = journal.now
@@ -134,14 +136,40 @@ async def execute(
     cfg: EndpointConfig,
     quiet: bool = False,
     endpoint: Endpoint | None = None,
+    journaled: dict[tuple[str, str, int, str], Exchange] | None = None,
 ) -> dict[str, int]:
-    """Send every (suite, sample, epoch, mode, body) and journal each Exchange as it completes."""
+    """Send every (suite, sample, epoch, mode, body) and journal each Exchange as it completes.
+
+    `journaled`: the answered records of the run being resumed; a conversation replays them instead of
+    re-sending (Suite.conversation), so only its missing steps go out."""
     from .endpoint import Endpoint
 
     ep = endpoint or Endpoint(cfg)
     jr = journal.Journal(run_dir, scrub=[cfg.api_key or "", *cfg.headers.values(), *scrub.secrets()])
-    progress = Progress(sum(w[1].meta.get("turns", 1) if w[0].followup else 1 for w in work), quiet)
+    progress = Progress(sum(w[1].meta.get("turns", 1) if w[0].followup or w[0].conversation else 1 for w in work), quiet)
     classes: dict[str, int] = {}
+    journaled = journaled or {}
+
+    async def converse(suite: Suite, sample: Sample, epoch: int, mode: str, first: dict[str, Any]) -> None:
+        """One conversation, step by step: each request is built from the answers before it (pure), so a
+        journaled step whose body is rebuilt bit for bit is reused, and sending resumes at the first gap."""
+        steps: list[Exchange] = []
+        for _ in range(MAX_CONVERSATION_STEPS):
+            nxt = suite.conversation.step(sample, first, steps)
+            if nxt is None:
+                return
+            step_id, body = nxt
+            old = journaled.get((suite.name, step_id, epoch, mode))
+            if old is not None and old.request == body:
+                ex = old
+            else:
+                r = await ep.send(mode, body)
+                ex = Exchange(suite.name, step_id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts)
+                jr.append(ex)
+                progress.tick(ex.error is not None)
+            steps.append(ex)
+            if ex.error is not None or ex.status is None or ex.status >= 400:
+                return  # no answer to build on: scoring reports the rest of the conversation as not reached
 
     async def one(suite: Suite, sample: Sample, epoch: int, mode: str, body: dict[str, Any] | None,
                   prev: Exchange | None = None) -> None:
@@ -160,7 +188,7 @@ async def execute(
 
     async def worker(queue: Iterator[tuple[Suite, Sample, int, str, dict[str, Any]]]) -> None:
         for w in queue:
-            await one(*w)
+            await (converse(*w) if w[0].conversation else one(*w))
 
     # A fixed pool of workers pulling from one iterator, not one task per request parked on the semaphore:
     # a worker sends its next request as soon as its answer is journaled, with no wake-up hand-off through the
@@ -189,6 +217,11 @@ def plan(
     work = []
     for suite, samples in suites:
         for s in samples:
+            if suite.conversation:
+                # Every conversation goes to the runner: it replays what the journal holds and sends the rest.
+                work += [(suite, s, e, m, build_request(suite, s, model, sampling, extra_body, m, template))
+                         for e in range(epochs) for m in modes]
+                continue
             if s.meta.get("after"):
                 continue  # a later turn: sent after the turn before it answered (Suite.followup)
             turns = s.meta.get("turn_ids") or [s.id]
@@ -198,6 +231,13 @@ def plan(
                     if any((suite.name, t, e, m) not in done for t in turns):
                         work.append((suite, s, e, m, build_request(suite, s, model, sampling, extra_body, m, template)))
     return work
+
+
+def records(suite: Suite, samples: list[Sample]) -> int:
+    """How many scored records a suite's samples make per epoch and mode (a conversation makes several)."""
+    if suite.conversation:
+        return sum(len(suite.conversation.records(s)) for s in samples)
+    return len(samples)
 
 
 def header(run_id: str, cfg: EndpointConfig, suites: list[tuple[Suite, list[Sample]]], sampling: dict[str, Any],
@@ -216,7 +256,7 @@ def header(run_id: str, cfg: EndpointConfig, suites: list[tuple[Suite, list[Samp
                 "version": s.version,
                 "dataset_sha256": dataset_sha256(samples),
                 "samples": len(samples),
-                "requests": len(samples) * epochs * len(modes),
+                "requests": records(s, samples) * epochs * len(modes),
             }
             for s, samples in suites
         },

@@ -69,16 +69,90 @@ def judge(suite: Suite, sample: Sample, ex: Exchange) -> Verdict:
     )
 
 
+def _steps_signals(steps: list[Verdict]) -> dict[str, Any]:
+    """A record's wire signals over the requests it covers: the first request's prompt tokens (the one
+    whose prompt the record's history does not depend on), totals of completion tokens, latency and
+    attempts, the last finish reason, every tool-call id style."""
+    sig = [v.signals for v in steps]
+    styles = sorted({x for s in sig for x in s.get("tool_call_id_style") or ()})
+    out: dict[str, Any] = {
+        "latency_ms": sum(s.get("latency_ms") or 0.0 for s in sig), "attempts": sum(s.get("attempts") or 0 for s in sig),
+        "status": sig[-1].get("status"), "finish_reason": sig[-1].get("finish_reason"),
+        "prompt_tokens": sig[0].get("prompt_tokens"), "requests": len(steps),
+        "completion_tokens": sum(s.get("completion_tokens") or 0 for s in sig) if any(s.get("completion_tokens") is not None for s in sig) else None,
+    }
+    if styles:
+        out["tool_call_id_style"] = styles
+    return out
+
+
+def judge_conversation(suite: Suite, sample: Sample, steps: list[Exchange]) -> list[Verdict]:
+    """One conversation's exchanges (in step order) -> one verdict per record of `Suite.conversation`.
+
+    Each request is judged for its envelope like any exchange (infra, refusal, contract findings); the
+    suite judges the content of each record over the whole conversation. A record's outcome is the worst
+    of the requests it covers: infra, then unsupported, then contract. A record with no request (the
+    conversation stopped before it) takes the outcome of the request it stopped at, as `not_reached`.
+    """
+    conv = suite.conversation
+    base_steps = [judge(suite, sample, ex) for ex in steps]
+    stopped = next((v for v in base_steps if v.outcome in ("infra", "unsupported")), None)
+    out = []
+    for record, j, covered in conv.score(sample, steps):
+        if not steps:
+            break
+        ex0 = steps[0]
+        base = dict(suite=ex0.suite, sample_id=record, epoch=ex0.epoch, mode=ex0.mode)
+        vs = [base_steps[i] for i in covered if 0 <= i < len(base_steps)]
+        if not vs:
+            outcome = stopped.outcome if stopped else "infra"
+            out.append(Verdict(**base, outcome=outcome, reason="not_reached" if stopped is None else f"not_reached:{stopped.reason}",
+                               signals={"requests": 0}))
+            continue
+        bad = next((v for o in ("infra", "unsupported", "contract") for v in vs if v.outcome == o), None)
+        findings = tuple(f for v in vs for f in v.findings) + tuple(j.findings)
+        signals = {**_steps_signals(vs), **j.signals}
+        if bad is not None and bad.outcome in ("infra", "unsupported"):
+            out.append(Verdict(**base, outcome=bad.outcome, reason=bad.reason, findings=findings, signals=signals))
+            continue
+        outcome = "contract" if bad is not None else j.outcome
+        out.append(Verdict(**base, outcome=outcome, score=j.score, answer=j.answer,
+                           reason=bad.reason if bad is not None and j.outcome != "contract" else j.reason,
+                           findings=findings, metrics=j.metrics, signals=signals))
+    return out
+
+
 def score_run(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], dict[str, Any]]:
     header = journal.check_run_dir(run_dir)
     samples = journal.read_samples(run_dir)
-    # One record at a time: only verdicts are kept (a 300 MB journal cost 446 MB when it was loaded whole).
+    # One record at a time: only verdicts are kept (a 300 MB journal cost 446 MB when it was loaded whole); a
+    # conversation's steps are kept until its verdicts are judged together. The last record of a key wins.
     latest: dict[tuple[str, str, int, str], Verdict] = {}
+    conv_latest: dict[tuple[str, str, int, str], Exchange] = {}
     for ex in journal.iter_exchanges(run_dir):
         suite = suites.get(ex.suite) or suites[ex.suite.split(":", 1)[0]]
+        if suite.conversation:
+            conv_latest[ex.key] = ex
+            continue
         latest[ex.key] = judge(suite, samples[(ex.suite, ex.sample_id)], ex)
     verdicts = [latest[k] for k in sorted(latest)]
+    conversations: dict[tuple[str, str, int, str], list[Exchange]] = defaultdict(list)
+    for key in sorted(conv_latest):
+        ex = conv_latest[key]
+        conversations[(ex.suite, ex.sample_id.split("/", 1)[0], ex.epoch, ex.mode)].append(ex)
+    for (name, sid, _, _), steps in sorted(conversations.items()):
+        suite = suites.get(name) or suites[name.split(":", 1)[0]]
+        steps.sort(key=lambda ex: step_order(ex.sample_id))
+        verdicts.extend(judge_conversation(suite, samples[(name, sid)], steps))
+    verdicts.sort(key=lambda v: (v.suite, v.sample_id, v.epoch, v.mode))
     return verdicts, summarize(header, verdicts, suites, samples)
+
+
+def step_order(step_id: str) -> tuple[Any, ...]:
+    """Sort key of a step id: its `/`-separated parts, numbers as numbers (t2/10 after t2/9, t10 after t9)."""
+    import re
+
+    return tuple(tuple((0, int(x)) if x.isdigit() else (1, x) for x in re.split(r"(\d+)", part) if x) for part in step_id.split("/")[1:])
 
 
 def summarize(header: dict[str, Any], verdicts: list[Verdict], suites: dict[str, Suite], samples=None) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 from .contract import MODEL_BEHAVIOUR, comparable
 from .golden import MAX_LOGPROBS
 from .surface_signals import by_mode, parity_modes
+from .turn_diff import comparable_answer, first_divergence, is_followup, turn_rows
 from .types import Observation
 
 Obs = Sequence[Observation]
@@ -32,7 +33,7 @@ Signal = Callable[[Obs, Obs], "bool | None"]
 
 
 def answer_key(o: Observation) -> str:
-    return json.dumps(o.answer, sort_keys=True)
+    return json.dumps(comparable_answer(o.answer), sort_keys=True)
 
 
 def degenerate(text: str | None) -> bool:
@@ -179,6 +180,47 @@ def surface_parity_mismatch(g: Obs, c: Obs) -> bool | None:
     return None if broke is None else bool(broke)
 
 
+def followup_divergence(g: Obs, c: Obs) -> bool | None:
+    """A conversation's first divergence from the golden is a follow-up: a request that replays the model's own
+    earlier output (a tool-result step of turn 1, or any request of turn 2 or later) answered otherwise, while every
+    request before it went as the golden's, the conversation's first included. The follow-up failure of day-0
+    deployments: tool results, ids or reasoning replayed in a shape the server renders wrong (turn_diff.py).
+    Measured on conversation turns whose history up to the turn matched the golden's."""
+    gr, cr = turn_rows(g), turn_rows(c)
+    measured = fired = False
+    for mode in gr.keys() & cr.keys():
+        a, b = gr[mode], cr[mode]
+        if a["prior"] != b["prior"]:
+            continue
+        d = first_divergence(a, b)
+        if a["turn"] == 1 and d is not None and not is_followup(d):
+            continue  # the conversation's very first answer differed: not a follow-up, and nothing after it is comparable
+        measured = True
+        fired = fired or d is not None
+    return fired if measured else None
+
+
+def history_tokens_mismatch(g: Obs, c: Obs) -> bool | None:
+    """A request that replays conversation history had other prompt tokens than the golden's same request (same
+    history, same answers so far): the server rendered the replayed assistant calls, tool results, ids, reasoning
+    or system prompt differently. The conversation's first request (no history) is left to prompt_tokens_mismatch."""
+    gr, cr = turn_rows(g), turn_rows(c)
+    measured = fired = False
+    for mode in gr.keys() & cr.keys():
+        a, b = gr[mode], cr[mode]
+        if a["prior"] != b["prior"]:
+            continue
+        fa, fb = a.get("fingerprint") or [], b.get("fingerprint") or []
+        sa, sb = a.get("steps") or [], b.get("steps") or []
+        for j in range(min(len(fa), len(fb))):
+            if not (a["turn"] == 1 and j == 0) and fa[j] is not None and fb[j] is not None:
+                measured = True
+                fired = fired or fa[j] != fb[j]
+            if j >= len(sa) or j >= len(sb) or sa[j] != sb[j]:
+                break  # the next request's history differs: its tokens may rightly differ
+    return fired if measured else None
+
+
 # ----------------------------------------------------------------------------- numerics signals
 
 def repetition(g: Obs, c: Obs) -> bool | None:
@@ -191,7 +233,7 @@ def repetition(g: Obs, c: Obs) -> bool | None:
 # The order is the order of the evidence in comparison.json.
 FRONTEND_SIGNALS: tuple[Signal, ...] = (new_findings, prompt_tokens_mismatch, stream_parity_mismatch, new_unsupported,
                                         tool_call_id_format_changed, dual_path_mismatch, surface_parity_mismatch,
-                                        decoding_changed)
+                                        decoding_changed, history_tokens_mismatch, followup_divergence)
 NUMERICS_SIGNALS: tuple[Signal, ...] = (repetition,)
 SIGNALS: tuple[Signal, ...] = FRONTEND_SIGNALS + NUMERICS_SIGNALS
 FRONTEND_EVENTS = tuple(f.__name__ for f in FRONTEND_SIGNALS)

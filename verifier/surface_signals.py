@@ -17,6 +17,7 @@ from collections import defaultdict
 from typing import Any, Sequence
 
 from .surfaces import surface_of
+from .turn_diff import comparable_answer, is_turn
 from .types import Observation
 
 Obs = Sequence[Observation]
@@ -35,8 +36,15 @@ def _fingerprints(obs: Obs) -> dict[str, tuple[str, Any]]:
     for mode, os_ in by_mode(obs).items():
         judged = sorted((o for o in os_ if o.judged), key=lambda o: o.epoch)
         if judged:
-            out[mode] = (json.dumps(judged[0].answer, sort_keys=True), judged[0].prompt_tokens)
+            out[mode] = (json.dumps(comparable_answer(judged[0].answer), sort_keys=True), judged[0].prompt_tokens)
     return out
+
+
+def _same_history(obs: Obs, a: str, b: str) -> bool:
+    """Conversation turns: two modes' answers are comparable only while their conversations have not parted
+    already (same digest of the turns before); a later turn of two parted conversations is no new evidence."""
+    rows = {o.mode: o.answer for o in sorted(obs, key=lambda o: o.epoch) if o.judged and is_turn(o.answer)}
+    return a not in rows or b not in rows or rows[a].get("prior") == rows[b].get("prior")
 
 
 def parity_modes(g: Obs, c: Obs) -> set[str] | None:
@@ -52,7 +60,7 @@ def parity_modes(g: Obs, c: Obs) -> set[str] | None:
     if "chat" not in surfaces or len(surfaces) < 2:
         return None
     split = [(a, b) for i, a in enumerate(common) for b in common[i + 1:]
-             if surface_of(a) != surface_of(b) and gf[a] == gf[b] and cf[a] != cf[b]]
+             if surface_of(a) != surface_of(b) and gf[a] == gf[b] and cf[a] != cf[b] and _same_history(c, a, b)]
     if not split:
         return set()
     moved = {m for m in common if cf[m] != gf[m]}

@@ -239,6 +239,26 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class Conversation:
+    """How a conversation suite drives and scores one sample that is a whole conversation of many requests.
+
+    Each request is its own Exchange in the journal, under a step id of the form `<sample id>/<suffix>`
+    (the sample id itself holds no `/`). Both functions are pure, so a run killed mid-conversation is
+    resumed by replaying the journaled steps through `step` (bit-identical bodies) and sending only the
+    missing ones, and scoring stays a function of the journal.
+    """
+
+    step: Callable[[Sample, dict[str, Any], list[Exchange]], tuple[str, dict[str, Any]] | None]
+    """(sample, the first request's body as the runner built it, this conversation's exchanges so far,
+    oldest first) -> (step id of the next request, its full body), or None when the conversation is over."""
+    score: Callable[[Sample, list[Exchange]], list[tuple[str, Judgement, list[int]]]]
+    """(sample, its exchanges in order) -> one (record id, judgement, indexes of the exchanges it covers)
+    per record in `records(sample)`: the records are what verdicts, goldens and compare see."""
+    records: Callable[[Sample], list[str]]
+    """The record ids of a conversation (e.g. one per user turn), known before anything is sent."""
+
+
+@dataclass(frozen=True)
 class Suite:
     """A benchmark: where samples come from, how to ask, how to judge."""
 
@@ -263,6 +283,9 @@ class Suite:
     the server answered it) or None when the conversation is over. The body is None when this turn
     failed: the next turn is then journaled with this turn's status and error, unsent. Samples with
     `meta["after"]` are only ever sent this way."""
+    conversation: Conversation | None = None
+    """Conversation suites (a variable number of requests per sample, e.g. agent loops with tool
+    execution): drives and scores the sample instead of one request per sample (see Conversation)."""
 
 
 # ----------------------------------------------------------------------------- R3: records after scoring

@@ -18,9 +18,10 @@ import hashlib
 from . import probe_faults as pf
 from . import text_faults as text
 from . import tool_faults as tool
+from .history_faults import HISTORY_FAULTS
 from .mutation import Chain, Change, Fault, StreamMutator, per_chunk, pure_edit, run_stream
 
-__all__ = ["FAULTS", "Chain", "Change", "Fault", "StreamMutator", "list_faults", "parse_fault_spec", "run_stream", "selected"]
+__all__ = ["ALL_FAULTS", "FAULTS", "HISTORY_FAULTS", "Chain", "Change", "Fault", "StreamMutator", "list_faults", "parse_fault_spec", "run_stream", "selected"]
 
 _INVALID = tool.args_fault(tool.drop_last_brace)
 _DOUBLE = tool.args_fault(tool.double_encode)
@@ -159,10 +160,14 @@ FAULTS: dict[str, Fault] = {f.name: f for f in [
 ]}
 
 
+ALL_FAULTS: dict[str, Fault] = {**FAULTS, **HISTORY_FAULTS}
+"""The catalogue plus the multi-turn history faults (history_faults.py): every name the proxy takes."""
+
+
 def parse_fault_spec(spec: str) -> tuple[str, float]:
     """'NAME' or 'NAME:RATE' -> (name, rate). ValueError with a one-line reason."""
     name, _, rate_s = spec.strip().partition(":")
-    if name not in FAULTS:
+    if name not in ALL_FAULTS:
         raise ValueError(f"unknown fault {name!r}; see --list-faults")
     try:
         rate = float(rate_s) if rate_s else 1.0
@@ -185,7 +190,7 @@ def selected(seed: int, fault: str, key: str, rate: float) -> bool:
 
 def list_faults() -> str:
     lines = []
-    for f in FAULTS.values():
+    for f in ALL_FAULTS.values():
         lines.append(f"{f.name}  [{', '.join(f.kinds)}]")
         lines.append(f"    does:    {f.description}")
         lines.append(f"    mimics:  {f.mimics}")

@@ -33,7 +33,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from ..redact import Redactor
-from .faults import FAULTS, Chain, Fault, StreamMutator, parse_fault_spec, selected
+from .faults import ALL_FAULTS, FAULTS, Chain, Fault, StreamMutator, parse_fault_spec, selected
 from .surface_faults import PATHS, on_surface, sse_frame, surface_for
 from .. import jsonsafe
 
@@ -73,9 +73,9 @@ class Proxy:
                 self.faults.append((spec[0], float(spec[1])))
                 continue
             name, rate = parse_fault_spec(spec) if isinstance(spec, str) else (spec[0], float(spec[1]))
-            if name not in FAULTS:
+            if name not in ALL_FAULTS:
                 raise ValueError(f"unknown fault {name!r}; see --list-faults")
-            self.faults.append((FAULTS[name], rate))
+            self.faults.append((ALL_FAULTS[name], rate))
         self.upstream_root = upstream.rstrip("/").removesuffix("/v1")
         self.surfaces = set(surfaces) if surfaces is not None else None
         self.seed = seed
