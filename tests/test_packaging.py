@@ -23,6 +23,7 @@ NEEDED = [
     "verifier/report/templates/report.html.j2",
     "suites/data/gsm8k_smoke.jsonl",
     "suites/data/templates/drop-system.jinja",
+    "suites/bfcl_sims/data/long_context.json",
 ]
 
 

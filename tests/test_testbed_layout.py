@@ -28,9 +28,9 @@ def test_core_never_imports_the_testbed():
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-def test_testbed_never_imports_the_cli_and_stays_small():
+def test_testbed_never_imports_the_cli():
+    # No line cap: layer order and cohesion decide where a module splits (issue #23), not a count.
     files = sorted((ROOT / "testbed").glob("*.py"))
     assert {p.name for p in files} >= {"__init__.py", "faults.py", "proxy.py", "server.py", "engines.py"}
     for p in files:
         assert not [m for m in imported_modules(p) if m == "verifier.cli" or m.startswith("verifier.cli.")], p.name
-        assert len(p.read_text(encoding="utf-8").splitlines()) < 400, p.name

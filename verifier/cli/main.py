@@ -30,11 +30,12 @@ import verifier.cli.proxy as proxy
 import verifier.cli.report as report
 import verifier.cli.run as run
 import verifier.cli.score as score
+import verifier.cli.sweep as sweep
 import verifier.cli.testbed as testbed
 
 # Order of `verifier --help`.
-COMMANDS = (run, score, list_suites, bless, calibrate, compare, gate, matrix, lm_eval, report, merge, engine, proxy, testbed,
-            demo)
+COMMANDS = (run, score, list_suites, bless, calibrate, compare, gate, matrix, sweep, lm_eval, report, merge, engine, proxy,
+            testbed, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,6 +17,7 @@ import asyncio
 import json
 import re
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
@@ -41,6 +42,8 @@ class Reply:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    chunk_delay_s: float = 0.0
+    """Streams only: pause between SSE events (a scripted inter-token latency)."""
     drop: bool = False
     """Close the connection without answering."""
     truncate_after: int | None = None
@@ -107,6 +110,8 @@ class Script:
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.stream_times: list[dict[str, Any]] = []
+        """Chat streams: {"arrival": t, "frames": [t, ...]} in time.perf_counter seconds, one per request."""
         self._lock = threading.Lock()
 
     def enqueue(self, *replies: Reply) -> None:
@@ -215,14 +220,18 @@ def _frames(reply: Reply, req: dict[str, Any]) -> Iterable[str]:
     return (f"data: {c}\n\n" for c in stream_chunks(reply, req))
 
 
-async def write_sse(request: web.Request, reply: Reply, frames: Iterable[str]) -> web.StreamResponse:
+async def write_sse(request: web.Request, reply: Reply, frames: Iterable[str], times: list[float] | None = None) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **reply.headers})
     await resp.prepare(request)
     for i, frame in enumerate(frames):
         if reply.truncate_after is not None and i >= reply.truncate_after:  # a dropped stream, on every surface
             request.transport.abort()
             return resp
+        if reply.chunk_delay_s and i:
+            await asyncio.sleep(reply.chunk_delay_s)
         await resp.write(frame.encode())
+        if times is not None:  # when each event left, for tests of client-side timing (perf probe)
+            times.append(time.perf_counter())
     await resp.write_eof()
     return resp
 
@@ -242,6 +251,7 @@ async def _gatekeep(script: Script, request: web.Request, req: dict[str, Any], r
 
 def make_app(script: Script) -> web.Application:
     async def chat(request: web.Request) -> web.StreamResponse:
+        arrival = time.perf_counter()
         try:
             req = await request.json()
         except (json.JSONDecodeError, RecursionError):
@@ -263,7 +273,10 @@ def make_app(script: Script) -> web.Application:
         if not req.get("stream"):
             text = reply.body if reply.body is not None else json.dumps(completion_body(reply, req))
             return web.Response(text=text, headers=reply.headers, content_type="application/json")
-        return await write_sse(request, reply, _frames(reply, req))
+        times: list[float] = []
+        resp = await write_sse(request, reply, _frames(reply, req), times)
+        script.stream_times.append({"arrival": arrival, "frames": times})
+        return resp
 
     async def completions(request: web.Request) -> web.Response:
         """Raw-prompt completions (the dual path): the responder sees the prompt as the user's text."""

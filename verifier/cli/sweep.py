@@ -1,0 +1,247 @@
+"""`verifier sweep SWEEP.toml`: gate and speed-probe each serving configuration; one table and one page.
+
+The sweep file is validated by a JSON Schema (SCHEMA, versioned by `format`) before anything starts: unknown
+keys and wrong types exit 2 naming the key. Engine configurations become launchers over the test bed's engines
+here, at the top floor, so the application (verifier/sweep.py) never imports the test bed.
+
+    verifier sweep sweep.toml [--only NAME,...] [--out DIR]       # all configurations, or one shard of them
+    verifier sweep --combine DIR [DIR ...] --out DIR              # join shards (configuration directories)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+_LIST_INT = {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 1_000_000}, "minItems": 1, "maxItems": 16}
+_OPTIONS = {  # llama.cpp engine options: the engines.Server keyword arguments a sweep may set
+    "type": "object", "additionalProperties": False,
+    "properties": {"slots": {"type": "integer", "minimum": 1, "maximum": 256},
+                   "ctx": {"type": "integer", "minimum": 64, "maximum": 1_048_576},
+                   "kv_cache": {"type": "string"}, "quant": {"type": "string"}, "template": {"type": "string"},
+                   "spec": {"type": "string"}, "cache_prompt": {"type": "boolean"},
+                   "threads": {"type": "integer", "minimum": 1, "maximum": 1024},
+                   "seed": {"type": "integer"}},
+}
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object", "additionalProperties": False, "required": ["golden", "config"],
+    "properties": {
+        "format": {"const": 1},
+        "golden": {"type": "string", "minLength": 1},
+        "out": {"type": "string", "minLength": 1},
+        "gate": {"type": "object", "additionalProperties": False, "properties": {
+            "suites": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+            "modes": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+            "probes": {"type": "boolean"},
+            "infra_budget": {"type": "number", "minimum": 0, "maximum": 1},
+            "concurrency": {"type": "integer", "minimum": 1, "maximum": 4096},
+            "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400},
+            "max_retries": {"type": "integer", "minimum": 0, "maximum": 100},
+            "data": {"type": "string", "minLength": 1}}},
+        "perf": {"type": "object", "additionalProperties": False, "properties": {
+            "concurrency": _LIST_INT, "prompt_tokens": _LIST_INT,
+            "output_tokens": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
+            "requests": {"type": "integer", "minimum": 0, "maximum": 100_000},
+            "repeats": {"type": "integer", "minimum": 1, "maximum": 100},
+            "warmup": {"type": "integer", "minimum": 0, "maximum": 1000},
+            "ignore_eos": {"type": "boolean"},
+            "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400}}},
+        "config": {"type": "array", "minItems": 1, "maxItems": 256, "items": {
+            "type": "object", "additionalProperties": False, "required": ["name"],
+            "properties": {
+                "name": {"type": "string", "pattern": NAME},
+                "engine": {"enum": ["llama", "vllm"]},
+                "model": {"type": "string", "minLength": 1},
+                "base_url": {"type": "string", "minLength": 1},
+                "api_key_env": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+                "options": _OPTIONS,
+                "args": {"type": "array", "items": {"type": "string"}, "maxItems": 256},
+                "lossless": {"type": "boolean"}},
+            "oneOf": [{"required": ["engine", "model"], "not": {"required": ["base_url"]}},
+                      {"required": ["base_url", "model"], "not": {"anyOf": [{"required": ["engine"]}, {"required": ["options"]}, {"required": ["args"]}]}}]}},
+    },
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="gate and speed-probe each serving configuration of a sweep file; one table and one page")
+    p.add_argument("file", nargs="?", metavar="SWEEP.toml", help="the sweep file (README 'Sweeps')")
+    p.add_argument("--only", help="comma-separated configuration names: run only these (one CI job each)")
+    p.add_argument("--out", help="sweep directory (default: the file's `out`, else runs/<timestamp>-sweep)")
+    p.add_argument("--combine", nargs="+", metavar="DIR", help="join configuration directories from several jobs into --out")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(fn=handle)
+
+
+def read(path: str) -> dict[str, Any]:
+    """The sweep file, schema-checked: every error is one line naming the key."""
+    import tomllib
+
+    import jsonschema
+
+    from ..errors import UsageError
+
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except OSError as e:
+        raise UsageError(f"sweep: cannot read {path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"sweep {path}: not valid TOML: {e}") from None
+    errors = sorted(jsonschema.Draft202012Validator(SCHEMA).iter_errors(doc), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = errors[0]
+        where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        if err.validator == "additionalProperties":
+            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+            msg = f"unknown key {where + '.' if err.absolute_path else ''}{extra[0]}" if extra else err.message
+        elif err.validator == "oneOf":
+            msg = f"{where}: a configuration is either `engine` + `model` (+ options, args) or `base_url` + `model`"
+        else:
+            msg = f"{where}: {err.message}"
+        raise UsageError(f"sweep {path}: {msg}")
+    names = [c["name"] for c in doc["config"]]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise UsageError(f"sweep {path}: two configurations are named {dup!r}")
+    return doc
+
+
+def _check_llama(name: str, model: str, options: dict[str, Any]) -> None:
+    """Engine choices are checked before anything starts, like every other key of the file."""
+    from ..errors import UsageError
+    from ..testbed.engine_models import KV_CACHE_TYPES, MODELS, QUANTS, SPEC_TYPES
+
+    for key, value, known in (("model", model, tuple(MODELS)), ("options.kv_cache", options.get("kv_cache"), KV_CACHE_TYPES),
+                              ("options.spec", options.get("spec"), SPEC_TYPES), ("options.quant", options.get("quant"), QUANTS)):
+        if value is not None and value not in known:
+            raise UsageError(f"sweep: configuration {name!r}: {key} {value!r} is not one of {', '.join(known)}")
+
+
+def _llama(model: str, options: dict[str, Any], args: list[str]):
+    from ..testbed import engines
+
+    @contextlib.contextmanager
+    def launch() -> Iterator[tuple[str, str]]:
+        with engines.Server(model, extra_args=args, **options) as srv:
+            yield srv.url, srv.name
+
+    return launch
+
+
+def _vllm(model: str, options: dict[str, Any], args: list[str]):
+    from ..errors import UsageError
+
+    try:
+        from ..testbed import vllm_engine  # type: ignore[attr-defined]
+    except ImportError:
+        raise UsageError("sweep: engine = \"vllm\" needs the vLLM engine (README 'vLLM'); it is not in this build") from None
+
+    @contextlib.contextmanager
+    def launch() -> Iterator[tuple[str, str]]:
+        with vllm_engine.Server(model, extra_args=args, **options) as srv:
+            yield srv.url, srv.name
+
+    return launch
+
+
+def spec_from_file(doc: dict[str, Any], out: Path, quiet: bool):  # -> sweep.SweepSpec
+    from .. import perf
+    from ..app import EndpointSpec
+    from ..errors import UsageError
+    from ..sweep import SweepConfig, SweepSpec
+
+    g = doc.get("gate") or {}
+    configs = []
+    for c in doc["config"]:
+        ep = EndpointSpec(base_url=c.get("base_url"), model=c.get("model"), api_key_env=c.get("api_key_env", "OPENAI_API_KEY"),
+                          concurrency=g.get("concurrency", 8), timeout_s=float(g.get("timeout", 600)),
+                          max_retries=g.get("max_retries", 3))
+        launcher = None
+        describe: dict[str, Any] = {}
+        if c.get("engine"):
+            options, args = dict(c.get("options") or {}), list(c.get("args") or [])
+            if c["engine"] == "vllm" and options:
+                raise UsageError(f"sweep: configuration {c['name']!r}: vLLM flags go in `args`, not `options`")
+            if c["engine"] == "llama":
+                _check_llama(c["name"], c["model"], options)
+            launcher = (_llama if c["engine"] == "llama" else _vllm)(c["model"], options, args)
+            describe = {"engine": c["engine"], "model": c["model"], **options, **({"args": " ".join(args)} if args else {})}
+        else:
+            from ..endpoint import check_base_url, redact_url
+
+            check_base_url(c["base_url"])
+            describe = {"endpoint": redact_url(c["base_url"]), "model": c["model"]}
+        configs.append(SweepConfig(name=c["name"], endpoint=ep, launcher=launcher, describe=describe,
+                                   lossless=bool(c.get("lossless", False))))
+    p = doc.get("perf") or {}
+    d = perf.PerfSpec()
+    pspec = perf.PerfSpec(concurrencies=tuple(p.get("concurrency", d.concurrencies)),
+                          prompt_tokens=tuple(p.get("prompt_tokens", d.prompt_tokens)),
+                          output_tokens=p.get("output_tokens", d.output_tokens), requests=p.get("requests", d.requests),
+                          repeats=p.get("repeats", d.repeats), warmup=p.get("warmup", d.warmup),
+                          ignore_eos=p.get("ignore_eos", d.ignore_eos), timeout_s=float(p.get("timeout", d.timeout_s)))
+    gate_options = {k: v for k, v in (("suites", tuple(g.get("suites") or ())), ("modes", tuple(g.get("modes") or ())),
+                                      ("probes", bool(g.get("probes", False))), ("infra_budget", float(g.get("infra_budget", 0.02))),
+                                      ("data", g.get("data")))}
+    return SweepSpec(golden=Path(doc["golden"]), configs=tuple(configs), out=out, perf=pspec, gate_options=gate_options,
+                     quiet=quiet)
+
+
+def _say(quiet: bool):
+    return (lambda s: None) if quiet else (lambda s: print(s, file=sys.stderr))
+
+
+def print_table(doc: dict[str, Any], out: Path) -> None:
+    from ..report.sweep import figure
+
+    for r in doc["rows"]:
+        p = r.get("perf") or {}
+        speed = (f"TTFT p50 {figure(p.get('ttft_p50_s'), ' ms', 1000)}, aggregate {figure(p.get('aggregate_tokens_per_s'), ' tok/s')}"
+                 if p else "no speed figures")
+        extra = f" {r['diagnosis']}" if r.get("diagnosis") else ""
+        err = f" error: {r['error']}" if r.get("error") else ""
+        print(f"{'*' if r.get('front') else ' '} {r['name']}: {r['status']}{extra}; {speed}{err}")
+    print(f"sweep: wrote {out / 'sweep.html'}, {out / 'sweep.md'}, {out / 'sweep.json'}")
+
+
+def _stop_on_sigterm() -> None:
+    """A CI job cancelled mid-sweep gets SIGTERM: turn it into SystemExit so every `with` unwinds and the engine
+    the sweep started is stopped, not orphaned (Python's default SIGTERM ends the process with no cleanup)."""
+    import signal
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def handle(a: argparse.Namespace) -> int:
+    from .. import sweep
+    from ..app import default_run_dir
+    from ..errors import UsageError
+    from .args import names
+
+    if a.combine:
+        if a.file or a.only:
+            raise UsageError("--combine joins existing configuration directories: give no sweep file and no --only")
+        if not a.out:
+            raise UsageError("--combine needs --out DIR for the combined table")
+        out = Path(a.out)
+        doc = sweep.combine([Path(d) for d in a.combine], out)
+    else:
+        if not a.file:
+            raise UsageError("sweep needs a sweep file (or --combine DIR ... --out DIR)")
+        file_doc = read(a.file)
+        out = Path(a.out or file_doc.get("out") or default_run_dir("sweep"))
+        spec = spec_from_file(file_doc, out, a.quiet)
+        _stop_on_sigterm()
+        doc = sweep.run(spec, only=names(a.only), log=_say(a.quiet))
+    print_table(doc, out)
+    # The table is the product; a configuration that could not be measured makes the sweep incomplete (30).
+    return 30 if any(r.get("error") or r["status"] == "error" for r in doc["rows"]) else 0

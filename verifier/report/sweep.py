@@ -1,0 +1,156 @@
+"""The sweep page and table: pure functions of sweep.json's document (verifier/sweep.py builds it).
+
+One row per configuration: gate status and diagnosis, drift and greedy parting rate against the golden, the
+lossless check where the configuration claims it, then the speed figures with their intervals; rows on the
+Pareto front (pass the gate, not dominated on speed) are marked. Self-contained HTML: inline CSS, the matrix's
+sort script under a CSP hash, no network.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html as _html
+from typing import Any, Mapping
+
+from ..matrix import SORT_JS
+
+# Status colours as the matrix and the report use them: green pass, amber undecided, red regressions.
+STATUS_CLASS = {"pass": "v-pass", "inconclusive": "v-inconclusive", "incomplete": "v-incomplete", "error": "v-incomplete",
+                "frontend_regression": "v-fail", "quantization_regression": "v-fail", "both": "v-fail",
+                "regression_unattributed": "v-fail"}
+
+COLUMNS = ("configuration", "status", "diagnosis", "drift", "parting", "lossless", "TTFT p50", "ITL", "tok/s per request",
+           "aggregate tok/s", "latency p50 / p90 / p99", "client CPU", "front")
+
+
+def _num(x: Any, unit: str = "", scale: float = 1.0, digits: int = 3) -> str:
+    """Readable at a glance: 1,540 / 41.2 / 0.482; never scientific notation."""
+    if x is None:
+        return "—"
+    v = x * scale
+    text = f"{v:,.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.{digits}g}"
+    return text + unit
+
+
+def figure(f: Mapping[str, Any] | None, unit: str = "", scale: float = 1.0) -> str:
+    """A mean with its 95% interval, e.g. `41.2 [39.8, 42.6] tok/s`; `—` when not measured."""
+    if not f or f.get("mean") is None:
+        return "—"
+    ci = f.get("ci")
+    tail = f" [{_num(ci[0], '', scale)}, {_num(ci[1], '', scale)}]" if ci else " (one round: no interval)"
+    return f"{_num(f['mean'], '', scale)}{tail}{unit}"
+
+
+def _parting(p: Mapping[str, Any]) -> str:
+    if not p or p.get("rate") is None:
+        return "—"
+    ref = p.get("reference_rate")
+    return f"{p['count']}/{p['n']} (reruns {ref if ref is not None else '—'})"
+
+
+def _lossless(lo: Mapping[str, Any] | None) -> str:
+    if lo is None:
+        return "—"
+    if lo.get("held") is None:
+        return "not measured"
+    return "held" if lo["held"] else "NOT output-invariant"
+
+
+def cells(r: Mapping[str, Any]) -> list[str]:
+    p = r.get("perf") or {}
+    lat = " / ".join(_num((p.get(k) or {}).get("mean"), "", 1000, 4) for k in ("latency_p50_s", "latency_p90_s", "latency_p99_s"))
+    return [
+        r["name"], f"{r['status']}" + (f" ({r['exit_code']})" if r.get("exit_code") is not None else ""),
+        r.get("diagnosis") or (r.get("error") or "—"),
+        _num(r.get("drift"), digits=3), _parting(r.get("parting") or {}), _lossless(r.get("lossless")),
+        figure(p.get("ttft_p50_s"), " ms", 1000), figure(p.get("itl_mean_s"), " ms", 1000),
+        figure(p.get("request_tokens_per_s")), figure(p.get("aggregate_tokens_per_s")),
+        (lat + " ms") if p else "—",
+        _num(p.get("client_cpu_ms_per_request"), " ms/req", digits=3) if p else "—",
+        "★" if r.get("front") else "",
+    ]
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ") or "—"
+
+
+def markdown(doc: Mapping[str, Any]) -> str:
+    rows = doc.get("rows") or []
+    lines = [f"## verifier sweep vs golden `{doc.get('golden')}`", "",
+             f"{len(rows)} configurations; ★ = passes the gate and no passing configuration is faster on every speed "
+             "figure beyond the intervals (the Pareto front).", "",
+             "| " + " | ".join(COLUMNS) + " |", "| " + " | ".join("---" for _ in COLUMNS) + " |"]
+    for r in rows:
+        lines.append("| " + " | ".join(_md(c) for c in cells(r)) + " |")
+    notes = [f"- `{r['name']}`: {r['lossless']['why']}" for r in rows if r.get("lossless") and r["lossless"].get("held") is False]
+    notes += [f"- `{r['name']}`: {w}" for r in rows for w in r.get("warnings") or []]
+    if notes:
+        lines += ["", "Notes:", *notes]
+    return "\n".join(lines) + "\n"
+
+
+def _sort_key(r: Mapping[str, Any], i: int) -> str:
+    p = r.get("perf") or {}
+    keys = {1: r.get("exit_code") if r.get("exit_code") is not None else 99, 3: r.get("drift"),
+            4: (r.get("parting") or {}).get("rate"),
+            6: (p.get("ttft_p50_s") or {}).get("mean"), 7: (p.get("itl_mean_s") or {}).get("mean"),
+            8: (p.get("request_tokens_per_s") or {}).get("mean"), 9: (p.get("aggregate_tokens_per_s") or {}).get("mean"),
+            10: (p.get("latency_p50_s") or {}).get("mean"), 11: p.get("client_cpu_ms_per_request"), 12: 1 if r.get("front") else 0}
+    v = keys.get(i)
+    return "" if v is None else str(v)
+
+
+def html(doc: Mapping[str, Any]) -> str:
+    e = _html.escape
+    rows = doc.get("rows") or []
+    csp = "sha256-" + base64.b64encode(hashlib.sha256(SORT_JS.encode()).digest()).decode()
+    head = "".join(f'<th data-col="{i}">{e(c)}</th>' for i, c in enumerate(COLUMNS))
+    body = []
+    for r in rows:
+        tds = []
+        for i, c in enumerate(cells(r)):
+            cls = ""
+            if i == 1:
+                cls = STATUS_CLASS.get(r["status"], "v-inconclusive")
+            elif i == 5 and r.get("lossless"):
+                cls = {True: "v-pass", False: "v-fail"}.get(r["lossless"].get("held"), "v-incomplete")
+            title = ""
+            if i == 2 and r.get("reason"):
+                title = f' title="{e(r["reason"])}"'
+            elif i == 5 and r.get("lossless"):
+                title = f' title="{e(r["lossless"]["why"])}"'
+            tds.append(f'<td class="{cls}" data-key="{e(_sort_key(r, i))}"{title}>{e(c)}</td>')
+        link = f'<a href="{e(r["dir"])}/gate/report.html">report</a>'
+        body.append(f'<tr data-config="{e(r["name"])}"{" class=front" if r.get("front") else ""}>' + "".join(tds)
+                    + f"<td>{link}</td></tr>")
+    notes = [f"<li><code>{e(r['name'])}</code>: {e(w)}</li>" for r in rows for w in r.get("warnings") or []]
+    notes += [f"<li><code>{e(r['name'])}</code>: {e(r['lossless']['why'])}</li>" for r in rows
+              if r.get("lossless") and r["lossless"].get("held") is False]
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src '{csp}'; base-uri 'none'; form-action 'none'">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>verifier sweep: {e(str(doc.get('golden')))}</title>
+<style>
+body {{ font: 14px/1.4 system-ui, sans-serif; margin: 1.5rem; color: #1a1a1a; }}
+h1 {{ font-size: 1.3rem; }} table {{ border-collapse: collapse; width: 100%; }}
+th, td {{ border: 1px solid #ccc; padding: .35rem .5rem; vertical-align: top; text-align: left; }}
+th[data-col] {{ cursor: pointer; background: #f3f3f3; user-select: none; white-space: nowrap; }}
+th[data-dir=asc]::after {{ content: " ▲"; }} th[data-dir=desc]::after {{ content: " ▼"; }}
+.v-pass {{ background: #e3f6e3; }} .v-fail {{ background: #fbe0e0; }} .v-inconclusive {{ background: #fff4d6; }}
+.v-incomplete {{ background: #e8e8e8; }} tr.front td:first-child {{ font-weight: 600; }} .muted {{ color: #666; }}
+</style></head><body>
+<h1>verifier sweep vs golden <code>{e(str(doc.get('golden')))}</code></h1>
+<p class="muted">{len(rows)} configurations. ★ marks the Pareto front: configurations that pass the gate and that no other
+passing configuration beats on every speed figure beyond the 95% intervals. Speed is measured from the client; figures
+are means over rounds with 95% intervals. Click a column header to sort.</p>
+<table id="matrix"><thead><tr>{head}<th>report</th></tr></thead>
+<tbody>
+{chr(10).join(body)}
+</tbody></table>
+{"<h2>Notes</h2><ul>" + "".join(notes) + "</ul>" if notes else ""}
+<script>{SORT_JS}</script>
+</body></html>
+"""
