@@ -134,3 +134,55 @@ def test_readme_gate_files_are_valid():
         flags, endpoints = gatefile.translate(doc)
         assert flags["golden"].startswith("goldens/") and (ROOT / flags["golden"] / "golden.json").exists()
         assert endpoints and all(e["base_url"] and e["model"] for e in endpoints)
+
+
+@pytest.mark.parametrize("text,key", [
+    # switches take booleans only: a string or a number never turns an option on (or off)
+    ('[budgets]\nallow_inconclusive = "false"\n', "budgets.allow_inconclusive"),
+    ('[budgets]\nsequential = "false"\n', "budgets.sequential"),
+    ('[budgets]\nprobes = "no"\n', "budgets.probes"),
+    ('[budgets]\nprobes = 1\n', "budgets.probes"),
+    # a fraction: a boolean is not a budget, and neither is 2
+    ('[budgets]\ninfra = true\n', "budgets.infra"),
+    ('[budgets]\ninfra = 2.0\n', "budgets.infra"),
+    # integers and numbers, with their ranges
+    ('[budgets]\nlooks = 0\n', "budgets.looks"),
+    ('[endpoint]\ntimeout = [1]\n', "endpoint.timeout"),
+    ('[endpoint]\ntimeout = -1\n', "endpoint.timeout"),
+    ('[endpoint]\nconcurrency = "8"\n', "endpoint.concurrency"),
+    ('[endpoint]\nmax_retries = 1.5\n', "endpoint.max_retries"),
+    ('[sampling]\ntemperature = "0"\n', "sampling.temperature"),
+    ('[sampling]\ntop_p = 0\n', "sampling.top_p"),
+    ('[sampling]\nmax_tokens = 0\n', "sampling.max_tokens"),
+    ('[sampling]\nlogprobs = true\n', "sampling.logprobs"),
+    ('[sampling]\nextra_body = "{}"\n', "sampling.extra_body"),
+    # strings and lists of names
+    ('golden = 1\n', "golden"),
+    ('suites = [1]\n', "suites"),
+    ('modes = []\n', "modes"),
+    ('[outputs]\njunit = false\n', "outputs.junit"),
+    ('[endpoint]\napi_key_env = "sk-not-a-name"\n', "endpoint.api_key_env"),
+    # tables and margins
+    ('sampling = 1\n', "sampling"),
+    ('[margins]\n"smoke/accuracy" = { value = "0.1", reason = "why" }\n', "margins.smoke/accuracy.value"),
+    ('[budgets]\nallow_incnclusive = true\n', "unknown key budgets.allow_incnclusive"),
+])
+def test_a_wrong_type_in_a_gate_file_exits_2_naming_the_key(tmp_path, cli, text, key):
+    """Each option type of the gate-file schema: exit 2, one line naming the key, no request sent."""
+    cfg = tmp_path / "gate.toml"
+    prefix = "" if text.startswith("golden") else 'golden = "goldens/demo-smoke"\n'
+    cfg.write_text(prefix + text)
+    code, _, err = cli("gate", "--config", cfg, "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+    assert code == 2 and key in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_gate_file_schema_is_versioned_and_knows_every_key():
+    from verifier.cli import gatefile, gatefile_schema
+
+    props = gatefile_schema.GATE["properties"]
+    assert gatefile_schema.GATE["$id"].endswith(f"/{gatefile_schema.SCHEMA_VERSION}")
+    assert set(props) == gatefile.TOP
+    for table, keys in (("sampling", gatefile.SAMPLING), ("budgets", gatefile.BUDGETS), ("outputs", gatefile.OUTPUTS),
+                        ("endpoint", gatefile.ENDPOINT)):
+        assert set(props[table]["properties"]) == set(keys), table
+    assert gatefile_schema.problem({"golden": "g", "budgets": {"allow_inconclusive": False, "infra": 0.05}}) is None

@@ -66,7 +66,10 @@ def test_stream_and_body_reassemble_to_same_shape():
 def test_extra_fields_and_unknown_finish_reason_survive():
     body = {"choices": [{"message": {"content": "", "reasoning_content": "x = 4"}, "finish_reason": "eos_token", "vendor": 1}], "usage": {"prompt_tokens": 3}}
     p = parse_body(json.dumps(body))
-    assert p.finish_reason == "eos_token" and p.reasoning == "x = 4"
+    # a synonym (TGI's eos_token) reads as chat's own value; the wire value is kept
+    assert p.finish_reason == "stop" and p.extra["finish_reason_wire"] == "eos_token" and p.reasoning == "x = 4"
+    body["choices"][0]["finish_reason"] = "vendor_specific_reason"
+    assert parse_body(json.dumps(body)).finish_reason == "vendor_specific_reason"
     assert "answer_in_reasoning" in {f.code for f in contract.check({}, p, "chat")}
 
 

@@ -93,3 +93,42 @@ def test_readme_shows_the_tested_example():
     assert f"```python\n{module.rstrip()}\n```" in readme
     assert len(module.splitlines()) <= 40
     assert 'sums = "verifier_example_suite:SUITE"' in readme
+
+
+EXITING_PLUGIN = {
+    "pyproject.toml": '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
+                      '[project]\nname = "verifier-exiting-plugin"\nversion = "0.1.0"\n\n'
+                      '[tool.setuptools]\npy-modules = ["verifier_exiting_plugin"]\n\n'
+                      '[project.entry-points."verifier.suites"]\nexits = "verifier_exiting_plugin:SUITE"\n',
+    "verifier_exiting_plugin.py": '"""A plugin that ends the process on import: the loader must report it and go on."""\nimport sys\n\nsys.exit(0)\n',
+}
+
+
+def test_a_plugin_calling_sys_exit_at_import_is_skipped_and_the_verdict_holds(tmp_path):
+    """`sys.exit(0)` in a plugin's import used to make every command exit 0 with no run and no request sent."""
+    import re
+
+    from verifier.testbed.server import Reply, Script, TestServer, arithmetic
+
+    pkg = tmp_path / "exiting"
+    pkg.mkdir()
+    for name, text in EXITING_PLUGIN.items():
+        (pkg / name).write_text(text)
+    site = tmp_path / "site"
+    site.mkdir()
+    assert install(pkg, site) == "verifier-exiting-plugin"
+    golden = ROOT / "verifier" / "goldens" / "demo-smoke"
+
+    def off_by_one(req):
+        m = re.search(r"What is (-?\d+) \+ (-?\d+)", req["messages"][-1]["content"])
+        return Reply(content=str(int(m.group(1)) + int(m.group(2)) + 1))
+
+    for responder, want in ((arithmetic, 0), (off_by_one, 13)):  # a pass stays 0, a regression stays 13
+        with TestServer(Script(responder)) as srv:
+            out = tmp_path / f"gate-{want}"
+            p = verifier(site, "gate", "--golden", golden, "--base-url", srv.url, "--model", "m", "--quiet", "--out", out,
+                         "--allow-inconclusive")
+            assert p.returncode == want, p.stdout + p.stderr
+            assert "suite plugin 'exits' from verifier-exiting-plugin not loaded: SystemExit" in p.stderr
+            assert len(srv.script.requests) >= 20  # the run happened: built-in suites still work
+            assert json.loads((out / "comparison.json").read_text())["exit_code"] == want

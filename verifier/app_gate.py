@@ -14,7 +14,7 @@ from .errors import UsageError
 
 # Sequential stopping ends a run early only on a decided regression: a large one shows within
 # the first batches, while a pass needs every sample (no flips in 20% of them is weak evidence).
-DECIDED = {"frontend_regression", "quantization_regression", "both"}
+DECIDED = {"frontend_regression", "quantization_regression", "both", "regression_unattributed"}
 
 
 @dataclass(frozen=True)

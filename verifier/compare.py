@@ -22,12 +22,14 @@ from .surface_signals import mode_note
 from .surfaces import surface_of
 from .types import Evidence, Observation
 
-EXIT = {"pass": 0, "frontend_regression": 10, "quantization_regression": 11, "both": 12, "inconclusive": 20, "incomplete": 30}
+EXIT = {"pass": 0, "frontend_regression": 10, "quantization_regression": 11, "both": 12, "regression_unattributed": 13,
+        "inconclusive": 20, "incomplete": 30}
 MEANING = {
     0: "pass: no regression beyond calibrated margins",
     10: "frontend regression: the serving stack around the model changed behaviour",
     11: "quantization regression: the model's numerics changed with a clean frontend",
     12: "both: frontend and numerics regressions",
+    13: "regression, cause not separable: quality dropped significantly and nothing measured says whether the frontend or the numerics did it",
     20: "inconclusive: not enough evidence either way at this sample size",
     30: "incomplete: too many infra errors or too much of the golden not covered to judge",
 }
@@ -105,7 +107,9 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
         gs, cs = G[sid], C[sid]
         results = signals.evaluate(gs, cs)
         touched = signals.touched_by_frontend(results)
-        where = signals.where_fired(gs, cs, results) if several else {}
+        # Where each signal fired (mode by mode): the evidence names a surface when there are several, and the
+        # diagnosis tells a streamed-only fault from one on every path.
+        where = signals.where_fired(gs, cs, results)
         for name, fired in results.items():
             # Numerics signals count only on samples no frontend signal touched (DESIGN.md, "Attribution").
             if fired is None or (touched and name in NUMERICS_EVENTS):
@@ -114,7 +118,7 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
             if fired:
                 events[name].append(sid)
                 modes[name].update(PATH_MODES.get(name) or where.get(name) or {o.mode for o in cs})
-                for m in where.get(name) or ():
+                for m in (where.get(name) or ()) if several else ():
                     event_modes[name][m] += 1
         for name in NUMERICS_EVENTS:
             if not touched and results[name] is not None:
@@ -160,11 +164,20 @@ def _drift(g: Mapping[str, Any], c: Mapping[str, Any]) -> tuple[int, float, int]
     return numerics.logprob_drift(g.get("logprobs"), c.get("logprobs"))
 
 
-def _margin(margins: dict[str, Any], key: str) -> float:
+def _margin(margins: dict[str, Any], key: str) -> float | None:
+    """The calibrated margin, or None where the golden predates the key (a signal added after it was calibrated)."""
     m = margins.get(key)
     if m is None:
-        raise KeyError(key)
+        return None
     return float(m["value"] if isinstance(m, dict) else m)
+
+
+def uncalibrated(verdict: dict[str, Any], key: str) -> dict[str, Any]:
+    """A verdict judged against margin 0 because the golden has none for `key`: what did not fire passes, what
+    fired is `inconclusive` (the reference's own spread is unknown), never a failure or a crash."""
+    if verdict["verdict"] == "pass":
+        return verdict
+    return {**verdict, "verdict": "inconclusive", "margin": None, "note": f"golden not calibrated for {key}"}
 
 
 def _combine(verdicts: Iterable[str]) -> str:
@@ -191,13 +204,18 @@ def _quality(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[di
                              summary="no sample has a clean envelope on both sides: quality cannot be judged")]
     mets, ev = {}, []
     for m, v in sorted(s["metrics"].items()):
-        mv = metric_verdict(v["golden"], v["candidate"], _margin(margins, f"{suite}/{m}"))
-        if mv["verdict"] == "inconclusive":
+        key = f"{suite}/{m}"
+        margin = _margin(margins, key)
+        mv = metric_verdict(v["golden"], v["candidate"], 0.0 if margin is None else margin)
+        if margin is None:
+            mv = uncalibrated(mv, key)
+        elif mv["verdict"] == "inconclusive":
             diffs = [c - g for g, c in zip(v["golden"], v["candidate"])]
             mv["samples_needed"] = stats.samples_needed(stats.sd(diffs), mv["margin"])
         mets[m] = mv
         ev.append(Evidence("quality", suite, mv["verdict"], metric=m,
-                           summary=f"{m}: {mv['golden']} -> {mv['candidate']} (delta {mv['delta']}, CI {mv['ci']}, margin {mv['margin']}, p={mv['p_value']}, n={mv['n']})"))
+                           summary=f"{m}: {mv['golden']} -> {mv['candidate']} (delta {mv['delta']}, CI {mv['ci']}, margin {mv['margin']}, p={mv['p_value']}, n={mv['n']})"
+                                   + (f"; {mv['note']}" if mv.get("note") else "")))
     return mets, ev
 
 
@@ -207,12 +225,14 @@ def _signal_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> 
     for name in signals.EVENTS:
         n = s["denominators"][name]
         key = f"{suite}/signal:{name}"
-        # A signal this run cannot measure needs no margin (older goldens predate newer signals).
-        margin = _margin(margins, key) if n or key in margins else 0.0
+        # Older goldens predate newer signals: judged against 0 and, where the signal fired, undecided (uncalibrated).
+        margin = 0.0 if name in signals.STRUCTURAL_ZERO else _margin(margins, key)
         if name in FRONTEND_EVENTS:
-            ev = event_verdict(len(s["events"][name]), n, margin)
+            ev = event_verdict(len(s["events"][name]), n, margin or 0.0)
         else:
-            ev = numerics.paired_event_verdict(len(s["events"][name]), s["reverse_events"][name], n, margin)
+            ev = numerics.paired_event_verdict(len(s["events"][name]), s["reverse_events"][name], n, margin or 0.0)
+        if margin is None and n:
+            ev = uncalibrated(ev, key)
         ev["samples"] = s["events"][name][:50]
         sigs[name] = ev
         if ev["n"]:
@@ -220,18 +240,26 @@ def _signal_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> 
             where = s.get("event_modes", {}).get(name) or None  # the wire modes it fired on: names a surface
             target.append(Evidence(name, suite, ev["verdict"], samples=tuple(ev["samples"][:10]), modes=where,
                                    summary=f"{name}: {ev['count']}/{ev['n']} samples{mode_note(where)} (rate {ev['rate']}, CI {ev['ci']}, margin {ev['margin']}"
-                                           + (f"; golden {ev['golden_count']}/{ev['n']}, McNemar p={ev['p_value']})" if "p_value" in ev else ")")))
+                                           + (f"; golden {ev['golden_count']}/{ev['n']}, McNemar p={ev['p_value']})" if "p_value" in ev else ")")
+                                           + (f"; {ev['note']}" if ev.get("note") else "")))
     return sigs, fe, q
 
 
 def _drift_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
     d = s["drift"]
-    d = numerics.drift_state(d, _margin(margins, f"{suite}/drift") if d["mean_abs_delta"] is not None else 0.0)
+    key = f"{suite}/drift"
+    calibrated = _margin(margins, key)
+    d = numerics.drift_state(d, calibrated or 0.0)
     if d["state"] == "unavailable":
         return d, []
-    return d, [Evidence("logprob_drift", suite, "fail" if d["state"] == "fired" else "pass",
+    note = ""
+    if d["state"] == "fired" and calibrated is None:
+        d = {**d, "state": "uncalibrated"}  # above the floor, but the reference's own rerun drift is unknown
+        note = f"; golden not calibrated for {key}"
+    verdict = {"fired": "fail", "uncalibrated": "inconclusive"}.get(d["state"], "pass")
+    return d, [Evidence("logprob_drift", suite, verdict,
                         summary=f"mean |Δ logprob| {d['mean_abs_delta']} over {d['tokens']} shared-prefix tokens on {d['samples']} samples "
-                                f"(noise floor {d['margin']}); median first divergence at token {d['first_divergence_median']}")]
+                                f"(noise floor {d['margin']}); median first divergence at token {d['first_divergence_median']}{note}")]
 
 
 def _divergence_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any] | None, list[Evidence]]:
@@ -244,13 +272,34 @@ def _divergence_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any])
     key = f"{suite}/divergence"
     if key not in margins and dv["count"]:  # goldens calibrated before this evidence existed: the rerun rate is unknown
         ev = {**numerics.event_verdict(dv["count"], n, 0.0), "verdict": "inconclusive", "margin": None}
-        tail = "golden not calibrated for it: rerun `verifier calibrate`"
+        tail = f"golden not calibrated for {key}: rerun `verifier calibrate`"
     else:
-        ev = numerics.event_verdict(dv["count"], n, max(_margin(margins, key) if key in margins else 0.0, numerics.DIVERGENCE_FLOOR))
+        ev = numerics.event_verdict(dv["count"], n, max(_margin(margins, key) or 0.0, numerics.DIVERGENCE_FLOOR))
         tail = f"reference reruns parted at rate {ev['margin']}"
     ev["samples"] = dv.get("samples", [])[:50]
     return ev, [Evidence("greedy_divergence", suite, ev["verdict"], samples=tuple(ev["samples"][:10]),
                          summary=f"greedy output parts from the golden's on {ev['count']}/{n} samples (rate {ev['rate']}, CI {ev['ci']}); {tail}")]
+
+
+# Mean |Δ logprob| per shared-prefix token below which the prefix is computed identically: far under llama.cpp's
+# batch-shape noise (0.0028-0.0043 measured), which is what a healthy engine on another batch shape shows.
+ZERO_DRIFT = 1e-4
+ZERO_DRIFT_MIN_TOKENS = 10
+
+
+def _zero_drift_parting(suite: str, d: dict[str, Any], dv: dict[str, Any] | None) -> list[Evidence]:
+    """Greedy outputs part from the golden's significantly more often than the reference's reruns, while the
+    logprobs of every shared prefix are unchanged: the distribution is the reference's, the choice is not. That is
+    a changed decoding path (server-side sampling defaults such as repetition_penalty, an ignored temperature),
+    a frontend finding, where the engine returns no alternatives to show it token by token (decoding_changed)."""
+    if not dv or dv["verdict"] != "fail" or d["state"] != "clean" or d["mean_abs_delta"] is None \
+            or d["mean_abs_delta"] > ZERO_DRIFT or d["tokens"] < ZERO_DRIFT_MIN_TOKENS:
+        return []
+    return [Evidence("decoding_changed", suite, "fail", samples=tuple(dv["samples"][:10]),
+                     summary=f"decoding path changed: greedy outputs part from the golden's on {dv['count']}/{dv['n']} samples "
+                             f"(median at token {d['first_divergence_median']}; reference reruns parted at rate {dv['margin']}) with "
+                             f"zero logprob drift ({d['mean_abs_delta']}) over {d['tokens']} shared-prefix tokens: the model's "
+                             "distribution is unchanged, the choice is not (server-side sampling defaults, penalties, ignored temperature)")]
 
 
 def _suite_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
@@ -262,6 +311,7 @@ def _suite_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> t
     # Numerics changed, decisively: the shared-prefix logprobs moved beyond the calibrated noise AND the greedy
     # outputs part from the golden's significantly more often than the reference's own reruns do.
     d["numerics_changed"] = d["state"] == "fired" and bool(dv) and dv["verdict"] == "fail"
+    fe += _zero_drift_parting(suite, d, dv)
     block = {
         "paired": s["paired"], "golden_only": s["golden_only"], "candidate_only": s["candidate_only"],
         "metrics": mets, "signals": sigs, "drift": d, "divergence": dv, "flips": s["flips"], "findings": s["findings"],
@@ -274,21 +324,24 @@ def _suite_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> t
 
 def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], incomplete: bool,
             numerics_changed: bool = False) -> tuple[str, str, str]:
-    """(status, frontend verdict, quantization verdict) from the evidence."""
+    """(status, frontend verdict, quantization verdict) from the evidence.
+
+    One rule above the others: a significant quality drop is never `pass` and never `inconclusive`. Where
+    nothing attributes it (no drift measured above the noise, no frontend signal), it is `regression_unattributed`:
+    strong evidence of an unknown cause, which --allow-inconclusive does not turn into a pass."""
     frontend = _combine(e.verdict for e in fe)
     quality = _combine(e.verdict for e in q if e.signal == "quality")
     repetition = _combine(e.verdict for e in q if e.signal == "repetition")
     quality = _combine([quality, repetition])
     if quality == "fail":
-        # A frontend bug never moves the logprobs of a shared token prefix: if drift was measured and is
-        # at the noise floor, the drop is not the weights (e.g. ignored sampling params). Without any
-        # logprobs nothing separates the weights from a post-processing change: not decided either.
+        # A frontend bug never moves the logprobs of a shared token prefix: only drift above the noise floor
+        # blames the weights. Without it (at the floor, unmeasurable, uncalibrated) the numerics are undecided.
         quant = "fail" if "fired" in drift_states else "inconclusive"
     elif numerics_changed:
         # The served numerics are not the reference's (two independent measures agree), whatever the metric
         # did at this n: a vendor verifier asks whether the weights are served faithfully, not only how well.
         quant = "fail"
-    elif "fired" in drift_states:
+    elif drift_states & {"fired", "uncalibrated"}:
         quant = "inconclusive"
     else:
         quant = quality
@@ -300,6 +353,8 @@ def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], incom
         status = "frontend_regression"
     elif quant == "fail":
         status = "quantization_regression"
+    elif quality == "fail":
+        status = "regression_unattributed"
     elif "inconclusive" in (frontend, quant):
         status = "inconclusive"
     else:
@@ -334,7 +389,8 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
         fe += fe_s
         q += q_s
     for name, p in sorted((probes or {}).items()):
-        fe.append(Evidence(p.get("signal", f"probe:{name}"), "*", p["verdict"], p["summary"]))  # context_truncated names itself
+        fe.append(Evidence(p.get("signal", f"probe:{name}"), "*", p["verdict"], p["summary"],  # context_truncated names itself
+                           component=p.get("component")))
     drift_states = {s["drift"]["state"] for s in suites_out.values()}
     changed = any(s["drift"].get("numerics_changed") for s in suites_out.values())
     status, frontend, quant = _decide(fe, q, drift_states, infra_rate > infra_budget or cov["rate"] > infra_budget, changed)
@@ -349,6 +405,10 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
         "suites": suites_out,
         "coverage": cov,
     }
+    # Wire modes with no logprobs at all on the candidate where the golden has them on some mode (the Messages API
+    # has none): drift and decoding changes are not measured there, and the document says so rather than guess.
+    c_lp = {o.mode for o in cand_obs if o.logprobs}
+    doc["logprobs_missing_modes"] = sorted({o.mode for o in cand_obs if o.judged} - c_lp) if any(o.logprobs for o in golden_obs) else []
     doc["diagnosis"] = diagnosis.diagnose(doc)
     doc["reasons"] = explain.reasons(doc)
     doc["reason"] = doc["reasons"][0] if doc["reasons"] else None

@@ -27,7 +27,6 @@ BLOCKING = {
     "answer_in_reasoning",
     "finish_reason_tool_calls_without_calls",
     "stream_index_collision",
-    "empty_response",
     "json_invalid_strict",
     "json_schema_violation_strict",
     "json_too_deep",
@@ -36,14 +35,33 @@ BLOCKING = {
 
 # Findings about what the model chose to write rather than what the serving stack did with it: recorded
 # and reported, but not frontend evidence (new weights move them; e.g. a requantized model writes one more
-# tool call as plain text).
+# tool call as plain text). None of them is blocking: the sample stays in the quality metrics and is scored
+# on what it says (an empty answer is a wrong one), so every finding is judged by some side (see `sides`).
 MODEL_BEHAVIOUR = {"tool_call_as_text", "json_fenced", "empty_response"}
 
-# Model control markup that a correct frontend never lets through to the client.
+# Model tool-call markup that a correct tool-call parser never lets through to the client.
 MARKUP = re.compile(
     r"<tool_call>|</tool_call>|<\|tool_calls?_section_begin\|>|<\|tool_call_begin\|>|<｜tool▁calls?▁begin｜>"
-    r"|<\|channel\|>|<\|im_start\|>|<\|im_end\|>|<\|python_tag\|>|\[TOOL_CALLS\]|<function=",
+    r"|<\|channel\|>|<\|python_tag\|>|\[TOOL_CALLS\]|<function=",
 )
+# End-of-turn, stop and other special tokens (ChatML, Llama 3, Gemma, SentencePiece, DeepSeek): in the content
+# they are the detokenizer's or the stop handling's leak (skip_special_tokens, stop strings), not tool markup.
+SPECIAL_TOKEN = re.compile(
+    r"<\|(?:im_end|im_start|endoftext|end_of_text|eot_id|eom_id|end|eos|begin_of_text|start_header_id|end_header_id|file_separator)\|>"
+    r"|</s>|<s>|<eos>|<bos>|<pad>|<end_of_turn>|<start_of_turn>|<｜end▁of▁sentence｜>|<｜begin▁of▁sentence｜>"
+)
+# A whole logprob token that is a special token (some engines list the stop token among the generated ones:
+# vLLM gives `<|im_end|>` last, llama.cpp gives ""): the content rightly leaves it out.
+SPECIAL_TOKEN_WHOLE = re.compile(r"\s*(?:" + SPECIAL_TOKEN.pattern + r"|<\|[A-Za-z0-9_.-]{1,40}\|>|<｜[^｜]{1,40}｜>)\s*")
+# Byte-level BPE and SentencePiece markers some servers return raw in token strings (Ġ space, Ċ newline, ▁ space).
+BYTE_MARKERS = str.maketrans({"Ġ": " ", "Ċ": "\n", "ĉ": "\t", "▁": " "})
+
+
+def sides(code: str) -> set[str]:
+    """Which side of a comparison judges a finding code: `frontend` (a new one fails the frontend signal
+    new_findings) unless it is model behaviour, `metrics` (the sample stays in the quality metrics, scored on
+    what it says) unless it is blocking. Never neither: tests/test_verdicts_sides.py enumerates every code."""
+    return ({"frontend"} if code not in MODEL_BEHAVIOUR else set()) | ({"metrics"} if code not in BLOCKING else set())
 THINK = re.compile(r"</?think>")
 
 
@@ -154,6 +172,8 @@ def _text_findings(p: Parsed, calls: list[Any]) -> list[Finding]:
     for field_name, text in (("content", p.content), ("reasoning", p.reasoning)):
         if text and MARKUP.search(text):
             f.append(Finding("tool_markup_in_content", f"{field_name}: {MARKUP.search(text).group(0)}"))
+        if text and SPECIAL_TOKEN.search(text):
+            f.append(Finding("stop_token_in_content", f"{field_name}: {SPECIAL_TOKEN.search(text).group(0)}"))
     if p.content and THINK.search(p.content):
         f.append(Finding("reasoning_in_content", THINK.search(p.content).group(0)))
     if not (p.content or "").strip() and not calls:
@@ -198,19 +218,51 @@ def _greedy_findings(request: dict[str, Any], p: Parsed) -> list[Finding]:
     return []
 
 
+def visible_tokens(tokens: list[str]) -> list[str]:
+    """Logprob token strings as text: whole special tokens (a stop token listed last, a BOS first) and the
+    empty end-of-generation token dropped. Benign engine differences: the content rightly omits them."""
+    return [t for t in tokens if t and not SPECIAL_TOKEN_WHOLE.fullmatch(t)]
+
+
+def comparable(logprobs: list[list[Any]] | None) -> list[tuple[int, Any, Any]]:
+    """(position, token, logprob) of the generated tokens two engines can be compared on: special tokens (a listed
+    stop token, llama.cpp's "" end of generation) left out, byte-level markers read as the text they stand for."""
+    out = []
+    for i, pair in enumerate(logprobs or []):
+        t, lp = pair[0], pair[1]
+        if isinstance(t, str):
+            if not t or SPECIAL_TOKEN_WHOLE.fullmatch(t):
+                continue
+            t = t.translate(BYTE_MARKERS)
+        out.append((i, t, lp))
+    return out
+
+
 def detokenize_mismatch(p: Parsed) -> str | None:
     """Where logprobs are returned, their tokens must spell the content: a difference is the detokenizer's or
-    a post-processing step's doing (the model generated those tokens). None when it holds or cannot be judged."""
+    a post-processing step's doing (the model generated those tokens). None when it holds or cannot be judged.
+
+    Accepted as benign (engines legitimately differ): special tokens listed among the logprob tokens, raw
+    byte-level markers (Ġ, Ċ, ▁) in token strings, reasoning tokens listed first, trailing whitespace."""
     toks = [t.get("token") for t in p.logprobs or [] if isinstance(t, dict)]
     content = p.content or ""
-    if not toks or p.tool_calls or not content.strip() or not all(isinstance(t, str) for t in toks):
+    if not toks or p.tool_calls or not all(isinstance(t, str) for t in toks):
         return None
-    text = "".join(toks)
+    if any(t.startswith("bytes:") for t in toks):
+        return None  # vLLM's spelling of a byte-fallback piece: it cannot spell a character by itself
+    text = "".join(visible_tokens(toks))
+    content = SPECIAL_TOKEN.sub("", content)  # a stop token left in the content is stop_token_in_content's finding
     if "\ufffd" in text:
         return None  # byte-level tokens that split a character: their strings cannot spell it
-    # Reasoning tokens may come first (some servers list every generated token); trailing space is cosmetic.
-    if text.rstrip().endswith(content.rstrip()):
+    if not content.strip():
+        if text.strip() and not (p.reasoning or "").strip():
+            # The model generated text and the client got none: the answer was lost after generation.
+            return f"content empty, tokens spell {text.strip()[:40]!r}"
         return None
+    # Reasoning tokens may come first (some servers list every generated token); trailing space is cosmetic.
+    for spelled in (text, text.translate(BYTE_MARKERS)):
+        if spelled.rstrip().endswith(content.rstrip()):
+            return None
     i = next((k for k, (a, b) in enumerate(zip(text, content)) if a != b), min(len(text), len(content)))
     return f"at char {i}: tokens {text[max(0, i - 10):i + 20]!r} vs content {content[max(0, i - 10):i + 20]!r}"
 

@@ -57,10 +57,17 @@ TABLE: dict[str, tuple[str, str]] = {
     "logprobs_non_finite": ("response formatting & usage", "NaN/Infinity logprobs"),
     "non_greedy_token": ("API validation", "a non-top token at temperature 0: sampling parameters not applied"),
     "detokenize_mismatch": ("tokenization", "the logprob tokens do not spell the content: detokenizer or post-processing changed the text"),
+    "stop_token_in_content": ("tokenization", "a stop / special token (<|im_end|>, </s>, <|eot_id|>...) reached the content: "
+                                              "detokenizer (skip_special_tokens) or stop handling"),
+    "decoding_changed": ("API validation", "greedy outputs part from the golden's where the model's distribution did not change: "
+                                           "the decoding path changed (server-side sampling defaults or penalties, ignored temperature)"),
     # the same, on streams only (the non-streamed text is right): the incremental detokenizer / delta assembly
     "detokenize_mismatch:stream": ("stream assembly", "streamed text differs from the tokens generated (non-streamed text is right)"),
     # frontend signals (new_findings is broken down by its finding codes above)
     "prompt_tokens_mismatch": ("chat template & tokenization", "prompt_tokens moved: the rendered prompt or its tokenization changed"),
+    # the same, on streamed records only while the non-streamed ones match: the template is shared by both paths
+    "prompt_tokens_mismatch:stream": ("response formatting & usage", "prompt_tokens differ on streamed records only (non-streamed "
+                                                                     "match the golden): usage reporting in streams, not the template"),
     "dual_path_mismatch": ("chat template & tokenization", "chat path and client-rendered completions path disagree"),
     "stream_parity_mismatch": ("stream assembly", "streamed and non-streamed answers differ on the same tokens"),
     "new_unsupported": ("API validation", "requests the golden served are now refused with a 4xx"),
@@ -79,6 +86,19 @@ TABLE: dict[str, tuple[str, str]] = {
 }
 
 MAX_EXAMPLES = 5
+
+# A root cause and the symptoms it produces by itself: a component whose finding explains another component's
+# ranks first, whatever the sample counts (non-determinism breaks every parity check; altered text breaks the
+# parity of the paths it was altered on). Ranking by counts alone names the loudest symptom.
+PARITY = frozenset({"stream_parity_mismatch", "surface_parity_mismatch", "dual_path_mismatch"})
+EXPLAINS: dict[str, frozenset[str]] = {
+    "probe:temperature_0_deterministic": PARITY,
+    "decoding_changed": PARITY,
+    "non_greedy_token": PARITY,
+    "stop_token_in_content": PARITY,
+    "detokenize_mismatch": PARITY,
+    "detokenize_mismatch:stream": PARITY,
+}
 
 
 def component_of(code: str) -> tuple[str, str]:
@@ -110,22 +130,36 @@ def _suite_items(suite: str, s: dict[str, Any]) -> list[tuple[str, int, list[str
         if name == "new_findings":
             for code, det in sorted((s.get("new_finding_detail") or {}).items()):
                 out.append((code, len(det["samples"]), det["samples"], det["modes"]))
-                if code == "detokenize_mismatch" and det["modes"] and all(m.endswith("-stream") for m in det["modes"]):
+                if code == "detokenize_mismatch" and _streams_only(det["modes"]):
                     out[-1] = ("detokenize_mismatch:stream", *out[-1][1:])
         else:
-            out.append((name, sig.get("count", 0), sig.get("samples") or [], (s.get("signal_modes") or {}).get(name, [])))
+            modes = (s.get("signal_modes") or {}).get(name, [])
+            code = f"{name}:stream" if name == "prompt_tokens_mismatch" and _streams_only(modes) else name
+            out.append((code, sig.get("count", 0), sig.get("samples") or [], modes))
     return out
 
 
+def _streams_only(modes: list[str]) -> bool:
+    return bool(modes) and all(m.endswith("-stream") for m in modes)
+
+
 def diagnose(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """The `diagnosis` list: one entry per implicated component, the most affected samples first."""
+    """The `diagnosis` list: one entry per implicated component, root causes first (EXPLAINS), then the most
+    affected samples first."""
     acc: dict[str, dict[str, Any]] = {}
     for suite, s in (doc.get("suites") or {}).items():
         for code, count, samples, modes in _suite_items(suite, s):
             _add(acc, component_of(code)[0], code, suite, count, samples, modes)
     for e in (doc.get("frontend") or {}).get("evidence", []):
-        if (e["signal"].startswith("probe:") or e["signal"] == "context_truncated") and e["verdict"] == "fail":  # run-wide
-            _add(acc, component_of(e["signal"])[0], e["signal"], "*", 1, [], [])
+        if e["verdict"] != "fail":
+            continue
+        if e["signal"].startswith("probe:") or e["signal"] == "context_truncated":  # run-wide
+            _add(acc, e.get("component") or component_of(e["signal"])[0], e["signal"], "*", 1, [], [])
+        elif e["signal"] == "decoding_changed" and e["suite"] in (doc.get("suites") or {}) \
+                and (doc["suites"][e["suite"]].get("signals") or {}).get("decoding_changed", {}).get("verdict") != "fail":
+            # the suite-level form (zero drift on every shared prefix), when the per-sample one did not fail
+            samples = e.get("samples") or []
+            _add(acc, component_of("decoding_changed")[0], "decoding_changed", e["suite"], len(samples), samples, [])
     out = []
     for comp, d in acc.items():
         codes = sorted(d["findings"], key=lambda c: (-d["findings"][c], c))
@@ -138,8 +172,20 @@ def diagnose(doc: dict[str, Any]) -> list[dict[str, Any]]:
             "explanation": f"{meaning} ({lead} on {total} sample(s)); look at {COMPONENTS.get(comp, comp)}",
             "where": COMPONENTS.get(comp, ""),
         })
-    out.sort(key=lambda x: (-max(x["counts"].values()), x["component"]))
+    for x in out:
+        explained = {c for y in out if y is not x for c in y["findings"]}
+        causes = sorted(code for code in x["findings"] if EXPLAINS.get(code, frozenset()) & explained)
+        if causes:
+            x["explains"] = sorted({y["component"] for y in out if y is not x and set(y["findings"]) & set().union(*(EXPLAINS[c] for c in causes))})
+            x["explanation"] += f"; this also explains {', '.join(x['explains'])}"
+    out.sort(key=lambda x: (not x.get("explains"), -max(x["counts"].values()), x["component"]))
     return out
+
+
+def implicated(doc: dict[str, Any]) -> list[str]:
+    """The components a comparison document blames, root cause first: what a cross-engine test asserts on (the
+    llama.cpp golden against vLLM serving the same weights must never implicate "tokenization")."""
+    return [d["component"] for d in doc.get("diagnosis") or []]
 
 
 def headline(diagnosis: list[dict[str, Any]]) -> str | None:

@@ -37,6 +37,40 @@ def _numerics_changed(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+def _why_unattributed(suite: str, s: dict[str, Any]) -> str:
+    """Why one suite's quality drop could not be put on the frontend or the numerics, naming what is missing:
+    advice to add logprobs only where they were absent."""
+    d = s["drift"]
+    lp = d.get("logprobs") or {}
+    of = lp.get("of") or d.get("samples") or 0
+    if d["state"] == "clean":
+        return (f"{suite}: logprob drift {d['mean_abs_delta']} at the noise floor {d['margin']} over {d['tokens']} shared-prefix "
+                "tokens: not the weights; look for post-processing or ignored sampling parameters (rerun with --probes)")
+    if d["state"] == "uncalibrated":
+        return f"{suite}: logprob drift {d['mean_abs_delta']} above the floor {d['margin']}, but the golden is not calibrated for {suite}/drift: rerun `verifier calibrate`"
+    if d.get("samples") and not d.get("tokens"):
+        return (f"{suite}: outputs part from the golden at token 0 on {d.get('parted_at_token_0', d['samples'])}/{d['samples']} samples: "
+                "no shared prefix to measure drift")
+    if lp and lp.get("golden", 0) == 0:
+        return f"{suite}: the golden has no logprobs to measure drift on: bless a reference run made with --logprobs 5"
+    if lp and lp.get("candidate", 0) == 0:
+        return f"{suite}: the candidate returned no logprobs on {of} samples: rerun with --logprobs 5 (or the endpoint does not return them)"
+    return f"{suite}: no logprobs to separate numerics from frontend: rerun with --logprobs 5"
+
+
+def _behaviour_notes(doc: dict[str, Any]) -> list[str]:
+    """Model-behaviour findings the candidate shows where the golden did not (empty answers...): they are scored as
+    wrong, so they are part of a quality drop, and a person reading the reason should see them named."""
+    from .signals import MODEL_BEHAVIOUR
+
+    out = []
+    for suite, s in doc["suites"].items():
+        for code, n in sorted((s.get("findings") or {}).items()):
+            if code in MODEL_BEHAVIOUR and n["candidate"] > n["golden"]:
+                out.append(f"{suite}: {code} on {n['candidate']}/{s.get('paired', '?')} samples (golden {n['golden']})")
+    return out
+
+
 def _numerics_reasons(doc: dict[str, Any]) -> list[str]:
     """Why the quantization side is undecided."""
     out: list[str] = []
@@ -44,13 +78,10 @@ def _numerics_reasons(doc: dict[str, Any]) -> list[str]:
     states = {d["state"] for d in drift.values()}
     dropped = _quality_fails(doc)
     if dropped and "fired" not in states:
-        if states <= {"unavailable"}:
-            out.append(f"quality dropped ({'; '.join(dropped)}) but no logprobs to separate numerics from frontend: "
-                       "rerun with --logprobs 5")
-        else:
-            d = next(d for d in drift.values() if d["state"] == "clean")
-            out.append(f"quality dropped ({'; '.join(dropped)}) with logprob drift {d['mean_abs_delta']} at the noise floor "
-                       f"{d['margin']}: not the weights; look for post-processing or ignored sampling parameters (rerun with --probes)")
+        failing = [suite for suite, s in doc["suites"].items() if any(v["verdict"] == "fail" for v in s.get("metrics", {}).values())]
+        out.append(f"quality dropped ({'; '.join(dropped)}), cause not separable: "
+                   + "; ".join(_why_unattributed(suite, doc["suites"][suite]) for suite in failing))
+        out += _behaviour_notes(doc)
     if not dropped and "fired" in states:
         for suite, d in drift.items():
             dv = doc["suites"][suite].get("divergence") or {}
@@ -92,10 +123,16 @@ def reasons(doc: dict[str, Any]) -> list[str]:
         out.append(head)
     if doc["status"] in ("quantization_regression", "both"):
         out.append("numerics: " + "; ".join(_quality_fails(doc) + _numerics_changed(doc) or ["repetition above the golden's"]))
-    if doc["quantization"]["verdict"] == "inconclusive" or doc["status"] == "inconclusive":
+    if doc["quantization"]["verdict"] == "inconclusive" or doc["status"] in ("inconclusive", "regression_unattributed"):
         out += _numerics_reasons(doc)
     if doc["status"] == "inconclusive":
         out += _evidence_reasons(doc)
+    if doc["status"] in ("frontend_regression", "quantization_regression", "both"):
+        out += _behaviour_notes(doc)  # empty answers and the like, named wherever the verdict fails
+    if doc.get("logprobs_missing_modes"):
+        out.append(f"no logprobs on {', '.join(doc['logprobs_missing_modes'])}: logprob drift and "
+                   "decoding changes are not measured on those modes" + (" (the Messages API returns no logprobs)"
+                                                                         if any(m.startswith("messages") for m in doc["logprobs_missing_modes"]) else ""))
     if cov.get("subset"):
         out.append(f"compared a subset of the golden: {cov['subset_skipped_samples']} golden sample(s) not run (--allow-subset)")
     elif cov.get("missing") and doc["status"] != "incomplete":
@@ -142,4 +179,5 @@ def component_line(doc: dict[str, Any], check: dict[str, Any]) -> str | None:
         suite = check["name"].split(": ", 1)[0]
         comps = [d["component"] for d in doc.get("diagnosis") or [] if suite in d["suites"]]
         return ", ".join(comps) or None
-    return component_of(signal)[0]
+    own = next((e.get("component") for e in doc["frontend"]["evidence"] if e["signal"] == signal and e.get("component")), None)
+    return own or component_of(signal)[0]

@@ -22,6 +22,8 @@ GOLDEN = "golden.json"
 OBS = "samples.jsonl"
 MAX_CONTENT = 4000
 MAX_LOGPROBS = 512
+MAX_TOP = 5
+"""Alternatives kept per token (top_logprobs), on greedy records: enough to see the reference's token at a parting."""
 
 
 class BadGolden(ValueError):
@@ -37,17 +39,27 @@ def observations(run_dir: Path) -> list[dict[str, Any]]:
     out = []
     for v in verdicts:
         ex = exchanges.get((v.suite, v.sample_id, v.epoch, v.mode))
-        content = logprobs = None
+        content = logprobs = top = None
         if ex is not None and v.outcome in JUDGED:
             try:
                 p = parse_exchange(ex)
                 content = (p.content or "")[:MAX_CONTENT]
                 if p.logprobs:
-                    logprobs = [[t.get("token"), t.get("logprob")] for t in p.logprobs[:MAX_LOGPROBS]]
+                    entries = [t if isinstance(t, dict) else {} for t in p.logprobs[:MAX_LOGPROBS]]
+                    logprobs = [[t.get("token"), t.get("logprob")] for t in entries]
+                    if ex.request.get("temperature") == 0:
+                        top = _alternatives(entries)
             except MalformedBody:
                 pass
-        out.append(Observation.from_verdict(v, content, logprobs).to_dict())
+        out.append(Observation.from_verdict(v, content, logprobs, top).to_dict())
     return out
+
+
+def _alternatives(entries: list[dict[str, Any]]) -> list[list[list[Any]]] | None:
+    """Each token's returned top_logprobs as [[token, logprob], ...]; None when the server returned none."""
+    top = [[[a.get("token"), a.get("logprob")] for a in (t.get("top_logprobs") or [])[:MAX_TOP] if isinstance(a, dict)]
+           if isinstance(t.get("top_logprobs"), list) else [] for t in entries]
+    return top if any(top) else None
 
 
 def portable(obj: Any) -> Any:
@@ -66,7 +78,8 @@ def bless(run_dir: Path, to: Path, margins: dict[str, Any] | None = None) -> dic
     summary_path = Path(run_dir) / scoring.SUMMARY
     if not summary_path.exists():
         raise journal.NotARunDir(f"{run_dir} has not been scored; run `verifier score {run_dir}`")
-    obs = observations(run_dir)
+    # A golden keeps chosen tokens only: the alternatives matter on the candidate's side of a parting.
+    obs = [{k: v for k, v in o.items() if k != "top_logprobs"} for o in observations(run_dir)]
     info = portable(hdr.get("server_info") or {})
     g = {
         "golden_format": FORMAT,

@@ -52,7 +52,7 @@ GOLDEN = {
         "summary": {"type": "object"},
         "margins": _nullable({"type": "object", "additionalProperties": _MARGIN}),
         "probes": _nullable({"type": "object", "additionalProperties": {
-            "type": "object", "required": ["passed"], "properties": {"passed": {"type": "boolean"}, "detail": _STR}}}),
+            "type": "object", "required": ["passed"], "properties": {"passed": {"type": "boolean"}, "detail": _STR, "component": _STR}}}),
     },
 }
 
@@ -73,6 +73,8 @@ OBSERVATION = {
         "latency_ms": _nullable(_NONNEG), "content": _nullable(_STR),
         "logprobs": _nullable({"type": "array", "items": {
             "type": "array", "minItems": 2, "maxItems": 2, "prefixItems": [_nullable(_STR), _nullable(_NUM)]}}),
+        "top_logprobs": _nullable({"type": "array", "items": {"type": "array", "items": {
+            "type": "array", "minItems": 2, "maxItems": 2, "prefixItems": [_nullable(_STR), _nullable(_NUM)]}}}),
     },
 }
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from . import stats
+from .contract import comparable
 from .jsonsafe import is_finite_number
 from .signals import answer_key
 from .types import Observation
@@ -29,12 +30,13 @@ DIVERGENCE_FLOOR = 0.05
 
 
 def logprob_drift(gl: list[list[Any]] | None, cl: list[list[Any]] | None) -> tuple[int, float, int] | None:
-    """(measurable tokens of the shared prefix, sum |Δ logprob| over them, first divergence position) or None."""
+    """(measurable tokens of the shared prefix, sum |Δ logprob| over them, first divergence position) or None.
+    Compared on contract.comparable tokens: a stop token one engine lists and another does not is no parting."""
     if not gl or not cl:
         return None
     n = m = 0
     total = 0.0
-    for (gt, glp), (ct, clp) in zip(gl, cl):
+    for (_, gt, glp), (_, ct, clp) in zip(comparable(gl), comparable(cl)):
         if gt != ct:
             break
         if is_finite_number(glp) and is_finite_number(clp):  # NaN/Infinity/null: not measurable, never "no drift"
@@ -52,10 +54,10 @@ def drift(g: Observation, c: Observation) -> tuple[int, float, int] | None:
 def diverged(g: Observation, c: Observation) -> bool | None:
     """Whether two greedy outputs of the same sample part ways (a token differs, or one stops first); None
     without tokens on both sides. Reruns of one engine rarely part; changed weights or KV numerics do."""
-    gl, cl = g.logprobs, c.logprobs
-    if not gl or not cl:
+    if not g.logprobs or not c.logprobs:
         return None
-    return len(gl) != len(cl) or any(gt != ct for (gt, _), (ct, _) in zip(gl, cl))
+    gl, cl = [t for _, t, _ in comparable(g.logprobs)], [t for _, t, _ in comparable(c.logprobs)]
+    return gl != cl
 
 
 def reference(obs: Sequence[Observation]) -> Observation:
@@ -91,6 +93,11 @@ class Numerics:
     answers_n: int = 0
     diverged_ids: list[str] = field(default_factory=list)
     divergence_n: int = 0
+    logprobs_golden: int = 0
+    """Samples whose golden reference record has logprobs (with logprobs_candidate: which side lacks them)."""
+    logprobs_candidate: int = 0
+    parted_at_0: list[str] = field(default_factory=list)
+    """Samples whose outputs part from the golden's at the first token: no shared prefix to measure drift on."""
 
     def add(self, sid: str, g: Sequence[Observation], c: Sequence[Observation]) -> None:
         """One paired sample; both lists hold clean records only and neither is empty."""
@@ -104,6 +111,8 @@ class Numerics:
         if kind:
             self.flips[kind].append(sid)
         gr, cr = reference(g), reference(c)
+        self.logprobs_golden += bool(gr.logprobs)
+        self.logprobs_candidate += bool(cr.logprobs)
         parted = diverged(gr, cr)
         if parted is not None:
             self.divergence_n += 1
@@ -114,6 +123,8 @@ class Numerics:
             self.drift_tokens += d[0]
             self.drift_sum += d[1]
             self.first_div.append(d[2])
+            if d[2] == 0 and parted:
+                self.parted_at_0.append(sid)
 
     def to_dict(self) -> dict[str, Any]:
         fd = sorted(self.first_div)
@@ -125,6 +136,8 @@ class Numerics:
                 "mean_abs_delta": (self.drift_sum / self.drift_tokens) if self.drift_tokens else None,
                 "first_divergence_median": fd[len(fd) // 2] if fd else None,
                 "samples": len(fd),
+                "logprobs": {"golden": self.logprobs_golden, "candidate": self.logprobs_candidate, "of": self.answers_n},
+                "parted_at_token_0": len(self.parted_at_0),
             },
             "answer_agreement": (self.answers_same / self.answers_n) if self.answers_n else None,
             "clean_paired": self.answers_n,

@@ -63,6 +63,20 @@ def _finite_usage(p: Parsed) -> Parsed:
                                extra={**p.extra, "usage_non_finite": ", ".join(bad)})
 
 
+# finish_reason spellings other engines use for the same event (TGI, Anthropic-style gateways, legacy OpenAI):
+# benign differences, read as the canonical chat value (the wire value is kept in `extra`).
+FINISH_SYNONYMS = {"eos": "stop", "eos_token": "stop", "end_turn": "stop", "stop_sequence": "stop", "end": "stop",
+                   "max_tokens": "length", "max_length": "length", "model_length": "length",
+                   "tool_use": "tool_calls", "function_call": "tool_calls"}
+
+
+def _canonical_finish(p: Parsed) -> Parsed:
+    fr = p.finish_reason
+    if not isinstance(fr, str) or fr not in FINISH_SYNONYMS:
+        return p
+    return dataclasses.replace(p, finish_reason=FINISH_SYNONYMS[fr], extra={**p.extra, "finish_reason_wire": fr})
+
+
 def _guard_depth(p: Parsed) -> Parsed:
     """Neutralize text a scorer would parse (structured-output content, tool arguments) when it nests past
     the limit, and say so in `extra` (contract finding `json_too_deep`): never a RecursionError downstream."""
@@ -86,7 +100,7 @@ def _guard_depth(p: Parsed) -> Parsed:
 
 
 def parse_body(text: str | None) -> Parsed:
-    return _finite_usage(_guard_depth(_parse_body(text)))
+    return _canonical_finish(_finite_usage(_guard_depth(_parse_body(text))))
 
 
 def _parse_body(text: str | None) -> Parsed:
@@ -117,7 +131,7 @@ def _parse_body(text: str | None) -> Parsed:
 
 
 def parse_chunks(chunks: list[str]) -> Parsed:
-    return _finite_usage(_guard_depth(_parse_chunks(chunks)))
+    return _canonical_finish(_finite_usage(_guard_depth(_parse_chunks(chunks))))
 
 
 class _Stream:
@@ -202,7 +216,7 @@ def parse_surface(mode: str, body: str | None, chunks: list[str] | None) -> Pars
                    extra={"json_too_deep": "body"})
     except SurfaceMalformed as e:
         raise MalformedBody(str(e)) from None
-    return _finite_usage(_guard_depth(p))
+    return _canonical_finish(_finite_usage(_guard_depth(p)))
 
 
 def parse_exchange(ex: Exchange) -> Parsed:

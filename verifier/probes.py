@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import scrub
@@ -64,27 +65,53 @@ def _schema_honoured(results: list[tuple[int | None, str | None]]) -> tuple[bool
     return ok, f"output {text[:60]!r}"
 
 
-PROBES: dict[str, tuple[list[dict[str, Any]], Callable[[list[tuple[int | None, str | None]]], tuple[bool, str]]]] = {
-    "rejects_negative_temperature": ([{"temperature": -1.0, "max_tokens": 8}], _rejects),
-    "rejects_top_p_above_1": ([{"top_p": 2.0, "max_tokens": 8}], _rejects),
-    "max_tokens_honoured": ([{"temperature": 0.0, "max_tokens": 1}], _max_tokens),
-    "temperature_0_deterministic": ([{"temperature": 0.0, "max_tokens": 48, "seed": s} for s in (1, 2, 3)], _deterministic),
-    "response_format_honoured": ([{"temperature": 0.0, "max_tokens": 32, "response_format": {
-        "type": "json_schema", "json_schema": {"name": "probe", "strict": True, "schema": FORCED_SCHEMA}}}], _schema_honoured),
-}
+Results = list[tuple[int | None, str | None]]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One parameter-contract probe: the request variants it sends, the pure check on what came back, and the
+    frontend component a failure implicates (diagnosis reads it from the result: one place, no second table)."""
+
+    name: str
+    requests: list[dict[str, Any]]
+    """Fields merged over the probe prompt, one request each, sent in order."""
+    check: Callable[[Results], tuple[bool, str]]
+    component: str
+    """A diagnosis.COMPONENTS name."""
+
+
+_SCHEMA_FORMAT = {"type": "json_schema", "json_schema": {"name": "probe", "strict": True, "schema": FORCED_SCHEMA}}
+PROBES: dict[str, Probe] = {p.name: p for p in (
+    Probe("rejects_negative_temperature", [{"temperature": -1.0, "max_tokens": 8}], _rejects, "API validation"),
+    Probe("rejects_top_p_above_1", [{"top_p": 2.0, "max_tokens": 8}], _rejects, "API validation"),
+    Probe("max_tokens_honoured", [{"temperature": 0.0, "max_tokens": 1}], _max_tokens, "API validation"),
+    Probe("temperature_0_deterministic", [{"temperature": 0.0, "max_tokens": 48, "seed": s} for s in (1, 2, 3)],
+          _deterministic, "API validation"),
+    Probe("response_format_honoured", [{"temperature": 0.0, "max_tokens": 32, "response_format": _SCHEMA_FORMAT}],
+          _schema_honoured, "structured-output backend"),
+)}
+
+
+def component(name: str, result: dict[str, Any] | None = None) -> str:
+    """The component of a probe result: its own `component`, else its declaration's (results written before the
+    field existed), else API validation (a probe this version does not know)."""
+    if result and isinstance(result.get("component"), str):
+        return result["component"]
+    return PROBES[name].component if name in PROBES else "API validation"
 
 
 async def run_probes(ep: Endpoint, model: str, extra_body: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name, (variants, check) in PROBES.items():
+    for name, probe in PROBES.items():
         results = []
-        for v in variants:
+        for v in probe.requests:
             body = {"model": model, "messages": PROMPT, **extra_body, **v}
             r = await ep.send("chat", body)
             # Scrubbed before any check quotes (and cuts) the text: a cut secret no longer matches its whole value.
             results.append((r.status, scrub.text(r.body) if isinstance(r.body, str) else r.body))
-        passed, detail = check(results)
-        out[name] = {"passed": passed, "detail": detail}
+        passed, detail = probe.check(results)
+        out[name] = {"passed": passed, "detail": detail, "component": probe.component}
     return out
 
 
@@ -100,7 +127,8 @@ def verdicts(candidate: dict[str, Any], golden: dict[str, Any] | None) -> dict[s
         else:
             v = "fail" if g["passed"] else "pass"
         ref = "no reference" if g is None else ("reference passed" if g["passed"] else "reference also fails")
-        out[name] = {"verdict": v, "summary": f"{name}: {'passed' if c['passed'] else 'FAILED'} ({c['detail']}; {ref})"}
+        out[name] = {"verdict": v, "summary": f"{name}: {'passed' if c['passed'] else 'FAILED'} ({c['detail']}; {ref})",
+                     "component": component(name, c)}
     return out
 
 

@@ -22,7 +22,7 @@ import zlib
 from collections import defaultdict
 from typing import Callable, Sequence
 
-from .contract import MODEL_BEHAVIOUR
+from .contract import MODEL_BEHAVIOUR, comparable
 from .golden import MAX_LOGPROBS
 from .surface_signals import by_mode, parity_modes
 from .types import Observation
@@ -57,10 +57,8 @@ def tokens_diverge(a: list[list[str]], b: list[list[str]]) -> bool:
         return False
 
     def visible(t: list[str]) -> list[str]:
-        # llama-server lists the end-of-generation token as "" in non-streamed logprobs only.
-        while t and t[-1] == "":
-            t = t[:-1]
-        return t
+        # llama-server lists the end-of-generation token as "" in non-streamed logprobs only; vLLM lists the stop token.
+        return [tok for _, tok, _ in comparable([[x, None] for x in t])]
 
     x, y = visible(a[0]), visible(b[0])
     n = min(len(x), len(y))
@@ -117,13 +115,61 @@ def new_unsupported(g: Obs, c: Obs) -> bool | None:
     return any(o.outcome == "unsupported" for o in c) and not any(o.outcome == "unsupported" for o in g)
 
 
+def opaque_id_style(style: str) -> bool:
+    """An id shape that carries nothing but randomness (`call_<hex>`, llama.cpp's `<id>`, `chatcmpl-tool-<hex>`):
+    engines legitimately differ here, and a client can only echo such an id back. An index or the function's name
+    in the id (`functions.NAME:<n>`, `call_<n>`) is structure a chat template or a client may depend on."""
+    return "NAME" not in style and "<n>" not in style and ("<hex>" in style or "<id>" in style)
+
+
 def tool_call_id_format_changed(g: Obs, c: Obs) -> bool | None:
-    """Tool-call ids in a shape the golden never used (clients that parse ids break)."""
+    """Tool-call ids in a shape the golden never used, where the golden's shape had structure (an index, the
+    function's name) that clients and templates parse (Kimi's functions.NAME:IDX). One opaque random scheme for
+    another is a benign engine difference, not a finding."""
     gst = {x for o in g for x in (o.tool_call_id_style or [])}
     cst = {x for o in c for x in (o.tool_call_id_style or [])}
     if not gst or not cst:
         return None
-    return bool(cst - gst)
+    new = cst - gst
+    return bool(new) and not (all(map(opaque_id_style, gst)) and all(map(opaque_id_style, new)))
+
+
+# How much more probable (in logprob) the reference's token must be, under the candidate's own returned
+# distribution, than the token the candidate chose: above float noise and exact ties.
+CHOICE_EPS = 1e-3
+
+
+def parting(g: Observation, c: Observation) -> tuple[int, int] | None:
+    """The first position where two records' generated tokens differ, as (golden index, candidate index) into
+    their logprobs, compared on contract.comparable tokens (None: not measurable, or they never part)."""
+    return next(((gi, ci) for (gi, gt, _), (ci, ct, _) in zip(comparable(g.logprobs), comparable(c.logprobs)) if gt != ct), None)
+
+
+def choice_changed(g: Observation, c: Observation) -> bool | None:
+    """At the position where the candidate's greedy output parts from the golden's, the candidate's own returned
+    distribution rates the golden's token above the token it chose: the model did not change its mind, the
+    choice rule did (server-side penalties or sampling defaults, an ignored temperature). A greedy engine
+    always takes its own top token, whatever its weights or kernels, so changed numerics never do this, and
+    a near-tie flipped by batch-shape noise is the candidate's top too. None: not measurable (no parting, or
+    no alternatives returned on a greedy record: Messages has no logprobs at all)."""
+    at = parting(g, c)
+    if at is None or not c.top_logprobs or at[1] >= len(c.top_logprobs):
+        return None
+    gi, i = at
+    gtok = g.logprobs[gi][0]  # type: ignore[index]
+    chosen = c.logprobs[i][1]  # type: ignore[index]
+    alts = {t: lp for t, lp in c.top_logprobs[i] if isinstance(lp, (int, float))}
+    if not isinstance(chosen, (int, float)) or not alts:
+        return None
+    return gtok in alts and alts[gtok] > chosen + CHOICE_EPS
+
+
+def decoding_changed(g: Obs, c: Obs) -> bool | None:
+    """The decoding path changed on this sample (choice_changed on a record of the same mode and epoch)."""
+    gi = {(o.mode, o.epoch): o for o in g if o.judged}
+    answers = [choice_changed(gi[(o.mode, o.epoch)], o) for o in c if o.judged and (o.mode, o.epoch) in gi]
+    measured = [a for a in answers if a is not None]
+    return any(measured) if measured else None
 
 
 def surface_parity_mismatch(g: Obs, c: Obs) -> bool | None:
@@ -144,13 +190,20 @@ def repetition(g: Obs, c: Obs) -> bool | None:
 
 # The order is the order of the evidence in comparison.json.
 FRONTEND_SIGNALS: tuple[Signal, ...] = (new_findings, prompt_tokens_mismatch, stream_parity_mismatch, new_unsupported,
-                                        tool_call_id_format_changed, dual_path_mismatch, surface_parity_mismatch)
+                                        tool_call_id_format_changed, dual_path_mismatch, surface_parity_mismatch,
+                                        decoding_changed)
 NUMERICS_SIGNALS: tuple[Signal, ...] = (repetition,)
 SIGNALS: tuple[Signal, ...] = FRONTEND_SIGNALS + NUMERICS_SIGNALS
 FRONTEND_EVENTS = tuple(f.__name__ for f in FRONTEND_SIGNALS)
 NUMERICS_EVENTS = tuple(f.__name__ for f in NUMERICS_SIGNALS)
 EVENTS = FRONTEND_EVENTS + NUMERICS_EVENTS
 SIGNAL_BY_NAME: dict[str, Signal] = {f.__name__: f for f in SIGNALS}
+# Signals whose event a healthy engine cannot produce at all, so their margin is 0 by construction and a golden
+# calibrated before they existed still judges them (a greedy engine never skips its own top token).
+STRUCTURAL_ZERO = frozenset({"decoding_changed"})
+# Frontend signals that do not take a sample out of the numerics: new_findings' codes either block the record
+# (it is then not clean) or leave the answer usable (usage_missing...), and such a sample is still measurable.
+NOT_TOUCHING = frozenset({"new_findings"})
 
 
 def evaluate(g: Obs, c: Obs) -> dict[str, bool | None]:
@@ -159,8 +212,9 @@ def evaluate(g: Obs, c: Obs) -> dict[str, bool | None]:
 
 
 def touched_by_frontend(results: dict[str, bool | None]) -> bool:
-    """Whether any frontend signal fired: such a sample is kept out of the numerics comparison."""
-    return any(results[name] for name in FRONTEND_EVENTS)
+    """Whether any frontend signal fired that changes what the numerics would measure: such a sample is kept
+    out of the numerics comparison. Non-blocking findings alone do not (see NOT_TOUCHING)."""
+    return any(results[name] for name in FRONTEND_EVENTS if name not in NOT_TOUCHING)
 
 
 def where_fired(g: Obs, c: Obs, results: dict[str, bool | None]) -> dict[str, set[str]]:

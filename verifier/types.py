@@ -302,6 +302,10 @@ class Observation:
     """Response text, capped (golden.MAX_CONTENT); None unless the outcome was judged."""
     logprobs: list[list[Any]] | None = None
     """[[token, logprob], ...] of the generated tokens, capped (golden.MAX_LOGPROBS)."""
+    top_logprobs: list[list[list[Any]]] | None = None
+    """Per generated token, the alternatives the server returned ([[token, logprob], ...], capped at
+    golden.MAX_TOP), on greedy (temperature 0) records only: what signals.decoding_changed reads at the
+    position where the output parts from the golden's. Not written into goldens (bless drops it)."""
 
     @property
     def judged(self) -> bool:
@@ -320,10 +324,13 @@ class Observation:
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["findings"] = list(self.findings)
+        if d["top_logprobs"] is None:
+            del d["top_logprobs"]  # the historical row, key for key, where there are none
         return d
 
     @staticmethod
-    def from_verdict(v: Verdict, content: str | None = None, logprobs: list[list[Any]] | None = None) -> "Observation":
+    def from_verdict(v: Verdict, content: str | None = None, logprobs: list[list[Any]] | None = None,
+                     top_logprobs: list[list[list[Any]]] | None = None) -> "Observation":
         """The one place a scored Verdict becomes an observation row (content and logprobs come from the journal)."""
         s = v.signals
         return Observation(
@@ -332,7 +339,7 @@ class Observation:
             prompt_tokens=s.get("prompt_tokens"), completion_tokens=s.get("completion_tokens"),
             finish_reason=s.get("finish_reason"), tool_triggered=s.get("tool_triggered"),
             tool_call_id_style=s.get("tool_call_id_style"), latency_ms=s.get("latency_ms"),
-            content=content, logprobs=logprobs,
+            content=content, logprobs=logprobs, top_logprobs=top_logprobs,
         )
 
     @staticmethod
@@ -367,6 +374,8 @@ class Evidence:
     """Example sample ids where the signal fired (at most 10)."""
     modes: dict[str, int] | None = None
     """Wire modes the signal fired on, with sample counts: names the surface a frontend bug sits on."""
+    component: str | None = None
+    """The component run-wide evidence implicates when it says so itself (a probe's own declaration)."""
 
     def to_dict(self) -> dict[str, Any]:
         # The historical key order: signal, suite, [metric], verdict, summary, [samples].
@@ -378,4 +387,6 @@ class Evidence:
             d["samples"] = list(self.samples)
         if self.modes:
             d["modes"] = dict(self.modes)
+        if self.component:
+            d["component"] = self.component
         return d

@@ -124,6 +124,11 @@ def endpoint_flags(table: Any, where: str) -> dict[str, Any]:
 
 def translate(doc: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The gate file -> ({dest: value} for the shared flags, [{dest: value, "name": ...} per endpoint])."""
+    from .gatefile_schema import problem
+
+    why = problem(doc)  # every key's type and range first: a wrong type never reaches argparse or changes a meaning
+    if why:
+        raise UsageError(f"gate file: {why}")
     _check_keys(doc, TOP, "")
     flags: dict[str, Any] = {}
     if "golden" in doc:

@@ -1,4 +1,4 @@
-"""Parser and exit codes. Exit codes: 0 pass, 10/11/12 regressions, 20 inconclusive, 30 incomplete, 2 usage, 1 internal.
+"""Parser and exit codes. Exit codes: 0 pass, 10/11/12 regressions, 13 regression of unattributed cause, 20 inconclusive, 30 incomplete, 2 usage, 1 internal.
 
 Each command module registers its subparser cheaply and imports what it needs inside its handler, so
 `verifier --help` and every `verifier CMD --help` load neither the openai SDK nor pandas, aiohttp or lm-eval.

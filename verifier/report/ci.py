@@ -94,7 +94,8 @@ def junit_xml(doc: dict[str, Any]) -> str:
 
 
 ICON = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}
-STATUS_ICON = {"pass": "✅", "inconclusive": "⚠️", "incomplete": "⛔", "frontend_regression": "❌", "quantization_regression": "❌", "both": "❌"}
+STATUS_ICON = {"pass": "✅", "inconclusive": "⚠️", "incomplete": "⛔", "frontend_regression": "❌", "quantization_regression": "❌", "both": "❌",
+               "regression_unattributed": "❌"}
 
 
 def _md(x: Any, limit: int = 120) -> str:

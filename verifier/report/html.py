@@ -72,7 +72,7 @@ def _json_default(x: Any) -> Any:
 
 
 BANNER_CLASS = {"pass": "ok", "inconclusive": "warn", "incomplete": "grey", "frontend_regression": "bad",
-                "quantization_regression": "bad", "both": "bad"}
+                "quantization_regression": "bad", "both": "bad", "regression_unattributed": "bad"}
 
 
 def context(inp: Inputs) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable
 from aiohttp import web
 
 from .sampling import apply_sampling, delay_or_drop  # noqa: F401  (public names)
+from .wire import logprobs_of as _logprobs, prompt_tokens, usage_of as _usage  # noqa: F401  (public names)
 from .surface_server import add_routes
 
 
@@ -55,6 +56,10 @@ class Reply:
     logprobs: bool = False
     logprob_shift: float = 0.0
     """Added to every token logprob: a stand-in for changed numerics."""
+    logprob_entries: list[dict[str, Any]] | None = None
+    """Verbatim `logprobs.content` entries (token, logprob, top_logprobs) instead of ones made from the content."""
+    stream_usage: dict[str, Any] | None | str = "auto"
+    """Streams only: the usage chunk ("auto": the same as `usage`), for a usage bug that only streams have."""
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Reply":
@@ -66,12 +71,6 @@ CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-
-
-def prompt_tokens(req: dict[str, Any]) -> int:
-    """A deterministic stand-in for tokenization: anything that changes the prompt moves it."""
-    text = json.dumps(req.get("messages", []), sort_keys=True) + json.dumps(req.get("tools") or [], sort_keys=True)
-    return max(1, len(re.findall(r"\w+|[^\w\s]", text)))
 
 
 def last_user_text(req: dict[str, Any]) -> str:
@@ -153,19 +152,6 @@ def _finish(reply: Reply) -> str | None:
     return reply.finish_reason
 
 
-def _usage(reply: Reply, req: dict[str, Any]) -> dict[str, Any] | None:
-    if reply.usage != "auto":
-        return reply.usage  # type: ignore[return-value]
-    pt = prompt_tokens(req)
-    ct = len(re.findall(r"\w+|[^\w\s]", (reply.content or "") + (reply.reasoning_content or "") + json.dumps(reply.tool_calls or [])))
-    return {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
-
-
-def _logprobs(text: str, shift: float = 0.0) -> dict[str, Any]:
-    toks = re.findall(r"\s*\S+", text)
-    return {"content": [{"token": t, "logprob": round(-0.01 * (i % 7) - shift, 6), "top_logprobs": []} for i, t in enumerate(toks)]}
-
-
 def completion_body(reply: Reply, req: dict[str, Any]) -> dict[str, Any]:
     msg: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.reasoning_content is not None:
@@ -174,7 +160,7 @@ def completion_body(reply: Reply, req: dict[str, Any]) -> dict[str, Any]:
         msg["tool_calls"] = _tool_calls(reply)
     choice: dict[str, Any] = {"index": 0, "message": msg, "finish_reason": _finish(reply)}
     if reply.logprobs or req.get("logprobs"):
-        choice["logprobs"] = _logprobs(reply.content or "", reply.logprob_shift)
+        choice["logprobs"] = _logprobs(reply)
     body = {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": req.get("model", "test"), "choices": [choice]}
     usage = _usage(reply, req)
     if usage is not None:
@@ -195,9 +181,11 @@ def stream_chunks(reply: Reply, req: dict[str, Any]) -> list[str]:
                 out.append(chunk({"reasoning_content": piece}))
     if reply.content:
         want_lp = reply.logprobs or req.get("logprobs")
-        lp = _logprobs(reply.content, reply.logprob_shift)["content"] if want_lp else None
-        for i, piece in enumerate(re.findall(r"\s*\S+", reply.content) or [reply.content]):
-            out.append(chunk({"content": piece}, **({"logprobs": {"content": [lp[i]]}} if lp and i < len(lp) else {})))
+        lp = _logprobs(reply)["content"] if want_lp else None
+        pieces = re.findall(r"\s*\S+", reply.content) or [reply.content]
+        for i, piece in enumerate(pieces):  # one entry per piece, the rest (a listed stop token) on the last one
+            mine = (lp[i:i + 1] if i < len(pieces) - 1 else lp[i:]) if lp else None
+            out.append(chunk({"content": piece}, **({"logprobs": {"content": mine}} if mine else {})))
     for i, c in enumerate(_tool_calls(reply)):
         idx = 0 if reply.stream_index_zero else i
         fn = c["function"]
@@ -209,7 +197,7 @@ def stream_chunks(reply: Reply, req: dict[str, Any]) -> list[str]:
                 out.append(chunk({"tool_calls": [{"index": idx, "function": {"arguments": part}}]}))
     fin = _finish(reply)
     out.append(chunk({}, fin) if fin is not None else chunk({}))
-    usage = _usage(reply, req)
+    usage = _usage(reply, req, stream=True)
     if usage is not None and (req.get("stream_options") or {}).get("include_usage"):
         out.append(json.dumps({**base, "choices": [], "usage": usage}))
     out.append("[DONE]")

@@ -117,6 +117,8 @@ def to_chat_request(surface: str, req: dict[str, Any]) -> dict[str, Any]:
         fmt = (req.get("text") or {}).get("format") if isinstance(req.get("text"), dict) else None
         if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
             out["response_format"] = {"type": "json_schema", "json_schema": {k: v for k, v in fmt.items() if k != "type"}}
+        if "message.output_text.logprobs" in (req.get("include") or []):  # Responses asks for logprobs this way
+            out["logprobs"] = True
     else:
         out["messages"] = _messages_messages(req)
         tools = [{"type": "function", "function": {"name": t.get("name"), **({"description": t["description"]} if "description" in t else {}),
