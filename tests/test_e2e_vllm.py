@@ -149,9 +149,10 @@ def test_tool_call_faults_on_vllm_fail_the_frontend_naming_the_tool_call_parser(
             assert components(doc)[:1] == ["tool-call parser"], (fault, doc.get("diagnosis"))
 
 
-# Until the sound-verdicts work (issue #21) lands on main, vLLM's trailing stop token in the logprob tokens is the
-# blocking finding detokenize_mismatch ("tokenization"): expected to fail here, and to pass (XPASS) after it.
-@pytest.mark.xfail(strict=False, reason="issue #21: trailing <|im_end|> logprob token read as detokenize_mismatch")
+# Before the sound-verdicts work (issue #21), vLLM's trailing stop token in the logprob tokens was the blocking finding
+# detokenize_mismatch ("tokenization"). #21 has landed (benign special tokens accepted), but this test has not yet run
+# end to end against it: non-strict until it has passed once (XPASS), then drop the marker.
+@pytest.mark.xfail(strict=False, reason="not yet run end to end since issue #21's benign-stop-token fix")
 def test_cross_engine_gates_are_never_a_tokenization_regression(vllm, vllm_golden, tmp_path_factory, tmp_path, cli):
     """The same weights on llama.cpp (Q4_K_M kernels) and vLLM (bf16, dequantized from that file): each engine's
     golden against the other engine. The prompt is the same template and tokenizer on both, so the prompt-token
