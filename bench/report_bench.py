@@ -5,7 +5,7 @@ verdicts and golden are written directly in their on-disk shapes), computes the
 comparison, then times `verifier.report.render_html` and prints the figure and the
 HTML size.  The issue's budget: under 5 s.
 
-    python bench/report_bench.py [--samples 10000] [--keep DIR]
+    python bench/report_bench.py [--samples 10000] [--logprobs 60] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -27,13 +27,18 @@ from verifier.types import Exchange, Finding, Verdict  # noqa: E402
 SUITE, VERSION = "smoke", "1"  # a suite this harness knows, so every command accepts the synthetic dirs
 
 
-def body(content: str, pt: int, ct: int, finish: str) -> str:
+
+
+def body(content: str, pt: int, ct: int, finish: str, logprobs: list[list] | None = None) -> str:
+    lp = {"logprobs": {"content": [{"token": t, "logprob": x, "top_logprobs": []} for t, x in logprobs]}} if logprobs else {}
     return json.dumps({"id": "x", "object": "chat.completion", "model": "m",
-                       "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+                       "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish, **lp}],
                        "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}})
 
 
-def build(root: Path, n: int, seed: int = 0) -> tuple[Path, Path]:
+def build(root: Path, n: int, seed: int = 0, logprob_tokens: int = 0) -> tuple[Path, Path]:
+    """With logprob_tokens, both sides carry logprobs on their first tokens (a third drift above the floor, flipped
+    samples part early): the drift plot, the per-sample drift in comparison.json and the token diffs have work to do."""
     rnd = random.Random(seed)
     run, gdir = root / "run", root / "golden"
     run.mkdir(parents=True)
@@ -50,11 +55,16 @@ def build(root: Path, n: int, seed: int = 0) -> tuple[Path, Path]:
         long = i % 500 == 0  # a few very long raw bodies: the report must truncate them
         content_c = (filler * (20 if long else 1)) + f" Answer: {ans_c}"
         finish = "length" if i % 97 == 0 else "stop"
+        words = filler.split(" ")[:logprob_tokens]
+        g_lp = [[(" " if k else "") + w, round(-0.01 * (k % 7), 6)] for k, w in enumerate(words)] or None
+        c_lp = [[t, round(x - (0.03 if i % 3 == 0 else 0.0), 6)] for t, x in g_lp] if g_lp else None
+        if c_lp and ok_c != ok_g:  # flipped samples part from the golden somewhere in the first tokens
+            c_lp[(5 + i % 50) % len(c_lp)][0] = " X"
         req = {"model": "m", "messages": [{"role": "user", "content": f"What is {target - 1} + 1? Reply with just the number."}], "temperature": 0.0}
         samples.append({"suite": SUITE, "id": sid, "messages": req["messages"], "target": str(target), "tools": None,
                         "response_format": None, "meta": {}, "params": {}})
         lat = rnd.lognormvariate(6.0, 0.5)
-        ex = Exchange(SUITE, sid, 0, "chat", req, 200, body(content_c, pt, 60, finish), None, None, lat, 1)
+        ex = Exchange(SUITE, sid, 0, "chat", req, 200, body(content_c, pt, 60, finish, c_lp), None, None, lat, 1)
         exchanges.append(ex.to_json())
         findings = (Finding("usage_missing", "no usage"),) if i % 250 == 0 else ()
         v = Verdict(SUITE, sid, 0, "chat", "content", float(ok_c), str(ans_c), "correct" if ok_c else "wrong_answer", findings,
@@ -64,7 +74,7 @@ def build(root: Path, n: int, seed: int = 0) -> tuple[Path, Path]:
                      "metrics": {"accuracy": float(ok_g)}, "answer": str(ans_g), "reason": "correct" if ok_g else "wrong_answer",
                      "findings": [], "prompt_tokens": pt, "completion_tokens": 58, "finish_reason": "stop", "tool_triggered": None,
                      "latency_ms": rnd.lognormvariate(5.8, 0.4), "content": (filler + f" Answer: {ans_g}")[:golden.MAX_CONTENT],
-                     "logprobs": None})
+                     "logprobs": g_lp})
     suites = {SUITE: {"version": VERSION, "dataset_sha256": "0" * 64, "samples": n, "requests": n}}
     hdr = {"run_id": "bench-run", "harness": {"name": "verifier", "version": "bench", "git_commit": None},
            "endpoint": {"base_url": "http://127.0.0.1:1/v1", "model": "m", "api_key_env": None, "header_names": []},
@@ -104,12 +114,14 @@ print(f"{t1 - t0:.3f} {t2 - t1:.3f} {len(html.encode())}")
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=10_000)
+    ap.add_argument("--logprobs", type=int, default=0, metavar="TOKENS",
+                    help="give both sides logprobs on their first TOKENS tokens (drift plot, token diffs); default none")
     ap.add_argument("--keep", help="write the synthetic dirs and report.html here instead of a temp dir")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as td:
         root = Path(a.keep) if a.keep else Path(td)
         t0 = time.perf_counter()
-        run, gdir = build(root, a.samples)
+        run, gdir = build(root, a.samples, logprob_tokens=a.logprobs)
         t1 = time.perf_counter()
         out = root / "report.html"
         # A fresh process, as `verifier report` would be: no warm caches, no garbage from building the data.
@@ -121,7 +133,7 @@ def main() -> None:
         t3 = time.perf_counter()
         report.render_html(run, gdir, None)
         t4 = time.perf_counter()
-        print(f"samples: {a.samples}  (synthetic run + golden + comparison built in {t1 - t0:.1f} s)")
+        print(f"samples: {a.samples}, logprobs on {a.logprobs} tokens  (synthetic run + golden + comparison built in {t1 - t0:.1f} s)")
         print(f"render_html, fresh process: {float(cold):.2f} s  (+ {float(imp):.2f} s importing verifier.report)  budget 5 s")
         print(f"render_html, in-process: {t3 - t2:.2f} s first call, {t4 - t3:.2f} s second call")
         print(f"html size: {int(size) / 1e6:.2f} MB  ({out if a.keep else 'temp dir'})")

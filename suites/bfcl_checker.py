@@ -22,6 +22,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from verifier import jsonsafe
 
 # BFCL type name -> the Python type a JSON-decoded value must have (BFCL's PYTHON_TYPE_MAPPING;
 # "any" is checked as str there). Unknown names fall back to str, like "any".
@@ -203,7 +204,7 @@ def check(functions: list[dict[str, Any]], calls: list[Call], answer: list[dict[
 
 @lru_cache(maxsize=4096)
 def _validator(schema_json: str) -> Draft202012Validator | None:
-    schema = json.loads(schema_json)
+    schema = jsonsafe.loads(schema_json)
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError:
@@ -230,7 +231,7 @@ def decode_args(args: Any) -> Any:
     if not args.strip():
         return {}
     try:
-        return json.loads(args)
+        return jsonsafe.loads(args)
     except json.JSONDecodeError:
         return None
 

@@ -30,6 +30,7 @@ import suites.hub as hub
 import suites.lm_eval_adapter as adapter
 import suites.lm_eval_files as lm_eval_files
 import suites.lm_eval_recorder as recorder
+from verifier import jsonsafe
 
 NAME = "lm_eval"
 VERSION = "1"
@@ -48,7 +49,7 @@ def metric_key(metric: str, filt: str) -> str:
 def read_samples_file(path: str | Path) -> list[dict[str, Any]]:
     """The `samples_<task>_<date>.jsonl` file lm-eval writes with --output_path --log_samples."""
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        return [jsonsafe.loads(line) for line in f if line.strip()]
 
 
 def _prompt_and_gen(args: Any) -> tuple[Any, dict[str, Any]]:
@@ -72,7 +73,7 @@ def _messages(ctx: Any) -> list[dict[str, Any]]:
         return ctx
     if isinstance(ctx, str):
         try:
-            val = json.loads(ctx)
+            val = jsonsafe.loads(ctx)
         except json.JSONDecodeError:
             val = None
         if isinstance(val, list) and val and all(isinstance(m, dict) and "role" in m for m in val):
@@ -237,7 +238,7 @@ def run_header(run_id: str, model: str, base_url: str, api_key_env: str | None,
 
 
 def _jsonable(obj: Any) -> Any:
-    return json.loads(json.dumps(obj, default=str))
+    return jsonsafe.loads(json.dumps(obj, default=str))
 
 
 # ---------------------------------------------------------------- the suite for imported runs

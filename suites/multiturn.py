@@ -28,6 +28,7 @@ from typing import Any
 from verifier.parse import MalformedBody, parse_exchange
 from verifier.surfaces_history import assistant_turn, extend, tool_results, user_turn
 from verifier.types import Exchange, Judgement, Parsed, Sample, Suite
+from verifier import jsonsafe
 
 SYSTEM = "You are a helpful assistant. Use the tools when they can answer. Keep answers short."
 NUDGE = "Please use the tool to answer."
@@ -85,7 +86,7 @@ def run_tool(conv: str, call: dict[str, Any]) -> str:
     """Executes one call from the conversation's table: the result is keyed by the argument values."""
     fn = call.get("function") or {}
     try:
-        args = json.loads(fn.get("arguments") or "{}")
+        args = jsonsafe.loads(fn.get("arguments") or "{}")
     except ValueError:
         return json.dumps({"error": "arguments are not valid JSON"})
     values = " ".join(str(v).lower() for v in args.values()) if isinstance(args, dict) else ""

@@ -20,6 +20,7 @@ from typing import Any
 from verifier.types import Finding, Judgement, Parsed, Sample, Suite, Verdict
 
 import suites.bfcl_checker as chk
+from verifier import jsonsafe
 
 NAME = "replay"
 VERSION = "1"
@@ -31,7 +32,7 @@ def _bodies(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(1-based line number, record) pairs; a whole-file JSON object or list counts from 1."""
     text = path.read_text(encoding="utf-8")
     try:
-        whole = json.loads(text)
+        whole = jsonsafe.loads(text)
     except json.JSONDecodeError:
         whole = None
     if isinstance(whole, dict):
@@ -42,7 +43,7 @@ def _bodies(path: Path) -> list[tuple[int, dict[str, Any]]]:
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                out.append((n, json.loads(line)))
+                out.append((n, jsonsafe.loads(line)))
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{n}: not JSON ({e.msg})") from None
     return out
@@ -55,6 +56,9 @@ def make_sample(n: int, rec: Any) -> Sample:
     body = rec["body"] if isinstance(rec.get("body"), dict) and "messages" not in rec else rec
     if not isinstance(body.get("messages"), list):
         raise ValueError(f"line {n}: request body has no 'messages' list")
+    where = jsonsafe.lone_surrogate(body)
+    if where:
+        raise ValueError(f"line {n}: {where[:80]} holds a lone surrogate (e.g. \\ud800), which cannot be sent as UTF-8")
     return Sample(id=sid, messages=body["messages"], tools=body.get("tools") or None, meta={"body": body})
 
 

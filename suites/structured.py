@@ -42,6 +42,7 @@ from verifier.types import Finding, Judgement, Parsed, Sample, Suite, Verdict
 
 import suites.hub as hub
 from .lazy import LazySamples
+from verifier import jsonsafe
 
 NAME = "structured"
 HUB = "epfl-dlab/JSONSchemaBench"
@@ -151,7 +152,7 @@ def unusable(schema: Any) -> str | None:
 
 @functools.lru_cache(maxsize=4096)
 def _validator(schema_json: str) -> Any:
-    schema = json.loads(schema_json)
+    schema = jsonsafe.loads(schema_json)
     return validators.validator_for(schema, default=Draft202012Validator)(schema)
 
 
@@ -193,7 +194,7 @@ def extract_prompt(text: str, schema: dict[str, Any]) -> str:
 
 
 def extraction_samples(limit: int | None = None) -> list[Sample]:
-    rows = [json.loads(line) for line in EXTRACTION.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [jsonsafe.loads(line) for line in EXTRACTION.read_text(encoding="utf-8").splitlines() if line.strip()]
     out = []
     for r in rows[:limit]:
         for v in VARIANTS:
@@ -240,7 +241,7 @@ def row_samples(row: tuple[str, str, str], skipped: dict[str, str] | None = None
     subset, stem, text = row
     sid = f"{subset}/{stem}"
     try:
-        schema = json.loads(text)
+        schema = jsonsafe.loads(text)
     except json.JSONDecodeError:
         why: str | None = "not JSON"
     else:
@@ -316,7 +317,7 @@ def score(sample: Sample, parsed: Parsed) -> Judgement:
     text, fenced = unfence(parsed.content or "")
     findings: list[Finding] = [Finding("json_fenced", (parsed.content or "")[:60])] if fenced else []
     try:
-        obj, valid = json.loads(text), True
+        obj, valid = jsonsafe.loads(text), True
     except (json.JSONDecodeError, ValueError):
         obj, valid = None, False
     metrics: dict[str, float] = {"valid_json": float(valid)}

@@ -46,6 +46,17 @@ def http_ready(url: str, proc: subprocess.Popen | None = None, deadline_s: float
     wait_until(up, f"{url} did not answer", deadline_s, proc)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_secrets():
+    """Each test starts as a new process would: no secrets held, no run's credential marks (verifier.scrub is
+    per process, and the `cli` fixture runs many commands in this one)."""
+    from verifier import scrub
+
+    scrub.reset()
+    yield
+    scrub.reset()
+
+
 @pytest.fixture
 def server():
     with TestServer(Script(arithmetic)) as srv:

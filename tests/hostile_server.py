@@ -4,7 +4,9 @@ One behaviour per server instance (`HostileServer("echo")`); every request is re
 headers so tests can assert what the client sent. Behaviours are the ones seen from broken or
 malicious endpoints: echoing credentials (whole, bare, split across stream chunks, `\\u002d`-escaped),
 redirects, gzip bombs, huge bodies, endless or dripping streams, mid-stream error events, JSON nested
-1,000 deep, NaN logprobs and Infinity usage.
+1,000 deep, NaN logprobs and Infinity usage. Issue #22 adds: a bomb or a drip on `GET /models`, control characters
+and unknown charsets there, millions of tiny SSE events, integers past Python's int-str limit, secrets split where
+only the parser rejoins them (chat, Responses, Messages streams), and bodies just under the client's cap.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 DEEP = "[" * 1000 + "]" * 1000
+HUGE = "9" * 5000  # past Python's 4,300-digit int-str limit: json.loads raises ValueError, not JSONDecodeError
 _BOMB: bytes | None = None
 
 
@@ -87,7 +90,9 @@ class _Handler(BaseHTTPRequestHandler):
             t_end = time.monotonic() + 30  # the server is slow; the client's start-up deadline must not wait for it
             while time.monotonic() < t_end and not self.server.stopping:
                 time.sleep(0.05)
-        if self.path.endswith("/models"):
+        if self.path.endswith("/models") and b in MODELS_BEHAVIOURS:
+            MODELS_BEHAVIOURS[b](self)
+        elif self.path.endswith("/models"):
             self._send(200, json.dumps({"object": "list", "data": [{"id": "m", "owned_by": "me", "echo": echo}], "headers": echo}))
         elif self.path.endswith("/props"):
             self._send(200, json.dumps({"chat_template": "{{ messages[0].content }}", "build_info": "b1", "request_headers": echo,
@@ -107,10 +112,14 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         stream = isinstance(body, dict) and body.get("stream")
+        if self.server.behaviour == "models_ansi":  # a 404 for the model: the preflight then lists the served ids
+            return self._send(404, json.dumps({"error": {"message": "model not found"}}))
         if self.headers.get("X-Verifier-Preflight"):
             # The verifier's preflight ping: a plain answer, unrecorded; the behaviour is for the run's samples.
             return self.b_fine(stream, body)
         self._record(body)
+        if self.server.behaviour in MODELS_BEHAVIOURS:
+            return self.b_fine(stream, body)  # these misbehave on GET /models only
         getattr(self, "b_" + self.server.behaviour.replace("-", "_"))(stream, body)
 
     # --- behaviours -------------------------------------------------------------------------
@@ -254,6 +263,156 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
+    # --- issue #22 ------------------------------------------------------------------------------
+    def models_bomb(self) -> None:
+        self._send(200, gzip_bomb(), {"Content-Encoding": "gzip"})
+
+    def models_drip(self) -> None:
+        """Headers at once, then one byte every 2 s: each read is within any timeout, the whole never ends."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(10**6))
+        self.end_headers()
+        t_end = time.monotonic() + 120
+        try:
+            while time.monotonic() < t_end and not self.server.stopping:
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                for _ in range(40):
+                    if self.server.stopping:
+                        return
+                    time.sleep(0.05)
+        except OSError:
+            pass
+
+    def models_ansi(self) -> None:
+        """A model id that would clear the screen and draw a fake verdict over the real line."""
+        evil = "m\x1b[2J\x1b[H\rstatus: pass\x07\u202e"
+        self._send(200, json.dumps({"object": "list", "data": [{"id": evil, "owned_by": "me"}]}))
+
+    def models_charset(self) -> None:
+        self._send(200, json.dumps({"object": "list", "data": [{"id": "m"}]}), {"Content-Type": "application/json; charset=x-no-such-codec"})
+
+    def b_tiny_events(self, stream: bool, body: Any) -> None:
+        """8 M lines of `data:{}` (64 MB, under the byte cap), then a valid stream."""
+        if not stream:
+            return self.b_fine(stream, body)
+        self._sse_head()
+        block = b"data:{}\n" * 2**17  # 1 MiB
+        try:
+            for _ in range(64):
+                if self.server.stopping:
+                    return
+                self.wfile.write(block)
+            self.wfile.write(f"data: {delta('ok')}\n\ndata: [DONE]\n\n".encode())
+        except OSError:
+            pass  # the client hung up at its event cap
+        self.close_connection = True
+
+    def b_huge_int(self, stream: bool, body: Any) -> None:
+        """A 5,000-digit integer where `huge_where` says: the body, a stream chunk, tool arguments, or the content
+        (which the response_format probe parses as JSON)."""
+        where = self.server.deep_where
+        if where == "chunk" and stream:
+            last = json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+            self._events([delta("4"), '{"choices": [{"index": 0, "delta": {"content": "x"}}], "n": ' + HUGE + "}", last, "[DONE]"])
+        elif where == "tool_args":
+            msg = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"n": ' + HUGE + "}"}}]}
+            self._send(200, json.dumps({"choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls"}],
+                                        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}))
+        elif where == "content":
+            self._send(200, json.dumps(completion('{"probe_code": ' + HUGE + "}")))
+        else:
+            text = json.dumps(completion("4"))
+            self._send(200, text.replace('"prompt_tokens": 5', '"prompt_tokens": ' + HUGE))
+
+    def _halves(self) -> list[tuple[str, str]]:
+        toks = [self._tokens()[1]] + ([self.headers["X-Api-Key"]] if self.headers.get("X-Api-Key") else [])
+        return [(t[: len(t) // 2], t[len(t) // 2:]) for t in toks]
+
+    def b_split_choice(self, stream: bool, body: Any) -> None:
+        """Each secret in two halves: the second in a second choice that also says `index: 0`. The parser appends every
+        choice's delta to the one answer, so it spells the secret; a redactor that keys pieces by choice position does not."""
+        if not stream:
+            return self.b_fine(stream, body)
+        chunks = []
+        for a, b in self._halves():
+            chunks.append(json.dumps({"choices": [{"index": 0, "delta": {"content": " key " + a}, "finish_reason": None}]}))
+            chunks.append(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": None},
+                                                  {"index": 0, "delta": {"content": b}, "finish_reason": None}]}))
+        last = json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                           "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}})
+        self._events(chunks + [last, "[DONE]"])
+
+    def b_split_messages(self, stream: bool, body: Any) -> None:
+        """Messages stream: a secret's first half in `content_block_start.text`, the second in a `text_delta`."""
+        if not stream:
+            return self._send(200, json.dumps({"type": "message", "role": "assistant", "content": [{"type": "text", "text": "ok"}],
+                                               "stop_reason": "end_turn", "usage": {"input_tokens": 5, "output_tokens": 1}}))
+        evs = [{"type": "message_start", "message": {"id": "msg_1", "role": "assistant", "usage": {"input_tokens": 5, "output_tokens": 0}}}]
+        for i, (a, b) in enumerate(self._halves()):
+            evs += [{"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": " key " + a}},
+                    {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": b}},
+                    {"type": "content_block_stop", "index": i}]
+        evs += [{"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}},
+                {"type": "message_stop"}]
+        self._events([json.dumps(e) for e in evs])
+
+    def b_split_responses(self, stream: bool, body: Any) -> None:
+        """Responses stream: a secret's halves in `output_text.delta` events of different `output_index`."""
+        usage = {"input_tokens": 5, "output_tokens": 3, "total_tokens": 8}
+        if not stream:
+            return self._send(200, json.dumps({"object": "response", "status": "completed", "usage": usage, "output": [
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}]}))
+        evs: list[dict[str, Any]] = [{"type": "response.created", "response": {"status": "in_progress"}}]
+        for i, (a, b) in enumerate(self._halves()):
+            evs += [{"type": "response.output_text.delta", "output_index": 2 * i, "content_index": 0, "delta": " key " + a},
+                    {"type": "response.output_text.delta", "output_index": 2 * i + 1, "content_index": 0, "delta": b}]
+        evs.append({"type": "response.completed", "response": {"status": "completed", "usage": usage, "output": []}})
+        self._events([json.dumps(e) for e in evs])
+
+    def b_padded(self, stream: bool, body: Any) -> None:
+        """A valid completion of `pad_mb` MiB (default 62: just under the client's 64 MiB cap, so it is read whole)."""
+        n = self.server.pad_mb
+        head = json.dumps(completion("4"))[:-1].encode() + b', "pad": "'
+        tail = b'"}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(head) + n * 2**20 + len(tail)))
+        self.end_headers()
+        block = b" " * 2**20
+        try:
+            self.wfile.write(head)
+            for _ in range(n):
+                self.wfile.write(block)
+            self.wfile.write(tail)
+        except OSError:
+            pass
+
+    def b_big_json(self, stream: bool, body: Any) -> None:
+        """A 400 MB JSON completion (whitespace inside): what a response fault in the proxy must not buffer whole."""
+        head = json.dumps(completion("4"))[:-1].encode() + b', "pad": "'
+        tail = b'"}'
+        size = 400 * 2**20
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(head) + size + len(tail)))
+        self.end_headers()
+        block = b" " * 2**20
+        try:
+            self.wfile.write(head)
+            for _ in range(400):
+                self.wfile.write(block)
+            self.wfile.write(tail)
+        except OSError:
+            pass
+
+
+MODELS_BEHAVIOURS = {"models_bomb": _Handler.models_bomb, "models_drip": _Handler.models_drip,
+                     "models_ansi": _Handler.models_ansi, "models_charset": _Handler.models_charset}
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -265,12 +424,13 @@ class _Server(ThreadingHTTPServer):
 class HostileServer:
     """`with HostileServer("echo") as srv:` then `srv.url` (ends in /v1) and `srv.requests`."""
 
-    def __init__(self, behaviour: str, redirect_to: str = "", deep_where: str = "tool_args"):
+    def __init__(self, behaviour: str, redirect_to: str = "", deep_where: str = "tool_args", pad_mb: int = 62):
         self.httpd = _Server(("127.0.0.1", 0), _Handler)
         self.httpd.behaviour = behaviour  # type: ignore[attr-defined]
         self.httpd.requests = []  # type: ignore[attr-defined]
         self.httpd.redirect_to = redirect_to  # type: ignore[attr-defined]
         self.httpd.deep_where = deep_where  # type: ignore[attr-defined]
+        self.httpd.pad_mb = pad_mb  # type: ignore[attr-defined]
         self.httpd.stopping = False  # type: ignore[attr-defined]
         self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.url = self.base + "/v1"

@@ -130,7 +130,7 @@ def test_every_answer_wrong_with_logprobs_is_unattributed_and_allow_inconclusive
     from verifier.report import ci
 
     assert 'failures="0"' not in ci.junit_xml(doc)  # CI sees the failing quality check
-    assert ci.STATUS_ICON["regression_unattributed"] == "❌"
+    assert ci.STATUS_ICON["regression_unattributed"] not in (ci.STATUS_ICON["inconclusive"], ci.STATUS_ICON["pass"])  # a failing icon
 
 
 # ----------------------------------------------------------------------------- never blame a healthy engine

@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 import os
 import random
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,8 @@ class EndpointSpec:
     """Retries on 429/5xx/connect/read errors."""
     max_response_bytes: int = 64 * 2**20
     """Cap on one response's decoded size (decompression counted)."""
+    max_stream_events: int = 250_000
+    """Cap on the events of one stream (bodyread.MAX_STREAM_EVENTS)."""
     request_deadline_s: float | None = None
     """Total seconds per request, retries and the whole stream included; None means 10 x timeout_s."""
     info_deadline_s: float = 10.0
@@ -106,6 +109,10 @@ class RunSpec:
         ids: dict[str, set[str]] = {}
         for o in gobs:
             ids.setdefault(o["suite"], set()).add(o["sample_id"])
+        from .redact import credential_values
+
+        if extra_body is None and credential_values(g["source"].get("extra_body") or {}):
+            raise UsageError("the golden's extra_body holds credentials, masked when it was blessed: pass --extra-body")
         base = dict((g["source"].get("sampling") or {}).get("overrides", {}))
         base.update(overrides or {})
         return cls(
@@ -161,6 +168,9 @@ def default_run_dir(prefix: str) -> Path:
     return Path("runs") / f"{stamp}-{prefix}"
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConfig":
     from .endpoint import EndpointConfig, check_base_url
 
@@ -168,12 +178,19 @@ def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConf
         raise UsageError("--concurrency must be at least 1")
     check_base_url(ep.base_url)
     api_key = os.environ.get(ep.api_key_env) if ep.api_key_env else None
-    scrub.register(api_key, *ep.headers.values())  # before anything is sent or written
+    scrub.register_endpoint(api_key, dict(ep.headers))  # first: the checks below must not print them either
+    # A control character cannot go into an HTTP header (the client raises mid-run), and a newline would split one.
+    if api_key is not None and _CONTROL.search(api_key):
+        raise UsageError(f"${ep.api_key_env} holds a control character (a trailing newline?); strip it")
+    for name, value in ep.headers.items():
+        if _CONTROL.search(value):
+            raise UsageError(f"--header {name}: the value holds a control character (a newline?)")
+    scrub.register_endpoint(api_key, dict(ep.headers))  # before anything is sent or written
     return EndpointConfig(
         base_url=ep.base_url or "", model=model or ep.model or "",
         api_key=api_key, headers=dict(ep.headers),
         concurrency=ep.concurrency, timeout_s=ep.timeout_s, max_retries=ep.max_retries,
-        max_response_bytes=ep.max_response_bytes, request_deadline_s=ep.request_deadline_s,
+        max_response_bytes=ep.max_response_bytes, max_stream_events=ep.max_stream_events, request_deadline_s=ep.request_deadline_s,
         info_deadline_s=ep.info_deadline_s,
     )
 
@@ -247,7 +264,10 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, d
     cfg = endpoint_config(spec.endpoint, spec.endpoint.model or hdr["endpoint"]["model"])
     if not spec.endpoint.base_url:
         raise UsageError("--resume needs --base-url (the journal stores it redacted)")
-    done = {k for k, ex in journal.read_exchanges(run_dir).items() if ex.error is None}
+    last_error: dict[Any, str | None] = {}
+    for ex in journal.iter_exchanges(run_dir):  # streamed: a resume needs each key's last error, not the bodies
+        last_error[ex.key] = ex.error
+    done = {k for k, err in last_error.items() if err is None}
     return run_dir, hdr, suites, cfg, done
 
 
@@ -262,6 +282,9 @@ def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]],
             raise UsageError(f"unknown mode {m!r}; known: {', '.join(MODES)}")
     cfg = endpoint_config(spec.endpoint)
     run_dir = spec.out or default_run_dir("-".join(s.name for s in suites_))
+    if (run_dir / journal.HEADER).exists():
+        journal.ensure_writable_new_dir(run_dir)  # refuses, naming --resume
+    journal.check_writable(run_dir, directory=True)  # before the preflight's first request
     return run_dir, samples, cfg
 
 
@@ -276,28 +299,33 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
         run_dir, suites, cfg = _prepare_new(spec)
         modes, done = list(spec.modes), set()
     from .endpoint import Endpoint
+    from .redact import credential_values
 
+    scrub.register(*credential_values(dict(spec.extra_body)))  # `--extra-body '{"api_key": ...}'` is a secret too
     ep = Endpoint(cfg)  # the run's one client: reachability, server info, probes and every request
     try:
         info, template = await _server_facts(ep, spec, modes)
+        from .resume import resumed_extra_body
+
         if spec.resume:
             from .resume import check_same_server
 
             check_same_server(run_dir, hdr.get("server_info") or {}, info)
             hdr["server_info"] = info
-            work = runner.plan(suites, cfg.model, hdr["sampling"], hdr.get("extra_body", {}), hdr["epochs"], modes, done, template)
+            work = runner.plan(suites, cfg.model, hdr["sampling"], resumed_extra_body(spec, hdr), hdr["epochs"], modes, done, template)
         else:
             hdr, work = _start_new(spec, run_dir, cfg, suites, info, template, stack)
         journal.write_json(run_dir / journal.HEADER, hdr)
+        extra = resumed_extra_body(spec, hdr)  # run.json's copy has its credentials masked
         if spec.probes:
             from .probes import run_probes
 
-            journal.write_json(run_dir / "probes.json", await run_probes(ep, cfg.model, hdr.get("extra_body") or {}))
+            journal.write_json(run_dir / "probes.json", await run_probes(ep, cfg.model, extra))
         if spec.context_probe:
             from . import context_probe as cp
 
             lengths = list(spec.context_lengths or cp.lengths_for(cp.n_ctx_of(info)))
-            journal.write_json(run_dir / cp.FILE, await cp.run(ep, cfg.model, hdr.get("extra_body") or {}, lengths))
+            journal.write_json(run_dir / cp.FILE, await cp.run(ep, cfg.model, extra, lengths))
         sent = {"sent": 0, "errors": 0}
         for batch in ([work] if stop_check is None else batches(work, spec.looks)):
             r = await runner.execute(run_dir, batch, cfg, quiet=spec.quiet, endpoint=ep)

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import journal, runner
+from . import journal, runner, scoring
 from .app import EndpointSpec, RunSpec, collect, default_run_dir, observations, score, suite_named
 from .errors import UsageError
+from . import jsonsafe
 
 # Sequential stopping ends a run early only on a decided regression: a large one shows within
 # the first batches, while a pass needs every sample (no flips in 20% of them is weak evidence).
@@ -253,7 +254,7 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
     if probes_path.exists():
         from .probes import verdicts as probe_verdicts
 
-        probes = probe_verdicts(json.loads(probes_path.read_text()), g.get("probes"))
+        probes = probe_verdicts(jsonsafe.loads(probes_path.read_text()), g.get("probes"))
     ctx = _context_verdict(run_dir, g)
     if ctx:  # joins the probe evidence under its own signal name, and keeps its details in the document
         probes = {**(probes or {}), "context_truncated": ctx}
@@ -263,6 +264,7 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
         raise UsageError(f"{run_dir} vs {golden_path}: {e}") from None
     except KeyError as e:
         raise UsageError(f"golden {golden_path} has no margin for {e.args[0]}; run `verifier calibrate` again") from None
+    _attach_tool_call_scores(doc, g, run_dir)
     doc["golden"] = {"name": g.get("name"), "path": str(golden_path), "source_run": g["source"].get("run_id"),
                      "endpoint": g["source"].get("endpoint"), "margins_provenance": _provenance(g)}
     doc["run"] = {"run_dir": str(run_dir), "run_id": hdr.get("run_id"), "endpoint": hdr.get("endpoint")}
@@ -272,12 +274,25 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
     return doc
 
 
+def _attach_tool_call_scores(doc: dict[str, Any], g: dict[str, Any], run_dir: Path) -> None:
+    """K2VV's trigger F1 and schema accuracy, candidate beside golden, on every tool-calling suite (new key `tool_calls`)."""
+    from . import numerics
+
+    sp = run_dir / scoring.SUMMARY
+    cand = json.loads(sp.read_text(encoding="utf-8")) if sp.exists() else {}
+    for suite, block in doc["suites"].items():
+        scores = numerics.tool_call_scores((((g.get("summary") or {}).get("suites") or {}).get(suite) or {}).get("extra"),
+                                           (((cand.get("suites") or {}).get(suite)) or {}).get("extra"), block.get("tool_trigger"))
+        if scores:
+            block["tool_calls"] = scores
+
+
 def _context_verdict(run_dir: Path, g: dict[str, Any]) -> dict[str, Any] | None:
     """The context-truncation probe's verdict (context_probe.verdict), when the run has one."""
     from . import context_probe as cp
 
     path = run_dir / cp.FILE
-    return cp.verdict(json.loads(path.read_text()), g.get("context_probe")) if path.exists() else None
+    return cp.verdict(jsonsafe.loads(path.read_text()), g.get("context_probe")) if path.exists() else None
 
 
 def _provenance(g: dict[str, Any]) -> dict[str, Any]:
@@ -286,4 +301,4 @@ def _provenance(g: dict[str, Any]) -> dict[str, Any]:
         if isinstance(v, dict):
             key = json.dumps({x: v[x] for x in sorted(v) if x != "value"}, sort_keys=True)
             srcs[key] = srcs.get(key, 0) + 1
-    return {"sources": [dict(json.loads(k), margins=n) for k, n in srcs.items()]}
+    return {"sources": [dict(jsonsafe.loads(k), margins=n) for k, n in srcs.items()]}

@@ -21,6 +21,12 @@ def print_comparison(doc: dict[str, Any]) -> None:
     for r in doc.get("reasons") or []:
         if not r.startswith("diagnosis:"):
             print(f"  why: {r}")
+    from .explain import tool_call_line
+
+    for suite, s in (doc.get("suites") or {}).items():
+        line = tool_call_line(s.get("tool_calls"))
+        if line:
+            print(f"  {suite} {line}")
     for side in ("frontend", "quantization"):
         print(f"  {side}: {doc[side]['verdict']}")
         for e in doc[side]["evidence"]:

@@ -194,7 +194,7 @@ def _quality(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[di
     if not s["metrics"]:
         if s["golden_clean"] == 0:
             # The reference itself never answered cleanly (e.g. it rejects images): nothing to regress from.
-            return {}, [Evidence("quality", suite, "pass", metric="*",
+            return {}, [Evidence("quality", suite, "pass", metric="*", qualifier="not_measured",
                                  summary="not measurable: the golden has no clean sample either (the reference refuses or breaks this suite)")]
         if s.get("clean_paired"):
             # A suite without a metric (a replay of recorded requests with no tool calls to diff): its signals judge it.
@@ -390,7 +390,7 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
         q += q_s
     for name, p in sorted((probes or {}).items()):
         fe.append(Evidence(p.get("signal", f"probe:{name}"), "*", p["verdict"], p["summary"],  # context_truncated names itself
-                           component=p.get("component")))
+                           component=p.get("component"), qualifier=p.get("qualifier")))
     drift_states = {s["drift"]["state"] for s in suites_out.values()}
     changed = any(s["drift"].get("numerics_changed") for s in suites_out.values())
     status, frontend, quant = _decide(fe, q, drift_states, infra_rate > infra_budget or cov["rate"] > infra_budget, changed)

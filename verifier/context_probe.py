@@ -60,10 +60,10 @@ def n_ctx_of(server_info: dict[str, Any]) -> int | None:
 
 
 def _error_type(body: str | None) -> str | None:
-    import json
+    from .jsonsafe import loads
 
     try:
-        err = json.loads(body or "").get("error")
+        err = loads(body or "").get("error")
     except (ValueError, AttributeError):
         return None
     return err.get("type") if isinstance(err, dict) else None

@@ -31,6 +31,7 @@ BLOCKING = {
     "json_schema_violation_strict",
     "json_too_deep",
     "stream_ignored",
+    "stream_too_many_events",
 } | contract_surfaces.BLOCKING
 
 # Findings about what the model chose to write rather than what the serving stack did with it: recorded

@@ -46,6 +46,7 @@ TABLE: dict[str, tuple[str, str]] = {
     "stream_index_collision": ("stream assembly", "parallel tool calls share one stream index"),
     "stream_chunk_invalid_json": ("stream assembly", "SSE chunks that are not JSON"),
     "stream_ignored": ("stream assembly", "a stream request answered with one JSON body (`stream: true` ignored)"),
+    "stream_too_many_events": ("stream assembly", "a stream of more events than --max-stream-events (empty or repeated chunks)"),
     "replacement_char": ("stream assembly", "U+FFFD in the text: a multi-byte character was split"),
     "finish_reason_missing": ("response formatting & usage", "finish_reason missing"),
     "finish_reason_mismatch": ("response formatting & usage", "finish_reason does not match what was generated"),

@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
-from .bodyread import TooLarge, _read_sse, read_capped, sse_text  # noqa: F401 - public names of this module
+from .bodyread import MAX_STREAM_EVENTS, TOO_MANY_EVENTS, TooLarge, UnknownCharset, _read_sse, read_capped, sse_text  # noqa: F401 - public names of this module
 from .errors import UsageError
 from .jsonsafe import TooDeep, dumps_strict, loads_bounded
 from .surfaces import SURFACE_ROUTES, surface_headers
@@ -44,7 +44,7 @@ HTTP_ERRORS = tuple({httpx.HTTPError, hx.HTTPError})
 
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
 # Errors a retry cannot fix: the same server gives the same redirect or the same oversized body.
-FINAL_ERRORS = ("client_error", "redirect", "response_too_large")
+FINAL_ERRORS = ("client_error", "redirect", "response_too_large", TOO_MANY_EVENTS)
 
 _WIRE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)  # json.dumps(**kw) builds one per call
 MAX_INFO_BYTES = 4 * 2**20
@@ -66,6 +66,8 @@ class EndpointConfig:
     backoff_max_s: float = 30.0
     max_response_bytes: int = 64 * 2**20
     """Cap on one response's decoded size (stream included, decompression counted)."""
+    max_stream_events: int = MAX_STREAM_EVENTS
+    """Cap on the `data:` lines of one stream: past it the stream is cut, `stream_too_many_events`."""
     request_deadline_s: float | None = None
     """Total wall time for one request, all attempts and the whole stream included; None: 10 x timeout_s."""
     info_deadline_s: float = 10.0
@@ -112,8 +114,9 @@ def check_base_url(url: str | None) -> None:
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError as e:
-        raise UsageError(f"--base-url is not a valid URL ({e})") from None
+    except ValueError:
+        # Not the parser's message: it quotes the port text, where a mistyped URL may hold the key.
+        raise UsageError("--base-url is not a valid URL (its port is not a number from 0 to 65535, or its host is malformed)") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError("--base-url must be an http:// or https:// URL with a host")
     if parts.username is not None or parts.password is not None:
@@ -254,8 +257,8 @@ class Endpoint:
                     # (`stream_ignored`), not retried and not lost as a truncated stream.
                     return Attempt(status, body=text)
                 # SSE under a JSON Content-Type: read as the SDK reads it, whatever the header says.
-                return Attempt(status, chunks=chunks, error=sse_text(text, chunks, mode))
-            err = await _read_sse(resp, limit, chunks, mode)
+                return Attempt(status, chunks=chunks, error=sse_text(text, chunks, mode, self.cfg.max_stream_events))
+            err = await _read_sse(resp, limit, chunks, mode, self.cfg.max_stream_events)
             return Attempt(status, chunks=chunks, error=err)
         finally:
             await resp.aclose()
@@ -291,40 +294,47 @@ class Endpoint:
                     return Result(a.status, a.body, a.chunks, a.error, round(latency, 3), attempts)
                 await self._sleep(wait)
 
-    async def _info_one(self, url: str) -> Any:
-        try:
+    async def _get(self, url: str, deadline_s: float, limit: int | None = MAX_INFO_BYTES,
+                   strict_charset: bool = True) -> tuple[int, str | None]:
+        """(status, body) of one GET: the body read with the chat reader's cap (`limit`; None reads none), the whole
+        call under one total deadline (a server that drips a byte per read timeout must not stall start-up).
+        Raises TimeoutError, TooLarge or an HTTP error for the caller to judge."""
+        async with asyncio.timeout(deadline_s):
             resp = await self._http.send(self._http.build_request("GET", url, headers=self._headers), stream=True)
             try:
-                if resp.status_code != 200:
-                    return None
-                text = await read_capped(resp, MAX_INFO_BYTES)
+                return resp.status_code, (await read_capped(resp, limit, strict_charset) if limit is not None else None)
             finally:
                 await resp.aclose()
-            return loads_bounded(text)
-        except (*HTTP_ERRORS, TooLarge, ValueError):
+
+    async def _info_one(self, url: str) -> Any:
+        try:
+            status, text = await self._get(url, self.cfg.info_deadline_s)
+            return loads_bounded(text or "") if status == 200 else None
+        except (*HTTP_ERRORS, TooLarge, TimeoutError, ValueError):
             return None
 
     async def get(self, url: str) -> tuple[int | None, Any]:
-        """(status, parsed JSON body or None) of one GET through this client; status None when nothing answered."""
+        """(status, parsed JSON body or None) of one GET through this client, capped in size and bounded by
+        `info_deadline_s`; status None when nothing answered in time."""
         try:
-            resp = await self._http.send(self._http.build_request("GET", url, headers=self._headers), stream=True)
-            try:
-                text = await read_capped(resp, MAX_INFO_BYTES)
-                status = resp.status_code
-            finally:
-                await resp.aclose()
-        except (*HTTP_ERRORS, TooLarge):
+            status, text = await self._get(url, self.cfg.info_deadline_s)
+        except (*HTTP_ERRORS, TooLarge, TimeoutError):
             return None, None
+        except UnknownCharset as e:  # the model list cannot be read as the server says it is written
+            raise UsageError(f"GET {redact_url(url)}: {e}") from None
         try:
-            return status, loads_bounded(text)
+            return status, loads_bounded(text or "")
         except (ValueError, TooDeep):
             return status, None
 
     async def unreachable(self, timeout_s: float = 5.0) -> str | None:
-        """None if something answers at the base URL, else a one-line reason; through this client's own pool."""
+        """None if something answers at the base URL, else a one-line reason; through this client's own pool.
+        Only the status line is waited for (at most `timeout_s` in all): the body of /models is not read here."""
         try:
-            await self._http.get(self.cfg.base_url.rstrip("/") + "/models", timeout=timeout_s)
+            await self._get(self.cfg.base_url.rstrip("/") + "/models", min(timeout_s, self.cfg.info_deadline_s), limit=None)
             return None
+        except TimeoutError:
+            return f"cannot reach endpoint {redact_url(self.cfg.base_url)}: no answer within {min(timeout_s, self.cfg.info_deadline_s):g} s"
         except (httpx.HTTPError, hx.HTTPError) as e:
             return f"cannot reach endpoint {redact_url(self.cfg.base_url)}: {type(e).__name__}"
 

@@ -147,7 +147,10 @@ def _metrics_of(golden_obs: Iterable[Observation], suite: str) -> list[str]:
 def _check(name: str, cls: str, ev: dict[str, Any] | None, default: str = "not measured on this run") -> dict[str, Any]:
     if ev is None:
         return {"name": name, "class": cls, "verdict": "not_measured", "summary": default}
-    return {"name": name, "class": cls, "verdict": ev["verdict"], "summary": ev["summary"], "samples": ev.get("samples") or []}
+    out = {"name": name, "class": cls, "verdict": ev["verdict"], "summary": ev["summary"], "samples": ev.get("samples") or []}
+    if ev.get("qualifier"):
+        out["qualifier"] = ev["qualifier"]
+    return out
 
 
 def checks(doc: dict[str, Any], golden_meta: dict[str, Any], golden_obs: list[Observation]) -> list[dict[str, Any]]:
@@ -181,3 +184,33 @@ def component_line(doc: dict[str, Any], check: dict[str, Any]) -> str | None:
         return ", ".join(comps) or None
     own = next((e.get("component") for e in doc["frontend"]["evidence"] if e["signal"] == signal and e.get("component")), None)
     return own or component_of(signal)[0]
+
+
+def tool_call_line(tc: dict[str, Any] | None) -> str | None:
+    """A tool-calling suite's K2VV numbers in one line, each beside the golden's (comparison `suites.<s>.tool_calls`)."""
+    if not tc:
+        return None
+
+    def num(x: Any) -> str:
+        return "–" if x is None else f"{x:.3f}"
+
+    f1, sa = tc.get("trigger_f1") or {}, tc.get("schema_accuracy") or {}
+    parts = []
+    if f1.get("candidate") is not None or f1.get("golden") is not None:
+        parts.append(f"trigger F1 {num(f1.get('candidate'))} (golden {num(f1.get('golden'))})")
+    calls = f", {sa['candidate_calls']} calls" if sa.get("candidate_calls") is not None else ""
+    parts.append(f"schema accuracy {num(sa.get('candidate'))} (golden {num(sa.get('golden'))}{calls})")
+    if tc.get("trigger_agreement_f1") is not None:
+        parts.append(f"trigger agreement with golden F1 {num(tc['trigger_agreement_f1'])}")
+    return "tool calls: " + "; ".join(parts)
+
+
+def cut_words(text: str, limit: int) -> str:
+    """At most `limit` characters, cut at a word boundary with an ellipsis: never mid-word (a single word longer
+    than half the limit is the one exception: it is cut where the limit falls)."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit - 1]
+    if not text[limit - 1].isspace() and head.rfind(" ") >= limit // 2:  # the cut falls inside a word: back off
+        head = head[:head.rfind(" ")]
+    return head.rstrip(" ,;:(") + "…"

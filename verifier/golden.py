@@ -6,16 +6,19 @@ goldens/<name>/samples.jsonl   one observation per (suite, sample, epoch, mode),
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from . import journal, scoring
 from .parse import MalformedBody, parse_exchange
 from .types import JUDGED, Observation
+from . import jsonsafe
 
 FORMAT = 1
 GOLDEN = "golden.json"
@@ -35,24 +38,25 @@ def observations(run_dir: Path) -> list[dict[str, Any]]:
     verdicts = scoring.read_verdicts(run_dir)
     if not verdicts:
         raise journal.NotARunDir(f"{run_dir} has not been scored (no {scoring.VERDICTS}); run `verifier score {run_dir}`")
-    exchanges = journal.read_exchanges(run_dir)
-    out = []
-    for v in verdicts:
-        ex = exchanges.get((v.suite, v.sample_id, v.epoch, v.mode))
+    judged = {(v.suite, v.sample_id, v.epoch, v.mode) for v in verdicts if v.outcome in JUDGED}
+    texts: dict[tuple[str, str, int, str], tuple[Any, Any, Any]] = {}
+    for ex in journal.iter_exchanges(run_dir):  # streamed: only the cut text and logprobs of each record are kept
+        if ex.key not in judged:
+            continue
         content = logprobs = top = None
-        if ex is not None and v.outcome in JUDGED:
-            try:
-                p = parse_exchange(ex)
-                content = (p.content or "")[:MAX_CONTENT]
-                if p.logprobs:
-                    entries = [t if isinstance(t, dict) else {} for t in p.logprobs[:MAX_LOGPROBS]]
-                    logprobs = [[t.get("token"), t.get("logprob")] for t in entries]
-                    if ex.request.get("temperature") == 0:
-                        top = _alternatives(entries)
-            except MalformedBody:
-                pass
-        out.append(Observation.from_verdict(v, content, logprobs, top).to_dict())
-    return out
+        try:
+            p = parse_exchange(ex)
+            content = (p.content or "")[:MAX_CONTENT]
+            if p.logprobs:
+                entries = [t if isinstance(t, dict) else {} for t in p.logprobs[:MAX_LOGPROBS]]
+                logprobs = [[t.get("token"), t.get("logprob")] for t in entries]
+                if ex.request.get("temperature") == 0:
+                    top = _alternatives(entries)
+        except MalformedBody:
+            pass
+        texts[ex.key] = (content, logprobs, top)
+    return [Observation.from_verdict(v, *texts.get((v.suite, v.sample_id, v.epoch, v.mode), (None, None, None))).to_dict()
+            for v in verdicts]
 
 
 def _alternatives(entries: list[dict[str, Any]]) -> list[list[list[Any]]] | None:
@@ -93,33 +97,37 @@ def bless(run_dir: Path, to: Path, margins: dict[str, Any] | None = None) -> dic
         "selection": hdr.get("selection", {}),
         "epochs": hdr.get("epochs", 1),
         "modes": hdr.get("modes", ["chat"]),
-        "summary": json.loads(summary_path.read_text(encoding="utf-8")),
+        "summary": jsonsafe.loads(summary_path.read_text(encoding="utf-8")),
         "margins": margins,
-        "probes": json.loads((Path(run_dir) / "probes.json").read_text()) if (Path(run_dir) / "probes.json").exists() else None,
-        "context_probe": json.loads((Path(run_dir) / "context.json").read_text()) if (Path(run_dir) / "context.json").exists() else None,
+        "probes": jsonsafe.loads((Path(run_dir) / "probes.json").read_text()) if (Path(run_dir) / "probes.json").exists() else None,
+        "context_probe": jsonsafe.loads((Path(run_dir) / "context.json").read_text()) if (Path(run_dir) / "context.json").exists() else None,
     }
     _swap_in(to, lambda tmp: (journal.write_jsonl(tmp / OBS, obs), journal.write_json(tmp / GOLDEN, g)))
     return g
 
 
 def _swap_in(to: Path, fill: Any) -> None:
-    """Write a golden into a fresh directory next to `to`, then rename it into place.
+    """Write a golden into a fresh directory next to `to`, then swap it into place.
 
-    A kill at any point leaves the old golden, no golden, or the new one: never a golden.json of one
-    run beside the samples.jsonl of another. Other files in an old golden directory are carried over.
+    The swap is one atomic exchange of the two directories where the kernel offers it (Linux renameat2
+    RENAME_EXCHANGE); elsewhere two renames, old aside then new in, and a kill between them is repaired by the
+    next command that looks for the golden (`recover`). Either way a reader finds the old golden or the new
+    one, never a golden.json of one run beside the samples.jsonl of another. Other files are carried over.
     """
     to = Path(to)
     to.parent.mkdir(parents=True, exist_ok=True)
-    tmp = to.with_name(f".{to.name}.new-{os.getpid()}")
+    recover(to)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{to.name}.new-{os.getpid()}-", dir=to.parent))
     old = to.with_name(f".{to.name}.old-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
     try:
         fill(tmp)
         if to.exists():
             for f in to.iterdir():
-                if f.name not in (GOLDEN, OBS) and f.is_file() and not f.name.endswith(".tmp"):
+                if f.name not in (GOLDEN, OBS) and f.is_file() and not f.is_symlink() and ".tmp" not in f.name:
                     shutil.copy2(f, tmp / f.name)
+            if _exchange(tmp, to):
+                shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old golden
+                return
             os.rename(to, old)
         os.rename(tmp, to)
     except BaseException:
@@ -130,16 +138,64 @@ def _swap_in(to: Path, fill: Any) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two directories (renameat2 with RENAME_EXCHANGE); False where the system cannot."""
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recover(to: Path) -> None:
+    """A bless killed between its two renames left no golden at `to` and the old one aside as
+    `.NAME.old-PID`: put it back (only when that process is gone, and nothing took its place). The new
+    golden it was building (`.NAME.new-PID-*`) is removed."""
+    to = Path(to)
+    if not to.parent.is_dir():
+        return
+    for half in to.parent.glob(f".{glob.escape(to.name)}.new-*-*"):  # a killed bless's unfinished new golden
+        pid = half.name.rsplit(".new-", 1)[-1].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(half, ignore_errors=True)
+    if (to / GOLDEN).exists():
+        return
+    for aside in sorted(to.parent.glob(f".{glob.escape(to.name)}.old-*")):
+        pid = aside.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)) and (aside / GOLDEN).is_file() and not to.exists():
+            os.rename(aside, to)
+            return
+
+
 def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A golden, validated against its schema (golden_schema): anything malformed is a BadGolden naming the field."""
     from .golden_schema import problem
 
     path = Path(path)
+    recover(path)
     gp = path / GOLDEN
     if not gp.is_file():
         raise BadGolden(f"{path} is not a golden (no {GOLDEN})")
     try:
-        g = json.loads(gp.read_text(encoding="utf-8"))
+        g = jsonsafe.loads(gp.read_text(encoding="utf-8"))
         obs = list(journal.read_jsonl(path / OBS))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, journal.NotARunDir) as e:
         raise BadGolden(f"golden {path} is corrupt: {getattr(e, 'msg', None) or e}") from None

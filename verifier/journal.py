@@ -12,15 +12,17 @@ import fcntl
 import hashlib
 import json
 import os
+import secrets
 import subprocess
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import IO, Any, Iterable, Iterator
 
 from . import __version__, scrub
 from .errors import UsageError
 from .jsonsafe import dumps_strict
 from .redact import Redactor
 from .types import Exchange, RunHeader, Sample
+from . import jsonsafe
 
 HEADER = "run.json"
 SAMPLES = "samples.jsonl"
@@ -75,37 +77,65 @@ def dumps(obj: Any) -> str:
         return dumps_strict(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def create_new(path: Path, mode: int = 0o666) -> int:
+    """A file descriptor for a file that did not exist: O_EXCL|O_NOFOLLOW, so a planted file or symlink at
+    `path` is an error, never followed into a file of someone else's choosing."""
+    return os.open(path, _NEW_FILE, mode)
+
+
 @contextlib.contextmanager
-def _writing(path: Path) -> Iterator[Path]:
-    """A temp file next to `path`, renamed over it on success; an unwritable target is a usage error, not a crash."""
+def atomic_write(path: Path, binary: bool = False) -> Iterator[IO[Any]]:
+    """The one way a file is written whole: into a new temp file beside `path` with an unpredictable name,
+    created O_EXCL|O_NOFOLLOW (a planted `path.tmp` symlink is never followed), then renamed over `path`.
+    A reader never sees half a file and a crash keeps the old one; an unwritable target is a usage error."""
     path = Path(path)
     if path.is_dir():
         raise UsageError(f"cannot write {path}: it is a directory")
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = None
     try:
-        yield tmp
+        for _ in range(100):
+            tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+            try:
+                fd = create_new(tmp)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise UsageError(f"cannot write {path}: no free temp name beside it")
+        # backslashreplace: a lone surrogate (a server's "\\ud800", parsed) is written as that same JSON escape,
+        # not a UnicodeEncodeError halfway through a file.
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="")) as f:
+            yield f
         os.replace(tmp, path)
+        tmp = None
     except OSError as e:
         raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def write_json(path: Path, obj: Any) -> None:
     """Atomic: a reader never sees half a file, and a crash keeps the old one. Scrubbed of this process's secrets."""
     obj = scrub.obj(obj)
-    with _writing(path) as tmp:
-        tmp.write_text(dumps_strict(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    with atomic_write(path) as f:
+        f.write(dumps_strict(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
 
 
 def write_jsonl(path: Path, rows: Iterable[Any]) -> None:
-    with _writing(path) as tmp, tmp.open("w", encoding="utf-8") as f:
+    with atomic_write(path) as f:
         for r in rows:
             f.write(dumps(scrub.obj(r)) + "\n")
 
 
 def write_text(path: Path, text: str) -> None:
     """Reports, CSV, JUnit, Markdown: atomic and scrubbed like every JSON file."""
-    with _writing(path) as tmp:
-        tmp.write_text(scrub.text(text), encoding="utf-8")
+    with atomic_write(path) as f:
+        f.write(scrub.text(text))
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -116,17 +146,18 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
         for n, raw in enumerate(f, 1):
             if not raw.endswith(b"\n"):
                 return  # torn tail
+            if raw.isspace():
+                continue
             try:
-                line = raw.decode("utf-8").strip()
-                if not line:
-                    continue
-                rec = json.loads(line)
+                rec = jsonsafe.loads(raw)  # from the bytes: no decoded and stripped copies of a 64 MB line beside it
             except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
                 why = getattr(e, "msg", None) or getattr(e, "reason", None) or "nested too deep"
                 raise CorruptFile(f"{path}: line {n} is not valid JSON ({why})") from None
+            raw = b""  # only the record is kept while it is in use
             if not isinstance(rec, dict):
                 raise CorruptFile(f"{path}: line {n} is not a JSON object")
             yield rec
+            rec = None
 
 
 def file_digest(path: Path) -> dict[str, Any] | None:
@@ -150,7 +181,7 @@ def locked(run_dir: Path) -> Iterator[None]:
     flock on RUN_DIR/.lock: the kernel drops it when the holder dies, so a SIGKILLed run never leaves it stale.
     """
     try:
-        f = (Path(run_dir) / LOCK).open("a")
+        f = os.fdopen(os.open(Path(run_dir) / LOCK, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o666), "a")
     except OSError as e:
         raise UsageError(f"cannot lock run directory {run_dir}: {e.strerror}") from None
     try:
@@ -170,11 +201,34 @@ def ensure_writable_new_dir(path: Path, resumable: bool = True) -> None:
         raise UsageError(f"{path} already holds a run; {hint}")
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write-probe"
-        probe.write_text("")
+        probe = path / f".write-probe-{secrets.token_hex(8)}"
+        os.close(create_new(probe))
         probe.unlink()
     except OSError as e:
         raise UsageError(f"output directory {path} is not writable: {e.strerror}") from None
+
+
+def check_writable(path: Path, directory: bool = False) -> None:
+    """Before any request: `path` (a file, or with `directory` a directory) can be written where it is named.
+    The nearest existing ancestor must take a new file (a probe with an unpredictable name, removed at once):
+    a read-only target is a usage error now, not after every request has been sent."""
+    path = Path(path)
+    what = f"output directory {path} is not writable" if directory else f"cannot write {path}"
+    if not directory and path.is_dir():
+        raise UsageError(f"cannot write {path}: it is a directory")
+    if directory and path.exists() and not path.is_dir():
+        raise UsageError(f"{what}: it is not a directory")
+    place = path if directory and path.is_dir() else path.parent
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    if not place.is_dir():
+        raise UsageError(f"{what}: {place} is not a directory")
+    probe = place / f".verifier-probe-{secrets.token_hex(8)}"
+    try:
+        os.close(create_new(probe))
+        os.unlink(probe)
+    except OSError as e:
+        raise UsageError(f"{what}: {e.strerror or e}") from None
 
 
 def check_run_dir(run_dir: Path) -> dict[str, Any]:
@@ -182,13 +236,13 @@ def check_run_dir(run_dir: Path) -> dict[str, Any]:
     if not p.is_file():
         raise NotARunDir(f"{run_dir} is not a run directory (no {HEADER})")
     try:
-        hdr = json.loads(p.read_text(encoding="utf-8"))
+        hdr = jsonsafe.loads(p.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise NotARunDir(f"{p} is corrupt: {getattr(e, 'msg', None) or e}") from None
     if not isinstance(hdr, dict) or not isinstance(hdr.get("suites"), dict):
         raise NotARunDir(f"{p} is corrupt: not a run header (no suites)")
     # Every reader of a run passes here: an offline bless or report still scrubs the key its run was made with.
-    scrub.register_env((hdr.get("endpoint") or {}).get("api_key_env") if isinstance(hdr.get("endpoint"), dict) else None)
+    scrub.register_run(hdr)
     return hdr
 
 
@@ -211,13 +265,35 @@ def write_samples(run_dir: Path, pairs: Iterable[tuple[str, Sample]]) -> None:
     write_jsonl(Path(run_dir) / SAMPLES, ({"suite": suite, **sample_fields(s)} for suite, s in pairs))
 
 
-def read_exchanges(run_dir: Path) -> dict[tuple[str, str, int, str], Exchange]:
-    """The latest record per (suite, sample, epoch, mode): a resumed retry supersedes an infra error."""
-    out: dict[tuple[str, str, int, str], Exchange] = {}
+def iter_exchanges(run_dir: Path) -> Iterator[Exchange]:
+    """Every record in journal order, one at a time (a later one for the same key supersedes an earlier one):
+    what scoring and bless walk, so their memory does not grow with the journal."""
     for d in read_jsonl(Path(run_dir) / RESPONSES):
         ex = Exchange.from_json(d)
-        out[ex.key] = ex
-    return out
+        d = None
+        yield ex
+        ex = None
+
+
+def read_exchanges(run_dir: Path) -> dict[tuple[str, str, int, str], Exchange]:
+    """The latest record per (suite, sample, epoch, mode): a resumed retry supersedes an infra error."""
+    return {ex.key: ex for ex in iter_exchanges(run_dir)}
+
+
+def _heal_torn_tail(fd: int) -> None:
+    """Cut a torn last line (a kill mid-write) so the next record starts on its own line."""
+    size = os.fstat(fd).st_size
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    pos = size
+    while pos > 0:  # backwards in blocks: the journal is never read whole for this
+        start = max(0, pos - 2**20)
+        i = os.pread(fd, pos - start, start).rfind(b"\n")
+        if i >= 0:
+            os.ftruncate(fd, start + i + 1)
+            return
+        pos = start
+    os.ftruncate(fd, 0)
 
 
 class Journal:
@@ -225,24 +301,39 @@ class Journal:
 
     def __init__(self, run_dir: Path, scrub: Iterable[str] = ()):
         self.path = Path(run_dir) / RESPONSES
-        self._heal_torn_tail()
-        self._f = self.path.open("a", encoding="utf-8")
+        # O_NOFOLLOW: a responses.jsonl planted as a symlink is refused, not healed or appended through.
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        try:
+            _heal_torn_tail(fd)
+        except OSError:
+            os.close(fd)
+            raise
+        self._f = os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace")
         # Secrets never reach disk, even if a server echoes them back (split, escaped or bare).
         self._redact = Redactor(scrub)
 
-    def _heal_torn_tail(self) -> None:
-        if not self.path.exists():
-            return
-        data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            keep = data.rfind(b"\n") + 1
-            with self.path.open("r+b") as f:
-                f.truncate(keep)
-
     def append(self, ex: Exchange) -> None:
-        line = dumps(self._redact.record(ex.to_json()))
-        self._f.write(line + "\n")
+        rec = self._redact.record(ex.to_json())
+        if self._redact and self._parsed_leak(rec):
+            rec = self._redact.blank_texts(rec)
+        line = dumps(rec)
+        rec = {}
+        self._f.write(line)  # not `line + "\n"`: a 64 MB body would be copied once more
+        self._f.write("\n")
         self._f.flush()
+
+    def _parsed_leak(self, rec: dict[str, Any]) -> bool:
+        """Whether the answer parsed from the redacted record (what score, bless and report will show, in processes
+        that may not hold the key) still spells a secret: the raw pass missed a split the parser rejoins."""
+        from .parse import parse_exchange
+
+        try:
+            p = parse_exchange(Exchange.from_json(rec))
+        except Exception:  # noqa: BLE001 - a record the parser refuses shows no text to anyone
+            return False
+        texts = [p.content, p.reasoning, dumps(p.tool_calls) if p.tool_calls else None,
+                 "".join(t.get("token") or "" for t in p.logprobs if isinstance(t, dict)) if isinstance(p.logprobs, list) else None]
+        return any(isinstance(t, str) and self._redact.text(t) != t for t in texts)
 
     def close(self) -> None:
         self._f.close()

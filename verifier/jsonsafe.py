@@ -6,13 +6,17 @@ write. `dumps_strict` maps non-finite floats to null instead.
 
 In: a depth limit. A 2 KB string of 1,000 nested brackets is enough to raise RecursionError in the parser
 or, later, in any recursive walk (scoring, compare, report). `loads_bounded` turns that into `TooDeep`, a
-ValueError the caller records as a contract finding (`json_too_deep`).
+ValueError the caller records as a contract finding (`json_too_deep`). An integer longer than Python's
+int-str limit (4,300 digits) raises a plain ValueError from inside the parser, which no `except JSONDecodeError`
+catches; `loads` turns it into `NumberTooLong`, a JSONDecodeError, so every caller that handles bad JSON (a
+`malformed_body`, a bad stream chunk, `tool_args_invalid_json`, a corrupt file) handles it too.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Iterator
 
 MAX_JSON_DEPTH = 100
@@ -33,6 +37,33 @@ def _finite(o: Any, depth: int = 0) -> Any:
     if isinstance(o, (list, tuple)):
         return [_finite(v, depth + 1) for v in o]
     return o
+
+
+class NumberTooLong(json.JSONDecodeError):
+    """A JSON integer longer than the interpreter converts (sys.get_int_max_str_digits): bad JSON to us."""
+
+
+_LONG_DIGITS = re.compile(r"\d{1000,}")
+
+
+def loads(text: str | bytes, **kw: Any) -> Any:
+    """`json.loads` whose only failure for bad input is a JSONDecodeError (or RecursionError, see loads_bounded)."""
+    try:
+        return json.loads(text, **kw)
+    except json.JSONDecodeError:
+        raise
+    except ValueError as e:
+        if "digits" not in str(e):
+            raise
+        doc = text.decode("utf-8", "replace") if isinstance(text, (bytes, bytearray)) else str(text)
+        m = _LONG_DIGITS.search(doc)
+        raise NumberTooLong(f"integer longer than {_max_digits()} digits", doc, m.start() if m else 0) from None
+
+
+def _max_digits() -> int:
+    import sys
+
+    return sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 4300
 
 
 def dumps_strict(obj: Any, **kw: Any) -> str:
@@ -65,7 +96,7 @@ def depth(o: Any) -> int:
 def loads_bounded(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """`json.loads` that raises TooDeep (not RecursionError) past `max_depth`; other errors as json raises them."""
     try:
-        val = json.loads(text)
+        val = loads(text)
     except RecursionError:
         raise TooDeep(f"JSON nested deeper than {max_depth}") from None
     if isinstance(val, (dict, list)) and depth(val) > max_depth:
@@ -102,3 +133,25 @@ def stream_objects(chunks: list[str], extra: dict[str, Any]) -> Iterator[dict[st
         extra["bad_chunks"] = bad
     if deep:
         extra["json_too_deep"] = f"{deep} stream chunk(s)"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(o: Any, path: str = "$") -> str | None:
+    """The JSON path of the first string (key or value) holding a lone surrogate (`"\\ud800"` parses to one; it
+    cannot be encoded as UTF-8, so such a body cannot be sent), or None. Iterative, like `depth`."""
+    stack = [(o, path)]
+    while stack:
+        x, p = stack.pop()
+        if isinstance(x, str):
+            if _SURROGATE.search(x):
+                return p
+        elif isinstance(x, dict):
+            for k, v in x.items():
+                if isinstance(k, str) and _SURROGATE.search(k):
+                    return f"{p} (a key)"
+                stack.append((v, f"{p}.{k}"))
+        elif isinstance(x, list):
+            stack.extend((v, f"{p}[{i}]") for i, v in enumerate(x))
+    return None

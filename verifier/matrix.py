@@ -12,11 +12,16 @@ is what the comparison said, cut per suite:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from . import journal, jsonsafe
+
+from . import colours
+from .explain import cut_words, tool_call_line
 
 RANK = {"fail": 2, "inconclusive": 1, "pass": 0}
 TEMPLATES = Path(__file__).parent / "report" / "templates"  # beside the report's, covered by the same package data
@@ -42,9 +47,12 @@ def read_entry(provider: str, run_dir: Path) -> Entry:
     cp = run_dir / "comparison.json"
     if not cp.is_file():
         raise ValueError(f"{run_dir} holds no comparison.json: compare or gate it first")
+    if (run_dir / journal.HEADER).is_file():
+        with contextlib.suppress(journal.NotARunDir):
+            journal.check_run_dir(run_dir)  # the run's key and credential marks: what matrix writes is scrubbed of them
     sp = run_dir / "summary.json"
-    summary = json.loads(sp.read_text(encoding="utf-8")) if sp.is_file() else None
-    return Entry(provider, run_dir, json.loads(cp.read_text(encoding="utf-8")), summary)
+    summary = jsonsafe.loads(sp.read_text(encoding="utf-8")) if sp.is_file() else None
+    return Entry(provider, run_dir, jsonsafe.loads(cp.read_text(encoding="utf-8")), summary)
 
 
 def side_verdict(doc: dict[str, Any], side: str, suite: str) -> str:
@@ -81,6 +89,32 @@ def metric_cells(suite_doc: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def diagnosis_cells(doc: dict[str, Any], suite: str) -> list[str]:
+    """The diagnosed components behind this suite's frontend verdict: component, findings, wire modes."""
+    out = []
+    for d in doc.get("diagnosis") or []:
+        if suite in (d.get("suites") or []):
+            modes = f" [{', '.join(d['modes'])}]" if d.get("modes") else ""
+            out.append(f"{d['component']}: {', '.join(d.get('findings') or [])}{modes}")
+    return out
+
+
+def missing_cells(doc: dict[str, Any]) -> list[str]:
+    """For an `incomplete` gate, what is missing: infra errors over the budget, golden coverage not answered."""
+    if doc.get("status") != "incomplete":
+        return []
+    from .coverage import describe
+
+    out = []
+    inf, cov = doc.get("infra") or {}, doc.get("coverage") or {}
+    budget = inf.get("budget") or 0.0
+    if inf.get("rate") is not None and inf["rate"] > budget:
+        out.append(f"infra errors {inf['count']}/{inf['total']} (rate {inf['rate']:.3g}) above the budget {budget:.3g}")
+    if cov.get("missing") and cov.get("rate", 0) > budget:
+        out.append(describe(cov))
+    return out or [r for r in doc.get("reasons") or []][:2]
+
+
 def _infra_rate(e: Entry, suite: str) -> float | None:
     s = ((e.summary or {}).get("suites") or {}).get(suite) or {}
     return s.get("infra_rate", e.comparison.get("infra", {}).get("rate"))
@@ -113,6 +147,8 @@ def build(entries: list[Entry], out_dir: Path) -> dict[str, Any]:
                 "provider": e.provider, "suite": suite, "status": doc["status"], "exit_code": doc["exit_code"],
                 "frontend": side_verdict(doc, "frontend", suite), "quantization": side_verdict(doc, "quantization", suite),
                 "metrics": metric_cells(doc["suites"][suite]), "evidence": top_evidence(doc, suite),
+                "tool_calls": tool_call_line(doc["suites"][suite].get("tool_calls")),
+                "diagnosis": diagnosis_cells(doc, suite), "missing": missing_cells(doc),
                 "infra_rate": _infra_rate(e, suite), "latency_ms": _latency(e, suite),
                 "paired": doc["suites"][suite].get("paired"), "report": _report_link(e, out_dir),
                 "endpoint": (doc.get("run") or {}).get("endpoint", {}).get("base_url"),
@@ -147,13 +183,15 @@ def _md_cell(text: str) -> str:
 def markdown(m: dict[str, Any]) -> str:
     """The Markdown table: one line per provider and suite (GitHub renders it in a step summary)."""
     lines = [f"## verifier matrix vs golden `{m['golden']}`", "",
-             "| provider | suite | status | frontend | quantization | key metrics | top evidence | infra | latency | report |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| provider | suite | status | diagnosis | frontend | quantization | key metrics | top evidence | infra | latency | report |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in m["rows"]:
-        metrics = "; ".join(metric_text(x) for x in r["metrics"]) or "—"
+        metrics = "; ".join([metric_text(x) for x in r["metrics"]] + ([r["tool_calls"]] if r.get("tool_calls") else [])) or "—"
+        why = "; ".join((r.get("diagnosis") or []) + [f"missing: {x}" for x in r.get("missing") or []])
         infra = "—" if r["infra_rate"] is None else f"{100 * r['infra_rate']:.1f}%"
         lines.append("| " + " | ".join(_md_cell(c) for c in (
-            r["provider"], r["suite"], f"{r['status']} ({r['exit_code']})", r["frontend"], r["quantization"], metrics,
+            r["provider"], r["suite"], f"{colours.STATUS_ICON.get(r['status'], '')} {r['status']} ({r['exit_code']})".strip(), why,
+            r["frontend"], r["quantization"], metrics,
             r["evidence"], infra, latency_text(r["latency_ms"]), f"[report]({r['report']})")) + " |")
     return "\n".join(lines) + "\n"
 
@@ -170,6 +208,8 @@ def render_html(m: dict[str, Any]) -> str:
     env.filters["fmt"] = fmt
     env.filters["metric_text"] = metric_text
     env.filters["latency_text"] = latency_text
+    env.filters["cut"] = cut_words
+    env.globals["status_colour"] = colours.STATUS_COLOUR
     env.filters["csp_hash"] = lambda js: "sha256-" + base64.b64encode(hashlib.sha256(js.encode()).digest()).decode()
     tpl = env.get_template("matrix.html.j2")
     return tpl.render(m=m, rank=RANK, script=SORT_JS)
@@ -179,9 +219,10 @@ def write(m: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     """matrix.html, matrix.md and matrix.json into `out_dir`; their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {name: out_dir / name for name in FILES}
-    paths["matrix.html"].write_text(render_html(m), encoding="utf-8")
-    paths["matrix.md"].write_text(markdown(m), encoding="utf-8")
-    paths["matrix.json"].write_text(json.dumps(m, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    # Through the one atomic, scrubbed writer: a planted temp symlink is refused, a run's echoed key is masked.
+    journal.write_text(paths["matrix.html"], render_html(m))
+    journal.write_text(paths["matrix.md"], markdown(m))
+    journal.write_json(paths["matrix.json"], m)
     return paths
 
 

@@ -14,7 +14,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import journal
+from . import journal, scrub
 from .errors import UsageError
 from .types import RunHeader, Sample
 
@@ -145,9 +145,9 @@ def merge(shards: list[Path], out: Path, allow_partial: bool = False) -> dict[st
         hdr["suites"][name] = {**info, "dataset_sha256": h.hexdigest(), "samples": len(mine), "requests": reqs}
     # Responses: concatenated in shard order. Readers keep the latest record per key, so a sample that two
     # shards both ran resolves to the later shard, the same rule as a resumed run.
-    with (out / journal.RESPONSES).open("w", encoding="utf-8") as f:
+    with journal.atomic_write(out / journal.RESPONSES) as f:
         for d, _ in headers:
             for rec in journal.read_jsonl(d / journal.RESPONSES):
-                f.write(journal.dumps(rec) + "\n")
+                f.write(journal.dumps(scrub.obj(rec)) + "\n")
     journal.write_json(out / journal.HEADER, hdr)
     return hdr

@@ -27,6 +27,8 @@ DRIFT_FACTOR = 3.0
 # A floor under the calibrated rate at which greedy outputs part from the golden's: reruns of one configuration are
 # often bit-identical (rate 0), and against a margin of 0 a single parted sample would be "significant".
 DIVERGENCE_FLOOR = 0.05
+# Per-sample drift kept in comparison.json for the report's drift plot: bounded, so a 10k-sample gate stays small.
+PER_SAMPLE_MAX = 400
 
 
 def logprob_drift(gl: list[list[Any]] | None, cl: list[list[Any]] | None) -> tuple[int, float, int] | None:
@@ -98,6 +100,7 @@ class Numerics:
     logprobs_candidate: int = 0
     parted_at_0: list[str] = field(default_factory=list)
     """Samples whose outputs part from the golden's at the first token: no shared prefix to measure drift on."""
+    per_sample: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, sid: str, g: Sequence[Observation], c: Sequence[Observation]) -> None:
         """One paired sample; both lists hold clean records only and neither is empty."""
@@ -125,6 +128,9 @@ class Numerics:
             self.first_div.append(d[2])
             if d[2] == 0 and parted:
                 self.parted_at_0.append(sid)
+            self.per_sample.append({"id": sid, "tokens": d[0], "mean_abs_delta": stats.rnd(d[1] / d[0]) if d[0] else None,
+                                    "first_divergence": d[2], "parted": bool(parted),
+                                    "length": min(len(gr.logprobs or ()), len(cr.logprobs or ()))})
 
     def to_dict(self) -> dict[str, Any]:
         fd = sorted(self.first_div)
@@ -138,11 +144,45 @@ class Numerics:
                 "samples": len(fd),
                 "logprobs": {"golden": self.logprobs_golden, "candidate": self.logprobs_candidate, "of": self.answers_n},
                 "parted_at_token_0": len(self.parted_at_0),
+                "per_sample": bounded_per_sample(self.per_sample),
             },
             "answer_agreement": (self.answers_same / self.answers_n) if self.answers_n else None,
             "clean_paired": self.answers_n,
             "divergence": {"count": len(self.diverged_ids), "n": self.divergence_n, "samples": self.diverged_ids[:50]},
         }
+
+
+def bounded_per_sample(rows: list[dict[str, Any]], cap: int = PER_SAMPLE_MAX) -> list[dict[str, Any]]:
+    """At most `cap` per-sample drift rows, deterministically: all of them when they fit, else the half that drifted
+    most (what a reviewer opens) and an even stride through the rest (the shape of the bulk), in sample order."""
+    if len(rows) <= cap:
+        return rows
+    ranked = sorted(range(len(rows)), key=lambda i: (-(rows[i]["mean_abs_delta"] or 0.0), rows[i]["first_divergence"], i))
+    top = set(ranked[:cap // 2])
+    rest = [i for i in range(len(rows)) if i not in top]
+    step = len(rest) / (cap - len(top))
+    keep = top | {rest[int(k * step)] for k in range(cap - len(top))}
+    return [rows[i] for i in sorted(keep)]
+
+
+def tool_call_scores(golden: dict[str, Any] | None, candidate: dict[str, Any] | None,
+                     agreement: dict[str, Any] | None) -> dict[str, Any] | None:
+    """K2VV's numbers for a tool-calling suite, each beside the golden's, from the two runs' suite summaries
+    (`summary.json` `extra`): trigger F1 against the items' expected calls, calls-weighted schema accuracy,
+    and the trigger F1 of the candidate's decisions against the golden's (K2VV's trigger similarity)."""
+    if not isinstance(candidate, dict) or "schema_accuracy" not in candidate or "trigger" not in candidate:
+        return None
+    golden = golden if isinstance(golden, dict) else {}
+
+    def pick(d: dict[str, Any], *path: str) -> Any:
+        for k in path:
+            d = d.get(k) if isinstance(d, dict) else None
+        return d
+
+    return {"trigger_f1": {"golden": pick(golden, "trigger", "f1"), "candidate": pick(candidate, "trigger", "f1")},
+            "schema_accuracy": {"golden": pick(golden, "schema_accuracy", "value"), "candidate": pick(candidate, "schema_accuracy", "value"),
+                                "golden_calls": pick(golden, "schema_accuracy", "calls"), "candidate_calls": pick(candidate, "schema_accuracy", "calls")},
+            "trigger_agreement_f1": (agreement or {}).get("f1")}
 
 
 def metric_verdict(golden: list[float], cand: list[float], margin: float, seed: int = 0) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from . import scrub
 from .endpoint import Endpoint
 from .parse import MalformedBody, parse_body
+from . import jsonsafe
 
 PROMPT = [{"role": "user", "content": "Count from 1 to 30, separated by spaces."}]
 
@@ -59,7 +60,7 @@ def _schema_honoured(results: list[tuple[int | None, str | None]]) -> tuple[bool
     if text is None:
         return False, f"HTTP {results[0][0]}"
     try:
-        ok = json.loads(text) == {"probe_code": 777}
+        ok = jsonsafe.loads(text) == {"probe_code": 777}
     except json.JSONDecodeError:
         ok = False
     return ok, f"output {text[:60]!r}"
@@ -129,6 +130,8 @@ def verdicts(candidate: dict[str, Any], golden: dict[str, Any] | None) -> dict[s
         ref = "no reference" if g is None else ("reference passed" if g["passed"] else "reference also fails")
         out[name] = {"verdict": v, "summary": f"{name}: {'passed' if c['passed'] else 'FAILED'} ({c['detail']}; {ref})",
                      "component": component(name, c)}
+        if not c["passed"] and g is not None and not g["passed"]:
+            out[name]["qualifier"] = "reference_fails"  # a pass only because the golden cannot do it either
     return out
 
 

@@ -13,7 +13,9 @@ environment key and every `--header` value) and scrubs all of those forms:
   chunk boundaries is found in the concatenation and removed from every chunk that holds a piece of it.
 
 API: `Redactor.from_config(cfg)`, `.text(s)`, `.obj(o)`, `.record(d)` (a journal record).
-Known gap: text the model splits across fields we do not reassemble (e.g. across two choices) is not joined.
+Split pieces are joined where the parser joins them (see `_leaves`); the journal writer also parses each
+redacted record and masks its text wholesale if a secret still comes out of the parsed answer (journal.py).
+Not covered: a secret the server re-encodes (base64, hex, reversed, ...) is not recognised.
 """
 
 from __future__ import annotations
@@ -44,6 +46,57 @@ def _parts(secret: str) -> set[str]:
             out.add(piece)
     out.update(_TOKEN_RUN.findall(rest))
     return out
+
+
+_CREDENTIAL_WORDS = {"key", "apikey", "token", "secret", "password", "passwd", "authorization", "auth", "credential",
+                     "credentials", "bearer", "cookie"}
+
+
+def credential_key(k: Any) -> bool:
+    """Whether a body key names a credential (`api_key`, `access_token`, `Authorization`, `clientSecret`...);
+    `max_tokens` and `top_logprobs` do not."""
+    if not isinstance(k, str):
+        return False
+    low = k.lower()
+    return bool(_CREDENTIAL_WORDS & set(re.split(r"[-_. ]+", low))) or low.endswith(("apikey", "token", "secret", "password"))
+
+
+def credential_values(o: Any, _depth: int = 0) -> list[str]:
+    """Every string under a credential-named key of a JSON-like value (`--extra-body`), at any depth."""
+    out: list[str] = []
+    if _depth > _MAX_WALK:
+        return out
+    if isinstance(o, dict):
+        for k, v in o.items():
+            if credential_key(k):
+                out.extend(_strings(v))
+            else:
+                out.extend(credential_values(v, _depth + 1))
+    elif isinstance(o, list):
+        for v in o:
+            out.extend(credential_values(v, _depth + 1))
+    return out
+
+
+def _strings(o: Any) -> list[str]:
+    if isinstance(o, str):
+        return [o]
+    if isinstance(o, dict):
+        return [s for v in o.values() for s in _strings(v)]
+    if isinstance(o, list):
+        return [s for v in o for s in _strings(v)]
+    return []
+
+
+def mask_credentials(o: Any, _depth: int = 0) -> Any:
+    """A copy with every value under a credential-named key replaced by the mask (what run.json keeps)."""
+    if _depth > _MAX_WALK:
+        return o
+    if isinstance(o, dict):
+        return {k: (MASK if credential_key(k) and v is not None else mask_credentials(v, _depth + 1)) for k, v in o.items()}
+    if isinstance(o, list):
+        return [mask_credentials(v, _depth + 1) for v in o]
+    return o
 
 
 def _hex(n: int, width: int) -> str:
@@ -130,37 +183,90 @@ class Redactor:
             d["body"] = _scrub_split(self, [d["body"]])[0]
         return self.obj(d)
 
+    def blank_texts(self, d: dict[str, Any]) -> dict[str, Any]:
+        """A journal record whose parsed answer still spells a secret after `record` (a split no stream key
+        covers): every string of its body and chunks but the structural ones (`type`, `role`, `finish_reason`...)
+        becomes the mask. It does not rely on knowing where text sits; the answer is lost, the key is not written."""
+        d = dict(d)
+
+        def blank(raw: str) -> str:
+            try:
+                val = json.loads(raw) if raw and raw[0] in "{[" else None
+            except (ValueError, RecursionError):
+                val = None
+            if val is None:
+                return raw if raw == "[DONE]" else MASK
+            return json.dumps(_blank(val, 0), ensure_ascii=False, separators=(",", ":"))
+
+        if isinstance(d.get("chunks"), list):
+            d["chunks"] = [blank(c) if isinstance(c, str) else c for c in d["chunks"]]
+        if isinstance(d.get("body"), str):
+            d["body"] = blank(d["body"])
+        return d
+
+
+_STRUCTURAL = {"type", "object", "role", "finish_reason", "stop_reason", "status", "model"}
+
+
+def _blank(o: Any, depth: int) -> Any:
+    if depth > _MAX_WALK:
+        return MASK
+    if isinstance(o, dict):
+        return {k: (v if k in _STRUCTURAL and isinstance(v, str) else _blank(v, depth + 1)) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_blank(v, depth + 1) for v in o]
+    return MASK if isinstance(o, str) else o
+
 
 TEXT_FIELDS = ("content", "reasoning_content", "reasoning", "text")
 
 
 def _leaves(o: Any) -> list[tuple[tuple, Any, Any]]:
     """(stream key, container, key) of every text piece stream reassembly concatenates: per choice the
-    delta texts, each tool call's name and arguments, and the logprob tokens in order."""
+    delta texts, each tool call's name and arguments, and the logprob tokens in order.
+
+    A piece may sit in several streams: the one its own index names, and the one the parser actually joins
+    (parse.py appends every chat choice's delta to one answer whatever its `index`; surfaces_parse joins a
+    Messages block's `content_block_start` text with its deltas, and Responses text deltas across
+    `output_index`). A secret split where the parser rejoins it is found where the parser rejoins it."""
     out: list[tuple[tuple, Any, Any]] = []
     t = o.get("type") if isinstance(o, dict) else None
     if isinstance(t, str):  # Responses / Messages stream events: their text deltas are joined per item / block
         d = o.get("delta")
         if t.endswith(".delta") and isinstance(d, str):
             out.append((("event", t, str(o.get("output_index", 0))), o, "delta"))
+            out.append((("event", t), o, "delta"))
         elif t == "content_block_delta" and isinstance(d, dict):
-            out.extend((("event", str(o.get("index", 0)), f), d, f) for f in ("text", "thinking", "partial_json") if isinstance(d.get(f), str))
+            for f in ("text", "thinking", "partial_json"):
+                if isinstance(d.get(f), str):
+                    out.append((("event", str(o.get("index", 0)), f), d, f))
+                    out.append((("event", f), d, f))
+        elif t == "content_block_start" and isinstance(o.get("content_block"), dict):
+            b = o["content_block"]
+            for f in ("text", "thinking"):
+                if isinstance(b.get(f), str):
+                    out.append((("event", str(o.get("index", 0)), f), b, f))
+                    out.append((("event", f), b, f))
     choices = o.get("choices") if isinstance(o, dict) else None
     for ci, ch in enumerate(choices if isinstance(choices, list) else ()):
         if not isinstance(ch, dict):
             continue
         d = next((ch[k] for k in ("delta", "message") if isinstance(ch.get(k), dict)), ch)
-        out.extend(((ci, f), d, f) for f in TEXT_FIELDS if isinstance(d.get(f), str))
+        for f in TEXT_FIELDS:
+            if isinstance(d.get(f), str):
+                out.extend((((ci, f), d, f), (("choices", f), d, f)))
         for tc in d.get("tool_calls") or () if isinstance(d.get("tool_calls"), list) else ():
             fn = tc.get("function") if isinstance(tc, dict) else None
             if isinstance(fn, dict):
                 idx = tc.get("index", 0)
                 out.extend(((ci, "tool", str(idx), f), fn, f) for f in ("name", "arguments") if isinstance(fn.get(f), str))
+                out.extend((("choices", "tool", str(idx), f), fn, f) for f in ("name", "arguments") if isinstance(fn.get(f), str))
         lp = ch.get("logprobs")
         toks = lp.get("content") if isinstance(lp, dict) else None
         for t in toks if isinstance(toks, list) else ():
             if isinstance(t, dict) and isinstance(t.get("token"), str):
                 out.append(((ci, "logprobs"), t, "token"))
+                out.append((("choices", "logprobs"), t, "token"))
     return out
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import UsageError
+from .redact import credential_values, mask_credentials
 
 # RunSpec.overrides key -> the flag that sets it.
 SAMPLING_FLAGS = {"temperature": "--temperature", "top_p": "--top-p", "max_tokens": "--max-tokens", "seed": "--seed",
@@ -60,8 +61,9 @@ def mismatches(spec: Any, hdr: dict[str, Any]) -> list[tuple[str, Any, Any]]:
         out.append(("--suite", ",".join(spec.suites), ",".join(sorted(hdr.get("suites") or {}))))
     if spec.modes and list(spec.modes) != list(hdr.get("modes") or ["chat"]):
         out.append(("--mode", ",".join(spec.modes), ",".join(hdr.get("modes") or ["chat"])))
-    if spec.extra_body and dict(spec.extra_body) != (hdr.get("extra_body") or {}):
-        out.append(("--extra-body", dict(spec.extra_body), hdr.get("extra_body") or {}))
+    # Credential values are masked in run.json: compared masked (a resume cannot check a key it never kept).
+    if spec.extra_body and mask_credentials(dict(spec.extra_body)) != mask_credentials(hdr.get("extra_body") or {}):
+        out.append(("--extra-body", mask_credentials(dict(spec.extra_body)), hdr.get("extra_body") or {}))
     sampling = hdr.get("sampling") or {}
     recorded = {**(sampling.get("defaults") or {}), **(sampling.get("overrides") or {})}
     for k, v in spec.overrides.items():
@@ -84,3 +86,11 @@ def check_resume(spec: Any, hdr: dict[str, Any], run_dir: Path) -> None:
     bad = mismatches(spec, hdr)
     if bad:
         raise _refuse(run_dir, *bad[0])
+    if not spec.extra_body and credential_values(hdr.get("extra_body") or {}):
+        raise UsageError(f"--resume {run_dir}: run.json masks the credentials in the run's --extra-body; "
+                         "pass the same --extra-body again to continue")
+
+
+def resumed_extra_body(spec: Any, hdr: dict[str, Any]) -> dict[str, Any]:
+    """The body extras a resume sends: the user's (with the real credentials) when given, else the run's."""
+    return dict(spec.extra_body) if spec.extra_body else dict(hdr.get("extra_body") or {})

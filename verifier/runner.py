@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, TextIO
 
-from . import journal
+from . import journal, scrub
 if TYPE_CHECKING:  # the endpoint module loads the openai SDK (~1 s): only when a request is sent
     from .endpoint import Endpoint, EndpointConfig
 from .types import Exchange, Sample, Suite
@@ -77,7 +77,8 @@ class Progress:
 
     def __init__(self, total: int, quiet: bool, stream: TextIO | None = None, interval: float | None = None):
         self.total, self.quiet = total, quiet
-        self.stream = stream or sys.stderr
+        # The bar's own `\r` must reach the terminal: past the CLI's control-character escaping (cli/console.py).
+        self.stream = stream or getattr(sys.stderr, "raw", sys.stderr)
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.interval = interval if interval is not None else (0.2 if self.tty else _env_interval())
         self.done = self.errors = 0
@@ -138,7 +139,7 @@ async def execute(
     from .endpoint import Endpoint
 
     ep = endpoint or Endpoint(cfg)
-    jr = journal.Journal(run_dir, scrub=[cfg.api_key or ""] + list(cfg.headers.values()))
+    jr = journal.Journal(run_dir, scrub=[cfg.api_key or "", *cfg.headers.values(), *scrub.secrets()])
     progress = Progress(sum(w[1].meta.get("turns", 1) if w[0].followup else 1 for w in work), quiet)
 
     async def one(suite: Suite, sample: Sample, epoch: int, mode: str, body: dict[str, Any] | None,
@@ -199,11 +200,14 @@ def plan(
 def header(run_id: str, cfg: EndpointConfig, suites: list[tuple[Suite, list[Sample]]], sampling: dict[str, Any],
            extra_body: dict[str, Any], epochs: int, modes: list[str], api_key_env: str | None) -> dict[str, Any]:
     from .endpoint import redact_url
+    from .redact import mask_credentials
 
     return journal.run_header(
         run_id,
-        endpoint={"base_url": redact_url(cfg.base_url), "model": cfg.model, "api_key_env": api_key_env, "header_names": sorted(cfg.headers)},
-        sampling=sampling, extra_body=extra_body, epochs=epochs, modes=modes, started=now(),
+        endpoint={"base_url": redact_url(cfg.base_url), "model": cfg.model, "api_key_env": api_key_env, "header_names": sorted(cfg.headers),
+                  # that a credential was sent, never its value: offline commands then mask what looks like one
+                  "api_key_sent": bool(cfg.api_key) and not any(k.lower() == "authorization" for k in cfg.headers)},
+        sampling=sampling, extra_body=mask_credentials(extra_body), epochs=epochs, modes=modes, started=now(),
         suites={
             s.name: {
                 "version": s.version,

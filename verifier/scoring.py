@@ -8,10 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from . import contract, contract_surfaces, journal, stats
+from .bodyread import TOO_MANY_EVENTS
 from .parse import MalformedBody, parse_exchange
 from .types import Exchange, Finding, Judgement, Sample, Suite, Verdict
+from . import jsonsafe
 
 VERDICTS = "verdicts.jsonl"
+# Exchange errors that are findings about the stream the server sent, not transport failures.
+CONTRACT_ERRORS = {TOO_MANY_EVENTS: "the stream was cut at --max-stream-events (mostly empty or repeated events)"}
 SUMMARY = "summary.json"
 
 
@@ -37,6 +41,10 @@ def judge(suite: Suite, sample: Sample, ex: Exchange) -> Verdict:
     base = dict(suite=ex.suite, sample_id=ex.sample_id, epoch=ex.epoch, mode=ex.mode)
     if ex.status is not None and ex.status >= 400 and suite.unsupported and suite.unsupported(sample, ex.status, ex.body or ""):
         return Verdict(**base, outcome="unsupported", reason=f"http_{ex.status}", signals=_signals(ex))
+    if ex.error in CONTRACT_ERRORS:
+        # What the endpoint sent broke the stream contract itself (the reader cut it at a cap): a finding, not infra.
+        f = Finding(ex.error, CONTRACT_ERRORS[ex.error])
+        return Verdict(**base, outcome="contract", reason=ex.error, findings=(f,), signals=_signals(ex))
     if ex.error is not None:
         return Verdict(**base, outcome="infra", reason=ex.error, signals=_signals(ex))
     if ex.status is None or ex.status >= 400:
@@ -64,12 +72,12 @@ def judge(suite: Suite, sample: Sample, ex: Exchange) -> Verdict:
 def score_run(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], dict[str, Any]]:
     header = journal.check_run_dir(run_dir)
     samples = journal.read_samples(run_dir)
-    exchanges = journal.read_exchanges(run_dir)
-    verdicts = []
-    for key in sorted(exchanges):
-        ex = exchanges[key]
+    # One record at a time: only verdicts are kept (a 300 MB journal cost 446 MB when it was loaded whole).
+    latest: dict[tuple[str, str, int, str], Verdict] = {}
+    for ex in journal.iter_exchanges(run_dir):
         suite = suites.get(ex.suite) or suites[ex.suite.split(":", 1)[0]]
-        verdicts.append(judge(suite, samples[(ex.suite, ex.sample_id)], ex))
+        latest[ex.key] = judge(suite, samples[(ex.suite, ex.sample_id)], ex)
+    verdicts = [latest[k] for k in sorted(latest)]
     return verdicts, summarize(header, verdicts, suites, samples)
 
 
@@ -143,7 +151,7 @@ def stale(run_dir: Path) -> bool:
     if not (Path(run_dir) / VERDICTS).exists():
         return True
     try:
-        summary = json.loads((Path(run_dir) / SUMMARY).read_text(encoding="utf-8"))
+        summary = jsonsafe.loads((Path(run_dir) / SUMMARY).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return True
     if not isinstance(summary, dict) or "responses_digest" not in summary:

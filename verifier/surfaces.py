@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from .surfaces_parse import stream_complete as _complete
+from . import jsonsafe
 
 SURFACE_MODES = {
     "responses": ("responses", "responses-stream"),
@@ -216,7 +217,7 @@ def _arguments_object(args: Any) -> Any:
     if not isinstance(args, str):
         return args
     try:
-        return json.loads(args) if args.strip() else {}
+        return jsonsafe.loads(args) if args.strip() else {}
     except ValueError:
         return args  # sent as it was: a server that rejects it is showing its contract, not ours
 

@@ -17,6 +17,7 @@ from .parse import parse_exchange
 from .surfaces import surface_of
 from .surfaces_parse import RESPONSES_TERMINAL
 from .types import Exchange
+from . import jsonsafe
 
 CHAT_MESSAGE_KEYS = ("role", "content", "tool_calls", "reasoning_content", "reasoning")
 
@@ -67,7 +68,7 @@ def _messages_stream_blocks(chunks: list[str]) -> list[dict[str, Any]]:
                 partial[i] = partial.get(i, "") + (d.get("partial_json") or "")
     for i, text in partial.items():
         try:
-            blocks[i]["input"] = json.loads(text) if text.strip() else {}
+            blocks[i]["input"] = jsonsafe.loads(text) if text.strip() else {}
         except ValueError:
             blocks[i]["input"] = text  # replayed as broken as it came: the server's own output
     return [blocks[i] for i in sorted(blocks)]

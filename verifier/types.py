@@ -376,6 +376,9 @@ class Evidence:
     """Wire modes the signal fired on, with sample counts: names the surface a frontend bug sits on."""
     component: str | None = None
     """The component run-wide evidence implicates when it says so itself (a probe's own declaration)."""
+    qualifier: str | None = None
+    """Why a `pass` is not a plain pass, for readers: `not_measured` (nothing to judge, e.g. the golden has no
+    clean sample) or `reference_fails` (a probe the candidate failed, as the golden did too)."""
 
     def to_dict(self) -> dict[str, Any]:
         # The historical key order: signal, suite, [metric], verdict, summary, [samples].
@@ -389,4 +392,6 @@ class Evidence:
             d["modes"] = dict(self.modes)
         if self.component:
             d["component"] = self.component
+        if self.qualifier:
+            d["qualifier"] = self.qualifier
         return d

@@ -8,11 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
 import verifier.cli.types as T
+from .. import jsonsafe
 
 # Kept here, not imported from verifier.endpoint: that module pulls in the openai SDK. app.collect validates
 # modes against endpoint.MODES, and tests/test_cli.py checks that this list matches it.
@@ -37,6 +39,7 @@ def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True, url_fro
     g.add_argument("--timeout", type=T.positive_float, default=env("VERIFIER_TIMEOUT", 600.0), help="per-request timeout, seconds (default 600, or $VERIFIER_TIMEOUT)")
     g.add_argument("--max-retries", type=T.nonneg_int, default=env("VERIFIER_MAX_RETRIES", 3), help="retries on 429/5xx/connect/read errors (default 3, or $VERIFIER_MAX_RETRIES)")
     g.add_argument("--max-response-mb", type=T.positive_float, default=64.0, help="cap on one response's decoded size, MiB (default 64)")
+    g.add_argument("--max-stream-events", type=T.positive_int, default=250_000, help="cap on the events of one streamed response; past it the stream is cut and judged `stream_too_many_events` (default 250000)")
     g.add_argument("--request-deadline", type=T.positive_float, help="total seconds per request, retries and whole stream included (default 10 x --timeout)")
     g.add_argument("--info-deadline", type=T.positive_float, default=10.0, help="total seconds for the start-up /models, /props, /version calls (default 10)")
     s = p.add_argument_group("sampling (override suite defaults)")
@@ -74,7 +77,7 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
         except OSError as e:
             raise UsageError(f"--extra-body: cannot read {text[1:]}: {e.strerror}") from None
     try:
-        val = json.loads(text)
+        val = jsonsafe.loads(text)
     except json.JSONDecodeError as e:
         raise UsageError(f"--extra-body is not valid JSON: {e.msg} at position {e.pos}") from None
     if not isinstance(val, dict):
@@ -85,9 +88,12 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
 def parse_headers(items: list[str] | None) -> dict[str, str]:
     out = {}
     for h in items or []:
+        # Never echo what was given: a header without its name is usually a bare credential ('Bearer sk-...').
         if ":" not in h:
-            raise UsageError(f"--header must look like 'Name: value', got {h.split(':')[0][:40]!r}")
+            raise UsageError("--header must look like 'Name: value' (one was given without a name and colon)")
         k, v = h.split(":", 1)
+        if not k.strip() or not re.fullmatch(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+", k.strip()):
+            raise UsageError("--header must look like 'Name: value' (a header name is letters, digits and -_.!#$%&'*+^`|~)")
         out[k.strip()] = v.strip()
     return out
 
@@ -97,7 +103,7 @@ def endpoint_from_args(a: argparse.Namespace):  # -> app.EndpointSpec
 
     return EndpointSpec(base_url=a.base_url, model=a.model, api_key_env=a.api_key_env, headers=parse_headers(a.header),
                         concurrency=a.concurrency, timeout_s=a.timeout, max_retries=a.max_retries,
-                        max_response_bytes=int(a.max_response_mb * 2**20), request_deadline_s=a.request_deadline,
+                        max_response_bytes=int(a.max_response_mb * 2**20), max_stream_events=a.max_stream_events, request_deadline_s=a.request_deadline,
                         info_deadline_s=a.info_deadline)
 
 

@@ -49,7 +49,13 @@ def handle(a: argparse.Namespace) -> int:
         a, endpoints = merge_config(a)
     if len(endpoints) > 1:
         return gate_many(a, endpoints)
-    doc = run_gate(spec_from_args(a), html=a.report, junit=a.junit, markdown=a.markdown)
+    spec = spec_from_args(a)
+    from ..journal import check_writable
+
+    for path in (a.report, a.junit, a.markdown):  # every output checked before the first request
+        if path:
+            check_writable(Path(path))
+    doc = run_gate(spec, html=a.report, junit=a.junit, markdown=a.markdown)
     return exit_code(doc, a.allow_inconclusive)
 
 

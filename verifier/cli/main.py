@@ -94,12 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     check = getattr(a, "check", None)
     if check is not None:
         check(ap, a)  # argparse-level errors (exit 2 with usage), as argparse itself reports them
-    stdout, sys.stdout = sys.stdout, _PipeSafe(sys.stdout)
+    from .console import Printable
+
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = Printable(_PipeSafe(stdout)), Printable(stderr)
     try:
         return _run(a)
     finally:
         sys.stdout.flush()  # what is still buffered meets a closed pipe here, not at interpreter exit
-        sys.stdout = stdout
+        sys.stdout, sys.stderr = stdout, stderr
 
 
 def _run(a: argparse.Namespace) -> int:

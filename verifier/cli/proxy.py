@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+import verifier.cli.types as T
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("proxy", help="fault-injection reverse proxy in front of any OpenAI-compatible endpoint")
@@ -24,6 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log", metavar="FILE.jsonl", help="append one JSON line per mutation here (default stderr); headers are never logged")
     p.add_argument("--surface", metavar="chat,responses,messages",
                    help="apply the faults only on these API surfaces (default: every surface); other traffic passes through")
+    p.add_argument("--max-response-mb", type=T.positive_float, default=64.0,
+                   help="largest response the proxy buffers to rewrite, MiB (default 64, the client's cap); larger ones pass unmutated")
     p.add_argument("--list-faults", action="store_true", help="describe every fault and exit")
 
 
@@ -40,7 +44,8 @@ def handle(a: argparse.Namespace) -> int:
         raise UsageError("proxy needs --upstream URL (or --list-faults)")
     try:
         config = ProxyConfig(a.upstream, names(",".join(a.fault)), seed=a.seed, host=a.host, port=a.port, log=a.log,
-                             surfaces=names(a.surface) if a.surface is not None else None)
+                             surfaces=names(a.surface) if a.surface is not None else None,
+                             max_response_bytes=int(a.max_response_mb * 2**20))
         config.check()
         return serve(config)  # a port that cannot be bound is a ConfigError too
     except ConfigError as e:

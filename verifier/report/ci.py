@@ -7,6 +7,7 @@ per-sample table (data.inputs) flattened.
 from __future__ import annotations
 
 import html as _html
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 import pandas as pd
 
 from .. import journal
+from .. import colours
+from ..explain import cut_words
 from .data import Inputs, fmt
 
 
@@ -63,6 +66,16 @@ def _cases_from_checks(doc: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return cases
 
 
+# Characters XML 1.0 cannot carry at all, escaped or not (C0 controls but tab/newline/CR, lone surrogates,
+# U+FFFE/U+FFFF): one of them in a sample id made the whole file unparseable and CI showed no result.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml_text(s: str) -> str:
+    """`s` with every character XML cannot hold written as a visible `\\xNN` / `\\uNNNN` escape."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", s)
+
+
 def junit_xml(doc: dict[str, Any]) -> str:
     """One <testcase> per gate check: the diagnosis first, every check the golden defines, coverage and the infra budget."""
     suite = ET.Element("testsuite", name="verifier gate")
@@ -73,6 +86,7 @@ def junit_xml(doc: dict[str, Any]) -> str:
                   f"infra errors {inf['count']}/{inf['total']} (rate {inf['rate']}, budget {inf['budget']})"))
     fails = skips = 0
     for cls, name, verdict, text in cases:
+        cls, name, text = _xml_text(str(cls)), _xml_text(str(name)), _xml_text(str(text))
         tc = ET.SubElement(suite, "testcase", classname=cls, name=name)
         if verdict == "fail":
             fails += 1
@@ -93,14 +107,18 @@ def junit_xml(doc: dict[str, Any]) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-ICON = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}
-STATUS_ICON = {"pass": "✅", "inconclusive": "⚠️", "incomplete": "⛔", "frontend_regression": "❌", "quantization_regression": "❌", "both": "❌",
-               "regression_unattributed": "❌"}
+STATUS_ICON = colours.STATUS_ICON
+
+
+def _icon(verdict: str, qualifier: str | None = None, measured: bool = True) -> str:
+    return colours.shown(verdict, qualifier, measured)[2]
 
 
 def _md(x: Any, limit: int = 120) -> str:
-    """A Markdown table cell: no pipes or newlines from model output, HTML-escaped (GitHub renders inline HTML)."""
-    return _html.escape(fmt(x), quote=False).replace("|", "\\|").replace("\n", " ")[:limit]
+    """A Markdown table cell: no pipes or newlines from model output, HTML-escaped (GitHub renders inline HTML).
+    Cut (at a word) before escaping, so no entity is cut in half."""
+    text = cut_words(fmt(x).replace("\n", " "), limit)
+    return _html.escape(text, quote=False).replace("|", "\\|")
 
 
 def _lead(doc: dict[str, Any]) -> list[str]:
@@ -113,12 +131,15 @@ def _lead(doc: dict[str, Any]) -> list[str]:
     return out + [""] if out else []
 
 
+EVIDENCE_TEXT = 1000  # an evidence line is the harness's own sentence: kept whole unless a hostile value inflates it
+
+
 def markdown(doc: dict[str, Any], report_path: str | None = None, top_flips: int = 10) -> str:
     lines = [f"## verifier: {STATUS_ICON.get(doc['status'], '')} `{doc['status']}` (exit {doc['exit_code']})", ""]
     lines += _lead(doc)
     lines += [f"{_md(doc['meaning'])}", "",
-             f"- frontend: {ICON.get(doc['frontend']['verdict'], '')} **{doc['frontend']['verdict']}**",
-             f"- quantization: {ICON.get(doc['quantization']['verdict'], '')} **{doc['quantization']['verdict']}**",
+             f"- frontend: {_icon(doc['frontend']['verdict'])} **{doc['frontend']['verdict']}**",
+             f"- quantization: {_icon(doc['quantization']['verdict'])} **{doc['quantization']['verdict']}**",
              f"- infra errors: {doc['infra']['count']}/{doc['infra']['total']} (budget {doc['infra']['budget']:.0%})"
              + (f"; {doc['infra']['reference_also_failed']} more where the golden failed too (not counted)"
                 if doc["infra"].get("reference_also_failed") else "")]
@@ -129,11 +150,25 @@ def markdown(doc: dict[str, Any], report_path: str | None = None, top_flips: int
     for suite, s in doc.get("suites", {}).items():
         for m, v in s.get("metrics", {}).items():
             lines.append(f"| {_md(suite)} | {_md(m)} | {_md(v['golden'])} | {_md(v['candidate'])} | {_md(v['delta'])} | {_md(v['ci'])} | "
-                         f"{_md(v['margin'])} | {_md(v['p_value'])} | {ICON.get(v['verdict'], '')} {v['verdict']} |")
-    fired = [e for side in ("frontend", "quantization") for e in doc[side]["evidence"] if e["verdict"] != "pass"]
+                         f"{_md(v['margin'])} | {_md(v['p_value'])} | {_icon(v['verdict'])} {v['verdict']} |")
+    from ..explain import tool_call_line
+
+    tools = [(suite, tool_call_line(s.get("tool_calls"))) for suite, s in doc.get("suites", {}).items()]
+    lines += [""] + [f"- **{_md(suite)}** {_md(line, 400)}" for suite, line in tools if line] if any(t for _, t in tools) else []
+    evidence = [e for side in ("frontend", "quantization") for e in doc[side]["evidence"]]
+    fired = [e for e in evidence if e["verdict"] != "pass"]
     lines += ["", "### Signals that fired" if fired else "### Signals: none fired", ""]
     for e in fired:
-        lines.append(f"- {ICON.get(e['verdict'], '')} {_md(e['suite'])}: {_md(e['summary'])}")
+        lines.append(f"- {_icon(e['verdict'])} {_md(e['suite'])}: {_md(e['summary'], EVIDENCE_TEXT)}")
+    ref_fails = [e for e in evidence if e.get("qualifier") == "reference_fails"]
+    if ref_fails:
+        lines += ["", "### Failed by the golden too (not held against the candidate)", ""]
+        lines += [f"- {_icon(e['verdict'], 'reference_fails')} {_md(e['summary'], EVIDENCE_TEXT)}" for e in ref_fails]
+    unmeasured = [c["name"] for c in doc.get("checks") or [] if c["verdict"] == "not_measured" or c.get("qualifier") == "not_measured"]
+    if unmeasured:
+        shown = ", ".join(f"`{_md(n)}`" for n in unmeasured[:12])
+        lines += ["", f"{_icon('not_measured')} not measured on this run ({len(unmeasured)} checks): {shown}"
+                  + (f" and {len(unmeasured) - 12} more" if len(unmeasured) > 12 else "")]
     per_mode = [f"{_md(suite)} {_md(mode)}: {len(f['regressed'])} regressed, {len(f['improved'])} improved"
                 for suite, s in doc.get("suites", {}).items() for mode, f in sorted((s.get("flips_by_mode") or {}).items())]
     if per_mode:

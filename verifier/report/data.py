@@ -64,6 +64,7 @@ class Inputs:
     frame: pd.DataFrame                     # one row per (suite, sample, epoch, mode), columns c_* and g_*
     exchanges: dict[tuple[str, str, int, str], Exchange]
     findings: pd.DataFrame                  # candidate findings with detail: suite, sample_id, mode, code, detail
+    golden_obs: list[Observation] = field(default_factory=list)   # with logprobs: the token diffs read them
 
 
 def j(x: Any) -> str | None:
@@ -118,7 +119,7 @@ def inputs(run: RunData, golden: GoldenData | None, doc: dict[str, Any] | None) 
     """The joined view model of (run, golden, comparison)."""
     fdf = pd.DataFrame(run.findings, columns=["suite", "sample_id", "mode", "code", "detail"])
     return Inputs(run.run_dir, run.header, run.summary, doc, golden.meta if golden else None,
-                  frame(run.rows, golden.obs if golden else None, doc), run.exchanges, fdf)
+                  frame(run.rows, golden.obs if golden else None, doc), run.exchanges, fdf, golden.obs if golden else [])
 
 
 def fmt(x: Any, digits: int = 4) -> str:

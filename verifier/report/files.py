@@ -22,6 +22,7 @@ from ..types import Observation
 import verifier.report.ci as ci
 import verifier.report.html as html
 from .data import MAX_CONTENT, GoldenData, Inputs, RunData, inputs
+from .. import jsonsafe
 
 
 def read_run(run_dir: Path) -> RunData:
@@ -46,7 +47,7 @@ def read_run(run_dir: Path) -> RunData:
         rows.append(Observation.from_verdict(v, content))
         finds += [{"suite": v.suite, "sample_id": v.sample_id, "mode": v.mode, "code": f.code, "detail": f.detail[:300]} for f in v.findings]
     sp = run_dir / scoring.SUMMARY
-    summary = json.loads(sp.read_text(encoding="utf-8")) if sp.exists() else {"suites": {}}
+    summary = jsonsafe.loads(sp.read_text(encoding="utf-8")) if sp.exists() else {"suites": {}}
     return RunData(run_dir, header, summary, rows, finds, exchanges)
 
 
@@ -63,7 +64,7 @@ def comparison(run_dir: Path, golden_path: str | Path) -> dict[str, Any]:
     """RUN_DIR/comparison.json when it was made against this golden; otherwise compare now (without overwriting it)."""
     cp = run_dir / "comparison.json"
     if cp.exists():
-        doc = json.loads(cp.read_text(encoding="utf-8"))
+        doc = jsonsafe.loads(cp.read_text(encoding="utf-8"))
         if (doc.get("golden") or {}).get("name") == Path(golden_path).name:
             return doc
     from ..app_gate import compare_run  # application step; pulls in the openai SDK (~2 s)

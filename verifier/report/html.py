@@ -23,6 +23,9 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from .. import colours
+from ..explain import tool_call_line
+from . import pictures
 from .data import GoldenData, Inputs, RunData, anchor, fmt, inputs
 from .views import (MAX_FLIP_CARDS, delta_chart, findings_view, fingerprint_view, flip_cards, metric_tables, perf,
                     provenance)
@@ -72,7 +75,7 @@ def _json_default(x: Any) -> Any:
 
 
 BANNER_CLASS = {"pass": "ok", "inconclusive": "warn", "incomplete": "grey", "frontend_regression": "bad",
-                "quantization_regression": "bad", "both": "bad", "regression_unattributed": "bad"}
+                "quantization_regression": "bad", "both": "bad", "regression_unattributed": "unattributed"}
 
 
 def context(inp: Inputs) -> dict[str, Any]:
@@ -92,7 +95,20 @@ def context(inp: Inputs) -> dict[str, Any]:
                 suite, _, sid = ref.partition("/")
                 links.append({"id": ref, "anchor": anchors.get((suite, sid), anchor(sid))})
             diagnosis.append({**d, "links": links})
+    gold = pictures.golden_index(inp.golden_obs)
+    for c in cards:
+        c["token_diff"] = pictures.sample_token_diff(inp, c["suite"], c["sample_id"], gold)
+    carded = {(c["suite"], c["sample_id"]) for c in cards if c["token_diff"]}
+    diffs = []
+    for suite, sid in pictures.diff_candidates(inp, carded):
+        td = pictures.sample_token_diff(inp, suite, sid, gold)
+        if td:
+            diffs.append({"suite": suite, "sample_id": sid, "anchor": anchors_of(inp).get((suite, sid), anchor(sid)), "diff": td})
+    targets = carded | {(d["suite"], d["sample_id"]) for d in diffs}
     return {
+        "drift_plots": pictures.drift_plots(inp, {(d["suite"], d["sample_id"]) for d in diffs}), "token_diffs": diffs,
+        "token_scatter": {sc["suite"]: sc for sc in pictures.token_scatter(inp)}, "diff_targets": len(targets),
+        "tool_calls": {suite: tool_call_line(s.get("tool_calls")) for suite, s in ((doc or {}).get("suites") or {}).items()},
         "diagnosis": diagnosis, "flips_by_mode": _flips_by_mode(doc),
         "title": f"verifier report: {inp.header.get('run_id')}" + (f" vs {inp.golden_meta.get('name')}" if inp.golden_meta else ""),
         "run_id": inp.header.get("run_id"), "golden_name": (inp.golden_meta or {}).get("name") or ((doc or {}).get("golden") or {}).get("name"),
@@ -103,6 +119,10 @@ def context(inp: Inputs) -> dict[str, Any]:
         "nrows": len(inp.frame), "table_json": jinja2.utils.markupsafe.Markup(table_json(inp.frame)),
         "suites": sorted(inp.frame["suite"].unique().tolist()),
     }
+
+
+def anchors_of(inp: Inputs) -> dict[tuple[str, str], str]:
+    return dict(zip(zip(inp.frame["suite"], inp.frame["sample_id"]), inp.frame["anchor"]))
 
 
 def _flips_by_mode(doc: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -127,4 +147,6 @@ def environment() -> jinja2.Environment:
                              autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters["fmt"] = fmt
     env.filters["csp_hash"] = _csp_hash
+    env.globals["shown"] = colours.shown
+    env.globals["status_colour"] = colours.STATUS_COLOUR
     return env

@@ -13,6 +13,7 @@ import pandas as pd
 from .. import __version__
 from ..parse import MalformedBody, parse_exchange
 from .data import Inputs, anchor
+from .. import jsonsafe
 
 RAW_BYTES = 4096            # raw response / request shown in a flip card
 MAX_FLIP_CARDS = 100        # flip cards rendered server-side; the rest stay reachable via the table filter
@@ -177,7 +178,7 @@ def _flatten(x: Any, path: str = "$") -> dict[str, str]:
     """Answer -> {json path: scalar repr}; JSON strings (tool-call arguments) are opened so argument diffs show per key."""
     if isinstance(x, str) and x[:1] in "{[":
         try:
-            x = json.loads(x)
+            x = jsonsafe.loads(x)
         except ValueError:
             pass
     if isinstance(x, dict):
@@ -194,8 +195,8 @@ def _flatten(x: Any, path: str = "$") -> dict[str, str]:
 
 
 def answer_diff(g: str | None, c: str | None) -> list[dict[str, Any]]:
-    fg = _flatten(json.loads(g)) if g is not None else {}
-    fc = _flatten(json.loads(c)) if c is not None else {}
+    fg = _flatten(jsonsafe.loads(g)) if g is not None else {}
+    fc = _flatten(jsonsafe.loads(c)) if c is not None else {}
     return [{"path": p, "g": fg.get(p), "c": fc.get(p), "diff": fg.get(p) != fc.get(p)} for p in sorted(set(fg) | set(fc))]
 
 

@@ -35,12 +35,17 @@ from multidict import CIMultiDict
 from ..redact import Redactor
 from .faults import FAULTS, Chain, Fault, StreamMutator, parse_fault_spec, selected
 from .surface_faults import PATHS, on_surface, sse_frame, surface_for
+from .. import jsonsafe
 
 # Hop-by-hop and framing headers are the proxy's own business; everything else (Authorization
 # included) goes through untouched. Accept-Encoding is dropped so bodies arrive rewritable.
 _HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
         "proxy-authorization", "proxy-authenticate", "accept-encoding", "content-encoding"}
 
+
+MAX_RESPONSE_BYTES = 64 * 2**20
+"""What the proxy buffers to rewrite one response (`--max-response-mb`, the client's default cap): a larger body
+or SSE line is forwarded as it came, unmutated, without being held whole (a 400 MB body once cost 1.7 GB here)."""
 
 # Request headers whose values are credentials: a mutation's before/after excerpt (an upstream may echo them in
 # a body) never carries them into the log.
@@ -61,7 +66,7 @@ class Proxy:
 
     def __init__(self, upstream: str, faults: Iterable[str | tuple[str, float]] = (), seed: int = 0,
                  host: str = "127.0.0.1", port: int = 0, log: TextIO | str | Path | None = None, connections: int = 100,
-                 surfaces: Iterable[str] | None = None):
+                 surfaces: Iterable[str] | None = None, max_response_bytes: int = MAX_RESPONSE_BYTES):
         self.faults: list[tuple[Fault, float]] = []
         for spec in faults:
             if not isinstance(spec, str) and isinstance(spec[0], Fault):  # a fault outside the catalogue
@@ -78,6 +83,7 @@ class Proxy:
         self._port = port
         self.port = 0
         self.connections = connections
+        self.max_response_bytes = max_response_bytes
         self.mutations: list[dict[str, Any]] = []
         self.requests = 0
         self._seen: dict[str, int] = {}
@@ -135,7 +141,7 @@ class Proxy:
         surface = surface_for(path) if sample and request.method == "POST" else None
         if surface is not None and (self.surfaces is None or surface in self.surfaces):
             try:
-                body = json.loads(raw)
+                body = jsonsafe.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # a hostile body is passed on as it came
                 body = None
             if isinstance(body, dict):
@@ -161,7 +167,7 @@ class Proxy:
                 if mutators:
                     return await self._stream(request, up, headers, mutators, path, n)
             elif up.status == 200 and "json" in ctype and any(f.response for f in active):
-                return await self._body(up, headers, [f for f in active if f.response], path, n)
+                return await self._body(request, up, headers, [f for f in active if f.response], path, n)
             return await self._passthrough(request, up, headers)
 
     def _apply(self, faults: list[Fault], kind: str, body: dict[str, Any], path: str, n: int, stream: bool) -> tuple[dict[str, Any], bool]:
@@ -175,10 +181,14 @@ class Proxy:
                 self._record(f, path, n, stream, ch.before, ch.after, ch.count)
         return body, changed
 
-    async def _passthrough(self, request: web.Request, up: aiohttp.ClientResponse, headers: CIMultiDict[str]) -> web.StreamResponse:
+    async def _passthrough(self, request: web.Request, up: aiohttp.ClientResponse, headers: CIMultiDict[str],
+                           head: bytes = b"") -> web.StreamResponse:
+        """The upstream's answer as it comes (after `head`, what was already read of it), never held whole."""
         resp = web.StreamResponse(status=up.status, reason=up.reason, headers=headers)
         await resp.prepare(request)
         try:
+            if head:
+                await resp.write(head)
             async for data in up.content.iter_any():
                 await resp.write(data)
             await resp.write_eof()
@@ -186,10 +196,19 @@ class Proxy:
             pass  # either side went away; nothing to tell anyone
         return resp
 
-    async def _body(self, up: aiohttp.ClientResponse, headers: CIMultiDict[str], faults: list[Fault], path: str, n: int) -> web.Response:
-        data = await up.read()
+    async def _body(self, request: web.Request, up: aiohttp.ClientResponse, headers: CIMultiDict[str], faults: list[Fault],
+                    path: str, n: int) -> web.StreamResponse:
+        cap = self.max_response_bytes
+        if up.content_length is not None and up.content_length > cap:
+            return await self._passthrough(request, up, headers)
+        buf = bytearray()
+        async for piece in up.content.iter_any():
+            buf += piece
+            if len(buf) > cap:  # too large to rewrite: on as it came (the client's own cap judges it)
+                return await self._passthrough(request, up, headers, bytes(buf))
+        data = bytes(buf)
         try:
-            body = json.loads(data)
+            body = jsonsafe.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # a hostile body is passed on as it came
             body = None
         if isinstance(body, dict):
@@ -219,21 +238,36 @@ class Proxy:
                     if m.changes:
                         self._record(f, path, n, True, m.changes[0][0], m.changes[0][1], len(m.changes))
 
-        buf = b""
+        buf = bytearray()  # amortized appends: a long line arriving in small pieces is not copied once per piece
+        seen, cap = 0, self.max_response_bytes
         try:
             async for data in up.content.iter_any():
+                seen += len(data)
+                if seen > cap or len(buf) + len(data) > cap:
+                    # Past the cap (what the client would accept): what the mutators hold goes out, then the rest of
+                    # the stream as it comes, unmutated; nothing more is held.
+                    log_once()
+                    await resp.write(frame(chain.flush()) + bytes(buf) + data)
+                    async for more in up.content.iter_any():
+                        await resp.write(more)
+                    await resp.write_eof()
+                    return resp
+                if b"\n" not in data:
+                    buf += data
+                    continue
                 buf += data
-                out = b""
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
+                *lines, rest = bytes(buf).split(b"\n")
+                buf = bytearray(rest)
+                out = []
+                for line in lines:
                     text = line.decode("utf-8", errors="replace").rstrip("\r")
                     if text.startswith("data:"):
-                        out += frame(chain.feed(text[5:].strip()))
+                        out.append(frame(chain.feed(text[5:].strip())))
                     elif text and not (surface != "chat" and text.startswith("event:")):
-                        out += (text + "\n").encode()  # id:, comments (and chat's event:) as they came; surfaces' event: lines are re-framed
+                        out.append((text + "\n").encode())  # id:, comments (and chat's event:) as they came; surfaces' event: lines are re-framed
                 if out:
-                    await resp.write(out)
-            tail = buf.decode("utf-8", errors="replace").strip()
+                    await resp.write(b"".join(out))
+            tail = bytes(buf).decode("utf-8", errors="replace").strip()
             out = frame(chain.feed(tail[5:].strip())) if tail.startswith("data:") else b""
             await resp.write(out + frame(chain.flush()))
             log_once()  # before the end of the body, so a client that saw the end sees the log too
@@ -321,6 +355,8 @@ class ProxyConfig:
     """JSON-lines file for the mutation log; None logs to stderr."""
     surfaces: tuple[str, ...] | None = None
     """API surfaces the faults apply on (chat, responses, messages); None: every one."""
+    max_response_bytes: int = MAX_RESPONSE_BYTES
+    """Largest response body or stream the proxy rewrites; larger ones pass unmutated, never buffered whole."""
 
     def check(self) -> None:
         if not self.upstream.startswith(("http://", "https://")):
@@ -347,7 +383,7 @@ class ProxyConfig:
 def serve(config: ProxyConfig) -> int:
     """Run the proxy in the foreground until Ctrl-C (exit 0). ConfigError if it cannot listen."""
     proxy = Proxy(config.upstream, config.faults, seed=config.seed, host=config.host, port=config.port,
-                  log=config.log or sys.stderr, surfaces=config.surfaces)
+                  log=config.log or sys.stderr, surfaces=config.surfaces, max_response_bytes=config.max_response_bytes)
     try:
         asyncio.run(_serve(proxy, config))
     except KeyboardInterrupt:

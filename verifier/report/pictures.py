@@ -1,0 +1,261 @@
+"""The report's pictures as geometry: pure functions of the joined Inputs, drawn as inline SVG by the template.
+
+- drift_plots: per suite, each measured sample's mean |Δ logprob| on the shared prefix against the token where
+  its greedy output parts from the golden's, with the calibrated noise floor as a line (comparison.json
+  `suites.<s>.drift.per_sample`, bounded there);
+- token_scatter: per suite, golden vs candidate `prompt_tokens` of every record; the diagonal is "unchanged";
+- token_diff: one sample's golden and candidate tokens side by side from their logprobs, the first differing
+  token marked, each differing token with its logprob, shared tokens shaded by |Δ logprob|.
+
+Nothing here reads a file: the journal's exchanges are already in the Inputs (parsed only for the few samples
+that get a token diff).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .. import colours
+from ..jsonsafe import is_finite_number
+from ..parse import MalformedBody, parse_exchange
+from .data import Inputs, anchor
+
+W, H = 660, 280
+LEFT, RIGHT, TOP, BOTTOM = 64, 18, 28, 46
+MAX_SCATTER_POINTS = 2000   # distinct (golden, candidate) pairs drawn per suite
+TOKEN_CONTEXT = 12          # shared tokens shown before the first difference, and tokens shown after it
+MAX_TOKEN_DIFFS = 12        # token diffs in the drift section (flip cards carry their own)
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """Round tick values covering [lo, hi] (1, 2, 5 x 10^k steps)."""
+    if hi <= lo:
+        hi = lo + 1.0
+    raw = (hi - lo) / max(n - 1, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    start = math.floor(lo / step + 1e-9) * step
+    ticks, t = [], start
+    while not ticks or ticks[-1] < hi - step * 1e-9:  # the last tick is at or beyond hi: every point is inside
+        ticks.append(round(t, 10))
+        t += step
+    return ticks
+
+
+def _label(v: float) -> str:
+    if v == 0:
+        return "0"
+    if abs(v) >= 100 or float(v).is_integer():
+        return f"{v:.0f}"
+    return f"{v:.3g}"
+
+
+class _Axes:
+    """A linear x/y mapping into the plot box, with ticks."""
+
+    def __init__(self, x0: float, x1: float, y0: float, y1: float) -> None:
+        self.xt, self.yt = nice_ticks(x0, x1), nice_ticks(y0, y1)
+        self.x0, self.x1 = self.xt[0], self.xt[-1]
+        self.y0, self.y1 = self.yt[0], self.yt[-1]
+
+    def x(self, v: float) -> float:
+        return round(LEFT + (v - self.x0) / ((self.x1 - self.x0) or 1) * (W - LEFT - RIGHT), 1)
+
+    def y(self, v: float) -> float:
+        return round(H - BOTTOM - (v - self.y0) / ((self.y1 - self.y0) or 1) * (H - TOP - BOTTOM), 1)
+
+    def frame(self) -> dict[str, Any]:
+        return {"w": W, "h": H, "left": LEFT, "right": W - RIGHT, "top": TOP, "bottom": H - BOTTOM,
+                "xticks": [{"x": self.x(t), "label": _label(t)} for t in self.xt],
+                "yticks": [{"y": self.y(t), "label": _label(t)} for t in self.yt]}
+
+
+def _anchors(inp: Inputs) -> dict[tuple[str, str], str]:
+    return dict(zip(zip(inp.frame["suite"], inp.frame["sample_id"]), inp.frame["anchor"]))
+
+
+def drift_plots(inp: Inputs, diff_targets: set[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+    """Per suite with per-sample drift: points (first divergence, mean |Δ logprob|), the floor and the suite mean."""
+    out = []
+    anchors = _anchors(inp)
+    for suite, s in sorted(((inp.doc or {}).get("suites") or {}).items()):
+        d = s.get("drift") or {}
+        rows = d.get("per_sample")
+        if not rows:
+            continue
+        floor = d.get("margin")
+        ys = [r["mean_abs_delta"] for r in rows if r.get("mean_abs_delta") is not None]
+        top = max(ys + [(floor or 0) * 1.3, d.get("mean_abs_delta") or 0, 1e-3]) * 1.08  # headroom over the top dot
+        right = max([r["first_divergence"] for r in rows] + [r.get("length") or 0 for r in rows] + [1])
+        ax = _Axes(0, right, 0, top)
+        pts = []
+        for r in rows:
+            mean = r.get("mean_abs_delta")
+            above = mean is not None and floor is not None and mean > floor
+            colour = colours.GREY if mean is None else colours.RED if above else colours.GREEN
+            a = anchors.get((suite, r["id"]), anchor(r["id"]))
+            where = (f"parts from the golden at token {r['first_divergence']}" if r.get("parted")
+                     else f"same {r.get('length')} tokens as the golden")
+            lp = "no shared prefix" if mean is None else f"mean |Δ logprob| {mean:.4g} over {r['tokens']} shared tokens"
+            pts.append({"id": r["id"], "n": 1, "label": None, "r": 4.5,
+                        "cx": ax.x(r["first_divergence"]), "cy": ax.y(mean or 0.0), "colour": colour, "parted": bool(r.get("parted")),
+                        "href": ("#t-" if (suite, r["id"]) in (diff_targets or set()) else "#s-") + a,
+                        "title": f"{r['id']}: {lp}; {where}", "above": above})
+        fired = sum(p["above"] for p in pts)
+        pts = _spread(pts)
+        out.append({"suite": suite, "frame": ax.frame(), "points": pts, "state": d.get("state"), "n": d.get("samples"),
+                    "shown": len(rows), "above": fired,
+                    "floor": None if floor is None else {"y": ax.y(floor), "label": f"noise floor {floor:.3g}"},
+                    "mean": None if not d.get("mean_abs_delta") else {"y": ax.y(d["mean_abs_delta"]),
+                                                                          "label": f"suite mean {d['mean_abs_delta']:.3g}"},
+                    "median_div": d.get("first_divergence_median")})
+    return out
+
+
+SPREAD_MAX = 4              # dots at one spot drawn side by side; more become one dot with a count
+
+
+def _spread(pts: list[dict[str, Any]], step: float = 7.0) -> list[dict[str, Any]]:
+    """Dots at the same spot (same divergence token, same drift): a few side by side, a crowd as one counted dot."""
+    at: dict[tuple[float, float, bool], list[dict[str, Any]]] = {}
+    for p in pts:
+        at.setdefault((p["cx"], p["cy"], p["parted"]), []).append(p)
+    out = []
+    for group in at.values():
+        if len(group) > SPREAD_MAX:
+            head = group[0]
+            ids = [p["id"] for p in group]
+            shown = ", ".join(ids[:8]) + (f" (+{len(ids) - 8} more)" if len(ids) > 8 else "")
+            out.append({**head, "n": len(group), "label": f"×{len(group)}", "r": 7.0,
+                        "title": f"{len(group)} samples: {head['title'].split(': ', 1)[1]}: {shown}"})
+            continue
+        for k, p in enumerate(group):
+            out.append({**p, "cx": round(p["cx"] + (k - (len(group) - 1) / 2) * step, 1)})
+    return out
+
+
+def token_scatter(inp: Inputs) -> list[dict[str, Any]]:
+    """Per suite: golden vs candidate prompt_tokens of each record, aggregated by (golden, candidate) pair."""
+    if inp.golden_meta is None:
+        return []
+    out = []
+    df = inp.frame
+    for suite, g in df.groupby("suite", sort=True):
+        both = g[g["g_prompt_tokens"].notna() & g["c_prompt_tokens"].notna()]
+        if both.empty:
+            continue
+        pairs: dict[tuple[int, int], dict[str, Any]] = {}
+        for gt, ct, sid, mode, a in zip(both["g_prompt_tokens"], both["c_prompt_tokens"], both["sample_id"], both["mode"], both["anchor"]):
+            p = pairs.setdefault((int(gt), int(ct)), {"n": 0, "ids": [], "modes": set(), "anchor": a})
+            p["n"] += 1
+            p["modes"].add(mode)
+            if len(p["ids"]) < 5 and sid not in p["ids"]:
+                p["ids"].append(sid)
+        # Off-diagonal pairs first: when a suite has more distinct pairs than the cap, the moved ones are kept.
+        keys = sorted(pairs, key=lambda k: (k[0] == k[1], -pairs[k]["n"], k))[:MAX_SCATTER_POINTS]
+        lo = min(min(k) for k in keys)
+        hi = max(max(k) for k in keys)
+        pad = max(1.0, (hi - lo) * 0.05)
+        ax = _Axes(max(0.0, lo - pad), hi + pad, max(0.0, lo - pad), hi + pad)
+        peak = max(pairs[k]["n"] for k in keys)
+        pts = []
+        for k in keys:
+            p = pairs[k]
+            moved = k[0] != k[1]
+            more = f" (+{p['n'] - len(p['ids'])} more)" if p["n"] > len(p["ids"]) else ""
+            pts.append({"cx": ax.x(k[0]), "cy": ax.y(k[1]), "r": round(3 + 5 * math.sqrt(p["n"] / peak), 1), "moved": moved,
+                        "label": f"×{p['n']}" if p["n"] > 1 and len(keys) <= 30 else None,
+                        "colour": colours.RED if moved else colours.GREEN, "href": "#s-" + p["anchor"] if moved else None,
+                        "title": f"golden {k[0]} → candidate {k[1]} ({k[1] - k[0]:+d}) on {p['n']} record(s) "
+                                 f"[{', '.join(sorted(p['modes']))}]: {', '.join(p['ids'])}{more}"})
+        pts.sort(key=lambda p: p["moved"])  # moved points drawn last, on top
+        moved_records = sum(pairs[k]["n"] for k in pairs if k[0] != k[1])
+        out.append({"suite": suite, "frame": ax.frame(), "points": pts, "records": int(len(both)), "moved": moved_records,
+                    "diag": {"x1": ax.x(ax.x0), "y1": ax.y(ax.y0), "x2": ax.x(ax.x1), "y2": ax.y(ax.y1)},
+                    "dropped": max(0, len(pairs) - len(keys))})
+    return out
+
+
+def _visible(tok: Any) -> str:
+    """Whitespace made visible; a token is short, but a hostile one is cut."""
+    t = "" if tok is None else str(tok)
+    t = t.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥").replace("\r", "␍")
+    return t if len(t) <= 24 else t[:23] + "…"
+
+
+def _lp(x: Any) -> float | None:
+    return float(x) if is_finite_number(x) else None
+
+
+def token_diff(gl: list[list[Any]] | None, cl: list[list[Any]] | None, floor: float | None = None) -> dict[str, Any] | None:
+    """Golden and candidate tokens side by side: shared prefix (shaded by |Δ logprob| against the floor), the first
+    differing token marked, then a few tokens of each side with their logprobs. None without tokens on both sides."""
+    if not gl or not cl:
+        return None
+    k = 0
+    while k < min(len(gl), len(cl)) and gl[k][0] == cl[k][0]:
+        k += 1
+    parted = k < max(len(gl), len(cl))
+    start = max(0, k - TOKEN_CONTEXT)
+    shared = []
+    for i in range(start, k):
+        g, c = _lp(gl[i][1]), _lp(cl[i][1])
+        delta = None if g is None or c is None else abs(g - c)
+        hot = delta is not None and floor is not None and delta > floor
+        shared.append({"text": _visible(gl[i][0]), "delta": delta, "hot": hot,
+                       "title": f"token {i}: golden {_fmt_lp(g)}, candidate {_fmt_lp(c)}" + ("" if delta is None else f", |Δ| {delta:.3g}")})
+
+    def tail(seq: list[list[Any]]) -> list[dict[str, Any]]:
+        return [{"text": _visible(t), "lp": _fmt_lp(_lp(lp)), "first": i == k, "title": f"token {i}: logprob {_fmt_lp(_lp(lp))}"}
+                for i, (t, lp) in enumerate(seq[k:k + TOKEN_CONTEXT], start=k)]
+
+    return {"at": k, "parted": parted, "skipped": start, "shared": shared, "golden": tail(gl), "candidate": tail(cl),
+            "g_len": len(gl), "c_len": len(cl), "g_more": max(0, len(gl) - k - TOKEN_CONTEXT), "c_more": max(0, len(cl) - k - TOKEN_CONTEXT)}
+
+
+def _fmt_lp(x: float | None) -> str:
+    return "–" if x is None else f"{x + 0.0:.3f}" if abs(x) >= 0.0005 else "0.000"
+
+
+def _reference_row(obs: list[Any]) -> Any:
+    return next((o for o in obs if o.mode == "chat" and o.epoch == 0), obs[0]) if obs else None
+
+
+def sample_token_diff(inp: Inputs, suite: str, sample_id: str, golden_obs: dict[tuple[str, str], list[Any]]) -> dict[str, Any] | None:
+    """token_diff of one sample's reference records (chat, epoch 0: the ones drift is measured on)."""
+    g = _reference_row(golden_obs.get((suite, sample_id), []))
+    if g is None or not g.logprobs:
+        return None
+    ex = inp.exchanges.get((suite, sample_id, g.epoch, g.mode))
+    if ex is None:
+        return None
+    try:
+        lps = parse_exchange(ex).logprobs or []
+    except MalformedBody:
+        return None
+    cl = [[t.get("token"), t.get("logprob")] for t in lps[:len(g.logprobs) + TOKEN_CONTEXT * 4] if isinstance(t, dict)]
+    floor = (((inp.doc or {}).get("suites") or {}).get(suite) or {}).get("drift", {}).get("margin")
+    return token_diff(g.logprobs, cl, floor)
+
+
+def golden_index(obs: list[Any] | None) -> dict[tuple[str, str], list[Any]]:
+    out: dict[tuple[str, str], list[Any]] = {}
+    for o in obs or []:
+        out.setdefault((o.suite, o.sample_id), []).append(o)
+    return out
+
+
+def diff_candidates(inp: Inputs, exclude: set[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The samples whose token diff the drift section shows: per suite the earliest partings and highest drifts."""
+    picks: list[tuple[str, str]] = []
+    suites = ((inp.doc or {}).get("suites") or {})
+    per_suite = max(1, MAX_TOKEN_DIFFS // max(1, len(suites)))
+    for suite, s in sorted(suites.items()):
+        rows = [r for r in (s.get("drift") or {}).get("per_sample") or [] if (suite, r["id"]) not in exclude]
+        rows.sort(key=lambda r: (not r.get("parted"), -(r.get("mean_abs_delta") or 0.0), r["first_divergence"], r["id"]))
+        parted = [r for r in rows if r.get("parted")][:per_suite]
+        # Outputs that never part show drift only: two examples say it; parted ones say where.
+        same = [r for r in rows if not r.get("parted") and (r.get("mean_abs_delta") or 0) > 0][:max(0, min(2, per_suite - len(parted)))]
+        picks += [(suite, r["id"]) for r in parted + same]
+    return picks[:MAX_TOKEN_DIFFS]
