@@ -9,6 +9,7 @@ Exit 3 specifically for death by SIGILL, so .ci/run can rebuild portably and ret
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -42,7 +43,8 @@ def chat(url: str) -> str:
 def main() -> int:
     cmd = [sys.executable, "-m", "verifier", "engine", "start", "--model", "smollm2", "--port", "0", "--slots", "1",
            "--ctx", "512"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Its own session: stop() can reach llama-server too, whatever happens to `verifier engine start`.
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         url = ""
         deadline = time.monotonic() + DEADLINE_S
@@ -70,12 +72,25 @@ def main() -> int:
               f"engine smoke: this CPU advertises: {cpu_flags()}", file=sys.stderr)
         return 3 if "SIGILL" in died else 1
     finally:
-        if p.poll() is None:
-            p.send_signal(signal.SIGINT)
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop(p)
+
+
+def stop(p: subprocess.Popen) -> None:
+    """SIGTERM (`verifier engine start` stops llama-server and exits 0), then SIGKILL to the whole group.
+
+    Not SIGINT: a shell without job control (CI's) starts its jobs with SIGINT ignored, so the engine never saw
+    it; p.kill() then killed only `verifier`, and llama-server ran on, orphaned, after CI had ended."""
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(p.pid, signal.SIGKILL)  # anything of the group still running (none, after a clean stop)
+    except (ProcessLookupError, PermissionError):
+        pass
+    p.wait(10)
 
 
 if __name__ == "__main__":

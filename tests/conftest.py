@@ -136,3 +136,30 @@ def engine_server(tmp_path_factory, model: str = "smollm2", **kw):
     require_engine(model)
     with engines.Server(model, log_path=tmp_path_factory.mktemp("engine") / "llama-server.log", **kw) as srv:
         yield srv
+
+
+def require_vllm(model: str = "qwen0.5b") -> None:
+    """The vLLM e2e precondition: vLLM's own venv (README) and the packaged `model`. Skips locally; fails under CI."""
+    from verifier.testbed import engines, vllm_engine
+
+    try:
+        vllm_engine.vllm_python()
+        engines.base_model(model)
+    except engines.EngineError as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"vLLM e2e tests need vLLM and the model: {e}")
+        pytest.skip(str(e))
+
+
+@contextlib.contextmanager
+def vllm_server(tmp_path_factory, model: str = "qwen0.5b", **kw):
+    """The e2e tier's vLLM server for `model` (require_vllm first), its log in a fresh temp directory.
+
+    Small by default to bound CI: a 2048-token context and 1 GiB of KV cache."""
+    from verifier.testbed import vllm_engine
+
+    require_vllm(model)
+    kw = {"max_model_len": 2048, "kv_cache_space_gib": 1, **kw}
+    with vllm_engine.VllmServer(model, log_path=tmp_path_factory.mktemp("vllm") / "vllm.log", **kw) as srv:
+        print(f"vLLM {srv.name} ready in {srv.startup_s} s", file=sys.stderr)
+        yield srv

@@ -43,3 +43,27 @@ TOOL_CALL_PREFILL = Fault(
     "tool_call_prefill", f"request: with tools declared, an assistant message {OPENING!r} is appended (llama-server continues it)",
     "not a fault: makes a 0.5B model emit Hermes tool calls that llama-server's parser parses",
     "nothing: part of the test bed, in front of the engine for the golden and every candidate", request=prefill)
+
+
+# vLLM enforces tool_choice "required" and a named function through its structured-output (grammar) backend:
+# the model is made to write a call matching the declared tools' schema, and vLLM returns it as `tool_calls`
+# without needing the model to pick the <tool_call> token. bfcl asks with "auto" (the model may decline), so the
+# test bed turns that into "required" in front of vLLM, for the golden and every candidate alike.
+@pure_edit
+def _require(body: dict[str, Any]) -> Pairs:
+    if not body.get("tools") or body.get("tool_choice") not in (None, "auto"):
+        return []
+    before = body.get("tool_choice", "(no tool_choice)")
+    body["tool_choice"] = "required"
+    return [(before, "required")]
+
+
+def require_tool_call(body: dict[str, Any]) -> Change | None:
+    """Request edit: with tools declared and tool_choice auto (or unset), tool_choice "required"."""
+    return _require(body)
+
+
+TOOL_CHOICE_REQUIRED = Fault(
+    "tool_choice_required", 'request: with tools declared, tool_choice "auto" becomes "required" (vLLM enforces a call by grammar)',
+    "not a fault: makes a 0.5B model on vLLM return real parsed tool calls",
+    "nothing: part of the test bed, in front of the engine for the golden and every candidate", request=require_tool_call)

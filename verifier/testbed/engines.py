@@ -107,6 +107,8 @@ class Server:
     Everything the server prints goes to `log_path`.
     """
 
+    ENGINE = "llama-server"
+
     def __init__(
         self,
         model: str = "smollm2",
@@ -226,6 +228,9 @@ class Server:
             self._log.close()
             self._log = None
 
+    def exit_message(self, returncode: int) -> str:
+        return crash_message(returncode, log_tail=self.log_tail())
+
     def props(self) -> dict[str, Any]:
         return httpx.get(self.root + "/props", timeout=10).json()
 
@@ -276,8 +281,9 @@ def error_exit(e: EngineError) -> int:
     return 2 if "unknown" in str(e) or "not found" in str(e) or "in use" in str(e) else 1
 
 
-def start_foreground(config: StartConfig) -> int:
-    """Start llama-server, print its URL, serve until Ctrl-C or SIGTERM (0) or until it dies (1, said in words)."""
+def start_foreground(config: Any) -> int:
+    """Start the engine (a StartConfig, or vllm_engine.VllmStartConfig), print its URL, serve until Ctrl-C or
+    SIGTERM (0) or until it dies (1, said in words)."""
     try:
         srv = config.server()
         if config.port and _port_busy(config.port):
@@ -302,7 +308,7 @@ def start_foreground(config: StartConfig) -> int:
             signal.signal(signal.SIGTERM, old)
 
 
-def _serve(srv: Server) -> int:
+def _serve(srv: Any) -> int:
     try:
         print(f"starting {srv.name} (log: {srv.log_path}) ...", file=sys.stderr, flush=True)
         srv.start()
@@ -312,10 +318,10 @@ def _serve(srv: Server) -> int:
               f"Ctrl-C stops the server.", file=sys.stderr, flush=True)
         assert srv.proc is not None
         code = srv.proc.wait()
-        print(f"verifier: error: {crash_message(code, log_tail=srv.log_tail())}", file=sys.stderr)
+        print(f"verifier: error: {srv.exit_message(code)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("stopping llama-server", file=sys.stderr)
+        print(f"stopping {srv.ENGINE}", file=sys.stderr)
         return 0
     except EngineError as e:
         print(f"verifier: error: {e}", file=sys.stderr)
