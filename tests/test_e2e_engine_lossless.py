@@ -57,7 +57,7 @@ def test_a_lossless_variant_against_the_reference(golden, variant, tmp_path, cli
     kwargs, concurrency = VARIANTS[variant]
     log = tmp_path / "server.log"
     with engines.Server("smollm2", **{"slots": 1, "ctx": 2048 * kwargs.get("slots", 1), **kwargs}, threads=1, log_path=log) as srv:
-        code, stdout, err = cli("gate", "--golden", golden, "--base-url", srv.url, "--model", "smollm2", "--out", tmp_path / "c",
+        code, stdout, err = cli("gate", "--golden", golden, "--base-url", srv.url, "--model", srv.name, "--out", tmp_path / "c",
                                 "--quiet", "--concurrency", concurrency)
     doc = json.loads((tmp_path / "c" / "comparison.json").read_text())
     s = doc["suites"]["gsm8k"]
