@@ -81,8 +81,8 @@ def test_golden_rerun_passes_and_drop_system_template_fails_frontend(gemma, tmp_
     assert cli("bless", runs[0], "--to", g)[0] == 0
     assert cli("calibrate", g, "--runs", runs[1], runs[2])[0] == 0
 
-    def gate(url, out, *extra):
-        code, stdout, err = cli("gate", "--golden", g, "--base-url", url, "--model", gemma.name, "--data", f"replay={data}",
+    def gate(url, out, *extra, model=None):  # the model name the server lists (the gate checks it against /v1/models)
+        code, stdout, err = cli("gate", "--golden", g, "--base-url", url, "--model", model or gemma.name, "--data", f"replay={data}",
                                 "--out", out, "--quiet", "--concurrency", 2, *extra)
         return code, json.loads((out / "comparison.json").read_text()), stdout + err
 
@@ -95,7 +95,7 @@ def test_golden_rerun_passes_and_drop_system_template_fails_frontend(gemma, tmp_
         assert "drop-system" in bad.name
         prompt = httpx.post(bad.root + "/apply-template", json={"messages": SYSTEM_PROMPTS[0]["messages"]}, timeout=30).json()["prompt"]
         assert SYSTEM not in prompt and prompt.startswith("<start_of_turn>user\nWhat is 3 + 4?")
-        code, doc, out = gate(bad.url, tmp_path / "drop-system")
+        code, doc, out = gate(bad.url, tmp_path / "drop-system", model=bad.name)
     assert code == 10, out
     fired = {e["signal"] for e in doc["frontend"]["evidence"] if e["verdict"] == "fail"}
     assert "prompt_tokens_mismatch" in fired, (fired, out)
