@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
 
-from . import perf
+from . import journal, perf
 from .app import EndpointSpec
 from .errors import UsageError
 
@@ -65,12 +65,6 @@ class SweepSpec:
     quiet: bool = False
 
 
-def _write_json(path: Path, doc: Any) -> None:
-    from . import journal
-
-    journal.write_json(path, doc)
-
-
 def _public_endpoint(ep: EndpointSpec) -> dict[str, Any]:
     from .endpoint import redact_url
 
@@ -105,12 +99,12 @@ def run_config(spec: SweepSpec, cfg: SweepConfig, log: Callable[[str], None]) ->
             gate(GateSpec(golden=spec.golden, endpoint=ep, out=d / "gate", quiet=spec.quiet, **opts))
             log(f"sweep: {cfg.name}: performance probe")
             assert ep.base_url and ep.model
-            _write_json(d / "perf.json", perf.probe(ep.base_url, ep.model, spec.perf, ep.api_key_env, ep.headers))
+            journal.write_json(d / "perf.json", perf.probe(ep.base_url, ep.model, spec.perf, ep.api_key_env, ep.headers))
     except Exception as e:  # noqa: BLE001 - one configuration that cannot run (unreachable, engine crash) must not cost the others
         info["error"] = f"{type(e).__name__}: {e}"[:500]
         if not spec.quiet:
             traceback.print_exc(limit=3, file=sys.stderr)
-    _write_json(d / "config.json", info)
+    journal.write_json(d / "config.json", info)
     return info
 
 
@@ -237,9 +231,7 @@ def combine(config_dirs: Sequence[Path], out: Path) -> dict[str, Any]:
     doc = {"format": FORMAT, "golden": goldens[0] if len(goldens) == 1 else goldens, "rows": rows,
            "front": [r["name"] for r in rows if r["front"]]}
     out.mkdir(parents=True, exist_ok=True)
-    _write_json(out / "sweep.json", doc)
-    from . import journal
-
+    journal.write_json(out / "sweep.json", doc)
     journal.write_text(out / "sweep.md", page.markdown(doc))
     journal.write_text(out / "sweep.html", page.html(doc))
     return doc

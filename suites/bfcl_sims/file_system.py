@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import long_context as padding
+from .long_context import get as padding_get
 from ._base import Simulator, error
 
 INVALID_NAME_CHARS = set('|/\\?%*:"><')
@@ -100,7 +100,7 @@ class GorillaFileSystem(Simulator):
 
     def _load(self, directory: Directory, contents: dict) -> None:
         has_subdir = False
-        untouched = padding.get("FILES_TAIL_USED") if self.long_context else ()
+        untouched = padding_get("FILES_TAIL_USED") if self.long_context else ()
         for name, spec in contents.items():
             if spec.get("type") == "directory":
                 has_subdir = True
@@ -111,11 +111,11 @@ class GorillaFileSystem(Simulator):
                 text = str(spec.get("content", ""))
                 # Long context pads every file except those whose tail the questions ask about (BFCL's list).
                 if self.long_context and name not in untouched:
-                    text += padding.get("FILE_CONTENT_EXTENSION")
+                    text += padding_get("FILE_CONTENT_EXTENSION")
                 directory.contents[name] = File(name, text)
         if self.long_context and not has_subdir:
             # Long context also fills each innermost directory with BFCL's many empty image files.
-            for name in padding.get("POPULATE_FILE_EXTENSION"):
+            for name in padding_get("POPULATE_FILE_EXTENSION"):
                 directory.contents.setdefault(name, File(name))
 
     def state(self) -> dict:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from . import long_context as padding
+from .long_context import get as padding_get
 from ._base import Simulator, error
 
 CURRENT_TIME = datetime(2024, 9, 1, 10, 30)
@@ -90,8 +90,8 @@ class TradingBot(Simulator):
             return error(f"Stock with symbol '{symbol}' not found.")
         stock = dict(self.stocks[symbol])
         if self.long_context:
-            stock["MA(5)"] = padding.get("MA_5_EXTENSION")
-            stock["MA(20)"] = padding.get("MA_20_EXTENSION")
+            stock["MA(5)"] = padding_get("MA_5_EXTENSION")
+            stock["MA(20)"] = padding_get("MA_20_EXTENSION")
         return stock
 
     def get_order_details(self, order_id: int) -> dict:
@@ -101,7 +101,7 @@ class TradingBot(Simulator):
         if self.long_context:
             symbol = str(order.get("symbol", ""))
             order["metadata"] = {k: v.replace("{symbol}", symbol)
-                                 for k, v in padding.get("ORDER_DETAIL_EXTENSION").items()}
+                                 for k, v in padding_get("ORDER_DETAIL_EXTENSION").items()}
         return order
 
     def cancel_order(self, order_id: int) -> dict:
@@ -185,7 +185,7 @@ class TradingBot(Simulator):
             return denied
         watch = list(self.watch_list)
         if self.long_context:
-            watch += padding.get("WATCH_LIST_EXTENSION")
+            watch += padding_get("WATCH_LIST_EXTENSION")
         return {"watchlist": watch}
 
     def get_order_history(self) -> dict:
@@ -207,13 +207,13 @@ class TradingBot(Simulator):
         history = [t for t in self.transaction_history
                    if start <= datetime.strptime(t["timestamp"], TIMESTAMP_FORMAT) <= end]
         if self.long_context:
-            history += padding.get("TRANSACTION_HISTORY_EXTENSION")
+            history += padding_get("TRANSACTION_HISTORY_EXTENSION")
         return {"transaction_history": history}
 
     def get_available_stocks(self, sector: str) -> dict:
         stocks = list(SECTORS.get(sector, []))
         if self.long_context and sector in ("Technology", "Automobile"):
-            stocks += padding.get("TECHNOLOGY_EXTENSION" if sector == "Technology" else "AUTOMOBILE_EXTENSION")
+            stocks += padding_get("TECHNOLOGY_EXTENSION" if sector == "Technology" else "AUTOMOBILE_EXTENSION")
         return {"stock_list": stocks}
 
     def filter_stocks_by_price(self, stocks: list, min_price: float, max_price: float) -> dict:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 
-from . import long_context as padding
+from .long_context import get as padding_get
 from ._base import Simulator, error
 
 DEFAULT_SEED = 141053
@@ -87,9 +87,9 @@ class TravelAPI(Simulator):
         for key, default in DEFAULTS.items():
             setattr(self, key, self._take(config, key, default))
         if long_context:
-            for card_id, card in padding.get("CREDIT_CARD_EXTENSION").items():
+            for card_id, card in padding_get("CREDIT_CARD_EXTENSION").items():
                 self.credit_card_list.setdefault(card_id, card)
-            for booking_id, booking in padding.get("BOOKING_RECORD_EXTENSION").items():
+            for booking_id, booking in padding_get("BOOKING_RECORD_EXTENSION").items():
                 self.booking_record.setdefault(booking_id, booking)
 
     def _token_error(self, access_token: str) -> str | None:

@@ -9,7 +9,7 @@ generator seeded as BFCL seeds it. Comparable state: what BFCL compares (brake a
 
 from __future__ import annotations
 
-from . import long_context as padding
+from .long_context import get as padding_get
 from ._base import Simulator, error
 
 DEFAULT_SEED = 141053
@@ -110,7 +110,7 @@ class VehicleControlAPI(Simulator):
     def get_outside_temperature_from_google(self) -> dict:
         reading = {"outsideTemperature": self._random.uniform(-10.0, 40.0)}
         if self.long_context:
-            return {**padding.get("LONG_WEATHER_EXTENSION"), **reading}
+            return {**padding_get("LONG_WEATHER_EXTENSION"), **reading}
         return reading
 
     def get_outside_temperature_from_weather_com(self) -> dict:
@@ -124,7 +124,7 @@ class VehicleControlAPI(Simulator):
         return {"headlightStatus": self.headLightStatus}
 
     def displayCarStatus(self, option: str) -> dict:
-        status: dict = {"metadata": padding.get("CAR_STATUS_METADATA_EXTENSION")} if self.long_context else {}
+        status: dict = {"metadata": padding_get("CAR_STATUS_METADATA_EXTENSION")} if self.long_context else {}
         if option == "fuel":
             status["fuelLevel"] = self.fuelLevel
         elif option == "battery":
@@ -157,7 +157,7 @@ class VehicleControlAPI(Simulator):
         reply = {"parkingBrakeStatus": self.parkingBrakeStatus, "_parkingBrakeForce": self._parkingBrakeForce,
                  "_slopeAngle": self._slopeAngle}
         if self.long_context:
-            return {"parkingBrakeInstruction": padding.get("PARKING_BRAKE_INSTRUCTION"), **reply}
+            return {"parkingBrakeInstruction": padding_get("PARKING_BRAKE_INSTRUCTION"), **reply}
         return reply
 
     def pressBrakePedal(self, pedalPosition: float) -> dict:
@@ -207,7 +207,7 @@ class VehicleControlAPI(Simulator):
         miles = DISTANCES.get(frozenset((cityA, cityB)))
         result: dict = {"distance": miles} if miles is not None else error("distance not found in database.")
         if self.long_context:
-            result["intermediaryCities"] = padding.get("INTERMEDIARY_CITIES")
+            result["intermediaryCities"] = padding_get("INTERMEDIARY_CITIES")
         return result
 
     def get_zipcode_based_on_city(self, city: str) -> dict:
@@ -221,7 +221,7 @@ class VehicleControlAPI(Simulator):
         pressures = {k: getattr(self, k) for k in ("frontLeftTirePressure", "frontRightTirePressure",
                                                    "rearLeftTirePressure", "rearRightTirePressure")}
         healthy = 30 <= sum(pressures.values()) / 4 <= 35
-        car_info = padding.get("CAR_STATUS_METADATA_EXTENSION") if self.long_context else {}
+        car_info = padding_get("CAR_STATUS_METADATA_EXTENSION") if self.long_context else {}
         return {**pressures, "healthy_tire_pressure": healthy, "car_info": car_info}
 
     def find_nearest_tire_shop(self) -> dict:

@@ -14,6 +14,7 @@ import html as _html
 from typing import Any, Mapping
 
 from ..matrix import SORT_JS
+from ..matrix import _md_cell as _md  # the matrix's table-cell escaping: one Markdown dialect for both pages
 
 # Status colours as the matrix and the report use them: green pass, amber undecided, red regressions.
 STATUS_CLASS = {"pass": "v-pass", "inconclusive": "v-inconclusive", "incomplete": "v-incomplete", "error": "v-incomplete",
@@ -70,10 +71,6 @@ def cells(r: Mapping[str, Any]) -> list[str]:
         _num(p.get("client_cpu_ms_per_request"), " ms/req", digits=3) if p else "—",
         "★" if r.get("front") else "",
     ]
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ") or "—"
 
 
 def markdown(doc: Mapping[str, Any]) -> str:
