@@ -150,6 +150,13 @@ async def execute(
     classes: dict[str, int] = {}
     journaled = journaled or {}
 
+    def record(ex: Exchange) -> None:
+        """Journal one exchange, count it in the progress and, when it failed, in its error class."""
+        jr.append(ex)
+        progress.tick(ex.error is not None)
+        if ex.error is not None:
+            classes[ex.error] = classes.get(ex.error, 0) + 1
+
     async def converse(suite: Suite, sample: Sample, epoch: int, mode: str, first: dict[str, Any]) -> None:
         """One conversation, step by step: each request is built from the answers before it (pure), so a
         journaled step whose body is rebuilt bit for bit is reused, and sending resumes at the first gap."""
@@ -165,8 +172,7 @@ async def execute(
             else:
                 r = await ep.send(mode, body)
                 ex = Exchange(suite.name, step_id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts)
-                jr.append(ex)
-                progress.tick(ex.error is not None)
+                record(ex)
             steps.append(ex)
             if ex.error is not None or ex.status is None or ex.status >= 400:
                 return  # no answer to build on: scoring reports the rest of the conversation as not reached
@@ -178,10 +184,7 @@ async def execute(
         else:
             r = await ep.send(mode, body)
             ex = Exchange(suite.name, sample.id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts)
-        jr.append(ex)
-        progress.tick(ex.error is not None)
-        if ex.error is not None:
-            classes[ex.error] = classes.get(ex.error, 0) + 1
+        record(ex)
         nxt = suite.followup(sample, ex) if suite.followup else None
         if nxt is not None:  # multi-turn: the next turn replays this answer, so it waits for it
             await one(suite, nxt[0], epoch, mode, nxt[1], ex)
