@@ -1,5 +1,5 @@
 """The Python API: `from verifier import gate, run, compare, load_golden`. A thin layer over the specs the CLI
-builds (verifier/app.py, app_gate.py); each call returns the document the command would write.
+builds (verifier/app/collect.py, app_gate.py); each call returns the document the command would write.
 
     import verifier
     g = verifier.load_golden("demo-smoke")                  # a directory, or a packaged golden by name
@@ -48,8 +48,8 @@ class Golden:
 
 def load_golden(name: str | Path) -> Golden:
     """A golden directory, or a packaged golden by name (see `verifier list-goldens`)."""
-    from . import golden as golden_mod
-    from .app_gate import golden_inputs, load_golden as _load
+    from verifier.golden import store as golden_mod
+    from verifier.app.gate import golden_inputs, load_golden as _load
 
     path = golden_mod.resolve(name)
     g, obs = _load(path)
@@ -57,7 +57,7 @@ def load_golden(name: str | Path) -> Golden:
 
 
 def _endpoint(base_url: str, model: str, api_key_env: str | None, headers: Mapping[str, str] | None, **kw: Any):
-    from .app import EndpointSpec
+    from verifier.app.collect import EndpointSpec
 
     return EndpointSpec(base_url=base_url, model=model, api_key_env=api_key_env, headers=dict(headers or {}), **kw)
 
@@ -76,7 +76,7 @@ def run(suites: str | Iterable[str], *, base_url: str, model: str, out: str | Pa
         **endpoint: Any):
     """`verifier run`: collect and score; returns app.Collected (run_dir, summary, sent, errors).
     `endpoint` takes EndpointSpec's other fields (concurrency, timeout_s, max_retries, model_check...)."""
-    from .app import RunSpec, collect
+    from verifier.app.collect import RunSpec, collect
 
     names = (suites,) if isinstance(suites, str) else tuple(suites)
     spec = RunSpec(endpoint=_endpoint(base_url, model, api_key_env, headers, **endpoint),
@@ -89,7 +89,7 @@ def run(suites: str | Iterable[str], *, base_url: str, model: str, out: str | Pa
 def compare(run_dir: str | Path, golden: str | Path, *, infra_budget: float = 0.02, allow_subset: bool = False,
             write: bool = True) -> dict[str, Any]:
     """`verifier compare`: the comparison document (written to RUN_DIR/comparison.json unless write=False)."""
-    from .app_gate import compare_run
+    from verifier.app.gate import compare_run
 
     return compare_run(Path(run_dir), golden, None, infra_budget, allow_subset=allow_subset, write=write)
 
@@ -102,14 +102,14 @@ def gate(golden: str | Path, *, base_url: str, model: str, out: str | Path | Non
     """`verifier gate`: run the golden's own samples against the endpoint and compare; returns the comparison
     document (status, exit_code, evidence, diagnosis...). With `reports`, report.html, junit.xml, summary.md and
     samples.csv go into the run directory, as the command writes them."""
-    from .app_gate import GateSpec, gate as _gate
+    from verifier.app.gate import GateSpec, gate as _gate
 
     spec = GateSpec(golden=Path(golden), endpoint=_endpoint(base_url, model, api_key_env, headers, **endpoint),
                     overrides=_overrides(logprobs, sampling), out=Path(out) if out else None, infra_budget=infra_budget,
                     probes=probes, quiet=quiet, suites=tuple(suites), modes=tuple(modes), margins=tuple(margins))
     doc = _gate(spec)
     if reports:
-        from . import report
+        from verifier.app import report_files as report
 
         report.write_all(Path(doc["run"]["run_dir"]), doc)
     return doc

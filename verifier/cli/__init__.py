@@ -1,4 +1,4 @@
-"""The `verifier` command: the top floor. Commands build specs and call verifier.app; nothing below imports this.
+"""The `verifier` command: the top floor. Commands build specs and call verifier.app.collect; nothing below imports this.
 
 `from verifier.cli import main` and the `verifier.cli:entry` script keep working.
 """
@@ -18,7 +18,7 @@ def __getattr__(name: str):
 
         return UsageError
     if name == "data_for":
-        from ..app import data_for
+        from verifier.app.collect import data_for
 
         return data_for
     raise AttributeError(name)

@@ -16,7 +16,7 @@ from ..errors import UsageError
 import verifier.cli.types as T
 from .. import jsonsafe
 
-# Kept here, not imported from verifier.endpoint: that module pulls in the openai SDK. app.collect validates
+# Kept here, not imported from verifier.wire.endpoint: that module pulls in the openai SDK. app.collect validates
 # modes against endpoint.MODES, and tests/test_cli.py checks that this list matches it.
 MODE_NAMES = ("chat", "chat-stream", "completions", "responses", "responses-stream", "messages", "messages-stream")
 
@@ -101,7 +101,7 @@ def parse_headers(items: list[str] | None) -> dict[str, str]:
 
 
 def endpoint_from_args(a: argparse.Namespace):  # -> app.EndpointSpec
-    from ..app import EndpointSpec
+    from verifier.app.collect import EndpointSpec
 
     return EndpointSpec(base_url=a.base_url, model=a.model, api_key_env=a.api_key_env, headers=parse_headers(a.header),
                         concurrency=a.concurrency, timeout_s=a.timeout, max_retries=a.max_retries,
@@ -119,7 +119,7 @@ def overrides_from_args(a: argparse.Namespace) -> dict[str, Any]:
 
 def run_spec_from_args(a: argparse.Namespace):  # -> app.RunSpec
     """`verifier run` flags -> RunSpec (the CLI's half of RunSpec.from_args)."""
-    from ..app import RunSpec
+    from verifier.app.collect import RunSpec
 
     suite, data = (a.suite, a.data) if not a.requests else ("replay", a.requests)
     return RunSpec(

@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from ..app_gate import bless_run
+    from verifier.app.gate import bless_run
 
     run_dir, to = Path(a.run_dir), Path(a.to)
     g = bless_run(run_dir, to, force=a.force, epochs_as_reruns=a.epochs_as_reruns)

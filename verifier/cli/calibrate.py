@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from ..app_gate import CalibrateSpec, calibrate
+    from verifier.app.gate import CalibrateSpec, calibrate
     from .args import endpoint_from_args, overrides_from_args, parse_extra_body
 
     spec = CalibrateSpec(

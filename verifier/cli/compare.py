@@ -23,8 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from ..app_gate import compare_run
-    from ..app_text import print_comparison
+    from verifier.app.gate import compare_run
+    from verifier.cli.text import print_comparison
     from .args import exit_code
 
     doc = compare_run(Path(a.run_dir), a.golden, Path(a.out) if a.out else None, a.infra_budget, allow_subset=a.allow_subset)

@@ -18,8 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def handle(a: argparse.Namespace) -> int:
     """Gate a healthy endpoint, then the same one behind a frontend fault: exit 0, then 10."""
-    from ..app import EndpointSpec, default_run_dir
-    from ..app_gate import GateSpec
+    from verifier.app.collect import EndpointSpec, default_run_dir
+    from verifier.app.gate import GateSpec
     from ..errors import UsageError
     from ..testbed.proxy import Proxy
     from ..testbed.server import Script, TestServer, arithmetic

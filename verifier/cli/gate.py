@@ -51,7 +51,7 @@ def handle(a: argparse.Namespace) -> int:
     if len(endpoints) > 1:
         return gate_many(a, endpoints)
     spec = spec_from_args(a)
-    from ..journal import check_writable
+    from verifier.run.journal import check_writable
 
     for path in (a.report, a.junit, a.markdown):  # every output checked before the first request
         if path:
@@ -65,7 +65,7 @@ def merge_config(a: argparse.Namespace) -> tuple[argparse.Namespace, list[argpar
     merged namespace per endpoint (its `name` in `.endpoint_name`)."""
     import verifier.cli.gatefile as gatefile
 
-    from ..app import default_run_dir
+    from verifier.app.collect import default_run_dir
 
     flags, endpoints = gatefile.translate(gatefile.read(a.config))
     sub = gatefile.subparser(a.parser, "gate")
@@ -85,7 +85,7 @@ def merge_config(a: argparse.Namespace) -> tuple[argparse.Namespace, list[argpar
 
 
 def spec_from_args(a: argparse.Namespace):  # -> app_gate.GateSpec
-    from ..app_gate import GateSpec
+    from verifier.app.gate import GateSpec
     from ..errors import UsageError
     from .args import endpoint_from_args, names, overrides_from_args, parse_extra_body
 
@@ -103,8 +103,8 @@ def spec_from_args(a: argparse.Namespace):  # -> app_gate.GateSpec
 def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markdown: str | None = None,
              echo: bool = True) -> dict[str, Any]:
     """app.gate, then what a person and a CI job read: the text summary and the report files."""
-    from .. import app_gate
-    from ..app_text import print_comparison
+    from verifier.app import gate as app_gate
+    from verifier.cli.text import print_comparison
 
     doc = app_gate.gate(spec)
     narrowed = None
@@ -134,7 +134,7 @@ def write_ci_outputs(run_dir: Path, doc: dict[str, Any], html: str | None, junit
                      golden: tuple[dict[str, Any], list[dict[str, Any]]] | None = None) -> dict[str, Path] | None:
     """HTML report, JUnit XML and Markdown summary, where the report module offers them; their paths."""
     try:
-        from .. import report
+        from verifier.app import report_files as report
     except ImportError:
         return None
     data = report.GoldenData.of(*golden) if golden is not None else None
@@ -145,7 +145,7 @@ def gate_many(a: argparse.Namespace, endpoints: list[argparse.Namespace]) -> int
     """Gate every endpoint of a gate file concurrently (one thread each, quiet), then write the matrix."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from ..app import default_run_dir
+    from verifier.app.collect import default_run_dir
     from ..errors import UsageError
     from .matrix import finish
 

@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from ..app_gate import describe_goldens
+    from verifier.app.gate import describe_goldens
 
     rows = describe_goldens(Path(a.dir) if a.dir else None)
     print(f"{'name':<22} {'suites':<16} {'model':<14} {'modes':<18} {'samples':>7}  extras")

@@ -11,7 +11,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from ..app import get_suites, suite_origin
+    from verifier.app.collect import get_suites, suite_origin
 
     for name, s in sorted(get_suites().items()):
         print(f"{name:<14} v{s.version:<6} {suite_origin(name):<16} {s.description}")

@@ -135,7 +135,7 @@ def _run(a: argparse.Namespace) -> int:
         print("verifier: " + render("interrupted", ("resume with --resume RUN_DIR",), a.command_parser), file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - the contract is one line and exit 1
-        from ..journal import NotARunDir
+        from verifier.run.journal import NotARunDir
 
         if isinstance(e, NotARunDir):
             _error(a, str(e))

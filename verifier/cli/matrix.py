@@ -38,7 +38,8 @@ def parse_runs(items: list[str]) -> list[tuple[str, Path]]:
 def handle(a: argparse.Namespace) -> int:
     """Reads only: a run already compared with this golden keeps its own comparison (the margins its gate used);
     any other is compared in memory, and that comparison goes into OUT/comparisons/, never into the run."""
-    from .. import app_gate, journal
+    from verifier.app import gate as app_gate
+    from verifier.run import journal
 
     loaded = app_gate.load_golden(a.golden)
     out = Path(a.out)
@@ -75,7 +76,7 @@ def finish(docs: dict[str, tuple[Path, dict[str, Any]]], out: Path, allow_inconc
            links: dict[str, Path] | None = None) -> int:
     """Write the matrix of compared runs; print the Markdown table; the worst exit code. `links`: where a
     provider's row points when its run holds no comparison of its own against this golden."""
-    from .. import matrix
+    from verifier.report import matrix
     from .args import exit_code
 
     entries = [matrix.entry(name, run_dir, doc, (links or {}).get(name)) for name, (run_dir, doc) in docs.items()]

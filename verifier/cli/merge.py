@@ -16,8 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from .. import app, merge
-    from ..app_text import print_summary
+    from verifier.app import collect as app
+    from verifier.run import merge
+    from verifier.cli.text import print_summary
 
     out = Path(a.out)
     hdr = merge.merge([Path(s) for s in a.shards], out, allow_partial=a.allow_partial)

@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from ..report import write_report
+    from verifier.app.report_files import write_report
 
     path, status, records = write_report(a.run_dir, a.golden, a.out, a.csv)
     print(f"report: {path} ({status}, {records} records)")

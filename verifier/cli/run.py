@@ -27,8 +27,8 @@ def check(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from .. import app
-    from ..app_text import print_summary
+    from verifier.app import collect as app
+    from verifier.cli.text import print_summary
     from .args import run_spec_from_args
 
     print_summary(app.collect(run_spec_from_args(a)).summary)

@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from ..app_runs import RunsQuery, list_runs
+    from verifier.app.runs import RunsQuery, list_runs
     from .args import names
 
     rows = list_runs(RunsQuery(root=Path(a.dir), statuses=names(a.status), model=a.model, suite=a.suite,

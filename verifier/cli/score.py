@@ -13,8 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from .. import app
-    from ..app_text import print_summary
+    from verifier.app import collect as app
+    from verifier.cli.text import print_summary
 
     print_summary(app.score(Path(a.run_dir)))
     return 0

@@ -2,7 +2,7 @@
 
 The sweep file is validated by a JSON Schema (SCHEMA, versioned by `format`) before anything starts: unknown
 keys and wrong types exit 2 naming the key. Engine configurations become launchers over the test bed's engines
-here, at the top floor, so the application (verifier/sweep.py) never imports the test bed.
+here, at the top floor, so the application (verifier/app/sweep.py) never imports the test bed.
 
     verifier sweep sweep.toml [--only NAME,...] [--out DIR]       # all configurations, or one shard of them
     verifier sweep --combine DIR [DIR ...] --out DIR              # join shards (configuration directories)
@@ -151,10 +151,10 @@ def _vllm(model: str, options: dict[str, Any], args: list[str]):
 
 
 def spec_from_file(doc: dict[str, Any], out: Path, quiet: bool):  # -> sweep.SweepSpec
-    from .. import perf
-    from ..app import EndpointSpec
+    from verifier.run import perf
+    from verifier.app.collect import EndpointSpec
     from ..errors import UsageError
-    from ..sweep import SweepConfig, SweepSpec
+    from verifier.app.sweep import SweepConfig, SweepSpec
 
     g = doc.get("gate") or {}
     configs = []
@@ -173,7 +173,7 @@ def spec_from_file(doc: dict[str, Any], out: Path, quiet: bool):  # -> sweep.Swe
             launcher = (_llama if c["engine"] == "llama" else _vllm)(c["model"], options, args)
             describe = {"engine": c["engine"], "model": c["model"], **options, **({"args": " ".join(args)} if args else {})}
         else:
-            from ..endpoint import check_base_url, redact_url
+            from verifier.wire.endpoint import check_base_url, redact_url
 
             check_base_url(c["base_url"])
             describe = {"endpoint": redact_url(c["base_url"]), "model": c["model"]}
@@ -222,8 +222,8 @@ def _stop_on_sigterm() -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from .. import sweep
-    from ..app import default_run_dir
+    from verifier.app import sweep
+    from verifier.app.collect import default_run_dir
     from ..errors import UsageError
     from .args import names
 

@@ -4,17 +4,20 @@
     views.py   the report's sections as plain data (charts, tables, flip cards, provenance)
     html.py    render(run, golden, comparison) -> HTML: pure, no file read but the template
     ci.py      junit_xml(doc), markdown(doc), the per-sample CSV
-    files.py   the edge: read a run dir / golden / comparison, write every output (`write_report`: the `report` command)
+    pictures.py the SVG pictures of the report
+    matrix.py  the engine x surface x mode matrix page (pure renderer of comparisons)
+    colours.py the status colours every page shares
+    sweep.py   the sweep page
+Reading a run dir / golden / comparison from disk and writing every output is the app's edge
+(verifier/app/report_files.py): report is pure, it imports only what is below it (attribution, golden, run, judge, base).
 
 The names below are the package's public surface (tests, bench and the CLI use them).
 """
 
 from .ci import junit_xml, markdown, samples_frame, write_csv
 from .data import GoldenData, Inputs, RunData, anchor, inputs
-from .files import load, read_golden, read_run, render_html, write_all, write_report
 from .html import environment, render, script_json, table_json
 from .views import answer_diff
 
 __all__ = ["GoldenData", "Inputs", "RunData", "anchor", "answer_diff", "environment", "inputs", "junit_xml",
-           "load", "markdown", "read_golden", "read_run", "render", "render_html", "samples_frame", "script_json",
-           "table_json", "write_all", "write_csv", "write_report"]
+           "markdown", "render", "samples_frame", "script_json", "table_json", "write_csv"]

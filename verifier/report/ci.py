@@ -14,9 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from .. import journal
-from .. import colours
-from ..explain import cut_words
+from verifier.run import journal
+from verifier.report import colours
+from verifier.attribution.explain import cut_words
 from .data import Inputs, fmt
 
 
@@ -46,11 +46,11 @@ def _cases_from_evidence(doc: dict[str, Any]) -> list[tuple[str, str, str, str]]
 def _cases_from_checks(doc: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """One testcase per check the golden defines (stable names), led by the diagnosis; a failing frontend
     check's message starts with the component it implicates."""
-    from ..diagnosis import headline
-    from ..explain import component_line
+    from verifier.attribution.diagnosis import headline
+    from verifier.attribution.explain import component_line
 
     head = headline(doc.get("diagnosis") or [])
-    cases = [("verifier.diagnosis", "diagnosis", "fail" if head else "pass",
+    cases = [("verifier.attribution.diagnosis", "diagnosis", "fail" if head else "pass",
               head or "no frontend component implicated")]
     for c in doc["checks"]:
         text = c["summary"] + (f"\nsamples: {', '.join(c['samples'])}" if c.get("samples") else "")
@@ -58,7 +58,7 @@ def _cases_from_checks(doc: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         cases.append((c["class"], c["name"], c["verdict"], (f"[{comp}] " if comp else "") + text))
     cov = doc.get("coverage") or {}
     if cov:
-        from ..coverage import describe
+        from verifier.attribution.coverage import describe
 
         gap = cov["rate"] > doc["infra"]["budget"]
         cases.append(("verifier.infra", "golden coverage", "fail" if gap else "pass",
@@ -151,8 +151,8 @@ def markdown(doc: dict[str, Any], report_path: str | None = None, top_flips: int
         for m, v in s.get("metrics", {}).items():
             lines.append(f"| {_md(suite)} | {_md(m)} | {_md(v['golden'])} | {_md(v['candidate'])} | {_md(v['delta'])} | {_md(v['ci'])} | "
                          f"{_md(v['margin'])} | {_md(v['p_value'])} | {_icon(v['verdict'])} {v['verdict']} |")
-    from ..explain import tool_call_line
-    from ..probe_results import markdown as probe_table
+    from verifier.attribution.explain import tool_call_line
+    from verifier.run.probe_results import markdown as probe_table
 
     tools = [(suite, tool_call_line(s.get("tool_calls"))) for suite, s in doc.get("suites", {}).items()]
     lines += [""] + [f"- **{_md(suite)}** {_md(line, 400)}" for suite, line in tools if line] if any(t for _, t in tools) else []

@@ -23,8 +23,8 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from .. import colours
-from ..explain import tool_call_line
+from verifier.report import colours
+from verifier.attribution.explain import tool_call_line
 from . import pictures
 from .data import GoldenData, Inputs, RunData, anchor, fmt, inputs
 from .views import (MAX_FLIP_CARDS, delta_chart, findings_view, fingerprint_view, flip_cards, metric_tables, perf,

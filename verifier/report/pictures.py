@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .. import colours
+from verifier.report import colours
 from ..jsonsafe import is_finite_number
-from ..parse import MalformedBody, parse_exchange
+from verifier.judge.parse import MalformedBody, parse_exchange
 from .data import Inputs, anchor
 
 W, H = 660, 280

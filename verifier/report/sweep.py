@@ -1,4 +1,4 @@
-"""The sweep page and table: pure functions of sweep.json's document (verifier/sweep.py builds it).
+"""The sweep page and table: pure functions of sweep.json's document (verifier/app/sweep.py builds it).
 
 One row per configuration: gate status and diagnosis, drift and greedy parting rate against the golden, the
 lossless check where the configuration claims it, then the speed figures with their intervals; rows on the
@@ -13,8 +13,8 @@ import hashlib
 import html as _html
 from typing import Any, Mapping
 
-from ..matrix import SORT_JS
-from ..matrix import _md_cell as _md  # the matrix's table-cell escaping: one Markdown dialect for both pages
+from verifier.report.matrix import SORT_JS
+from verifier.report.matrix import _md_cell as _md  # the matrix's table-cell escaping: one Markdown dialect for both pages
 
 # Status colours as the matrix and the report use them: green pass, amber undecided, red regressions.
 STATUS_CLASS = {"pass": "v-pass", "inconclusive": "v-inconclusive", "incomplete": "v-incomplete", "error": "v-incomplete",

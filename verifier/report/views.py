@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ..version import __version__
-from ..parse import MalformedBody, parse_exchange
+from verifier.judge.parse import MalformedBody, parse_exchange
 from .data import Inputs, anchor
 from .. import jsonsafe
 

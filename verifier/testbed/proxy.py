@@ -392,7 +392,7 @@ def serve(config: ProxyConfig) -> int:
 
 
 async def _serve(proxy: "Proxy", config: ProxyConfig) -> None:
-    from ..endpoint import redact_url
+    from verifier.wire.endpoint import redact_url
 
     try:
         await proxy._start()

@@ -148,7 +148,7 @@ def _chat_chunk(delta: dict[str, Any], finish: Any = None, **extra: Any) -> str:
 
 def events_to_chat_chunks(surface: str, payloads: list[str]) -> list[str]:
     """A surface stream -> chat chunks, delta for delta (the proxy runs chat faults on these)."""
-    from ..surfaces_parse import parse_events
+    from verifier.surfaces.parse import parse_events
 
     whole = parse_events(surface, payloads)  # finish reason, usage and call ids as the surface said them
     out, call_index, seen = [], {}, 0

@@ -1,0 +1,440 @@
+"""The application layer: specs in, typed documents out. No argparse here; the CLI builds the specs.
+
+collect(RunSpec)      -> Collected (run dir, summary, counts): the only network phase, then scored
+score(run_dir)        -> summary: offline and pure
+Goldens, compare_run, bless, calibrate and gate (which chain these) live in app_gate.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import hashlib
+import os
+import random
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from verifier.run import journal, runner, scoring
+from verifier import scrub
+from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
+from verifier.errors import UsageError, did_you_mean
+from verifier.types import Sample, Suite
+
+if TYPE_CHECKING:
+    from verifier.wire.endpoint import Endpoint, EndpointConfig
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    """Where to send requests and how hard; the key is named, never held."""
+
+    base_url: str | None
+    """OpenAI-compatible base URL; None only when resuming without one (refused later with a clear message)."""
+    model: str | None
+    """Model name sent in every request; None on resume means the journal's."""
+    api_key_env: str | None = "OPENAI_API_KEY"
+    """Name of the environment variable holding the API key."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Extra HTTP headers; their values are never written."""
+    concurrency: int = 8
+    """Requests in flight."""
+    timeout_s: float = 600.0
+    """Per-request timeout."""
+    max_retries: int = 3
+    """Retries on 429/5xx/connect/read errors."""
+    max_response_bytes: int = 64 * 2**20
+    """Cap on one response's decoded size (decompression counted)."""
+    max_stream_events: int = 250_000
+    """Cap on the events of one stream (bodyread.MAX_STREAM_EVENTS)."""
+    request_deadline_s: float | None = None
+    """Total seconds per request, retries and the whole stream included; None means 10 x timeout_s."""
+    info_deadline_s: float = 10.0
+    """Total seconds for the start-up /models, /props, /version calls."""
+    model_check: bool = True
+    """Refuse a model the server's /v1/models does not list (off for gateways that alias names)."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything `collect` needs: which samples, which endpoint, which request parameters, where to write."""
+
+    endpoint: EndpointSpec
+    """The endpoint under test."""
+    suites: tuple[str, ...] = ()
+    """Suite names (empty on resume: the journal names them)."""
+    modes: tuple[str, ...] = ("chat",)
+    """Wire modes."""
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    """User sampling overrides (temperature, top_p, max_tokens, seed, logprobs...), over the suites' defaults."""
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    """JSON merged into every request body."""
+    data: str | None = None
+    """Dataset path for every suite, or `suite=PATH,...`."""
+    smoke: bool = False
+    """Each suite's built-in smoke subset."""
+    limit: int | None = None
+    """First N samples (after shuffling with sample_seed)."""
+    sample_seed: int | None = None
+    """Shuffle seed applied before limit."""
+    shard: str | None = None
+    """`I/N`: every N-th sample from the I-th."""
+    only_ids: Mapping[str, frozenset[str]] | None = None
+    """Exactly these sample ids per suite (a golden's selection); overrides limit and seed."""
+    samples: Mapping[str, tuple[Sample, ...]] | None = None
+    """The samples themselves per suite (a golden's inputs.jsonl): no dataset is loaded; `data` then unused."""
+    epochs: int = 1
+    """Repeats per sample."""
+    chat_template: str | None = None
+    """Jinja template file for the completions mode (default: the server's /props)."""
+    out: Path | None = None
+    """Run directory to create (default runs/<timestamp>-<suites>)."""
+    resume: Path | None = None
+    """Resume this run directory instead of starting one."""
+    probes: bool = False
+    """Also run the parameter-contract probes."""
+    context_probe: bool = False
+    """Also run the context-truncation probe (context.json)."""
+    context_lengths: tuple[int, ...] | None = None
+    """Its prompt lengths (a golden's); None: the defaults that fit the server's context."""
+    looks: int = 5
+    """With a stop check: number of sample-aligned batches."""
+    quiet: bool = False
+    """No progress on stderr."""
+
+    @classmethod
+    def for_golden(cls, g: dict[str, Any], gobs: list[dict[str, Any]], endpoint: EndpointSpec, out: Path, *,
+                   overrides: Mapping[str, Any] | None = None, extra_body: Mapping[str, Any] | None = None,
+                   data: str | None = None, looks: int = 5, probes: bool = False, quiet: bool = False,
+                   inputs: Mapping[str, list[Sample]] | None = None) -> "RunSpec":
+        """A run that reproduces the golden's selection, sampling and modes against another endpoint: from the
+        golden's own samples (`inputs`), or, with `data` (or no inputs), reloaded from the dataset."""
+        ids: dict[str, set[str]] = {}
+        for o in gobs:
+            ids.setdefault(o["suite"], set()).add(o["sample_id"])
+        from verifier.redact import credential_values
+
+        if extra_body is None and credential_values(g["source"].get("extra_body") or {}):
+            raise UsageError("the golden's extra_body holds credentials, masked when it was blessed: pass --extra-body")
+        samples = None
+        if inputs is not None and not data:
+            samples = {name: tuple(x for x in inputs.get(name, ()) if x.id in ids.get(name, ())) for name in g["suites"]}
+        base = dict((g["source"].get("sampling") or {}).get("overrides", {}))
+        base.update(overrides or {})
+        return cls(
+            endpoint=endpoint, suites=tuple(g["suites"]), modes=tuple(g.get("modes", ["chat"])), overrides=base,
+            extra_body=dict(extra_body) if extra_body is not None else dict(g["source"].get("extra_body") or {}),
+            data=data, smoke=g.get("selection", {}).get("smoke", False), epochs=g.get("epochs", 1),
+            only_ids={k: frozenset(v) for k, v in ids.items()}, samples=samples, out=out, looks=looks,
+            probes=probes or bool(g.get("probes")), quiet=quiet, context_probe=bool(g.get("context_probe")),
+            context_lengths=tuple(g["context_probe"]["lengths"]) if g.get("context_probe") else None,
+        )
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What `collect` did."""
+
+    run_dir: Path
+    """The run directory written."""
+    summary: dict[str, Any]
+    """The scored summary."""
+    sent: int
+    """Requests sent by this invocation."""
+    errors: int
+    """Of which ended in an infra error."""
+
+
+def select(samples: list[Sample], limit: int | None, seed: int | None) -> list[Sample]:
+    """Shuffle (seeded), then limit; a multi-turn conversation is kept whole or dropped whole, since a later turn
+    replays the answers of the turns before it (`turn_ids` / `after` in Sample.meta)."""
+    pool = samples  # may be lazy (built per sample on access): slicing keeps unselected samples unbuilt
+    if seed is not None:
+        pool = list(pool)
+        random.Random(seed).shuffle(pool)
+    chosen = pool[:limit] if limit else pool
+    if not any(x.meta.get("turn_ids") or x.meta.get("after") for x in chosen):
+        return chosen
+    firsts = {x.id for x in chosen if x.meta.get("turn_ids")}
+    keep = {t for x in chosen if x.meta.get("turn_ids") for t in x.meta["turn_ids"]}
+    # A later turn whose first turn was cut is dropped with its conversation; the others come in whole.
+    return [x for x in pool if x.id in keep or (x.id in firsts)]
+
+
+def data_for(data: str | None, suite: str) -> str | None:
+    """`--data PATH` goes to every suite; `--data bfcl=DIR,gsm8k=FILE` names one path per suite."""
+    if not data or "=" not in data:
+        return data
+    table = dict(item.split("=", 1) for item in data.split(",") if "=" in item)
+    return table.get(suite)
+
+
+def default_run_dir(prefix: str) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{stamp}-{prefix}"
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConfig":
+    from verifier.wire.endpoint import EndpointConfig, check_base_url
+
+    if ep.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    check_base_url(ep.base_url)
+    api_key = os.environ.get(ep.api_key_env) if ep.api_key_env else None
+    scrub.register_endpoint(api_key, dict(ep.headers))  # first: the checks below must not print them either
+    # A control character cannot go into an HTTP header (the client raises mid-run), and a newline would split one.
+    if api_key is not None and _CONTROL.search(api_key):
+        raise UsageError(f"${ep.api_key_env} holds a control character (a trailing newline?); strip it")
+    for name, value in ep.headers.items():
+        if _CONTROL.search(value):
+            raise UsageError(f"--header {name}: the value holds a control character (a newline?)")
+    scrub.register_endpoint(api_key, dict(ep.headers))  # before anything is sent or written
+    return EndpointConfig(
+        base_url=ep.base_url or "", model=model or ep.model or "",
+        api_key=api_key, headers=dict(ep.headers),
+        concurrency=ep.concurrency, timeout_s=ep.timeout_s, max_retries=ep.max_retries,
+        max_response_bytes=ep.max_response_bytes, max_stream_events=ep.max_stream_events, request_deadline_s=ep.request_deadline_s,
+        info_deadline_s=ep.info_deadline_s,
+    )
+
+
+def load_suite_samples(suites: list[Suite], spec: RunSpec) -> list[tuple[Suite, list[Sample]]]:
+    from verifier.run.merge import take_shard
+
+    out = []
+    for s in suites:
+        if spec.samples is not None:  # a golden's own samples: nothing to load, no hub, no --data
+            out.append((s, list(spec.samples.get(s.name, ()))))
+            continue
+        try:
+            samples = s.load(data_for(spec.data, s.name), spec.smoke)
+        except FileNotFoundError as e:
+            raise UsageError(f"suite {s.name}: data not found: {e.filename or e}", hints=getattr(e, "hints", ())) from None
+        except ValueError as e:
+            raise UsageError(f"suite {s.name}: {e}", hints=getattr(e, "hints", ())) from None
+        chosen = select(samples, spec.limit, spec.sample_seed)
+        if spec.shard:
+            try:
+                chosen = take_shard(chosen, spec.shard)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+        if spec.only_ids is not None:
+            # A golden names records: a sample's own id, or (conversations) one of its record ids.
+            want = spec.only_ids.get(s.name, frozenset())
+            chosen = [x for x in samples if x.id in want or (s.conversation and any(r in want for r in s.conversation.records(x)))]
+        out.append((s, chosen))
+    return out
+
+
+def _sampling(spec: RunSpec) -> dict[str, Any]:
+    return {"defaults": runner.DEFAULT_SAMPLING, "overrides": dict(spec.overrides)}
+
+
+async def _server_facts(ep: "Endpoint", spec: RunSpec, modes: list[str]) -> tuple[dict[str, Any], str | None]:
+    """Reachability, server info, and the chat template for the dual path (flag > /props), on the run's one client."""
+    why = await ep.unreachable()
+    if why:
+        raise UsageError(why)
+    from verifier.wire.preflight import check
+
+    await check(ep, ep.cfg.model, modes, spec.endpoint.api_key_env, spec.endpoint.model_check)  # before any sample is spent
+    facts = await ep.server_info()
+    template = None
+    if spec.chat_template:
+        try:
+            template = Path(spec.chat_template).read_text(encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"--chat-template: cannot read {spec.chat_template}: {e.strerror}") from None
+    elif isinstance(facts.get("props"), dict):
+        template = facts["props"].get("chat_template")
+    if "completions" in modes and not template:
+        raise UsageError("mode 'completions' (the dual path) needs a chat template: the server reports none in /props; pass --chat-template FILE")
+    return facts, template
+
+
+def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, dict[str, Any], list[tuple[Suite, list[Sample]]], "EndpointConfig", dict[Any, Any]]:
+    from verifier.run.resume import check_resume
+
+    run_dir = Path(spec.resume)
+    try:
+        hdr = journal.check_run_dir(run_dir)
+    except journal.NotARunDir as e:
+        raise UsageError(str(e)) from None
+    check_resume(spec, hdr, run_dir)
+    stack.enter_context(journal.locked(run_dir))  # before reading what is done: a second writer would re-send it
+    samples = journal.read_samples(run_dir)
+    suites = []
+    for name in hdr["suites"]:
+        suite = suite_named(name)
+        if suite.version != hdr["suites"][name]["version"]:
+            raise UsageError(f"run was made with {name} version {hdr['suites'][name]['version']}, this harness has {suite.version}")
+        suites.append((suite, [s for (sn, _), s in samples.items() if sn == name]))
+    cfg = endpoint_config(spec.endpoint, spec.endpoint.model or hdr["endpoint"]["model"])
+    if not spec.endpoint.base_url:
+        raise UsageError("resuming needs the endpoint's base URL (the journal stores it redacted)", hints=("pass --base-url",))
+    # Streamed; the last record of a key wins. Answered exchanges keep their bodies: a conversation resumes by
+    # rebuilding each step and reusing a journaled one whose request matches bit for bit.
+    answered: dict[Any, Any] = {}
+    for ex in journal.iter_exchanges(run_dir):
+        if ex.error is None:
+            answered[ex.key] = ex
+        else:
+            answered.pop(ex.key, None)
+    return run_dir, hdr, suites, cfg, answered
+
+
+def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]], "EndpointConfig"]:
+    suites_ = resolve_suites(spec.suites)
+    # Samples before the endpoint module: a dataset that cannot be had is reported without loading the openai SDK.
+    samples = load_suite_samples(suites_, spec)
+    from verifier.wire.endpoint import MODES
+
+    for m in spec.modes:
+        if m not in MODES:
+            raise UsageError(f"unknown mode {m!r}; {did_you_mean(m, MODES)}known: {', '.join(MODES)}")
+    cfg = endpoint_config(spec.endpoint)
+    run_dir = spec.out or default_run_dir("-".join(s.name for s in suites_))
+    if (run_dir / journal.HEADER).exists():
+        journal.ensure_writable_new_dir(run_dir)  # refuses, naming --resume
+    journal.check_writable(run_dir, directory=True)  # before the preflight's first request
+    return run_dir, samples, cfg
+
+
+async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
+                   stack: contextlib.ExitStack) -> tuple[Path, dict[str, int]]:
+    if spec.resume:
+        run_dir, hdr, suites, cfg, done = _prepare_resume(spec, stack)
+        modes = hdr["modes"]
+    else:
+        if not spec.suites:
+            raise UsageError("--suite is required")
+        run_dir, suites, cfg = _prepare_new(spec)
+        modes, done = list(spec.modes), {}
+    from verifier.wire.endpoint import Endpoint
+    from verifier.redact import credential_values
+
+    scrub.register(*credential_values(dict(spec.extra_body)))  # `--extra-body '{"api_key": ...}'` is a secret too
+    ep = Endpoint(cfg)  # the run's one client: reachability, server info, probes and every request
+    try:
+        info, template = await _server_facts(ep, spec, modes)
+        from verifier.run.resume import resumed_extra_body
+
+        if spec.resume:
+            from verifier.run.resume import check_same_server
+
+            check_same_server(run_dir, hdr.get("server_info") or {}, info)
+            hdr["server_info"] = info
+            work = runner.plan(suites, cfg.model, hdr["sampling"], resumed_extra_body(spec, hdr), hdr["epochs"], modes, set(done), template)
+        else:
+            hdr, work = _start_new(spec, run_dir, cfg, suites, info, template, stack)
+        journal.write_json(run_dir / journal.HEADER, hdr)
+        extra = resumed_extra_body(spec, hdr)  # run.json's copy has its credentials masked
+        if spec.probes:
+            from verifier.run.probes import FILE, run_probes, surfaces_of
+
+            # Every surface the run speaks (a gate: every surface the golden records), each result naming its surface.
+            journal.write_json(run_dir / FILE, await run_probes(ep, cfg.model, extra, surfaces_of(modes)))
+        if spec.context_probe:
+            from verifier.run import context_probe as cp
+
+            lengths = list(spec.context_lengths or cp.lengths_for(cp.n_ctx_of(info)))
+            journal.write_json(run_dir / cp.FILE, await cp.run(ep, cfg.model, extra, lengths))
+        sent: dict[str, Any] = {"sent": 0, "errors": 0, "error_classes": {}}
+        for batch in ([work] if stop_check is None else batches(work, spec.looks)):
+            r = await runner.execute(run_dir, batch, cfg, quiet=spec.quiet, endpoint=ep, journaled=done)
+            sent["sent"] += r["sent"]
+            sent["errors"] += r["errors"]
+            for k, n in r["error_classes"].items():
+                sent["error_classes"][k] = sent["error_classes"].get(k, 0) + n
+            if stop_check is not None and stop_check(run_dir):
+                break
+    finally:
+        await ep.aclose()
+    hdr["finished"] = runner.now()
+    journal.write_json(run_dir / journal.HEADER, hdr)
+    return run_dir, sent
+
+
+def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list[tuple[Suite, list[Sample]]],
+               info: dict[str, Any], template: str | None, stack: contextlib.ExitStack) -> tuple[dict[str, Any], list[Any]]:
+    modes, extra, sampling = list(spec.modes), dict(spec.extra_body), _sampling(spec)
+    try:
+        work = runner.plan(suites, cfg.model, sampling, extra, spec.epochs, modes, template=template)
+    except ValueError as e:  # e.g. a template that does not render: before anything is written
+        raise UsageError(str(e)) from None
+    journal.ensure_writable_new_dir(run_dir)
+    stack.enter_context(journal.locked(run_dir))
+    journal.ensure_writable_new_dir(run_dir)  # again, locked: another process may have started this run meanwhile
+    hdr = runner.header(run_dir.name, cfg, suites, sampling, extra, spec.epochs, modes, spec.endpoint.api_key_env)
+    hdr["server_info"] = info
+    if template and "completions" in modes:
+        hdr["dual_path_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
+    hdr["selection"] = {"smoke": bool(spec.smoke), "limit": spec.limit, "sample_seed": spec.sample_seed,
+                        "ids": spec.only_ids is not None, "shard": spec.shard,
+                        "source": "golden" if spec.samples is not None else "dataset"}
+    journal.write_samples(run_dir, [(s.name, x) for s, xs in suites for x in xs])
+    return hdr, work
+
+
+def collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None = None) -> Collected:
+    """Collect (or resume) a run, then score it.
+
+    With `stop_check`, work is sent in `spec.looks` sample-aligned batches (seeded order) and
+    `stop_check(run_dir)` is asked after each whether the answer is already decided.
+    """
+    with contextlib.ExitStack() as stack:  # the run directory's lock, held until it is scored
+        run_dir, sent = asyncio.run(_collect(spec, stop_check, stack))
+        summary = score(run_dir)
+    if sent["errors"]:  # said even when quiet: which failure it was, and what to check
+        from verifier.wire.endpoint import describe_error
+
+        top = sorted(sent["error_classes"].items(), key=lambda kv: -kv[1])
+        print(f"run: {sent['errors']} infra error(s): " + "; ".join(f"{n} x {describe_error(k)}" for k, n in top[:3]),
+              file=sys.stderr)
+    if not spec.quiet:
+        print(f"run: {run_dir}  sent={sent['sent']} infra_errors={sent['errors']}", file=sys.stderr)
+    return Collected(run_dir, summary, sent["sent"], sent["errors"])
+
+
+def batches(work: list[Any], looks: int) -> list[list[Any]]:
+    """Split work into `looks` batches that keep each sample's epochs and modes together, in a seeded order."""
+    ids = sorted({(w[0].name, w[1].id) for w in work})
+    random.Random(0).shuffle(ids)
+    size = max(1, -(-len(ids) // max(1, looks)))
+    rank = {k: i // size for i, k in enumerate(ids)}
+    out: list[list[Any]] = [[] for _ in range(max(rank.values(), default=0) + 1)]
+    for w in work:
+        out[rank[(w[0].name, w[1].id)]].append(w)
+    return out
+
+
+def score(run_dir: Path) -> dict[str, Any]:
+    """Score a run directory offline: verdicts.jsonl and summary.json; returns the summary."""
+    try:
+        verdicts, summary = scoring.score_run(run_dir, get_suites())
+    except journal.NotARunDir as e:
+        raise UsageError(str(e)) from None
+    except KeyError as e:
+        raise UsageError(f"{run_dir}: journal names unknown suite or sample {e}") from None
+    scoring.write_scores(run_dir, verdicts, summary)
+    return summary
+
+
+def observations(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's observation rows (scoring it first when it has not been)."""
+    from verifier.golden import store as golden
+
+    try:
+        journal.check_run_dir(run_dir)
+        if scoring.stale(run_dir):
+            score(run_dir)
+        return golden.observations(run_dir)
+    except journal.NotARunDir as e:
+        raise UsageError(str(e)) from None

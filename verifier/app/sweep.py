@@ -1,0 +1,237 @@
+"""`verifier sweep`: which serving configurations are both faithful and fast.
+
+For each named configuration in turn: start it (when the harness owns the engine), gate it against one golden
+(verdict, diagnosis, numerics evidence), run the performance probe (perf.py), stop it. Every configuration writes
+its own directory, so a sweep shards across CI jobs (one configuration per job, `--only NAME`) and `combine` joins
+any set of configuration directories into one table and one page.
+
+    OUT/<config>/config.json    name, endpoint (no secrets), engine description, lossless claim, error if any
+    OUT/<config>/gate/          the gate's run directory (comparison.json, report.html, ...)
+    OUT/<config>/perf.json      the probe's ladder
+    OUT/sweep.json|.md|.html    the combined table (rows, Pareto front, lossless checks)
+
+The application takes specs: an engine configuration arrives as a callable that starts the engine and yields its
+(base URL, model), built by the CLI from the test bed, so this module never imports the test bed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import traceback
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
+
+from verifier.run import journal, perf
+from verifier.app.collect import EndpointSpec
+from verifier.errors import UsageError
+
+Launcher = Callable[[], ContextManager[tuple[str, str]]]
+"""Starts an engine and yields (base URL, model name); leaving the context stops it."""
+
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """One configuration of a sweep."""
+
+    name: str
+    """Directory-safe name, unique in the sweep."""
+    endpoint: EndpointSpec
+    """How to reach it; with a launcher, base_url and model come from the started engine."""
+    launcher: Launcher | None = None
+    """Starts and stops the engine this configuration is (None: an endpoint someone else runs)."""
+    describe: Mapping[str, Any] = field(default_factory=dict)
+    """What the page shows of the configuration (engine and flags); never secrets."""
+    lossless: bool = False
+    """Claimed output-invariant at temperature 0: held to the reference reruns' parting rate."""
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    golden: Path
+    """The golden every configuration is gated against."""
+    configs: tuple[SweepConfig, ...]
+    """In the order they run."""
+    out: Path
+    """The sweep directory."""
+    perf: perf.PerfSpec = perf.PerfSpec()
+    """The performance probe's ladder."""
+    gate_options: Mapping[str, Any] = field(default_factory=dict)
+    """GateSpec fields every gate shares (suites, modes, probes, infra_budget, margins, overrides, data)."""
+    quiet: bool = False
+
+
+def _public_endpoint(ep: EndpointSpec) -> dict[str, Any]:
+    from verifier.wire.endpoint import redact_url
+
+    return {"base_url": redact_url(ep.base_url) if ep.base_url else None, "model": ep.model,
+            "api_key_env": ep.api_key_env, "headers": sorted(ep.headers)}
+
+
+@contextlib.contextmanager
+def _started(cfg: SweepConfig) -> Iterator[EndpointSpec]:
+    if cfg.launcher is None:
+        yield cfg.endpoint
+        return
+    with cfg.launcher() as (url, model):
+        yield replace(cfg.endpoint, base_url=url, model=model)
+
+
+def run_config(spec: SweepSpec, cfg: SweepConfig, log: Callable[[str], None]) -> dict[str, Any]:
+    """Gate and probe one configuration into OUT/<name>/; returns its row source (config.json's content).
+    Whatever stops this configuration (an engine that does not start, an unreachable endpoint, a failing probe)
+    is recorded as its error; what would stop every configuration (the golden) is checked before the first."""
+    from verifier.app.gate import GateSpec, gate
+
+    d = spec.out / cfg.name
+    d.mkdir(parents=True, exist_ok=True)
+    info: dict[str, Any] = {"format": FORMAT, "name": cfg.name, "describe": dict(cfg.describe), "lossless": cfg.lossless,
+                            "golden": str(spec.golden), "error": None}
+    try:
+        with _started(cfg) as ep:
+            info["endpoint"] = _public_endpoint(ep)
+            log(f"sweep: {cfg.name}: gating against {spec.golden}")
+            opts = dict(spec.gate_options)
+            gate(GateSpec(golden=spec.golden, endpoint=ep, out=d / "gate", quiet=spec.quiet, **opts))
+            log(f"sweep: {cfg.name}: performance probe")
+            assert ep.base_url and ep.model
+            journal.write_json(d / "perf.json", perf.probe(ep.base_url, ep.model, spec.perf, ep.api_key_env, ep.headers))
+    except Exception as e:  # noqa: BLE001 - one configuration that cannot run (unreachable, engine crash) must not cost the others
+        info["error"] = f"{type(e).__name__}: {e}"[:500]
+        if not spec.quiet:
+            traceback.print_exc(limit=3, file=sys.stderr)
+    journal.write_json(d / "config.json", info)
+    return info
+
+
+def run(spec: SweepSpec, only: Sequence[str] = (), log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run the chosen configurations (all by default) and write the combined table over every configuration
+    directory now in OUT (so shards run into one OUT, or combined later, give the same page)."""
+    names = [c.name for c in spec.configs]
+    unknown = [n for n in only if n not in names]
+    if unknown:
+        raise UsageError(f"--only: no configuration {unknown[0]!r} in the sweep file; it has: {', '.join(names)}")
+    from verifier.app.gate import load_golden, require_margins
+
+    require_margins(load_golden(spec.golden)[0], spec.golden)  # a bad golden stops the sweep before anything starts
+    say = log or (lambda s: None)
+    for cfg in spec.configs:
+        if not only or cfg.name in only:
+            run_config(spec, cfg, say)
+    return combine([spec.out / n for n in names if (spec.out / n / "config.json").exists()], spec.out)
+
+
+# ----------------------------------------------------------------------------------------------- the table
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{path}: not readable JSON ({type(e).__name__})") from None
+
+
+def _parting(comparison: Mapping[str, Any]) -> dict[str, Any]:
+    """Greedy parting rate over every suite (count/n) and the reference reruns' calibrated rate (the largest)."""
+    count = n = 0
+    ref: float | None = None
+    for s in (comparison.get("suites") or {}).values():
+        dv = s.get("divergence") or {}
+        if dv.get("n"):
+            count += dv.get("count") or 0
+            n += dv["n"]
+            if dv.get("margin") is not None:
+                ref = max(ref or 0.0, float(dv["margin"]))
+    return {"count": count, "n": n, "rate": round(count / n, 6) if n else None, "reference_rate": ref}
+
+
+def _drift(comparison: Mapping[str, Any]) -> float | None:
+    vals = [s["drift"]["mean_abs_delta"] for s in (comparison.get("suites") or {}).values()
+            if (s.get("drift") or {}).get("mean_abs_delta") is not None]
+    return max(vals) if vals else None
+
+
+def row(config_dir: Path) -> dict[str, Any]:
+    """One configuration's row, from its files only."""
+    info = _read(config_dir / "config.json")
+    if not isinstance(info, dict) or info.get("format") != FORMAT:
+        raise UsageError(f"{config_dir} is not a sweep configuration directory (no config.json of format {FORMAT})")
+    comp = _read(config_dir / "gate" / "comparison.json") or {}
+    perf_doc = _read(config_dir / "perf.json") or {}
+    diag = (comp.get("diagnosis") or [])
+    parting = _parting(comp) if comp else {"count": 0, "n": 0, "rate": None, "reference_rate": None}
+    lossless = None
+    if info.get("lossless"):
+        if parting["rate"] is None:
+            lossless = {"held": None, "why": "not measured: no greedy parting evidence (logprobs off, or no gate)"}
+        else:
+            limit = max(parting["reference_rate"] or 0.0, 0.0)
+            held = parting["rate"] <= limit
+            lossless = {"held": held, "why": f"greedy output parts from the golden's on {parting['count']}/{parting['n']} samples "
+                                              f"(rate {parting['rate']}) vs the reference reruns' {limit}"}
+    status = comp.get("status") or ("error" if info.get("error") else "incomplete")
+    return {
+        "name": info["name"], "describe": info.get("describe") or {}, "endpoint": info.get("endpoint"),
+        "status": status, "exit_code": comp.get("exit_code"), "error": info.get("error"),
+        "diagnosis": diag[0]["component"] if diag else None,
+        "reason": comp.get("reason"), "drift": _drift(comp) if comp else None, "parting": parting,
+        "lossless": lossless, "perf": perf.headline(perf_doc), "warnings": perf_doc.get("warnings") or [],
+        "dir": config_dir.name,
+    }
+
+
+# Objectives of the speed front: (figure, larger is better).
+OBJECTIVES = (("aggregate_tokens_per_s", True), ("request_tokens_per_s", True), ("ttft_p50_s", False))
+
+
+def _better(a: Mapping[str, Any], b: Mapping[str, Any], larger: bool) -> int:
+    """+1 when a is better than b beyond both intervals, -1 when worse, 0 when the intervals cannot tell
+    (overlap, or a figure without an interval: one round decides nothing)."""
+    if not a or not b or not a.get("ci") or not b.get("ci"):
+        return 0
+    (alo, ahi), (blo, bhi) = a["ci"], b["ci"]
+    if alo > bhi:
+        return 1 if larger else -1
+    if ahi < blo:
+        return -1 if larger else 1
+    return 0
+
+
+def dominates(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """a is no worse than b on every speed objective and better on one, each judged by intervals."""
+    cmp = [_better(a["perf"].get(k) or {}, b["perf"].get(k) or {}, larger) for k, larger in OBJECTIVES]
+    return all(c >= 0 for c in cmp) and any(c > 0 for c in cmp)
+
+
+def pareto(rows: list[dict[str, Any]]) -> None:
+    """Mark `front` on the rows that pass the gate and that no other passing row dominates on speed."""
+    eligible = [r for r in rows if r["status"] == "pass" and r["perf"]]
+    for r in rows:
+        r["front"] = r in eligible and not any(dominates(o, r) for o in eligible if o is not r)
+
+
+def combine(config_dirs: Sequence[Path], out: Path) -> dict[str, Any]:
+    """The sweep table over configuration directories (from one run or from many CI jobs): sweep.json, .md, .html."""
+    from verifier.report import sweep as page
+
+    if not config_dirs:
+        raise UsageError("no sweep configuration directories to combine")
+    rows = [row(Path(d)) for d in config_dirs]
+    names = [r["name"] for r in rows]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise UsageError(f"two configuration directories are both named {dup!r}")
+    pareto(rows)
+    goldens = sorted({str((_read(Path(d) / "config.json") or {}).get("golden")) for d in config_dirs})
+    doc = {"format": FORMAT, "golden": goldens[0] if len(goldens) == 1 else goldens, "rows": rows,
+           "front": [r["name"] for r in rows if r["front"]]}
+    out.mkdir(parents=True, exist_ok=True)
+    journal.write_json(out / "sweep.json", doc)
+    journal.write_text(out / "sweep.md", page.markdown(doc))
+    journal.write_text(out / "sweep.html", page.html(doc))
+    return doc

@@ -1,0 +1,461 @@
+"""Run vs golden -> per-metric deltas -> a frontend verdict and a quantization verdict, each with evidence.
+
+The method (DESIGN.md, "Attribution"): frontend signals are weight-independent
+(contract findings, prompt-token fingerprint, stream parity, new rejections);
+numerics signals are measured only on samples whose envelope is clean and whose
+prompt fingerprint matches, so a frontend bug cannot masquerade as a quality drop.
+
+The signals themselves are one function each in signals.py; this module pairs the
+observations, runs the table, and turns counts into verdicts (compare) or into the
+run-to-run spreads that become margins (calibrate_margins).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable, Mapping, Sequence
+
+from verifier.attribution import numerics, signals, turn_diff
+from verifier import stats
+from verifier.attribution.numerics import DRIFT_FACTOR, DRIFT_FLOOR, event_verdict, metric_verdict  # noqa: F401  (public names)
+from verifier.attribution.signals import FRONTEND_EVENTS, NUMERICS_EVENTS, degenerate  # noqa: F401  (public names)
+from verifier.attribution.surface_signals import mode_note
+from verifier.surfaces.translate import surface_of
+from verifier.types import Evidence, Observation
+
+EXIT = {"pass": 0, "frontend_regression": 10, "quantization_regression": 11, "both": 12, "regression_unattributed": 13,
+        "inconclusive": 20, "incomplete": 30}
+MEANING = {
+    0: "pass: no regression beyond calibrated margins",
+    10: "frontend regression: the serving stack around the model changed behaviour",
+    11: "quantization regression: the model's numerics changed with a clean frontend",
+    12: "both: frontend and numerics regressions",
+    13: "regression, cause not separable: quality dropped significantly and nothing measured says whether the frontend or the numerics did it",
+    20: "inconclusive: not enough evidence either way at this sample size",
+    30: "incomplete: too many infra errors or too much of the golden not covered to judge",
+}
+
+Rows = Iterable["Observation | Mapping[str, Any]"]
+Grouped = dict[str, dict[str, list[Observation]]]
+
+
+# The wire mode a path-parity signal blames (the chat path is its reference); other signals name every mode.
+PATH_MODES = {"stream_parity_mismatch": {"chat-stream"}, "dual_path_mismatch": {"completions"}}
+
+
+class NoOverlap(ValueError):
+    pass
+
+
+def as_observations(rows: Rows) -> list[Observation]:
+    """The load boundary: golden files and hand-built rows are dicts; everything below works on Observation."""
+    return [Observation.from_dict(o) for o in rows]  # type: ignore[arg-type]
+
+
+def _group(obs: list[Observation]) -> Grouped:
+    g: Grouped = defaultdict(lambda: defaultdict(list))
+    for o in obs:
+        g[o.suite][o.sample_id].append(o)
+    return g
+
+
+def _count_findings(counts: dict[str, list[int]], detail: dict[str, dict[str, Any]], sid: str,
+                    g: Sequence[Observation], c: Sequence[Observation]) -> None:
+    """Per finding code: on how many samples each side showed it; for codes new on the candidate, where (diagnosis)."""
+    gcodes = {code for o in g for code in o.findings}
+    ccodes = {code for o in c for code in o.findings}
+    for code in gcodes | ccodes:
+        counts[code][0] += code in gcodes
+        counts[code][1] += code in ccodes
+    for code in sorted((ccodes - gcodes) - signals.MODEL_BEHAVIOUR):
+        d = detail.setdefault(code, {"samples": [], "modes": set()})
+        d["samples"].append(sid)
+        d["modes"].update(o.mode for o in c if code in o.findings)
+
+
+def _flip_by_mode(flips: dict[str, dict[str, list[str]]], sid: str, g: Sequence[Observation], c: Sequence[Observation]) -> None:
+    """Answer changes per wire mode, over every judged record: a streamed-only change is a flip too."""
+    for mode in sorted({o.mode for o in c}):
+        kind = numerics.flip([o for o in g if o.mode == mode and o.judged], [o for o in c if o.mode == mode and o.judged])
+        if kind:
+            flips.setdefault(mode, {"regressed": [], "improved": []})[kind].append(sid)
+
+
+def _count_trigger(trig: dict[str, int], g: Sequence[Observation], c: Sequence[Observation]) -> None:
+    """K2VV trigger decision (did the model call a tool?), the candidate's against the golden's, by majority over records."""
+    gt = [o.tool_triggered for o in g if o.judged and o.tool_triggered is not None]
+    ct = [o.tool_triggered for o in c if o.judged and o.tool_triggered is not None]
+    if gt and ct:
+        g1, c1 = sum(gt) / len(gt) >= 0.5, sum(ct) / len(ct) >= 0.5
+        trig["tp" if g1 and c1 else "fp" if c1 else "fn" if g1 else "tn"] += 1
+
+
+def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) -> dict[str, Any]:
+    ids = sorted(set(G) & set(C))
+    events: dict[str, list[str]] = {k: [] for k in signals.EVENTS}
+    reverse: dict[str, int] = {k: 0 for k in NUMERICS_EVENTS}
+    denom: dict[str, int] = {k: 0 for k in signals.EVENTS}
+    modes: dict[str, set[str]] = defaultdict(set)
+    finding_counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    detail: dict[str, dict[str, Any]] = {}
+    flips_by_mode: dict[str, dict[str, list[str]]] = {}
+    trig = {"tp": 0, "fp": 0, "fn": 0, "tn": 0}
+    event_modes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # signal -> wire mode -> samples
+    # A run over several surfaces asks each signal where it fired, so the evidence names the surface.
+    several = len({surface_of(o.mode) for sid in ids for o in C[sid]}) > 1
+    acc = numerics.Numerics()
+    for sid in ids:
+        gs, cs = G[sid], C[sid]
+        results = signals.evaluate(gs, cs)
+        touched = signals.touched_by_frontend(results)
+        # Where each signal fired (mode by mode): the evidence names a surface when there are several, and the
+        # diagnosis tells a streamed-only fault from one on every path.
+        where = signals.where_fired(gs, cs, results)
+        for name, fired in results.items():
+            # Numerics signals count only on samples no frontend signal touched (DESIGN.md, "Attribution").
+            if fired is None or (touched and name in NUMERICS_EVENTS):
+                continue
+            denom[name] += 1
+            if fired:
+                events[name].append(sid)
+                modes[name].update(PATH_MODES.get(name) or where.get(name) or {o.mode for o in cs})
+                for m in (where.get(name) or ()) if several else ():
+                    event_modes[name][m] += 1
+        for name in NUMERICS_EVENTS:
+            if not touched and results[name] is not None:
+                reverse[name] += bool(signals.SIGNAL_BY_NAME[name](cs, gs))
+        _count_findings(finding_counts, detail, sid, gs, cs)
+        _flip_by_mode(flips_by_mode, sid, gs, cs)
+        _count_trigger(trig, gs, cs)
+        clean_g, clean_c = [o for o in gs if o.clean], [o for o in cs if o.clean]
+        if clean_g and clean_c and not touched:
+            acc.add(sid, clean_g, clean_c)
+    num = acc.to_dict()
+    return {
+        "turn_diff": turn_diff.summarize(G, C),
+        "modes": sorted({o.mode for sid in ids for o in C[sid]}),
+        "paired": len(ids),
+        "golden_clean": sum(any(o.clean for o in G[sid]) for sid in ids),
+        "clean_paired": num["clean_paired"],
+        "golden_only": len(set(G) - set(C)),
+        "candidate_only": len(set(C) - set(G)),
+        "events": events,
+        "reverse_events": reverse,
+        "denominators": denom,
+        "signal_modes": {k: sorted(v) for k, v in modes.items()},
+        "event_modes": {k: dict(sorted(v.items())) for k, v in event_modes.items()},
+        "metrics": num["metrics"],
+        "flips": num["flips"],
+        "flips_by_mode": flips_by_mode,
+        "findings": {k: {"golden": v[0], "candidate": v[1]} for k, v in sorted(finding_counts.items())},
+        "new_finding_detail": {k: {"samples": v["samples"][:50], "modes": sorted(v["modes"])} for k, v in sorted(detail.items())},
+        "drift": num["drift"],
+        "divergence": num["divergence"],
+        "trigger": trig,
+        "answer_agreement": num["answer_agreement"],
+    }
+
+
+def paired_signals(golden: Rows, cand: Rows) -> dict[str, dict[str, Any]]:
+    """Everything compare and calibrate need, per suite, from two sets of observations (dicts or Observations)."""
+    G, C = _group(as_observations(golden)), _group(as_observations(cand))
+    return {suite: _suite_signals(G[suite], C[suite]) for suite in sorted(set(G) & set(C))}
+
+
+def _drift(g: Mapping[str, Any], c: Mapping[str, Any]) -> tuple[int, float, int] | None:
+    """numerics.logprob_drift of two observation rows as dicts (kept for callers of the dict-based API)."""
+    return numerics.logprob_drift(g.get("logprobs"), c.get("logprobs"))
+
+
+def _margin(margins: dict[str, Any], key: str) -> float | None:
+    """The calibrated margin, or None where the golden predates the key (a signal added after it was calibrated)."""
+    m = margins.get(key)
+    if m is None:
+        return None
+    return float(m["value"] if isinstance(m, dict) else m)
+
+
+def uncalibrated(verdict: dict[str, Any], key: str) -> dict[str, Any]:
+    """A verdict judged against margin 0 because the golden has none for `key`: what did not fire passes, what
+    fired is `inconclusive` (the reference's own spread is unknown), never a failure or a crash."""
+    if verdict["verdict"] == "pass":
+        return verdict
+    return {**verdict, "verdict": "inconclusive", "margin": None, "note": f"golden not calibrated for {key}"}
+
+
+def _combine(verdicts: Iterable[str]) -> str:
+    verdicts = list(verdicts)
+    if "fail" in verdicts:
+        return "fail"
+    if "inconclusive" in verdicts:
+        return "inconclusive"
+    return "pass"
+
+
+def _quality(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
+    """Per-metric verdicts on the clean paired samples, and their evidence."""
+    if not s["metrics"]:
+        if s["golden_clean"] == 0:
+            # The reference itself never answered cleanly (e.g. it rejects images): nothing to regress from.
+            return {}, [Evidence("quality", suite, "pass", metric="*", qualifier="not_measured",
+                                 summary="not measurable: the golden has no clean sample either (the reference refuses or breaks this suite)")]
+        if s.get("clean_paired"):
+            # A suite without a metric (a replay of recorded requests with no tool calls to diff): its signals judge it.
+            return {}, [Evidence("quality", suite, "pass", metric="*",
+                                 summary=f"no quality metric on this suite: its {s['clean_paired']} clean paired samples are judged by the signals only")]
+        return {}, [Evidence("quality", suite, "inconclusive", metric="*",
+                             summary="no sample has a clean envelope on both sides: quality cannot be judged")]
+    mets, ev = {}, []
+    for m, v in sorted(s["metrics"].items()):
+        key = f"{suite}/{m}"
+        margin = _margin(margins, key)
+        mv = metric_verdict(v["golden"], v["candidate"], 0.0 if margin is None else margin)
+        if margin is None:
+            mv = uncalibrated(mv, key)
+        elif mv["verdict"] == "inconclusive":
+            diffs = [c - g for g, c in zip(v["golden"], v["candidate"])]
+            mv["samples_needed"] = stats.samples_needed(stats.sd(diffs), mv["margin"])
+        mets[m] = mv
+        ev.append(Evidence("quality", suite, mv["verdict"], metric=m,
+                           summary=f"{m}: {mv['golden']} -> {mv['candidate']} (delta {mv['delta']}, CI {mv['ci']}, margin {mv['margin']}, p={mv['p_value']}, n={mv['n']})"
+                                   + (f"; {mv['note']}" if mv.get("note") else "")))
+    return mets, ev
+
+
+def _signal_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
+    """Event-rate verdicts for every signal of the table: (per-signal blocks, frontend evidence, numerics evidence)."""
+    sigs, fe, q = {}, [], []
+    for name in signals.EVENTS:
+        n = s["denominators"][name]
+        key = f"{suite}/signal:{name}"
+        # Older goldens predate newer signals: judged against 0 and, where the signal fired, undecided (uncalibrated).
+        margin = 0.0 if name in signals.STRUCTURAL_ZERO else _margin(margins, key)
+        if name in FRONTEND_EVENTS:
+            ev = event_verdict(len(s["events"][name]), n, margin or 0.0)
+        else:
+            ev = numerics.paired_event_verdict(len(s["events"][name]), s["reverse_events"][name], n, margin or 0.0)
+        if margin is None and n:
+            ev = uncalibrated(ev, key)
+        ev["samples"] = s["events"][name][:50]
+        sigs[name] = ev
+        if ev["n"]:
+            target = fe if name in FRONTEND_EVENTS else q
+            where = s.get("event_modes", {}).get(name) or None  # the wire modes it fired on: names a surface
+            target.append(Evidence(name, suite, ev["verdict"], samples=tuple(ev["samples"][:10]), modes=where,
+                                   summary=f"{name}: {ev['count']}/{ev['n']} samples{mode_note(where)} (rate {ev['rate']}, CI {ev['ci']}, margin {ev['margin']}"
+                                           + (f"; golden {ev['golden_count']}/{ev['n']}, McNemar p={ev['p_value']})" if "p_value" in ev else ")")
+                                           + (f"; {ev['note']}" if ev.get("note") else "")))
+    return sigs, fe, q
+
+
+def _drift_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
+    d = s["drift"]
+    key = f"{suite}/drift"
+    calibrated = _margin(margins, key)
+    d = numerics.drift_state(d, calibrated or 0.0)
+    if d["state"] == "unavailable":
+        return d, []
+    note = ""
+    if d["state"] == "fired" and calibrated is None:
+        d = {**d, "state": "uncalibrated"}  # above the floor, but the reference's own rerun drift is unknown
+        note = f"; golden not calibrated for {key}"
+    verdict = {"fired": "fail", "uncalibrated": "inconclusive"}.get(d["state"], "pass")
+    return d, [Evidence("logprob_drift", suite, verdict,
+                        summary=f"mean |Δ logprob| {d['mean_abs_delta']} over {d['tokens']} shared-prefix tokens on {d['samples']} samples "
+                                f"(noise floor {d['margin']}); median first divergence at token {d['first_divergence_median']}{note}")]
+
+
+def _divergence_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any] | None, list[Evidence]]:
+    """How often the candidate's greedy output parts from the golden's, against how often the reference's own
+    reruns parted (calibrated): the second, independent line of numerics evidence beside the drift."""
+    dv = s.get("divergence") or {}
+    n = dv.get("n") or 0
+    if not n:
+        return None, []
+    key = f"{suite}/divergence"
+    if key not in margins and dv["count"]:  # goldens calibrated before this evidence existed: the rerun rate is unknown
+        ev = {**numerics.event_verdict(dv["count"], n, 0.0), "verdict": "inconclusive", "margin": None}
+        tail = f"golden not calibrated for {key}: rerun `verifier calibrate`"
+    else:
+        ev = numerics.event_verdict(dv["count"], n, max(_margin(margins, key) or 0.0, numerics.DIVERGENCE_FLOOR))
+        tail = f"reference reruns parted at rate {ev['margin']}"
+    ev["samples"] = dv.get("samples", [])[:50]
+    return ev, [Evidence("greedy_divergence", suite, ev["verdict"], samples=tuple(ev["samples"][:10]),
+                         summary=f"greedy output parts from the golden's on {ev['count']}/{n} samples (rate {ev['rate']}, CI {ev['ci']}); {tail}")]
+
+
+# Mean |Δ logprob| per shared-prefix token below which the prefix is computed identically: far under llama.cpp's
+# batch-shape noise (0.0028-0.0043 measured), which is what a healthy engine on another batch shape shows.
+ZERO_DRIFT = 1e-4
+ZERO_DRIFT_MIN_TOKENS = 10
+
+
+def _zero_drift_parting(suite: str, d: dict[str, Any], dv: dict[str, Any] | None) -> list[Evidence]:
+    """Greedy outputs part from the golden's significantly more often than the reference's reruns, while the
+    logprobs of every shared prefix are unchanged: the distribution is the reference's, the choice is not. That is
+    a changed decoding path (server-side sampling defaults such as repetition_penalty, an ignored temperature),
+    a frontend finding, where the engine returns no alternatives to show it token by token (decoding_changed)."""
+    if not dv or dv["verdict"] != "fail" or d["state"] != "clean" or d["mean_abs_delta"] is None \
+            or d["mean_abs_delta"] > ZERO_DRIFT or d["tokens"] < ZERO_DRIFT_MIN_TOKENS:
+        return []
+    return [Evidence("decoding_changed", suite, "fail", samples=tuple(dv["samples"][:10]),
+                     summary=f"decoding path changed: greedy outputs part from the golden's on {dv['count']}/{dv['n']} samples "
+                             f"(median at token {d['first_divergence_median']}; reference reruns parted at rate {dv['margin']}) with "
+                             f"zero logprob drift ({d['mean_abs_delta']}) over {d['tokens']} shared-prefix tokens: the model's "
+                             "distribution is unchanged, the choice is not (server-side sampling defaults, penalties, ignored temperature)")]
+
+
+def _suite_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
+    """One suite's block of comparison.json, with its frontend and numerics evidence."""
+    mets, q = _quality(suite, s, margins)
+    sigs, fe, q_sig = _signal_verdicts(suite, s, margins)
+    d, q_drift = _drift_evidence(suite, s, margins)
+    dv, q_div = _divergence_evidence(suite, s, margins)
+    # Numerics changed, decisively: the shared-prefix logprobs moved beyond the calibrated noise AND the greedy
+    # outputs part from the golden's significantly more often than the reference's own reruns do.
+    d["numerics_changed"] = d["state"] == "fired" and bool(dv) and dv["verdict"] == "fail"
+    fe += _zero_drift_parting(suite, d, dv)
+    block = {
+        "paired": s["paired"], "golden_only": s["golden_only"], "candidate_only": s["candidate_only"],
+        "metrics": mets, "signals": sigs, "drift": d, "divergence": dv, "flips": s["flips"], "findings": s["findings"],
+        "flips_by_mode": s["flips_by_mode"], "new_finding_detail": s["new_finding_detail"], "signal_modes": s["signal_modes"],
+        "tool_trigger": numerics.tool_trigger(s["trigger"]),
+        "answer_agreement": stats.rnd(s["answer_agreement"]),
+    }
+    if s.get("turn_diff"):
+        block["turn_diff"] = s["turn_diff"]
+        block["modes"] = s["modes"]
+    return block, fe, q + q_sig + q_drift + q_div
+
+
+def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], incomplete: bool,
+            numerics_changed: bool = False) -> tuple[str, str, str]:
+    """(status, frontend verdict, quantization verdict) from the evidence.
+
+    One rule above the others: a significant quality drop is never `pass` and never `inconclusive`. Where
+    nothing attributes it (no drift measured above the noise, no frontend signal), it is `regression_unattributed`:
+    strong evidence of an unknown cause, which --allow-inconclusive does not turn into a pass."""
+    frontend = _combine(e.verdict for e in fe)
+    quality = _combine(e.verdict for e in q if e.signal == "quality")
+    repetition = _combine(e.verdict for e in q if e.signal == "repetition")
+    quality = _combine([quality, repetition])
+    if quality == "fail":
+        # A frontend bug never moves the logprobs of a shared token prefix: only drift above the noise floor
+        # blames the weights. Without it (at the floor, unmeasurable, uncalibrated) the numerics are undecided.
+        quant = "fail" if "fired" in drift_states else "inconclusive"
+    elif numerics_changed:
+        # The served numerics are not the reference's (two independent measures agree), whatever the metric
+        # did at this n: a vendor verifier asks whether the weights are served faithfully, not only how well.
+        quant = "fail"
+    elif drift_states & {"fired", "uncalibrated"}:
+        quant = "inconclusive"
+    else:
+        quant = quality
+    if incomplete:
+        status = "incomplete"
+    elif frontend == "fail" and quant == "fail":
+        status = "both"
+    elif frontend == "fail":
+        status = "frontend_regression"
+    elif quant == "fail":
+        status = "quantization_regression"
+    elif quality == "fail":
+        status = "regression_unattributed"
+    elif "inconclusive" in (frontend, quant):
+        status = "inconclusive"
+    else:
+        status = "pass"
+    return status, frontend, quant
+
+
+def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra_budget: float = 0.02,
+            probes: dict[str, Any] | None = None, allow_subset: bool = False,
+            probe_table: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The comparison document (DESIGN.md, "Machine-readable outputs"). `probes`: run-wide evidence items (probe
+    verdicts, the context probe); `probe_table`: the probes' conformance rows (probe_results.judge)."""
+    from verifier.attribution import coverage, diagnosis, explain
+
+    margins = golden_meta.get("margins") or {}
+    golden_obs, cand_obs = as_observations(golden_obs), as_observations(cand_obs)
+    sig = paired_signals(golden_obs, cand_obs)
+    if not sig or all(s["paired"] == 0 for s in sig.values()):
+        raise NoOverlap("the run and the golden share no sample ids")
+    # A record the reference itself could not get (the same sample, mode and epoch was infra in the golden: e.g. a
+    # parser that answers this model output with a 500 every time) is no evidence on either side, not missing
+    # evidence: it is reported, but the budget counts only infra errors where the golden has an answer.
+    golden_infra = {(o.suite, o.sample_id, o.epoch, o.mode) for o in golden_obs if o.outcome == "infra"}
+    cand_infra = [o for o in cand_obs if o.outcome == "infra"]
+    shared = sum(1 for o in cand_infra if (o.suite, o.sample_id, o.epoch, o.mode) in golden_infra)
+    infra = len(cand_infra) - shared
+    infra_rate = infra / len(cand_obs) if cand_obs else 0.0
+    if probe_table is not None:  # probe x surface keys, old goldens' bare names read as chat
+        cov = coverage.coverage(golden_obs, cand_obs, {r["key"]: r for r in probe_table if r["reference"] is not None},
+                                {r["key"]: r for r in probe_table if r["candidate"] not in (None, "infra")}, allow_subset)
+    else:
+        cov = coverage.coverage(golden_obs, cand_obs, golden_meta.get("probes"), probes, allow_subset)
+    fe: list[Evidence] = []
+    q: list[Evidence] = []
+    suites_out: dict[str, Any] = {}
+    for suite, s in sig.items():
+        suites_out[suite], fe_s, q_s = _suite_verdicts(suite, s, margins)
+        fe += fe_s
+        q += q_s
+    for name, p in sorted((probes or {}).items()):
+        # context_truncated names itself; a probe's evidence names its component and the surface it ran on
+        fe.append(Evidence(p.get("signal", f"probe:{name}"), "*", p["verdict"], p["summary"], component=p.get("component"),
+                           modes={p["surface"]: 1} if p.get("surface") else None, qualifier=p.get("qualifier")))
+    drift_states = {s["drift"]["state"] for s in suites_out.values()}
+    changed = any(s["drift"].get("numerics_changed") for s in suites_out.values())
+    status, frontend, quant = _decide(fe, q, drift_states, infra_rate > infra_budget or cov["rate"] > infra_budget, changed)
+    doc = {
+        "status": status,
+        "exit_code": EXIT[status],
+        "meaning": MEANING[EXIT[status]],
+        "infra": {"count": infra, "total": len(cand_obs), "rate": stats.rnd(infra_rate), "budget": infra_budget,
+                  "reference_also_failed": shared},
+        "frontend": {"verdict": frontend, "evidence": [e.to_dict() for e in fe]},
+        "quantization": {"verdict": quant, "evidence": [e.to_dict() for e in q]},
+        "suites": suites_out,
+        "coverage": cov,
+    }
+    if probe_table is not None:
+        doc["conformance"] = probe_table
+    # Wire modes with no logprobs at all on the candidate where the golden has them on some mode (the Messages API
+    # has none): drift and decoding changes are not measured there, and the document says so rather than guess.
+    c_lp = {o.mode for o in cand_obs if o.logprobs}
+    doc["logprobs_missing_modes"] = sorted({o.mode for o in cand_obs if o.judged} - c_lp) if any(o.logprobs for o in golden_obs) else []
+    doc["diagnosis"] = diagnosis.diagnose(doc)
+    doc["reasons"] = explain.reasons(doc)
+    doc["reason"] = doc["reasons"][0] if doc["reasons"] else None
+    doc["checks"] = explain.checks(doc, golden_meta, golden_obs)
+    return doc
+
+
+def _spreads(s: dict[str, Any], suite: str) -> dict[str, float]:
+    """The run-to-run spread of one pair of reference runs, per margin key (the same keys compare looks up)."""
+    out: dict[str, float] = {}
+    for m, v in s["metrics"].items():
+        n = len(v["golden"])
+        out[f"{suite}/{m}"] = abs(sum(v["candidate"]) - sum(v["golden"])) / n if n else 0.0
+    for name in signals.EVENTS:
+        n = s["denominators"][name]
+        out[f"{suite}/signal:{name}"] = len(s["events"][name]) / n if n else 0.0
+    out[f"{suite}/drift"] = s["drift"]["mean_abs_delta"] or 0.0
+    dv = s.get("divergence") or {}
+    if dv.get("n"):
+        out[f"{suite}/divergence"] = dv["count"] / dv["n"]
+    return out
+
+
+def calibrate_margins(runs: list[Rows], provenance: dict[str, Any]) -> dict[str, Any]:
+    """Margins = the largest run-to-run spread seen between reference runs, per metric and signal."""
+    if len(runs) < 2:
+        raise ValueError("calibration needs at least 2 reference runs (k >= 3 recommended)")
+    runs = [as_observations(r) for r in runs]
+    spread: dict[str, float] = {}
+    for i in range(len(runs)):
+        for j in range(i + 1, len(runs)):
+            for suite, s in paired_signals(runs[i], runs[j]).items():
+                for key, v in _spreads(s, suite).items():
+                    spread[key] = max(spread.get(key, 0.0), v)
+    return {k: {"value": round(v, 6), "source": "calibrate", **provenance} for k, v in sorted(spread.items())}

@@ -1,0 +1,69 @@
+"""Coverage accounting: every (sample, mode) the golden holds, and every probe it has, is either answered
+by the candidate or counted missing. Pure.
+
+A comparison that silently skips what the candidate never ran is a false pass waiting to happen
+(one shard of two, a chat-only run against a chat + stream golden). Missing coverage above the
+infra budget makes the verdict `incomplete`; a subset of the golden is accepted only when the
+caller asks for it (`allow_subset`), and is then reported as a subset.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable
+
+from verifier.types import Observation
+
+MAX_LISTED = 50
+
+
+def _keys(obs: Iterable[Observation]) -> set[tuple[str, str, str]]:
+    return {(o.suite, o.sample_id, o.mode) for o in obs}
+
+
+def coverage(golden: list[Observation], cand: list[Observation], golden_probes: dict[str, Any] | None,
+             cand_probes: dict[str, Any] | None, allow_subset: bool = False) -> dict[str, Any]:
+    """The `coverage` block of comparison.json.
+
+    With `allow_subset`, samples the candidate never ran in any mode are left out of the expected set
+    (an explicit `--limit`/`--sample-seed` subset); a sample it ran in some modes but not others still
+    counts its missing modes.
+    """
+    want, have = _keys(golden), _keys(cand)
+    ran = {(s, i) for s, i, _ in have}
+    skipped = {(s, i) for s, i, _ in want if (s, i) not in ran}
+    if allow_subset:
+        want = {k for k in want if (k[0], k[1]) in ran}
+    missing = sorted(want - have)
+    by_sample: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for suite, sid, mode in missing:
+        by_sample[(suite, sid)].append(mode)
+    missing_modes = sorted({m for _, _, m in missing})
+    probes_missing = sorted(set(golden_probes or {}) - set(cand_probes or {}))
+    expected = len(want) + len(golden_probes or {})
+    gaps = len(missing) + len(probes_missing)
+    return {
+        "expected": expected,
+        "answered": expected - gaps,
+        "missing": gaps,
+        "rate": round(gaps / expected, 6) if expected else 0.0,
+        "missing_samples": [{"suite": s, "sample_id": i, "modes": ms} for (s, i), ms in sorted(by_sample.items())][:MAX_LISTED],
+        "missing_sample_count": len(by_sample),
+        "missing_modes": missing_modes,
+        "missing_probes": probes_missing,
+        "subset": bool(allow_subset and skipped),
+        "subset_skipped_samples": len(skipped) if allow_subset else 0,
+    }
+
+
+def describe(c: dict[str, Any]) -> str:
+    """One line naming what is missing, for the verdict's reason."""
+    parts = []
+    if c["missing_sample_count"]:
+        ids = ", ".join(f"{m['suite']}/{m['sample_id']}" for m in c["missing_samples"][:8])
+        more = c["missing_sample_count"] - min(8, len(c["missing_samples"]))
+        parts.append(f"{c['missing_sample_count']} sample(s) missing modes {'/'.join(c['missing_modes'])}: {ids}"
+                     + (f" (+{more} more)" if more > 0 else ""))
+    if c["missing_probes"]:
+        parts.append(f"probes not run: {', '.join(c['missing_probes'])} (rerun with `verifier gate --probes`)")
+    return f"missing coverage {c['missing']}/{c['expected']} of the golden: " + "; ".join(parts)

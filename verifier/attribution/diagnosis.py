@@ -1,0 +1,224 @@
+"""Diagnosis: which frontend component a failing comparison implicates, and where an engineer should look.
+
+ONE table (TABLE) maps every contract finding code and every frontend signal to a component; the
+README's diagnosis table is this one. `diagnose` turns a comparison document's failing frontend
+evidence into the `diagnosis` list of comparison.json, biggest first, which the console summary,
+summary.md, the JUnit failure message and the HTML banner all lead with. Pure.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+# component -> where to look (one line, for an engineer who has to open the right file first)
+COMPONENTS: dict[str, str] = {
+    "API validation": "request validation and parameter handling (sampling params, response_format, 4xx paths)",
+    "chat template & tokenization": "the chat template (--chat-template / tokenizer_config.json), tools rendering, tokenizer version",
+    "tokenization": "the detokenizer: token strings vs the text sent (skip_special_tokens, byte fallback, spaces)",
+    "reasoning parser": "the reasoning parser (--reasoning-parser, thinking on/off in chat_template_kwargs)",
+    "tool-call parser": "the tool-call parser (--tool-call-parser) and its streaming path; tool-call id generation",
+    "structured-output backend": "the structured-output / grammar backend (guided decoding, response_format support)",
+    "stream assembly": "SSE chunking and delta assembly (tool-call indexes, incremental detokenization)",
+    "response formatting & usage": "response serialization: finish_reason mapping, usage block, stream_options.include_usage",
+    "surface translation": "the Responses / Messages layer: request translation to the chat template, event serialization, error shape",
+    "context handling": "the context window and truncation settings (--ctx-size, truncation / n_keep, gateway prompt-size caps)",
+    "conversation history": "how replayed history reaches the model: assistant tool calls and their ids, tool results (role, order, "
+                            "tool_call_id / call_id / tool_use_id linkage), reasoning replay, system prompt placement, the template's tool branches",
+}
+
+# finding code or signal name -> (component, what it means, for one line of the diagnosis)
+TABLE: dict[str, tuple[str, str]] = {
+    # contract findings
+    "tool_markup_in_content": ("tool-call parser", "raw tool-call markup reached the content: the parser did not run"),
+    "tool_args_invalid_json": ("tool-call parser", "tool-call arguments are not valid JSON (truncated or cut braces)"),
+    "tool_args_not_object": ("tool-call parser", "tool-call arguments decode to a non-object (double-encoded?)"),
+    "tool_args_not_string": ("tool-call parser", "tool-call arguments are not a JSON string"),
+    "tool_calls_not_list": ("tool-call parser", "tool_calls is not a list"),
+    "tool_name_undeclared": ("tool-call parser", "a tool call names a function the request never declared"),
+    "tool_call_id_missing": ("tool-call parser", "tool calls without an id"),
+    "tool_call_id_duplicate": ("tool-call parser", "two tool calls share one id"),
+    "tool_call_as_text": ("tool-call parser", "a tool call written as plain text"),
+    "reasoning_in_content": ("reasoning parser", "<think> reasoning leaked into the content"),
+    "answer_in_reasoning": ("reasoning parser", "the answer is stranded in reasoning_content, content empty"),
+    "json_invalid_strict": ("structured-output backend", "invalid JSON under a strict response_format"),
+    "json_schema_violation_strict": ("structured-output backend", "JSON violates the schema under strict mode"),
+    "json_fenced": ("structured-output backend", "JSON wrapped in a ``` fence"),
+    "json_too_deep": ("structured-output backend", "JSON nested past the safety limit"),
+    "stream_index_collision": ("stream assembly", "parallel tool calls share one stream index"),
+    "stream_chunk_invalid_json": ("stream assembly", "SSE chunks that are not JSON"),
+    "stream_ignored": ("stream assembly", "a stream request answered with one JSON body (`stream: true` ignored)"),
+    "stream_too_many_events": ("stream assembly", "a stream of more events than --max-stream-events (empty or repeated chunks)"),
+    "replacement_char": ("stream assembly", "U+FFFD in the text: a multi-byte character was split"),
+    "finish_reason_missing": ("response formatting & usage", "finish_reason missing"),
+    "finish_reason_mismatch": ("response formatting & usage", "finish_reason does not match what was generated"),
+    "finish_reason_tool_calls_without_calls": ("response formatting & usage", "finish_reason tool_calls without any tool call"),
+    "usage_missing": ("response formatting & usage", "no usage block (streams: include_usage ignored)"),
+    "usage_non_finite": ("response formatting & usage", "usage with non-finite numbers"),
+    "empty_response": ("response formatting & usage", "an empty response"),
+    "malformed_body": ("response formatting & usage", "a response body that is not the documented shape"),
+    "logprobs_non_finite": ("response formatting & usage", "NaN/Infinity logprobs"),
+    "non_greedy_token": ("API validation", "a non-top token at temperature 0: sampling parameters not applied"),
+    "detokenize_mismatch": ("tokenization", "the logprob tokens do not spell the content: detokenizer or post-processing changed the text"),
+    "stop_token_in_content": ("tokenization", "a stop / special token (<|im_end|>, </s>, <|eot_id|>...) reached the content: "
+                                              "detokenizer (skip_special_tokens) or stop handling"),
+    "decoding_changed": ("API validation", "greedy outputs part from the golden's where the model's distribution did not change: "
+                                           "the decoding path changed (server-side sampling defaults or penalties, ignored temperature)"),
+    # the same, on streams only (the non-streamed text is right): the incremental detokenizer / delta assembly
+    "detokenize_mismatch:stream": ("stream assembly", "streamed text differs from the tokens generated (non-streamed text is right)"),
+    # frontend signals (new_findings is broken down by its finding codes above)
+    "prompt_tokens_mismatch": ("chat template & tokenization", "prompt_tokens moved: the rendered prompt or its tokenization changed"),
+    # the same, on streamed records only while the non-streamed ones match: the template is shared by both paths
+    "prompt_tokens_mismatch:stream": ("response formatting & usage", "prompt_tokens differ on streamed records only (non-streamed "
+                                                                     "match the golden): usage reporting in streams, not the template"),
+    "dual_path_mismatch": ("chat template & tokenization", "chat path and client-rendered completions path disagree"),
+    "stream_parity_mismatch": ("stream assembly", "streamed and non-streamed answers differ on the same tokens"),
+    "new_unsupported": ("API validation", "requests the golden served are now refused with a 4xx"),
+    "tool_call_id_format_changed": ("tool-call parser", "tool-call ids changed shape (clients parsing ids break)"),
+    "probe": ("API validation", "a feature-contract probe the reference passed now fails (each probe names its own component)"),
+    # Responses and Messages (contract_surfaces.py; surface_parity_mismatch names the surface that moved)
+    "surface_parity_mismatch": ("surface translation", "chat, Responses and Messages answer the same sample differently"),
+    "error_shape_wrong": ("surface translation", "an error body not in the surface's own error shape"),
+    "stream_terminal_event_missing": ("surface translation", "a stream without response.completed / message_stop"),
+    "stream_error_event": ("surface translation", "an error event inside the stream"),
+    "function_call_without_call_id": ("tool-call parser", "a Responses function_call item without call_id"),
+    "tool_input_not_object": ("tool-call parser", "an Anthropic tool_use input that is not an object"),
+    "stop_reason_tool_use_without_block": ("response formatting & usage", "stop_reason tool_use without a tool_use block"),
+    "thinking_signature_missing": ("reasoning parser", "a thinking block without signature where thinking was requested"),
+    # conversation suites (turn_diff.py): signals on requests that replay history
+    "history_tokens_mismatch": ("conversation history", "a request replaying the same history as the golden's was rendered to other prompt tokens"),
+    "prompt_tokens_mismatch:surface": ("surface translation", "prompt_tokens moved on Responses/Messages only: the surface renders another prompt than chat"),
+    "history_tokens_mismatch:surface": ("surface translation", "replayed history rendered to other prompt tokens on Responses/Messages only: the surface's history translation"),
+    "followup_divergence": ("conversation history", "turn 1 matched the golden, a later turn (built on replayed history) did not"),
+    "context_truncated": ("context handling", "long prompts are silently cut: prompt_tokens capped or the fact at their start lost"),
+}
+
+MAX_EXAMPLES = 5
+
+# A root cause and the symptoms it produces by itself: a component whose finding explains another component's
+# ranks first, whatever the sample counts (non-determinism breaks every parity check; altered text breaks the
+# parity of the paths it was altered on). Ranking by counts alone names the loudest symptom.
+PARITY = frozenset({"stream_parity_mismatch", "surface_parity_mismatch", "dual_path_mismatch"})
+EXPLAINS: dict[str, frozenset[str]] = {
+    "probe:temperature_0_deterministic": PARITY,
+    "decoding_changed": PARITY,
+    "non_greedy_token": PARITY,
+    "stop_token_in_content": PARITY,
+    "detokenize_mismatch": PARITY,
+    "detokenize_mismatch:stream": PARITY,
+}
+
+
+def component_of(code: str) -> tuple[str, str]:
+    """(component, meaning) of a finding code, signal name or `probe:<name>`; unknown codes stay visible."""
+    if code.startswith("probe:"):
+        return TABLE["probe"][0], f"{code[6:]}: " + TABLE["probe"][1]
+    return TABLE.get(code, ("response formatting & usage", code))
+
+
+def _add(acc: dict[str, dict[str, Any]], comp: str, code: str, suite: str, count: int, samples: list[str],
+         modes: list[str]) -> None:
+    d = acc.setdefault(comp, {"findings": defaultdict(int), "suites": set(), "modes": set(), "examples": []})
+    d["findings"][code] += count
+    if suite != "*":
+        d["suites"].add(suite)
+    d["modes"].update(modes)
+    for sid in samples:
+        ref = sid if suite == "*" else f"{suite}/{sid}"
+        if ref not in d["examples"] and len(d["examples"]) < MAX_EXAMPLES:
+            d["examples"].append(ref)
+
+
+def _suite_items(suite: str, s: dict[str, Any]) -> list[tuple[str, int, list[str], list[str]]]:
+    """(code, count, sample ids, modes) for each failing frontend signal of one suite block."""
+    out = []
+    for name, sig in (s.get("signals") or {}).items():
+        if sig.get("verdict") != "fail" or name not in TABLE and name != "new_findings":
+            continue
+        if name == "new_findings":
+            for code, det in sorted((s.get("new_finding_detail") or {}).items()):
+                out.append((code, len(det["samples"]), det["samples"], det["modes"]))
+                if code == "detokenize_mismatch" and _streams_only(det["modes"]):
+                    out[-1] = ("detokenize_mismatch:stream", *out[-1][1:])
+        else:
+            modes = (s.get("signal_modes") or {}).get(name, [])
+            code = f"{name}:stream" if name == "prompt_tokens_mismatch" and _streams_only(modes) else name
+            if name in ON_SURFACE_ONLY and _off_chat_only(modes, s.get("modes") or []):
+                code = f"{name}:surface"
+            out.append((code, sig.get("count", 0), sig.get("samples") or [], modes))
+    return out
+
+
+def _streams_only(modes: list[str]) -> bool:
+    return bool(modes) and all(m.endswith("-stream") for m in modes)
+
+
+# Prompt-token signals that, fired on Responses / Messages modes only while the same run's chat modes stayed put,
+# point at the surface's request translation rather than the template they all share.
+ON_SURFACE_ONLY = ("prompt_tokens_mismatch", "history_tokens_mismatch")
+
+
+def _off_chat_only(fired: list[str], ran: list[str]) -> bool:
+    from verifier.surfaces.translate import surface_of
+
+    return bool(fired) and all(surface_of(m) != "chat" for m in fired) and any(surface_of(m) == "chat" for m in ran)
+
+
+def diagnose(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `diagnosis` list: one entry per implicated component, root causes first (EXPLAINS), then the most
+    affected samples first."""
+    acc: dict[str, dict[str, Any]] = {}
+    for suite, s in (doc.get("suites") or {}).items():
+        for code, count, samples, modes in _suite_items(suite, s):
+            _add(acc, component_of(code)[0], code, suite, count, samples, modes)
+    rows = doc.get("conformance")
+    for e in (doc.get("frontend") or {}).get("evidence", []):
+        if e["verdict"] != "fail":
+            continue
+        if (e["signal"].startswith("probe:") and rows is None) or e["signal"] == "context_truncated":  # run-wide
+            # (probes: a document from before the conformance table; since, the rows below name component and surface)
+            _add(acc, e.get("component") or component_of(e["signal"])[0], e["signal"], "*", 1, [], list(e.get("modes") or []))
+        elif e["signal"] == "decoding_changed" and e["suite"] in (doc.get("suites") or {}) \
+                and (doc["suites"][e["suite"]].get("signals") or {}).get("decoding_changed", {}).get("verdict") != "fail":
+            # the suite-level form (zero drift on every shared prefix), when the per-sample one did not fail
+            samples = e.get("samples") or []
+            _add(acc, component_of("decoding_changed")[0], "decoding_changed", e["suite"], len(samples), samples, [])
+    for r in rows or []:  # each probe names its own component, and the surface it failed on
+        if r["status"] == "regression":
+            _add(acc, r["component"], f"probe:{r['probe']}", "*", 1, [], [r["surface"]])
+    out = []
+    for comp, d in acc.items():
+        codes = sorted(d["findings"], key=lambda c: (-d["findings"][c], c))
+        lead = codes[0]
+        meaning = component_of(lead)[1]
+        total = max(d["findings"].values())
+        out.append({
+            "component": comp, "findings": codes, "counts": dict(sorted(d["findings"].items())),
+            "suites": sorted(d["suites"]), "modes": sorted(d["modes"]), "examples": d["examples"],
+            "explanation": f"{meaning} ({lead} on {total} sample(s)); look at {COMPONENTS.get(comp, comp)}",
+            "where": COMPONENTS.get(comp, ""),
+        })
+    for x in out:
+        explained = {c for y in out if y is not x for c in y["findings"]}
+        causes = sorted(code for code in x["findings"] if EXPLAINS.get(code, frozenset()) & explained)
+        if causes:
+            x["explains"] = sorted({y["component"] for y in out if y is not x and set(y["findings"]) & set().union(*(EXPLAINS[c] for c in causes))})
+            x["explanation"] += f"; this also explains {', '.join(x['explains'])}"
+    out.sort(key=lambda x: (not x.get("explains"), -max(x["counts"].values()), x["component"]))
+    return out
+
+
+def implicated(doc: dict[str, Any]) -> list[str]:
+    """The components a comparison document blames, root cause first: what a cross-engine test asserts on (the
+    llama.cpp golden against vLLM serving the same weights must never implicate "tokenization")."""
+    return [d["component"] for d in doc.get("diagnosis") or []]
+
+
+def headline(diagnosis: list[dict[str, Any]]) -> str | None:
+    """The first line every output leads with, or None when nothing was diagnosed."""
+    if not diagnosis:
+        return None
+    d = diagnosis[0]
+    more = f" (+{len(diagnosis) - 1} more component(s))" if len(diagnosis) > 1 else ""
+    ex = f"; e.g. {', '.join(d['examples'][:3])}" if d["examples"] else ""
+    return f"diagnosis: {d['component']}: {d['explanation']}{ex}{more}"

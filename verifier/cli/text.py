@@ -1,0 +1,46 @@
+"""Plain-text views of the app's documents, shared by the commands (and the lm-eval command in suites)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    for name, s in summary["suites"].items():
+        ms = "  ".join(f"{m}={v['value']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}] (n={v['n']})" for m, v in s["metrics"].items() if v["value"] is not None)
+        print(f"{name} v{s['version']}: {ms or 'no metric values (see outcomes)'}")
+        print(f"  outcomes {s['outcomes']}  findings {s['findings'] or '{}'}")
+
+
+def print_comparison(doc: dict[str, Any]) -> None:
+    print(f"status: {doc['status']} (exit {doc['exit_code']}): {doc['meaning']}")
+    # Lead with what to fix: the diagnosis (component, finding, where to look), then why, then the evidence.
+    for d in doc.get("diagnosis") or []:
+        ex = f" e.g. {', '.join(d['examples'][:3])}" if d["examples"] else ""
+        print(f"  diagnosis: {d['component']}: {d['explanation']};{ex} [{', '.join(d['modes'])}]")
+    for r in doc.get("reasons") or []:
+        if not r.startswith("diagnosis:"):
+            print(f"  why: {r}")
+    from verifier.attribution.explain import tool_call_line
+
+    for suite, s in (doc.get("suites") or {}).items():
+        line = tool_call_line(s.get("tool_calls"))
+        if line:
+            print(f"  {suite} {line}")
+    for side in ("frontend", "quantization"):
+        print(f"  {side}: {doc[side]['verdict']}")
+        for e in doc[side]["evidence"]:
+            if e["verdict"] not in ("pass",):
+                print(f"    [{e['verdict']}] {e['suite']}: {e['summary']}")
+    rows = doc.get("conformance") or []
+    if rows:
+        from collections import Counter
+
+        n = Counter(r["status"] for r in rows)
+        print(f"  probes: {len(rows)} probe x surface rows: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(n.items())))
+        for r in rows:  # failing rows lead the table
+            if r["status"] in ("regression", "not_run", "infra"):
+                print(f"    [{r['status'].replace('_', ' ')}] {r['probe']} on {r['surface']} ({r['component']}): {r['candidate_detail']}")
+    also = doc["infra"].get("reference_also_failed")
+    print(f"  infra: {doc['infra']['count']}/{doc['infra']['total']} (budget {doc['infra']['budget']:.0%})"
+          + (f"; {also} more where the golden failed too (not counted)" if also else ""))

@@ -1,0 +1,311 @@
+"""Goldens: a blessed reference run reduced to small, diffable text, plus calibrated margins.
+
+goldens/<name>/golden.json     header, suite versions, selection, modes, epochs, probes, summary, margins + provenance
+goldens/<name>/samples.jsonl   one observation per (suite, sample, epoch, mode), sorted
+goldens/<name>/inputs.jsonl    the samples themselves (messages, tools, targets) exactly as the reference run sent
+                               them: a golden that travels from a model maker to a provider gates with nothing else
+
+Goldens shipped with the package live in verifier/goldens/ (package data) and are found by name (`resolve`).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from verifier.run import journal, scoring
+from verifier.judge.parse import MalformedBody, parse_exchange
+from verifier.types import JUDGED, Observation, Sample
+from verifier import jsonsafe
+
+FORMAT = 2
+"""2: inputs.jsonl (the samples) is part of the golden. Bump with golden_schema.SCHEMA_VERSION."""
+GOLDEN = "golden.json"
+OBS = "samples.jsonl"
+INPUTS = "inputs.jsonl"
+PACKAGED = Path(__file__).resolve().parent / "goldens"
+"""The goldens installed with the package (package data), found by name from any directory."""
+MAX_CONTENT = 4000
+MAX_LOGPROBS = 512
+MAX_TOP = 5
+"""Alternatives kept per token (top_logprobs), on greedy records: enough to see the reference's token at a parting."""
+
+
+class BadGolden(ValueError):
+    """A golden that cannot be used: corrupt, another suite version, no margins..."""
+
+
+def observations(run_dir: Path) -> list[dict[str, Any]]:
+    """Everything compare needs from a run, per record: verdict facts plus text and logprobs from the journal."""
+    verdicts = scoring.read_verdicts(run_dir)
+    if not verdicts:
+        raise journal.NotARunDir(f"{run_dir} has not been scored (no {scoring.VERDICTS}); run `verifier score {run_dir}`")
+    judged = {(v.suite, v.sample_id, v.epoch, v.mode) for v in verdicts if v.outcome in JUDGED}
+    texts: dict[tuple[str, str, int, str], tuple[Any, Any, Any]] = {}
+    for ex in journal.iter_exchanges(run_dir):  # streamed: only the cut text and logprobs of each record are kept
+        if ex.key not in judged:
+            continue
+        content = logprobs = top = None
+        try:
+            p = parse_exchange(ex)
+            content = (p.content or "")[:MAX_CONTENT]
+            if p.logprobs:
+                entries = [t if isinstance(t, dict) else {} for t in p.logprobs[:MAX_LOGPROBS]]
+                logprobs = [[t.get("token"), t.get("logprob")] for t in entries]
+                if ex.request.get("temperature") == 0:
+                    top = _alternatives(entries)
+        except MalformedBody:
+            pass
+        texts[ex.key] = (content, logprobs, top)
+    return [Observation.from_verdict(v, *texts.get((v.suite, v.sample_id, v.epoch, v.mode), (None, None, None))).to_dict()
+            for v in verdicts]
+
+
+def _alternatives(entries: list[dict[str, Any]]) -> list[list[list[Any]]] | None:
+    """Each token's returned top_logprobs as [[token, logprob], ...]; None when the server returned none."""
+    top = [[[a.get("token"), a.get("logprob")] for a in (t.get("top_logprobs") or [])[:MAX_TOP] if isinstance(a, dict)]
+           if isinstance(t.get("top_logprobs"), list) else [] for t in entries]
+    return top if any(top) else None
+
+
+def portable(obj: Any) -> Any:
+    """Goldens are committed: absolute file paths a server reports (e.g. llama.cpp's model_path) keep only their file name."""
+    if isinstance(obj, dict):
+        return {k: portable(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [portable(v) for v in obj]
+    if isinstance(obj, str) and re.fullmatch(r"(/[^/\s]+){2,}/?|[A-Za-z]:\\[^\s]+", obj):
+        return Path(obj).name or obj
+    return obj
+
+
+def bless(run_dir: Path, to: Path, margins: dict[str, Any] | None = None) -> dict[str, Any]:
+    hdr = journal.check_run_dir(run_dir)
+    summary_path = Path(run_dir) / scoring.SUMMARY
+    if not summary_path.exists():
+        raise journal.NotARunDir(f"{run_dir} has not been scored; run `verifier score {run_dir}`")
+    # A golden keeps chosen tokens only: the alternatives matter on the candidate's side of a parting.
+    obs = [{k: v for k, v in o.items() if k != "top_logprobs"} for o in observations(run_dir)]
+    info = portable(hdr.get("server_info") or {})
+    g = {
+        "golden_format": FORMAT,
+        "name": to.name,
+        "source": {
+            "run_id": hdr.get("run_id"), "harness": hdr.get("harness"), "endpoint": hdr.get("endpoint"),
+            "server_info": info, "sampling": hdr.get("sampling"), "extra_body": hdr.get("extra_body"),
+            "started": hdr.get("started"), "finished": hdr.get("finished"),
+        },
+        "suites": hdr["suites"],
+        "selection": hdr.get("selection", {}),
+        "epochs": hdr.get("epochs", 1),
+        "modes": hdr.get("modes", ["chat"]),
+        "summary": jsonsafe.loads(summary_path.read_text(encoding="utf-8")),
+        "margins": margins,
+        "probes": jsonsafe.loads((Path(run_dir) / "probes.json").read_text()) if (Path(run_dir) / "probes.json").exists() else None,
+        "context_probe": jsonsafe.loads((Path(run_dir) / "context.json").read_text()) if (Path(run_dir) / "context.json").exists() else None,
+    }
+    inputs = [{"suite": suite, **journal.sample_fields(x)} for (suite, _), x in journal.read_samples(run_dir).items()
+              if suite in g["suites"]]
+    _swap_in(to, lambda tmp: (journal.write_jsonl(tmp / OBS, obs), journal.write_jsonl(tmp / INPUTS, inputs),
+                              journal.write_json(tmp / GOLDEN, g)))
+    return g
+
+
+def _swap_in(to: Path, fill: Any) -> None:
+    """Write a golden into a fresh directory next to `to`, then swap it into place.
+
+    The swap is one atomic exchange of the two directories where the kernel offers it (Linux renameat2
+    RENAME_EXCHANGE); elsewhere two renames, old aside then new in, and a kill between them is repaired by the
+    next command that looks for the golden (`recover`). Either way a reader finds the old golden or the new
+    one, never a golden.json of one run beside the samples.jsonl of another. Other files are carried over.
+    """
+    to = Path(to)
+    to.parent.mkdir(parents=True, exist_ok=True)
+    recover(to)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{to.name}.new-{os.getpid()}-", dir=to.parent))
+    old = to.with_name(f".{to.name}.old-{os.getpid()}")
+    try:
+        fill(tmp)
+        if to.exists():
+            for f in to.iterdir():
+                if f.name not in (GOLDEN, OBS, INPUTS) and f.is_file() and not f.is_symlink() and ".tmp" not in f.name:
+                    shutil.copy2(f, tmp / f.name)
+            if _exchange(tmp, to):
+                shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old golden
+                return
+            os.rename(to, old)
+        os.rename(tmp, to)
+    except BaseException:
+        if old.exists() and not to.exists():
+            os.rename(old, to)  # the old golden back in place
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two directories (renameat2 with RENAME_EXCHANGE); False where the system cannot."""
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recover(to: Path) -> None:
+    """A bless killed between its two renames left no golden at `to` and the old one aside as
+    `.NAME.old-PID`: put it back (only when that process is gone, and nothing took its place). The new
+    golden it was building (`.NAME.new-PID-*`) is removed."""
+    to = Path(to)
+    if not to.parent.is_dir():
+        return
+    for half in to.parent.glob(f".{glob.escape(to.name)}.new-*-*"):  # a killed bless's unfinished new golden
+        pid = half.name.rsplit(".new-", 1)[-1].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(half, ignore_errors=True)
+    if (to / GOLDEN).exists():
+        return
+    for aside in sorted(to.parent.glob(f".{glob.escape(to.name)}.old-*")):
+        pid = aside.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)) and (aside / GOLDEN).is_file() and not to.exists():
+            os.rename(aside, to)
+            return
+
+
+def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A golden, validated against its schema (golden_schema): anything malformed is a BadGolden naming the field."""
+    from verifier.golden.schema import problem
+
+    path = Path(path)
+    recover(path)
+    gp = path / GOLDEN
+    if not gp.is_file():
+        known = ", ".join(p.name for p in packaged())
+        raise BadGolden(f"{path} is not a golden (no {GOLDEN})" + (f"; packaged goldens: {known} (verifier list-goldens)" if known else ""))
+    try:
+        g = jsonsafe.loads(gp.read_text(encoding="utf-8"))
+        obs = list(journal.read_jsonl(path / OBS))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, journal.NotARunDir) as e:
+        raise BadGolden(f"golden {path} is corrupt: {getattr(e, 'msg', None) or e}") from None
+    if not isinstance(g, dict) or not isinstance(g.get("golden_format"), int) or isinstance(g.get("golden_format"), bool):
+        raise BadGolden(f"golden {path} is corrupt: {GOLDEN} has no golden_format")
+    if g["golden_format"] != FORMAT:
+        age = "an older" if g["golden_format"] < FORMAT else "a newer"
+        raise BadGolden(f"golden {path} is golden_format {g['golden_format']} ({age} verifier's); this verifier reads "
+                        f"format {FORMAT}: " + ("re-bless it from its reference run (`verifier bless RUN --to DIR --force`)"
+                                                if g["golden_format"] < FORMAT else "upgrade verifier"))
+    why = problem(g, "golden")
+    if why:
+        raise BadGolden(f"golden {path}: {GOLDEN} {why}")
+    seen: set[tuple[Any, ...]] = set()
+    for n, o in enumerate(obs, 1):
+        why = problem(o, "observation")
+        if why is None and o["suite"] not in g["suites"]:
+            why = f"$.suite: {o['suite']!r} is not one of the golden's suites"
+        if why is None and o["mode"] not in g.get("modes", ["chat"]):
+            why = f"$.mode: {o['mode']!r} is not one of the golden's modes"
+        key = (o.get("suite"), o.get("sample_id"), o.get("epoch"), o.get("mode"))
+        if why is None and key in seen:
+            why = "duplicate record (suite, sample_id, epoch, mode)"
+        if why:
+            raise BadGolden(f"golden {path}: {OBS} line {n}: {why}")
+        seen.add(key)
+    if not obs:
+        raise BadGolden(f"golden {path} has no samples")
+    return g, obs
+
+
+def load_inputs(path: Path, g: dict[str, Any], obs: list[dict[str, Any]]) -> dict[str, list[Sample]]:
+    """The golden's samples per suite, in the order the reference sent them, validated: every record against the
+    schema, every observed sample present, and each suite's samples hashing to the dataset_sha256 the run recorded
+    (an edited prompt would gate something the reference never answered)."""
+    from verifier.golden.schema import problem
+    from verifier.run.runner import dataset_sha256
+
+    path = Path(path)
+    if not (path / INPUTS).is_file():
+        raise BadGolden(f"golden {path} has no {INPUTS} (its samples); re-bless it from its reference run")
+    out: dict[str, list[Sample]] = {name: [] for name in g["suites"]}
+    seen: set[tuple[str, str]] = set()
+    try:
+        for n, rec in enumerate(journal.read_jsonl(path / INPUTS), 1):
+            why = problem(rec, "input")
+            if why is None and rec["suite"] not in out:
+                why = f"$.suite: {rec['suite']!r} is not one of the golden's suites"
+            if why is None and (rec["suite"], rec["id"]) in seen:
+                why = "duplicate sample (suite, id)"
+            if why:
+                raise BadGolden(f"golden {path}: {INPUTS} line {n}: {why}")
+            seen.add((rec["suite"], rec["id"]))
+            suite = rec.pop("suite")
+            try:
+                out[suite].append(Sample.from_json(rec))
+            except TypeError as e:
+                raise BadGolden(f"golden {path}: {INPUTS} line {n}: {e}") from None
+    except journal.NotARunDir as e:
+        raise BadGolden(f"golden {path} is corrupt: {e}") from None
+    missing = sorted({(o["suite"], o["sample_id"]) for o in obs} - seen)
+    if missing:
+        raise BadGolden(f"golden {path}: {INPUTS} lacks sample {missing[0][0]}/{missing[0][1]} "
+                        f"({len(missing)} observed samples have no input)")
+    for name, samples in out.items():
+        if name.startswith("lm_eval:"):  # imported lm-eval runs hash lm-eval's own documents, not these samples
+            continue
+        want = g["suites"][name].get("dataset_sha256")
+        if want and dataset_sha256(samples) != want:
+            raise BadGolden(f"golden {path}: {INPUTS} suite {name} does not hash to the golden's dataset_sha256 "
+                            "(edited or from another run)")
+    return out
+
+
+def packaged() -> list[Path]:
+    """The goldens installed with the package, by name."""
+    if not PACKAGED.is_dir():
+        return []
+    return sorted(p for p in PACKAGED.iterdir() if (p / GOLDEN).is_file())
+
+
+def resolve(name: str | Path) -> Path:
+    """A golden directory, else a packaged golden by name (`demo-smoke`, or `goldens/demo-smoke` outside the
+    repository). Unknown: the path as given, so the loader names what is missing."""
+    path = Path(name)
+    if (path / GOLDEN).is_file() or path.is_dir():
+        return path
+    if len(path.parts) == 1 or (len(path.parts) == 2 and path.parts[0] == "goldens"):
+        candidate = PACKAGED / path.name
+        if (candidate / GOLDEN).is_file():
+            return candidate
+    return path
+
+
+def save_margins(path: Path, margins: dict[str, Any]) -> None:
+    g, _ = load(path)
+    g["margins"] = margins
+    journal.write_json(Path(path) / GOLDEN, g)
+
+
+MARGIN_ARG = re.compile(r"^(?P<key>[\w:./-]+)=(?P<value>[0-9.]+):(?P<reason>.+)$")

@@ -1,0 +1,272 @@
+"""Frontend envelope checks on one response -> findings.
+
+These are weight-independent: a correct frontend passes them whatever the
+model says, so a rise in their rate points at the serving stack, not the
+weights. Codes are stable names used by compare, the report and CI.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from verifier.judge import contract_surfaces
+from verifier.jsonsafe import TooDeep, is_finite_number, loads_bounded
+from verifier.types import Finding, Parsed
+
+# Findings that make the answer unusable as sent: the verdict becomes `contract`
+# and the sample is kept out of quality metrics (it is a frontend failure, not a wrong answer).
+BLOCKING = {
+    "malformed_body",
+    "tool_calls_not_list",
+    "tool_args_invalid_json",
+    "tool_args_not_object",
+    "tool_name_undeclared",
+    "tool_markup_in_content",
+    "reasoning_in_content",
+    "answer_in_reasoning",
+    "finish_reason_tool_calls_without_calls",
+    "stream_index_collision",
+    "json_invalid_strict",
+    "json_schema_violation_strict",
+    "json_too_deep",
+    "stream_ignored",
+    "stream_too_many_events",
+} | contract_surfaces.BLOCKING
+
+# Findings about what the model chose to write rather than what the serving stack did with it: recorded
+# and reported, but not frontend evidence (new weights move them; e.g. a requantized model writes one more
+# tool call as plain text). None of them is blocking: the sample stays in the quality metrics and is scored
+# on what it says (an empty answer is a wrong one), so every finding is judged by some side (see `sides`).
+MODEL_BEHAVIOUR = {"tool_call_as_text", "json_fenced", "empty_response"}
+
+# Model tool-call markup that a correct tool-call parser never lets through to the client.
+MARKUP = re.compile(
+    r"<tool_call>|</tool_call>|<\|tool_calls?_section_begin\|>|<\|tool_call_begin\|>|<｜tool▁calls?▁begin｜>"
+    r"|<\|channel\|>|<\|python_tag\|>|\[TOOL_CALLS\]|<function=",
+)
+# End-of-turn, stop and other special tokens (ChatML, Llama 3, Gemma, SentencePiece, DeepSeek): in the content
+# they are the detokenizer's or the stop handling's leak (skip_special_tokens, stop strings), not tool markup.
+SPECIAL_TOKEN = re.compile(
+    r"<\|(?:im_end|im_start|endoftext|end_of_text|eot_id|eom_id|end|eos|begin_of_text|start_header_id|end_header_id|file_separator)\|>"
+    r"|</s>|<s>|<eos>|<bos>|<pad>|<end_of_turn>|<start_of_turn>|<｜end▁of▁sentence｜>|<｜begin▁of▁sentence｜>"
+)
+# A whole logprob token that is a special token (some engines list the stop token among the generated ones:
+# vLLM gives `<|im_end|>` last, llama.cpp gives ""): the content rightly leaves it out.
+SPECIAL_TOKEN_WHOLE = re.compile(r"\s*(?:" + SPECIAL_TOKEN.pattern + r"|<\|[A-Za-z0-9_.-]{1,40}\|>|<｜[^｜]{1,40}｜>)\s*")
+# Byte-level BPE and SentencePiece markers some servers return raw in token strings (Ġ space, Ċ newline, ▁ space).
+BYTE_MARKERS = str.maketrans({"Ġ": " ", "Ċ": "\n", "ĉ": "\t", "▁": " "})
+
+
+def sides(code: str) -> set[str]:
+    """Which side of a comparison judges a finding code: `frontend` (a new one fails the frontend signal
+    new_findings) unless it is model behaviour, `metrics` (the sample stays in the quality metrics, scored on
+    what it says) unless it is blocking. Never neither: tests/test_verdicts_sides.py enumerates every code."""
+    return ({"frontend"} if code not in MODEL_BEHAVIOUR else set()) | ({"metrics"} if code not in BLOCKING else set())
+THINK = re.compile(r"</?think>")
+
+
+def _declared(request: dict[str, Any]) -> set[str] | None:
+    tools = request.get("tools")
+    if not tools:
+        return None
+    # Chat nests the name under `function`; Responses and Messages tools carry it at the top.
+    return {(t.get("function") or t).get("name") for t in tools if isinstance(t, dict)}
+
+
+def id_style(call_id: str, name: str | None) -> str:
+    """The shape of a tool-call id ('call_<hex>', 'functions.NAME:<n>'...): models copy ids from history, so a changed shape matters."""
+    s = call_id.replace(name, "NAME") if name else call_id
+    # Whole alphanumeric runs only: a random id (llama-server's 32 letters and digits) holds hex-looking pieces
+    # by chance, and classifying the pieces gave every response its own "shape" (a false format change).
+    s = re.sub(r"[A-Za-z0-9]+", _run_style, s)
+    return re.sub(r"\d+", "<n>", s)
+
+
+def _run_style(m: re.Match[str]) -> str:
+    run = m.group(0)
+    if len(run) >= 6 and re.fullmatch(r"[0-9a-fA-F]+", run):
+        return "<hex>"
+    return "<id>" if len(run) >= 16 else run
+
+
+def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
+    """All envelope findings for one response, in a fixed order (verdicts name the first). Pure."""
+    f: list[Finding] = []
+    if p.extra.get("json_too_deep"):
+        # First, so it names the verdict: the response nests JSON past the limit (a hostile or broken server).
+        f.append(Finding("json_too_deep", str(p.extra["json_too_deep"])))
+    calls = p.tool_calls
+    if calls is not None and not isinstance(calls, list):
+        f.append(Finding("tool_calls_not_list", type(calls).__name__))
+        calls = None
+    calls = calls or []
+    f += _tool_call_findings(request, calls)
+    if p.extra.get("index_collisions"):
+        f.append(Finding("stream_index_collision", f"indexes {p.extra['index_collisions']}"))
+    f += _finish_findings(request, p, calls)
+    f += _text_findings(p, calls)
+    f += _usage_and_logprob_findings(p)
+    f += _greedy_findings(request, p)
+    if p.extra.get("bad_chunks"):
+        f.append(Finding("stream_chunk_invalid_json", str(p.extra["bad_chunks"])))
+    if p.extra.get("stream_ignored"):
+        f.append(Finding("stream_ignored", str(p.extra["stream_ignored"])))
+    detok = detokenize_mismatch(p)
+    if detok:
+        f.append(Finding("detokenize_mismatch", detok))
+    return f + contract_surfaces.check(request, p, mode)
+
+
+def _tool_call_findings(request: dict[str, Any], calls: list[Any]) -> list[Finding]:
+    f: list[Finding] = []
+    declared = _declared(request)
+    seen_ids: set[str] = set()
+    for c in calls:
+        fn = (c or {}).get("function") or {}
+        args = fn.get("arguments")
+        name = fn.get("name")
+        if not isinstance(args, str):
+            f.append(Finding("tool_args_not_string", f"{name}: {type(args).__name__}"))
+        else:
+            try:
+                val = loads_bounded(args) if args.strip() else {}
+            except TooDeep:
+                f.append(Finding("json_too_deep", f"{name}: tool arguments"))
+                val = {}
+            except ValueError:
+                f.append(Finding("tool_args_invalid_json", f"{name}: {args[:120]}"))
+            else:
+                if not isinstance(val, dict):
+                    f.append(Finding("tool_args_not_object", f"{name}: {type(val).__name__}"))
+        if declared is not None and name not in declared:
+            f.append(Finding("tool_name_undeclared", str(name)[:80]))
+        cid = (c or {}).get("id")
+        if not cid:
+            f.append(Finding("tool_call_id_missing", str(name)))
+        elif cid in seen_ids:
+            f.append(Finding("tool_call_id_duplicate", cid))
+        else:
+            seen_ids.add(cid)
+    return f
+
+
+def _finish_findings(request: dict[str, Any], p: Parsed, calls: list[Any]) -> list[Finding]:
+    f: list[Finding] = []
+    fr = p.finish_reason
+    if fr is None:
+        f.append(Finding("finish_reason_missing"))
+    elif fr == "tool_calls" and not calls:
+        f.append(Finding("finish_reason_tool_calls_without_calls"))
+    elif calls and fr not in ("tool_calls", "length"):
+        # llama.cpp and vLLM both say tool_calls; `stop` with calls is a parser or assembly bug.
+        f.append(Finding("finish_reason_mismatch", f"{fr} with {len(calls)} tool call(s)"))
+    max_tokens = request.get("max_tokens") or request.get("max_completion_tokens") or request.get("max_output_tokens")
+    if fr == "length" and max_tokens and p.completion_tokens is not None and p.completion_tokens < max_tokens * 0.5:
+        f.append(Finding("finish_reason_mismatch", f"length after {p.completion_tokens} of {max_tokens} tokens"))
+    return f
+
+
+def _text_findings(p: Parsed, calls: list[Any]) -> list[Finding]:
+    f: list[Finding] = []
+    fr = p.finish_reason
+    for field_name, text in (("content", p.content), ("reasoning", p.reasoning)):
+        if text and MARKUP.search(text):
+            f.append(Finding("tool_markup_in_content", f"{field_name}: {MARKUP.search(text).group(0)}"))
+        if text and SPECIAL_TOKEN.search(text):
+            f.append(Finding("stop_token_in_content", f"{field_name}: {SPECIAL_TOKEN.search(text).group(0)}"))
+    if p.content and THINK.search(p.content):
+        f.append(Finding("reasoning_in_content", THINK.search(p.content).group(0)))
+    if not (p.content or "").strip() and not calls:
+        if (p.reasoning or "").strip() and fr != "length":
+            f.append(Finding("answer_in_reasoning", p.reasoning[-120:]))
+        elif not (p.reasoning or "").strip() and fr != "length":
+            f.append(Finding("empty_response"))
+    return f
+
+
+def _usage_and_logprob_findings(p: Parsed) -> list[Finding]:
+    f: list[Finding] = []
+    if p.usage is None:
+        f.append(Finding("usage_missing"))
+    if p.extra.get("usage_non_finite"):
+        f.append(Finding("usage_non_finite", str(p.extra["usage_non_finite"])))
+    if p.logprobs:
+        bad = sum(1 for t in p.logprobs if isinstance(t, dict) and isinstance(t.get("logprob"), float)
+                  and not is_finite_number(t["logprob"]))
+        if bad:
+            # NaN/Infinity logprobs: the numerics cannot be measured, which must not read as clean drift.
+            f.append(Finding("logprobs_non_finite", f"{bad} of {len(p.logprobs)} tokens"))
+    for field_name, text in (("content", p.content), ("reasoning", p.reasoning)):
+        if text and "\ufffd" in text:
+            # U+FFFD: a detokenizer split a multi-byte character (garbled stream text).
+            f.append(Finding("replacement_char", field_name))
+    return f
+
+
+def _greedy_findings(request: dict[str, Any], p: Parsed) -> list[Finding]:
+    constrained = bool(request.get("response_format") or request.get("tools") or request.get("text") or request.get("output_format"))
+    # Under a grammar (response_format, tools) top_logprobs are the unconstrained ranking, so the
+    # chosen token may rightly be a lower one: the check only holds for free decoding.
+    if request.get("temperature") != 0 or not p.logprobs or constrained:
+        return []
+    # Greedy decoding always takes the top token. A lower-ranked choice at temperature 0 means the
+    # sampling parameters were not applied: a frontend fault that no weight change can produce.
+    for i, t in enumerate(p.logprobs):
+        tops = [x.get("logprob") for x in (t.get("top_logprobs") or []) if isinstance(x.get("logprob"), (int, float))]
+        if tops and isinstance(t.get("logprob"), (int, float)) and t["logprob"] < max(tops) - 1e-3:
+            return [Finding("non_greedy_token", f"token {i} {t.get('token')!r}: {t['logprob']:.3f} < top {max(tops):.3f}")]
+    return []
+
+
+def visible_tokens(tokens: list[str]) -> list[str]:
+    """Logprob token strings as text: whole special tokens (a stop token listed last, a BOS first) and the
+    empty end-of-generation token dropped. Benign engine differences: the content rightly omits them."""
+    return [t for t in tokens if t and not SPECIAL_TOKEN_WHOLE.fullmatch(t)]
+
+
+def comparable(logprobs: list[list[Any]] | None) -> list[tuple[int, Any, Any]]:
+    """(position, token, logprob) of the generated tokens two engines can be compared on: special tokens (a listed
+    stop token, llama.cpp's "" end of generation) left out, byte-level markers read as the text they stand for."""
+    out = []
+    for i, pair in enumerate(logprobs or []):
+        t, lp = pair[0], pair[1]
+        if isinstance(t, str):
+            if not t or SPECIAL_TOKEN_WHOLE.fullmatch(t):
+                continue
+            t = t.translate(BYTE_MARKERS)
+        out.append((i, t, lp))
+    return out
+
+
+def detokenize_mismatch(p: Parsed) -> str | None:
+    """Where logprobs are returned, their tokens must spell the content: a difference is the detokenizer's or
+    a post-processing step's doing (the model generated those tokens). None when it holds or cannot be judged.
+
+    Accepted as benign (engines legitimately differ): special tokens listed among the logprob tokens, raw
+    byte-level markers (Ġ, Ċ, ▁) in token strings, reasoning tokens listed first, trailing whitespace."""
+    toks = [t.get("token") for t in p.logprobs or [] if isinstance(t, dict)]
+    content = p.content or ""
+    if not toks or p.tool_calls or not all(isinstance(t, str) for t in toks):
+        return None
+    if any(t.startswith("bytes:") for t in toks):
+        return None  # vLLM's spelling of a byte-fallback piece: it cannot spell a character by itself
+    text = "".join(visible_tokens(toks))
+    content = SPECIAL_TOKEN.sub("", content)  # a stop token left in the content is stop_token_in_content's finding
+    if "\ufffd" in text:
+        return None  # byte-level tokens that split a character: their strings cannot spell it
+    if not content.strip():
+        if text.strip() and not (p.reasoning or "").strip():
+            # The model generated text and the client got none: the answer was lost after generation.
+            return f"content empty, tokens spell {text.strip()[:40]!r}"
+        return None
+    # Reasoning tokens may come first (some servers list every generated token); trailing space is cosmetic.
+    for spelled in (text, text.translate(BYTE_MARKERS)):
+        if spelled.rstrip().endswith(content.rstrip()):
+            return None
+    i = next((k for k, (a, b) in enumerate(zip(text, content)) if a != b), min(len(text), len(content)))
+    return f"at char {i}: tokens {text[max(0, i - 10):i + 20]!r} vs content {content[max(0, i - 10):i + 20]!r}"
+
+
+def blocking(findings: list[Finding] | tuple[Finding, ...]) -> bool:
+    return any(x.code in BLOCKING for x in findings)

@@ -1,0 +1,264 @@
+"""A vendor matrix: N candidate runs (one per provider) against one golden, as one HTML page and one Markdown table.
+
+Pure functions of the documents each run directory already holds: `comparison.json` (verdicts, evidence,
+metrics with intervals, infra rate) and `summary.json` (latency). Nothing here compares or scores; a row
+is what the comparison said, cut per suite:
+
+- frontend / quantization verdict of a suite: the worst verdict among that side's evidence for the suite
+  (fail > inconclusive > pass), else the document's overall verdict;
+- top evidence: the first failing, else the first inconclusive, evidence line of the suite;
+- key metrics: every metric of the suite as golden -> candidate, delta with its interval, and verdict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from verifier.run import journal
+from verifier import jsonsafe
+
+from verifier.report import colours
+from verifier.attribution.explain import cut_words, tool_call_line
+
+RANK = {"fail": 2, "inconclusive": 1, "pass": 0}
+TEMPLATES = Path(__file__).parent / "report" / "templates"  # beside the report's, covered by the same package data
+FILES = ("matrix.html", "matrix.md", "matrix.json")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One provider's gate: a run directory and the documents it holds."""
+
+    provider: str
+    """The name shown in the matrix (unique)."""
+    run_dir: Path
+    """The candidate run directory."""
+    comparison: dict[str, Any]
+    """Its comparison.json against the matrix's golden."""
+    summary: dict[str, Any] | None = None
+    """Its summary.json (latency), when present."""
+    link: Path | None = None
+    """What the row links to when not the run's own report.html (a comparison the matrix made in memory)."""
+
+
+def read_entry(provider: str, run_dir: Path) -> Entry:
+    """An Entry from a compared run directory (ValueError when it holds no comparison.json)."""
+    cp = run_dir / "comparison.json"
+    if not cp.is_file():
+        raise ValueError(f"{run_dir} holds no comparison.json: compare or gate it first")
+    if (run_dir / journal.HEADER).is_file():
+        with contextlib.suppress(journal.NotARunDir):
+            journal.check_run_dir(run_dir)  # the run's key and credential marks: what matrix writes is scrubbed of them
+    sp = run_dir / "summary.json"
+    summary = jsonsafe.loads(sp.read_text(encoding="utf-8")) if sp.is_file() else None
+    return Entry(provider, run_dir, jsonsafe.loads(cp.read_text(encoding="utf-8")), summary)
+
+
+def entry(provider: str, run_dir: Path, comparison: dict[str, Any], link: Path | None = None) -> Entry:
+    """An Entry from a comparison already in hand (read, or made in memory), with the run's summary.json."""
+    sp = run_dir / "summary.json"
+    summary = json.loads(sp.read_text(encoding="utf-8")) if sp.is_file() else None
+    return Entry(provider, run_dir, comparison, summary, link)
+
+
+def side_verdict(doc: dict[str, Any], side: str, suite: str) -> str:
+    verdicts = [e["verdict"] for e in doc[side]["evidence"] if e.get("suite") == suite and e.get("verdict") in RANK]
+    if not verdicts:
+        return doc[side]["verdict"]
+    return max(verdicts, key=RANK.__getitem__)
+
+
+def top_evidence(doc: dict[str, Any], suite: str) -> str:
+    for wanted in ("fail", "inconclusive"):
+        for side in ("frontend", "quantization"):
+            for e in doc[side]["evidence"]:
+                if e.get("suite") == suite and e.get("verdict") == wanted:
+                    return f"{side}: {e['summary']}" + _new_findings(doc, suite, e.get("signal"))
+    return ""
+
+
+def _new_findings(doc: dict[str, Any], suite: str, signal: str | None) -> str:
+    """For `new_findings`, which ones: that is what tells two providers' frontend bugs apart."""
+    if signal != "new_findings":
+        return ""
+    found = (doc["suites"].get(suite) or {}).get("findings") or {}
+    new = [f"{k} {v.get('candidate', 0)}" for k, v in sorted(found.items())
+           if isinstance(v, dict) and (v.get("candidate") or 0) > (v.get("golden") or 0)]
+    return f"; new: {', '.join(new)}" if new else ""
+
+
+def metric_cells(suite_doc: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for name, m in sorted((suite_doc.get("metrics") or {}).items()):
+        out.append({"name": name, "golden": m.get("golden"), "candidate": m.get("candidate"), "delta": m.get("delta"),
+                    "ci": m.get("ci"), "verdict": m.get("verdict")})
+    return out
+
+
+def diagnosis_cells(doc: dict[str, Any], suite: str) -> list[str]:
+    """The diagnosed components behind this suite's frontend verdict: component, findings, wire modes."""
+    out = []
+    for d in doc.get("diagnosis") or []:
+        if suite in (d.get("suites") or []):
+            modes = f" [{', '.join(d['modes'])}]" if d.get("modes") else ""
+            out.append(f"{d['component']}: {', '.join(d.get('findings') or [])}{modes}")
+    return out
+
+
+def missing_cells(doc: dict[str, Any]) -> list[str]:
+    """For an `incomplete` gate, what is missing: infra errors over the budget, golden coverage not answered."""
+    if doc.get("status") != "incomplete":
+        return []
+    from verifier.attribution.coverage import describe
+
+    out = []
+    inf, cov = doc.get("infra") or {}, doc.get("coverage") or {}
+    budget = inf.get("budget") or 0.0
+    if inf.get("rate") is not None and inf["rate"] > budget:
+        out.append(f"infra errors {inf['count']}/{inf['total']} (rate {inf['rate']:.3g}) above the budget {budget:.3g}")
+    if cov.get("missing") and cov.get("rate", 0) > budget:
+        out.append(describe(cov))
+    return out or [r for r in doc.get("reasons") or []][:2]
+
+
+def _infra_rate(e: Entry, suite: str) -> float | None:
+    s = ((e.summary or {}).get("suites") or {}).get(suite) or {}
+    return s.get("infra_rate", e.comparison.get("infra", {}).get("rate"))
+
+
+def _latency(e: Entry, suite: str) -> dict[str, float] | None:
+    s = ((e.summary or {}).get("suites") or {}).get(suite) or {}
+    return s.get("latency_ms")
+
+
+def _report_link(e: Entry, out_dir: Path) -> str:
+    """The provider's full report, relative to the matrix page (the comparison when no report was rendered)."""
+    target = e.run_dir / "report.html"
+    if e.link is not None:
+        target = e.link
+    elif not target.exists():
+        target = e.run_dir / "comparison.json"
+    return Path(os.path.relpath(target.resolve(), out_dir.resolve())).as_posix()
+
+
+def build(entries: list[Entry], out_dir: Path) -> dict[str, Any]:
+    """The matrix document: one row per provider and suite, in the order given."""
+    names = [e.provider for e in entries]
+    if len(set(names)) != len(names):
+        raise ValueError(f"provider names must be unique, got {names}")
+    goldens = sorted({str(e.comparison.get("golden", {}).get("name")) for e in entries})
+    rows = []
+    for e in entries:
+        doc = e.comparison
+        for suite in sorted(doc.get("suites") or {}):
+            rows.append({
+                "provider": e.provider, "suite": suite, "status": doc["status"], "exit_code": doc["exit_code"],
+                "frontend": side_verdict(doc, "frontend", suite), "quantization": side_verdict(doc, "quantization", suite),
+                "metrics": metric_cells(doc["suites"][suite]), "evidence": top_evidence(doc, suite),
+                "tool_calls": tool_call_line(doc["suites"][suite].get("tool_calls")),
+                "diagnosis": diagnosis_cells(doc, suite), "missing": missing_cells(doc),
+                "infra_rate": _infra_rate(e, suite), "latency_ms": _latency(e, suite),
+                "paired": doc["suites"][suite].get("paired"), "report": _report_link(e, out_dir),
+                "endpoint": (doc.get("run") or {}).get("endpoint", {}).get("base_url"),
+            })
+    return {"golden": goldens[0] if len(goldens) == 1 else goldens, "providers": names, "rows": rows}
+
+
+def fmt(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float):
+        return f"{x:.{digits}g}"
+    return str(x)
+
+
+def metric_text(m: dict[str, Any]) -> str:
+    ci = m.get("ci") or [None, None]
+    return (f"{m['name']} {fmt(m['golden'])}→{fmt(m['candidate'])} "
+            f"(Δ {fmt(m['delta'])}, CI [{fmt(ci[0])}, {fmt(ci[1])}]) {m.get('verdict') or ''}").strip()
+
+
+def latency_text(lat: dict[str, float] | None) -> str:
+    if not lat:
+        return "—"
+    return f"p50 {lat.get('p50', 0):.0f} ms / p95 {lat.get('p95', 0):.0f} ms"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ") or "—"
+
+
+def markdown(m: dict[str, Any]) -> str:
+    """The Markdown table: one line per provider and suite (GitHub renders it in a step summary)."""
+    lines = [f"## verifier matrix vs golden `{m['golden']}`", "",
+             "| provider | suite | status | diagnosis | frontend | quantization | key metrics | top evidence | infra | latency | report |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in m["rows"]:
+        metrics = "; ".join([metric_text(x) for x in r["metrics"]] + ([r["tool_calls"]] if r.get("tool_calls") else [])) or "—"
+        why = "; ".join((r.get("diagnosis") or []) + [f"missing: {x}" for x in r.get("missing") or []])
+        infra = "—" if r["infra_rate"] is None else f"{100 * r['infra_rate']:.1f}%"
+        lines.append("| " + " | ".join(_md_cell(c) for c in (
+            r["provider"], r["suite"], f"{colours.STATUS_ICON.get(r['status'], '')} {r['status']} ({r['exit_code']})".strip(), why,
+            r["frontend"], r["quantization"], metrics,
+            r["evidence"], infra, latency_text(r["latency_ms"]), f"[report]({r['report']})")) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render_html(m: dict[str, Any]) -> str:
+    """One self-contained page (inline CSS and script, CSP by hash, no network); rows sortable by any column."""
+    import base64
+    import hashlib
+
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                             autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    env.filters["fmt"] = fmt
+    env.filters["metric_text"] = metric_text
+    env.filters["latency_text"] = latency_text
+    env.filters["cut"] = cut_words
+    env.globals["status_colour"] = colours.STATUS_COLOUR
+    env.filters["csp_hash"] = lambda js: "sha256-" + base64.b64encode(hashlib.sha256(js.encode()).digest()).decode()
+    tpl = env.get_template("matrix.html.j2")
+    return tpl.render(m=m, rank=RANK, script=SORT_JS)
+
+
+def write(m: dict[str, Any], out_dir: Path) -> dict[str, Path]:
+    """matrix.html, matrix.md and matrix.json into `out_dir`; their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {name: out_dir / name for name in FILES}
+    # Through the one atomic, scrubbed writer: a planted temp symlink is refused, a run's echoed key is masked.
+    journal.write_text(paths["matrix.html"], render_html(m))
+    journal.write_text(paths["matrix.md"], markdown(m))
+    journal.write_json(paths["matrix.json"], m)
+    return paths
+
+
+# Click a header to sort by it; click again to reverse. Cells sort by data-key when present (verdict rank,
+# numbers), else by text. Kept free of template syntax: its sha256 goes into the page's CSP.
+SORT_JS = """
+document.querySelectorAll('th[data-col]').forEach(function (th) {
+  th.addEventListener('click', function () {
+    var col = Number(th.dataset.col), body = document.querySelector('#matrix tbody');
+    var dir = th.dataset.dir === 'asc' ? 'desc' : 'asc';
+    document.querySelectorAll('th[data-col]').forEach(function (h) { h.removeAttribute('data-dir'); h.removeAttribute('aria-sort'); });
+    th.dataset.dir = dir;
+    th.setAttribute('aria-sort', dir === 'asc' ? 'ascending' : 'descending');
+    var key = function (tr) {
+      var td = tr.children[col], k = td.dataset.key;
+      if (k !== undefined && k !== '' && !isNaN(Number(k))) { return Number(k); }
+      return (k !== undefined ? k : td.textContent).trim().toLowerCase();
+    };
+    var rows = Array.prototype.slice.call(body.querySelectorAll('tr'));
+    rows.sort(function (a, b) {
+      var x = key(a), y = key(b), c = x < y ? -1 : x > y ? 1 : 0;
+      return dir === 'asc' ? c : -c;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+  });
+});
+"""

@@ -1,0 +1,341 @@
+"""The run directory: `run.json` header, `samples.jsonl`, append-only `responses.jsonl`.
+
+`samples.jsonl` freezes the samples a run used, so scoring is offline and
+pure even for datasets that came from the hub.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import subprocess
+from pathlib import Path
+from typing import IO, Any, Iterable, Iterator
+
+from verifier import scrub
+from verifier.version import __version__
+from verifier.errors import UsageError
+from verifier.jsonsafe import dumps_strict
+from verifier.redact import Redactor
+from verifier.types import Exchange, RunHeader, Sample
+from verifier import jsonsafe
+
+HEADER = "run.json"
+SAMPLES = "samples.jsonl"
+RESPONSES = "responses.jsonl"
+LOCK = ".lock"
+
+
+class NotARunDir(ValueError):
+    """Not a (scored) run directory: the CLI reports it as a usage error, exit 2."""
+
+
+class CorruptFile(NotARunDir):
+    """A JSONL file with a bad line before its end (a torn last line is not corrupt: it is skipped)."""
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def git_commit() -> str | None:
+    try:
+        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
+        return r.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def run_header(run_id: str, *, endpoint: dict[str, Any], suites: dict[str, Any], sampling: dict[str, Any],
+               extra_body: dict[str, Any], epochs: int, modes: list[str], started: str | None,
+               finished: str | None = None, harness: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    """The one builder of `run.json` (run, merge and the lm-eval importer): same keys as ever, plus `format`.
+
+    `harness` defaults to this harness; a merge passes the shards' own. `extra` carries the optional keys.
+    """
+    hdr = RunHeader(
+        run_id=run_id, harness=harness or {"name": "verifier", "version": __version__, "git_commit": git_commit()},
+        endpoint=endpoint, sampling=sampling, extra_body=extra_body, epochs=epochs, modes=list(modes), suites=suites,
+        started=started, finished=finished, extra=extra,
+    )
+    return hdr.to_json()
+
+
+# One encoder for every record: `json.dumps(obj, **options)` builds a new one per call (~5 us of a ~35 us record).
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def dumps(obj: Any) -> str:
+    """The one JSON encoding used for everything we write: stable bytes for stable inputs."""
+    try:
+        return _ENCODER.encode(obj)
+    except ValueError:  # a non-finite number: the strict path writes it as null
+        return dumps_strict(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def create_new(path: Path, mode: int = 0o666) -> int:
+    """A file descriptor for a file that did not exist: O_EXCL|O_NOFOLLOW, so a planted file or symlink at
+    `path` is an error, never followed into a file of someone else's choosing."""
+    return os.open(path, _NEW_FILE, mode)
+
+
+@contextlib.contextmanager
+def atomic_write(path: Path, binary: bool = False) -> Iterator[IO[Any]]:
+    """The one way a file is written whole: into a new temp file beside `path` with an unpredictable name,
+    created O_EXCL|O_NOFOLLOW (a planted `path.tmp` symlink is never followed), then renamed over `path`.
+    A reader never sees half a file and a crash keeps the old one; an unwritable target is a usage error."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"cannot write {path}: it is a directory")
+    tmp = None
+    try:
+        for _ in range(100):
+            tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+            try:
+                fd = create_new(tmp)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise UsageError(f"cannot write {path}: no free temp name beside it")
+        # backslashreplace: a lone surrogate (a server's "\\ud800", parsed) is written as that same JSON escape,
+        # not a UnicodeEncodeError halfway through a file.
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="")) as f:
+            yield f
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Atomic: a reader never sees half a file, and a crash keeps the old one. Scrubbed of this process's secrets."""
+    obj = scrub.obj(obj)
+    with atomic_write(path) as f:
+        f.write(dumps_strict(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
+
+
+def write_jsonl(path: Path, rows: Iterable[Any]) -> None:
+    with atomic_write(path) as f:
+        for r in rows:
+            f.write(dumps(scrub.obj(r)) + "\n")
+
+
+def write_text(path: Path, text: str) -> None:
+    """Reports, CSV, JUnit, Markdown: atomic and scrubbed like every JSON file."""
+    with atomic_write(path) as f:
+        f.write(scrub.text(text))
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Yields complete records; a torn last line (killed mid-write) is skipped, a corrupt one before it is refused."""
+    if not path.exists():
+        return
+    with path.open("rb") as f:
+        for n, raw in enumerate(f, 1):
+            if not raw.endswith(b"\n"):
+                return  # torn tail
+            if raw.isspace():
+                continue
+            try:
+                rec = jsonsafe.loads(raw)  # from the bytes: no decoded and stripped copies of a 64 MB line beside it
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+                why = getattr(e, "msg", None) or getattr(e, "reason", None) or "nested too deep"
+                raise CorruptFile(f"{path}: line {n} is not valid JSON ({why})") from None
+            raw = b""  # only the record is kept while it is in use
+            if not isinstance(rec, dict):
+                raise CorruptFile(f"{path}: line {n} is not a JSON object")
+            yield rec
+            rec = None
+
+
+def file_digest(path: Path) -> dict[str, Any] | None:
+    """Size and sha256 of a file (None when absent): what the verdicts were scored from."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    h = hashlib.sha256()
+    size = 0
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+            size += len(block)
+    return {"size": size, "sha256": h.hexdigest()}
+
+
+@contextlib.contextmanager
+def locked(run_dir: Path) -> Iterator[None]:
+    """One writer per run directory: a second `run`/`--resume` on it is refused, not interleaved.
+
+    flock on RUN_DIR/.lock: the kernel drops it when the holder dies, so a SIGKILLed run never leaves it stale.
+    """
+    try:
+        f = os.fdopen(os.open(Path(run_dir) / LOCK, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o666), "a")
+    except OSError as e:
+        raise UsageError(f"cannot lock run directory {run_dir}: {e.strerror}") from None
+    try:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"{run_dir} is in use by another verifier process (lock {LOCK}); wait for it",
+                             hints=("use another --out", "another --out-prefix")) from None
+        yield
+    finally:
+        f.close()
+
+
+def ensure_writable_new_dir(path: Path, resumable: bool = True) -> None:
+    """Refuse to overwrite a run, and find an unwritable place before any request is sent."""
+    if (path / HEADER).exists():
+        hints = ((f"use --resume {path}",) if resumable else ()) + ("another --out", "another --out-prefix")
+        raise UsageError(f"{path} already holds a run", hints=hints)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".write-probe-{secrets.token_hex(8)}"
+        os.close(create_new(probe))
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(f"output directory {path} is not writable: {e.strerror}") from None
+
+
+def check_writable(path: Path, directory: bool = False) -> None:
+    """Before any request: `path` (a file, or with `directory` a directory) can be written where it is named.
+    The nearest existing ancestor must take a new file (a probe with an unpredictable name, removed at once):
+    a read-only target is a usage error now, not after every request has been sent."""
+    path = Path(path)
+    what = f"output directory {path} is not writable" if directory else f"cannot write {path}"
+    if not directory and path.is_dir():
+        raise UsageError(f"cannot write {path}: it is a directory")
+    if directory and path.exists() and not path.is_dir():
+        raise UsageError(f"{what}: it is not a directory")
+    place = path if directory and path.is_dir() else path.parent
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    if not place.is_dir():
+        raise UsageError(f"{what}: {place} is not a directory")
+    probe = place / f".verifier-probe-{secrets.token_hex(8)}"
+    try:
+        os.close(create_new(probe))
+        os.unlink(probe)
+    except OSError as e:
+        raise UsageError(f"{what}: {e.strerror or e}") from None
+
+
+def check_run_dir(run_dir: Path) -> dict[str, Any]:
+    p = Path(run_dir) / HEADER
+    if not p.is_file():
+        raise NotARunDir(f"{run_dir} is not a run directory (no {HEADER})")
+    try:
+        hdr = jsonsafe.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise NotARunDir(f"{p} is corrupt: {getattr(e, 'msg', None) or e}") from None
+    if not isinstance(hdr, dict) or not isinstance(hdr.get("suites"), dict):
+        raise NotARunDir(f"{p} is corrupt: not a run header (no suites)")
+    # Every reader of a run passes here: an offline bless or report still scrubs the key its run was made with.
+    scrub.register_run(hdr)
+    return hdr
+
+
+def read_samples(run_dir: Path) -> dict[tuple[str, str], Sample]:
+    out = {}
+    for d in read_jsonl(Path(run_dir) / SAMPLES):
+        suite = d.pop("suite")
+        s = Sample.from_json(d)
+        out[(suite, s.id)] = s
+    return out
+
+
+def sample_fields(s: Sample) -> dict[str, Any]:
+    """`s.to_json()` without its deep copy (dataclasses.asdict walks every message: ~1 ms a gsm8k sample).
+    Same JSON; the values are shared, so only serialize it."""
+    return {name: getattr(s, name) for name in s.__dataclass_fields__}
+
+
+def write_samples(run_dir: Path, pairs: Iterable[tuple[str, Sample]]) -> None:
+    write_jsonl(Path(run_dir) / SAMPLES, ({"suite": suite, **sample_fields(s)} for suite, s in pairs))
+
+
+def iter_exchanges(run_dir: Path) -> Iterator[Exchange]:
+    """Every record in journal order, one at a time (a later one for the same key supersedes an earlier one):
+    what scoring and bless walk, so their memory does not grow with the journal."""
+    for d in read_jsonl(Path(run_dir) / RESPONSES):
+        ex = Exchange.from_json(d)
+        d = None
+        yield ex
+        ex = None
+
+
+def read_exchanges(run_dir: Path) -> dict[tuple[str, str, int, str], Exchange]:
+    """The latest record per (suite, sample, epoch, mode): a resumed retry supersedes an infra error."""
+    return {ex.key: ex for ex in iter_exchanges(run_dir)}
+
+
+def _heal_torn_tail(fd: int) -> None:
+    """Cut a torn last line (a kill mid-write) so the next record starts on its own line."""
+    size = os.fstat(fd).st_size
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    pos = size
+    while pos > 0:  # backwards in blocks: the journal is never read whole for this
+        start = max(0, pos - 2**20)
+        i = os.pread(fd, pos - start, start).rfind(b"\n")
+        if i >= 0:
+            os.ftruncate(fd, start + i + 1)
+            return
+        pos = start
+    os.ftruncate(fd, 0)
+
+
+class Journal:
+    """Append-only writer, flushed per record so a SIGKILL loses at most the line being written."""
+
+    def __init__(self, run_dir: Path, scrub: Iterable[str] = ()):
+        self.path = Path(run_dir) / RESPONSES
+        # O_NOFOLLOW: a responses.jsonl planted as a symlink is refused, not healed or appended through.
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        try:
+            _heal_torn_tail(fd)
+        except OSError:
+            os.close(fd)
+            raise
+        self._f = os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace")
+        # Secrets never reach disk, even if a server echoes them back (split, escaped or bare).
+        self._redact = Redactor(scrub)
+
+    def append(self, ex: Exchange) -> None:
+        rec = self._redact.record(ex.to_json())
+        if self._redact and self._parsed_leak(rec):
+            rec = self._redact.blank_texts(rec)
+        line = dumps(rec)
+        rec = {}
+        self._f.write(line)  # not `line + "\n"`: a 64 MB body would be copied once more
+        self._f.write("\n")
+        self._f.flush()
+
+    def _parsed_leak(self, rec: dict[str, Any]) -> bool:
+        """Whether the answer parsed from the redacted record (what score, bless and report will show, in processes
+        that may not hold the key) still spells a secret: the raw pass missed a split the parser rejoins."""
+        from verifier.judge.parse import parse_exchange
+
+        try:
+            p = parse_exchange(Exchange.from_json(rec))
+        except Exception:  # noqa: BLE001 - a record the parser refuses shows no text to anyone
+            return False
+        texts = [p.content, p.reasoning, dumps(p.tool_calls) if p.tool_calls else None,
+                 "".join(t.get("token") or "" for t in p.logprobs if isinstance(t, dict)) if isinstance(p.logprobs, list) else None]
+        return any(isinstance(t, str) and self._redact.text(t) != t for t in texts)
+
+    def close(self) -> None:
+        self._f.close()

@@ -1,0 +1,192 @@
+"""`verifier merge SHARD... --out RUN_DIR`: shard run directories -> one run directory, then scored.
+
+CI splits a large run across matrix jobs (`--shard i/n`, or `--limit`/`--sample-seed`);
+each job uploads its run dir; one job merges them and compares the result with the
+golden as if it were one run. Shards must agree on everything that makes runs
+comparable (model, suite versions, sampling, epochs, modes); they may differ in
+which samples they hold and in when they ran.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Sequence
+
+from verifier.run import journal
+from verifier import scrub
+from verifier.errors import UsageError
+from verifier.types import RunHeader, Sample
+
+SAME = ("sampling", "extra_body", "epochs", "modes")
+
+
+def parse_shard(spec: str) -> tuple[int, int]:
+    """'2/4' -> (2, 4): the second of four shards, 1-based like CI matrix indexes."""
+    try:
+        i, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard must look like I/N (e.g. 2/4), got {spec!r}") from None
+    if not 1 <= i <= n:
+        raise ValueError(f"--shard {spec}: need 1 <= I <= N")
+    return i, n
+
+
+def take_shard(samples: Sequence[Sample], spec: str | None) -> list[Sample]:
+    """Every n-th sample starting at i-1: balanced, disjoint, and the shards' union is the whole selection."""
+    if not spec:
+        return list(samples)
+    i, n = parse_shard(spec)
+    return list(samples[i - 1::n])
+
+
+def _usage(msg: str, hints: tuple[str, ...] = ()) -> Exception:
+    return UsageError(msg, hints=hints)
+
+
+def merge_headers(run_id: str, headers: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+    first_dir, first = headers[0]
+    model = first["endpoint"]["model"]
+    versions: dict[str, tuple[str, Path]] = {}
+    for d, h in headers:
+        if h["endpoint"]["model"] != model:
+            raise _usage(f"shard {d} used model {h['endpoint']['model']!r}, shard {first_dir} used {model!r}")
+        for k in SAME:
+            if h.get(k) != first.get(k):
+                raise _usage(f"shard {d} differs from {first_dir} in {k}: {h.get(k)!r} vs {first.get(k)!r}")
+        for name, info in h["suites"].items():
+            seen = versions.setdefault(name, (info["version"], d))
+            if seen[0] != info["version"]:
+                raise _usage(f"conflicting {name} versions: {seen[0]} in {seen[1]}, {info['version']} in {d}")
+    starts = [h.get("started") for _, h in headers if h.get("started")]
+    ends = [h.get("finished") for _, h in headers]
+    named = {f.name for f in fields(RunHeader)}
+    rest = {k: v for k, v in first.items() if k not in named}  # server_info and whatever else the first shard had
+    rest.update(
+        selection={"smoke": all((h.get("selection") or {}).get("smoke") for _, h in headers), "limit": None, "sample_seed": None,
+                   "ids": any((h.get("selection") or {}).get("ids") for _, h in headers)},
+        shards=[{"run_id": h.get("run_id"), "endpoint": h.get("endpoint"), "started": h.get("started"), "finished": h.get("finished"),
+                 "selection": h.get("selection"), "suites": h.get("suites")} for _, h in headers],
+    )
+    return journal.run_header(
+        run_id, harness=first.get("harness"), endpoint=first["endpoint"], sampling=first.get("sampling"),
+        extra_body=first.get("extra_body"), epochs=first.get("epochs"), modes=first.get("modes"),
+        suites={name: {**h["suites"][name]} for _, h in reversed(headers) for name in h["suites"]},
+        started=min(starts) if starts else None,
+        # ISO-8601 UTC strings sort chronologically; a shard that never finished leaves the merge unfinished.
+        finished=max(ends) if ends and all(ends) else None,
+        **rest,
+    )
+
+
+def _refuse_repeats(shards: list[Path]) -> None:
+    """The same shard given twice (or a copy of it) would double its records."""
+    seen: dict[Any, Path] = {}
+    for d in shards:
+        digest = journal.file_digest(Path(d) / journal.RESPONSES)
+        keys = [Path(d).resolve()] + ([digest["sha256"]] if digest and digest["size"] else [])
+        for k in keys:
+            if k in seen:
+                raise _usage(f"shard {d} is the same run as {seen[k]}: each shard may be merged once")
+            seen[k] = Path(d)
+
+
+def shard_set(headers: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+    """The `--shard i/N` of each input, and which of the N are absent (an incomplete set must not pass as whole)."""
+    specs = [((h.get("selection") or {}).get("shard"), d) for d, h in headers]
+    parsed = [(parse_shard(sp), d) for sp, d in specs if sp]
+    if not parsed:
+        return {"inputs": [None] * len(headers), "n": None, "missing": [], "complete": True}
+    ns = {n for (_, n), _ in parsed}
+    if len(ns) > 1 or len(parsed) != len(headers):
+        unsharded = [str(d) for sp, d in specs if not sp]
+        raise _usage(f"shards disagree on N: {sorted(ns)}" + (f"; not sharded: {', '.join(unsharded)}" if unsharded else ""))
+    n = ns.pop()
+    missing = sorted(set(range(1, n + 1)) - {i for (i, _), _ in parsed})
+    return {"inputs": [sp for sp, _ in specs], "n": n, "missing": [f"{i}/{n}" for i in missing], "complete": not missing}
+
+
+def merge(shards: list[Path], out: Path, allow_partial: bool = False) -> dict[str, Any]:
+    """Write the merged run dir (header, samples union, responses concatenated); returns the header. Does not score.
+
+    An incomplete shard set (2/4 and 4/4 of four) is refused unless `allow_partial`; the header records
+    the set either way, and compare counts what is missing against the golden."""
+    if len(shards) < 1:
+        raise _usage("merge needs at least one shard run directory")
+    headers = []
+    for d in shards:
+        try:
+            headers.append((d, journal.check_run_dir(d)))
+        except journal.NotARunDir as e:
+            raise _usage(str(e)) from None
+    _refuse_repeats(shards)
+    sset = shard_set(headers)
+    if not sset["complete"] and not allow_partial:
+        raise _usage(f"incomplete shard set: have {', '.join(sset['inputs'])}, missing {', '.join(sset['missing'])} "
+                     "(a failed matrix job?)", hints=("pass --allow-partial to merge anyway (compare will report the gap)",))
+    hdr = merge_headers(out.name, headers)
+    hdr["shard_set"] = sset
+    samples: dict[tuple[str, str], Sample] = {}
+    for d, _ in headers:
+        for key, s in journal.read_samples(d).items():
+            if key in samples and samples[key] != s:
+                raise _usage(f"sample {key[0]}/{key[1]} differs between shards (another dataset?); last seen in {d}")
+            samples[key] = s
+    journal.ensure_writable_new_dir(out)
+    ordered = sorted(samples.items())
+    journal.write_samples(out, [(suite, s) for (suite, _), s in ordered])
+    for name, info in hdr["suites"].items():
+        mine = [s for (suite, _), s in ordered if suite == name]
+        h = hashlib.sha256()
+        for s in mine:
+            h.update(journal.dumps(s.to_json()).encode())
+            h.update(b"\n")
+        reqs = sum(x["suites"].get(name, {}).get("requests", 0) for _, x in headers)
+        hdr["suites"][name] = {**info, "dataset_sha256": h.hexdigest(), "samples": len(mine), "requests": reqs}
+    # Responses: concatenated in shard order. Readers keep the latest record per key, so a sample that two
+    # shards both ran resolves to the later shard, the same rule as a resumed run.
+    with journal.atomic_write(out / journal.RESPONSES) as f:
+        for d, _ in headers:
+            for rec in journal.read_jsonl(d / journal.RESPONSES):
+                f.write(journal.dumps(scrub.obj(rec)) + "\n")
+    _merge_probes(headers, out, hdr)
+    journal.write_json(out / journal.HEADER, hdr)
+    return hdr
+
+
+PROBES, CONTEXT = "probes.json", "context.json"  # app.collect writes them beside the journal
+
+
+def _merge_probes(headers: list[tuple[Path, dict[str, Any]]], out: Path, hdr: dict[str, Any]) -> None:
+    """The parameter-contract probes and the context probe are part of the run: a merge without them could
+    never cover a golden that has them. Each probe's result comes from the first shard that ran it; shards
+    that disagree on one make it failed (a failure seen on the endpoint is not outvoted), naming both."""
+    import json
+
+    def read(d: Path, name: str) -> Any:
+        p = Path(d) / name
+        return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+
+    probes: dict[str, Any] = {}
+    sources: dict[str, list[str]] = {}
+    for d, _ in headers:
+        for name, result in (read(d, PROBES) or {}).items():
+            sources.setdefault(PROBES, [])
+            if str(d) not in sources[PROBES]:
+                sources[PROBES].append(str(d))
+            first = probes.get(name)
+            if first is None:
+                probes[name] = dict(result)
+            elif bool(first.get("passed")) != bool(result.get("passed")):
+                probes[name] = {"passed": False, "detail": f"shards disagree: {first.get('detail')} / {result.get('detail')} ({d})"}
+    if probes:
+        journal.write_json(out / PROBES, probes)
+    for d, _ in headers:
+        ctx = read(d, CONTEXT)
+        if ctx is not None:
+            journal.write_json(out / CONTEXT, ctx)
+            sources[CONTEXT] = [str(d)]
+            break
+    if sources:
+        hdr["merged_parts"] = sources

@@ -1,0 +1,96 @@
+"""`--resume` continues the run it names, never a different one: a flag that disagrees with run.json is refused.
+
+A journal with half its records from one model and half from another (while run.json names the first)
+would be scored and compared as one run. An omitted flag takes the run's own value.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from verifier.errors import UsageError
+from verifier.redact import credential_values, mask_credentials
+
+# RunSpec.overrides key -> the flag that sets it.
+SAMPLING_FLAGS = {"temperature": "--temperature", "top_p": "--top-p", "max_tokens": "--max-tokens", "seed": "--seed",
+                  "logprobs": "--logprobs", "top_logprobs": "--logprobs"}
+
+
+def _refuse(run_dir: Path, flag: str, given: Any, recorded: Any) -> UsageError:
+    return UsageError(f"--resume {run_dir}: {flag} {given!r} differs from the run's {recorded!r} "
+                      f"(omit {flag} to continue with the run's value, or start a new run)")
+
+
+def _place(url: str) -> tuple[str, str, str]:
+    """Scheme, host and path: a local server restarted on another port is the same endpoint (the served
+    models are compared once it answers, see `served_models`)."""
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.path.rstrip("/")
+
+
+def served_models(info: dict[str, Any]) -> list[str] | None:
+    """The model ids an endpoint's /v1/models listed, or None when it did not say."""
+    models = info.get("models") if isinstance(info, dict) else None
+    data = models.get("data") if isinstance(models, dict) else None
+    if not isinstance(data, list):
+        return None
+    return sorted(str(m.get("id")) for m in data if isinstance(m, dict))
+
+
+def check_same_server(run_dir: Path, recorded: dict[str, Any], now: dict[str, Any]) -> None:
+    """On resume, the endpoint must still serve what it served when the run started."""
+    a, b = served_models(recorded), served_models(now)
+    if a is not None and b is not None and a != b:
+        raise UsageError(f"--resume {run_dir}: --base-url now serves models {b}, the run's endpoint served {a}; "
+                         "resume against the same endpoint or start a new run")
+
+
+def mismatches(spec: Any, hdr: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """`spec` is an app.RunSpec (not imported: app imports this). (flag, given, recorded) for every flag the user set that disagrees with the run header."""
+    from verifier.wire.endpoint import redact_url
+
+    out: list[tuple[str, Any, Any]] = []
+    ep = hdr.get("endpoint") or {}
+    if spec.endpoint.model and spec.endpoint.model != ep.get("model"):
+        out.append(("--model", spec.endpoint.model, ep.get("model")))
+    if spec.endpoint.base_url and ep.get("base_url") and _place(redact_url(spec.endpoint.base_url)) != _place(str(ep["base_url"])):
+        out.append(("--base-url", redact_url(spec.endpoint.base_url), ep["base_url"]))
+    if spec.suites and sorted(spec.suites) != sorted(hdr.get("suites") or {}):
+        out.append(("--suite", ",".join(spec.suites), ",".join(sorted(hdr.get("suites") or {}))))
+    if spec.modes and list(spec.modes) != list(hdr.get("modes") or ["chat"]):
+        out.append(("--mode", ",".join(spec.modes), ",".join(hdr.get("modes") or ["chat"])))
+    # Credential values are masked in run.json: compared masked (a resume cannot check a key it never kept).
+    if spec.extra_body and mask_credentials(dict(spec.extra_body)) != mask_credentials(hdr.get("extra_body") or {}):
+        out.append(("--extra-body", mask_credentials(dict(spec.extra_body)), hdr.get("extra_body") or {}))
+    sampling = hdr.get("sampling") or {}
+    recorded = {**(sampling.get("defaults") or {}), **(sampling.get("overrides") or {})}
+    for k, v in spec.overrides.items():
+        if recorded.get(k) != v:
+            out.append((SAMPLING_FLAGS.get(k, k), v, recorded.get(k)))
+    if spec.epochs != 1 and spec.epochs != hdr.get("epochs", 1):
+        out.append(("--epochs", spec.epochs, hdr.get("epochs", 1)))
+    sel = hdr.get("selection") or {}
+    for flag, key, given in (("--limit", "limit", spec.limit), ("--sample-seed", "sample_seed", spec.sample_seed),
+                             ("--shard", "shard", spec.shard)):
+        if given is not None and given != sel.get(key):
+            out.append((flag, given, sel.get(key)))
+    if spec.smoke and not sel.get("smoke"):
+        out.append(("--smoke", True, bool(sel.get("smoke"))))
+    return out
+
+
+def check_resume(spec: Any, hdr: dict[str, Any], run_dir: Path) -> None:
+    """Raise a UsageError naming the first flag that disagrees with the run being resumed."""
+    bad = mismatches(spec, hdr)
+    if bad:
+        raise _refuse(run_dir, *bad[0])
+    if not spec.extra_body and credential_values(hdr.get("extra_body") or {}):
+        raise UsageError(f"--resume {run_dir}: run.json masks the credentials in the run's --extra-body; "
+                         "pass the same --extra-body again to continue")
+
+
+def resumed_extra_body(spec: Any, hdr: dict[str, Any]) -> dict[str, Any]:
+    """The body extras a resume sends: the user's (with the real credentials) when given, else the run's."""
+    return dict(spec.extra_body) if spec.extra_body else dict(hdr.get("extra_body") or {})

@@ -1,0 +1,267 @@
+"""samples x epochs x modes -> requests -> journal, with progress. The only phase that talks to the network."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import hashlib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, TextIO
+
+from verifier.run import journal
+from verifier import scrub
+if TYPE_CHECKING:  # the endpoint module loads the openai SDK (~1 s): only when a request is sent
+    from verifier.wire.endpoint import Endpoint, EndpointConfig
+from verifier.types import Exchange, Sample, Suite
+
+# The run's defaults: greedy and reproducible, so run-to-run spread is the server's, not ours.
+DEFAULT_SAMPLING = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 1024, "seed": 1234}
+MAX_CONVERSATION_STEPS = 1000
+"""Requests one conversation may send, whatever its suite's own bounds: a guard against a runaway loop."""
+
+
+now = journal.now
+git_commit = journal.git_commit
+
+
+def dataset_sha256(samples: list[Sample]) -> str:
+    h = hashlib.sha256()
+    for s in samples:
+        h.update(journal.dumps(journal.sample_fields(s)).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def build_request(suite: Suite, sample: Sample, model: str, sampling: dict[str, Any], extra_body: dict[str, Any], mode: str,
+                  template: str | None = None) -> dict[str, Any]:
+    """Precedence, low to high: run defaults < suite defaults < sample params < user overrides < extra body."""
+    body = dict(suite.request(sample))
+    if body.get("_raw"):
+        # Raw replay: the vendor's body is sent as-is, except model and stream mode.
+        body = dict(body["_raw"])
+        body["model"] = model
+    else:
+        body["model"] = model
+        for k, v in {**DEFAULT_SAMPLING, **suite.defaults, **sample.params, **sampling["overrides"]}.items():
+            if v is not None:
+                body[k] = v
+    body.update(extra_body)
+    body.pop("stream", None)
+    if mode == "completions":
+        from verifier.wire.dualpath import completion_body
+
+        if not template:
+            raise ValueError("the completions (dual path) mode needs the chat template the server reports in /props")
+        return completion_body(body, template)
+    if mode.startswith(("responses", "messages")):
+        from verifier.surfaces.translate import translate
+
+        # Extra body is the user's word for this server, in its spelling: kept through the translation.
+        return {**translate(mode, {k: v for k, v in body.items() if k not in extra_body}), **extra_body}
+    if mode == "chat-stream":
+        body["stream"] = True
+        body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    else:
+        body.pop("stream_options", None)
+    return body
+
+
+class Progress:
+    """done/total, errors and req/s on stderr; silent with --quiet.
+
+    On a terminal: one bar redrawn in place with `\r`. Elsewhere (CI logs, files) `\r` would pile up into one
+    endless line, so it writes a plain line at most every `interval` seconds (VERIFIER_PROGRESS_INTERVAL,
+    default 10) and one at the end.
+    """
+
+    def __init__(self, total: int, quiet: bool, stream: TextIO | None = None, interval: float | None = None):
+        self.total, self.quiet = total, quiet
+        # The bar's own `\r` must reach the terminal: past the CLI's control-character escaping (cli/console.py).
+        self.stream = stream or getattr(sys.stderr, "raw", sys.stderr)
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = interval if interval is not None else (0.2 if self.tty else _env_interval())
+        self.done = self.errors = 0
+        self.t0 = time.perf_counter()
+        self._last = self.t0 if not self.tty else 0.0
+
+    def tick(self, error: bool) -> None:
+        self.done += 1
+        self.errors += error
+        t = time.perf_counter()
+        if self.quiet or not (t - self._last >= self.interval or self.done == self.total):
+            return
+        self._last = t
+        rate = self.done / max(t - self.t0, 1e-9)
+        if self.tty:
+            bar = "#" * int(30 * self.done / max(self.total, 1))
+            self.stream.write(f"\r[{bar:<30}] {self.done}/{self.total} errors={self.errors} {rate:.1f} req/s")
+            if self.done == self.total:
+                self.stream.write("\n")
+        else:
+            self.stream.write(f"progress: {self.done}/{self.total} errors={self.errors} {rate:.1f} req/s\n")
+        self.stream.flush()
+
+
+def _env_interval() -> float:
+    try:
+        return max(0.0, float(os.environ.get("VERIFIER_PROGRESS_INTERVAL", "10")))
+    except ValueError:
+        return 10.0
+
+
+@contextlib.contextmanager
+def lean_gc(gen0: int = 20_000):
+    """Fewer, cheaper garbage collections while requests fly.
+
+    The planned work (every request body) and the imported modules are long-lived: `gc.freeze()` takes them
+    out of every collection, and a larger first-generation threshold stops the collector from running every
+    ~10 requests. At concurrency 256 the default settings spent a sixth of the client's CPU in the collector.
+    """
+    old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(gen0, old[0]), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
+
+
+async def execute(
+    run_dir: Path,
+    work: list[tuple[Suite, Sample, int, str, dict[str, Any]]],
+    cfg: EndpointConfig,
+    quiet: bool = False,
+    endpoint: Endpoint | None = None,
+    journaled: dict[tuple[str, str, int, str], Exchange] | None = None,
+) -> dict[str, int]:
+    """Send every (suite, sample, epoch, mode, body) and journal each Exchange as it completes.
+
+    `journaled`: the answered records of the run being resumed; a conversation replays them instead of
+    re-sending (Suite.conversation), so only its missing steps go out."""
+    from verifier.wire.endpoint import Endpoint
+
+    ep = endpoint or Endpoint(cfg)
+    jr = journal.Journal(run_dir, scrub=[cfg.api_key or "", *cfg.headers.values(), *scrub.secrets()])
+    progress = Progress(sum(w[1].meta.get("turns", 1) if w[0].followup or w[0].conversation else 1 for w in work), quiet)
+    classes: dict[str, int] = {}
+    journaled = journaled or {}
+
+    def record(ex: Exchange) -> None:
+        """Journal one exchange, count it in the progress and, when it failed, in its error class."""
+        jr.append(ex)
+        progress.tick(ex.error is not None)
+        if ex.error is not None:
+            classes[ex.error] = classes.get(ex.error, 0) + 1
+
+    async def converse(suite: Suite, sample: Sample, epoch: int, mode: str, first: dict[str, Any]) -> None:
+        """One conversation, step by step: each request is built from the answers before it (pure), so a
+        journaled step whose body is rebuilt bit for bit is reused, and sending resumes at the first gap."""
+        steps: list[Exchange] = []
+        for _ in range(MAX_CONVERSATION_STEPS):
+            nxt = suite.conversation.step(sample, first, steps)
+            if nxt is None:
+                return
+            step_id, body = nxt
+            old = journaled.get((suite.name, step_id, epoch, mode))
+            if old is not None and old.request == body:
+                ex = old
+            else:
+                r = await ep.send(mode, body)
+                ex = Exchange(suite.name, step_id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts)
+                record(ex)
+            steps.append(ex)
+            if ex.error is not None or ex.status is None or ex.status >= 400:
+                return  # no answer to build on: scoring reports the rest of the conversation as not reached
+
+    async def one(suite: Suite, sample: Sample, epoch: int, mode: str, body: dict[str, Any] | None,
+                  prev: Exchange | None = None) -> None:
+        if body is None and prev is not None:  # the turn before failed: this one is recorded as failing with it
+            ex = Exchange(suite.name, sample.id, epoch, mode, {}, prev.status, None, None, prev.error, 0.0, 0)
+        else:
+            r = await ep.send(mode, body)
+            ex = Exchange(suite.name, sample.id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts)
+        record(ex)
+        nxt = suite.followup(sample, ex) if suite.followup else None
+        if nxt is not None:  # multi-turn: the next turn replays this answer, so it waits for it
+            await one(suite, nxt[0], epoch, mode, nxt[1], ex)
+
+    async def worker(queue: Iterator[tuple[Suite, Sample, int, str, dict[str, Any]]]) -> None:
+        for w in queue:
+            await (converse(*w) if w[0].conversation else one(*w))
+
+    # A fixed pool of workers pulling from one iterator, not one task per request parked on the semaphore:
+    # a worker sends its next request as soon as its answer is journaled, with no wake-up hand-off through the
+    # loop, and a run of 10,000 requests holds `concurrency` tasks instead of 10,000.
+    queue = iter(work)
+    try:
+        with lean_gc():
+            await asyncio.gather(*(worker(queue) for _ in range(max(1, min(cfg.concurrency, len(work))))))
+    finally:
+        jr.close()
+        if endpoint is None:
+            await ep.aclose()
+    return {"sent": progress.done, "errors": progress.errors, "error_classes": classes}
+
+
+def plan(
+    suites: list[tuple[Suite, list[Sample]]],
+    model: str,
+    sampling: dict[str, Any],
+    extra_body: dict[str, Any],
+    epochs: int,
+    modes: list[str],
+    done: set[tuple[str, str, int, str]] = frozenset(),
+    template: str | None = None,
+) -> list[tuple[Suite, Sample, int, str, dict[str, Any]]]:
+    work = []
+    for suite, samples in suites:
+        for s in samples:
+            if suite.conversation:
+                # Every conversation goes to the runner: it replays what the journal holds and sends the rest.
+                work += [(suite, s, e, m, build_request(suite, s, model, sampling, extra_body, m, template))
+                         for e in range(epochs) for m in modes]
+                continue
+            if s.meta.get("after"):
+                continue  # a later turn: sent after the turn before it answered (Suite.followup)
+            turns = s.meta.get("turn_ids") or [s.id]
+            for e in range(epochs):
+                for m in modes:
+                    # A conversation is re-sent whole when any of its turns is missing: later turns replay earlier answers.
+                    if any((suite.name, t, e, m) not in done for t in turns):
+                        work.append((suite, s, e, m, build_request(suite, s, model, sampling, extra_body, m, template)))
+    return work
+
+
+def records(suite: Suite, samples: list[Sample]) -> int:
+    """How many scored records a suite's samples make per epoch and mode (a conversation makes several)."""
+    if suite.conversation:
+        return sum(len(suite.conversation.records(s)) for s in samples)
+    return len(samples)
+
+
+def header(run_id: str, cfg: EndpointConfig, suites: list[tuple[Suite, list[Sample]]], sampling: dict[str, Any],
+           extra_body: dict[str, Any], epochs: int, modes: list[str], api_key_env: str | None) -> dict[str, Any]:
+    from verifier.wire.endpoint import redact_url
+    from verifier.redact import mask_credentials
+
+    return journal.run_header(
+        run_id,
+        endpoint={"base_url": redact_url(cfg.base_url), "model": cfg.model, "api_key_env": api_key_env, "header_names": sorted(cfg.headers),
+                  # that a credential was sent, never its value: offline commands then mask what looks like one
+                  "api_key_sent": bool(cfg.api_key) and not any(k.lower() == "authorization" for k in cfg.headers)},
+        sampling=sampling, extra_body=mask_credentials(extra_body), epochs=epochs, modes=modes, started=now(),
+        suites={
+            s.name: {
+                "version": s.version,
+                "dataset_sha256": dataset_sha256(samples),
+                "samples": len(samples),
+                "requests": records(s, samples) * epochs * len(modes),
+            }
+            for s, samples in suites
+        },
+    )

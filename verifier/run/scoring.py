@@ -1,0 +1,239 @@
+"""Journal -> verdicts.jsonl + summary.json. Offline and pure: same journal, same bytes."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from verifier.judge import contract, contract_surfaces
+from verifier.run import journal
+from verifier import stats
+from verifier.wire.bodyread import TOO_MANY_EVENTS
+from verifier.judge.parse import MalformedBody, parse_exchange
+from verifier.types import Exchange, Finding, Judgement, Sample, Suite, Verdict
+from verifier import jsonsafe
+
+VERDICTS = "verdicts.jsonl"
+# Exchange errors that are findings about the stream the server sent, not transport failures.
+CONTRACT_ERRORS = {TOO_MANY_EVENTS: "the stream was cut at --max-stream-events (mostly empty or repeated events)"}
+SUMMARY = "summary.json"
+
+
+def _signals(ex: Exchange, parsed=None) -> dict[str, Any]:
+    s: dict[str, Any] = {"latency_ms": ex.latency_ms, "attempts": ex.attempts, "status": ex.status}
+    if parsed is not None:
+        s["finish_reason"] = parsed.finish_reason
+        s["prompt_tokens"] = parsed.prompt_tokens
+        s["completion_tokens"] = parsed.completion_tokens
+        calls = parsed.tool_calls if isinstance(parsed.tool_calls, list) else []
+        styles = sorted({contract.id_style(c["id"], (c.get("function") or {}).get("name")) for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)})
+        if styles:
+            s["tool_call_id_style"] = styles
+    return s
+
+
+def judge(suite: Suite, sample: Sample, ex: Exchange) -> Verdict:
+    """One exchange -> one verdict. Infra is decided here, before any scorer sees the response.
+
+    The only place a Verdict is built: identity (suite, sample, epoch, mode) comes from the
+    Exchange, never from the scorer, whose Judgement knows nothing of epochs or wire modes.
+    """
+    base = dict(suite=ex.suite, sample_id=ex.sample_id, epoch=ex.epoch, mode=ex.mode)
+    if ex.status is not None and ex.status >= 400 and suite.unsupported and suite.unsupported(sample, ex.status, ex.body or ""):
+        return Verdict(**base, outcome="unsupported", reason=f"http_{ex.status}", signals=_signals(ex))
+    if ex.error in CONTRACT_ERRORS:
+        # What the endpoint sent broke the stream contract itself (the reader cut it at a cap): a finding, not infra.
+        f = Finding(ex.error, CONTRACT_ERRORS[ex.error])
+        return Verdict(**base, outcome="contract", reason=ex.error, findings=(f,), signals=_signals(ex))
+    if ex.error is not None:
+        return Verdict(**base, outcome="infra", reason=ex.error, signals=_signals(ex))
+    if ex.status is None or ex.status >= 400:
+        # A non-retryable 4xx: the endpoint refused the request as sent. Not a wrong answer (but a
+        # Responses/Messages error must still have its surface's shape).
+        return Verdict(**base, outcome="unsupported", reason=f"http_{ex.status}", signals=_signals(ex),
+                       findings=tuple(contract_surfaces.error_findings(ex.mode, ex.status, ex.body)))
+    try:
+        parsed = parse_exchange(ex)
+    except MalformedBody as e:
+        return Verdict(**base, outcome="contract", reason="malformed_body", findings=(Finding("malformed_body", str(e)),), signals=_signals(ex))
+    findings = contract.check(ex.request, parsed, ex.mode)
+    j: Judgement = suite.score(sample, parsed)
+    findings = tuple(findings) + tuple(j.findings)
+    outcome = "contract" if contract.blocking(findings) else j.outcome
+    reason = j.reason
+    if outcome == "contract" and j.outcome != "contract":
+        reason = next(f.code for f in findings if f.code in contract.BLOCKING)
+    return Verdict(
+        **base, outcome=outcome, score=j.score, answer=j.answer, reason=reason,
+        findings=findings, metrics=j.metrics, signals={**_signals(ex, parsed), **j.signals},
+    )
+
+
+def _steps_signals(steps: list[Verdict]) -> dict[str, Any]:
+    """A record's wire signals over the requests it covers: the first request's prompt tokens (the one
+    whose prompt the record's history does not depend on), totals of completion tokens, latency and
+    attempts, the last finish reason, every tool-call id style."""
+    sig = [v.signals for v in steps]
+    styles = sorted({x for s in sig for x in s.get("tool_call_id_style") or ()})
+    out: dict[str, Any] = {
+        "latency_ms": sum(s.get("latency_ms") or 0.0 for s in sig), "attempts": sum(s.get("attempts") or 0 for s in sig),
+        "status": sig[-1].get("status"), "finish_reason": sig[-1].get("finish_reason"),
+        "prompt_tokens": sig[0].get("prompt_tokens"), "requests": len(steps),
+        "completion_tokens": sum(s.get("completion_tokens") or 0 for s in sig) if any(s.get("completion_tokens") is not None for s in sig) else None,
+    }
+    if styles:
+        out["tool_call_id_style"] = styles
+    return out
+
+
+def judge_conversation(suite: Suite, sample: Sample, steps: list[Exchange]) -> list[Verdict]:
+    """One conversation's exchanges (in step order) -> one verdict per record of `Suite.conversation`.
+
+    Each request is judged for its envelope like any exchange (infra, refusal, contract findings); the
+    suite judges the content of each record over the whole conversation. A record's outcome is the worst
+    of the requests it covers: infra, then unsupported, then contract. A record with no request (the
+    conversation stopped before it) takes the outcome of the request it stopped at, as `not_reached`.
+    """
+    conv = suite.conversation
+    base_steps = [judge(suite, sample, ex) for ex in steps]
+    stopped = next((v for v in base_steps if v.outcome in ("infra", "unsupported")), None)
+    out = []
+    for record, j, covered in conv.score(sample, steps):
+        if not steps:
+            break
+        ex0 = steps[0]
+        base = dict(suite=ex0.suite, sample_id=record, epoch=ex0.epoch, mode=ex0.mode)
+        vs = [base_steps[i] for i in covered if 0 <= i < len(base_steps)]
+        if not vs:
+            outcome = stopped.outcome if stopped else "infra"
+            out.append(Verdict(**base, outcome=outcome, reason="not_reached" if stopped is None else f"not_reached:{stopped.reason}",
+                               signals={"requests": 0}))
+            continue
+        bad = next((v for o in ("infra", "unsupported", "contract") for v in vs if v.outcome == o), None)
+        findings = tuple(f for v in vs for f in v.findings) + tuple(j.findings)
+        signals = {**_steps_signals(vs), **j.signals}
+        if bad is not None and bad.outcome in ("infra", "unsupported"):
+            out.append(Verdict(**base, outcome=bad.outcome, reason=bad.reason, findings=findings, signals=signals))
+            continue
+        outcome = "contract" if bad is not None else j.outcome
+        out.append(Verdict(**base, outcome=outcome, score=j.score, answer=j.answer,
+                           reason=bad.reason if bad is not None and j.outcome != "contract" else j.reason,
+                           findings=findings, metrics=j.metrics, signals=signals))
+    return out
+
+
+def score_run(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], dict[str, Any]]:
+    header = journal.check_run_dir(run_dir)
+    samples = journal.read_samples(run_dir)
+    # One record at a time: only verdicts are kept (a 300 MB journal cost 446 MB when it was loaded whole); a
+    # conversation's steps are kept until its verdicts are judged together. The last record of a key wins.
+    latest: dict[tuple[str, str, int, str], Verdict] = {}
+    conv_latest: dict[tuple[str, str, int, str], Exchange] = {}
+    for ex in journal.iter_exchanges(run_dir):
+        suite = suites.get(ex.suite) or suites[ex.suite.split(":", 1)[0]]
+        if suite.conversation:
+            conv_latest[ex.key] = ex
+            continue
+        latest[ex.key] = judge(suite, samples[(ex.suite, ex.sample_id)], ex)
+    verdicts = [latest[k] for k in sorted(latest)]
+    conversations: dict[tuple[str, str, int, str], list[Exchange]] = defaultdict(list)
+    for key in sorted(conv_latest):
+        ex = conv_latest[key]
+        conversations[(ex.suite, ex.sample_id.split("/", 1)[0], ex.epoch, ex.mode)].append(ex)
+    for (name, sid, _, _), steps in sorted(conversations.items()):
+        suite = suites.get(name) or suites[name.split(":", 1)[0]]
+        steps.sort(key=lambda ex: step_order(ex.sample_id))
+        verdicts.extend(judge_conversation(suite, samples[(name, sid)], steps))
+    verdicts.sort(key=lambda v: (v.suite, v.sample_id, v.epoch, v.mode))
+    return verdicts, summarize(header, verdicts, suites, samples)
+
+
+def step_order(step_id: str) -> tuple[Any, ...]:
+    """Sort key of a step id: its `/`-separated parts, numbers as numbers (t2/10 after t2/9, t10 after t9)."""
+    import re
+
+    return tuple(tuple((0, int(x)) if x.isdigit() else (1, x) for x in re.split(r"(\d+)", part) if x) for part in step_id.split("/")[1:])
+
+
+def summarize(header: dict[str, Any], verdicts: list[Verdict], suites: dict[str, Suite], samples=None) -> dict[str, Any]:
+    by_suite: dict[str, list[Verdict]] = defaultdict(list)
+    for v in verdicts:
+        by_suite[v.suite].append(v)
+    out: dict[str, Any] = {"run_id": header.get("run_id"), "suites": {}}
+    for name in sorted(header.get("suites", {})):
+        vs = by_suite.get(name, [])
+        expected = header["suites"][name].get("requests", len(vs))
+        outcomes = Counter(v.outcome for v in vs)
+        # Metrics are averaged over epochs per sample first, then over samples;
+        # only `content` verdicts count: contract and infra failures are reported, never scored as wrong.
+        per_sample: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for v in vs:
+            if v.outcome == "content":
+                for m, x in v.metrics.items():
+                    per_sample[m][v.sample_id].append(x)
+        metrics = {}
+        for m in sorted(per_sample):
+            vals = [sum(xs) / len(xs) for _, xs in sorted(per_sample[m].items())]
+            mean, (lo, hi) = stats.mean_ci(vals)
+            metrics[m] = {"value": stats.rnd(mean), "ci": [stats.rnd(lo), stats.rnd(hi)], "n": len(vals)}
+        judged = outcomes["content"] + outcomes["contract"]
+        findings = Counter(f.code for v in vs for f in v.findings)
+        lat = sorted(v.signals.get("latency_ms", 0.0) for v in vs if v.outcome != "infra")
+        entry: dict[str, Any] = {
+            "version": header["suites"][name].get("version"),
+            "requests": expected,
+            "recorded": len(vs),
+            "missing": max(0, expected - len(vs)),
+            "outcomes": dict(sorted(outcomes.items())),
+            "reasons": dict(sorted(Counter(v.reason for v in vs).items())),
+            "findings": dict(sorted(findings.items())),
+            "contract_rate": stats.rnd(outcomes["contract"] / judged) if judged else None,
+            "infra_rate": stats.rnd(outcomes["infra"] / len(vs)) if vs else None,
+            "metrics": metrics,
+            "latency_ms": {
+                "p50": stats.rnd(lat[len(lat) // 2]) if lat else None,
+                "p95": stats.rnd(lat[min(len(lat) - 1, int(len(lat) * 0.95))]) if lat else None,
+            },
+        }
+        suite = suites.get(name)
+        if suite and suite.summarize:
+            entry["extra"] = suite.summarize(vs)
+        out["suites"][name] = entry
+    return out
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """The summary as a person reads it: per suite, metrics with intervals, then outcomes and findings."""
+    out = []
+    for name, s in summary["suites"].items():
+        ms = "  ".join(f"{m}={v['value']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}] (n={v['n']})" for m, v in s["metrics"].items() if v["value"] is not None)
+        out.append(f"{name} v{s['version']}: {ms or 'no metric values (see outcomes)'}")
+        out.append(f"  outcomes {s['outcomes']}  findings {s['findings'] or '{}'}")
+    return out
+
+
+def write_scores(run_dir: Path, verdicts: list[Verdict], summary: dict[str, Any]) -> None:
+    """verdicts.jsonl, then summary.json, recording the journal they were scored from (see `stale`)."""
+    digest = journal.file_digest(Path(run_dir) / journal.RESPONSES)
+    journal.write_jsonl(Path(run_dir) / VERDICTS, (v.to_json() for v in verdicts))
+    journal.write_json(Path(run_dir) / SUMMARY, {**summary, "responses_digest": digest})
+
+
+def stale(run_dir: Path) -> bool:
+    """No verdicts yet, or verdicts scored from another responses.jsonl (e.g. a resume killed before scoring):
+    compare, gate, calibrate and bless then re-score instead of using them."""
+    if not (Path(run_dir) / VERDICTS).exists():
+        return True
+    try:
+        summary = jsonsafe.loads((Path(run_dir) / SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    if not isinstance(summary, dict) or "responses_digest" not in summary:
+        return False  # scored before digests were recorded: trusted as before (it may be a read-only checkout)
+    return summary["responses_digest"] != journal.file_digest(Path(run_dir) / journal.RESPONSES)
+
+
+def read_verdicts(run_dir: Path) -> list[Verdict]:
+    return [Verdict.from_json(d) for d in journal.read_jsonl(Path(run_dir) / VERDICTS)]

@@ -1,0 +1,165 @@
+"""Reading a response body with a cap on its decoded size: whole (read_capped) or as SSE `data:` payloads (_read_sse).
+
+Split from endpoint.py, which sends; these only read what came back.
+"""
+
+from __future__ import annotations
+
+import codecs
+from typing import Any
+
+from verifier.jsonsafe import TooDeep, loads_bounded
+from verifier.surfaces.translate import stream_complete
+
+
+class TooLarge(Exception):
+    """The decoded response passed its size cap."""
+
+
+MAX_STREAM_EVENTS = 250_000
+"""Default cap on the `data:` lines of one stream (`--max-stream-events`). The byte cap alone lets 64 MiB of
+`data:{}` through as 8 M events, each a Python string and a list slot (~60 bytes of overhead on 8 bytes of wire):
+0.75 GB for one request. A long real generation is one event per token, well under this."""
+
+TOO_MANY_EVENTS = "stream_too_many_events"
+"""The error class of a stream cut at the event cap: not retried, and judged as a contract finding (scoring)."""
+
+
+async def _bytes(resp: Any, limit: int):
+    """Decoded body bytes, counted as they inflate: a bomb stops at `limit`, not at the end of memory."""
+    total = 0
+    # No Content-Encoding: the raw bytes are the decoded bytes, without httpx's decoder and re-chunker.
+    chunks = resp.aiter_raw() if "content-encoding" not in resp.headers else resp.aiter_bytes()
+    async for b in chunks:
+        total += len(b)
+        if total > limit:
+            raise TooLarge(f"response over {limit} bytes")
+        yield b
+
+
+class UnknownCharset(ValueError):
+    """The Content-Type names a charset Python has no codec for."""
+
+
+def _charset(resp: Any, strict: bool) -> str:
+    # `resp.encoding` parses Content-Type with the email package (~0.1 ms): only for a charset other than UTF-8.
+    ct = resp.headers.get("content-type", "").lower()
+    plain = "charset" not in ct or ct.replace(" ", "").endswith(("charset=utf-8", 'charset="utf-8"'))
+    if plain:
+        return "utf-8"
+    declared = ct.split("charset=", 1)[-1].split(";")[0].strip().strip('"')[:40]
+    try:
+        enc = resp.encoding or "utf-8"
+        codecs.lookup(enc)
+        if codecs.lookup(declared).name != codecs.lookup(enc).name:
+            raise LookupError(declared)  # the client fell back to a default: what was declared is unknown
+    except (LookupError, ValueError):
+        if strict:
+            raise UnknownCharset(f"unknown charset {declared!r} in Content-Type") from None
+        return "utf-8"  # as the SDK's client decodes it: a declared codec nobody has is read as UTF-8
+    return enc
+
+
+async def read_capped(resp: Any, limit: int, strict_charset: bool = False) -> str:
+    """The decoded body, at most `limit` bytes (TooLarge past it). An unknown charset is read as UTF-8 with
+    replacement characters, or with `strict_charset` raises UnknownCharset (server info, where a guess is worse)."""
+    charset = _charset(resp, strict_charset)
+    buf = bytearray()  # one buffer, decoded in place: a list of pieces joined then decoded held the body three times
+    async for b in _bytes(resp, limit):
+        buf += b
+    text = buf.decode(charset, errors="replace")
+    del buf
+    return text
+
+
+def _stream_error(payload: str) -> bool:
+    """A mid-stream `data: {"error": ...}` event: what overloaded servers send instead of a status code."""
+    if '"error"' not in payload:
+        return False
+    try:
+        d = loads_bounded(payload)
+    except (ValueError, TooDeep):
+        return False
+    return isinstance(d, dict) and d.get("error") is not None and not d.get("choices")
+
+
+class TooManyEvents(Exception):
+    """The stream passed its event cap."""
+
+
+class _Events:
+    """SSE lines -> `data:` payloads, appended to `chunks`.
+
+    A one-line JSON object (or `[DONE]`) is a payload as soon as its line ends: every server we know sends those,
+    and a stream whose events are not separated by blank lines still reads line by line. Any other `data:` line
+    waits for the blank line that ends its event, and the event's lines are joined with newlines, as the SSE spec
+    and the openai SDK's decoder do: valid JSON spread over several `data:` lines is one payload, not bad chunks.
+    Comment lines and `event:`/`id:`/`retry:` fields carry no payload.
+    """
+
+    def __init__(self, chunks: list[str], max_events: int = MAX_STREAM_EVENTS):
+        self.chunks, self.pending = chunks, []
+        self.lines, self.max_events = 0, max_events
+
+    def line(self, line: str) -> bool:
+        """Feed one line (without its line end); True when it completed a mid-stream error event.
+        Raises TooManyEvents at the event cap (every `data:` line counts, joined or not: each costs memory)."""
+        if line.startswith("data:"):
+            self.lines += 1
+            if self.lines > self.max_events:
+                raise TooManyEvents(f"more than {self.max_events} stream events")
+            value = line[5:].strip()
+            if not self.pending and (value == "[DONE]" or (value.startswith("{") and value.endswith("}"))):
+                return self._emit(value)
+            self.pending.append(value)
+        elif not line and self.pending:
+            value, self.pending = "\n".join(self.pending), []
+            return self._emit(value)
+        return False
+
+    def end(self, mode: str) -> str | None:
+        """The stream is over: "stream_truncated" unless it reached its surface's terminal event."""
+        if self.pending:  # an event the stream ended inside: kept, as it came
+            self._emit("\n".join(self.pending))
+            self.pending = []
+        return None if stream_complete(mode, self.chunks) else "stream_truncated"
+
+    def _emit(self, value: str) -> bool:
+        self.chunks.append(value)
+        return _stream_error(value)
+
+
+def sse_text(text: str, chunks: list[str], mode: str = "chat", max_events: int = MAX_STREAM_EVENTS) -> str | None:
+    """`_read_sse` for a whole SSE body already read (a stream served under a JSON Content-Type)."""
+    ev = _Events(chunks, max_events)
+    try:
+        for line in text.split("\n"):
+            if ev.line(line.rstrip("\r")):
+                return "stream_error"
+    except TooManyEvents:
+        return TOO_MANY_EVENTS
+    return ev.end(mode)
+
+
+async def _read_sse(resp: Any, limit: int, chunks: list[str], mode: str = "chat", max_events: int = MAX_STREAM_EVENTS) -> str | None:
+    """SSE `data:` payloads into `chunks` (kept on failure); an error class or None."""
+    try:
+        return await _read_sse_events(resp, limit, _Events(chunks, max_events), mode)
+    except TooManyEvents:
+        return TOO_MANY_EVENTS
+
+
+async def _read_sse_events(resp: Any, limit: int, ev: _Events, mode: str) -> str | None:
+    buf = bytearray()  # amortized appends: a 60 MB line without a newline must not cost quadratic copying
+    async for b in _bytes(resp, limit):
+        buf += b
+        if b"\n" not in b:
+            continue
+        *lines, rest = bytes(buf).split(b"\n")
+        buf = bytearray(rest)
+        for raw in lines:
+            if ev.line(raw.decode("utf-8", errors="replace").rstrip("\r")):
+                return "stream_error"
+    if ev.line(buf.decode("utf-8", errors="replace").rstrip("\r")):
+        return "stream_error"
+    return ev.end(mode)

@@ -1,0 +1,417 @@
+"""OpenAI-compatible client that keeps exact wire bytes.
+
+Requests go through the SDK's pooled aiohttp-backed HTTP client, read as raw bytes so nothing is normalized
+away (`reasoning_content`, unknown finish reasons, extra fields). The SDK's request layer is bypassed: it
+follows redirects and reads error bodies whole, and we need a capped read of every byte (it was also slower:
+~500 vs ~900 req/s here). Retries live here: we count attempts, classify errors and bound the total.
+
+The server is not trusted. Every response is read with a cap on its decoded size (a gzip bomb is stopped as
+it inflates), every request has a total deadline covering all attempts and the whole stream, redirects are
+recorded, never followed (a POST must not turn into a GET to another host carrying our headers), and the API
+key goes only where it was configured.
+
+Wire modes are entries in `MODES` (path, streamed). Responses and Messages bodies are translated in surfaces.py;
+their streams go through the same SSE reader and end at their own terminal event (surfaces.stream_complete).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import httpx
+
+from verifier.wire.bodyread import MAX_STREAM_EVENTS, TOO_MANY_EVENTS, TooLarge, UnknownCharset, _read_sse, read_capped, sse_text  # noqa: F401 - public names of this module
+from verifier.errors import UsageError
+from verifier.jsonsafe import TooDeep, dumps_strict, loads_bounded
+from verifier.surfaces.translate import SURFACE_ROUTES, surface_headers
+
+try:  # openai >= 3 runs on httpx2; its errors and Response class are the ones we see
+    import httpx2 as hx
+except ImportError:  # pragma: no cover - older SDKs
+    hx = httpx  # type: ignore[no-redef]
+
+TRANSPORT_ERRORS = tuple({httpx.TransportError, httpx.StreamError, hx.TransportError, hx.StreamError})
+TIMEOUTS = tuple({httpx.TimeoutException, hx.TimeoutException})
+CONNECT_ERRORS = tuple({httpx.ConnectError, hx.ConnectError})
+HTTP_ERRORS = tuple({httpx.HTTPError, hx.HTTPError})
+
+RETRYABLE_STATUS = {429, 500, 502, 503, 504}
+# Errors a retry cannot fix: the same server gives the same redirect or the same oversized body.
+FINAL_ERRORS = ("client_error", "redirect", "response_too_large", TOO_MANY_EVENTS)
+
+_WIRE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)  # json.dumps(**kw) builds one per call
+MAX_INFO_BYTES = 4 * 2**20
+MAX_ERROR_BODY = 256 * 1024
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    base_url: str
+    model: str
+    api_key: str | None = None
+    """Read from the environment by the CLI; never written anywhere. Not sent when `headers` has its own Authorization."""
+    headers: dict[str, str] = field(default_factory=dict)
+    concurrency: int = 8
+    timeout_s: float = 600.0
+    """Per read (connect capped at 30 s): how long the server may stay silent."""
+    max_retries: int = 3
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 30.0
+    max_response_bytes: int = 64 * 2**20
+    """Cap on one response's decoded size (stream included, decompression counted)."""
+    max_stream_events: int = MAX_STREAM_EVENTS
+    """Cap on the `data:` lines of one stream: past it the stream is cut, `stream_too_many_events`."""
+    request_deadline_s: float | None = None
+    """Total wall time for one request, all attempts and the whole stream included; None: 10 x timeout_s."""
+    info_deadline_s: float = 10.0
+    """Total wall time for the start-up server-info calls (/models, /props, /version)."""
+
+    @property
+    def deadline_s(self) -> float:
+        return self.request_deadline_s if self.request_deadline_s else 10 * self.timeout_s
+
+
+@dataclass
+class Attempt:
+    status: int | None
+    body: str | None = None
+    chunks: list[str] | None = None
+    error: str | None = None
+    retry_after_s: float | None = None
+
+
+@dataclass
+class Result:
+    status: int | None
+    body: str | None
+    chunks: list[str] | None
+    error: str | None
+    latency_ms: float
+    attempts: int
+
+
+def redact_url(url: str) -> str:
+    """Drop userinfo and blank out query values: URLs sometimes carry keys."""
+    parts = urlsplit(url)
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc += f":{parts.port}"
+    query = urlencode([(k, "REDACTED") for k, _ in parse_qsl(parts.query)])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def check_base_url(url: str | None) -> None:
+    """An http(s) URL with a host and a valid port, and no `user:password@` (it would be sent, and logged)."""
+    if not url:
+        return
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        # Not the parser's message: it quotes the port text, where a mistyped URL may hold the key.
+        raise UsageError("--base-url is not a valid URL (its port is not a number from 0 to 65535, or its host is malformed)") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError("--base-url must be an http:// or https:// URL with a host")
+    if parts.username is not None or parts.password is not None:
+        raise UsageError("--base-url must not contain credentials (user:password@); pass the key with --api-key-env or --header")
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+# Transport error classes a person can act on, each with its hint. The SDK's aiohttp transport reports every
+# failed connect as ConnectTimeout (a refused port and an unknown host included); the cause chain says which.
+TRANSPORT_HINTS = {
+    "connect_refused": "nothing listens there; is the server up and the port right?",
+    "dns_error": "the host name does not resolve; check the host in the base URL",
+    "tls_error": "the TLS handshake failed; is it https on a plain-http port, or an untrusted certificate?",
+    "connect_timeout": "no answer to the connection attempt; a wrong host, a firewall dropping packets, or a saturated server",
+    "connect_error": "the connection failed",
+    "timeout": "the server accepted the request but sent nothing within --timeout",
+    "read_error": "the connection broke while reading the answer",
+}
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and len(out) < 16 and all(e is not x for x in out):
+        out.append(e)
+        e = e.__cause__ or e.__context__
+    return out
+
+
+def _classify(exc: BaseException) -> str:
+    import socket
+    import ssl
+
+    chain = _chain(exc)
+    names = {c.__name__ for x in chain for c in type(x).__mro__}
+    if any(isinstance(x, ConnectionRefusedError) for x in chain):
+        return "connect_refused"
+    if any(isinstance(x, socket.gaierror) for x in chain) or "ClientConnectorDNSError" in names:
+        return "dns_error"
+    if any(isinstance(x, ssl.SSLError) for x in chain) or "ClientConnectorCertificateError" in names:
+        return "tls_error"
+    if isinstance(exc, TIMEOUTS):
+        connecting = isinstance(exc, CONNECT_ERRORS) or "ConnectTimeout" in names
+        if connecting and not any(isinstance(x, TimeoutError) or "Timeout" in type(x).__name__ for x in chain[1:]):
+            return "connect_error"  # a connect that failed at once, reported as a timeout by the transport
+        return "connect_timeout" if connecting else "timeout"
+    if isinstance(exc, CONNECT_ERRORS):
+        return "connect_error"
+    if isinstance(exc, TRANSPORT_ERRORS):
+        return "read_error"
+    return "client_error:" + type(exc).__name__
+
+
+def describe_error(error: str | None) -> str:
+    """The infra error class with its hint, for the console."""
+    hint = TRANSPORT_HINTS.get(error or "")
+    return f"{error}: {hint}" if hint else str(error)
+
+
+def auth_headers(cfg: EndpointConfig) -> dict[str, str]:
+    """The headers every call sends: the env key only where no Authorization header was configured."""
+    h: dict[str, str] = {}
+    if cfg.api_key and not any(k.lower() == "authorization" for k in cfg.headers):
+        h["Authorization"] = f"Bearer {cfg.api_key}"
+    h.update(cfg.headers)
+    return h
+
+
+def _tls(base_url: str) -> dict[str, Any]:
+    """No CA bundle for a plain-http endpoint without a proxy: loading it costs ~30 ms per client, before the
+    first request. The context then trusts nothing, so a stray https URL fails closed instead of going unverified."""
+    import ssl
+    from urllib.request import getproxies
+
+    if not base_url.lower().startswith("http://") or any(getproxies().get(k) for k in ("http", "https", "all")):
+        return {}
+    return {"verify": ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)}
+
+
+MODES: dict[str, tuple[str, bool]] = {
+    "chat": ("/chat/completions", False),
+    "chat-stream": ("/chat/completions", True),
+    # The dual path: the chat template rendered client-side (verifier/wire/dualpath.py), sent as a raw prompt.
+    "completions": ("/completions", False),
+    **SURFACE_ROUTES,  # responses, responses-stream, messages, messages-stream
+}
+
+
+class Endpoint:
+    """One pooled client and one semaphore for a whole run."""
+
+    def __init__(self, cfg: EndpointConfig, sleep: Any = asyncio.sleep):
+        import openai  # here, not at module level: the SDK costs seconds to import and most commands never send
+
+        self.cfg = cfg
+        self._sleep = sleep
+        # The SDK's aiohttp transport: httpx's own pool serializes badly at high concurrency
+        # (measured here: 128 requests of 200 ms at concurrency 64 took 6 s with httpx, 0.6 s with aiohttp).
+        # Redirects are not followed: a 3xx is recorded as what it is.
+        self._http = openai.DefaultAioHttpClient(
+            limits=hx.Limits(max_connections=cfg.concurrency, max_keepalive_connections=cfg.concurrency),
+            timeout=hx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 30.0)),
+            follow_redirects=False,
+            **_tls(cfg.base_url),
+        )
+        self._headers = auth_headers(cfg)
+        self._sem = asyncio.Semaphore(cfg.concurrency)
+        # Prepared once (build_request parsed the URL and merged headers per request: ~0.1 ms); update() is case-insensitive.
+        self._post_headers = hx.Headers(self._http.headers)
+        self._post_headers.update({**self._headers, "Content-Type": "application/json"})
+        self._urls, self._timeout_ext = {}, {"timeout": self._http.timeout.as_dict()}
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.cfg.backoff_max_s)
+        # Full jitter: spreads retries so a recovering server is not hit in lockstep.
+        return random.uniform(0, min(self.cfg.backoff_max_s, self.cfg.backoff_base_s * 2 ** (attempt - 1)))
+
+    def _request(self, path: str, body: dict[str, Any], extra_headers: dict[str, str] | None = None) -> Any:
+        """The POST for one body, built once and re-sent as-is by every retry."""
+        # The body goes out byte-for-byte as the journal records it (strict JSON: no bare NaN on the wire).
+        try:
+            content = _WIRE.encode(body).encode()
+        except ValueError:  # NaN/Infinity: null, as the journal writes it
+            content = dumps_strict(body, ensure_ascii=False, separators=(",", ":")).encode()
+        url = self._urls.get(path) or self._urls.setdefault(path, hx.URL(self.cfg.base_url.rstrip("/") + path))
+        if extra_headers or self._http.cookies:  # per-call headers, or a cookie the server set: the client merges them
+            return self._http.build_request("POST", url, content=content,
+                                            headers={**self._headers, **(extra_headers or {}), "Content-Type": "application/json"})
+        # `stream=` skips httpx's per-request header defaulting (~0.05 ms); aiohttp adds Host and Content-Length.
+        req = hx.Request("POST", url, stream=hx.ByteStream(content), headers=self._post_headers, extensions=self._timeout_ext)
+        req.read()  # the transport sends `content` as one body, not as a chunked stream
+        return req
+
+    async def _send(self, req: Any) -> Any:
+        """To the SDK's aiohttp transport for this URL, past the client's auth/redirect/timing layers (~5% CPU)."""
+        pick = getattr(self._http, "_transport_for_url", None)
+        if pick is None:  # pragma: no cover - an SDK without it: the public path
+            return await self._http.send(req, stream=True)
+        resp = await pick(req.url).handle_async_request(req)
+        if "set-cookie" in resp.headers:  # kept: a sticky-session cookie comes back on the next request
+            self._http.cookies.extract_cookies(resp)
+        return resp
+
+    async def _attempt(self, path: str, body: dict[str, Any], stream: bool, chunks: list[str],
+                       extra_headers: dict[str, str] | None = None, req: Any = None, mode: str = "chat") -> Attempt:
+        resp = await self._send(req if req is not None else self._request(path, body, extra_headers))
+        try:
+            status = resp.status_code
+            limit = self.cfg.max_response_bytes
+            if 300 <= status < 400:
+                try:
+                    text: str | None = await read_capped(resp, min(limit, MAX_ERROR_BODY))
+                except TooLarge:
+                    text = None  # what matters is the redirect, not its page
+                return Attempt(status, body=text, error=f"redirect_{status}")
+            if status >= 400 or not stream:
+                text = await read_capped(resp, limit)
+                return Attempt(status, body=text, retry_after_s=parse_retry_after(resp.headers.get("retry-after")))
+            if "json" in resp.headers.get("content-type", "").lower():
+                text = await read_capped(resp, limit)
+                if text.lstrip().startswith("{"):
+                    # `stream: true` ignored, one JSON answer: kept as a body and judged as the frontend fault it is
+                    # (`stream_ignored`), not retried and not lost as a truncated stream.
+                    return Attempt(status, body=text)
+                # SSE under a JSON Content-Type: read as the SDK reads it, whatever the header says.
+                return Attempt(status, chunks=chunks, error=sse_text(text, chunks, mode, self.cfg.max_stream_events))
+            err = await _read_sse(resp, limit, chunks, mode, self.cfg.max_stream_events)
+            return Attempt(status, chunks=chunks, error=err)
+        finally:
+            await resp.aclose()
+
+    async def send(self, mode: str, body: dict[str, Any], extra_headers: dict[str, str] | None = None,
+                   path: str | None = None) -> Result:
+        """One request of `mode` (its route, or `path` on the same surface, e.g. /messages/count_tokens)."""
+        route, stream = MODES[mode]
+        path = path or route
+        async with self._sem:
+            attempts = 0
+            deadline = time.monotonic() + self.cfg.deadline_s
+            req = self._request(path, body, {**surface_headers(mode, self.cfg), **(extra_headers or {})} or None)
+            while True:
+                attempts += 1
+                t0 = time.perf_counter()
+                chunks: list[str] = []
+                expired = False
+                try:
+                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())) as cm:
+                        a = await self._attempt(path, body, stream, chunks, extra_headers, req, mode)
+                except TimeoutError:
+                    expired = cm.expired()
+                    a = Attempt(None, chunks=chunks if stream else None, error="timeout")
+                except TooLarge:
+                    a = Attempt(None, chunks=chunks if stream else None, error="response_too_large")
+                except Exception as e:  # transport failures; a stream that dies mid-way keeps what arrived
+                    a = Attempt(None, chunks=chunks if stream else None, error=_classify(e))
+                latency = (time.perf_counter() - t0) * 1000
+                if a.error is None and a.status in RETRYABLE_STATUS:
+                    a.error = f"http_{a.status}"
+                wait = self._backoff(attempts, a.retry_after_s)
+                retryable = (a.error is not None and not a.error.startswith(FINAL_ERRORS) and not expired
+                             and time.monotonic() + wait < deadline)
+                if not retryable or attempts > self.cfg.max_retries:
+                    return Result(a.status, a.body, a.chunks, a.error, round(latency, 3), attempts)
+                await self._sleep(wait)
+
+    async def _get(self, url: str, deadline_s: float, limit: int | None = MAX_INFO_BYTES,
+                   strict_charset: bool = True) -> tuple[int, str | None]:
+        """(status, body) of one GET: the body read with the chat reader's cap (`limit`; None reads none), the whole
+        call under one total deadline (a server that drips a byte per read timeout must not stall start-up).
+        Raises TimeoutError, TooLarge or an HTTP error for the caller to judge."""
+        async with asyncio.timeout(deadline_s):
+            resp = await self._http.send(self._http.build_request("GET", url, headers=self._headers), stream=True)
+            try:
+                return resp.status_code, (await read_capped(resp, limit, strict_charset) if limit is not None else None)
+            finally:
+                await resp.aclose()
+
+    async def _info_one(self, url: str) -> Any:
+        try:
+            status, text = await self._get(url, self.cfg.info_deadline_s)
+            return loads_bounded(text or "") if status == 200 else None
+        except (*HTTP_ERRORS, TooLarge, TimeoutError, ValueError):
+            return None
+
+    async def get(self, url: str) -> tuple[int | None, Any]:
+        """(status, parsed JSON body or None) of one GET through this client, capped in size and bounded by
+        `info_deadline_s`; status None when nothing answered in time."""
+        try:
+            status, text = await self._get(url, self.cfg.info_deadline_s)
+        except (*HTTP_ERRORS, TooLarge, TimeoutError):
+            return None, None
+        except UnknownCharset as e:  # the model list cannot be read as the server says it is written
+            raise UsageError(f"GET {redact_url(url)}: {e}") from None
+        try:
+            return status, loads_bounded(text or "")
+        except (ValueError, TooDeep):
+            return status, None
+
+    async def unreachable(self, timeout_s: float = 5.0) -> str | None:
+        """None if something answers at the base URL, else a one-line reason; through this client's own pool.
+        Only the status line is waited for (at most `timeout_s` in all): the body of /models is not read here."""
+        try:
+            await self._get(self.cfg.base_url.rstrip("/") + "/models", min(timeout_s, self.cfg.info_deadline_s), limit=None)
+            return None
+        except TimeoutError:
+            return f"cannot reach endpoint {redact_url(self.cfg.base_url)}: no answer within {min(timeout_s, self.cfg.info_deadline_s):g} s"
+        except (httpx.HTTPError, hx.HTTPError) as e:
+            return f"cannot reach endpoint {redact_url(self.cfg.base_url)}: {describe_error(_classify(e))}"
+
+    async def server_info(self) -> dict[str, Any]:
+        """What the server says about itself, allow-listed and scrubbed; each probe is optional, all
+        three together get `info_deadline_s` (a slow /props must not stall start-up)."""
+        from verifier.redact import Redactor
+        from verifier.wire.serverinfo import allowlist
+
+        root = self.cfg.base_url.rstrip("/")
+        if root.endswith("/v1"):
+            root = root[: -len("/v1")]
+        probes = {"models": self.cfg.base_url.rstrip("/") + "/models", "props": root + "/props", "version": root + "/version"}
+        tasks = {name: asyncio.ensure_future(self._info_one(url)) for name, url in probes.items()}
+        done, pending = await asyncio.wait(tasks.values(), timeout=self.cfg.info_deadline_s)
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        info = {name: t.result() for name, t in tasks.items() if t in done and t.result() is not None}
+        return allowlist(info, Redactor.from_config(self.cfg))
+
+
+async def reachable(base_url: str, timeout_s: float = 5.0) -> str | None:
+    """None if something answers at base_url, else a one-line reason. Only the status line is read."""
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s) as c:
+            async with asyncio.timeout(timeout_s):
+                async with c.stream("GET", base_url.rstrip("/") + "/models"):
+                    pass
+        return None
+    except TimeoutError:
+        return f"cannot reach endpoint {redact_url(base_url)}: no answer within {timeout_s:g} s"
+    except httpx.HTTPError as e:
+        return f"cannot reach endpoint {redact_url(base_url)}: {describe_error(_classify(e))}"
