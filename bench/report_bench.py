@@ -2,7 +2,7 @@
 
 Builds a synthetic run directory and golden in a temp dir (no server: the journal,
 verdicts and golden are written directly in their on-disk shapes), computes the
-comparison, then times `verifier.report.render_html` and prints the figure and the
+comparison, then times `verifier.app.report_files.render_html` and prints the figure and the
 HTML size.  The issue's budget: under 5 s.
 
     python bench/report_bench.py [--samples 10000] [--logprobs 60] [--keep DIR]
@@ -21,7 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from verifier import compare, golden, journal, report, scoring  # noqa: E402
+from verifier.attribution import compare  # noqa: E402
+from verifier.golden import store as golden  # noqa: E402
+from verifier.run import journal, scoring  # noqa: E402
+from verifier.app import report_files  # noqa: E402
 from verifier.types import Exchange, Finding, Verdict  # noqa: E402
 
 SUITE, VERSION = "smoke", "1"  # a suite this harness knows, so every command accepts the synthetic dirs
@@ -102,9 +105,9 @@ def build(root: Path, n: int, seed: int = 0, logprob_tokens: int = 0) -> tuple[P
 TIMER = """
 import sys, time
 t0 = time.perf_counter()
-from verifier import report
+from verifier.app import report_files
 t1 = time.perf_counter()
-html = report.render_html(sys.argv[1], sys.argv[2], None)
+html = report_files.render_html(sys.argv[1], sys.argv[2], None)
 t2 = time.perf_counter()
 open(sys.argv[3], "w", encoding="utf-8").write(html)
 print(f"{t1 - t0:.3f} {t2 - t1:.3f} {len(html.encode())}")
@@ -129,9 +132,9 @@ def main() -> None:
                            cwd=Path(__file__).resolve().parent.parent, check=True)
         imp, cold, size = r.stdout.split()
         t2 = time.perf_counter()
-        report.render_html(run, gdir, None)
+        report_files.render_html(run, gdir, None)
         t3 = time.perf_counter()
-        report.render_html(run, gdir, None)
+        report_files.render_html(run, gdir, None)
         t4 = time.perf_counter()
         print(f"samples: {a.samples}, logprobs on {a.logprobs} tokens  (synthetic run + golden + comparison built in {t1 - t0:.1f} s)")
         print(f"render_html, fresh process: {float(cold):.2f} s  (+ {float(imp):.2f} s importing verifier.report)  budget 5 s")

@@ -1,5 +1,5 @@
 """The Python API: `from verifier import gate, run, compare, load_golden`. A thin layer over the specs the CLI
-builds (verifier/app/collect.py, app_gate.py); each call returns the document the command would write.
+builds (verifier/app/collect.py, verifier/app/gate.py); each call returns the document the command would write.
 
     import verifier
     g = verifier.load_golden("demo-smoke")                  # a directory, or a packaged golden by name

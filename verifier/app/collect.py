@@ -2,7 +2,7 @@
 
 collect(RunSpec)      -> Collected (run dir, summary, counts): the only network phase, then scored
 score(run_dir)        -> summary: offline and pure
-Goldens, compare_run, bless, calibrate and gate (which chain these) live in app_gate.py.
+Goldens, compare_run, bless, calibrate and gate (which chain these) live in app/gate.py.
 """
 
 from __future__ import annotations

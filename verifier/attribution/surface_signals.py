@@ -2,7 +2,7 @@
 
 `g` and `c` are the golden's and the candidate's observations of one sample (every epoch and mode).
 At temperature 0 the same sample through chat, responses and messages gives the same answer (tool calls
-included: the scorer's `answer`) and the same prompt-token count (normalized by surfaces_parse). Real
+included: the scorer's `answer`) and the same prompt-token count (normalized by surfaces/parse.py). Real
 servers may legitimately differ between surfaces (another chat-template call, another default), so parity
 breaks only where two surfaces agreed in the golden and disagree in the candidate.
 

@@ -25,7 +25,7 @@ from verifier.types import JUDGED, Observation, Sample
 from verifier import jsonsafe
 
 FORMAT = 2
-"""2: inputs.jsonl (the samples) is part of the golden. Bump with golden_schema.SCHEMA_VERSION."""
+"""2: inputs.jsonl (the samples) is part of the golden. Bump with golden/schema.SCHEMA_VERSION."""
 GOLDEN = "golden.json"
 OBS = "samples.jsonl"
 INPUTS = "inputs.jsonl"
@@ -197,7 +197,7 @@ def recover(to: Path) -> None:
 
 
 def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A golden, validated against its schema (golden_schema): anything malformed is a BadGolden naming the field."""
+    """A golden, validated against its schema (golden/schema.py): anything malformed is a BadGolden naming the field."""
     from verifier.golden.schema import problem
 
     path = Path(path)
