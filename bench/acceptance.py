@@ -221,9 +221,10 @@ def refresh_probes(b: Bench, srv: Server) -> None:
     """The reference's probe results, for goldens blessed before a probe was added (same as re-blessing them)."""
     import asyncio
 
-    from verifier import golden, journal
-    from verifier.endpoint import Endpoint, EndpointConfig
-    from verifier.probes import run_probes
+    from verifier.golden import store as golden
+    from verifier.run import journal
+    from verifier.wire.endpoint import Endpoint, EndpointConfig
+    from verifier.run.probes import run_probes
 
     async def go() -> dict:
         ep = Endpoint(EndpointConfig(srv.url, MODEL))

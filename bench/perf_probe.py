@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchlib import machine  # noqa: E402
-from verifier import perf  # noqa: E402
+from verifier.run import perf  # noqa: E402
 from verifier.testbed.server import Reply, Script, TestServer  # noqa: E402
 from verifier.testbed.server import _usage as usage_of  # noqa: E402
 

@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from suites import SUITES  # noqa: E402
-from verifier import runner  # noqa: E402
-from verifier.endpoint import EndpointConfig  # noqa: E402
+from verifier.run import runner  # noqa: E402
+from verifier.wire.endpoint import EndpointConfig  # noqa: E402
 
 from benchlib import free_port, machine, raw_ceiling, wait_http  # noqa: E402  (bench/ is on the path: run as a script)
 

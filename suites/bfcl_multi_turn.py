@@ -11,7 +11,7 @@ conversation (verifier.types.Conversation), one journaled request per step:
 Each call is executed on the conversation's own simulator instances and its result goes back as the
 surface's tool result (chat `tool` message with the call's id, Responses `function_call_output` with its
 `call_id`, Messages `tool_result` block with its `tool_use_id`); the assistant turn is replayed exactly as
-the server emitted it (reasoning included: verifier/surfaces_history.py). `miss_func` turns offer the
+the server emitted it (reasoning included: verifier/judge/history.py). `miss_func` turns offer the
 held-back function from the turn the data names, with BFCL's own user prompt for it.
 
 Checking, as BFCL's multi-turn checker does it, after every turn (pure: the simulators are
@@ -22,7 +22,7 @@ deterministic, so scoring re-executes the journaled calls offline):
 Records are the turns (`<id>/t<k>`, metric `turn_accuracy`); the last turn also carries `entry_accuracy`
 (every turn passed). Each record's `answer` is the turn's transcript (calls, argument values, result
 digests, final text) and the digest of every turn before it, which the golden diff uses
-(verifier/turn_diff.py and the `followup_divergence` / `history_tokens_mismatch` signals).
+(verifier/attribution/turn_diff.py and the `followup_divergence` / `history_tokens_mismatch` signals).
 
 Data: BFCL_v4_multi_turn_<category>.json, possible_answer/ and multi_turn_func_doc/ from `--data DIR`,
 else $VERIFIER_BFCL_DATA. A system prompt is added (BFCL's FC mode sends none): every agent client sends
@@ -38,9 +38,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from verifier.parse import MalformedBody, parse_exchange
-from verifier.surfaces import surface_of, translate
-from verifier.surfaces_history import assistant_turn, extend, tool_results, user_turn
+from verifier.judge.parse import MalformedBody, parse_exchange
+from verifier.surfaces.translate import surface_of, translate
+from verifier.judge.history import assistant_turn, extend, tool_results, user_turn
 from verifier.types import Conversation, Exchange, Judgement, Parsed, Sample, Suite, Verdict
 
 from suites.bfcl import _jsonl, data_dir, to_tools

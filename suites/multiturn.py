@@ -1,7 +1,7 @@
 """Multi-turn tool use, replayed on every surface: user -> tool call -> tool result -> answer -> second user turn.
 
 Each conversation is three samples, sent in order by the runner (`Suite.followup`), each turn replaying
-the server's previous answer exactly as it was emitted (verifier/surfaces_history.py):
+the server's previous answer exactly as it was emitted (verifier/judge/history.py):
 
     t1  user asks; the model should call the declared tool          metric tool_called
     t2  history + the server's own tool call + our tool result      metric uses_tool_result
@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from verifier.parse import MalformedBody, parse_exchange
-from verifier.surfaces_history import assistant_turn, extend, tool_results, user_turn
+from verifier.judge.parse import MalformedBody, parse_exchange
+from verifier.judge.history import assistant_turn, extend, tool_results, user_turn
 from verifier.types import Exchange, Judgement, Parsed, Sample, Suite
 from verifier import jsonsafe
 

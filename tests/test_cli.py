@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import http_ready, wait_until
-from verifier import journal
+from verifier.run import journal
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic
 
 
@@ -183,15 +183,16 @@ def test_data_can_be_given_per_suite():
 def test_cli_mode_names_match_the_endpoint():
     """The CLI lists the modes without importing the endpoint (so --help stays cheap): no drift allowed."""
     from verifier.cli.args import MODE_NAMES
-    from verifier.endpoint import MODES
+    from verifier.wire.endpoint import MODES
 
     assert tuple(MODES) == MODE_NAMES
 
 
 def test_version_and_errors_map_to_exit_codes(tmp_path, cli, monkeypatch):
-    from verifier import __version__, app
+    from verifier import __version__
+    from verifier.app import collect as app
     from verifier.cli import main
-    from verifier.journal import NotARunDir
+    from verifier.run.journal import NotARunDir
 
     with pytest.raises(SystemExit) as e:
         main(["--version"])
@@ -218,7 +219,7 @@ def test_run_header_keeps_its_keys_and_gains_a_format(server, tmp_path, cli):
 
 
 def test_gate_spec_reproduces_the_golden_selection(calibrated_golden):
-    from verifier import app, app_gate
+    from verifier.app import collect as app, gate as app_gate
 
     g, gobs = app_gate.load_golden(calibrated_golden["golden"])
     spec = app.RunSpec.for_golden(g, gobs, app.EndpointSpec("http://127.0.0.1:9/v1", "m"), Path("out"), overrides={"temperature": 0.5})
@@ -230,7 +231,7 @@ def test_gate_spec_reproduces_the_golden_selection(calibrated_golden):
 
 def test_one_client_per_run(server, tmp_path, cli, monkeypatch):
     """Reachability, server info, probes and every request share one Endpoint (one connection pool)."""
-    from verifier import endpoint
+    from verifier.wire import endpoint
 
     made = []
     init = endpoint.Endpoint.__init__

@@ -7,8 +7,9 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import suites.structured as st
-from verifier import compare, golden as golden_mod
-from verifier.diagnosis import COMPONENTS, TABLE
+from verifier.attribution import compare
+from verifier.golden import store as golden_mod
+from verifier.attribution.diagnosis import COMPONENTS, TABLE
 from verifier.testbed.faults import FAULTS
 from verifier.testbed.proxy import Proxy
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic, last_user_text

@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from verifier import journal
-from verifier.parse import parse_exchange
+from verifier.run import journal
+from verifier.judge.parse import parse_exchange
 from verifier.testbed import engines
 
 from conftest import engine_server, require_engine

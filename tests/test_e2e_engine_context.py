@@ -10,8 +10,8 @@ import asyncio
 
 import pytest
 
-from verifier import context_probe as cp
-from verifier.endpoint import Endpoint, EndpointConfig
+from verifier.run import context_probe as cp
+from verifier.wire.endpoint import Endpoint, EndpointConfig
 
 from conftest import engine_server
 

@@ -17,7 +17,8 @@ import json
 import httpx
 import pytest
 
-from verifier import dualpath, journal
+from verifier.wire import dualpath
+from verifier.run import journal
 from verifier.testbed import engines
 
 from conftest import engine_server

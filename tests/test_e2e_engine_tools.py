@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from verifier import journal
-from verifier.parse import parse_exchange
+from verifier.run import journal
+from verifier.judge.parse import parse_exchange
 from verifier.testbed.engine_tools import TOOL_CALL_PREFILL
 from verifier.testbed.proxy import Proxy
 

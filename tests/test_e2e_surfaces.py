@@ -14,7 +14,7 @@ import json
 import pytest
 from conftest import engine_server
 
-from verifier import journal
+from verifier.run import journal
 
 
 pytestmark = pytest.mark.e2e

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from verifier import journal
-from verifier.parse import parse_exchange
+from verifier.run import journal
+from verifier.judge.parse import parse_exchange
 from verifier.testbed.engine_tools import TOOL_CHOICE_REQUIRED
 from verifier.testbed.proxy import Proxy
 

@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from verifier.endpoint import Endpoint, EndpointConfig, parse_retry_after
+from verifier.wire.endpoint import Endpoint, EndpointConfig, parse_retry_after
 from verifier.testbed.server import Reply, Script, TestServer
 
 

@@ -2,12 +2,12 @@
 
 A wrong template must be wrong in one way only: `drop-system` on Gemma is a Gemma-format template that
 loses the system text, not a ChatML one that breaks every prompt. The templates are rendered with the
-dual path's own renderer (verifier/dualpath.py), the same one a `completions` run uses.
+dual path's own renderer (verifier/wire/dualpath.py), the same one a `completions` run uses.
 """
 
 import pytest
 
-from verifier.dualpath import render_local
+from verifier.wire.dualpath import render_local
 from verifier.testbed import engines
 
 MSGS = [{"role": "system", "content": "SYSTEM-MARKER-42"}, {"role": "user", "content": "hi"}]

@@ -243,7 +243,7 @@ def test_completions_mode_without_a_template_is_a_usage_error(tmp_path, cli):
 
 
 def test_goldens_keep_no_machine_paths():
-    from verifier.golden import portable
+    from verifier.golden.store import portable
 
     info = {"props": {"model_path": "/srv/models/qwen.gguf", "chat_template": "{{ a / b }}"}, "models": {"data": [{"id": "/m/x.gguf"}]}}
     assert portable(info) == {"props": {"model_path": "qwen.gguf", "chat_template": "{{ a / b }}"}, "models": {"data": [{"id": "x.gguf"}]}}

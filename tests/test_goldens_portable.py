@@ -91,7 +91,7 @@ def test_packaged_goldens_by_name_from_any_directory(server, tmp_path, cli, monk
 
 
 def test_every_shipped_golden_is_current_and_self_contained():
-    from verifier import golden
+    from verifier.golden import store as golden
 
     for p in golden.packaged():
         g, obs = golden.load(p)

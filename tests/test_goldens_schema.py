@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import pytest
 
-from verifier import golden as golden_mod
-from verifier.golden_schema import GOLDEN, OBSERVATION, SCHEMA_VERSION
+from verifier.golden import store as golden_mod
+from verifier.golden.schema import GOLDEN, OBSERVATION, SCHEMA_VERSION
 
 DEMO = Path(__file__).resolve().parent.parent / "goldens" / "demo-smoke"
 NAN = float("nan")

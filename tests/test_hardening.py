@@ -15,8 +15,9 @@ import pytest
 from aiohttp import web
 
 from conftest import SMOKE_RUN, reference_reply
-from verifier import golden as golden_mod
-from verifier import journal, scrub
+from verifier.golden import store as golden_mod
+from verifier.run import journal
+from verifier import scrub
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic, make_app
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 
 from hostile_server import DEEP, HostileServer
-from verifier import contract, dualpath, journal
-from verifier.compare import _drift
-from verifier.endpoint import Endpoint, EndpointConfig
+from verifier.judge import contract
+from verifier.wire import dualpath
+from verifier.run import journal
+from verifier.attribution.compare import _drift
+from verifier.wire.endpoint import Endpoint, EndpointConfig
 from verifier.jsonsafe import TooDeep, dumps_strict, loads_bounded
-from verifier.parse import parse_body, parse_chunks
+from verifier.judge.parse import parse_body, parse_chunks
 from verifier.redact import Redactor
 from verifier.types import Exchange
 
@@ -162,7 +164,7 @@ def test_redirect_is_recorded_not_followed():
 
 RSS_SCRIPT = """
 import asyncio, json, resource, sys
-from verifier.endpoint import Endpoint, EndpointConfig
+from verifier.wire.endpoint import Endpoint, EndpointConfig
 async def go(url, n):
     ep = Endpoint(EndpointConfig(url, "m", max_retries=0))
     try:
@@ -195,7 +197,7 @@ def test_endless_sse_line_stops_at_the_cap_in_linear_time():
 
 def test_multi_line_sse_events_are_assembled_as_the_spec_and_the_sdk_do():
     """One JSON event over three `data:` lines, CRLF, comments and `event:`/`id:` fields: one payload, no bad chunk."""
-    from verifier.parse import parse_exchange
+    from verifier.judge.parse import parse_exchange
     from verifier.types import Exchange
 
     with HostileServer("sse_multiline") as srv:
@@ -220,7 +222,7 @@ def test_a_json_answer_to_a_stream_request_is_a_frontend_finding_not_infra(tmp_p
     by_mode = {m: [v for v in vs if v["mode"] == m] for m in ("chat", "chat-stream")}
     assert all(v["outcome"] == "contract" and v["reason"] == "stream_ignored" for v in by_mode["chat-stream"]), vs
     assert all(v["outcome"] != "infra" and "stream_ignored" not in str(v["findings"]) for v in by_mode["chat"]), vs
-    from verifier.diagnosis import TABLE
+    from verifier.attribution.diagnosis import TABLE
 
     assert TABLE["stream_ignored"][0] == "stream assembly"
 
@@ -333,7 +335,7 @@ def test_dumps_strict_never_writes_bare_nan():
 
 def test_mid_stream_error_event_is_retried_then_infra(tmp_path):
     from suites import SUITES
-    from verifier.scoring import judge
+    from verifier.run.scoring import judge
 
     with HostileServer("stream_error") as srv:
         r = send(EndpointConfig(srv.url, "m", max_retries=2), "chat-stream")
@@ -384,7 +386,7 @@ def _cli_rss(*args, env=None, timeout=600):
 
 MEM22_SCRIPT = """
 import asyncio, json, resource, sys
-from verifier.endpoint import Endpoint, EndpointConfig
+from verifier.wire.endpoint import Endpoint, EndpointConfig
 async def go(models_url, events_url, body_url):
     out = {}
     ep = Endpoint(EndpointConfig(models_url, "m", max_retries=0))
@@ -459,7 +461,7 @@ def test_22_3_millions_of_tiny_events_are_a_contract_finding(tmp_path, cli):
     assert {(v["outcome"], v["reason"]) for v in vs} == {("contract", "stream_too_many_events")}
     recs = list(journal.read_jsonl(tmp_path / "r" / "responses.jsonl"))
     assert all(r["error"] == "stream_too_many_events" and len(r["chunks"]) == 1000 for r in recs)
-    from verifier.diagnosis import TABLE
+    from verifier.attribution.diagnosis import TABLE
 
     assert TABLE["stream_too_many_events"][0] == "stream assembly"
     assert contract.blocking([contract.Finding("stream_too_many_events", "")])
@@ -622,7 +624,7 @@ def test_22_5_canary_a_secret_split_where_the_parser_rejoins_it_reaches_no_file(
         sent = [r for r in srv.requests if r["method"] == "POST"]
         assert sent and all(r["headers"].get("x-api-key") == HDR and KEY in r["headers"].get("authorization", "") for r in sent)
         # The run's own journal, written by the process that holds both secrets: joined where the parser joins.
-        from verifier.parse import parse_exchange
+        from verifier.judge.parse import parse_exchange
         from verifier.types import Exchange
 
         for rec in journal.read_jsonl(tmp_path / "ref" / "responses.jsonl"):
@@ -734,7 +736,7 @@ def test_22_7_a_planted_temp_symlink_is_never_followed(tmp_path, cli, server):
     assert (out / "rep.html").is_file() and not (out / "rep.html").is_symlink()
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()]  # no temp file left behind
     # The lock and the journal are opened O_NOFOLLOW too: a symlinked responses.jsonl is refused, not appended through.
-    from verifier import journal as j
+    from verifier.run import journal as j
 
     (out / "responses.jsonl").unlink()
     (out / "responses.jsonl").symlink_to(victim)

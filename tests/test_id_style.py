@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import string
 
-from verifier.contract import id_style
+from verifier.judge.contract import id_style
 
 
 def test_known_shapes():

@@ -92,7 +92,7 @@ def test_matrix_command_on_run_dirs_gives_the_same_rows(five, tmp_path, cli):
 
 
 def test_matrix_escapes_what_endpoints_say(tmp_path):
-    from verifier import matrix
+    from verifier.report import matrix
 
     doc = {"status": "pass", "exit_code": 0, "frontend": {"verdict": "pass", "evidence": [
         {"suite": "s", "signal": "x", "verdict": "fail", "summary": "<script>window.__x=1</script>|pipe"}]},

@@ -57,7 +57,7 @@ def test_matrix_status_colours_diagnosis_and_missing(five, tmp_path):  # noqa: F
 
     from test_matrix import DEMO
 
-    from verifier import colours
+    from verifier.report import colours
     from verifier.cli import main
     from verifier.testbed.server import Reply, Script, TestServer, arithmetic
 

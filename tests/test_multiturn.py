@@ -104,7 +104,7 @@ def test_scripted_faults_fire_the_multiturn_checks(mt_golden, tmp_path, cli, fau
 
 
 def test_later_turns_are_only_sent_after_the_turn_before_and_resume_resends_a_broken_conversation():
-    from verifier import runner
+    from verifier.run import runner
 
     samples = multiturn.SUITE.load(None, True)
     sampling = {"overrides": {}}
@@ -119,7 +119,7 @@ def test_later_turns_are_only_sent_after_the_turn_before_and_resume_resends_a_br
 
 def test_limit_keeps_conversations_whole():
     from suites import multiturn
-    from verifier.app import select
+    from verifier.app.collect import select
 
     samples = multiturn.load()
     for limit, seed in ((5, None), (1, None), (4, 3), (7, 11)):
@@ -133,7 +133,7 @@ def test_limit_keeps_conversations_whole():
 def test_limit_builds_only_the_selected_samples_of_a_lazy_suite():
     """--limit slices a lazy sample list: the samples it does not select are never built (structured's 13k)."""
     from suites.lazy import LazySamples
-    from verifier.app import select
+    from verifier.app.collect import select
     from verifier.types import Sample
 
     built = []

@@ -1,7 +1,7 @@
 import json
 
-from verifier import contract
-from verifier.parse import parse_body, parse_chunks
+from verifier.judge import contract
+from verifier.judge.parse import parse_body, parse_chunks
 from verifier.testbed.server import Reply, stream_chunks
 
 
@@ -101,7 +101,7 @@ def test_non_greedy_token_at_temperature_0_is_a_finding():
 
 
 def test_stream_parity_ignores_paths_whose_tokens_diverged():
-    from verifier.compare import paired_signals
+    from verifier.attribution.compare import paired_signals
 
     def obs(mode, answer, toks):
         return {"suite": "s", "sample_id": "a", "epoch": 0, "mode": mode, "outcome": "content", "answer": answer,

@@ -9,10 +9,12 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from verifier import compare, golden as golden_mod, probe_results
-from verifier.endpoint import Endpoint, EndpointConfig
-from verifier.probes import CATALOGUE, PROBES, catalogue_table, run_probes
-from verifier.surfaces import surface_of
+from verifier.attribution import compare
+from verifier.golden import store as golden_mod
+from verifier.run import probe_results
+from verifier.wire.endpoint import Endpoint, EndpointConfig
+from verifier.run.probes import CATALOGUE, PROBES, catalogue_table, run_probes
+from verifier.surfaces.translate import surface_of
 from verifier.testbed.faults import FAULTS
 from verifier.testbed.proxy import Proxy
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic
@@ -236,7 +238,7 @@ def test_a_probe_the_reference_fails_is_reported_not_blamed(tmp_path, cli):
 
 def test_a_gate_without_the_golden_probes_is_incomplete(probe_golden, tmp_path, cli):
     """Probes the golden has and the candidate never ran are missing coverage (exit 30), never a pass."""
-    from verifier import probes as probes_mod
+    from verifier.run import probes as probes_mod
 
     real = probes_mod.run_probes
 

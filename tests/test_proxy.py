@@ -1,7 +1,7 @@
 """The fault-injection proxy: every fault, through real sockets, must trip the verifier's own checks.
 
 Upstream is verifier.testbed.server.TestServer; what a client receives through the proxy is
-parsed with verifier.parse and judged with verifier.contract, so each test shows the
+parsed with verifier.judge.parse and judged with verifier.judge.contract, so each test shows the
 fault *and* that the verifier catches it.
 """
 
@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from conftest import http_ready
-from verifier import contract
-from verifier.parse import parse_body, parse_chunks
+from verifier.judge import contract
+from verifier.judge.parse import parse_body, parse_chunks
 from verifier.testbed.faults import FAULTS, parse_fault_spec, run_stream, selected
 from verifier.testbed.proxy import Proxy
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic

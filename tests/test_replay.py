@@ -5,7 +5,7 @@ import json
 import pytest
 
 from suites import SUITES, replay
-from verifier.runner import build_request
+from verifier.run.runner import build_request
 from verifier.testbed.server import Reply, Script, TestServer
 from verifier.types import Parsed
 

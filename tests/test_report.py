@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from verifier import report
-from verifier.merge import parse_shard, take_shard
+from verifier.app import report_files
+from verifier.run.merge import parse_shard, take_shard
 from verifier.testbed.server import Reply, Script, TestServer
 
 XSS = '<script>window.__xss=1</script><img src=x onerror="window.__xss=2"> <a href="javascript:window.__xss=3">click</a>'
@@ -51,7 +52,7 @@ def build_world(tmp: Path, calibrated: dict[str, Path] | None = None) -> dict[st
         assert main(["run", *RUN, "--base-url", srv.url, "--out", str(cand)]) == 0
     assert main(["compare", str(cand), "--golden", str(golden)]) == 11
     html = tmp / "report.html"
-    html.write_text(report.render_html(cand, golden, None), encoding="utf-8")
+    html.write_text(report_files.render_html(cand, golden, None), encoding="utf-8")
     return {"golden": golden, "cand": cand, "ref": calibrated["ref"], "html": html}
 
 
@@ -130,7 +131,7 @@ def test_write_all_outputs(world, tmp_path, monkeypatch):
     step = tmp_path / "step_summary.md"
     step.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
-    paths = report.write_all(run, doc)
+    paths = report_files.write_all(run, doc)
     assert paths["html"] == run / "report.html" and paths["html"].stat().st_size > 10_000
     # CSV: the per-sample comparison, one row per record
     import pandas as pd
@@ -169,17 +170,17 @@ def test_junit_for_a_pass_and_for_incomplete():
 def test_render_is_a_pure_function_of_run_golden_and_comparison(world, tmp_path):
     """html.render never reads the golden back from the path recorded in the comparison: the caller passes it."""
     doc = json.loads((world["cand"] / "comparison.json").read_text())
-    run, golden = report.read_run(world["cand"]), report.read_golden(world["golden"])
+    run, golden = report_files.read_run(world["cand"]), report_files.read_golden(world["golden"])
     html = report.render(run, golden, doc)
-    assert html == report.render_html(world["cand"], world["golden"], None)
+    assert html == report_files.render_html(world["cand"], world["golden"], None)
     moved = {**doc, "golden": {**doc["golden"], "path": str(tmp_path / "gone")}}
     assert report.render(run, golden, moved) == html
-    paths = report.write_all(shutil.copytree(world["cand"], tmp_path / "c"), moved, golden=golden)
+    paths = report_files.write_all(shutil.copytree(world["cand"], tmp_path / "c"), moved, golden=golden)
     assert paths["html"].read_text(encoding="utf-8") == html
 
 
 def test_single_run_report(world):
-    html = report.render_html(world["ref"], None, None)
+    html = report_files.render_html(world["ref"], None, None)
     assert 'id="status">single run<' in html and ">accuracy<" in html
     assert "Flipped samples" not in html and 'id="sample-data"' in html
 
@@ -220,7 +221,7 @@ def test_shard_selection():
 
 def make_shards(tmp_path, monkeypatch, n=2):
     """Shard runs as CI would make them: each job runs every n-th sample (`--shard i/n`)."""
-    from verifier import app as cli_mod  # select() lives in the app layer
+    from verifier.app import collect as cli_mod  # select() lives in the app layer
     from verifier.cli import main
 
     orig = cli_mod.select

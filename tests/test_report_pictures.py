@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from verifier import colours, report
-from verifier.explain import cut_words
+from verifier.report import colours
+from verifier import report
+from verifier.app import report_files
+from verifier.attribution.explain import cut_words
 from verifier.report import pictures
 from verifier.testbed.server import Reply, Script, TestServer, prompt_tokens
 
@@ -101,7 +103,7 @@ def test_comparison_keeps_bounded_per_sample_drift(gates):
     assert parted and all(1 <= r["first_divergence"] < r["length"] for r in parted)
     assert all(r["mean_abs_delta"] > d["margin"] for r in rows if r["tokens"])
     # Bounded: a 1,000-sample suite keeps PER_SAMPLE_MAX rows, the most drifted half among them.
-    from verifier import numerics
+    from verifier.attribution import numerics
 
     many = [{"id": f"s{i}", "tokens": 5, "mean_abs_delta": i / 1000, "first_divergence": 5, "parted": False, "length": 5}
             for i in range(1000)]
@@ -160,8 +162,8 @@ def test_unmeasured_is_grey_and_reference_failures_are_not_green(gates, tmp_path
     doc = json.loads(json.dumps(gates["rerun"]["doc"]))
     doc["frontend"]["evidence"].append({"signal": "probe:max_tokens_honoured", "suite": "*", "verdict": "pass",
                                         "summary": "max_tokens_honoured: FAILED (ignored; reference also fails)", "qualifier": "reference_fails"})
-    run = report.read_run(gates["rerun"]["dir"])
-    html = report.render(run, report.read_golden(gates["golden"]), doc)
+    run = report_files.read_run(gates["rerun"]["dir"])
+    html = report.render(run, report_files.read_golden(gates["golden"]), doc)
     row = re.search(r'<tr class="ref-fails">.*?</tr>', html, flags=re.S).group(0)
     assert '<span class="v v-reference_fails">reference fails too</span>' in row and "v-pass" not in row
     # smoke has no tool calls: the tool-call signals measured nothing, and say so
@@ -173,7 +175,7 @@ def test_unmeasured_is_grey_and_reference_failures_are_not_green(gates, tmp_path
 
 
 def test_probe_verdicts_mark_a_shared_failure():
-    from verifier.probes import verdicts
+    from verifier.run.probes import verdicts
 
     v = verdicts({"a": {"passed": False, "detail": "x"}, "b": {"passed": False, "detail": "y"}, "c": {"passed": True, "detail": "z"}},
                  {"a": {"passed": False, "detail": "x"}, "b": {"passed": True, "detail": "y"}, "c": {"passed": False, "detail": "z"}})
@@ -255,7 +257,7 @@ def test_tool_call_f1_and_schema_accuracy_beside_the_golden(bfcl_gate):
     assert f"  bfcl {line}" in bfcl_gate["stdout"]  # the console gate summary
     assert f"- **bfcl** {line}" in (bfcl_gate["cand"] / "summary.md").read_text()
     assert line in (bfcl_gate["cand"] / "report.html").read_text()
-    from verifier import matrix
+    from verifier.report import matrix
 
     m = matrix.build([matrix.read_entry("vendor", bfcl_gate["cand"])], bfcl_gate["tmp"] / "m")
     assert m["rows"][0]["tool_calls"] == line
@@ -288,6 +290,6 @@ def test_nice_ticks_cover_the_data():
 def test_an_older_comparison_without_per_sample_drift_says_so(gates):
     doc = json.loads(json.dumps(gates["requantized"]["doc"]))
     del doc["suites"]["smoke"]["drift"]["per_sample"]
-    html = report.render(report.read_run(gates["requantized"]["dir"]), report.read_golden(gates["golden"]), doc)
+    html = report.render(report_files.read_run(gates["requantized"]["dir"]), report_files.read_golden(gates["golden"]), doc)
     assert 'class="plot drift-plot"' not in html and "predates per-sample drift" in html
     assert 'class="plot token-scatter"' in html  # the scatter needs only the records

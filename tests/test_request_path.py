@@ -7,7 +7,7 @@ retry, and a cookie the server set (sticky sessions behind a load balancer).
 import asyncio
 import json
 
-from verifier.endpoint import Endpoint, EndpointConfig
+from verifier.wire.endpoint import Endpoint, EndpointConfig
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "What is 2 + 3?"}], "temperature": 0.0}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from verifier import compare, signals
+from verifier.attribution import compare, signals
 from verifier.types import Evidence, Observation
 
 

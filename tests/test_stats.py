@@ -1,7 +1,7 @@
 import math
 
 from verifier import stats
-from verifier.compare import degenerate, event_verdict, metric_verdict
+from verifier.attribution.compare import degenerate, event_verdict, metric_verdict
 
 
 def test_wilson_known_values():

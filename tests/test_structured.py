@@ -234,7 +234,7 @@ def test_limit_validates_only_the_selected_schemas(shared_data, monkeypatch):
 
 def test_scorer_returns_a_judgement_and_scoring_attaches_identity():
     """The scorer knows nothing of epochs and modes; scoring.judge is where a Verdict gets them."""
-    from verifier import scoring
+    from verifier.run import scoring
     from verifier.types import Exchange, Judgement
 
     s = next(x for x in st.load(None, smoke=True) if x.id == "extract/person/strict")

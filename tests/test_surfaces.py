@@ -4,11 +4,11 @@ and one raw round trip per surface through the real endpoint client and test ser
 import asyncio
 import json
 
-from verifier import contract
-from verifier.contract_surfaces import error_findings
-from verifier.endpoint import Endpoint, EndpointConfig
-from verifier.parse import parse_surface
-from verifier.surfaces import translate
+from verifier.judge import contract
+from verifier.judge.contract_surfaces import error_findings
+from verifier.wire.endpoint import Endpoint, EndpointConfig
+from verifier.judge.parse import parse_surface
+from verifier.surfaces.translate import translate
 from verifier.testbed.server import Reply, Script, TestServer
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
@@ -174,8 +174,8 @@ def test_a_secret_split_across_surface_deltas_is_redacted():
 
 
 def test_surface_parity_names_the_mode_that_moved():
-    from verifier.signals import surface_parity_mismatch
-    from verifier.surface_signals import parity_modes
+    from verifier.attribution.signals import surface_parity_mismatch
+    from verifier.attribution.surface_signals import parity_modes
     from verifier.types import Observation
 
     def obs(**answers):

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import SMOKE_RUN, reference_reply
-from verifier import perf, sweep
+from verifier.run import perf
+from verifier.app import sweep
 from verifier.testbed.server import Reply, Script, TestServer
 from verifier.testbed.server import _usage as usage_of
 

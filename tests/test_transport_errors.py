@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from verifier.endpoint import TRANSPORT_HINTS, Endpoint, EndpointConfig
+from verifier.wire.endpoint import TRANSPORT_HINTS, Endpoint, EndpointConfig
 
 
 def closed_port() -> int:

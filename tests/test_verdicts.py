@@ -131,7 +131,7 @@ def test_three_inconclusive_causes_give_three_messages(calibrated_golden, tmp_pa
     assert "the candidate returned no logprobs on 20 samples: rerun with `verifier gate --logprobs 5`" in msgs["a"]
     assert re.search(r"drift 0\.2 above floor 0\.01\d* but no quality change", msgs["b"]), msgs["b"]
     # a wide interval: samples needed from a power calculation
-    from verifier import compare
+    from verifier.attribution import compare
 
     g = json.loads((golden / "golden.json").read_text())
     gobs = [json.loads(x) for x in (golden / "samples.jsonl").read_text().splitlines()]
@@ -164,7 +164,7 @@ def test_wrong_template_that_makes_the_model_repeat_is_frontend_only(calibrated_
 
 
 def test_one_repetition_in_twenty_is_not_a_numerics_failure():
-    from verifier.numerics import paired_event_verdict
+    from verifier.attribution.numerics import paired_event_verdict
 
     assert paired_event_verdict(1, 0, 22, 0.0)["verdict"] == "pass"
     assert paired_event_verdict(8, 0, 22, 0.0)["verdict"] == "fail"
@@ -210,7 +210,7 @@ def test_junit_names_are_identical_across_a_pass_and_a_fail(calibrated_golden, t
 
 
 def test_logprob_tokens_must_spell_the_content():
-    from verifier.contract import detokenize_mismatch
+    from verifier.judge.contract import detokenize_mismatch
     from verifier.types import Parsed
 
     def parsed(content, toks, **kw):
@@ -226,7 +226,7 @@ def test_logprob_tokens_must_spell_the_content():
 
 
 def test_stream_only_detokenizer_fault_is_stream_assembly_non_stream_is_tokenization():
-    from verifier.diagnosis import diagnose
+    from verifier.attribution.diagnosis import diagnose
 
     def doc(modes):
         block = {"signals": {"new_findings": {"verdict": "fail", "count": 3}},
@@ -238,7 +238,7 @@ def test_stream_only_detokenizer_fault_is_stream_assembly_non_stream_is_tokeniza
 
 
 def test_preflight_hints():
-    from verifier.preflight import hint, ping_body
+    from verifier.wire.preflight import hint, ping_body
 
     assert "does the base URL end in /v1?" in hint(404, "m", [], "", None)
     assert hint(404, "m", ["a", "b"], "", None) == "model 'm' not in /v1/models: a, b"

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import SMOKE_RUN
-from verifier import contract, signals
+from verifier.judge import contract
+from verifier.attribution import signals
 from verifier.testbed.server import Reply, Script, TestServer, last_user_text, prompt_tokens
 
 
@@ -67,7 +68,7 @@ def emitted_codes() -> set[str]:
 def test_every_finding_code_is_judged_by_some_side():
     """A table: code -> the sides that judge it. A new code on the candidate is either frontend evidence (the
     new_findings signal) or the sample stays in the quality metrics, or both; never neither."""
-    from verifier import numerics
+    from verifier.attribution import numerics
     from verifier.types import Observation
 
     codes = emitted_codes()
