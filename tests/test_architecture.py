@@ -1,7 +1,8 @@
-"""The house rules on imports, checked on the source (ast), not by importing anything.
+"""The house rules on imports, checked on the source (ast), not by importing anything. This is the one import walker.
 
-Arrows point down: the CLI imports the app, the app imports the core, the core never imports
-the CLI or the test bed, and no two modules import each other, even through a function-local import.
+Arrows point down the floors below (docs/DESIGN.md "Packages"): a module imports only modules on its own floor or
+lower; the core never imports the app, the CLI or the test bed; and no two modules import each other, even
+through a function-local import.
 """
 
 from __future__ import annotations
@@ -60,6 +61,76 @@ def graph() -> dict[str, set[str]]:
 
 def inside(name: str, pkg: str) -> bool:
     return name == pkg or name.startswith(pkg + ".")
+
+
+# Lowest first. A module belongs to the floor of its longest matching prefix; `verifier` alone is the package's
+# __init__ (the lazy Python API). Keep in step with README "Architecture" and docs/DESIGN.md "Packages".
+FLOORS: list[tuple[str, tuple[str, ...]]] = [
+    ("base", ("verifier.types", "verifier.errors", "verifier.jsonsafe", "verifier.redact", "verifier.scrub",
+              "verifier.version", "verifier.stats")),
+    ("surfaces", ("verifier.surfaces",)),
+    ("wire", ("verifier.wire",)),
+    ("judge", ("verifier.judge",)),
+    ("run", ("verifier.run",)),
+    ("suites", ("suites",)),
+    ("golden", ("verifier.golden",)),
+    ("attribution", ("verifier.attribution",)),
+    ("report", ("verifier.report",)),
+    ("app", ("verifier.app",)),
+    ("api", ("verifier.api", "verifier")),
+    ("testbed", ("verifier.testbed",)),
+    ("cli", ("verifier.cli", "verifier.__main__")),
+]
+CORE = [name for name, _ in FLOORS[: [n for n, _ in FLOORS].index("app")]]
+
+
+def floor_of(module: str) -> int | None:
+    best = None
+    for level, (_, prefixes) in enumerate(FLOORS):
+        for p in prefixes:
+            hit = module == p if p == "verifier" else inside(module, p)
+            if hit and (best is None or len(p) > best[1]):
+                best = (level, len(p))
+    return None if best is None else best[0]
+
+
+def upward_imports(g: dict[str, set[str]]) -> dict[str, list[str]]:
+    out = {}
+    for m, targets in g.items():
+        up = sorted(t for t in targets if floor_of(t) is not None and floor_of(m) is not None and floor_of(t) > floor_of(m))
+        if up:
+            out[m] = up
+    return out
+
+
+def test_every_module_has_a_floor():
+    assert sorted(m for m in graph() if floor_of(m) is None) == []
+
+
+def test_imports_point_down_the_floors():
+    up = upward_imports(graph())
+    named = {f"{m} ({FLOORS[floor_of(m)][0]})": [f"{t} ({FLOORS[floor_of(t)][0]})" for t in ts] for m, ts in up.items()}
+    assert named == {}
+
+
+def test_the_core_never_imports_the_app_cli_or_testbed():
+    top = ("verifier.app", "verifier.api", "verifier.cli", "verifier.testbed", "verifier.__main__")
+    offenders = {m: sorted(t for t in ts if any(inside(t, x) for x in top) or t == "verifier")
+                 for m, ts in graph().items() if FLOORS[floor_of(m)][0] in CORE}
+    assert {m: ts for m, ts in offenders.items() if ts} == {}
+
+
+def test_the_floor_check_finds_an_upward_import():
+    assert upward_imports({"verifier.judge.parse": {"verifier.run.journal", "verifier.types"}}) == {
+        "verifier.judge.parse": ["verifier.run.journal"]}
+    assert upward_imports({"verifier.cli.main": {"verifier.app.gate"}}) == {}
+    assert floor_of("verifier") == floor_of("verifier.api") and floor_of("verifier.version") == 0
+
+
+def test_the_testbed_is_a_wing_of_its_own():
+    names = {p.name for p in (ROOT / "verifier" / "testbed").glob("*.py")}
+    assert names >= {"__init__.py", "faults.py", "proxy.py", "server.py", "engines.py"}
+    assert not {m: ts for m, ts in graph().items() if inside(m, "verifier.testbed") and any(inside(t, "verifier.cli") for t in ts)}
 
 
 def test_only_the_cli_imports_the_cli():
