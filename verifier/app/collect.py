@@ -433,7 +433,7 @@ def observations(run_dir: Path) -> list[dict[str, Any]]:
 
     try:
         journal.check_run_dir(run_dir)
-        if scoring.stale(run_dir):
+        if journal.stale(run_dir):
             score(run_dir)
         return golden.observations(run_dir)
     except journal.NotARunDir as e:

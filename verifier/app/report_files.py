@@ -30,7 +30,7 @@ def read_run(run_dir: Path) -> RunData:
     or they were scored from another journal."""
     run_dir = Path(run_dir)
     header = journal.check_run_dir(run_dir)
-    if scoring.stale(run_dir):
+    if journal.stale(run_dir):
         from verifier.app.collect import score  # application step
 
         score(run_dir)

@@ -29,6 +29,8 @@ HEADER = "run.json"
 SAMPLES = "samples.jsonl"
 RESPONSES = "responses.jsonl"
 LOCK = ".lock"
+VERDICTS = "verdicts.jsonl"  # written by run/scoring.py
+SUMMARY = "summary.json"  # likewise; holds the digest of the responses.jsonl it was scored from
 
 
 class NotARunDir(ValueError):
@@ -339,3 +341,17 @@ class Journal:
 
     def close(self) -> None:
         self._f.close()
+
+
+def stale(run_dir: Path) -> bool:
+    """No verdicts yet, or verdicts scored from another responses.jsonl (e.g. a resume killed before scoring):
+    compare, gate, calibrate and bless then re-score instead of using them."""
+    if not (Path(run_dir) / VERDICTS).exists():
+        return True
+    try:
+        summary = jsonsafe.loads((Path(run_dir) / SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    if not isinstance(summary, dict) or "responses_digest" not in summary:
+        return False  # scored before digests were recorded: trusted as before (it may be a read-only checkout)
+    return summary["responses_digest"] != file_digest(Path(run_dir) / RESPONSES)

@@ -15,10 +15,10 @@ from verifier.judge.parse import MalformedBody, parse_exchange
 from verifier.types import Exchange, Finding, Judgement, Sample, Suite, Verdict
 from verifier import jsonsafe
 
-VERDICTS = "verdicts.jsonl"
+VERDICTS = journal.VERDICTS
 # Exchange errors that are findings about the stream the server sent, not transport failures.
 CONTRACT_ERRORS = {TOO_MANY_EVENTS: "the stream was cut at --max-stream-events (mostly empty or repeated events)"}
-SUMMARY = "summary.json"
+SUMMARY = journal.SUMMARY
 
 
 def _signals(ex: Exchange, parsed=None) -> dict[str, Any]:
@@ -219,20 +219,6 @@ def write_scores(run_dir: Path, verdicts: list[Verdict], summary: dict[str, Any]
     digest = journal.file_digest(Path(run_dir) / journal.RESPONSES)
     journal.write_jsonl(Path(run_dir) / VERDICTS, (v.to_json() for v in verdicts))
     journal.write_json(Path(run_dir) / SUMMARY, {**summary, "responses_digest": digest})
-
-
-def stale(run_dir: Path) -> bool:
-    """No verdicts yet, or verdicts scored from another responses.jsonl (e.g. a resume killed before scoring):
-    compare, gate, calibrate and bless then re-score instead of using them."""
-    if not (Path(run_dir) / VERDICTS).exists():
-        return True
-    try:
-        summary = jsonsafe.loads((Path(run_dir) / SUMMARY).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return True
-    if not isinstance(summary, dict) or "responses_digest" not in summary:
-        return False  # scored before digests were recorded: trusted as before (it may be a read-only checkout)
-    return summary["responses_digest"] != journal.file_digest(Path(run_dir) / journal.RESPONSES)
 
 
 def read_verdicts(run_dir: Path) -> list[Verdict]:
