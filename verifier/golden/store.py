@@ -29,7 +29,7 @@ FORMAT = 2
 GOLDEN = "golden.json"
 OBS = "samples.jsonl"
 INPUTS = "inputs.jsonl"
-PACKAGED = Path(__file__).resolve().parent / "goldens"
+PACKAGED = Path(__file__).resolve().parent.parent / "goldens"  # verifier/goldens/
 """The goldens installed with the package (package data), found by name from any directory."""
 MAX_CONTENT = 4000
 MAX_LOGPROBS = 512

@@ -25,7 +25,7 @@ from verifier.report import colours
 from verifier.attribution.explain import cut_words, tool_call_line
 
 RANK = {"fail": 2, "inconclusive": 1, "pass": 0}
-TEMPLATES = Path(__file__).parent / "report" / "templates"  # beside the report's, covered by the same package data
+TEMPLATES = Path(__file__).parent / "templates"  # the report package's own, covered by the same package data
 FILES = ("matrix.html", "matrix.md", "matrix.json")
 
 

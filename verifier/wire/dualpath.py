@@ -114,7 +114,7 @@ class _Worker:
 
     def __init__(self) -> None:
         env = dict(os.environ)
-        root = str(Path(__file__).resolve().parent.parent)
+        root = str(Path(__file__).resolve().parents[2])  # the directory holding the verifier package
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from verifier.wire.dualpath import _serve; _serve()"],
