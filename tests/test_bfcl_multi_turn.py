@@ -366,3 +366,38 @@ def test_a_proxy_that_drops_previous_response_id_fails_the_frontend_on_the_first
     # Caught on turn 1: its tool-result step is the first request that is chained.
     flagged = flagged_turns(doc, CHAINED)
     assert flagged and set(flagged.values()) == {1}, flagged
+
+
+# ---------------------------------------------------------------- sequential early stopping
+
+def test_sequential_gate_stops_early_on_a_decided_regression_judging_whole_entries(tmp_path, cli):
+    """`gate --sequential` on conversations: the looks come between whole entries (an interim look never pairs
+    half a conversation), and a history fault decided at an early look leaves the remaining entries unsent."""
+    from verifier.cli import main
+
+    data = str(category_file("multi_turn_base"))
+    samples = mt.load(data)
+    flags = ["--suite", "bfcl-multi-turn", "--data", data, "--model", "m", "--quiet", "--max-retries", "0",
+             "--mode", "chat", "--limit", "16", "--sample-seed", "11", "--concurrency", "2"]
+    with TestServer(Script(replayer(gt_table(samples)))) as srv:
+        for name in ("ref", "r2", "r3"):
+            assert main(["run", *flags, "--base-url", srv.url, "--out", str(tmp_path / name)]) == 0
+    assert main(["bless", str(tmp_path / "ref"), "--to", str(tmp_path / "g")]) == 0
+    assert main(["calibrate", str(tmp_path / "g"), "--runs", str(tmp_path / "r2"), str(tmp_path / "r3")]) == 0
+    golden_turns = len(verdicts(tmp_path / "ref"))
+    with TestServer(Script(replayer(gt_table(samples)))) as srv, Proxy(srv.url, ["tool_call_id_rewritten"]) as px:
+        code, _, err = cli("gate", "--golden", tmp_path / "g", "--base-url", px.url, "--model", "m", "--out", tmp_path / "c",
+                           "--quiet", "--data", data, "--max-retries", "0", "--concurrency", "2", "--sequential", "--looks", "4")
+    doc = json.loads((tmp_path / "c" / "comparison.json").read_text())
+    assert code == 10 and doc["status"] == "frontend_regression", err
+    seq = doc["sequential"]
+    assert seq["total_samples"] == golden_turns and 0 < seq["used_samples"] < golden_turns and seq["saved_samples"] > 0
+    assert seq["looks"][-1]["status"] == "frontend_regression" and len(seq["looks"]) < 4
+    # Whole entries: every entry that was started ran to its end, and the records judged are exactly their turns.
+    sent = {}
+    for ex in journal.read_exchanges(tmp_path / "c").values():
+        sent.setdefault(ex.sample_id.split("/")[0], set()).add(mt.position(ex.sample_id)[0])
+    by_id = {s.id: s for s in samples}
+    assert 0 < len(sent) < 16
+    assert all(turns == set(range(1, by_id[e].meta["turns"] + 1)) for e, turns in sent.items()), sent
+    assert seq["used_samples"] == sum(by_id[e].meta["turns"] for e in sent)
