@@ -72,6 +72,7 @@ class Bench:
         self.work.mkdir(parents=True, exist_ok=True)
         self.results = self.work / "results.jsonl"
         self.data = str(Path(a.data) / CATEGORY_FILE)
+        self.model = MODEL  # the name the server lists (its alias), set once it runs
 
     def server(self) -> Server:
         # 2 slots of 8192 tokens: the 32 function docs alone are ~4.4K prompt tokens, and a conversation grows
@@ -80,7 +81,7 @@ class Bench:
     def run(self, url: str, out: Path, limit: int, concurrency: int) -> float:
         shutil.rmtree(out, ignore_errors=True)
         t0 = time.time()
-        rc = verifier("run", "--suite", SUITE, "--data", self.data, "--base-url", url, "--model", MODEL,
+        rc = verifier("run", "--suite", SUITE, "--data", self.data, "--base-url", url, "--model", self.model,
                       "--mode", self.a.modes, "--limit", str(limit), "--concurrency", str(concurrency),
                       "--out", str(out), "--quiet")
         assert rc == 0, f"run {out} exited {rc}"
@@ -110,7 +111,7 @@ class Bench:
         (self.work / "figures.json").write_text(json.dumps({"golden_runs": figs}, indent=1) + "\n")
 
     def gate(self, label: str, url: str, proxy: Proxy | None = None) -> dict:
-        row = Row(label, SUITE, str(self.goldens / GOLDEN), MODEL, "bfcl-multi-turn (turn prefill)")
+        row = Row(label, SUITE, str(self.goldens / GOLDEN), self.model, "bfcl-multi-turn (turn prefill)")
         rec = gate(self.work, row, url, self.results, self.a.concurrency, proxy)
         print(json.dumps(rec), flush=True)
         return rec
@@ -136,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     b = Bench(a)
     with b.server() as srv, Proxy(srv.url, [(TURN_CALL_PREFILL, 1.0)]) as pre:
+        b.model = srv.name
         if "measure" in stages:
             b.measure(pre.url)
         if "golden" in stages:
