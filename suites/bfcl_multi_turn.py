@@ -38,8 +38,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from verifier.jsonsafe import TooDeep, loads_bounded
 from verifier.judge.parse import MalformedBody, parse_exchange
 from verifier.surfaces.translate import surface_of, translate
+from verifier.surfaces.parse import RESPONSES_TERMINAL
 from verifier.judge.history import assistant_turn, extend, tool_results, user_turn
 from verifier.types import Conversation, Exchange, Judgement, Parsed, Sample, Suite, Verdict
 
@@ -211,31 +213,77 @@ def _parsed(ex: Exchange) -> Parsed | None:
         return None
 
 
-def step(sample: Sample, first: dict[str, Any], steps: list[Exchange]) -> tuple[str, dict[str, Any]] | None:
-    """The next request of the conversation, built from the journaled answers before it (Conversation.step)."""
-    if not steps:
-        return f"{sample.id}/t1/0", first
+def _next(sample: Sample, steps: list[Exchange]) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]] | None] | None:
+    """After the last journaled answer: (next step id, the history entries it adds after that answer, the tools to
+    offer when they change), or None when the conversation is over."""
     last = steps[-1]
     parsed = _parsed(last)
     if parsed is None:
         return None
     turn, j = position(last.sample_id)
     mode = last.mode
-    entries = assistant_turn(last)
     calls = _calls(parsed)
+    entries: list[dict[str, Any]] = []
     if calls:
         results = replay(sample, steps, [_parsed(ex) for ex in steps])[0][-1]
         entries += tool_results(mode, [(c.get("id"), r) for c, r in zip(calls, results)])
         if j + 1 < MAX_STEPS_PER_TURN:
-            return f"{sample.id}/t{turn}/{j + 1}", extend(mode, last.request, entries)
+            return f"{sample.id}/t{turn}/{j + 1}", entries, None
     if turn >= sample.meta["turns"]:
         return None
-    body = extend(mode, last.request, entries)
     for m in _turn_messages(sample.meta["questions"], turn, sample.meta["held"]):
-        body = extend(mode, body, user_turn(mode, m.get("content") or ""))
-    if str(turn) in sample.meta["held"]:
-        body = {**body, "tools": _surface_tools(mode, _tools_at(sample, turn + 1))}
-    return f"{sample.id}/t{turn + 1}/0", body
+        entries += user_turn(mode, m.get("content") or "")
+    tools = _surface_tools(mode, _tools_at(sample, turn + 1)) if str(turn) in sample.meta["held"] else None
+    return f"{sample.id}/t{turn + 1}/0", entries, tools
+
+
+def step(sample: Sample, first: dict[str, Any], steps: list[Exchange]) -> tuple[str, dict[str, Any]] | None:
+    """The next request of the conversation, built from the journaled answers before it (Conversation.step): the
+    whole history replayed, the server's own answer included."""
+    if not steps:
+        return f"{sample.id}/t1/0", first
+    nxt = _next(sample, steps)
+    if nxt is None:
+        return None
+    sid, entries, tools = nxt
+    last = steps[-1]
+    body = extend(last.mode, extend(last.mode, last.request, assistant_turn(last)), entries)
+    return sid, body if tools is None else {**body, "tools": tools}
+
+
+def response_id(ex: Exchange) -> str | None:
+    """The id of a Responses answer (the body's, or the terminal event's response), None when it carries none."""
+    if ex.body is not None:
+        doc = _load_json(ex.body)
+        rid = doc.get("id") if isinstance(doc, dict) else None
+    else:
+        final = next((e["response"] for e in reversed([_load_json(c) for c in ex.chunks or [] if c != "[DONE]"])
+                      if isinstance(e, dict) and e.get("type") in RESPONSES_TERMINAL and isinstance(e.get("response"), dict)), {})
+        rid = final.get("id")
+    return rid if isinstance(rid, str) and rid else None
+
+
+def _load_json(text: str) -> Any:
+    try:
+        return loads_bounded(text)
+    except (ValueError, TooDeep):
+        return None
+
+
+def step_chained(sample: Sample, first: dict[str, Any], steps: list[Exchange]) -> tuple[str, dict[str, Any]] | None:
+    """`step`, except that on Responses each follow-up sends only what is new (tool outputs, the next user
+    message) with `previous_response_id` of the answer before it: the server rebuilds the history from what it
+    stored. Other surfaces have no chaining and replay the whole history, as `step` does. An answer without an id
+    cannot be chained: the conversation stops there and its remaining turns are not reached (never scored wrong)."""
+    if not steps or surface_of(steps[-1].mode) != "responses":
+        return step(sample, first, steps)
+    nxt = _next(sample, steps)
+    rid = response_id(steps[-1])
+    if nxt is None or rid is None:
+        return None
+    sid, entries, tools = nxt
+    body = {**steps[-1].request, "input": entries, "previous_response_id": rid}
+    return sid, body if tools is None else {**body, "tools": tools}
 
 
 # ---------------------------------------------------------------- checking
@@ -399,5 +447,12 @@ SUITE = Suite(
     name=NAME, version=VERSION, load=load, request=request, score=score, summarize=summarize,
     conversation=Conversation(step=step, score=score_conversation, records=records),
     description="BFCL v4 multi-turn: conversations executed on stateful API simulators, state + response check per turn",
+    defaults={"max_tokens": 512},
+)
+
+CHAINED = Suite(
+    name=f"{NAME}-chained", version=VERSION, load=load, request=request, score=score, summarize=summarize,
+    conversation=Conversation(step=step_chained, score=score_conversation, records=records),
+    description="bfcl-multi-turn with Responses follow-ups chained by previous_response_id (other surfaces: whole history)",
     defaults={"max_tokens": 512},
 )

@@ -181,10 +181,10 @@ def first_edited_turns(ref: Path, fault) -> dict[tuple[str, str], int]:
     return out
 
 
-def flagged_turns(doc) -> dict[str, int]:
+def flagged_turns(doc, suite: str = "bfcl-multi-turn") -> dict[str, int]:
     """Per conversation: the earliest turn a conversation-history signal fired on."""
     out: dict[str, int] = {}
-    sig = doc["suites"]["bfcl-multi-turn"]["signals"]
+    sig = doc["suites"][suite]["signals"]
     for name in ("history_tokens_mismatch", "followup_divergence", "prompt_tokens_mismatch"):
         for rec in sig[name]["samples"]:
             conv, t = rec.rsplit("/t", 1)
@@ -304,3 +304,100 @@ def test_resume_after_kill_sends_only_the_missing_steps_and_scores_the_same(tmp_
         return {k: v[k] for k in ("sample_id", "mode", "outcome", "score", "answer", "reason", "metrics")}
 
     assert {k: strip(v) for k, v in resumed.items()} == {k: strip(v) for k, v in whole.items()}
+
+
+# ---------------------------------------------------------------- Responses chained by previous_response_id
+
+CHAINED = "bfcl-multi-turn-chained"
+
+
+def test_chained_responses_send_only_what_is_new_and_score_like_the_whole_history(tmp_path, cli):
+    data = str(category_file("multi_turn_base"))
+    samples = mt.load(data)
+    modes = "chat,responses,responses-stream"
+    with TestServer(Script(replayer(gt_table(samples)))) as srv:
+        code, _, err = cli("run", "--suite", CHAINED, "--data", data, "--base-url", srv.url, "--model", "m", "--out",
+                           tmp_path / "r", "--quiet", "--max-retries", "0", "--limit", "3", "--mode", modes)
+        assert code == 0, err
+    vs = verdicts(tmp_path / "r")
+    assert {m for _, m in vs} == set(modes.split(","))
+    assert all(v["reason"] == "correct" for v in vs.values()), [(k, v["reason"]) for k, v in vs.items() if v["reason"] != "correct"][:3]
+    exs = sorted(journal.read_exchanges(tmp_path / "r").values(), key=lambda e: (e.mode, e.sample_id.split("/")[0], mt.position(e.sample_id)))
+    chained = 0
+    for prev, ex in zip(exs, exs[1:]):
+        same_conv = (prev.mode, prev.sample_id.split("/")[0]) == (ex.mode, ex.sample_id.split("/")[0])
+        if not same_conv:
+            continue
+        if ex.mode.startswith("responses"):
+            # Each follow-up names the answer before it and carries only tool outputs and the next user message.
+            assert ex.request["previous_response_id"] == mt.response_id(prev)
+            assert all(i.get("type") == "function_call_output" or i.get("role") == "user" for i in ex.request["input"]), ex.request["input"]
+            chained += 1
+        else:
+            assert "previous_response_id" not in ex.request and len(ex.request["messages"]) > len(prev.request["messages"])
+    assert chained > 6
+    # The same conversations, whole history every time, judge alike turn for turn.
+    with TestServer(Script(replayer(gt_table(samples)))) as srv:
+        whole = run(cli, srv.url, tmp_path / "w", data, "--limit", "3", "--mode", modes)
+    assert {k: v["answer"]["steps"] for k, v in whole.items()} == {k: v["answer"]["steps"] for k, v in vs.items()}
+
+
+def test_a_proxy_that_drops_previous_response_id_fails_the_frontend_on_the_first_follow_up(tmp_path, cli):
+    from verifier.cli import main
+
+    data = str(category_file("multi_turn_base"))
+    samples = mt.load(data)
+    flags = ["--suite", CHAINED, "--data", data, "--model", "m", "--quiet", "--max-retries", "0", "--mode",
+             "responses,responses-stream", "--limit", "4", "--sample-seed", "3"]
+    with TestServer(Script(replayer(gt_table(samples)))) as srv:
+        for name in ("ref", "r2", "r3"):
+            assert main(["run", *flags, "--base-url", srv.url, "--out", str(tmp_path / name)]) == 0
+    assert main(["bless", str(tmp_path / "ref"), "--to", str(tmp_path / "g")]) == 0
+    assert main(["calibrate", str(tmp_path / "g"), "--runs", str(tmp_path / "r2"), str(tmp_path / "r3")]) == 0
+    g = {"golden": tmp_path / "g", "data": data}
+    with TestServer(Script(replayer(gt_table(samples)))) as srv:
+        code, doc, out = gate(cli, g, srv.url, tmp_path / "ok")
+        assert code == 0 and doc["status"] == "pass", out
+        with Proxy(srv.url, ["previous_response_ignored"]) as px:
+            code, doc, out = gate(cli, g, px.url, tmp_path / "c")
+            assert px.mutations
+    assert code == 10 and doc["status"] == "frontend_regression", out
+    assert doc["diagnosis"][0]["component"] in ("conversation history", "surface translation"), doc["diagnosis"]
+    # Caught on turn 1: its tool-result step is the first request that is chained.
+    flagged = flagged_turns(doc, CHAINED)
+    assert flagged and set(flagged.values()) == {1}, flagged
+
+
+# ---------------------------------------------------------------- sequential early stopping
+
+def test_sequential_gate_stops_early_on_a_decided_regression_judging_whole_entries(tmp_path, cli):
+    """`gate --sequential` on conversations: the looks come between whole entries (an interim look never pairs
+    half a conversation), and a history fault decided at an early look leaves the remaining entries unsent."""
+    from verifier.cli import main
+
+    data = str(category_file("multi_turn_base"))
+    samples = mt.load(data)
+    flags = ["--suite", "bfcl-multi-turn", "--data", data, "--model", "m", "--quiet", "--max-retries", "0",
+             "--mode", "chat", "--limit", "16", "--sample-seed", "11", "--concurrency", "2"]
+    with TestServer(Script(replayer(gt_table(samples)))) as srv:
+        for name in ("ref", "r2", "r3"):
+            assert main(["run", *flags, "--base-url", srv.url, "--out", str(tmp_path / name)]) == 0
+    assert main(["bless", str(tmp_path / "ref"), "--to", str(tmp_path / "g")]) == 0
+    assert main(["calibrate", str(tmp_path / "g"), "--runs", str(tmp_path / "r2"), str(tmp_path / "r3")]) == 0
+    golden_turns = len(verdicts(tmp_path / "ref"))
+    with TestServer(Script(replayer(gt_table(samples)))) as srv, Proxy(srv.url, ["tool_call_id_rewritten"]) as px:
+        code, _, err = cli("gate", "--golden", tmp_path / "g", "--base-url", px.url, "--model", "m", "--out", tmp_path / "c",
+                           "--quiet", "--data", data, "--max-retries", "0", "--concurrency", "2", "--sequential", "--looks", "4")
+    doc = json.loads((tmp_path / "c" / "comparison.json").read_text())
+    assert code == 10 and doc["status"] == "frontend_regression", err
+    seq = doc["sequential"]
+    assert seq["total_samples"] == golden_turns and 0 < seq["used_samples"] < golden_turns and seq["saved_samples"] > 0
+    assert seq["looks"][-1]["status"] == "frontend_regression" and len(seq["looks"]) < 4
+    # Whole entries: every entry that was started ran to its end, and the records judged are exactly their turns.
+    sent = {}
+    for ex in journal.read_exchanges(tmp_path / "c").values():
+        sent.setdefault(ex.sample_id.split("/")[0], set()).add(mt.position(ex.sample_id)[0])
+    by_id = {s.id: s for s in samples}
+    assert 0 < len(sent) < 16
+    assert all(turns == set(range(1, by_id[e].meta["turns"] + 1)) for e, turns in sent.items()), sent
+    assert seq["used_samples"] == sum(by_id[e].meta["turns"] for e in sent)

@@ -67,3 +67,28 @@ TOOL_CHOICE_REQUIRED = Fault(
     "tool_choice_required", 'request: with tools declared, tool_choice "auto" becomes "required" (vLLM enforces a call by grammar)',
     "not a fault: makes a 0.5B model on vLLM return real parsed tool calls",
     "nothing: part of the test bed, in front of the engine for the golden and every candidate", request=require_tool_call)
+
+
+# A conversation must be able to end a turn: the prefill above forces a call on every tools request, so an agent
+# loop would call until its step bound. This one opens a call only where a user message was just sent (the first
+# request of each user turn); after tool results the model answers freely (a text answer, or a call the server
+# parses, or a call written as text, which ends the turn like any text answer).
+@pure_edit
+def _prefill_turn(body: dict[str, Any]) -> Pairs:
+    msgs = body.get("messages")
+    if not body.get("tools") or not isinstance(msgs, list) or not msgs or not isinstance(msgs[-1], dict) \
+            or msgs[-1].get("role") != "user":
+        return []
+    body["messages"] = [*msgs, {"role": "assistant", "content": OPENING}]
+    return [("(no assistant prefill)", OPENING)]
+
+
+def prefill_turn(body: dict[str, Any]) -> Change | None:
+    """Request edit: with tools declared and a user message last, append the Hermes tool-call opening."""
+    return _prefill_turn(body)
+
+
+TURN_CALL_PREFILL = Fault(
+    "turn_call_prefill", f"request: with tools declared and a user message last, an assistant message {OPENING!r} is appended",
+    "not a fault: makes a 0.5B model on llama-server open each user turn with a parsed tool call, free after tool results",
+    "nothing: part of the test bed, in front of the engine for the golden and every candidate", request=prefill_turn)

@@ -1,0 +1,155 @@
+"""bfcl-multi-turn on the real engine: Qwen2.5-Coder-0.5B on llama-server, behind the turn-opening tool-call prefill.
+
+    python bench/bfcl_mt_engine.py --data BFCL_DIR [--stages measure,golden,rerun,faults] [--limit 20]
+                                   [--work runs/bfcl-mt] [--goldens verifier/goldens] [--modes chat]
+
+Stages (each after the ones before it, which it reads from --work / --goldens):
+    measure  one entry, one run: time per request and per entry, prompt tokens, calls parsed (sizes the rest)
+    golden   goldens/qwen0.5b-bfcl-mt: --limit multi_turn_base entries, 3 runs (the first blessed, two calibrate)
+    rerun    the same engine gated against that golden (the false-alarm check)
+    faults   every multi-turn history fault (verifier/testbed/history_faults.py) in a proxy in front of it
+
+Why a prefill: on its own the 0.5B model writes calls as ```json text, which llama-server does not parse, so no tool
+would ever run (README, real engine). verifier/testbed/engine_tools.TURN_CALL_PREFILL opens a Hermes `<tool_call>` as
+an assistant prefill on the first request of every user turn; llama-server parses prefill + continuation into
+`tool_calls`; after the tool results the model answers freely, so a turn can end. The prefill proxy sits in front
+of the engine for the golden and every candidate alike; a fault proxy sits in front of the prefill proxy.
+
+Run it under the engine lock (one engine at a time on the machine). Appends one line per gate to
+<work>/results.jsonl (acceptance_rows' format) and writes <work>/figures.json (entry and turn accuracy, time per
+entry and per request, from the golden's runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parent))  # acceptance_rows, when run as a script
+
+from acceptance_rows import Row, gate, verifier  # noqa: E402
+
+from verifier.run import journal  # noqa: E402
+from verifier.judge.parse import MalformedBody, parse_exchange  # noqa: E402
+from verifier.testbed.engine_tools import TURN_CALL_PREFILL  # noqa: E402
+from verifier.testbed.engines import Server  # noqa: E402
+from verifier.testbed.history_faults import HISTORY_FAULTS  # noqa: E402
+from verifier.testbed.proxy import Proxy  # noqa: E402
+
+MODEL, SUITE, GOLDEN = "qwen0.5b", "bfcl-multi-turn", "qwen0.5b-bfcl-mt"
+STAGES = ("measure", "golden", "rerun", "faults")
+CATEGORY_FILE = "BFCL_v4_multi_turn_base.json"
+
+
+def run_figures(run: Path) -> dict:
+    """Entry and turn accuracy, requests, seconds per request, prompt tokens and parsed calls, from a run directory."""
+    summary = json.loads((run / "summary.json").read_text())["suites"][SUITE]
+    exs = list(journal.read_exchanges(run).values())
+    parsed = []
+    for ex in exs:
+        try:
+            parsed.append(parse_exchange(ex) if ex.error is None and ex.status == 200 else None)
+        except MalformedBody:
+            parsed.append(None)
+    prompt = [p.prompt_tokens for p in parsed if p is not None and p.prompt_tokens]
+    metrics = {k: v.get("value") for k, v in (summary.get("metrics") or {}).items() if isinstance(v, dict)}
+    return {"run": run.name, "entries": len({ex.sample_id.split("/t")[0] for ex in exs}), "requests": len(exs),
+            "requests_with_tool_calls": sum(1 for p in parsed if p is not None and p.tool_calls),
+            "tool_calls": sum(len(p.tool_calls) for p in parsed if p is not None and isinstance(p.tool_calls, list)),
+            "infra_errors": sum(1 for ex in exs if ex.error is not None),
+            "seconds_per_request": round(sum(ex.latency_ms for ex in exs) / 1000 / len(exs), 2) if exs else None,
+            "prompt_tokens_first": min(prompt) if prompt else None, "prompt_tokens_max": max(prompt) if prompt else None,
+            "entry_accuracy": metrics.get("entry_accuracy"), "turn_accuracy": metrics.get("turn_accuracy")}
+
+
+class Bench:
+    def __init__(self, a: argparse.Namespace):
+        self.a, self.work, self.goldens = a, Path(a.work), Path(a.goldens)
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.results = self.work / "results.jsonl"
+        self.data = str(Path(a.data) / CATEGORY_FILE)
+        self.model = MODEL  # the name the server lists (its alias), set once it runs
+
+    def server(self) -> Server:
+        # 2 slots of 8192 tokens: the 32 function docs alone are ~4.4K prompt tokens, and a conversation grows
+        return Server(MODEL, slots=2, ctx=16384, threads=self.a.threads, log_path=self.work / "llama-server.log")
+
+    def run(self, url: str, out: Path, limit: int, concurrency: int) -> float:
+        shutil.rmtree(out, ignore_errors=True)
+        t0 = time.time()
+        rc = verifier("run", "--suite", SUITE, "--data", self.data, "--base-url", url, "--model", self.model,
+                      "--mode", self.a.modes, "--limit", str(limit), "--concurrency", str(concurrency),
+                      "--out", str(out), "--quiet")
+        assert rc == 0, f"run {out} exited {rc}"
+        return time.time() - t0
+
+    def measure(self, url: str) -> None:
+        out = self.work / "measure"
+        secs = self.run(url, out, 1, 1)
+        fig = {**run_figures(out), "wall_seconds": round(secs, 1)}
+        (self.work / "measure.json").write_text(json.dumps(fig, indent=1) + "\n")
+        print(json.dumps(fig, indent=1))
+
+    def golden(self, url: str) -> None:
+        runs, figs = [], []
+        for i in range(self.a.runs):
+            out = self.work / f"golden-{i}"
+            secs = self.run(url, out, self.a.limit, self.a.concurrency)
+            figs.append({**run_figures(out), "wall_seconds": round(secs, 1),
+                         "seconds_per_entry": round(secs / self.a.limit, 1)})
+            runs.append(out)
+            print(json.dumps(figs[-1]), flush=True)
+        g = self.goldens / GOLDEN
+        shutil.rmtree(g, ignore_errors=True)
+        assert verifier("bless", str(runs[0]), "--to", str(g)) == 0
+        if runs[1:]:
+            assert verifier("calibrate", str(g), "--runs", *map(str, runs[1:])) == 0
+        (self.work / "figures.json").write_text(json.dumps({"golden_runs": figs}, indent=1) + "\n")
+
+    def gate(self, label: str, url: str, proxy: Proxy | None = None) -> dict:
+        row = Row(label, SUITE, str(self.goldens / GOLDEN), self.model, "bfcl-multi-turn (turn prefill)")
+        rec = gate(self.work, row, url, self.results, self.a.concurrency, proxy)
+        print(json.dumps(rec), flush=True)
+        return rec
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", required=True, help="BFCL v4 data dir (holds BFCL_v4_multi_turn_base.json, possible_answer/...)")
+    p.add_argument("--stages", default=",".join(STAGES))
+    p.add_argument("--limit", type=int, default=20, help="entries in the golden (default 20)")
+    p.add_argument("--runs", type=int, default=3, help="golden runs: the first blessed, the rest calibrate (default 3)")
+    p.add_argument("--modes", default="chat", help="wire modes (default chat)")
+    p.add_argument("--faults", default="", help="comma-separated history faults (default: all)")
+    p.add_argument("--concurrency", type=int, default=2)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--work", default="runs/bfcl-mt")
+    p.add_argument("--goldens", default="verifier/goldens")
+    a = p.parse_args(argv)
+    stages = a.stages.split(",")
+    bad = [s for s in stages if s not in STAGES]
+    if bad:
+        print(f"unknown stage {bad[0]!r}; known: {', '.join(STAGES)}", file=sys.stderr)
+        return 2
+    b = Bench(a)
+    with b.server() as srv, Proxy(srv.url, [(TURN_CALL_PREFILL, 1.0)]) as pre:
+        b.model = srv.name
+        if "measure" in stages:
+            b.measure(pre.url)
+        if "golden" in stages:
+            b.golden(pre.url)
+        if "rerun" in stages:
+            b.gate("same engine rerun", pre.url)
+        if "faults" in stages:
+            for name in a.faults.split(",") if a.faults else HISTORY_FAULTS:
+                with Proxy(pre.url, [name], seed=0) as px:
+                    b.gate(f"proxy {name.replace('_', ' ')}", px.url, proxy=px)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
