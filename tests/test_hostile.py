@@ -684,7 +684,7 @@ def test_22_5_offline_commands_mask_token_like_strings_of_a_secret_bearing_run(t
 
 KILL_BLESS = """
 import os, signal, sys
-from verifier import golden
+from verifier.golden import store as golden
 if sys.argv[1] == "renames":
     golden._exchange = lambda a, b: False  # a system without an atomic exchange: two renames
 real = os.rename

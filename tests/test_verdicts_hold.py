@@ -60,7 +60,7 @@ def emitted_codes() -> set[str]:
     """Every finding code a source file can emit: `Finding("code"` literals in the core and the suites."""
     root = Path(__file__).resolve().parent.parent
     codes = set()
-    for p in list((root / "verifier").glob("*.py")) + list((root / "suites").glob("*.py")):
+    for p in [q for q in (root / "verifier").rglob("*.py") if "testbed" not in q.parts] + list((root / "suites").rglob("*.py")):
         codes |= set(re.findall(r'Finding\("([a-z_]+)"', p.read_text(encoding="utf-8")))
     return codes
 
