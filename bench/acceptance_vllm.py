@@ -1,4 +1,4 @@
-"""Acceptance on vLLM: goldens from vLLM serving Qwen2.5-Coder-0.5B (bf16, from the packaged Q4_K_M), then every
+"""Acceptance on vLLM: goldens from vLLM serving Qwen2.5-Coder-0.5B (float32 of the bf16 checkpoint of the packaged Q4_K_M), then every
 vLLM variant gated against them, and the llama.cpp goldens gated against vLLM (the cross-engine case).
 
     python bench/acceptance_vllm.py [--stages goldens,reruns,variants,cross] [--rows NAME,...] [--work runs/acceptance-vllm]
@@ -50,7 +50,7 @@ VARIANTS: dict[str, tuple[str, dict, list[str]]] = {
     "chat template without tools": ("frontend", {"template": "drop-tools"}, ["bfcl"]),
     "structured outputs backend guidance (reference auto)": ("frontend", {"extra_args": ["--structured-outputs-config", '{"backend": "guidance"}']}, ["structured"]),
     "structured outputs backend outlines (reference auto)": ("frontend", {"extra_args": ["--structured-outputs-config", '{"backend": "outlines"}']}, ["structured"]),
-    "--dtype float32": ("numerics", {"dtype": "float32"}, ["smoke", "structured", "bfcl"]),
+    "--dtype bfloat16 (reference float32)": ("numerics", {"dtype": "bfloat16"}, ["smoke", "structured", "bfcl"]),
     "--kv-cache-dtype fp8": ("numerics", {"kv_cache_dtype": "fp8"}, ["smoke", "structured", "bfcl"]),
     "prefix caching off": ("lossless", {"extra_args": ["--no-enable-prefix-caching"]}, ["smoke", "structured"]),
     "chunked prefill off": ("lossless", {"extra_args": ["--no-enable-chunked-prefill"]}, ["smoke", "structured"]),

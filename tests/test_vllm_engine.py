@@ -146,15 +146,15 @@ def test_a_failed_conversion_says_why_and_leaves_no_checkpoint(fake_vllm, monkey
 
 
 def test_server_starts_answers_and_stops_its_whole_process_group(fake_vllm, converted):
-    srv = vllm_engine.VllmServer("qwen0.5b", dtype="float32", kv_cache_dtype="fp8", log_path=fake_vllm / "vllm.log")
+    srv = vllm_engine.VllmServer("qwen0.5b", dtype="bfloat16", kv_cache_dtype="fp8", log_path=fake_vllm / "vllm.log")
     with srv:
-        assert srv.name == "qwen0.5b-vllm-float32-kv-fp8"
+        assert srv.name == "qwen0.5b-vllm-bfloat16-kv-fp8"
         r = httpx.get(srv.url + "/models", timeout=5, trust_env=False)
         assert r.json()["data"][0]["id"] == srv.name
         core = int((fake_vllm / "core.pid").read_text())
         assert alive(core)
         cmd = (fake_vllm / "calls.txt").read_text()
-        for flag in ("--dtype float32", "--kv-cache-dtype fp8", "--enable-auto-tool-choice --tool-call-parser hermes",
+        for flag in ("--dtype bfloat16", "--kv-cache-dtype fp8", "--enable-auto-tool-choice --tool-call-parser hermes",
                      "--host 127.0.0.1", f"--model {converted}", "--generation-config vllm"):
             assert flag in cmd, (flag, cmd)
         assert srv.startup_s is not None and srv.startup_s >= 0

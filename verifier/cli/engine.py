@@ -42,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     q = sub.add_parser("start", help="start the engine in the foreground until Ctrl-C; prints the base URL")
     model_args(q)
     q.add_argument("--kv-cache", choices=KV_CACHE_TYPES, help="llama.cpp: quantize the KV cache (K and V), e.g. q4_0")
-    q.add_argument("--dtype", choices=DTYPES, help="vLLM: weights and activations precision (default: the checkpoint's bfloat16)")
+    q.add_argument("--dtype", choices=DTYPES, help="vLLM: weights and activations precision (default float32: the checkpoint's bf16 values, exactly; bf16 matmuls are 20-40x slower on CPUs without AVX512-BF16)")
     q.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, help="vLLM: KV cache precision, e.g. fp8")
     q.add_argument("--tool-call-parser", help="vLLM: tool-call parser (default hermes, the Qwen format; 'none' turns tool calling off)")
     q.add_argument("--enforce-eager", action="store_true", help="vLLM: no torch.compile (faster start, slower requests)")
