@@ -76,8 +76,10 @@ class Bench:
         for i in range(3):
             out = self.work / f"golden-{name}-{i}"
             shutil.rmtree(out, ignore_errors=True)
-            rc = verifier("run", "--suite", suite, "--smoke", "--base-url", url, "--model", model, "--probes", "--logprobs", "1",
-                          "--concurrency", "2", "--out", str(out), "--quiet", *SUITES[suite], *self.limit())
+            # Probes are judged against the blessed run's only: the calibration reruns need none.
+            probes = ["--probes"] if i == 0 else []
+            rc = verifier("run", "--suite", suite, "--smoke", "--base-url", url, "--model", model, *probes, "--logprobs", "1",
+                          "--concurrency", str(self.a.concurrency), "--out", str(out), "--quiet", *SUITES[suite], *self.limit())
             assert rc == 0, f"run {name} failed"
             runs.append(out)
         g = self.goldens / name
@@ -89,7 +91,7 @@ class Bench:
         golden = golden or f"{MODEL}-vllm-{suite}"
         shown = "bfcl (tool_choice required)" if suite == REQUIRED else ""
         gate(self.work, Row(label, suite.removesuffix("-required"), str(self.goldens / golden), model, shown, note),
-             url, self.results)
+             url, self.results, self.a.concurrency)
 
     def gate_suite(self, label: str, suite: str, srv: VllmServer) -> None:
         if suite == REQUIRED:
@@ -140,6 +142,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--goldens", default="goldens")
     ap.add_argument("--limit", type=int, help="dev: N-sample goldens (needs --goldens elsewhere)")
     ap.add_argument("--enforce-eager", action="store_true", help="every server with --enforce-eager (no torch.compile)")
+    ap.add_argument("--concurrency", type=int, default=4, help="requests in flight while recording goldens (default 4)")
     ap.add_argument("--table-only", action="store_true")
     a = ap.parse_args(argv)
     unknown = set(a.stages.split(",")) - set(STAGES)

@@ -154,9 +154,10 @@ def mt_golden(tmp_path_factory):
     return {"golden": tmp / "golden", "ref": tmp / "ref", "samples": samples, "data": data}
 
 
-def gate(cli, g, url, out):
+def gate(cli, g, url, out, *extra, data=True):
     code, stdout, err = cli("gate", "--golden", g["golden"], "--base-url", url, "--model", "m", "--out", out,
-                            "--quiet", "--data", g["data"], "--max-retries", "0")
+                            "--quiet", *(["--data", g["data"]] if data else []), "--max-retries", "0", *extra)
+    assert (out / "comparison.json").exists(), (code, stdout + err)
     return code, json.loads((out / "comparison.json").read_text()), stdout + err
 
 
@@ -401,3 +402,16 @@ def test_sequential_gate_stops_early_on_a_decided_regression_judging_whole_entri
     assert 0 < len(sent) < 16
     assert all(turns == set(range(1, by_id[e].meta["turns"] + 1)) for e, turns in sent.items()), sent
     assert seq["used_samples"] == sum(by_id[e].meta["turns"] for e in sent)
+
+
+def test_gate_limit_keeps_whole_conversations(tmp_path, cli, mt_golden):
+    """`gate --limit 1` on a multi-turn golden gates its first entry whole: every turn and step of it, nothing else.
+    With no --data: the golden's inputs.jsonl holds the entries, its records are their turns."""
+    first = json.loads((mt_golden["golden"] / "inputs.jsonl").read_text().splitlines()[0])["id"]
+    with TestServer(Script(replayer(gt_table(mt_golden["samples"])))) as srv:
+        code, doc, out = gate(cli, mt_golden, srv.url, tmp_path / "c", "--limit", "1", data=False)
+    assert code == 0 and doc["status"] == "pass", out
+    sent = {json.loads(l)["sample_id"] for l in (tmp_path / "c" / "responses.jsonl").read_text().splitlines()}
+    assert sent and {s.split("/")[0] for s in sent} == {first} and any("/t2/" in s for s in sent), sent
+    td = doc["suites"]["bfcl-multi-turn"]["turn_diff"]
+    assert td["conversations"] == 1 and set(td["by_surface"]) == {"chat", "messages"}, td

@@ -268,3 +268,24 @@ def test_a_suite_the_reference_refuses_is_not_inconclusive(tmp_path, cli):
     assert doc["suites"]["smoke"]["signals"]["new_unsupported"]["count"] == 0
     code, doc, out = gate(cli, g, reference, tmp_path / "d")  # now it answers: no regression either
     assert doc["frontend"]["verdict"] == "pass", out
+
+
+def test_limit_gates_the_first_samples_the_reference_sent_and_still_catches_a_fault(golden, tmp_path, cli):
+    """`gate --limit N`: a quick PR gate on the golden's first N samples (inputs.jsonl order), every mode of each."""
+    first = [json.loads(l)["id"] for l in (golden / "inputs.jsonl").read_text().splitlines()][:3]
+    code, doc, out = gate(cli, golden, reference, tmp_path / "c", "--limit", "3")
+    assert code == 0 and doc["status"] == "pass", out
+    sent = [json.loads(l) for l in (tmp_path / "c" / "responses.jsonl").read_text().splitlines()]
+    assert sorted({r["sample_id"] for r in sent}) == sorted(first) and len(sent) == 6
+    assert doc["suites"]["smoke"]["metrics"]["accuracy"]["n"] == 3
+    code, doc, out = gate(cli, golden, answer_in_reasoning, tmp_path / "f", "--limit", "3")
+    assert code == 10 and doc["status"] == "frontend_regression", out
+
+
+def test_limit_must_be_a_positive_whole_number(golden, capsys):
+    from verifier.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["gate", "--golden", str(golden), "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--limit", "0"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "--limit" in err and len(err.strip().splitlines()) == 1, err

@@ -238,6 +238,12 @@ class Verdict:
         return Verdict(**d)
 
 
+def owner_ids(record_id: str) -> tuple[str, str]:
+    """The sample ids a journal, record or step id can belong to: itself, or (a conversation's records and steps,
+    `<sample id>/<suffix>`, whose sample id holds no `/`) the part before its first `/`."""
+    return record_id, record_id.split("/", 1)[0]
+
+
 @dataclass(frozen=True)
 class Conversation:
     """How a conversation suite drives and scores one sample that is a whole conversation of many requests.

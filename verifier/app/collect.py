@@ -23,7 +23,7 @@ from verifier.run import journal, runner, scoring
 from verifier import scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
 from verifier.errors import UsageError, did_you_mean
-from verifier.types import Sample, Suite
+from verifier.types import Sample, Suite, owner_ids
 
 if TYPE_CHECKING:
     from verifier.wire.endpoint import Endpoint, EndpointConfig
@@ -114,15 +114,17 @@ class RunSpec:
         """A run that reproduces the golden's selection, sampling and modes against another endpoint: from the
         golden's own samples (`inputs`), or, with `data` (or no inputs), reloaded from the dataset."""
         ids: dict[str, set[str]] = {}
+        owners: dict[str, set[str]] = {}  # the sample ids the golden's records belong to (a conversation's turns)
         for o in gobs:
             ids.setdefault(o["suite"], set()).add(o["sample_id"])
+            owners.setdefault(o["suite"], set()).update(owner_ids(o["sample_id"]))
         from verifier.redact import credential_values
 
         if extra_body is None and credential_values(g["source"].get("extra_body") or {}):
             raise UsageError("the golden's extra_body holds credentials, masked when it was blessed: pass --extra-body")
         samples = None
         if inputs is not None and not data:
-            samples = {name: tuple(x for x in inputs.get(name, ()) if x.id in ids.get(name, ())) for name in g["suites"]}
+            samples = {name: tuple(x for x in inputs.get(name, ()) if x.id in owners.get(name, ())) for name in g["suites"]}
         base = dict((g["source"].get("sampling") or {}).get("overrides", {}))
         base.update(overrides or {})
         return cls(

@@ -12,6 +12,7 @@ from verifier.run import journal, runner, scoring
 from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir, observations, score, suite_named
 from verifier.errors import UsageError, did_you_mean
 from verifier import jsonsafe
+from verifier.types import owner_ids
 
 # Sequential stopping ends a run early only on a decided regression: a large one shows within
 # the first batches, while a pass needs every sample (no flips in 20% of them is weak evidence).
@@ -50,6 +51,13 @@ class GateSpec:
     """Gate only these of the golden's wire modes (empty: all)."""
     margins: tuple[str, ...] = ()
     """`KEY=VALUE:reason` margins over the golden's, each recorded with its reason."""
+    limit: int | None = None
+    """Gate only the first N of each suite's samples, in the order the reference sent them (a conversation whole)."""
+
+    @property
+    def narrows(self) -> bool:
+        """Whether this gate sees less of the golden than it holds, or other margins."""
+        return bool(self.suites or self.modes or self.margins or self.limit)
 
 
 @dataclass(frozen=True)
@@ -159,7 +167,7 @@ def narrow(loaded: tuple[dict[str, Any], list[dict[str, Any]]], spec: GateSpec) 
     from verifier.golden import store as golden
 
     g, gobs = loaded
-    if not (spec.suites or spec.modes or spec.margins):
+    if not spec.narrows:
         return loaded
     g = dict(g)
     for what, chosen, have in (("suite", spec.suites, list(g["suites"])), ("mode", spec.modes, list(g.get("modes", ["chat"])))):
@@ -172,6 +180,8 @@ def narrow(loaded: tuple[dict[str, Any], list[dict[str, Any]]], spec: GateSpec) 
     if spec.modes:
         g["modes"] = [m for m in g.get("modes", ["chat"]) if m in spec.modes]
         gobs = [o for o in gobs if o["mode"] in spec.modes]
+    if spec.limit:
+        gobs = first_samples(spec.golden, g, gobs, spec.limit)
     margins = dict(g.get("margins") or {})
     for item in spec.margins:
         m = golden.MARGIN_ARG.match(item)
@@ -182,6 +192,16 @@ def narrow(loaded: tuple[dict[str, Any], list[dict[str, Any]]], spec: GateSpec) 
         margins[m["key"]] = {"value": float(m["value"]), "source": "gate", "reason": m["reason"]}
     g["margins"] = margins
     return g, gobs
+
+
+def first_samples(path: str | Path, g: dict[str, Any], gobs: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """The golden's observations of the first `limit` samples of each suite, in inputs.jsonl order (the order the
+    reference sent them). A multi-turn sample's records (`<id>/t<k>`) go with it: a conversation is gated whole."""
+    keep: set[tuple[str, str]] = set()
+    for suite, samples in golden_inputs(path, g, gobs).items():
+        keep.update((suite, x.id) for x in samples[:limit])
+
+    return [o for o in gobs if any((o["suite"], sid) in keep for sid in owner_ids(o["sample_id"]))]
 
 
 def bless_run(run_dir: Path, to: Path, force: bool = False, epochs_as_reruns: bool = False) -> dict[str, Any]:

@@ -17,6 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--golden", help="golden directory, or the name of a packaged golden (verifier list-goldens)")
     p.add_argument("--suite", help="comma-separated: gate only these of the golden's suites (default all)")
     p.add_argument("--mode", help=f"comma-separated: gate only these of the golden's wire modes ({', '.join(MODE_NAMES)}; default all)")
+    p.add_argument("--limit", type=positive_int, help="gate only the first N samples of each of the golden's suites, in the order the reference sent them (a quick PR gate; the margins stay the golden's)")
     p.add_argument("--margin", action="append", metavar="KEY=VALUE:reason", help="margin over the golden's, e.g. smoke/accuracy=0.05:why (repeatable)")
     p.add_argument("--data", help="reload the samples from this dataset instead of the golden's own inputs.jsonl (rarely needed)")
     p.add_argument("--out", help="run directory (default runs/<timestamp>-gate)")
@@ -97,6 +98,7 @@ def spec_from_args(a: argparse.Namespace):  # -> app_gate.GateSpec
         extra_body=parse_extra_body(a.extra_body) if a.extra_body else None, data=a.data,
         out=Path(a.out) if a.out else None, infra_budget=a.infra_budget, sequential=a.sequential, looks=a.looks,
         probes=a.probes, quiet=a.quiet, suites=names(a.suite), modes=names(a.mode), margins=tuple(a.margin or ()),
+        limit=a.limit,
     )
 
 
@@ -108,7 +110,7 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
 
     doc = app_gate.gate(spec)
     narrowed = None
-    if spec.suites or spec.modes or spec.margins:  # the report shows the golden this gate compared with
+    if spec.narrows:  # the report shows the golden this gate compared with
         narrowed = app_gate.narrow(app_gate.load_golden(spec.golden), spec)
     # Files first: a reader that stops early (`verifier gate | head`) must not cost the report.
     paths = write_ci_outputs(Path(doc["run"]["run_dir"]), doc, html, junit, markdown, narrowed)

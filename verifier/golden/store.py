@@ -21,7 +21,7 @@ from typing import Any
 
 from verifier.run import journal, scoring
 from verifier.judge.parse import MalformedBody, parse_exchange
-from verifier.types import JUDGED, Observation, Sample
+from verifier.types import JUDGED, Observation, Sample, owner_ids
 from verifier import jsonsafe
 
 FORMAT = 2
@@ -268,7 +268,8 @@ def load_inputs(path: Path, g: dict[str, Any], obs: list[dict[str, Any]]) -> dic
                 raise BadGolden(f"golden {path}: {INPUTS} line {n}: {e}") from None
     except journal.NotARunDir as e:
         raise BadGolden(f"golden {path} is corrupt: {e}") from None
-    missing = sorted({(o["suite"], o["sample_id"]) for o in obs} - seen)
+    missing = sorted((o["suite"], o["sample_id"]) for o in obs
+                     if not any((o["suite"], sid) in seen for sid in owner_ids(o["sample_id"])))
     if missing:
         raise BadGolden(f"golden {path}: {INPUTS} lacks sample {missing[0][0]}/{missing[0][1]} "
                         f"({len(missing)} observed samples have no input)")
