@@ -278,6 +278,7 @@ def test_limit_gates_the_first_samples_the_reference_sent_and_still_catches_a_fa
     sent = [json.loads(l) for l in (tmp_path / "c" / "responses.jsonl").read_text().splitlines()]
     assert sorted({r["sample_id"] for r in sent}) == sorted(first) and len(sent) == 6
     assert doc["suites"]["smoke"]["metrics"]["accuracy"]["n"] == 3
+    assert doc["limited"] == {"limit": 3, "golden_records": 20, "gated_records": 3}
     code, doc, out = gate(cli, golden, answer_in_reasoning, tmp_path / "f", "--limit", "3")
     assert code == 10 and doc["status"] == "frontend_regression", out
 

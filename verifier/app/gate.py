@@ -120,6 +120,11 @@ def gate(spec: GateSpec) -> dict[str, Any]:
     collect(run, stop_check=decided if spec.sequential else None)
     stopped_early = bool(looks) and looks[-1]["status"] in DECIDED
     doc = compare_run(out, spec.golden, None, spec.infra_budget, loaded, allow_subset=stopped_early)
+    if spec.limit:  # a reviewer must see that this gate judged part of the golden, and which part
+        whole = load_golden(spec.golden)[1]
+        doc["limited"] = {"limit": spec.limit, "golden_records": len({(o["suite"], o["sample_id"]) for o in whole}),
+                          "gated_records": len({(o["suite"], o["sample_id"]) for o in gobs})}
+        journal.write_json(out / "comparison.json", doc)
     if spec.sequential:
         total_samples = sum(len(v) for v in (run.only_ids or {}).values())
         used = looks[-1]["samples"] if looks else 0

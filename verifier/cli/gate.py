@@ -114,6 +114,10 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
         narrowed = app_gate.narrow(app_gate.load_golden(spec.golden), spec)
     # Files first: a reader that stops early (`verifier gate | head`) must not cost the report.
     paths = write_ci_outputs(Path(doc["run"]["run_dir"]), doc, html, junit, markdown, narrowed)
+    lim = doc.get("limited")
+    if lim and echo:
+        print(f"limited: the golden's first {lim['limit']} samples per suite ({lim['gated_records']} of its "
+              f"{lim['golden_records']} records)")
     seq = doc.get("sequential")
     if seq and echo:
         used, total = seq["used_samples"], seq["total_samples"]
