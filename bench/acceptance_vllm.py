@@ -90,7 +90,8 @@ class Bench:
     def gate(self, label: str, suite: str, url: str, model: str, golden: str | None = None, note: str = "") -> None:
         golden = golden or f"{MODEL}-vllm-{suite}"
         shown = "bfcl (tool_choice required)" if suite == REQUIRED else ""
-        gate(self.work, Row(label, suite.removesuffix("-required"), str(self.goldens / golden), model, shown, note),
+        limit = ("--limit", str(self.a.gate_limit)) if self.a.gate_limit else ()
+        gate(self.work, Row(label, suite.removesuffix("-required"), str(self.goldens / golden), model, shown, note, limit),
              url, self.results, self.a.concurrency)
 
     def gate_suite(self, label: str, suite: str, srv: VllmServer) -> None:
@@ -143,6 +144,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--limit", type=int, help="dev: N-sample goldens (needs --goldens elsewhere)")
     ap.add_argument("--enforce-eager", action="store_true", help="every server with --enforce-eager (no torch.compile)")
     ap.add_argument("--concurrency", type=int, default=4, help="requests in flight while recording goldens (default 4)")
+    ap.add_argument("--gate-limit", type=int, help="gate each row on the golden's first N samples per suite (gate --limit)")
     ap.add_argument("--table-only", action="store_true")
     a = ap.parse_args(argv)
     unknown = set(a.stages.split(",")) - set(STAGES)
