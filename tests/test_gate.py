@@ -278,7 +278,7 @@ def test_limit_gates_the_first_samples_the_reference_sent_and_still_catches_a_fa
     sent = [json.loads(l) for l in (tmp_path / "c" / "responses.jsonl").read_text().splitlines()]
     assert sorted({r["sample_id"] for r in sent}) == sorted(first) and len(sent) == 6
     assert doc["suites"]["smoke"]["metrics"]["accuracy"]["n"] == 3
-    assert doc["limited"] == {"limit": 3, "golden_records": 20, "gated_records": 3}
+    assert doc["limited"] == {"limit": 3, "golden_records": 20, "gated_records": 3, "probes_left_out": False}
     code, doc, out = gate(cli, golden, answer_in_reasoning, tmp_path / "f", "--limit", "3")
     assert code == 10 and doc["status"] == "frontend_regression", out
 
@@ -290,3 +290,22 @@ def test_limit_must_be_a_positive_whole_number(golden, capsys):
         main(["gate", "--golden", str(golden), "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--limit", "0"])
     err = capsys.readouterr().err
     assert e.value.code == 2 and "--limit" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_no_probes_gates_the_samples_of_a_golden_with_probes(tmp_path, cli):
+    """A golden with probes gated with --no-probes: no probe is sent, coverage is not incomplete for the missing
+    probes, and comparison.json says they were left out."""
+    from verifier.testbed.server import arithmetic
+
+    with TestServer(Script(arithmetic)) as srv:
+        assert cli("run", *RUN, "--base-url", srv.url, "--probes", "--out", tmp_path / "ref")[0] == 0
+        assert cli("bless", tmp_path / "ref", "--to", tmp_path / "g")[0] == 0
+        for i in (2, 3):
+            assert cli("run", *RUN, "--base-url", srv.url, "--out", tmp_path / f"r{i}")[0] == 0
+        assert cli("calibrate", tmp_path / "g", "--runs", tmp_path / "r2", tmp_path / "r3")[0] == 0
+        code, stdout, err = cli("gate", "--golden", tmp_path / "g", "--base-url", srv.url, "--model", "m", "--out",
+                                tmp_path / "c", "--no-probes")
+    doc = json.loads((tmp_path / "c" / "comparison.json").read_text())
+    assert code == 0 and doc["status"] == "pass", stdout + err
+    assert not (tmp_path / "c" / "probes.json").exists() and doc["limited"]["probes_left_out"] is True
+    assert "its probes left out" in stdout

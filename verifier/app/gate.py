@@ -53,11 +53,13 @@ class GateSpec:
     """`KEY=VALUE:reason` margins over the golden's, each recorded with its reason."""
     limit: int | None = None
     """Gate only the first N of each suite's samples, in the order the reference sent them (a conversation whole)."""
+    skip_probes: bool = False
+    """Leave the golden's probes out (samples only)."""
 
     @property
     def narrows(self) -> bool:
         """Whether this gate sees less of the golden than it holds, or other margins."""
-        return bool(self.suites or self.modes or self.margins or self.limit)
+        return bool(self.suites or self.modes or self.margins or self.limit or self.skip_probes)
 
 
 @dataclass(frozen=True)
@@ -120,10 +122,11 @@ def gate(spec: GateSpec) -> dict[str, Any]:
     collect(run, stop_check=decided if spec.sequential else None)
     stopped_early = bool(looks) and looks[-1]["status"] in DECIDED
     doc = compare_run(out, spec.golden, None, spec.infra_budget, loaded, allow_subset=stopped_early)
-    if spec.limit:  # a reviewer must see that this gate judged part of the golden, and which part
-        whole = load_golden(spec.golden)[1]
+    if spec.limit or spec.skip_probes:  # a reviewer must see that this gate judged part of the golden, and which part
+        whole_g, whole = load_golden(spec.golden)
         doc["limited"] = {"limit": spec.limit, "golden_records": len({(o["suite"], o["sample_id"]) for o in whole}),
-                          "gated_records": len({(o["suite"], o["sample_id"]) for o in gobs})}
+                          "gated_records": len({(o["suite"], o["sample_id"]) for o in gobs}),
+                          "probes_left_out": bool(spec.skip_probes and whole_g.get("probes"))}
         journal.write_json(out / "comparison.json", doc)
     if spec.sequential:
         total_samples = sum(len(v) for v in (run.only_ids or {}).values())
@@ -187,6 +190,8 @@ def narrow(loaded: tuple[dict[str, Any], list[dict[str, Any]]], spec: GateSpec) 
         gobs = [o for o in gobs if o["mode"] in spec.modes]
     if spec.limit:
         gobs = first_samples(spec.golden, g, gobs, spec.limit)
+    if spec.skip_probes:
+        g["probes"] = None
     margins = dict(g.get("margins") or {})
     for item in spec.margins:
         m = golden.MARGIN_ARG.match(item)

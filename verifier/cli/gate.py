@@ -29,6 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--matrix", metavar="DIR", help="gate files with several endpoints: where matrix.html and matrix.md go (default OUT/matrix)")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--probes", action="store_true", help="run the parameter-contract probes (default: when the golden has them)")
+    p.add_argument("--no-probes", action="store_true", help="leave the golden's probes out: judge its samples only (comparison.json says so)")
     p.add_argument("--sequential", action="store_true", help="send samples in batches and stop once a regression is decided (reports samples saved)")
     p.add_argument("--looks", type=positive_int, default=5, help="with --sequential: number of batches / interim looks (default 5)")
     add_endpoint_args(p, required=False)
@@ -38,6 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def check(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
     if a.config:
         return  # the file may supply them; checked after merging
+    if a.probes and a.no_probes:
+        raise UsageError("--probes and --no-probes contradict each other: give one")
     missing = [f for f, v in (("--golden", a.golden), ("--base-url", a.base_url), ("--model", a.model)) if not v]
     if missing:
         ap.error(f"the following arguments are required: {', '.join(missing)} (or --config GATE.toml)")
@@ -90,6 +93,8 @@ def spec_from_args(a: argparse.Namespace):  # -> app_gate.GateSpec
     from ..errors import UsageError
     from .args import endpoint_from_args, names, overrides_from_args, parse_extra_body
 
+    if a.probes and a.no_probes:
+        raise UsageError("--probes and --no-probes contradict each other: give one")
     missing = [f for f, v in (("--golden", a.golden), ("--base-url", a.base_url), ("--model", a.model)) if not v]
     if missing:
         raise UsageError(f"gate needs {', '.join(missing)} (on the command line or in the gate file)")
@@ -98,7 +103,7 @@ def spec_from_args(a: argparse.Namespace):  # -> app_gate.GateSpec
         extra_body=parse_extra_body(a.extra_body) if a.extra_body else None, data=a.data,
         out=Path(a.out) if a.out else None, infra_budget=a.infra_budget, sequential=a.sequential, looks=a.looks,
         probes=a.probes, quiet=a.quiet, suites=names(a.suite), modes=names(a.mode), margins=tuple(a.margin or ()),
-        limit=a.limit,
+        limit=a.limit, skip_probes=a.no_probes,
     )
 
 
@@ -116,8 +121,9 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
     paths = write_ci_outputs(Path(doc["run"]["run_dir"]), doc, html, junit, markdown, narrowed)
     lim = doc.get("limited")
     if lim and echo:
-        print(f"limited: the golden's first {lim['limit']} samples per suite ({lim['gated_records']} of its "
-              f"{lim['golden_records']} records)")
+        part = f"the golden's first {lim['limit']} samples per suite" if lim["limit"] else "the golden's samples"
+        probes = ", its probes left out" if lim["probes_left_out"] else ""
+        print(f"limited: {part} ({lim['gated_records']} of its {lim['golden_records']} records){probes}")
     seq = doc.get("sequential")
     if seq and echo:
         used, total = seq["used_samples"], seq["total_samples"]
