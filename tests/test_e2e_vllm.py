@@ -25,6 +25,8 @@ from conftest import engine_server, vllm_server
 pytestmark = pytest.mark.e2e
 
 GATE = ["--quiet", "--concurrency", "4"]
+QUICK = ["--limit", "8", "--no-probes"]
+"""bfcl on vLLM's one CPU core is ~8 s a request: the tool-call gates take the golden's first 8 samples, no probes."""
 TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city",
                                       "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
@@ -116,7 +118,7 @@ def test_tool_call_faults_on_vllm_fail_the_frontend_naming_the_tool_call_parser(
     its Hermes parser returns it as tool_calls); a rerun passes, each tool-call fault fails the frontend."""
     g = "qwen0.5b-vllm-bfcl-required"
     with Proxy(vllm.url, [(TOOL_CHOICE_REQUIRED, 1.0)]) as req:
-        code, doc, out = gate(cli, g, req.url, vllm.name, tmp_path / "rerun")
+        code, doc, out = gate(cli, g, req.url, vllm.name, tmp_path / "rerun", *QUICK)
         assert code == 0 and doc["frontend"]["verdict"] == "pass", out
         parsed = [parse_exchange(ex) for ex in journal.read_exchanges(tmp_path / "rerun").values() if ex.status == 200]
         # vLLM's parser produced the calls (the grammar forces one): tool_calls with JSON-object arguments.
@@ -125,7 +127,7 @@ def test_tool_call_faults_on_vllm_fail_the_frontend_naming_the_tool_call_parser(
         assert all(isinstance(json.loads(c["function"]["arguments"]), dict) for p in with_calls for c in p.tool_calls)
         for fault in TOOL_FAULTS:
             with Proxy(req.url, [fault]) as bad:
-                code, doc, out = gate(cli, g, bad.url, vllm.name, tmp_path / fault, "--limit", "8")
+                code, doc, out = gate(cli, g, bad.url, vllm.name, tmp_path / fault, *QUICK)
             assert code == 10 and doc["frontend"]["verdict"] == "fail", (fault, out)
             assert components(doc)[:1] == ["tool-call parser"], (fault, doc.get("diagnosis"))
 
