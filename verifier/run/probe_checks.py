@@ -398,14 +398,11 @@ def round_trip(a: list[Answer]) -> Seen:
                                                    f"prompt_tokens {pt}", [pt])
 
 
-TERMINAL = {"responses": ("response.completed", "response.incomplete", "response.failed"), "messages": ("message_stop",)}
-
-
 def terminal_event(a: list[Answer]) -> Seen:
     x = a[0]
     if x.chunks is None:
         return Seen(False, x.why())
     kinds = [e.get("type") for e in _chat_events(x.chunks)]
-    ends = [k for k in kinds if k in TERMINAL.get(x.surface, ())]
+    ends = [k for k in kinds if k in by_name(x.surface).terminal_events]
     ok = len(ends) == 1 and kinds and kinds[-1] == ends[0] and not x.error
     return Seen(bool(ok), f"terminal events {ends}, last event {kinds[-1] if kinds else None}" + (f" ({x.error})" if x.error else ""))

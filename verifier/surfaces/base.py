@@ -44,6 +44,10 @@ class Surface(Protocol):
     modes: tuple[Mode, ...]
     error_shape: str | None
     """The error body this surface's clients parse (for the `error_shape_wrong` finding); None: not checked."""
+    no_logprobs: str | None
+    """Why this surface's answers carry no logprobs (said where drift cannot be measured); None: they can."""
+    terminal_events: tuple[str, ...]
+    """The `type`s of the events that end a stream (chat has none: it ends at `[DONE]`)."""
 
     def headers(self, cfg: Any) -> dict[str, str]: ...
 

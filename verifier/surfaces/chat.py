@@ -125,6 +125,8 @@ class Chat:
         Mode("completions", "/completions", False, {"prompt": "ping", "max_tokens": 1}, dual_path=True),
     )
     error_shape = None
+    no_logprobs = None
+    terminal_events: tuple[str, ...] = ()
 
     def headers(self, cfg: Any) -> dict[str, str]:
         return {}

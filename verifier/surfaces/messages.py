@@ -325,6 +325,8 @@ class Messages:
     name = "messages"
     modes = (Mode("messages", "/messages", False, _PING), Mode("messages-stream", "/messages", True, _PING))
     error_shape = '{"type": "error", "error": {"type", "message"}}'
+    no_logprobs = "the Messages API returns no logprobs"
+    terminal_events = TERMINAL
 
     def headers(self, cfg: Any) -> dict[str, str]:
         """Anthropic Messages wants a version header, and takes the key as x-api-key (sent only where no

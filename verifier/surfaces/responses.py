@@ -260,6 +260,8 @@ class Responses:
     name = "responses"
     modes = (Mode("responses", "/responses", False, _PING), Mode("responses-stream", "/responses", True, _PING))
     error_shape = '{"error": {"message", ...}}'
+    no_logprobs = None
+    terminal_events = TERMINAL
 
     def headers(self, cfg: Any) -> dict[str, str]:
         return {}
