@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from verifier.jsonsafe import loads_bounded, stream_objects
-from verifier.surfaces.base import Mode, SurfaceMalformed, load_or_none
+from verifier.jsonsafe import stream_objects
+from verifier.surfaces.base import Mode, SurfaceMalformed, load, load_or_none
 from verifier.types import Exchange, Parsed
 
 CHAT_MESSAGE_KEYS = ("role", "content", "tool_calls", "reasoning_content", "reasoning")
@@ -25,12 +25,7 @@ def reasoning_of(msg: dict[str, Any]) -> str | None:
 
 def parse_body(text: str | None) -> Parsed:
     """A chat (or /completions) body -> Parsed, unguarded: TooDeep and SurfaceMalformed are the caller's."""
-    import json
-
-    try:
-        data = loads_bounded(text or "")
-    except json.JSONDecodeError as e:
-        raise SurfaceMalformed(f"body is not JSON: {e.msg}") from None
+    data = load(text)
     if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
         raise SurfaceMalformed("no choices in body")
     choice = data["choices"][0]
