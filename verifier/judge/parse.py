@@ -23,7 +23,7 @@ _JSONISH = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
 class MalformedBody(ValueError):
-    """The body is not a chat completion at all."""
+    """The body is not a response of the surface it was sent to (the adapter's SurfaceMalformed, as the judge says it)."""
 
 
 def text_too_deep(text: str, max_depth: int = MAX_JSON_DEPTH) -> bool:

@@ -2,8 +2,8 @@
 the frontend component it implicates), run on every surface a run (or the golden it gates against) records.
 
 A probe is a few raw requests and a pure check on what came back (probe_checks.py). Requests are written as chat
-bodies and sent to each surface through the same translator the suites use (the surface adapters, verifier/surfaces/), so `stop`
-becomes `stop_sequences` and a named `tool_choice` becomes `{"type": "tool"}` on Messages; a request marked
+bodies and sent to each surface through the same translator the suites use (its adapter in verifier/surfaces/), so
+`stop` becomes `stop_sequences` and a named `tool_choice` becomes `{"type": "tool"}` on Messages; a request marked
 `native` is already in its surface's own shape (previous_response_id, system blocks, count_tokens).
 
 Results are compared with the golden's (probe_results.judge): only a probe the reference passed and the
@@ -24,7 +24,7 @@ from verifier.run import probe_checks as pc
 from verifier.run import probe_results
 from verifier import scrub
 from verifier.surfaces.messages import to_messages
-from verifier.surfaces.registry import REFERENCE_SURFACE, SURFACE_NAMES, by_name, mode_named, mode_of
+from verifier.surfaces.registry import REFERENCE_SURFACE, SURFACE_NAMES, mode_named, translate
 
 if TYPE_CHECKING:
     from verifier.wire.endpoint import Endpoint
@@ -271,7 +271,7 @@ def _body(req: Req, surface: str, model: str, extra_body: dict[str, Any], prev: 
     if req.native:
         return {"model": model, **raw, **({"stream": True} if req.stream else {})}
     body = {"model": model, **extra_body, **raw}
-    return by_name(surface).translate(mode_of(mode_named(surface, req.stream)), body)
+    return translate(mode_named(surface, req.stream), body)
 
 
 async def run_one(ep: "Endpoint", probe: Probe, surface: str, model: str, extra_body: dict[str, Any]) -> dict[str, Any]:
