@@ -40,8 +40,8 @@ from typing import Any
 
 from verifier.jsonsafe import TooDeep, loads_bounded
 from verifier.judge.parse import MalformedBody, parse_exchange
-from verifier.surfaces.translate import surface_of, translate
-from verifier.surfaces.parse import RESPONSES_TERMINAL
+from verifier.surfaces import responses
+from verifier.surfaces.registry import surface_for, translate
 from verifier.judge.history import assistant_turn, extend, tool_results, user_turn
 from verifier.types import Conversation, Exchange, Judgement, Parsed, Sample, Suite, Verdict
 
@@ -157,8 +157,7 @@ def _tools_at(sample: Sample, turn: int) -> list[dict[str, Any]]:
 
 
 def _surface_tools(mode: str, tools: list[dict[str, Any]]) -> Any:
-    if surface_of(mode) == "chat":
-        return tools
+    # The chat adapter sends the body as written, so its tools come back as they went in.
     return translate(mode, {"messages": [{"role": "user", "content": "x"}], "tools": tools, "max_tokens": 1}).get("tools")
 
 
@@ -258,7 +257,7 @@ def response_id(ex: Exchange) -> str | None:
         rid = doc.get("id") if isinstance(doc, dict) else None
     else:
         final = next((e["response"] for e in reversed([_load_json(c) for c in ex.chunks or [] if c != "[DONE]"])
-                      if isinstance(e, dict) and e.get("type") in RESPONSES_TERMINAL and isinstance(e.get("response"), dict)), {})
+                      if isinstance(e, dict) and e.get("type") in responses.TERMINAL and isinstance(e.get("response"), dict)), {})
         rid = final.get("id")
     return rid if isinstance(rid, str) and rid else None
 
@@ -275,7 +274,7 @@ def step_chained(sample: Sample, first: dict[str, Any], steps: list[Exchange]) -
     message) with `previous_response_id` of the answer before it: the server rebuilds the history from what it
     stored. Other surfaces have no chaining and replay the whole history, as `step` does. An answer without an id
     cannot be chained: the conversation stops there and its remaining turns are not reached (never scored wrong)."""
-    if not steps or surface_of(steps[-1].mode) != "responses":
+    if not steps or surface_for(steps[-1].mode) is not responses.SURFACE:
         return step(sample, first, steps)
     nxt = _next(sample, steps)
     rid = response_id(steps[-1])

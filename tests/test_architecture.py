@@ -221,3 +221,106 @@ def test_version_flag():
 
     r = subprocess.run([sys.executable, "-m", "verifier", "--version"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == f"verifier {__version__}"
+
+
+# ---------------------------------------------------------------- one adapter per surface
+# Surface knowledge lives in verifier/surfaces/ (one module per surface, one line in registry.py). The rest of the
+# core looks a mode up in the registry and asks its adapter; it never branches on a surface or mode name. The test
+# bed (the scripted server and the fault proxy) keeps its own surface knowledge: it plays the servers.
+
+SURFACE_OWNERS = ("verifier/surfaces/", "verifier/testbed/")
+
+
+def surface_and_mode_names() -> set[str]:
+    """Read from the adapters' source: every `Mode("<name>", ...)` and every class-level `name = "<surface>"`."""
+    out = set()
+    for p in sorted((ROOT / "verifier" / "surfaces").glob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Mode" and node.args \
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                out.add(node.args[0].value)
+            elif isinstance(node, ast.ClassDef):
+                for st in node.body:
+                    if isinstance(st, ast.Assign) and [getattr(t, "id", None) for t in st.targets] == ["name"] \
+                            and isinstance(st.value, ast.Constant) and isinstance(st.value.value, str):
+                        out.add(st.value.value)
+    return out
+
+
+def _named(node: ast.AST, names: set[str]) -> set[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value} & names
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return set().union(set(), *(_named(e, names) for e in node.elts))
+    return set()
+
+
+def surface_branches(source: str, names: set[str]) -> list[tuple[int, str]]:
+    """Places that decide on a surface or mode name: a comparison or membership test with a name literal
+    (`surface == "responses"`, `mode in ("chat", ...)`), `startswith`/`endswith` of a name or of "-stream",
+    a mode name built by hand (f"{surface}-stream"), a `case "messages":`, and the old `surface_of(...)`.
+    `"messages" in body` is a chat body key, not a surface: allowed unless the container is named like modes."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            hit = set().union(*(_named(o, names) for o in [node.left, *node.comparators]))
+            if hit == {"messages"} and _named(node.left, names) and all(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) \
+                    and not any(w in ast.unparse(node.comparators[0]).lower() for w in ("mode", "surface")):
+                hit = set()
+            if hit:
+                out.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Call):
+            f = node.func
+            fname = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if fname == "surface_of":
+                out.append((node.lineno, ast.unparse(node)))
+            elif fname in ("startswith", "endswith") and node.args:
+                a = node.args[0]
+                consts = list(a.elts) if isinstance(a, ast.Tuple) else [a]
+                if any(isinstance(c, ast.Constant) and isinstance(c.value, str) and (c.value in names or c.value == "-stream")
+                       for c in consts):
+                    out.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.JoinedStr):
+            if any(isinstance(v, ast.Constant) and isinstance(v.value, str) and v.value.startswith("-stream") for v in node.values):
+                out.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.MatchValue) and _named(node.value, names):
+            out.append((node.lineno, ast.unparse(node.value)))
+    return out
+
+
+def test_the_surface_names_are_read_from_the_adapters():
+    assert surface_and_mode_names() >= {"chat", "chat-stream", "completions", "responses", "responses-stream",
+                                        "messages", "messages-stream"}
+
+
+def test_no_branch_on_a_surface_or_mode_name_outside_the_surfaces():
+    names = surface_and_mode_names()
+    found = {}
+    for pkg in PACKAGES:
+        for p in sorted((ROOT / pkg).rglob("*.py")):
+            rel = p.relative_to(ROOT).as_posix()
+            if rel.startswith(SURFACE_OWNERS):
+                continue
+            hits = surface_branches(p.read_text(encoding="utf-8"), names)
+            if hits:
+                found[rel] = hits
+    assert found == {}, "move these onto the surface adapter (verifier/surfaces/) and ask it through the registry"
+
+
+def test_the_surface_branch_finder_finds_branches():
+    names = {"chat", "chat-stream", "completions", "responses", "messages", "messages-stream"}
+    bad = ('if surface == "responses": pass\n'
+           'x = mode.endswith("-stream")\n'
+           'y = mode.startswith(("responses", "messages"))\n'
+           'z = "completions" in modes\n'
+           'w = surface_of(mode) != "chat"\n'
+           'v = f"{surface}-stream"\n'
+           'u = "messages" in surfaces\n'
+           'match mode:\n    case "chat":\n        pass\n')
+    assert sorted({ln for ln, _ in surface_branches(bad, names)}) == [1, 2, 3, 4, 5, 6, 7, 9]
+    fine = ('a = "messages" in body\n'
+            'b = body.get("messages")\n'
+            'c = mode_of(m).stream\n'
+            'd = surface_for(m).name != REFERENCE_SURFACE\n'
+            'e = ("chat", "responses")\n')
+    assert surface_branches(fine, names) == []

@@ -180,12 +180,14 @@ def test_data_can_be_given_per_suite():
     assert data_for(None, "smoke") is None
 
 
-def test_cli_mode_names_match_the_endpoint():
-    """The CLI lists the modes without importing the endpoint (so --help stays cheap): no drift allowed."""
+def test_cli_mode_names_are_the_registry_s():
+    """One list of modes: the CLI and the endpoint both read the surface registry."""
     from verifier.cli.args import MODE_NAMES
+    from verifier.surfaces.registry import MODES as REGISTRY
     from verifier.wire.endpoint import MODES
 
-    assert tuple(MODES) == MODE_NAMES
+    assert MODE_NAMES is REGISTRY and tuple(MODES) == REGISTRY
+    assert REGISTRY == ("chat", "chat-stream", "completions", "responses", "responses-stream", "messages", "messages-stream")
 
 
 def test_version_and_errors_map_to_exit_codes(tmp_path, cli, monkeypatch):

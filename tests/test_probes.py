@@ -14,7 +14,7 @@ from verifier.golden import store as golden_mod
 from verifier.run import probe_results
 from verifier.wire.endpoint import Endpoint, EndpointConfig
 from verifier.run.probes import CATALOGUE, PROBES, catalogue_table, run_probes
-from verifier.surfaces.translate import surface_of
+from verifier.surfaces.registry import surface_for
 from verifier.testbed.faults import FAULTS
 from verifier.testbed.proxy import Proxy
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic
@@ -171,7 +171,7 @@ def test_each_fault_fails_its_probe_with_its_component_on_its_surface_only(probe
     assert f"probe:{probe}" in d["findings"] and surface in d["modes"]
     for e in doc["frontend"]["evidence"]:  # whatever else fired, fired on the faulted surface
         if e["verdict"] == "fail":
-            assert {surface_of(m) if m not in ("chat", "responses", "messages") else m for m in e.get("modes") or {}} <= {surface}, e
+            assert {surface_for(m).name if m not in ("chat", "responses", "messages") else m for m in e.get("modes") or {}} <= {surface}, e
 
 
 def test_conformance_table_in_summary_junit_and_report(probe_golden, tmp_path, cli):

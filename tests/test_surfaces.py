@@ -8,7 +8,7 @@ from verifier.judge import contract
 from verifier.judge.contract_surfaces import error_findings
 from verifier.wire.endpoint import Endpoint, EndpointConfig
 from verifier.judge.parse import parse_surface
-from verifier.surfaces.translate import translate
+from verifier.surfaces.registry import translate
 from verifier.testbed.server import Reply, Script, TestServer
 
 PNG = "data:image/png;base64,iVBORw0KGgo="

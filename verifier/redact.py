@@ -226,7 +226,7 @@ def _leaves(o: Any) -> list[tuple[tuple, Any, Any]]:
     delta texts, each tool call's name and arguments, and the logprob tokens in order.
 
     A piece may sit in several streams: the one its own index names, and the one the parser actually joins
-    (parse.py appends every chat choice's delta to one answer whatever its `index`; surfaces/parse.py joins a
+    (parse.py appends every chat choice's delta to one answer whatever its `index`; the surface adapters (surfaces/) join a
     Messages block's `content_block_start` text with its deltas, and Responses text deltas across
     `output_index`). A secret split where the parser rejoins it is found where the parser rejoins it."""
     out: list[tuple[tuple, Any, Any]] = []

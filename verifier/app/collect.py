@@ -23,6 +23,7 @@ from verifier.run import journal, runner, scoring
 from verifier import scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
 from verifier.errors import UsageError, did_you_mean
+from verifier.surfaces.registry import MODES, mode_of, surfaces_of
 from verifier.types import Sample, Suite, owner_ids
 
 if TYPE_CHECKING:
@@ -256,8 +257,9 @@ async def _server_facts(ep: "Endpoint", spec: RunSpec, modes: list[str]) -> tupl
             raise UsageError(f"--chat-template: cannot read {spec.chat_template}: {e.strerror}") from None
     elif isinstance(facts.get("props"), dict):
         template = facts["props"].get("chat_template")
-    if "completions" in modes and not template:
-        raise UsageError("mode 'completions' (the dual path) needs a chat template: the server reports none in /props; pass --chat-template FILE")
+    dual = [m for m in modes if mode_of(m).dual_path]
+    if dual and not template:
+        raise UsageError(f"mode {dual[0]!r} (the dual path) needs a chat template: the server reports none in /props; pass --chat-template FILE")
     return facts, template
 
 
@@ -296,8 +298,6 @@ def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]],
     suites_ = resolve_suites(spec.suites)
     # Samples before the endpoint module: a dataset that cannot be had is reported without loading the openai SDK.
     samples = load_suite_samples(suites_, spec)
-    from verifier.wire.endpoint import MODES
-
     for m in spec.modes:
         if m not in MODES:
             raise UsageError(f"unknown mode {m!r}; {did_you_mean(m, MODES)}known: {', '.join(MODES)}")
@@ -339,7 +339,7 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
         journal.write_json(run_dir / journal.HEADER, hdr)
         extra = resumed_extra_body(spec, hdr)  # run.json's copy has its credentials masked
         if spec.probes:
-            from verifier.run.probes import FILE, run_probes, surfaces_of
+            from verifier.run.probes import FILE, run_probes
 
             # Every surface the run speaks (a gate: every surface the golden records), each result naming its surface.
             journal.write_json(run_dir / FILE, await run_probes(ep, cfg.model, extra, surfaces_of(modes)))
@@ -376,7 +376,7 @@ def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list
     journal.ensure_writable_new_dir(run_dir)  # again, locked: another process may have started this run meanwhile
     hdr = runner.header(run_dir.name, cfg, suites, sampling, extra, spec.epochs, modes, spec.endpoint.api_key_env)
     hdr["server_info"] = info
-    if template and "completions" in modes:
+    if template and any(mode_of(m).dual_path for m in modes):
         hdr["dual_path_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
     hdr["selection"] = {"smoke": bool(spec.smoke), "limit": spec.limit, "sample_seed": spec.sample_seed,
                         "ids": spec.only_ids is not None, "shard": spec.shard,

@@ -20,7 +20,7 @@ from verifier import stats
 from verifier.attribution.numerics import DRIFT_FACTOR, DRIFT_FLOOR, event_verdict, metric_verdict  # noqa: F401  (public names)
 from verifier.attribution.signals import FRONTEND_EVENTS, NUMERICS_EVENTS, degenerate  # noqa: F401  (public names)
 from verifier.attribution.surface_signals import mode_note
-from verifier.surfaces.translate import surface_of
+from verifier.surfaces.registry import surface_for
 from verifier.types import Evidence, Observation
 
 EXIT = {"pass": 0, "frontend_regression": 10, "quantization_regression": 11, "both": 12, "regression_unattributed": 13,
@@ -102,7 +102,7 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
     trig = {"tp": 0, "fp": 0, "fn": 0, "tn": 0}
     event_modes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # signal -> wire mode -> samples
     # A run over several surfaces asks each signal where it fired, so the evidence names the surface.
-    several = len({surface_of(o.mode) for sid in ids for o in C[sid]}) > 1
+    several = len({surface_for(o.mode).name for sid in ids for o in C[sid]}) > 1
     acc = numerics.Numerics()
     for sid in ids:
         gs, cs = G[sid], C[sid]

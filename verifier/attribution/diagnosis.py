@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from verifier.surfaces.registry import REFERENCE_SURFACE, mode_of, surface_for
+
 # component -> where to look (one line, for an engineer who has to open the right file first)
 COMPONENTS: dict[str, str] = {
     "API validation": "request validation and parameter handling (sampling params, response_format, 4xx paths)",
@@ -150,7 +152,7 @@ def _suite_items(suite: str, s: dict[str, Any]) -> list[tuple[str, int, list[str
 
 
 def _streams_only(modes: list[str]) -> bool:
-    return bool(modes) and all(m.endswith("-stream") for m in modes)
+    return bool(modes) and all(mode_of(m).stream for m in modes)
 
 
 # Prompt-token signals that, fired on Responses / Messages modes only while the same run's chat modes stayed put,
@@ -159,9 +161,7 @@ ON_SURFACE_ONLY = ("prompt_tokens_mismatch", "history_tokens_mismatch")
 
 
 def _off_chat_only(fired: list[str], ran: list[str]) -> bool:
-    from verifier.surfaces.translate import surface_of
-
-    return bool(fired) and all(surface_of(m) != "chat" for m in fired) and any(surface_of(m) == "chat" for m in ran)
+    return bool(fired) and all(surface_for(m).name != REFERENCE_SURFACE for m in fired) and any(surface_for(m).name == REFERENCE_SURFACE for m in ran)
 
 
 def diagnose(doc: dict[str, Any]) -> list[dict[str, Any]]:

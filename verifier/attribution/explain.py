@@ -14,6 +14,7 @@ from verifier.attribution import coverage as coverage_mod
 from verifier.attribution.diagnosis import component_of, headline
 from verifier.attribution.numerics import DRIFT_FLOOR
 from verifier.attribution.signals import EVENTS, FRONTEND_EVENTS
+from verifier.surfaces.registry import surface_for
 from verifier.types import Observation
 
 
@@ -131,8 +132,8 @@ def reasons(doc: dict[str, Any]) -> list[str]:
         out += _behaviour_notes(doc)  # empty answers and the like, named wherever the verdict fails
     if doc.get("logprobs_missing_modes"):
         out.append(f"no logprobs on {', '.join(doc['logprobs_missing_modes'])}: logprob drift and "
-                   "decoding changes are not measured on those modes" + (" (the Messages API returns no logprobs)"
-                                                                         if any(m.startswith("messages") for m in doc["logprobs_missing_modes"]) else ""))
+                   "decoding changes are not measured on those modes" + next((f" ({s.no_logprobs})" for s in map(
+                       surface_for, doc["logprobs_missing_modes"]) if s.no_logprobs), ""))
     if cov.get("subset"):
         out.append(f"compared a subset of the golden: {cov['subset_skipped_samples']} golden sample(s) not run")
     elif cov.get("missing") and doc["status"] != "incomplete":

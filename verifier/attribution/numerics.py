@@ -15,6 +15,7 @@ from verifier import stats
 from verifier.judge.contract import comparable
 from verifier.jsonsafe import is_finite_number
 from verifier.attribution.signals import answer_key
+from verifier.surfaces.registry import REFERENCE_MODE
 from verifier.types import Observation
 
 # A floor under the calibrated drift, with its reason: llama.cpp with 2 parallel slots is not bit-stable
@@ -64,7 +65,7 @@ def diverged(g: Observation, c: Observation) -> bool | None:
 
 def reference(obs: Sequence[Observation]) -> Observation:
     """The record drift is measured on (and a flip card shows): chat, epoch 0, when there is one."""
-    return next((o for o in obs if o.mode == "chat" and o.epoch == 0), obs[0])
+    return next((o for o in obs if o.mode == REFERENCE_MODE and o.epoch == 0), obs[0])
 
 
 def _mean(xs: list[float]) -> float:

@@ -26,6 +26,7 @@ from verifier.judge.contract import MODEL_BEHAVIOUR, comparable
 from verifier.golden.store import MAX_LOGPROBS
 from verifier.attribution.surface_signals import by_mode, parity_modes
 from verifier.attribution.turn_diff import comparable_answer, first_divergence, is_followup, turn_rows
+from verifier.surfaces.registry import DUAL_PATH_MODE, REFERENCE_MODE, STREAM_PARITY_MODE
 from verifier.types import Observation
 
 Obs = Sequence[Observation]
@@ -96,19 +97,19 @@ def _path_mismatch(c: Obs, other: str) -> bool | None:
             answers[o.mode].add(answer_key(o))
             if o.logprobs:
                 tokens[o.mode].append(o.tokens)
-    if "chat" not in answers or other not in answers:
+    if REFERENCE_MODE not in answers or other not in answers:
         return None
-    return answers["chat"] != answers[other] and not tokens_diverge(tokens["chat"], tokens[other])
+    return answers[REFERENCE_MODE] != answers[other] and not tokens_diverge(tokens[REFERENCE_MODE], tokens[other])
 
 
 def stream_parity_mismatch(g: Obs, c: Obs) -> bool | None:
     """Streamed and non-streamed answers of the candidate disagree (stream assembly)."""
-    return _path_mismatch(c, "chat-stream")
+    return _path_mismatch(c, STREAM_PARITY_MODE)
 
 
 def dual_path_mismatch(g: Obs, c: Obs) -> bool | None:
     """The chat path and the client-rendered completions path disagree (chat template)."""
-    return _path_mismatch(c, "completions")
+    return _path_mismatch(c, DUAL_PATH_MODE)
 
 
 def new_unsupported(g: Obs, c: Obs) -> bool | None:

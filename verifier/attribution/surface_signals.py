@@ -2,7 +2,7 @@
 
 `g` and `c` are the golden's and the candidate's observations of one sample (every epoch and mode).
 At temperature 0 the same sample through chat, responses and messages gives the same answer (tool calls
-included: the scorer's `answer`) and the same prompt-token count (normalized by surfaces/parse.py). Real
+included: the scorer's `answer`) and the same prompt-token count (normalized by the surface adapters, verifier/surfaces/). Real
 servers may legitimately differ between surfaces (another chat-template call, another default), so parity
 breaks only where two surfaces agreed in the golden and disagree in the candidate.
 
@@ -16,7 +16,7 @@ import json
 from collections import defaultdict
 from typing import Any, Sequence
 
-from verifier.surfaces.translate import surface_of
+from verifier.surfaces.registry import REFERENCE_SURFACE, surface_for
 from verifier.attribution.turn_diff import comparable_answer, is_turn
 from verifier.types import Observation
 
@@ -56,11 +56,11 @@ def parity_modes(g: Obs, c: Obs) -> set[str] | None:
     it is that one (chat included: a chat-only flip does not blame the surfaces that stayed put)."""
     gf, cf = _fingerprints(g), _fingerprints(c)
     common = sorted(set(gf) & set(cf))
-    surfaces = {surface_of(m) for m in common}
-    if "chat" not in surfaces or len(surfaces) < 2:
+    surfaces = {surface_for(m).name for m in common}
+    if REFERENCE_SURFACE not in surfaces or len(surfaces) < 2:
         return None
     split = [(a, b) for i, a in enumerate(common) for b in common[i + 1:]
-             if surface_of(a) != surface_of(b) and gf[a] == gf[b] and cf[a] != cf[b] and _same_history(c, a, b)]
+             if surface_for(a).name != surface_for(b).name and gf[a] == gf[b] and cf[a] != cf[b] and _same_history(c, a, b)]
     if not split:
         return set()
     moved = {m for m in common if cf[m] != gf[m]}

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Sequence
 
-from verifier.surfaces.translate import surface_of
+from verifier.surfaces.registry import surface_for
 from verifier.types import Observation
 
 KINDS = ("tool_name", "arguments", "result", "final_text")
@@ -119,7 +119,7 @@ def summarize(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) 
                  "first_turn": dict(sorted(m["first_turn"].items(), key=lambda kv: int(kv[0]))),
                  "kinds": {k: m["kinds"][k] for k in KINDS if m["kinds"].get(k)}, "examples": m["examples"]}
         out_modes[mode] = block
-        s = by_surface.setdefault(surface_of(mode), {"conversations": 0, "diverged": 0, "followup": 0, "modes": []})
+        s = by_surface.setdefault(surface_for(mode).name, {"conversations": 0, "diverged": 0, "followup": 0, "modes": []})
         s["conversations"] += block["conversations"]
         s["diverged"] += block["diverged"]
         s["followup"] += block["followup"]

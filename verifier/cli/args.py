@@ -16,9 +16,7 @@ from ..errors import UsageError
 import verifier.cli.types as T
 from .. import jsonsafe
 
-# Kept here, not imported from verifier.wire.endpoint: that module pulls in the openai SDK. app.collect validates
-# modes against endpoint.MODES, and tests/test_cli.py checks that this list matches it.
-MODE_NAMES = ("chat", "chat-stream", "completions", "responses", "responses-stream", "messages", "messages-stream")
+from ..surfaces.registry import MODES as MODE_NAMES, REFERENCE_MODE  # the registry is pure Python: --help stays cheap
 
 
 def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True, url_from_env: bool = True) -> None:
@@ -126,7 +124,7 @@ def run_spec_from_args(a: argparse.Namespace):  # -> app.RunSpec
         endpoint=endpoint_from_args(a),
         suites=names(suite),
         # On --resume an omitted --mode/--extra-body means the run's own (app refuses one that differs).
-        modes=names(a.mode or ("" if a.resume else "chat")),
+        modes=names(a.mode or ("" if a.resume else REFERENCE_MODE)),
         overrides=overrides_from_args(a), extra_body=parse_extra_body(a.extra_body),
         data=data, smoke=a.smoke, limit=a.limit, sample_seed=a.sample_seed, shard=a.shard, epochs=a.epochs,
         chat_template=a.chat_template, out=Path(a.out) if a.out else None, resume=Path(a.resume) if a.resume else None,

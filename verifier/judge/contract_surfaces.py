@@ -1,4 +1,4 @@
-"""Contract checks that only the Responses and Messages surfaces can fail -> findings. Pure.
+"""Contract checks that only the surfaces other than chat can fail -> findings. Pure.
 
 The chat checks in contract.py run on every surface (the parsers map each surface to the chat shape);
 these read what the chat shape cannot hold, which the surface parsers leave in `Parsed.extra`, plus the
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from verifier.jsonsafe import TooDeep, loads_bounded
+from verifier.surfaces.registry import surface_for
 from verifier.types import Finding, Parsed
 
 BLOCKING = {"function_call_without_call_id", "tool_input_not_object", "stop_reason_tool_use_without_block"}
@@ -22,8 +23,8 @@ def _thinking_requested(request: dict[str, Any]) -> bool:
 
 
 def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
-    if not mode.startswith(("responses", "messages")):
-        return []
+    """Findings from what a surface's parser left in `Parsed.extra` (a parser that leaves none gets none:
+    the chat parser sets none of these keys)."""
     f: list[Finding] = []
     x = p.extra
     if x.get("function_call_without_call_id"):
@@ -50,17 +51,11 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
 
 def error_findings(mode: str, status: int | None, body: str | None) -> list[Finding]:
     """A 4xx/5xx answer on a surface must use that surface's error shape: clients parse it to decide retries."""
-    if status is None or status < 400 or not mode.startswith(("responses", "messages")) or not body:
+    surface = surface_for(mode)
+    if status is None or status < 400 or surface.error_shape is None or not body:
         return []
     try:
         d = loads_bounded(body)
     except (ValueError, TooDeep):
         return [Finding("error_shape_wrong", "error body is not JSON")]
-    if mode.startswith("messages"):
-        ok = isinstance(d, dict) and d.get("type") == "error" and isinstance(d.get("error"), dict) \
-            and isinstance(d["error"].get("type"), str) and isinstance(d["error"].get("message"), str)
-        want = '{"type": "error", "error": {"type", "message"}}'
-    else:
-        ok = isinstance(d, dict) and isinstance(d.get("error"), dict) and isinstance(d["error"].get("message"), str)
-        want = '{"error": {"message", ...}}'
-    return [] if ok else [Finding("error_shape_wrong", f"expected {want}")]
+    return [] if surface.error_ok(d) else [Finding("error_shape_wrong", f"expected {surface.error_shape}")]

@@ -19,6 +19,7 @@ from typing import Any
 from verifier.report import colours
 from ..jsonsafe import is_finite_number
 from verifier.judge.parse import MalformedBody, parse_exchange
+from verifier.surfaces.registry import REFERENCE_MODE
 from .data import Inputs, anchor
 
 W, H = 660, 280
@@ -219,7 +220,7 @@ def _fmt_lp(x: float | None) -> str:
 
 
 def _reference_row(obs: list[Any]) -> Any:
-    return next((o for o in obs if o.mode == "chat" and o.epoch == 0), obs[0]) if obs else None
+    return next((o for o in obs if o.mode == REFERENCE_MODE and o.epoch == 0), obs[0]) if obs else None
 
 
 def sample_token_diff(inp: Inputs, suite: str, sample_id: str, golden_obs: dict[tuple[str, str], list[Any]]) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..version import __version__
 from verifier.judge.parse import MalformedBody, parse_exchange
+from verifier.surfaces.registry import REFERENCE_MODE
 from .data import Inputs, anchor
 from .. import jsonsafe
 
@@ -210,7 +211,7 @@ def flip_cards(inp: Inputs) -> tuple[list[dict[str, Any]], int]:
     df = inp.frame
     flipped = df[df["flip"] != ""]
     # One card per sample: its chat/epoch-0 record when there is one (the one drift is measured on).
-    flipped = flipped.assign(_pref=[0 if (m == "chat" and e == 0) else 1 for m, e in zip(flipped["mode"], flipped["epoch"])])
+    flipped = flipped.assign(_pref=[0 if (m == REFERENCE_MODE and e == 0) else 1 for m, e in zip(flipped["mode"], flipped["epoch"])])
     flipped = flipped.sort_values(["flip", "_pref"], ascending=[False, True], kind="stable").drop_duplicates(["suite", "sample_id"])
     total = len(flipped)
     cards = []

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verifier.jsonsafe import loads_bounded
-from verifier.judge.parse import MalformedBody, parse_body, parse_surface
+from verifier.judge.parse import MalformedBody, parse_surface
+from verifier.surfaces.registry import by_name
 from verifier.types import Parsed
 
 
@@ -56,12 +57,7 @@ def answer(surface: str, mode: str, status: int | None, body: str | None, chunks
     parsed = None
     if status == 200 and error is None:
         try:
-            if surface == "chat":
-                from verifier.judge.parse import parse_chunks
-
-                parsed = parse_chunks(chunks) if chunks is not None and body is None else parse_body(body)
-            else:
-                parsed = parse_surface(mode, body, chunks)
+            parsed = parse_surface(mode, body, chunks)
         except MalformedBody:
             parsed = None
     return Answer(status, body, chunks, error, surface, parsed, sent)
@@ -272,18 +268,8 @@ def reasoning_apart(a: list[Answer]) -> Seen:
 
 def text_deltas(surface: str, chunks: list[str]) -> list[str]:
     """The content pieces of a stream as the surface sent them (chat deltas, output_text deltas, text_delta blocks)."""
-    out = []
-    for e in _chat_events(chunks):
-        if surface == "chat":
-            for ch in e.get("choices") or []:
-                c = (ch.get("delta") or {}).get("content") if isinstance(ch, dict) else None
-                if isinstance(c, str) and c:
-                    out.append(c)
-        elif e.get("type") == "response.output_text.delta" and isinstance(e.get("delta"), str):
-            out.append(e["delta"])
-        elif e.get("type") == "content_block_delta" and (e.get("delta") or {}).get("type") == "text_delta":
-            out.append(e["delta"].get("text") or "")
-    return [x for x in out if x]
+    adapter = by_name(surface)
+    return [x for e in _chat_events(chunks) for x in adapter.text_deltas(e) if x]
 
 
 def packet_sizes(a: list[Answer]) -> Seen:
@@ -412,14 +398,11 @@ def round_trip(a: list[Answer]) -> Seen:
                                                    f"prompt_tokens {pt}", [pt])
 
 
-TERMINAL = {"responses": ("response.completed", "response.incomplete", "response.failed"), "messages": ("message_stop",)}
-
-
 def terminal_event(a: list[Answer]) -> Seen:
     x = a[0]
     if x.chunks is None:
         return Seen(False, x.why())
     kinds = [e.get("type") for e in _chat_events(x.chunks)]
-    ends = [k for k in kinds if k in TERMINAL.get(x.surface, ())]
+    ends = [k for k in kinds if k in by_name(x.surface).terminal_events]
     ok = len(ends) == 1 and kinds and kinds[-1] == ends[0] and not x.error
     return Seen(bool(ok), f"terminal events {ends}, last event {kinds[-1] if kinds else None}" + (f" ({x.error})" if x.error else ""))

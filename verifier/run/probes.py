@@ -2,8 +2,8 @@
 the frontend component it implicates), run on every surface a run (or the golden it gates against) records.
 
 A probe is a few raw requests and a pure check on what came back (probe_checks.py). Requests are written as chat
-bodies and sent to each surface through the same translator the suites use (surfaces.translate), so `stop`
-becomes `stop_sequences` and a named `tool_choice` becomes `{"type": "tool"}` on Messages; a request marked
+bodies and sent to each surface through the same translator the suites use (its adapter in verifier/surfaces/), so
+`stop` becomes `stop_sequences` and a named `tool_choice` becomes `{"type": "tool"}` on Messages; a request marked
 `native` is already in its surface's own shape (previous_response_id, system blocks, count_tokens).
 
 Results are compared with the golden's (probe_results.judge): only a probe the reference passed and the
@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Any, Callable
 from verifier.run import probe_checks as pc
 from verifier.run import probe_results
 from verifier import scrub
-from verifier.surfaces.translate import to_messages, translate
+from verifier.surfaces.messages import to_messages
+from verifier.surfaces.registry import REFERENCE_SURFACE, SURFACE_NAMES, mode_named, translate
 
 if TYPE_CHECKING:
     from verifier.wire.endpoint import Endpoint
 
 FILE = "probes.json"
-SURFACES = ("chat", "responses", "messages")
-ALL = SURFACES
-CHAT_ONLY = ("chat",)
+ALL = SURFACE_NAMES
+CHAT_ONLY = (REFERENCE_SURFACE,)
 
 Body = dict[str, Any] | Callable[[list[pc.Answer]], dict[str, Any] | None]
 
@@ -264,17 +264,6 @@ COMPONENTS: dict[str, str] = {p.name: p.component for p in CATALOGUE}
 COMPARATORS = {p.name: p.compare for p in CATALOGUE if p.compare is not None}
 
 
-def surfaces_of(modes: list[str] | tuple[str, ...]) -> list[str]:
-    """The API surfaces a run's wire modes speak (completions is the chat surface's dual path)."""
-    from verifier.surfaces.translate import surface_of
-
-    return [s for s in SURFACES if any(surface_of(m) == s for m in modes)]
-
-
-def _mode(surface: str, stream: bool) -> str:
-    return f"{surface}-stream" if stream else surface
-
-
 def _body(req: Req, surface: str, model: str, extra_body: dict[str, Any], prev: list[pc.Answer]) -> dict[str, Any] | None:
     raw = req.body(prev) if callable(req.body) else req.body
     if raw is None:
@@ -282,10 +271,7 @@ def _body(req: Req, surface: str, model: str, extra_body: dict[str, Any], prev: 
     if req.native:
         return {"model": model, **raw, **({"stream": True} if req.stream else {})}
     body = {"model": model, **extra_body, **raw}
-    mode = _mode(surface, req.stream)
-    if surface == "chat":
-        return {**body, "stream": True} if req.stream else body
-    return translate(mode, body)
+    return translate(mode_named(surface, req.stream), body)
 
 
 async def run_one(ep: "Endpoint", probe: Probe, surface: str, model: str, extra_body: dict[str, Any]) -> dict[str, Any]:
@@ -295,7 +281,7 @@ async def run_one(ep: "Endpoint", probe: Probe, surface: str, model: str, extra_
         if body is None:
             answers.append(pc.Answer(None, None, None, "skipped: the request before it failed", surface))
             continue
-        mode = _mode(surface, req.stream)
+        mode = mode_named(surface, req.stream)
         r = await ep.send(mode, body, path=req.path)
         # Scrubbed before any check quotes (and cuts) the text: a cut secret no longer matches its whole value.
         text = scrub.text(r.body) if isinstance(r.body, str) else r.body

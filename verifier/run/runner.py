@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator, TextIO
 
 from verifier.run import journal
 from verifier import scrub
+from verifier.surfaces.registry import mode_of, surface_for
 if TYPE_CHECKING:  # the endpoint module loads the openai SDK (~1 s): only when a request is sent
     from verifier.wire.endpoint import Endpoint, EndpointConfig
 from verifier.types import Exchange, Sample, Suite
@@ -51,23 +52,14 @@ def build_request(suite: Suite, sample: Sample, model: str, sampling: dict[str, 
                 body[k] = v
     body.update(extra_body)
     body.pop("stream", None)
-    if mode == "completions":
+    m = mode_of(mode)
+    if m.dual_path:
         from verifier.wire.dualpath import completion_body
 
         if not template:
-            raise ValueError("the completions (dual path) mode needs the chat template the server reports in /props")
+            raise ValueError(f"the {mode} (dual path) mode needs the chat template the server reports in /props")
         return completion_body(body, template)
-    if mode.startswith(("responses", "messages")):
-        from verifier.surfaces.translate import translate
-
-        # Extra body is the user's word for this server, in its spelling: kept through the translation.
-        return {**translate(mode, {k: v for k, v in body.items() if k not in extra_body}), **extra_body}
-    if mode == "chat-stream":
-        body["stream"] = True
-        body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
-    else:
-        body.pop("stream_options", None)
-    return body
+    return surface_for(mode).request(m, body, extra_body)
 
 
 class Progress:

@@ -1,4 +1,5 @@
-"""The API surfaces (chat, completions, responses, messages) and their wire modes: the registry and request
-translation (translate.py: MODES, surface_of, translate, to_messages) and the per-surface body and event parsing
-(parse.py). Imports only the base modules (types, jsonsafe). Phase 2 of issue 23 makes it one adapter per surface.
+"""The API surfaces and their wire modes, one adapter per surface: base.py (the `Surface` protocol, `Mode`, shared
+helpers), chat.py, responses.py, messages.py (one module each: request translation, body and stream parsing, the
+terminal-event rule, error shape, preflight ping body, history replay), registry.py (`SURFACES`, and `MODES` and
+every lookup derived from it). Imports only the base modules (types, jsonsafe).
 """

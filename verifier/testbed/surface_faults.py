@@ -18,7 +18,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from verifier.surfaces.translate import translate
+from verifier.surfaces.registry import translate
 from . import text_faults
 from .mutation import Change, Fault, StreamMutator, run_stream
 from .surface_render import body_to_chat, render_body, to_chat_request

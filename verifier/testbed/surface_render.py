@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from verifier.surfaces.parse import INCOMPLETE
+from verifier.surfaces.responses import INCOMPLETE
 
 FINISH_TO_STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refusal"}
 SIGNATURE = "sig-testbed"
@@ -256,7 +256,8 @@ def _status(finish: str | None) -> dict[str, Any]:
 
 def body_to_chat(surface: str, body: dict[str, Any]) -> dict[str, Any]:
     """A surface body -> a chat body, for the proxy's chat-shaped faults (surface usage kept under `surface`)."""
-    from verifier.surfaces.parse import parse_messages_body, parse_responses_body
+    from verifier.surfaces.messages import parse_messages_body
+    from verifier.surfaces.responses import parse_responses_body
 
     p = (parse_responses_body if surface == "responses" else parse_messages_body)(json.dumps(body))
     msg: dict[str, Any] = {"role": "assistant", "content": p.content}

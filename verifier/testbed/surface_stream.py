@@ -148,9 +148,9 @@ def _chat_chunk(delta: dict[str, Any], finish: Any = None, **extra: Any) -> str:
 
 def events_to_chat_chunks(surface: str, payloads: list[str]) -> list[str]:
     """A surface stream -> chat chunks, delta for delta (the proxy runs chat faults on these)."""
-    from verifier.surfaces.parse import parse_events
+    from verifier.surfaces.registry import by_name
 
-    whole = parse_events(surface, payloads)  # finish reason, usage and call ids as the surface said them
+    whole = by_name(surface).parse_stream(payloads)  # finish reason, usage and call ids as the surface said them
     out, call_index, seen = [], {}, 0
     for raw in payloads:
         try:

@@ -9,7 +9,7 @@ import codecs
 from typing import Any
 
 from verifier.jsonsafe import TooDeep, loads_bounded
-from verifier.surfaces.translate import stream_complete
+from verifier.surfaces.registry import REFERENCE_MODE, surface_for
 
 
 class TooLarge(Exception):
@@ -122,14 +122,14 @@ class _Events:
         if self.pending:  # an event the stream ended inside: kept, as it came
             self._emit("\n".join(self.pending))
             self.pending = []
-        return None if stream_complete(mode, self.chunks) else "stream_truncated"
+        return None if surface_for(mode).stream_complete(self.chunks) else "stream_truncated"
 
     def _emit(self, value: str) -> bool:
         self.chunks.append(value)
         return _stream_error(value)
 
 
-def sse_text(text: str, chunks: list[str], mode: str = "chat", max_events: int = MAX_STREAM_EVENTS) -> str | None:
+def sse_text(text: str, chunks: list[str], mode: str = REFERENCE_MODE, max_events: int = MAX_STREAM_EVENTS) -> str | None:
     """`_read_sse` for a whole SSE body already read (a stream served under a JSON Content-Type)."""
     ev = _Events(chunks, max_events)
     try:
@@ -141,7 +141,7 @@ def sse_text(text: str, chunks: list[str], mode: str = "chat", max_events: int =
     return ev.end(mode)
 
 
-async def _read_sse(resp: Any, limit: int, chunks: list[str], mode: str = "chat", max_events: int = MAX_STREAM_EVENTS) -> str | None:
+async def _read_sse(resp: Any, limit: int, chunks: list[str], mode: str = REFERENCE_MODE, max_events: int = MAX_STREAM_EVENTS) -> str | None:
     """SSE `data:` payloads into `chunks` (kept on failure); an error class or None."""
     try:
         return await _read_sse_events(resp, limit, _Events(chunks, max_events), mode)

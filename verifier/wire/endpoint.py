@@ -10,8 +10,8 @@ it inflates), every request has a total deadline covering all attempts and the w
 recorded, never followed (a POST must not turn into a GET to another host carrying our headers), and the API
 key goes only where it was configured.
 
-Wire modes are entries in `MODES` (path, streamed). Responses and Messages bodies are translated in surfaces.py;
-their streams go through the same SSE reader and end at their own terminal event (surfaces.stream_complete).
+Wire modes are entries in `MODES` (path, streamed), derived from the surface registry (verifier/surfaces/); each
+surface's adapter gives its headers and its terminal-event rule: every stream goes through the same SSE reader.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import httpx
 from verifier.wire.bodyread import MAX_STREAM_EVENTS, TOO_MANY_EVENTS, TooLarge, UnknownCharset, _read_sse, read_capped, sse_text  # noqa: F401 - public names of this module
 from verifier.errors import UsageError
 from verifier.jsonsafe import TooDeep, dumps_strict, loads_bounded
-from verifier.surfaces.translate import SURFACE_ROUTES, surface_headers
+from verifier.surfaces.registry import MODES as MODE_NAMES, REFERENCE_MODE, mode_of, surface_for
 
 try:  # openai >= 3 runs on httpx2; its errors and Response class are the ones we see
     import httpx2 as hx
@@ -209,13 +209,8 @@ def _tls(base_url: str) -> dict[str, Any]:
     return {"verify": ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)}
 
 
-MODES: dict[str, tuple[str, bool]] = {
-    "chat": ("/chat/completions", False),
-    "chat-stream": ("/chat/completions", True),
-    # The dual path: the chat template rendered client-side (verifier/wire/dualpath.py), sent as a raw prompt.
-    "completions": ("/completions", False),
-    **SURFACE_ROUTES,  # responses, responses-stream, messages, messages-stream
-}
+MODES: dict[str, tuple[str, bool]] = {m: (mode_of(m).path, mode_of(m).stream) for m in MODE_NAMES}
+"""Every wire mode: (path, streamed), from the surface registry."""
 
 
 class Endpoint:
@@ -278,7 +273,7 @@ class Endpoint:
         return resp
 
     async def _attempt(self, path: str, body: dict[str, Any], stream: bool, chunks: list[str],
-                       extra_headers: dict[str, str] | None = None, req: Any = None, mode: str = "chat") -> Attempt:
+                       extra_headers: dict[str, str] | None = None, req: Any = None, mode: str = REFERENCE_MODE) -> Attempt:
         resp = await self._send(req if req is not None else self._request(path, body, extra_headers))
         try:
             status = resp.status_code
@@ -313,7 +308,7 @@ class Endpoint:
         async with self._sem:
             attempts = 0
             deadline = time.monotonic() + self.cfg.deadline_s
-            req = self._request(path, body, {**surface_headers(mode, self.cfg), **(extra_headers or {})} or None)
+            req = self._request(path, body, {**surface_for(mode).headers(self.cfg), **(extra_headers or {})} or None)
             while True:
                 attempts += 1
                 t0 = time.perf_counter()

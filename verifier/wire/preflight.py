@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from verifier.wire.endpoint import MODES, redact_url
+from verifier.surfaces.registry import mode_of
+from verifier.wire.endpoint import redact_url
 from verifier.errors import UsageError
 
 if TYPE_CHECKING:
@@ -20,20 +21,11 @@ if TYPE_CHECKING:
 # Sent with each preflight request, so a server or proxy log can tell it from the run's samples.
 HEADER = "X-Verifier-Preflight"
 
-# The smallest valid body per route; modes are iterated from endpoint.MODES, so a new surface needs
-# one entry here (an unknown route falls back to the chat shape).
-PING_BODIES: dict[str, dict[str, Any]] = {
-    "/chat/completions": {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 1},
-    "/completions": {"prompt": "ping", "max_tokens": 1},
-    "/responses": {"input": "ping", "max_output_tokens": 16},
-    "/messages": {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 1},
-}
-
-
 def ping_body(mode: str, model: str) -> dict[str, Any]:
-    path, stream = MODES[mode]
-    body = {"model": model, **PING_BODIES.get(path, PING_BODIES["/chat/completions"])}
-    if stream:
+    """The smallest valid body of `mode` (its surface adapter declares it per mode)."""
+    m = mode_of(mode)
+    body = {"model": model, **m.ping}
+    if m.stream:
         body["stream"] = True
     return body
 
@@ -81,6 +73,6 @@ async def check(ep: "Endpoint", model: str, modes: list[str], key_env: str | Non
         seen["modes"][mode] = r.status
         why = hint(r.status, model, listed, r.body, key_env)
         if why:
-            url = redact_url(base + MODES[mode][0])
+            url = redact_url(base + mode_of(mode).path)
             raise UsageError(f"preflight: mode {mode}: POST {url} -> HTTP {r.status}: {why}")
     return seen

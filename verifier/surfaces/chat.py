@@ -1,0 +1,181 @@
+"""The chat-completions surface: `chat`, `chat-stream` and `completions` (the dual path) on `/chat/completions`
+and `/completions`. Suites write chat bodies, so the request is sent as the suite wrote it; a stream is
+reassembled by choice delta and tool-call index into the same `Parsed` shape as a body. Pure; no network.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from verifier.jsonsafe import stream_objects
+from verifier.surfaces.base import Mode, SurfaceMalformed, load, load_or_none
+from verifier.types import Exchange, Parsed
+
+CHAT_MESSAGE_KEYS = ("role", "content", "tool_calls", "reasoning_content", "reasoning")
+_PING = {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
+
+
+def reasoning_of(msg: dict[str, Any]) -> str | None:
+    # vLLM/SGLang/llama.cpp use reasoning_content; some newer servers use reasoning.
+    r = msg.get("reasoning_content")
+    if r is None:
+        r = msg.get("reasoning")
+    return r if isinstance(r, str) else None
+
+
+def parse_body(text: str | None) -> Parsed:
+    """A chat (or /completions) body -> Parsed, unguarded: TooDeep and SurfaceMalformed are the caller's."""
+    data = load(text)
+    if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+        raise SurfaceMalformed("no choices in body")
+    choice = data["choices"][0]
+    if not isinstance(choice, dict):
+        raise SurfaceMalformed("choice is not an object")
+    msg = choice.get("message") or {}
+    if "message" not in choice and isinstance(choice.get("text"), str):
+        msg = {"content": choice["text"]}  # a /v1/completions response (the dual path)
+    lp = choice.get("logprobs")
+    return Parsed(
+        content=msg.get("content") if isinstance(msg.get("content"), str) else None,
+        reasoning=reasoning_of(msg),
+        tool_calls=msg.get("tool_calls"),
+        finish_reason=choice.get("finish_reason"),
+        usage=data.get("usage") if isinstance(data.get("usage"), dict) else None,
+        logprobs=lp.get("content") if isinstance(lp, dict) else None,
+    )
+
+
+class _Stream:
+    """What a chat-completions stream has said so far, reassembled by choice delta and tool-call index."""
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.ids_per_index: dict[int, set[str]] = {}
+        self.logprobs: list[dict[str, Any]] = []
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.saw_content = self.saw_reasoning = False
+
+    def add_choice(self, choice: dict[str, Any]) -> None:
+        delta = choice.get("delta") or {}
+        if isinstance(delta.get("content"), str):
+            self.content.append(delta["content"])
+            self.saw_content = True
+        r = reasoning_of(delta)
+        if r is not None:
+            self.reasoning.append(r)
+            self.saw_reasoning = True
+        for tc in delta.get("tool_calls") or []:
+            self.add_tool_call(tc)
+        lp = choice.get("logprobs")
+        if isinstance(lp, dict) and isinstance(lp.get("content"), list):
+            self.logprobs.extend(lp["content"])
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+
+    def add_tool_call(self, tc: dict[str, Any]) -> None:
+        # Parallel calls are told apart by index; names and arguments arrive in pieces to concatenate.
+        idx = tc.get("index", 0)
+        slot = self.calls.setdefault(idx, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+        if tc.get("id"):
+            self.ids_per_index.setdefault(idx, set()).add(tc["id"])
+            slot["id"] = slot["id"] or tc["id"]
+        fn = tc.get("function") or {}
+        if fn.get("name"):
+            slot["function"]["name"] += fn["name"]
+        if fn.get("arguments"):
+            slot["function"]["arguments"] += fn["arguments"]
+
+
+def parse_stream(chunks: list[str]) -> Parsed:
+    st = _Stream()
+    extra: dict[str, Any] = {}
+    for data in stream_objects(chunks, extra):
+        if isinstance(data.get("usage"), dict):
+            st.usage = data["usage"]
+        for choice in data.get("choices") or []:
+            st.add_choice(choice)
+    collided = sorted(i for i, ids in st.ids_per_index.items() if len(ids) > 1)
+    if collided:
+        extra["index_collisions"] = collided
+    return Parsed(
+        content="".join(st.content) if st.saw_content else None,
+        reasoning="".join(st.reasoning) if st.saw_reasoning else None,
+        tool_calls=[st.calls[i] for i in sorted(st.calls)] or None,
+        finish_reason=st.finish_reason,
+        usage=st.usage,
+        logprobs=st.logprobs or None,
+        extra=extra,
+    )
+
+
+class Chat:
+    name = "chat"
+    modes = (
+        Mode("chat", "/chat/completions", False, _PING),
+        Mode("chat-stream", "/chat/completions", True, _PING),
+        # The dual path: the chat template rendered client-side (verifier/wire/dualpath.py), sent as a raw prompt.
+        Mode("completions", "/completions", False, {"prompt": "ping", "max_tokens": 1}, dual_path=True),
+    )
+    error_shape = None
+    no_logprobs = None
+    terminal_events: tuple[str, ...] = ()
+
+    def headers(self, cfg: Any) -> dict[str, str]:
+        return {}
+
+    def translate(self, mode: Mode, body: dict[str, Any]) -> dict[str, Any]:
+        return {**body, "stream": True} if mode.stream else body
+
+    def request(self, mode: Mode, body: dict[str, Any], extra_body: dict[str, Any]) -> dict[str, Any]:
+        if mode.stream:
+            body["stream"] = True
+            body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+        else:
+            body.pop("stream_options", None)
+        return body
+
+    def parse_body(self, text: str | None) -> Parsed:
+        return parse_body(text)
+
+    def parse_stream(self, chunks: list[str]) -> Parsed:
+        return parse_stream(chunks)
+
+    def stream_complete(self, chunks: list[str]) -> bool:
+        return bool(chunks) and chunks[-1] == "[DONE]"
+
+    def error_ok(self, data: Any) -> bool:
+        return True
+
+    def text_deltas(self, event: dict[str, Any]) -> list[str]:
+        out = []
+        for ch in event.get("choices") or []:
+            c = (ch.get("delta") or {}).get("content") if isinstance(ch, dict) else None
+            if isinstance(c, str) and c:
+                out.append(c)
+        return out
+
+    def assistant_turn(self, ex: Exchange, parsed: Callable[[], Parsed]) -> list[dict[str, Any]]:
+        """The message with the reasoning under the key the server used (`reasoning_content` or `reasoning`)."""
+        if ex.chunks is not None and ex.body is None:
+            p = parsed()
+            key = "reasoning" if any('"reasoning":' in c for c in ex.chunks or []) else "reasoning_content"
+            out: dict[str, Any] = {"role": "assistant", "content": p.content}
+            if p.reasoning is not None:
+                out[key] = p.reasoning
+            if p.tool_calls:
+                out["tool_calls"] = p.tool_calls
+            return [out]
+        msg = ((load_or_none(ex.body) or {}).get("choices") or [{}])[0].get("message") or {}
+        return [{k: msg[k] for k in CHAT_MESSAGE_KEYS if k in msg}]
+
+    def tool_results(self, results: list[tuple[str | None, str]]) -> list[dict[str, Any]]:
+        return [{"role": "tool", "tool_call_id": cid, "content": out} for cid, out in results]
+
+    def extend(self, body: dict[str, Any], entries: list[dict[str, Any]]) -> dict[str, Any]:
+        return {**body, "messages": list(body.get("messages") or []) + entries}
+
+
+SURFACE = Chat()
