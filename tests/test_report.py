@@ -271,3 +271,14 @@ def test_merge_rejects_conflicting_versions(tmp_path, monkeypatch, cli):
     (b / "run.json").write_text(json.dumps(hb))
     code, _, err = cli("merge", a, b, "--out", tmp_path / "m")
     assert code == 2 and "model" in err
+
+
+def test_a_metric_without_a_margin_draws_no_margin_line_and_never_crashes():
+    """A metric judged without a margin (margin None: uncalibrated) used to crash the report (`-None`), exit 1."""
+    from verifier.report.views import delta_chart
+
+    doc = {"suites": {"s": {"metrics": {
+        "accuracy": {"delta": -0.2, "ci": [-0.3, -0.1], "margin": None, "verdict": "inconclusive"},
+        "pass_rate": {"delta": 0.0, "ci": [-0.1, 0.1], "margin": 0.05, "verdict": "pass"}}}}}
+    rows = {r["label"]: r for r in delta_chart(doc)["rows"]}
+    assert rows["s/accuracy"]["x_m"] is None and rows["s/pass_rate"]["x_m"] is not None

@@ -37,7 +37,9 @@ def delta_chart(doc: dict[str, Any]) -> dict[str, Any]:
         return round(x0 + (v + span) / (2 * span) * w, 1)
 
     for i, r in enumerate(rows):
-        r.update(y=30 + i * 26, x_lo=x(r["lo"]), x_hi=x(r["hi"]), x_d=x(r["delta"]), x_m=x(-r["margin"]))
+        # A metric without a margin (uncalibrated, or judged by its interval alone) has no margin line to draw.
+        r.update(y=30 + i * 26, x_lo=x(r["lo"]), x_hi=x(r["hi"]), x_d=x(r["delta"]),
+                 x_m=x(-r["margin"]) if r["margin"] is not None else None)
     return {"rows": rows, "height": 50 + 26 * len(rows), "x_zero": x(0.0), "x_left": x0, "x_right": x0 + w,
             "span": round(span, 4), "ticks": [{"x": x(t), "label": f"{t:+.2f}"} for t in (-span, -span / 2, 0.0, span / 2, span)]}
 
