@@ -50,7 +50,7 @@ VARIANTS: dict[str, tuple[str, dict, list[str]]] = {
     "chat template without tools": ("frontend", {"template": "drop-tools"}, ["bfcl"]),
     "structured outputs backend guidance (reference auto)": ("frontend", {"extra_args": ["--structured-outputs-config", '{"backend": "guidance"}']}, ["structured"]),
     "structured outputs backend outlines (reference auto)": ("frontend", {"extra_args": ["--structured-outputs-config", '{"backend": "outlines"}']}, ["structured"]),
-    "--dtype bfloat16 (reference float32)": ("numerics", {"dtype": "bfloat16"}, ["smoke", "structured", "bfcl"]),
+    "--dtype bfloat16 (reference float32)": ("numerics", {"dtype": "bfloat16"}, ["smoke"]),
     "--kv-cache-dtype fp8": ("numerics", {"kv_cache_dtype": "fp8"}, ["smoke", "structured", "bfcl"]),
     "prefix caching off": ("lossless", {"extra_args": ["--no-enable-prefix-caching"]}, ["smoke", "structured"]),
     "chunked prefill off": ("lossless", {"extra_args": ["--no-enable-chunked-prefill"]}, ["smoke", "structured"]),
@@ -90,7 +90,7 @@ class Bench:
     def gate(self, label: str, suite: str, url: str, model: str, golden: str | None = None, note: str = "") -> None:
         golden = golden or f"{MODEL}-vllm-{suite}"
         shown = "bfcl (tool_choice required)" if suite == REQUIRED else ""
-        limit = ("--limit", str(self.a.gate_limit)) if self.a.gate_limit else ()
+        limit = (("--limit", str(self.a.gate_limit)) if self.a.gate_limit else ()) + (("--no-probes",) if self.a.no_probes else ())
         gate(self.work, Row(label, suite.removesuffix("-required"), str(self.goldens / golden), model, shown, note, limit),
              url, self.results, self.a.concurrency)
 
@@ -145,6 +145,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--enforce-eager", action="store_true", help="every server with --enforce-eager (no torch.compile)")
     ap.add_argument("--concurrency", type=int, default=4, help="requests in flight while recording goldens (default 4)")
     ap.add_argument("--gate-limit", type=int, help="gate each row on the golden's first N samples per suite (gate --limit)")
+    ap.add_argument("--no-probes", action="store_true", help="gate each row without the golden's probes (gate --no-probes)")
     ap.add_argument("--table-only", action="store_true")
     a = ap.parse_args(argv)
     unknown = set(a.stages.split(",")) - set(STAGES)
