@@ -1,0 +1,275 @@
+"""Byte identity across a refactor: the documents every shipped golden gives, hashed, volatile fields normalized.
+
+    python bench/byte_identity.py snapshot OUT.json [--keep DIR] [--golden NAME ...] [--scenario NAME ...]
+    python bench/byte_identity.py snapshot OUT.json --replay DIR     # offline: re-score + re-compare kept runs
+    python bench/byte_identity.py diff A.json B.json                 # prints the differing files, exit 1 if any
+
+`snapshot` starts the project's scripted test server (verifier/testbed, the `arithmetic` responder, as
+`verifier demo` does) in this process, and for every golden shipped in verifier/goldens/ and every scenario
+(the healthy server, and the same server behind the fault-injection proxy with one fault each) runs
+`verifier gate --golden NAME` against it (concurrency 1, no retries: the journal order is the sample order),
+then `verifier score RUN_DIR` and `verifier compare RUN_DIR --golden NAME` again on the run it made. It hashes
+comparison.json, verdicts.jsonl and summary.json after each step, and the gate's and compare's terminal
+output, after normalizing what legitimately changes between two runs of the same code: timestamps, run ids,
+temporary and installation paths, ports, latencies and durations. The manifest maps
+`<golden>/<scenario>/<step>/<file>` to a sha256; `diff` compares two manifests.
+
+`--keep DIR` keeps the run directories and the normalized documents (DIR/<golden>/<scenario>/...), so a
+difference can be read with `diff -r`. `--replay DIR` takes the runs kept by an earlier `--keep` instead of a
+server (copied, never modified) and only re-scores and re-compares them: this separates "the offline pipeline
+changed" from "collection changed". The `verifier` measured is the checkout this file sits in (`--checkout DIR`
+measures another one, e.g. an exported base commit); its path is printed and recorded in the manifest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import io
+import json
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+# Faults served through the proxy, one scenario each: a reasoning-parser break, a usage break, a request-side
+# break (prompt tokens), a stream-assembly break and a response-format break, so the frontend signals,
+# the diagnosis, the evidence and the reasons all get exercised on every golden.
+SCENARIOS: dict[str, list[str]] = {
+    "healthy": [],
+    "answer_in_reasoning": ["answer_in_reasoning"],
+    "usage_dropped": ["usage_dropped"],
+    "drop_system_prompt": ["drop_system_prompt"],
+    "finish_reason_wrong": ["finish_reason_wrong"],
+    "tool_args_invalid_json": ["tool_args_invalid_json"],
+}
+
+FILES = ("comparison.json", "verdicts.jsonl", "summary.json")
+
+# Keys whose values change between two runs of the same code (time, identity, where, how fast), at any depth.
+VOLATILE_KEYS = frozenset({
+    "created", "created_at", "started", "started_at", "finished", "finished_at", "date", "time", "timestamp",
+    "run_id", "source_run", "responses_digest", "run_dir", "path", "commit", "harness_commit", "git_commit",
+    "latency", "latency_s", "latency_ms", "elapsed", "elapsed_s", "duration", "duration_s", "wall_s", "seconds",
+    "ttft", "ttft_s", "tpot", "tpot_s", "itl", "itl_s", "throughput", "tokens_per_s", "requests_per_s", "perf",
+})
+VOLATILE_PARTS = ("latency", "elapsed", "duration", "ttft", "tpot", "_per_s", "wall")
+
+
+def volatile(key: str) -> bool:
+    k = key.lower()
+    return k in VOLATILE_KEYS or any(p in k for p in VOLATILE_PARTS)
+
+
+class Normalizer:
+    """Replaces volatile values and machine-specific strings by stable placeholders."""
+
+    def __init__(self, roots: dict[str, str]):
+        # longest first, so a root inside another is replaced as the longer one
+        self.roots = sorted(roots.items(), key=lambda kv: -len(kv[0]))
+
+    def text(self, s: str) -> str:
+        for path, name in self.roots:
+            s = s.replace(path, name)
+        s = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:<port>", s)
+        s = re.sub(r"\b\d{8}T\d{6}(Z|[+-]\d{4})?\b|\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?", "<time>", s)
+        s = re.sub(r"\b\d+(\.\d+)? ?(s|ms)\b(?! ?samples?)", "<dur>", s)  # "took 3.2 s", "120 ms"
+        return s
+
+    def value(self, v: Any, key: str = "") -> Any:
+        if key and volatile(key):
+            return "<volatile>"
+        if isinstance(v, dict):
+            return {k: self.value(x, k) for k, x in v.items()}
+        if isinstance(v, list):
+            return [self.value(x) for x in v]
+        if isinstance(v, str):
+            return self.text(v)
+        return v
+
+    def document(self, path: Path) -> str:
+        raw = path.read_text(encoding="utf-8")
+        if path.suffix == ".jsonl":
+            lines = [json.dumps(self.value(json.loads(line)), sort_keys=True, ensure_ascii=False) for line in raw.splitlines() if line.strip()]
+            return "\n".join(lines) + "\n"
+        return json.dumps(self.value(json.loads(raw)), sort_keys=True, ensure_ascii=False, indent=1) + "\n"
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def cli(*args: Any) -> tuple[int, str]:
+    """The real `verifier` command, in this process (as tests/conftest.py's `cli` fixture); (exit code, stdout+stderr)."""
+    from verifier import scrub
+    from verifier.cli import main
+
+    scrub.reset()
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as e:  # argparse errors
+            code = int(e.code or 0)
+    return code, buf.getvalue()
+
+
+def golden_names(chosen: list[str] | None) -> list[tuple[str, Path, str | None]]:
+    """(name, directory, model) of every shipped golden, or of the chosen ones."""
+    from verifier.golden import store
+
+    out = []
+    for p in store.packaged():
+        if chosen and p.name not in chosen:
+            continue
+        g = json.loads((p / "golden.json").read_text(encoding="utf-8"))
+        out.append((p.name, p, ((g.get("source") or {}).get("endpoint") or {}).get("model")))
+    return out
+
+
+@contextlib.contextmanager
+def endpoint(faults: list[str]) -> Iterator[str]:
+    from verifier.testbed.proxy import Proxy
+    from verifier.testbed.server import Script, TestServer, arithmetic
+
+    with TestServer(Script(arithmetic)) as srv:
+        if not faults:
+            yield srv.url
+            return
+        with Proxy(srv.url, faults, seed=0) as broken:
+            yield broken.url
+
+
+class Snapshot:
+    def __init__(self, norm: Normalizer, keep: Path | None):
+        self.norm = norm
+        self.keep = keep
+        self.entries: dict[str, str] = {}
+        self.exits: dict[str, int] = {}
+
+    def record(self, key: str, run_dir: Path, output: str, code: int) -> None:
+        self.exits[key] = code
+        docs = {f: run_dir / f for f in FILES}
+        for name, path in docs.items():
+            text = self.norm.document(path) if path.exists() else "<absent>\n"
+            self._put(f"{key}/{name}", text)
+        self._put(f"{key}/terminal.txt", self.norm.text(output))
+
+    def _put(self, key: str, text: str) -> None:
+        self.entries[key] = sha(text)
+        if self.keep:
+            dest = self.keep / "normalized" / key
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(text, encoding="utf-8")
+
+    def offline(self, key: str, run_dir: Path, golden: str) -> None:
+        """Re-score the run, then compare it again with the golden (the offline half of the pipeline)."""
+        code, out = cli("score", run_dir)
+        if code != 0:
+            self.exits[f"{key}/score"] = code
+        code2, out2 = cli("compare", run_dir, "--golden", golden)
+        self.record(f"{key}/rescore", run_dir, out + out2, code2)
+
+
+def snapshot(a: argparse.Namespace) -> int:
+    import verifier
+
+    work = Path(tempfile.mkdtemp(prefix="byte_identity-"))
+    pkg = Path(verifier.__file__).resolve().parent
+    keep = Path(a.keep).resolve() if a.keep else None
+    roots = {str(work): "<work>", str(pkg): "<pkg>", str(pkg.parent): "<checkout>"}
+    if a.replay:
+        roots[str(Path(a.replay).resolve())] = "<keep>"
+    if keep:
+        roots[str(keep)] = "<keep>"
+    snap = Snapshot(Normalizer(roots), keep)
+    print(f"verifier under test: {pkg}", file=sys.stderr)
+    if a.checkout is None and pkg.parent != CHECKOUT:
+        raise SystemExit(f"imported {pkg}, not this checkout's verifier ({CHECKOUT})")
+    try:
+        for name, path, model in golden_names(a.golden):
+            for scenario, faults in SCENARIOS.items():
+                if a.scenario and scenario not in a.scenario:
+                    continue
+                key = f"{name}/{scenario}"
+                run = work / name / scenario
+                if a.replay:
+                    src = Path(a.replay) / "runs" / name / scenario
+                    if not src.is_dir():
+                        print(f"{key}: no kept run in {src}, skipped", file=sys.stderr)
+                        continue
+                    shutil.copytree(src, run)
+                else:
+                    with endpoint(faults) as url:
+                        code, out = cli("gate", "--golden", name, "--base-url", url, "--model", model or "test",
+                                        "--no-model-check", "--concurrency", "1", "--max-retries", "0", "--quiet",
+                                        "--out", run)
+                    snap.record(f"{key}/gate", run, out, code)
+                    if keep:
+                        dest = keep / "runs" / name / scenario
+                        shutil.rmtree(dest, ignore_errors=True)
+                        shutil.copytree(run, dest)
+                snap.offline(key, run, name)
+                print(f"{key}: gate exit {snap.exits.get(key + '/gate', '-')}, compare exit {snap.exits[key + '/rescore']}", file=sys.stderr)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    manifest = {"verifier": str(pkg), "mode": "replay" if a.replay else "live", "scenarios": SCENARIOS,
+                "exit_codes": dict(sorted(snap.exits.items())), "files": dict(sorted(snap.entries.items()))}
+    Path(a.out).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"{len(snap.entries)} files hashed -> {a.out}", file=sys.stderr)
+    return 0
+
+
+def diff(a: argparse.Namespace) -> int:
+    A = json.loads(Path(a.a).read_text(encoding="utf-8"))
+    B = json.loads(Path(a.b).read_text(encoding="utf-8"))
+    differ = []
+    # a live manifest against a replayed one: only the offline steps (rescore) are in both
+    common_only = A.get("mode") != B.get("mode")
+    if common_only:
+        print(f"modes differ ({A.get('mode')} vs {B.get('mode')}): comparing the entries both have")
+    for section in ("exit_codes", "files"):
+        x, y = A.get(section) or {}, B.get(section) or {}
+        keys = set(x) & set(y) if common_only else set(x) | set(y)
+        for k in sorted(keys):
+            if k not in x or k not in y:
+                differ.append(f"{section}: {k}: only in {'B' if k not in x else 'A'}")
+            elif x[k] != y[k]:
+                differ.append(f"{section}: {k}: {x[k]} != {y[k]}")
+    for line in differ:
+        print(line)
+    n = len(set(A.get("files") or {}) & set(B.get("files") or {})) if common_only else len(A.get("files") or {})
+    print(f"{len(differ)} difference(s) over {n} files" if differ else f"identical: {n} files, {len(A.get('exit_codes') or {})} exit codes")
+    return 1 if differ else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("snapshot")
+    s.add_argument("out")
+    s.add_argument("--keep", help="keep the runs and the normalized documents here")
+    s.add_argument("--replay", help="re-score and re-compare the runs kept by an earlier --keep (no server)")
+    s.add_argument("--golden", action="append", help="only this shipped golden (repeatable)")
+    s.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="only this scenario (repeatable)")
+    s.add_argument("--checkout", help=f"the checkout whose verifier is measured (default {CHECKOUT})")
+    s.set_defaults(fn=snapshot)
+    d = sub.add_parser("diff")
+    d.add_argument("a")
+    d.add_argument("b")
+    d.set_defaults(fn=diff)
+    a = ap.parse_args(argv)
+    if a.cmd == "snapshot":
+        # the checkout under test first on the path: `python bench/byte_identity.py` would otherwise put bench/ there
+        # and import whatever verifier is installed
+        sys.path.insert(0, str(Path(a.checkout).resolve() if a.checkout else CHECKOUT))
+    return int(a.fn(a))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
