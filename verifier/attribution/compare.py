@@ -5,8 +5,8 @@ The method (DESIGN.md, "Attribution"): frontend signals are weight-independent
 numerics signals are measured only on samples whose envelope is clean and whose
 prompt fingerprint matches, so a frontend bug cannot masquerade as a quality drop.
 
-The signals themselves are one function each in signals.py; this module pairs the
-observations, runs the table, and turns counts into verdicts (compare) or into the
+The signals themselves are declared once each in signals.py (signals.SIGNALS); this module pairs
+the observations, runs the declarations, and turns counts into verdicts (compare) or into the
 run-to-run spreads that become margins (calibrate_margins).
 """
 
@@ -39,8 +39,9 @@ Rows = Iterable["Observation | Mapping[str, Any]"]
 Grouped = dict[str, dict[str, list[Observation]]]
 
 
-# The wire mode a path-parity signal blames (the chat path is its reference); other signals name every mode.
-PATH_MODES = {"stream_parity_mismatch": {"chat-stream"}, "dual_path_mismatch": {"completions"}}
+# The wire mode a path-parity signal blames (the chat path is its reference); other signals name the modes they
+# fired on. Read from the declarations (Signal.blame_modes); this is the shipped registry's, for readers.
+PATH_MODES = signals.fixed_blame_modes()
 
 
 class NoOverlap(ValueError):
@@ -92,9 +93,12 @@ def _count_trigger(trig: dict[str, int], g: Sequence[Observation], c: Sequence[O
 
 def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) -> dict[str, Any]:
     ids = sorted(set(G) & set(C))
-    events: dict[str, list[str]] = {k: [] for k in signals.EVENTS}
-    reverse: dict[str, int] = {k: 0 for k in NUMERICS_EVENTS}
-    denom: dict[str, int] = {k: 0 for k in signals.EVENTS}
+    declared = signals.by_name()
+    numerics_events = signals.names("numerics")
+    path_modes = signals.fixed_blame_modes()
+    events: dict[str, list[str]] = {k: [] for k in declared}
+    reverse: dict[str, int] = {k: 0 for k in numerics_events}
+    denom: dict[str, int] = {k: 0 for k in declared}
     modes: dict[str, set[str]] = defaultdict(set)
     finding_counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     detail: dict[str, dict[str, Any]] = {}
@@ -113,17 +117,17 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
         where = signals.where_fired(gs, cs, results)
         for name, fired in results.items():
             # Numerics signals count only on samples no frontend signal touched (DESIGN.md, "Attribution").
-            if fired is None or (touched and name in NUMERICS_EVENTS):
+            if fired is None or (touched and name in numerics_events):
                 continue
             denom[name] += 1
             if fired:
                 events[name].append(sid)
-                modes[name].update(PATH_MODES.get(name) or where.get(name) or {o.mode for o in cs})
+                modes[name].update(path_modes.get(name) or where.get(name) or {o.mode for o in cs})
                 for m in (where.get(name) or ()) if several else ():
                     event_modes[name][m] += 1
-        for name in NUMERICS_EVENTS:
+        for name in numerics_events:
             if not touched and results[name] is not None:
-                reverse[name] += bool(signals.SIGNAL_BY_NAME[name](cs, gs))
+                reverse[name] += bool(declared[name].measure(cs, gs))
         _count_findings(finding_counts, detail, sid, gs, cs)
         _flip_by_mode(flips_by_mode, sid, gs, cs)
         _count_trigger(trig, gs, cs)
@@ -225,12 +229,13 @@ def _quality(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[di
 def _signal_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
     """Event-rate verdicts for every signal of the table: (per-signal blocks, frontend evidence, numerics evidence)."""
     sigs, fe, q = {}, [], []
-    for name in signals.EVENTS:
+    for sg in signals.declared():
+        name = sg.name
         n = s["denominators"][name]
         key = f"{suite}/signal:{name}"
         # Older goldens predate newer signals: judged against 0 and, where the signal fired, undecided (uncalibrated).
-        margin = 0.0 if name in signals.STRUCTURAL_ZERO else _margin(margins, key)
-        if name in FRONTEND_EVENTS:
+        margin = 0.0 if sg.structural_zero else _margin(margins, key)
+        if sg.side == "frontend":
             ev = event_verdict(len(s["events"][name]), n, margin or 0.0)
         else:
             ev = numerics.paired_event_verdict(len(s["events"][name]), s["reverse_events"][name], n, margin or 0.0)
@@ -239,7 +244,7 @@ def _signal_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> 
         ev["samples"] = s["events"][name][:50]
         sigs[name] = ev
         if ev["n"]:
-            target = fe if name in FRONTEND_EVENTS else q
+            target = fe if sg.side == "frontend" else q
             where = s.get("event_modes", {}).get(name) or None  # the wire modes it fired on: names a surface
             target.append(Evidence(name, suite, ev["verdict"], samples=tuple(ev["samples"][:10]), modes=where,
                                    summary=f"{name}: {ev['count']}/{ev['n']} samples{mode_note(where)} (rate {ev['rate']}, CI {ev['ci']}, margin {ev['margin']}"
@@ -437,7 +442,7 @@ def _spreads(s: dict[str, Any], suite: str) -> dict[str, float]:
     for m, v in s["metrics"].items():
         n = len(v["golden"])
         out[f"{suite}/{m}"] = abs(sum(v["candidate"]) - sum(v["golden"])) / n if n else 0.0
-    for name in signals.EVENTS:
+    for name in signals.names():
         n = s["denominators"][name]
         out[f"{suite}/signal:{name}"] = len(s["events"][name]) / n if n else 0.0
     out[f"{suite}/drift"] = s["drift"]["mean_abs_delta"] or 0.0

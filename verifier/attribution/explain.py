@@ -13,7 +13,7 @@ from typing import Any, Iterable
 from verifier.attribution import coverage as coverage_mod
 from verifier.attribution.diagnosis import component_of, headline
 from verifier.attribution.numerics import DRIFT_FLOOR
-from verifier.attribution.signals import EVENTS, FRONTEND_EVENTS
+from verifier.attribution import signals
 from verifier.types import Observation
 
 
@@ -161,9 +161,9 @@ def checks(doc: dict[str, Any], golden_meta: dict[str, Any], golden_obs: list[Ob
         star = ev.get((suite, "quality", "*"))
         for m in _metrics_of(golden_obs, suite):
             out.append(_check(f"{suite}: quality/{m}", "verifier.quantization", ev.get((suite, "quality", m)) or star))
-        for name in EVENTS:
-            cls = "verifier.frontend" if name in FRONTEND_EVENTS else "verifier.quantization"
-            out.append(_check(f"{suite}: {name}", cls, ev.get((suite, name, None))))
+        for sg in signals.declared():
+            cls = "verifier.frontend" if sg.side == "frontend" else "verifier.quantization"
+            out.append(_check(f"{suite}: {sg.name}", cls, ev.get((suite, sg.name, None))))
         out.append(_check(f"{suite}: logprob_drift", "verifier.quantization", ev.get((suite, "logprob_drift", None)),
                           "not measured: no logprobs on one side (rerun with `verifier gate --logprobs 5`)"))
         out.append(_check(f"{suite}: greedy_divergence", "verifier.quantization", ev.get((suite, "greedy_divergence", None)),
