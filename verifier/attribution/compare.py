@@ -179,12 +179,22 @@ def _margin(margins: dict[str, Any], key: str) -> float | None:
     return float(m["value"] if isinstance(m, dict) else m)
 
 
+UNCALIBRATED = "uncalibrated"
+
+
 def uncalibrated(verdict: dict[str, Any], key: str) -> dict[str, Any]:
-    """A verdict judged against margin 0 because the golden has none for `key`: what did not fire passes, what
-    fired is `inconclusive` (the reference's own spread is unknown), never a failure or a crash."""
+    """A verdict judged against margin 0 because the golden has no margin for `key` (a golden calibrated before the
+    signal existed, or without it): what did not fire passes (a rate of 0 clears any margin), what fired is
+    `inconclusive` for this signal (the reference's own spread is unknown), never a failure and never an error.
+    The other signals decide as always (_decide): the status is `inconclusive` only when nothing else fails."""
     if verdict["verdict"] == "pass":
         return verdict
-    return {**verdict, "verdict": "inconclusive", "margin": None, "note": f"golden not calibrated for {key}"}
+    return {**verdict, "verdict": "inconclusive", "margin": None,
+            "note": f"golden not calibrated for {key}: rerun `verifier calibrate`"}
+
+
+def _qualifier(verdict: dict[str, Any]) -> str | None:
+    return UNCALIBRATED if verdict.get("note") and verdict.get("margin") is None else None
 
 
 def _combine(verdicts: Iterable[str]) -> str:
@@ -220,7 +230,7 @@ def _quality(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[di
             diffs = [c - g for g, c in zip(v["golden"], v["candidate"])]
             mv["samples_needed"] = stats.samples_needed(stats.sd(diffs), mv["margin"])
         mets[m] = mv
-        ev.append(Evidence("quality", suite, mv["verdict"], metric=m,
+        ev.append(Evidence("quality", suite, mv["verdict"], metric=m, qualifier=_qualifier(mv),
                            summary=f"{m}: {mv['golden']} -> {mv['candidate']} (delta {mv['delta']}, CI {mv['ci']}, margin {mv['margin']}, p={mv['p_value']}, n={mv['n']})"
                                    + (f"; {mv['note']}" if mv.get("note") else "")))
     return mets, ev
@@ -247,7 +257,7 @@ def _signal_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> 
             target = fe if sg.side == "frontend" else q
             where = s.get("event_modes", {}).get(name) or None  # the wire modes it fired on: names a surface
             target.append(Evidence(name, suite, ev["verdict"], samples=tuple(ev["samples"][:10]), modes=where,
-                                   summary=f"{name}: {ev['count']}/{ev['n']} samples{mode_note(where)} (rate {ev['rate']}, CI {ev['ci']}, margin {ev['margin']}"
+                                   qualifier=_qualifier(ev), summary=f"{name}: {ev['count']}/{ev['n']} samples{mode_note(where)} (rate {ev['rate']}, CI {ev['ci']}, margin {ev['margin']}"
                                            + (f"; golden {ev['golden_count']}/{ev['n']}, McNemar p={ev['p_value']})" if "p_value" in ev else ")")
                                            + (f"; {ev['note']}" if ev.get("note") else "")))
     return sigs, fe, q
@@ -263,9 +273,9 @@ def _drift_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> t
     note = ""
     if d["state"] == "fired" and calibrated is None:
         d = {**d, "state": "uncalibrated"}  # above the floor, but the reference's own rerun drift is unknown
-        note = f"; golden not calibrated for {key}"
+        note = f"; golden not calibrated for {key}: rerun `verifier calibrate`"
     verdict = {"fired": "fail", "uncalibrated": "inconclusive"}.get(d["state"], "pass")
-    return d, [Evidence("logprob_drift", suite, verdict,
+    return d, [Evidence("logprob_drift", suite, verdict, qualifier=UNCALIBRATED if d["state"] == "uncalibrated" else None,
                         summary=f"mean |Δ logprob| {d['mean_abs_delta']} over {d['tokens']} shared-prefix tokens on {d['samples']} samples "
                                 f"(noise floor {d['margin']}); median first divergence at token {d['first_divergence_median']}{note}")]
 
@@ -286,7 +296,7 @@ def _divergence_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any])
         tail = f"reference reruns parted at rate {ev['margin']}"
     ev["samples"] = dv.get("samples", [])[:50]
     return ev, [Evidence("greedy_divergence", suite, ev["verdict"], samples=tuple(ev["samples"][:10]),
-                         summary=f"greedy output parts from the golden's on {ev['count']}/{n} samples (rate {ev['rate']}, CI {ev['ci']}); {tail}")]
+                         qualifier=UNCALIBRATED if ev["margin"] is None else None, summary=f"greedy output parts from the golden's on {ev['count']}/{n} samples (rate {ev['rate']}, CI {ev['ci']}); {tail}")]
 
 
 # Mean |Δ logprob| per shared-prefix token below which the prefix is computed identically: far under llama.cpp's

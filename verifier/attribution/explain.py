@@ -91,7 +91,10 @@ def _numerics_reasons(doc: dict[str, Any]) -> list[str]:
                            f"and {parted}")
     for suite, s in doc["suites"].items():
         for m, v in s.get("metrics", {}).items():
-            if v["verdict"] == "inconclusive":
+            if v["verdict"] == "inconclusive" and v.get("margin") is None and v.get("note"):
+                out.append(f"{suite}/{m}: {v['golden']} -> {v['candidate']} (delta {v['delta']}, CI {v['ci']}) "
+                           f"inconclusive for this metric: {v['note']}")
+            elif v["verdict"] == "inconclusive":
                 need = v.get("samples_needed")
                 tail = f"about {need} samples needed" if need else "a margin of 0 is never cleared by sampling: recalibrate with more reruns"
                 out.append(f"{suite}/{m}: n={v['n']} too small for margin {v['margin']} (delta {v['delta']}, CI {v['ci']}): {tail}")
@@ -102,7 +105,10 @@ def _evidence_reasons(doc: dict[str, Any]) -> list[str]:
     out = []
     for side in ("frontend", "quantization"):
         for e in doc[side]["evidence"]:
-            if e["verdict"] == "inconclusive" and e["signal"] not in ("quality", "logprob_drift", "greedy_divergence"):
+            if e.get("qualifier") == "uncalibrated" and e["signal"] != "quality":  # quality: _numerics_reasons
+                out.append(f"{e['suite']}: {e['signal']} uncalibrated, inconclusive for this signal (without a margin it "
+                           f"cannot fail the gate): {e['summary']}")
+            elif e["verdict"] == "inconclusive" and e["signal"] not in ("quality", "logprob_drift", "greedy_divergence"):
                 out.append(f"{e['suite']}: {e['signal']} not decided at this sample size: {e['summary']}")
             elif e["verdict"] == "inconclusive" and e.get("metric") == "*":
                 out.append(f"{e['suite']}: {e['summary']}")
