@@ -20,6 +20,7 @@ from verifier import stats
 from verifier.attribution.numerics import DRIFT_FACTOR, DRIFT_FLOOR, event_verdict, metric_verdict  # noqa: F401  (public names)
 from verifier.attribution.signals import FRONTEND_EVENTS, NUMERICS_EVENTS, degenerate  # noqa: F401  (public names)
 from verifier.attribution.surface_signals import mode_note
+from verifier.judge.contract import MODEL_BEHAVIOUR
 from verifier.surfaces.translate import surface_of
 from verifier.types import Evidence, Observation
 
@@ -68,7 +69,7 @@ def _count_findings(counts: dict[str, list[int]], detail: dict[str, dict[str, An
     for code in gcodes | ccodes:
         counts[code][0] += code in gcodes
         counts[code][1] += code in ccodes
-    for code in sorted((ccodes - gcodes) - signals.MODEL_BEHAVIOUR):
+    for code in sorted((ccodes - gcodes) - MODEL_BEHAVIOUR):
         d = detail.setdefault(code, {"samples": [], "modes": set()})
         d["samples"].append(sid)
         d["modes"].update(o.mode for o in c if code in o.findings)
@@ -238,7 +239,9 @@ def _quality(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[di
 
 def _signal_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
     """Event-rate verdicts for every signal of the table: (per-signal blocks, frontend evidence, numerics evidence)."""
-    sigs, fe, q = {}, [], []
+    sigs: dict[str, Any] = {}
+    fe: list[Evidence] = []
+    q: list[Evidence] = []
     for sg in signals.declared():
         name = sg.name
         n = s["denominators"][name]
@@ -328,7 +331,7 @@ def _suite_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> t
     dv, q_div = _divergence_evidence(suite, s, margins)
     # Numerics changed, decisively: the shared-prefix logprobs moved beyond the calibrated noise AND the greedy
     # outputs part from the golden's significantly more often than the reference's own reruns do.
-    d["numerics_changed"] = d["state"] == "fired" and bool(dv) and dv["verdict"] == "fail"
+    d["numerics_changed"] = d["state"] == "fired" and dv is not None and bool(dv) and dv["verdict"] == "fail"
     fe += _zero_drift_parting(suite, d, dv)
     block = {
         "paired": s["paired"], "golden_only": s["golden_only"], "candidate_only": s["candidate_only"],
@@ -422,7 +425,7 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
     drift_states = {s["drift"]["state"] for s in suites_out.values()}
     changed = any(s["drift"].get("numerics_changed") for s in suites_out.values())
     status, frontend, quant = _decide(fe, q, drift_states, infra_rate > infra_budget or cov["rate"] > infra_budget, changed)
-    doc = {
+    doc: dict[str, Any] = {
         "status": status,
         "exit_code": EXIT[status],
         "meaning": MEANING[EXIT[status]],

@@ -61,7 +61,7 @@ def _why_unattributed(suite: str, s: dict[str, Any]) -> str:
 def _behaviour_notes(doc: dict[str, Any]) -> list[str]:
     """Model-behaviour findings the candidate shows where the golden did not (empty answers...): they are scored as
     wrong, so they are part of a quality drop, and a person reading the reason should see them named."""
-    from verifier.attribution.signals import MODEL_BEHAVIOUR
+    from verifier.judge.contract import MODEL_BEHAVIOUR
 
     out = []
     for suite, s in doc["suites"].items():
@@ -205,7 +205,8 @@ def component_line(doc: dict[str, Any], check: dict[str, Any]) -> str | None:
     if check["class"] != "verifier.frontend":
         return None
     if check.get("component"):
-        return check["component"]
+        comp: str = check["component"]
+        return comp
     if signal == "new_findings":
         suite = check["name"].split(": ", 1)[0]
         comps = [d["component"] for d in doc.get("diagnosis") or [] if suite in d["suites"]]

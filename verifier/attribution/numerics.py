@@ -174,7 +174,7 @@ def tool_call_scores(golden: dict[str, Any] | None, candidate: dict[str, Any] | 
         return None
     golden = golden if isinstance(golden, dict) else {}
 
-    def pick(d: dict[str, Any], *path: str) -> Any:
+    def pick(d: Any, *path: str) -> Any:
         for k in path:
             d = d.get(k) if isinstance(d, dict) else None
         return d
