@@ -13,11 +13,11 @@ run-to-run spreads that become margins (calibrate_margins).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence, TypeVar
 
 from verifier.attribution import numerics, signals, turn_diff
 from verifier import stats
-from verifier.attribution.numerics import DRIFT_FACTOR, DRIFT_FLOOR, event_verdict, metric_verdict  # noqa: F401  (public names)
+from verifier.attribution.numerics import DRIFT_FACTOR, DRIFT_FLOOR, EventVerdict, MetricVerdict, event_verdict, metric_verdict  # noqa: F401  (public names)
 from verifier.attribution.signals import FRONTEND_EVENTS, NUMERICS_EVENTS, degenerate  # noqa: F401  (public names)
 from verifier.attribution.surface_signals import mode_note
 from verifier.judge.contract import MODEL_BEHAVIOUR
@@ -181,20 +181,24 @@ def _margin(margins: dict[str, Any], key: str) -> float | None:
 
 
 UNCALIBRATED = "uncalibrated"
+Verdict = TypeVar("Verdict", MetricVerdict, EventVerdict)
 
 
-def uncalibrated(verdict: dict[str, Any], key: str) -> dict[str, Any]:
+def uncalibrated(verdict: Verdict, key: str) -> Verdict:
     """A verdict judged against margin 0 because the golden has no margin for `key` (a golden calibrated before the
     signal existed, or without it): what did not fire passes (a rate of 0 clears any margin), what fired is
     `inconclusive` for this signal (the reference's own spread is unknown), never a failure and never an error.
     The other signals decide as always (_decide): the status is `inconclusive` only when nothing else fails."""
     if verdict["verdict"] == "pass":
         return verdict
-    return {**verdict, "verdict": "inconclusive", "margin": None,
-            "note": f"golden not calibrated for {key}: rerun `verifier calibrate`"}
+    out = verdict.copy()  # verdict and margin keep their places, the note comes last
+    out["verdict"] = "inconclusive"
+    out["margin"] = None
+    out["note"] = f"golden not calibrated for {key}: rerun `verifier calibrate`"
+    return out
 
 
-def _qualifier(verdict: dict[str, Any]) -> str | None:
+def _qualifier(verdict: MetricVerdict | EventVerdict) -> str | None:
     return UNCALIBRATED if verdict.get("note") and verdict.get("margin") is None else None
 
 
@@ -220,7 +224,8 @@ def _quality(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[di
                                  summary=f"no quality metric on this suite: its {s['clean_paired']} clean paired samples are judged by the signals only")]
         return {}, [Evidence("quality", suite, "inconclusive", metric="*",
                              summary="no sample has a clean envelope on both sides: quality cannot be judged")]
-    mets, ev = {}, []
+    mets: dict[str, MetricVerdict] = {}
+    ev: list[Evidence] = []
     for m, v in sorted(s["metrics"].items()):
         key = f"{suite}/{m}"
         margin = _margin(margins, key)
@@ -229,7 +234,7 @@ def _quality(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[di
             mv = uncalibrated(mv, key)
         elif mv["verdict"] == "inconclusive":
             diffs = [c - g for g, c in zip(v["golden"], v["candidate"])]
-            mv["samples_needed"] = stats.samples_needed(stats.sd(diffs), mv["margin"])
+            mv["samples_needed"] = stats.samples_needed(stats.sd(diffs), margin)
         mets[m] = mv
         ev.append(Evidence("quality", suite, mv["verdict"], metric=m, qualifier=_qualifier(mv),
                            summary=f"{m}: {mv['golden']} -> {mv['candidate']} (delta {mv['delta']}, CI {mv['ci']}, margin {mv['margin']}, p={mv['p_value']}, n={mv['n']})"
@@ -239,7 +244,7 @@ def _quality(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[di
 
 def _signal_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
     """Event-rate verdicts for every signal of the table: (per-signal blocks, frontend evidence, numerics evidence)."""
-    sigs: dict[str, Any] = {}
+    sigs: dict[str, EventVerdict] = {}
     fe: list[Evidence] = []
     q: list[Evidence] = []
     for sg in signals.declared():
@@ -283,7 +288,7 @@ def _drift_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> t
                                 f"(noise floor {d['margin']}); median first divergence at token {d['first_divergence_median']}{note}")]
 
 
-def _divergence_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any] | None, list[Evidence]]:
+def _divergence_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[EventVerdict | None, list[Evidence]]:
     """How often the candidate's greedy output parts from the golden's, against how often the reference's own
     reruns parted (calibrated): the second, independent line of numerics evidence beside the drift."""
     dv = s.get("divergence") or {}
@@ -292,7 +297,8 @@ def _divergence_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any])
         return None, []
     key = f"{suite}/divergence"
     if key not in margins and dv["count"]:  # goldens calibrated before this evidence existed: the rerun rate is unknown
-        ev = {**numerics.event_verdict(dv["count"], n, 0.0), "verdict": "inconclusive", "margin": None}
+        ev = numerics.event_verdict(dv["count"], n, 0.0)
+        ev["verdict"], ev["margin"] = "inconclusive", None
         tail = f"golden not calibrated for {key}: rerun `verifier calibrate`"
     else:
         ev = numerics.event_verdict(dv["count"], n, max(_margin(margins, key) or 0.0, numerics.DIVERGENCE_FLOOR))
@@ -308,7 +314,7 @@ ZERO_DRIFT = 1e-4
 ZERO_DRIFT_MIN_TOKENS = 10
 
 
-def _zero_drift_parting(suite: str, d: dict[str, Any], dv: dict[str, Any] | None) -> list[Evidence]:
+def _zero_drift_parting(suite: str, d: dict[str, Any], dv: EventVerdict | None) -> list[Evidence]:
     """Greedy outputs part from the golden's significantly more often than the reference's reruns, while the
     logprobs of every shared prefix are unchanged: the distribution is the reference's, the choice is not. That is
     a changed decoding path (server-side sampling defaults such as repetition_penalty, an ignored temperature),
