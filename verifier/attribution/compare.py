@@ -13,7 +13,7 @@ run-to-run spreads that become margins (calibrate_margins).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Iterable, Mapping, Sequence, TypedDict, TypeVar
 
 from verifier.attribution import numerics, signals, turn_diff
 from verifier import stats
@@ -47,6 +47,35 @@ PATH_MODES = signals.fixed_blame_modes()
 
 class NoOverlap(ValueError):
     pass
+
+
+class PairedSuite(TypedDict):
+    """What compare and calibrate read of one suite's paired observations (_suite_signals); not written as is."""
+
+    turn_diff: dict[str, Any] | None
+    modes: list[str]
+    paired: int
+    golden_clean: int
+    clean_paired: int
+    golden_only: int
+    candidate_only: int
+    events: dict[str, list[str]]
+    """signal -> the sample ids it fired on"""
+    reverse_events: dict[str, int]
+    """numerics signal -> samples where it fired on the golden and not the candidate (McNemar)"""
+    denominators: dict[str, int]
+    """signal -> samples it was measurable on"""
+    signal_modes: dict[str, list[str]]
+    event_modes: dict[str, dict[str, int]]
+    metrics: dict[str, Any]
+    flips: dict[str, list[str]]
+    flips_by_mode: dict[str, dict[str, list[str]]]
+    findings: dict[str, dict[str, int]]
+    new_finding_detail: dict[str, dict[str, Any]]
+    drift: dict[str, Any]
+    divergence: dict[str, Any]
+    trigger: dict[str, int]
+    answer_agreement: float | None
 
 
 def as_observations(rows: Rows) -> list[Observation]:
@@ -92,7 +121,7 @@ def _count_trigger(trig: dict[str, int], g: Sequence[Observation], c: Sequence[O
         trig["tp" if g1 and c1 else "fp" if c1 else "fn" if g1 else "tn"] += 1
 
 
-def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) -> dict[str, Any]:
+def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) -> PairedSuite:
     ids = sorted(set(G) & set(C))
     declared = signals.by_name()
     numerics_events = signals.names("numerics")
@@ -161,7 +190,7 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
     }
 
 
-def paired_signals(golden: Rows, cand: Rows) -> dict[str, dict[str, Any]]:
+def paired_signals(golden: Rows, cand: Rows) -> dict[str, PairedSuite]:
     """Everything compare and calibrate need, per suite, from two sets of observations (dicts or Observations)."""
     G, C = _group(as_observations(golden)), _group(as_observations(cand))
     return {suite: _suite_signals(G[suite], C[suite]) for suite in sorted(set(G) & set(C))}
@@ -211,7 +240,7 @@ def _combine(verdicts: Iterable[str]) -> str:
     return "pass"
 
 
-def _quality(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
+def _quality(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
     """Per-metric verdicts on the clean paired samples, and their evidence."""
     if not s["metrics"]:
         if s["golden_clean"] == 0:
@@ -242,7 +271,7 @@ def _quality(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[di
     return mets, ev
 
 
-def _signal_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
+def _signal_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
     """Event-rate verdicts for every signal of the table: (per-signal blocks, frontend evidence, numerics evidence)."""
     sigs: dict[str, EventVerdict] = {}
     fe: list[Evidence] = []
@@ -271,7 +300,7 @@ def _signal_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> 
     return sigs, fe, q
 
 
-def _drift_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
+def _drift_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
     d = s["drift"]
     key = f"{suite}/drift"
     calibrated = _margin(margins, key)
@@ -288,7 +317,7 @@ def _drift_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> t
                                 f"(noise floor {d['margin']}); median first divergence at token {d['first_divergence_median']}{note}")]
 
 
-def _divergence_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[EventVerdict | None, list[Evidence]]:
+def _divergence_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[EventVerdict | None, list[Evidence]]:
     """How often the candidate's greedy output parts from the golden's, against how often the reference's own
     reruns parted (calibrated): the second, independent line of numerics evidence beside the drift."""
     dv = s.get("divergence") or {}
@@ -329,7 +358,7 @@ def _zero_drift_parting(suite: str, d: dict[str, Any], dv: EventVerdict | None) 
                              "distribution is unchanged, the choice is not (server-side sampling defaults, penalties, ignored temperature)")]
 
 
-def _suite_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
+def _suite_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
     """One suite's block of comparison.json, with its frontend and numerics evidence."""
     mets, q = _quality(suite, s, margins)
     sigs, fe, q_sig = _signal_verdicts(suite, s, margins)
@@ -455,7 +484,7 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
     return doc
 
 
-def _spreads(s: dict[str, Any], suite: str) -> dict[str, float]:
+def _spreads(s: PairedSuite, suite: str) -> dict[str, float]:
     """The run-to-run spread of one pair of reference runs, per margin key (the same keys compare looks up)."""
     out: dict[str, float] = {}
     for m, v in s["metrics"].items():
