@@ -37,9 +37,10 @@ from typing import Any, Iterator
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 
-# Faults served through the proxy, one scenario each: a reasoning-parser break, a usage break, a request-side
-# break (prompt tokens), a stream-assembly break and a response-format break, so the frontend signals,
-# the diagnosis, the evidence and the reasons all get exercised on every golden.
+# Faults served through the proxy, one scenario each: reasoning-parser, usage, request-side (prompt tokens),
+# response-format, tool-call parser and stream-assembly breaks, and two faults at once (one at a rate: the proxy's
+# selection is seeded), so the frontend signals, the diagnosis, the evidence and the reasons are exercised on
+# every golden.
 SCENARIOS: dict[str, list[str]] = {
     "healthy": [],
     "answer_in_reasoning": ["answer_in_reasoning"],
@@ -47,6 +48,16 @@ SCENARIOS: dict[str, list[str]] = {
     "drop_system_prompt": ["drop_system_prompt"],
     "finish_reason_wrong": ["finish_reason_wrong"],
     "tool_args_invalid_json": ["tool_args_invalid_json"],
+    "tool_markup_in_content": ["tool_markup_in_content"],
+    "stream_index_zero": ["stream_index_zero"],
+    "drop_tools": ["drop_tools"],
+    "reasoning_in_content+usage_dropped:0.5": ["reasoning_in_content", "usage_dropped:0.5"],
+}
+
+# Copies of a shipped golden with margins deleted (a golden calibrated before a signal existed): how a missing
+# margin is judged is part of the output, so it is measured too.
+VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "demo-smoke~uncalibrated": ("demo-smoke", ("smoke/signal:new_findings", "smoke/accuracy", "smoke/drift")),
 }
 
 FILES = ("comparison.json", "verdicts.jsonl", "summary.json")
@@ -119,16 +130,26 @@ def cli(*args: Any) -> tuple[int, str]:
     return code, buf.getvalue()
 
 
-def golden_names(chosen: list[str] | None) -> list[tuple[str, Path, str | None]]:
-    """(name, directory, model) of every shipped golden, or of the chosen ones."""
+def golden_names(chosen: list[str] | None, work: Path) -> list[tuple[str, str, str | None]]:
+    """(name, --golden argument, model) of every shipped golden and variant, or of the chosen ones."""
     from verifier.golden import store
 
-    out = []
-    for p in store.packaged():
-        if chosen and p.name not in chosen:
+    out: list[tuple[str, str, str | None]] = []
+    shipped = {p.name: p for p in store.packaged()}
+    for name, p in shipped.items():
+        if not chosen or name in chosen:
+            g = json.loads((p / "golden.json").read_text(encoding="utf-8"))
+            out.append((name, name, ((g.get("source") or {}).get("endpoint") or {}).get("model")))
+    for name, (base, deleted) in VARIANTS.items():
+        if chosen and name not in chosen:
             continue
-        g = json.loads((p / "golden.json").read_text(encoding="utf-8"))
-        out.append((p.name, p, ((g.get("source") or {}).get("endpoint") or {}).get("model")))
+        dest = work / "goldens" / name
+        shutil.copytree(shipped[base], dest)
+        g = json.loads((dest / "golden.json").read_text(encoding="utf-8"))
+        for key in deleted:
+            del g["margins"][key]
+        (dest / "golden.json").write_text(json.dumps(g, indent=1), encoding="utf-8")
+        out.append((name, str(dest), ((g.get("source") or {}).get("endpoint") or {}).get("model")))
     return out
 
 
@@ -192,7 +213,7 @@ def snapshot(a: argparse.Namespace) -> int:
     if a.checkout is None and pkg.parent != CHECKOUT:
         raise SystemExit(f"imported {pkg}, not this checkout's verifier ({CHECKOUT})")
     try:
-        for name, path, model in golden_names(a.golden):
+        for name, golden, model in golden_names(a.golden, work):
             for scenario, faults in SCENARIOS.items():
                 if a.scenario and scenario not in a.scenario:
                     continue
@@ -206,7 +227,7 @@ def snapshot(a: argparse.Namespace) -> int:
                     shutil.copytree(src, run)
                 else:
                     with endpoint(faults) as url:
-                        code, out = cli("gate", "--golden", name, "--base-url", url, "--model", model or "test",
+                        code, out = cli("gate", "--golden", golden, "--base-url", url, "--model", model or "test",
                                         "--no-model-check", "--concurrency", "1", "--max-retries", "0", "--quiet",
                                         "--out", run)
                     snap.record(f"{key}/gate", run, out, code)
@@ -214,7 +235,7 @@ def snapshot(a: argparse.Namespace) -> int:
                         dest = keep / "runs" / name / scenario
                         shutil.rmtree(dest, ignore_errors=True)
                         shutil.copytree(run, dest)
-                snap.offline(key, run, name)
+                snap.offline(key, run, golden)
                 print(f"{key}: gate exit {snap.exits.get(key + '/gate', '-')}, compare exit {snap.exits[key + '/rescore']}", file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -255,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("out")
     s.add_argument("--keep", help="keep the runs and the normalized documents here")
     s.add_argument("--replay", help="re-score and re-compare the runs kept by an earlier --keep (no server)")
-    s.add_argument("--golden", action="append", help="only this shipped golden (repeatable)")
+    s.add_argument("--golden", action="append", help="only this shipped golden or variant (repeatable)")
     s.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="only this scenario (repeatable)")
     s.add_argument("--checkout", help=f"the checkout whose verifier is measured (default {CHECKOUT})")
     s.set_defaults(fn=snapshot)

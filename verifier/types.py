@@ -406,8 +406,9 @@ class Evidence:
     component: str | None = None
     """The component run-wide evidence implicates when it says so itself (a probe's own declaration)."""
     qualifier: str | None = None
-    """Why a `pass` is not a plain pass, for readers: `not_measured` (nothing to judge, e.g. the golden has no
-    clean sample) or `reference_fails` (a probe the candidate failed, as the golden did too)."""
+    """Why a verdict is not a plain one, for readers: `not_measured` (a pass with nothing to judge, e.g. the golden
+    has no clean sample), `reference_fails` (a probe the candidate failed, as the golden did too) or `uncalibrated`
+    (the golden has no margin for it and it fired: inconclusive for this signal, never a failure)."""
 
     def to_dict(self) -> dict[str, Any]:
         # The historical key order: signal, suite, [metric], verdict, summary, [samples].

@@ -5,21 +5,22 @@ The method (DESIGN.md, "Attribution"): frontend signals are weight-independent
 numerics signals are measured only on samples whose envelope is clean and whose
 prompt fingerprint matches, so a frontend bug cannot masquerade as a quality drop.
 
-The signals themselves are one function each in signals.py; this module pairs the
-observations, runs the table, and turns counts into verdicts (compare) or into the
+The signals themselves are declared once each in signals.py (signals.SIGNALS); this module pairs
+the observations, runs the declarations, and turns counts into verdicts (compare) or into the
 run-to-run spreads that become margins (calibrate_margins).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence, TypedDict, TypeVar
 
 from verifier.attribution import numerics, signals, turn_diff
 from verifier import stats
-from verifier.attribution.numerics import DRIFT_FACTOR, DRIFT_FLOOR, event_verdict, metric_verdict  # noqa: F401  (public names)
+from verifier.attribution.numerics import DRIFT_FACTOR, DRIFT_FLOOR, EventVerdict, MetricVerdict, event_verdict, metric_verdict  # noqa: F401  (public names)
 from verifier.attribution.signals import FRONTEND_EVENTS, NUMERICS_EVENTS, degenerate  # noqa: F401  (public names)
 from verifier.attribution.surface_signals import mode_note
+from verifier.judge.contract import MODEL_BEHAVIOUR
 from verifier.surfaces.registry import surface_for
 from verifier.types import Evidence, Observation
 
@@ -39,12 +40,42 @@ Rows = Iterable["Observation | Mapping[str, Any]"]
 Grouped = dict[str, dict[str, list[Observation]]]
 
 
-# The wire mode a path-parity signal blames (the chat path is its reference); other signals name every mode.
-PATH_MODES = {"stream_parity_mismatch": {"chat-stream"}, "dual_path_mismatch": {"completions"}}
+# The wire mode a path-parity signal blames (the chat path is its reference); other signals name the modes they
+# fired on. Read from the declarations (Signal.blame_modes); this is the shipped registry's, for readers.
+PATH_MODES = signals.fixed_blame_modes()
 
 
 class NoOverlap(ValueError):
     pass
+
+
+class PairedSuite(TypedDict):
+    """What compare and calibrate read of one suite's paired observations (_suite_signals); not written as is."""
+
+    turn_diff: dict[str, Any] | None
+    modes: list[str]
+    paired: int
+    golden_clean: int
+    clean_paired: int
+    golden_only: int
+    candidate_only: int
+    events: dict[str, list[str]]
+    """signal -> the sample ids it fired on"""
+    reverse_events: dict[str, int]
+    """numerics signal -> samples where it fired on the golden and not the candidate (McNemar)"""
+    denominators: dict[str, int]
+    """signal -> samples it was measurable on"""
+    signal_modes: dict[str, list[str]]
+    event_modes: dict[str, dict[str, int]]
+    metrics: dict[str, Any]
+    flips: dict[str, list[str]]
+    flips_by_mode: dict[str, dict[str, list[str]]]
+    findings: dict[str, dict[str, int]]
+    new_finding_detail: dict[str, dict[str, Any]]
+    drift: dict[str, Any]
+    divergence: dict[str, Any]
+    trigger: dict[str, int]
+    answer_agreement: float | None
 
 
 def as_observations(rows: Rows) -> list[Observation]:
@@ -67,7 +98,7 @@ def _count_findings(counts: dict[str, list[int]], detail: dict[str, dict[str, An
     for code in gcodes | ccodes:
         counts[code][0] += code in gcodes
         counts[code][1] += code in ccodes
-    for code in sorted((ccodes - gcodes) - signals.MODEL_BEHAVIOUR):
+    for code in sorted((ccodes - gcodes) - MODEL_BEHAVIOUR):
         d = detail.setdefault(code, {"samples": [], "modes": set()})
         d["samples"].append(sid)
         d["modes"].update(o.mode for o in c if code in o.findings)
@@ -90,11 +121,14 @@ def _count_trigger(trig: dict[str, int], g: Sequence[Observation], c: Sequence[O
         trig["tp" if g1 and c1 else "fp" if c1 else "fn" if g1 else "tn"] += 1
 
 
-def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) -> dict[str, Any]:
+def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) -> PairedSuite:
     ids = sorted(set(G) & set(C))
-    events: dict[str, list[str]] = {k: [] for k in signals.EVENTS}
-    reverse: dict[str, int] = {k: 0 for k in NUMERICS_EVENTS}
-    denom: dict[str, int] = {k: 0 for k in signals.EVENTS}
+    declared = signals.by_name()
+    numerics_events = signals.names("numerics")
+    path_modes = signals.fixed_blame_modes()
+    events: dict[str, list[str]] = {k: [] for k in declared}
+    reverse: dict[str, int] = {k: 0 for k in numerics_events}
+    denom: dict[str, int] = {k: 0 for k in declared}
     modes: dict[str, set[str]] = defaultdict(set)
     finding_counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     detail: dict[str, dict[str, Any]] = {}
@@ -113,17 +147,17 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
         where = signals.where_fired(gs, cs, results)
         for name, fired in results.items():
             # Numerics signals count only on samples no frontend signal touched (DESIGN.md, "Attribution").
-            if fired is None or (touched and name in NUMERICS_EVENTS):
+            if fired is None or (touched and name in numerics_events):
                 continue
             denom[name] += 1
             if fired:
                 events[name].append(sid)
-                modes[name].update(PATH_MODES.get(name) or where.get(name) or {o.mode for o in cs})
+                modes[name].update(path_modes.get(name) or where.get(name) or {o.mode for o in cs})
                 for m in (where.get(name) or ()) if several else ():
                     event_modes[name][m] += 1
-        for name in NUMERICS_EVENTS:
+        for name in numerics_events:
             if not touched and results[name] is not None:
-                reverse[name] += bool(signals.SIGNAL_BY_NAME[name](cs, gs))
+                reverse[name] += bool(declared[name].measure(cs, gs))
         _count_findings(finding_counts, detail, sid, gs, cs)
         _flip_by_mode(flips_by_mode, sid, gs, cs)
         _count_trigger(trig, gs, cs)
@@ -156,7 +190,7 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
     }
 
 
-def paired_signals(golden: Rows, cand: Rows) -> dict[str, dict[str, Any]]:
+def paired_signals(golden: Rows, cand: Rows) -> dict[str, PairedSuite]:
     """Everything compare and calibrate need, per suite, from two sets of observations (dicts or Observations)."""
     G, C = _group(as_observations(golden)), _group(as_observations(cand))
     return {suite: _suite_signals(G[suite], C[suite]) for suite in sorted(set(G) & set(C))}
@@ -175,12 +209,26 @@ def _margin(margins: dict[str, Any], key: str) -> float | None:
     return float(m["value"] if isinstance(m, dict) else m)
 
 
-def uncalibrated(verdict: dict[str, Any], key: str) -> dict[str, Any]:
-    """A verdict judged against margin 0 because the golden has none for `key`: what did not fire passes, what
-    fired is `inconclusive` (the reference's own spread is unknown), never a failure or a crash."""
+UNCALIBRATED = "uncalibrated"
+Verdict = TypeVar("Verdict", MetricVerdict, EventVerdict)
+
+
+def uncalibrated(verdict: Verdict, key: str) -> Verdict:
+    """A verdict judged against margin 0 because the golden has no margin for `key` (a golden calibrated before the
+    signal existed, or without it): what did not fire passes (a rate of 0 clears any margin), what fired is
+    `inconclusive` for this signal (the reference's own spread is unknown), never a failure and never an error.
+    The other signals decide as always (_decide): the status is `inconclusive` only when nothing else fails."""
     if verdict["verdict"] == "pass":
         return verdict
-    return {**verdict, "verdict": "inconclusive", "margin": None, "note": f"golden not calibrated for {key}"}
+    out = verdict.copy()  # verdict and margin keep their places, the note comes last
+    out["verdict"] = "inconclusive"
+    out["margin"] = None
+    out["note"] = f"golden not calibrated for {key}: rerun `verifier calibrate`"
+    return out
+
+
+def _qualifier(verdict: MetricVerdict | EventVerdict) -> str | None:
+    return UNCALIBRATED if verdict.get("note") and verdict.get("margin") is None else None
 
 
 def _combine(verdicts: Iterable[str]) -> str:
@@ -192,7 +240,7 @@ def _combine(verdicts: Iterable[str]) -> str:
     return "pass"
 
 
-def _quality(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
+def _quality(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
     """Per-metric verdicts on the clean paired samples, and their evidence."""
     if not s["metrics"]:
         if s["golden_clean"] == 0:
@@ -205,7 +253,8 @@ def _quality(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[di
                                  summary=f"no quality metric on this suite: its {s['clean_paired']} clean paired samples are judged by the signals only")]
         return {}, [Evidence("quality", suite, "inconclusive", metric="*",
                              summary="no sample has a clean envelope on both sides: quality cannot be judged")]
-    mets, ev = {}, []
+    mets: dict[str, MetricVerdict] = {}
+    ev: list[Evidence] = []
     for m, v in sorted(s["metrics"].items()):
         key = f"{suite}/{m}"
         margin = _margin(margins, key)
@@ -214,23 +263,26 @@ def _quality(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[di
             mv = uncalibrated(mv, key)
         elif mv["verdict"] == "inconclusive":
             diffs = [c - g for g, c in zip(v["golden"], v["candidate"])]
-            mv["samples_needed"] = stats.samples_needed(stats.sd(diffs), mv["margin"])
+            mv["samples_needed"] = stats.samples_needed(stats.sd(diffs), margin)
         mets[m] = mv
-        ev.append(Evidence("quality", suite, mv["verdict"], metric=m,
+        ev.append(Evidence("quality", suite, mv["verdict"], metric=m, qualifier=_qualifier(mv),
                            summary=f"{m}: {mv['golden']} -> {mv['candidate']} (delta {mv['delta']}, CI {mv['ci']}, margin {mv['margin']}, p={mv['p_value']}, n={mv['n']})"
                                    + (f"; {mv['note']}" if mv.get("note") else "")))
     return mets, ev
 
 
-def _signal_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
+def _signal_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
     """Event-rate verdicts for every signal of the table: (per-signal blocks, frontend evidence, numerics evidence)."""
-    sigs, fe, q = {}, [], []
-    for name in signals.EVENTS:
+    sigs: dict[str, EventVerdict] = {}
+    fe: list[Evidence] = []
+    q: list[Evidence] = []
+    for sg in signals.declared():
+        name = sg.name
         n = s["denominators"][name]
         key = f"{suite}/signal:{name}"
         # Older goldens predate newer signals: judged against 0 and, where the signal fired, undecided (uncalibrated).
-        margin = 0.0 if name in signals.STRUCTURAL_ZERO else _margin(margins, key)
-        if name in FRONTEND_EVENTS:
+        margin = 0.0 if sg.structural_zero else _margin(margins, key)
+        if sg.side == "frontend":
             ev = event_verdict(len(s["events"][name]), n, margin or 0.0)
         else:
             ev = numerics.paired_event_verdict(len(s["events"][name]), s["reverse_events"][name], n, margin or 0.0)
@@ -239,16 +291,16 @@ def _signal_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> 
         ev["samples"] = s["events"][name][:50]
         sigs[name] = ev
         if ev["n"]:
-            target = fe if name in FRONTEND_EVENTS else q
+            target = fe if sg.side == "frontend" else q
             where = s.get("event_modes", {}).get(name) or None  # the wire modes it fired on: names a surface
             target.append(Evidence(name, suite, ev["verdict"], samples=tuple(ev["samples"][:10]), modes=where,
-                                   summary=f"{name}: {ev['count']}/{ev['n']} samples{mode_note(where)} (rate {ev['rate']}, CI {ev['ci']}, margin {ev['margin']}"
+                                   qualifier=_qualifier(ev), summary=f"{name}: {ev['count']}/{ev['n']} samples{mode_note(where)} (rate {ev['rate']}, CI {ev['ci']}, margin {ev['margin']}"
                                            + (f"; golden {ev['golden_count']}/{ev['n']}, McNemar p={ev['p_value']})" if "p_value" in ev else ")")
                                            + (f"; {ev['note']}" if ev.get("note") else "")))
     return sigs, fe, q
 
 
-def _drift_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
+def _drift_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
     d = s["drift"]
     key = f"{suite}/drift"
     calibrated = _margin(margins, key)
@@ -258,14 +310,14 @@ def _drift_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> t
     note = ""
     if d["state"] == "fired" and calibrated is None:
         d = {**d, "state": "uncalibrated"}  # above the floor, but the reference's own rerun drift is unknown
-        note = f"; golden not calibrated for {key}"
+        note = f"; golden not calibrated for {key}: rerun `verifier calibrate`"
     verdict = {"fired": "fail", "uncalibrated": "inconclusive"}.get(d["state"], "pass")
-    return d, [Evidence("logprob_drift", suite, verdict,
+    return d, [Evidence("logprob_drift", suite, verdict, qualifier=UNCALIBRATED if d["state"] == "uncalibrated" else None,
                         summary=f"mean |Δ logprob| {d['mean_abs_delta']} over {d['tokens']} shared-prefix tokens on {d['samples']} samples "
                                 f"(noise floor {d['margin']}); median first divergence at token {d['first_divergence_median']}{note}")]
 
 
-def _divergence_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any] | None, list[Evidence]]:
+def _divergence_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[EventVerdict | None, list[Evidence]]:
     """How often the candidate's greedy output parts from the golden's, against how often the reference's own
     reruns parted (calibrated): the second, independent line of numerics evidence beside the drift."""
     dv = s.get("divergence") or {}
@@ -274,14 +326,15 @@ def _divergence_evidence(suite: str, s: dict[str, Any], margins: dict[str, Any])
         return None, []
     key = f"{suite}/divergence"
     if key not in margins and dv["count"]:  # goldens calibrated before this evidence existed: the rerun rate is unknown
-        ev = {**numerics.event_verdict(dv["count"], n, 0.0), "verdict": "inconclusive", "margin": None}
+        ev = numerics.event_verdict(dv["count"], n, 0.0)
+        ev["verdict"], ev["margin"] = "inconclusive", None
         tail = f"golden not calibrated for {key}: rerun `verifier calibrate`"
     else:
         ev = numerics.event_verdict(dv["count"], n, max(_margin(margins, key) or 0.0, numerics.DIVERGENCE_FLOOR))
         tail = f"reference reruns parted at rate {ev['margin']}"
     ev["samples"] = dv.get("samples", [])[:50]
     return ev, [Evidence("greedy_divergence", suite, ev["verdict"], samples=tuple(ev["samples"][:10]),
-                         summary=f"greedy output parts from the golden's on {ev['count']}/{n} samples (rate {ev['rate']}, CI {ev['ci']}); {tail}")]
+                         qualifier=UNCALIBRATED if ev["margin"] is None else None, summary=f"greedy output parts from the golden's on {ev['count']}/{n} samples (rate {ev['rate']}, CI {ev['ci']}); {tail}")]
 
 
 # Mean |Δ logprob| per shared-prefix token below which the prefix is computed identically: far under llama.cpp's
@@ -290,7 +343,7 @@ ZERO_DRIFT = 1e-4
 ZERO_DRIFT_MIN_TOKENS = 10
 
 
-def _zero_drift_parting(suite: str, d: dict[str, Any], dv: dict[str, Any] | None) -> list[Evidence]:
+def _zero_drift_parting(suite: str, d: dict[str, Any], dv: EventVerdict | None) -> list[Evidence]:
     """Greedy outputs part from the golden's significantly more often than the reference's reruns, while the
     logprobs of every shared prefix are unchanged: the distribution is the reference's, the choice is not. That is
     a changed decoding path (server-side sampling defaults such as repetition_penalty, an ignored temperature),
@@ -305,7 +358,7 @@ def _zero_drift_parting(suite: str, d: dict[str, Any], dv: dict[str, Any] | None
                              "distribution is unchanged, the choice is not (server-side sampling defaults, penalties, ignored temperature)")]
 
 
-def _suite_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
+def _suite_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
     """One suite's block of comparison.json, with its frontend and numerics evidence."""
     mets, q = _quality(suite, s, margins)
     sigs, fe, q_sig = _signal_verdicts(suite, s, margins)
@@ -313,7 +366,7 @@ def _suite_verdicts(suite: str, s: dict[str, Any], margins: dict[str, Any]) -> t
     dv, q_div = _divergence_evidence(suite, s, margins)
     # Numerics changed, decisively: the shared-prefix logprobs moved beyond the calibrated noise AND the greedy
     # outputs part from the golden's significantly more often than the reference's own reruns do.
-    d["numerics_changed"] = d["state"] == "fired" and bool(dv) and dv["verdict"] == "fail"
+    d["numerics_changed"] = d["state"] == "fired" and dv is not None and bool(dv) and dv["verdict"] == "fail"
     fe += _zero_drift_parting(suite, d, dv)
     block = {
         "paired": s["paired"], "golden_only": s["golden_only"], "candidate_only": s["candidate_only"],
@@ -407,7 +460,7 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
     drift_states = {s["drift"]["state"] for s in suites_out.values()}
     changed = any(s["drift"].get("numerics_changed") for s in suites_out.values())
     status, frontend, quant = _decide(fe, q, drift_states, infra_rate > infra_budget or cov["rate"] > infra_budget, changed)
-    doc = {
+    doc: dict[str, Any] = {
         "status": status,
         "exit_code": EXIT[status],
         "meaning": MEANING[EXIT[status]],
@@ -431,13 +484,13 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
     return doc
 
 
-def _spreads(s: dict[str, Any], suite: str) -> dict[str, float]:
+def _spreads(s: PairedSuite, suite: str) -> dict[str, float]:
     """The run-to-run spread of one pair of reference runs, per margin key (the same keys compare looks up)."""
     out: dict[str, float] = {}
     for m, v in s["metrics"].items():
         n = len(v["golden"])
         out[f"{suite}/{m}"] = abs(sum(v["candidate"]) - sum(v["golden"])) / n if n else 0.0
-    for name in signals.EVENTS:
+    for name in signals.names():
         n = s["denominators"][name]
         out[f"{suite}/signal:{name}"] = len(s["events"][name]) / n if n else 0.0
     out[f"{suite}/drift"] = s["drift"]["mean_abs_delta"] or 0.0

@@ -1,7 +1,9 @@
 """Diagnosis: which frontend component a failing comparison implicates, and where an engineer should look.
 
 ONE table (TABLE) maps every contract finding code and every frontend signal to a component; the
-README's diagnosis table is this one. `diagnose` turns a comparison document's failing frontend
+README's diagnosis table is this one. Its finding codes are written here (FINDINGS); its signals are read
+from their declarations (signals.SIGNALS: component, meaning, and the variants on streams or surfaces only),
+so a declared signal always reaches the diagnosis. `diagnose` turns a comparison document's failing frontend
 evidence into the `diagnosis` list of comparison.json, biggest first, which the console summary,
 summary.md, the JUnit failure message and the HTML banner all lead with. Pure.
 """
@@ -9,7 +11,9 @@ summary.md, the JUnit failure message and the HTML banner all lead with. Pure.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, Iterator, Mapping
+
+from verifier.attribution import signals
 
 from verifier.surfaces.registry import REFERENCE_SURFACE, mode_of, surface_for
 
@@ -29,8 +33,8 @@ COMPONENTS: dict[str, str] = {
                             "tool_call_id / call_id / tool_use_id linkage), reasoning replay, system prompt placement, the template's tool branches",
 }
 
-# finding code or signal name -> (component, what it means, for one line of the diagnosis)
-TABLE: dict[str, tuple[str, str]] = {
+# finding code -> (component, what it means, for one line of the diagnosis); the signals' rows are their declarations
+FINDINGS: dict[str, tuple[str, str]] = {
     # contract findings
     "tool_markup_in_content": ("tool-call parser", "raw tool-call markup reached the content: the parser did not run"),
     "tool_args_invalid_json": ("tool-call parser", "tool-call arguments are not valid JSON (truncated or cut braces)"),
@@ -64,22 +68,10 @@ TABLE: dict[str, tuple[str, str]] = {
     "detokenize_mismatch": ("tokenization", "the logprob tokens do not spell the content: detokenizer or post-processing changed the text"),
     "stop_token_in_content": ("tokenization", "a stop / special token (<|im_end|>, </s>, <|eot_id|>...) reached the content: "
                                               "detokenizer (skip_special_tokens) or stop handling"),
-    "decoding_changed": ("API validation", "greedy outputs part from the golden's where the model's distribution did not change: "
-                                           "the decoding path changed (server-side sampling defaults or penalties, ignored temperature)"),
     # the same, on streams only (the non-streamed text is right): the incremental detokenizer / delta assembly
     "detokenize_mismatch:stream": ("stream assembly", "streamed text differs from the tokens generated (non-streamed text is right)"),
-    # frontend signals (new_findings is broken down by its finding codes above)
-    "prompt_tokens_mismatch": ("chat template & tokenization", "prompt_tokens moved: the rendered prompt or its tokenization changed"),
-    # the same, on streamed records only while the non-streamed ones match: the template is shared by both paths
-    "prompt_tokens_mismatch:stream": ("response formatting & usage", "prompt_tokens differ on streamed records only (non-streamed "
-                                                                     "match the golden): usage reporting in streams, not the template"),
-    "dual_path_mismatch": ("chat template & tokenization", "chat path and client-rendered completions path disagree"),
-    "stream_parity_mismatch": ("stream assembly", "streamed and non-streamed answers differ on the same tokens"),
-    "new_unsupported": ("API validation", "requests the golden served are now refused with a 4xx"),
-    "tool_call_id_format_changed": ("tool-call parser", "tool-call ids changed shape (clients parsing ids break)"),
     "probe": ("API validation", "a feature-contract probe the reference passed now fails (each probe names its own component)"),
-    # Responses and Messages (contract_surfaces.py; surface_parity_mismatch names the surface that moved)
-    "surface_parity_mismatch": ("surface translation", "chat, Responses and Messages answer the same sample differently"),
+    # Responses and Messages (contract_surfaces.py)
     "error_shape_wrong": ("surface translation", "an error body not in the surface's own error shape"),
     "stream_terminal_event_missing": ("surface translation", "a stream without response.completed / message_stop"),
     "stream_error_event": ("surface translation", "an error event inside the stream"),
@@ -87,13 +79,43 @@ TABLE: dict[str, tuple[str, str]] = {
     "tool_input_not_object": ("tool-call parser", "an Anthropic tool_use input that is not an object"),
     "stop_reason_tool_use_without_block": ("response formatting & usage", "stop_reason tool_use without a tool_use block"),
     "thinking_signature_missing": ("reasoning parser", "a thinking block without signature where thinking was requested"),
-    # conversation suites (turn_diff.py): signals on requests that replay history
-    "history_tokens_mismatch": ("conversation history", "a request replaying the same history as the golden's was rendered to other prompt tokens"),
-    "prompt_tokens_mismatch:surface": ("surface translation", "prompt_tokens moved on Responses/Messages only: the surface renders another prompt than chat"),
-    "history_tokens_mismatch:surface": ("surface translation", "replayed history rendered to other prompt tokens on Responses/Messages only: the surface's history translation"),
-    "followup_divergence": ("conversation history", "turn 1 matched the golden, a later turn (built on replayed history) did not"),
     "context_truncated": ("context handling", "long prompts are silently cut: prompt_tokens capped or the fact at their start lost"),
 }
+
+
+
+def signal_rows() -> dict[str, tuple[str, str]]:
+    """The diagnosis rows of the declared frontend signals: `<name>`, and `<name>:stream` / `<name>:surface` where
+    the declaration has those variants (new_findings has none: its finding codes are its rows)."""
+    out: dict[str, tuple[str, str]] = {}
+    for sg in signals.declared("frontend"):
+        if sg.component is not None and sg.component != signals.BY_FINDING_CODE:
+            out[sg.name] = (sg.component, sg.meaning)
+        if sg.on_streams_only:
+            out[f"{sg.name}:stream"] = sg.on_streams_only
+        if sg.on_surface_only:
+            out[f"{sg.name}:surface"] = sg.on_surface_only
+    return out
+
+
+class _Table(Mapping[str, tuple[str, str]]):
+    """FINDINGS and the declared signals' rows, read at each use (a signal declared later is in it too)."""
+
+    def _rows(self) -> dict[str, tuple[str, str]]:
+        return {**FINDINGS, **signal_rows()}
+
+    def __getitem__(self, code: str) -> tuple[str, str]:
+        return self._rows()[code]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows())
+
+    def __len__(self) -> int:
+        return len(self._rows())
+
+
+# finding code or signal name -> (component, what it means, for one line of the diagnosis)
+TABLE: Mapping[str, tuple[str, str]] = _Table()
 
 MAX_EXAMPLES = 5
 
@@ -134,18 +156,20 @@ def _add(acc: dict[str, dict[str, Any]], comp: str, code: str, suite: str, count
 def _suite_items(suite: str, s: dict[str, Any]) -> list[tuple[str, int, list[str], list[str]]]:
     """(code, count, sample ids, modes) for each failing frontend signal of one suite block."""
     out = []
+    declared = signals.by_name()
     for name, sig in (s.get("signals") or {}).items():
-        if sig.get("verdict") != "fail" or name not in TABLE and name != "new_findings":
+        sg = declared.get(name)
+        if sig.get("verdict") != "fail" or sg is None or sg.side != "frontend":
             continue
-        if name == "new_findings":
+        if sg.component == signals.BY_FINDING_CODE:
             for code, det in sorted((s.get("new_finding_detail") or {}).items()):
                 out.append((code, len(det["samples"]), det["samples"], det["modes"]))
                 if code == "detokenize_mismatch" and _streams_only(det["modes"]):
                     out[-1] = ("detokenize_mismatch:stream", *out[-1][1:])
         else:
             modes = (s.get("signal_modes") or {}).get(name, [])
-            code = f"{name}:stream" if name == "prompt_tokens_mismatch" and _streams_only(modes) else name
-            if name in ON_SURFACE_ONLY and _off_chat_only(modes, s.get("modes") or []):
+            code = f"{name}:stream" if sg.on_streams_only and _streams_only(modes) else name
+            if sg.on_surface_only and _off_chat_only(modes, s.get("modes") or []):
                 code = f"{name}:surface"
             out.append((code, sig.get("count", 0), sig.get("samples") or [], modes))
     return out
@@ -153,11 +177,6 @@ def _suite_items(suite: str, s: dict[str, Any]) -> list[tuple[str, int, list[str
 
 def _streams_only(modes: list[str]) -> bool:
     return bool(modes) and all(mode_of(m).stream for m in modes)
-
-
-# Prompt-token signals that, fired on Responses / Messages modes only while the same run's chat modes stayed put,
-# point at the surface's request translation rather than the template they all share.
-ON_SURFACE_ONLY = ("prompt_tokens_mismatch", "history_tokens_mismatch")
 
 
 def _off_chat_only(fired: list[str], ran: list[str]) -> bool:

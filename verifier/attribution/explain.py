@@ -13,7 +13,7 @@ from typing import Any, Iterable
 from verifier.attribution import coverage as coverage_mod
 from verifier.attribution.diagnosis import component_of, headline
 from verifier.attribution.numerics import DRIFT_FLOOR
-from verifier.attribution.signals import EVENTS, FRONTEND_EVENTS
+from verifier.attribution import signals
 from verifier.surfaces.registry import surface_for
 from verifier.types import Observation
 
@@ -62,7 +62,7 @@ def _why_unattributed(suite: str, s: dict[str, Any]) -> str:
 def _behaviour_notes(doc: dict[str, Any]) -> list[str]:
     """Model-behaviour findings the candidate shows where the golden did not (empty answers...): they are scored as
     wrong, so they are part of a quality drop, and a person reading the reason should see them named."""
-    from verifier.attribution.signals import MODEL_BEHAVIOUR
+    from verifier.judge.contract import MODEL_BEHAVIOUR
 
     out = []
     for suite, s in doc["suites"].items():
@@ -92,7 +92,10 @@ def _numerics_reasons(doc: dict[str, Any]) -> list[str]:
                            f"and {parted}")
     for suite, s in doc["suites"].items():
         for m, v in s.get("metrics", {}).items():
-            if v["verdict"] == "inconclusive":
+            if v["verdict"] == "inconclusive" and v.get("margin") is None and v.get("note"):
+                out.append(f"{suite}/{m}: {v['golden']} -> {v['candidate']} (delta {v['delta']}, CI {v['ci']}) "
+                           f"inconclusive for this metric: {v['note']}")
+            elif v["verdict"] == "inconclusive":
                 need = v.get("samples_needed")
                 tail = f"about {need} samples needed" if need else "a margin of 0 is never cleared by sampling: recalibrate with more reruns"
                 out.append(f"{suite}/{m}: n={v['n']} too small for margin {v['margin']} (delta {v['delta']}, CI {v['ci']}): {tail}")
@@ -103,7 +106,10 @@ def _evidence_reasons(doc: dict[str, Any]) -> list[str]:
     out = []
     for side in ("frontend", "quantization"):
         for e in doc[side]["evidence"]:
-            if e["verdict"] == "inconclusive" and e["signal"] not in ("quality", "logprob_drift", "greedy_divergence"):
+            if e.get("qualifier") == "uncalibrated" and e["signal"] != "quality":  # quality: _numerics_reasons
+                out.append(f"{e['suite']}: {e['signal']} uncalibrated, inconclusive for this signal (without a margin it "
+                           f"cannot fail the gate): {e['summary']}")
+            elif e["verdict"] == "inconclusive" and e["signal"] not in ("quality", "logprob_drift", "greedy_divergence"):
                 out.append(f"{e['suite']}: {e['signal']} not decided at this sample size: {e['summary']}")
             elif e["verdict"] == "inconclusive" and e.get("metric") == "*":
                 out.append(f"{e['suite']}: {e['summary']}")
@@ -162,9 +168,9 @@ def checks(doc: dict[str, Any], golden_meta: dict[str, Any], golden_obs: list[Ob
         star = ev.get((suite, "quality", "*"))
         for m in _metrics_of(golden_obs, suite):
             out.append(_check(f"{suite}: quality/{m}", "verifier.quantization", ev.get((suite, "quality", m)) or star))
-        for name in EVENTS:
-            cls = "verifier.frontend" if name in FRONTEND_EVENTS else "verifier.quantization"
-            out.append(_check(f"{suite}: {name}", cls, ev.get((suite, name, None))))
+        for sg in signals.declared():
+            cls = "verifier.frontend" if sg.side == "frontend" else "verifier.quantization"
+            out.append(_check(f"{suite}: {sg.name}", cls, ev.get((suite, sg.name, None))))
         out.append(_check(f"{suite}: logprob_drift", "verifier.quantization", ev.get((suite, "logprob_drift", None)),
                           "not measured: no logprobs on one side (rerun with `verifier gate --logprobs 5`)"))
         out.append(_check(f"{suite}: greedy_divergence", "verifier.quantization", ev.get((suite, "greedy_divergence", None)),
@@ -200,7 +206,8 @@ def component_line(doc: dict[str, Any], check: dict[str, Any]) -> str | None:
     if check["class"] != "verifier.frontend":
         return None
     if check.get("component"):
-        return check["component"]
+        comp: str = check["component"]
+        return comp
     if signal == "new_findings":
         suite = check["name"].split(": ", 1)[0]
         comps = [d["component"] for d in doc.get("diagnosis") or [] if suite in d["suites"]]

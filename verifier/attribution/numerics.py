@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, NotRequired, Sequence, TypedDict
 
 from verifier import stats
 from verifier.judge.contract import comparable
@@ -175,7 +175,7 @@ def tool_call_scores(golden: dict[str, Any] | None, candidate: dict[str, Any] | 
         return None
     golden = golden if isinstance(golden, dict) else {}
 
-    def pick(d: dict[str, Any], *path: str) -> Any:
+    def pick(d: Any, *path: str) -> Any:
         for k in path:
             d = d.get(k) if isinstance(d, dict) else None
         return d
@@ -186,7 +186,41 @@ def tool_call_scores(golden: dict[str, Any] | None, candidate: dict[str, Any] | 
             "trigger_agreement_f1": (agreement or {}).get("f1")}
 
 
-def metric_verdict(golden: list[float], cand: list[float], margin: float, seed: int = 0) -> dict[str, Any]:
+class MetricVerdict(TypedDict):
+    """One metric's block in comparison.json (`suites.<suite>.metrics.<metric>`), in its key order."""
+
+    golden: float | None
+    candidate: float | None
+    delta: float | None
+    ci: list[float | None]
+    margin: float | None
+    """None: the golden has no calibrated margin for it (compare.uncalibrated)."""
+    p_value: float | None
+    n: int
+    verdict: str
+    samples_needed: NotRequired[int | None]
+    note: NotRequired[str]
+
+
+class EventVerdict(TypedDict):
+    """One event rate's block in comparison.json (`suites.<suite>.signals.<name>`, `divergence`), in its key order."""
+
+    rate: float | None
+    ci: list[float | None]
+    count: int
+    n: int
+    margin: float | None
+    """None: the golden has no calibrated margin for it (compare.uncalibrated)."""
+    verdict: str
+    note: NotRequired[str]
+    golden_count: NotRequired[int]
+    """paired_event_verdict: the golden's events alone (McNemar)."""
+    p_value: NotRequired[float | None]
+    test: NotRequired[str]
+    samples: NotRequired[list[str]]
+
+
+def metric_verdict(golden: list[float], cand: list[float], margin: float, seed: int = 0) -> MetricVerdict:
     n = len(golden)
     if n == 0:
         return {"golden": None, "candidate": None, "delta": None, "ci": [None, None], "margin": margin, "p_value": None, "n": 0, "verdict": "inconclusive"}
@@ -208,7 +242,7 @@ def metric_verdict(golden: list[float], cand: list[float], margin: float, seed: 
             "margin": margin, "p_value": stats.rnd(p), "n": n, "verdict": verdict}
 
 
-def event_verdict(k: int, n: int, margin: float) -> dict[str, Any]:
+def event_verdict(k: int, n: int, margin: float) -> EventVerdict:
     """A rate of events that should not happen (beyond the calibrated rate): fail when Wilson's lower bound clears it."""
     if n == 0:
         return {"rate": None, "ci": [None, None], "count": 0, "n": 0, "margin": margin, "verdict": "pass", "note": "not measurable here"}
@@ -219,7 +253,7 @@ def event_verdict(k: int, n: int, margin: float) -> dict[str, Any]:
     return {"rate": stats.rnd(rate), "ci": [stats.rnd(lo), stats.rnd(hi)], "count": k, "n": n, "margin": margin, "verdict": verdict}
 
 
-def paired_event_verdict(k: int, reverse: int, n: int, margin: float) -> dict[str, Any]:
+def paired_event_verdict(k: int, reverse: int, n: int, margin: float) -> EventVerdict:
     """A numerics event rate, candidate against golden on the same samples: exact McNemar on the per-sample
     events (k: the candidate's alone, reverse: the golden's alone). One event in 22 against none is not
     evidence; a rate above the calibrated one fails only when the paired test says so."""
@@ -235,7 +269,12 @@ def paired_event_verdict(k: int, reverse: int, n: int, margin: float) -> dict[st
         verdict = "fail"
     else:
         verdict = "inconclusive" if k >= 3 else "pass"
-    return {**out, "golden_count": reverse, "p_value": stats.rnd(p), "test": "mcnemar_exact", "verdict": verdict}
+    out = out.copy()  # the keys of event_verdict, then these three (verdict keeps its place)
+    out["golden_count"] = reverse
+    out["p_value"] = stats.rnd(p)
+    out["test"] = "mcnemar_exact"
+    out["verdict"] = verdict
+    return out
 
 
 def drift_state(d: dict[str, Any], calibrated: float) -> dict[str, Any]:

@@ -6,9 +6,13 @@ Each signal looks at one paired sample, the golden's observations of it and the 
     False  measured, and it did not happen,
     None   not measurable on this sample (it is left out of the denominator).
 compare turns the per-sample answers into an event rate with a Wilson interval against the
-calibrated margin; calibrate measures the same rates between reference reruns. So a new signal
-is one function here plus one entry in FRONTEND_SIGNALS or NUMERICS_SIGNALS, and its margin key
-is `<suite>/signal:<function name>`.
+calibrated margin; calibrate measures the same rates between reference reruns.
+
+Each signal is declared once, in SIGNALS (a `Signal`: name, side, component, meaning, blame_modes,
+measure): compare, calibrate, the checks CI tracks and the diagnosis table (diagnosis.TABLE) all read
+the declarations, so a new signal is one function here plus one declaration, and cannot drop out of
+the diagnosis. Its margin key is `<suite>/signal:<name>`; a golden calibrated before the signal
+existed has no margin for it, and compare judges it uncalibrated (compare.uncalibrated), never an error.
 
 Frontend signals are weight-independent: a sample on which any of them fired is kept out of the
 numerics comparison (DESIGN.md, "Attribution").
@@ -20,7 +24,8 @@ import json
 import re
 import zlib
 from collections import defaultdict
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import Callable, Literal, Sequence
 
 from verifier.judge.contract import MODEL_BEHAVIOUR, comparable
 from verifier.golden.store import MAX_LOGPROBS
@@ -30,7 +35,9 @@ from verifier.surfaces.registry import DUAL_PATH_MODE, REFERENCE_MODE, STREAM_PA
 from verifier.types import Observation
 
 Obs = Sequence[Observation]
-Signal = Callable[[Obs, Obs], "bool | None"]
+Measure = Callable[[Obs, Obs], "bool | None"]
+# Which wire modes a signal that fired on a sample blames: the modes that moved, told by the signal itself.
+ModesOf = Callable[[Obs, Obs], "set[str] | None"]
 
 
 def answer_key(o: Observation) -> str:
@@ -231,46 +238,146 @@ def repetition(g: Obs, c: Obs) -> bool | None:
     return any(degenerate(o.content) for o in c) and not any(degenerate(o.content) for o in g)
 
 
-# The order is the order of the evidence in comparison.json.
-FRONTEND_SIGNALS: tuple[Signal, ...] = (new_findings, prompt_tokens_mismatch, stream_parity_mismatch, new_unsupported,
-                                        tool_call_id_format_changed, dual_path_mismatch, surface_parity_mismatch,
-                                        decoding_changed, history_tokens_mismatch, followup_divergence)
-NUMERICS_SIGNALS: tuple[Signal, ...] = (repetition,)
-SIGNALS: tuple[Signal, ...] = FRONTEND_SIGNALS + NUMERICS_SIGNALS
-FRONTEND_EVENTS = tuple(f.__name__ for f in FRONTEND_SIGNALS)
-NUMERICS_EVENTS = tuple(f.__name__ for f in NUMERICS_SIGNALS)
+# ----------------------------------------------------------------------------- the declarations
+
+# The diagnosis component of new_findings is each new finding code's own (diagnosis.FINDINGS), not the signal's.
+BY_FINDING_CODE = "<the finding codes' components>"
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One signal, declared once: everything compare, calibrate, explain and the diagnosis need to know of it."""
+
+    name: str
+    """The event's name: the key of `signals`, evidence and checks in comparison.json, and of the margin
+    `<suite>/signal:<name>`."""
+    side: Literal["frontend", "numerics"]
+    """frontend: weight-independent, fails the frontend verdict; numerics: judged candidate against golden
+    (McNemar) on samples no frontend signal touched."""
+    component: str | None
+    """The component a failing frontend signal implicates (a diagnosis.COMPONENTS name; BY_FINDING_CODE for
+    new_findings); None on the numerics side, which the diagnosis does not name."""
+    meaning: str
+    """One line for the diagnosis: what the event says about the server."""
+    blame_modes: "frozenset[str] | ModesOf | None"
+    """The wire modes a sample where it fired blames. None: the measure is asked again of each mode alone
+    (against the golden's same mode). A set: a path-parity signal, which compares the chat path with these modes
+    and blames them (it names no surface). A function: the signal tells the modes that moved itself."""
+    measure: Measure
+    """(golden's observations of one sample, candidate's) -> True fired / False measured, did not fire / None not
+    measurable."""
+    on_streams_only: tuple[str, str] | None = None
+    """(component, meaning) when it fired on streamed modes only (`<name>:stream` in the diagnosis)."""
+    on_surface_only: tuple[str, str] | None = None
+    """(component, meaning) when it fired on Responses / Messages modes only while the run's chat modes stayed put
+    (`<name>:surface` in the diagnosis): the surface's own request translation."""
+    structural_zero: bool = False
+    """A healthy engine cannot produce the event: its margin is 0 by construction, calibrated or not."""
+    touches_numerics: bool = True
+    """Whether a sample where it fired is kept out of the numerics comparison."""
+
+    def __post_init__(self) -> None:
+        if self.side == "frontend" and not self.component:
+            raise ValueError(f"frontend signal {self.name} needs a component: the diagnosis names it")
+
+
+def _fixed(*modes: str) -> frozenset[str]:
+    return frozenset(modes)
+
+
+# The order is the order of the evidence in comparison.json: the frontend signals, then the numerics ones.
+SIGNALS: tuple[Signal, ...] = (
+    Signal("new_findings", "frontend", BY_FINDING_CODE,
+           "a contract finding the golden never had on this sample", None, new_findings,
+           # its codes either block the record (it is then not clean) or leave the answer usable (usage_missing...),
+           # and such a sample is still measurable
+           touches_numerics=False),
+    Signal("prompt_tokens_mismatch", "frontend", "chat template & tokenization",
+           "prompt_tokens moved: the rendered prompt or its tokenization changed", None, prompt_tokens_mismatch,
+           # on streamed records only while the non-streamed ones match: the template is shared by both paths
+           on_streams_only=("response formatting & usage", "prompt_tokens differ on streamed records only (non-streamed "
+                                                           "match the golden): usage reporting in streams, not the template"),
+           on_surface_only=("surface translation", "prompt_tokens moved on Responses/Messages only: the surface renders "
+                                                   "another prompt than chat")),
+    Signal("stream_parity_mismatch", "frontend", "stream assembly",
+           "streamed and non-streamed answers differ on the same tokens", _fixed("chat-stream"), stream_parity_mismatch),
+    Signal("new_unsupported", "frontend", "API validation",
+           "requests the golden served are now refused with a 4xx", None, new_unsupported),
+    Signal("tool_call_id_format_changed", "frontend", "tool-call parser",
+           "tool-call ids changed shape (clients parsing ids break)", None, tool_call_id_format_changed),
+    Signal("dual_path_mismatch", "frontend", "chat template & tokenization",
+           "chat path and client-rendered completions path disagree", _fixed("completions"), dual_path_mismatch),
+    Signal("surface_parity_mismatch", "frontend", "surface translation",
+           "chat, Responses and Messages answer the same sample differently", parity_modes, surface_parity_mismatch),
+    Signal("decoding_changed", "frontend", "API validation",
+           "greedy outputs part from the golden's where the model's distribution did not change: "
+           "the decoding path changed (server-side sampling defaults or penalties, ignored temperature)",
+           None, decoding_changed, structural_zero=True),  # a greedy engine never skips its own top token
+    Signal("history_tokens_mismatch", "frontend", "conversation history",
+           "a request replaying the same history as the golden's was rendered to other prompt tokens",
+           None, history_tokens_mismatch,
+           on_surface_only=("surface translation", "replayed history rendered to other prompt tokens on Responses/Messages "
+                                                   "only: the surface's history translation")),
+    Signal("followup_divergence", "frontend", "conversation history",
+           "turn 1 matched the golden, a later turn (built on replayed history) did not", None, followup_divergence),
+    Signal("repetition", "numerics", None,
+           "the candidate fell into a repetition loop where the golden did not", None, repetition),
+)
+
+
+# What the rest of the package reads: functions of the registry at call time, so every reader sees the same
+# declarations (a test may add one).
+def declared(side: str | None = None) -> tuple[Signal, ...]:
+    """The declared signals in evidence order, of one side or both."""
+    return tuple(s for s in SIGNALS if side is None or s.side == side)
+
+
+def names(side: str | None = None) -> tuple[str, ...]:
+    return tuple(s.name for s in declared(side))
+
+
+def by_name() -> dict[str, Signal]:
+    return {s.name: s for s in SIGNALS}
+
+
+def fixed_blame_modes() -> dict[str, set[str]]:
+    """Path-parity signals -> the wire modes they blame (compare's `signal_modes`)."""
+    return {s.name: set(s.blame_modes) for s in SIGNALS if isinstance(s.blame_modes, frozenset)}
+
+
+# Snapshots of the registry as shipped, for readers and tests (code reads the functions above).
+FRONTEND_EVENTS = names("frontend")
+NUMERICS_EVENTS = names("numerics")
 EVENTS = FRONTEND_EVENTS + NUMERICS_EVENTS
-SIGNAL_BY_NAME: dict[str, Signal] = {f.__name__: f for f in SIGNALS}
-# Signals whose event a healthy engine cannot produce at all, so their margin is 0 by construction and a golden
-# calibrated before they existed still judges them (a greedy engine never skips its own top token).
-STRUCTURAL_ZERO = frozenset({"decoding_changed"})
-# Frontend signals that do not take a sample out of the numerics: new_findings' codes either block the record
-# (it is then not clean) or leave the answer usable (usage_missing...), and such a sample is still measurable.
-NOT_TOUCHING = frozenset({"new_findings"})
+SIGNAL_BY_NAME: dict[str, Signal] = by_name()
+STRUCTURAL_ZERO = frozenset(s.name for s in SIGNALS if s.structural_zero)
+NOT_TOUCHING = frozenset(s.name for s in SIGNALS if not s.touches_numerics)
 
 
 def evaluate(g: Obs, c: Obs) -> dict[str, bool | None]:
-    """Every signal of the table on one paired sample, by name."""
-    return {f.__name__: f(g, c) for f in SIGNALS}
+    """Every declared signal on one paired sample, by name."""
+    return {s.name: s.measure(g, c) for s in SIGNALS}
 
 
 def touched_by_frontend(results: dict[str, bool | None]) -> bool:
     """Whether any frontend signal fired that changes what the numerics would measure: such a sample is kept
-    out of the numerics comparison. Non-blocking findings alone do not (see NOT_TOUCHING)."""
-    return any(results[name] for name in FRONTEND_EVENTS if name not in NOT_TOUCHING)
+    out of the numerics comparison. Non-blocking findings alone do not (Signal.touches_numerics)."""
+    return any(results[s.name] for s in declared("frontend") if s.touches_numerics)
 
 
 def where_fired(g: Obs, c: Obs, results: dict[str, bool | None]) -> dict[str, set[str]]:
     """For each signal that fired on this sample: the candidate's wire modes it fired on, so evidence can
-    name a surface. A signal is asked again of each mode alone (against the golden's same mode); surface
-    parity names the modes that moved; signals that need two modes (stream parity) name none."""
+    name a surface (Signal.blame_modes). A signal is asked again of each mode alone (against the golden's same
+    mode); surface parity names the modes that moved; signals that need two modes (stream parity) name none."""
     out: dict[str, set[str]] = {}
     gm, cm = by_mode(g), by_mode(c)
-    for f in SIGNALS:
-        if not results.get(f.__name__):
+    for s in SIGNALS:
+        if not results.get(s.name):
             continue
-        if f is surface_parity_mismatch:
-            out[f.__name__] = parity_modes(g, c) or set()
+        if isinstance(s.blame_modes, frozenset):
+            out[s.name] = set()  # a path comparison: one mode alone has nothing to compare with
+        elif s.blame_modes is not None:
+            out[s.name] = s.blame_modes(g, c) or set()
         else:
-            out[f.__name__] = {m for m, co in cm.items() if f(gm.get(m) or g, co)}
+            out[s.name] = {m for m, co in cm.items() if s.measure(gm.get(m) or g, co)}
     return out

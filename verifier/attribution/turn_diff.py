@@ -83,7 +83,7 @@ def first_divergence(g: dict[str, Any], c: dict[str, Any]) -> dict[str, Any] | N
 
 def is_followup(d: dict[str, Any]) -> bool:
     """Whether a first divergence is on a follow-up request: one replaying the model's own calls or answers."""
-    return d["turn"] >= 2 or d["step"] >= 1
+    return bool(d["turn"] >= 2 or d["step"] >= 1)
 
 
 def summarize(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) -> dict[str, Any] | None:

@@ -17,7 +17,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from verifier.run import journal, scoring
 from verifier.judge.parse import MalformedBody, parse_exchange
@@ -112,12 +112,16 @@ def bless(run_dir: Path, to: Path, margins: dict[str, Any] | None = None) -> dic
     }
     inputs = [{"suite": suite, **journal.sample_fields(x)} for (suite, _), x in journal.read_samples(run_dir).items()
               if suite in g["suites"]]
-    _swap_in(to, lambda tmp: (journal.write_jsonl(tmp / OBS, obs), journal.write_jsonl(tmp / INPUTS, inputs),
-                              journal.write_json(tmp / GOLDEN, g)))
+    def fill(tmp: Path) -> None:
+        journal.write_jsonl(tmp / OBS, obs)
+        journal.write_jsonl(tmp / INPUTS, inputs)
+        journal.write_json(tmp / GOLDEN, g)
+
+    _swap_in(to, fill)
     return g
 
 
-def _swap_in(to: Path, fill: Any) -> None:
+def _swap_in(to: Path, fill: Callable[[Path], None]) -> None:
     """Write a golden into a fresh directory next to `to`, then swap it into place.
 
     The swap is one atomic exchange of the two directories where the kernel offers it (Linux renameat2
@@ -163,7 +167,7 @@ def _exchange(a: Path, b: Path) -> bool:
     except (OSError, AttributeError):
         return False
     at_fdcwd, rename_exchange = -100, 2
-    return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+    return bool(fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0)
 
 
 def _alive(pid: int) -> bool:
