@@ -172,7 +172,7 @@ def stable_sha256(samples: Iterable[Sample]) -> str:
 
     h = hashlib.sha256()
     for s in samples:
-        h.update(journal.dumps({"id": s.id, "messages": s.messages, "target": s.target}).encode())
+        h.update(journal.canonical({"id": s.id, "messages": s.messages, "target": s.target}).encode())
         h.update(b"\n")
     return h.hexdigest()
 

@@ -248,3 +248,35 @@ def test_scorer_returns_a_judgement_and_scoring_attaches_identity():
     assert (v.suite, v.sample_id, v.epoch, v.mode) == ("structured", s.id, 2, "chat")
     assert (v.outcome, v.reason, v.score, v.metrics) == (j.outcome, j.reason, j.score, j.metrics) == ("contract", "invalid_json", 0.0, j.metrics)
     assert v.signals["variant"] == "strict" and v.signals["prompt_tokens"] == 3
+
+
+def test_a_golden_gates_with_the_schema_key_order_its_reference_sent(tmp_path, cli):
+    """Key order is behaviour on the wire: a JSON-schema grammar emits properties in the order the schema lists them.
+    The golden's inputs.jsonl and the journal keep the order the reference sent, so its gate sends the same bodies
+    (a sorted copy made a fresh vLLM write `age` where its golden wrote `name`: a false frontend regression)."""
+    from pathlib import Path
+
+    from verifier.run import journal
+
+    def schema_orders(run: Path) -> dict[tuple[str, str], list[str]]:
+        out = {}
+        for k, ex in journal.read_exchanges(run).items():
+            rf = ex.request.get("response_format") or {}
+            props = ((rf.get("json_schema") or {}).get("schema") or {}).get("properties")
+            if props:
+                out[(k[1], k[3])] = list(props)
+        return out
+
+    run = ["--suite", "structured", "--smoke", "--model", "m", "--quiet", "--max-retries", "0", "--mode", "chat"]
+    with TestServer(Script(lambda req: Reply(content="{}"))) as srv:
+        for i in range(3):
+            assert cli("run", *run, "--base-url", srv.url, "--out", tmp_path / f"r{i}")[0] == 0
+        assert cli("bless", tmp_path / "r0", "--to", tmp_path / "g")[0] == 0
+        assert cli("calibrate", tmp_path / "g", "--runs", tmp_path / "r1", tmp_path / "r2")[0] == 0
+        cli("gate", "--golden", tmp_path / "g", "--base-url", srv.url, "--model", "m", "--out", tmp_path / "c", "--quiet")
+    sent = schema_orders(tmp_path / "r0")
+    assert sent and any(order != sorted(order) for order in sent.values()), sent  # the suite has unsorted schemas
+    assert schema_orders(tmp_path / "c") == sent
+    inputs = [json.loads(l) for l in (tmp_path / "g" / "inputs.jsonl").read_text().splitlines()]
+    person = next(r for r in inputs if r["id"] == "extract/person/strict")
+    assert list(person["response_format"]["json_schema"]["schema"]["properties"]) == ["name", "age", "occupation", "city"]

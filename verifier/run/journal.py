@@ -69,14 +69,27 @@ def run_header(run_id: str, *, endpoint: dict[str, Any], suites: dict[str, Any],
 
 
 # One encoder for every record: `json.dumps(obj, **options)` builds a new one per call (~5 us of a ~35 us record).
-_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+# Records keep their keys in the order they have: a request body, a sample's response_format or tools are journaled
+# as they went on the wire, because order is behaviour there (a JSON-schema grammar emits properties in the order the
+# schema lists them; sorted keys in a golden's inputs.jsonl made its gates send other requests than its reference did).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def dumps(obj: Any) -> str:
-    """The one JSON encoding used for everything we write: stable bytes for stable inputs."""
+    """The one JSON encoding used for every record we write: stable bytes for stable inputs, keys in their order."""
     try:
         return _ENCODER.encode(obj)
     except ValueError:  # a non-finite number: the strict path writes it as null
+        return dumps_strict(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def canonical(obj: Any) -> str:
+    """Key-order-free encoding, for hashes that identify content (dataset_sha256, merge checks): a record's key order
+    does not make it another sample."""
+    try:
+        return _CANONICAL.encode(obj)
+    except ValueError:
         return dumps_strict(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 

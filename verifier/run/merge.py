@@ -140,7 +140,7 @@ def merge(shards: list[Path], out: Path, allow_partial: bool = False) -> dict[st
         mine = [s for (suite, _), s in ordered if suite == name]
         h = hashlib.sha256()
         for s in mine:
-            h.update(journal.dumps(s.to_json()).encode())
+            h.update(journal.canonical(s.to_json()).encode())
             h.update(b"\n")
         reqs = sum(x["suites"].get(name, {}).get("requests", 0) for _, x in headers)
         hdr["suites"][name] = {**info, "dataset_sha256": h.hexdigest(), "samples": len(mine), "requests": reqs}

@@ -32,7 +32,7 @@ git_commit = journal.git_commit
 def dataset_sha256(samples: list[Sample]) -> str:
     h = hashlib.sha256()
     for s in samples:
-        h.update(journal.dumps(journal.sample_fields(s)).encode())
+        h.update(journal.canonical(journal.sample_fields(s)).encode())
         h.update(b"\n")
     return h.hexdigest()
 
