@@ -129,7 +129,11 @@ def test_tool_call_faults_on_vllm_fail_the_frontend_naming_the_tool_call_parser(
             with Proxy(req.url, [fault]) as bad:
                 code, doc, out = gate(cli, g, bad.url, vllm.name, tmp_path / fault, *QUICK)
             assert code == 10 and doc["frontend"]["verdict"] == "fail", (fault, out)
-            assert components(doc)[:1] == ["tool-call parser"], (fault, doc.get("diagnosis"))
+            # The parser is named. For markup in content it may come second: vLLM's grammar generated the call as
+            # bare JSON, so the proxy's `<tool_call>` text was never generated and the streamed text also parts from
+            # the logprob tokens (stream assembly) - evidence the wire really shows, so both are listed.
+            assert "tool-call parser" in components(doc)[:2], (fault, doc.get("diagnosis"))
+            assert set(components(doc)) <= {"tool-call parser", "stream assembly"}, (fault, doc.get("diagnosis"))
 
 
 def test_cross_engine_gates_are_never_a_tokenization_regression(vllm, tmp_path_factory, tmp_path, cli):
