@@ -139,7 +139,9 @@ def test_tool_call_faults_on_vllm_fail_the_frontend_naming_the_tool_call_parser(
 def test_cross_engine_gates_are_never_a_tokenization_regression(vllm, tmp_path_factory, tmp_path, cli):
     """The same weights on llama.cpp (Q4_K_M kernels) and vLLM (float32 of the dequantized file): each engine's shipped
     golden against the other engine. The prompt is the same template and tokenizer on both, so the prompt-token
-    fingerprint must hold; what may differ is numerics (kernels, precision), never tokenization."""
+    fingerprint must hold; what may differ is numerics (kernels, precision), never tokenization. The engines' features
+    do differ (vLLM refuses temperature -1 and enforces tool_choice "required"; its grammar backend lets the model
+    pad JSON with whitespace): those are real behaviour differences, reported by the probes with their component."""
     with engine_server(tmp_path_factory, "qwen0.5b", slots=2, ctx=4096) as llama:
         results = {
             "llama.cpp golden, vLLM candidate": gate(cli, "qwen0.5b-smoke", vllm.url, vllm.name, tmp_path / "vllm-vs-llama"),
@@ -150,6 +152,9 @@ def test_cross_engine_gates_are_never_a_tokenization_regression(vllm, tmp_path_f
         fired = {e["signal"] for e in doc["frontend"]["evidence"] if e["verdict"] == "fail"}
         assert "prompt_tokens_mismatch" not in fired, (direction, out)
         assert not set(components(doc)) & set(NOT_TOKENIZATION), (direction, doc.get("diagnosis"), out)
-        assert doc["frontend"]["verdict"] != "fail" and code in (0, 11, 20), (direction, code, out)
+        # A frontend fail is a feature-contract difference between the engines (a probe, with its component), never
+        # a sample-level frontend signal: the same weights answered the same samples through both frontends alike.
+        assert all(f.startswith("probe:") for f in fired), (direction, fired, out)
+        assert code in (0, 10, 11, 20) and (code != 10 or fired), (direction, code, out)
         # The numerics side was judged on real samples, not left without evidence.
         assert s.get("paired") == 20 and doc["quantization"]["verdict"] in ("pass", "fail", "inconclusive"), (direction, out)
