@@ -21,9 +21,9 @@ def print_comparison(doc: Comparison | Mapping[str, Any]) -> None:
     for d in c.diagnosis or ():
         ex = f" e.g. {', '.join(d.examples[:3])}" if d.examples else ""
         print(f"  diagnosis: {d.component}: {d.explanation};{ex} [{', '.join(d.modes)}]")
-    for r in c.reasons or []:
-        if not r.startswith("diagnosis:"):
-            print(f"  why: {r}")
+    for why in c.reasons or []:
+        if not why.startswith("diagnosis:"):
+            print(f"  why: {why}")
     from verifier.attribution.explain import tool_call_line
 
     for suite, s in c.suites.items():
