@@ -85,10 +85,12 @@ def _xml_text(s: str) -> str:
 def junit_xml(doc: Comparison | Mapping[str, Any]) -> str:
     """One <testcase> per gate check: the diagnosis first, every check the golden defines, coverage and the infra budget."""
     suite = ET.Element("testsuite", name="verifier gate")
+    if isinstance(doc, Comparison) and doc.checks is None:
+        doc = doc.to_dict()
     if isinstance(doc, Comparison) or "checks" in doc:
         doc = typed(doc)
         cases, inf = _cases_from_checks(doc), doc.infra
-    else:  # a document from before `checks`
+    else:  # a document from before `checks` (or one that is only a part of a comparison), read as it is
         cases, inf = _cases_from_evidence(doc), doc["infra"]
     over = inf["rate"] is not None and inf["rate"] > inf["budget"]
     cases.append(("verifier.infra", "infra error budget", "fail" if over else "pass",
