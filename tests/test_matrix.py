@@ -94,11 +94,15 @@ def test_matrix_command_on_run_dirs_gives_the_same_rows(five, tmp_path, cli):
 def test_matrix_escapes_what_endpoints_say(tmp_path):
     from verifier.report import matrix
 
-    doc = {"status": "pass", "exit_code": 0, "frontend": {"verdict": "pass", "evidence": [
-        {"suite": "s", "signal": "x", "verdict": "fail", "summary": "<script>window.__x=1</script>|pipe"}]},
-        "quantization": {"verdict": "pass", "evidence": []}, "suites": {"s": {"metrics": {}, "paired": 1}},
-        "golden": {"name": "g"}, "run": {"endpoint": {"base_url": "http://e/<b>"}}}
-    m = matrix.build([matrix.Entry("<img src=x>", tmp_path, doc)], tmp_path)
+    from verifier.attribution import compare
+    from verifier.attribution.document import Comparison
+    from verifier.types import Observation
+
+    rows = [Observation(suite="s", sample_id="x", epoch=0, mode="chat", outcome="content", score=1.0, metrics={}, answer=4)]
+    doc = compare.compare({"suites": {"s": {}}, "margins": {}}, rows, rows)  # a real document, then hostile strings in it
+    doc["frontend"]["evidence"] = [{"suite": "s", "signal": "x", "verdict": "fail", "summary": "<script>window.__x=1</script>|pipe"}]
+    doc["golden"], doc["run"] = {"name": "g"}, {"endpoint": {"base_url": "http://e/<b>"}}
+    m = matrix.build([matrix.Entry("<img src=x>", tmp_path, Comparison.from_dict(doc))], tmp_path)
     html = matrix.render_html(m)
     assert "<script>window" not in html and "&lt;img src=x&gt;" in html and "<img src=x>" not in html
     assert "\\|pipe" in matrix.markdown(m)

@@ -7,6 +7,7 @@ import pytest
 
 from verifier.attribution import compare, diagnosis, explain, signals
 from verifier.attribution.diagnosis import COMPONENTS, TABLE
+from verifier.attribution.document import Check, Comparison
 from verifier.attribution.signals import Signal
 from verifier.types import Observation
 
@@ -59,7 +60,7 @@ def test_a_new_declaration_reaches_compare_checks_and_the_diagnosis(monkeypatch)
     assert d["component"] == "context handling" and d["findings"] == ["latency_spike"] and d["modes"] == ["chat-stream"]
     assert "a made-up signal for this test" in d["explanation"]
     assert any(c["name"] == "s: latency_spike" and c["verdict"] == "fail" for c in doc["checks"])
-    assert explain.component_line(doc, {"name": "s: latency_spike", "class": "verifier.frontend"}) == "context handling"
+    assert explain.component_line(Comparison.from_dict(doc), Check("s: latency_spike", "verifier.frontend", "fail", "")) == "context handling"
     # calibrate measures it too, under the same margin key
     assert "s/signal:latency_spike" in compare.calibrate_margins([GOLDEN, cand], {"method": "test"})
 

@@ -198,6 +198,26 @@ class RunHeader:
         d = {k: v for k, v in self.__dict__.items() if k != "extra"}
         return {**self.extra, **d}
 
+    @staticmethod
+    def from_dict(d: "dict[str, Any]") -> "RunHeader":
+        """A run.json as read (journal.read_header): the named keys become fields, the optional ones `extra`. Lenient
+        as every reader has been: a key an older writer left out reads as empty (`format` as 0: before it existed)."""
+        named = {f for f in RunHeader.__dataclass_fields__ if f != "extra"}
+        return RunHeader(run_id=d.get("run_id") or "", harness=d.get("harness") or {}, endpoint=d.get("endpoint") or {},
+                         sampling=d.get("sampling") or {}, extra_body=d.get("extra_body") or {}, epochs=d.get("epochs") or 1,
+                         modes=list(d.get("modes") or []), suites=d.get("suites") or {}, started=d.get("started"),
+                         finished=d.get("finished"), format=d.get("format", 0),
+                         extra={k: v for k, v in d.items() if k not in named})
+
+    def suite_version(self, suite: str) -> str | None:
+        """The version of `suite` the run was made with (None: the run has no such suite, or did not record it)."""
+        info = self.suites.get(suite)
+        return info.get("version") if isinstance(info, dict) else None
+
+    @property
+    def model(self) -> str | None:
+        return self.endpoint.get("model")
+
 
 # ---------------------------------------------------------------- verdicts
 
@@ -425,3 +445,17 @@ class Evidence:
         if self.qualifier:
             d["qualifier"] = self.qualifier
         return d
+
+    @staticmethod
+    def from_dict(d: "dict[str, Any]") -> "Evidence":
+        """An evidence item of comparison.json (the inverse of to_dict; ValueError on a key it does not know)."""
+        unknown = set(d) - _EVIDENCE_KEYS
+        if unknown:
+            raise ValueError(f"evidence item with unknown keys {sorted(unknown)}")
+        samples = d.get("samples")
+        return Evidence(signal=d["signal"], suite=d["suite"], verdict=d["verdict"], summary=d["summary"], metric=d.get("metric"),
+                        samples=None if samples is None else tuple(samples), modes=d.get("modes"),
+                        component=d.get("component"), qualifier=d.get("qualifier"))
+
+
+_EVIDENCE_KEYS = frozenset({"signal", "suite", "metric", "verdict", "summary", "samples", "modes", "component", "qualifier"})

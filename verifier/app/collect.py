@@ -24,7 +24,7 @@ from verifier import scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
 from verifier.errors import UsageError, did_you_mean
 from verifier.surfaces.registry import MODES, mode_of, surfaces_of
-from verifier.types import Sample, Suite, owner_ids
+from verifier.types import RunHeader, Sample, Suite, owner_ids
 
 if TYPE_CHECKING:
     from verifier.wire.endpoint import Endpoint, EndpointConfig
@@ -275,12 +275,13 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, d
     stack.enter_context(journal.locked(run_dir))  # before reading what is done: a second writer would re-send it
     samples = journal.read_samples(run_dir)
     suites = []
-    for name in hdr["suites"]:
+    header = RunHeader.from_dict(hdr)  # read typed; `hdr` stays the dict this resume completes and writes back
+    for name in header.suites:
         suite = suite_named(name)
-        if suite.version != hdr["suites"][name]["version"]:
-            raise UsageError(f"run was made with {name} version {hdr['suites'][name]['version']}, this harness has {suite.version}")
+        if suite.version != header.suite_version(name):
+            raise UsageError(f"run was made with {name} version {header.suite_version(name)}, this harness has {suite.version}")
         suites.append((suite, [s for (sn, _), s in samples.items() if sn == name]))
-    cfg = endpoint_config(spec.endpoint, spec.endpoint.model or hdr["endpoint"]["model"])
+    cfg = endpoint_config(spec.endpoint, spec.endpoint.model or header.endpoint["model"])
     if not spec.endpoint.base_url:
         raise UsageError("resuming needs the endpoint's base URL (the journal stores it redacted)", hints=("pass --base-url",))
     # Streamed; the last record of a key wins. Answered exchanges keep their bodies: a conversation resumes by

@@ -312,12 +312,12 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
 
     g, gobs = loaded or load_golden(golden_path)
     require_margins(g, golden_path)
-    hdr = journal.check_run_dir(run_dir) if (run_dir / journal.HEADER).exists() else None
+    hdr = journal.read_header(run_dir) if (run_dir / journal.HEADER).exists() else None
     if hdr is None:
         raise UsageError(f"{run_dir} is not a run directory (no {journal.HEADER})")
-    for name, info in hdr["suites"].items():
-        if name in g["suites"] and info.get("version") != g["suites"][name].get("version"):
-            raise UsageError(f"run {run_dir} used {name} version {info.get('version')}, golden has {g['suites'][name].get('version')}")
+    for name in hdr.suites:
+        if name in g["suites"] and hdr.suite_version(name) != g["suites"][name].get("version"):
+            raise UsageError(f"run {run_dir} used {name} version {hdr.suite_version(name)}, golden has {g['suites'][name].get('version')}")
     cobs = observations(run_dir)
     probes_path = run_dir / "probes.json"
     probes, table = None, None
@@ -340,7 +340,8 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
     _attach_tool_call_scores(doc, g, run_dir)
     doc["golden"] = {"name": g.get("name"), "path": str(golden_path), "source_run": g["source"].get("run_id"),
                      "endpoint": g["source"].get("endpoint"), "margins_provenance": _provenance(g)}
-    doc["run"] = {"run_dir": str(run_dir), "run_id": hdr.get("run_id"), "endpoint": hdr.get("endpoint")}
+    # (a header without run_id or endpoint, which no writer makes, reads as "" / {}: written as null, as before)
+    doc["run"] = {"run_dir": str(run_dir), "run_id": hdr.run_id or None, "endpoint": hdr.endpoint or None}
     if ctx:
         doc["context_truncation"] = ctx
     if write:

@@ -106,8 +106,9 @@ def write_all(run_dir: Path | str, doc: dict[str, Any], html: str | Path | None 
     inp = load(run_dir, None, doc, golden)
     journal.write_text(paths["html"], _html.render_inputs(inp))
     ci.write_csv(inp, paths["csv"])
-    journal.write_text(paths["junit"], ci.junit_xml(doc))
-    md = ci.markdown(doc, str(paths["html"]))
+    typed = ci.typed(doc)  # read once, for both CI files
+    journal.write_text(paths["junit"], ci.junit_xml(typed))
+    md = ci.markdown(typed, str(paths["html"]))
     journal.write_text(paths["markdown"], md)
     step = os.environ.get("GITHUB_STEP_SUMMARY")
     if step:

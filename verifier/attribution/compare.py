@@ -19,6 +19,7 @@ from verifier.attribution import numerics, signals, turn_diff
 from verifier import stats
 from verifier.attribution.numerics import DRIFT_FACTOR, DRIFT_FLOOR, EventVerdict, MetricVerdict, event_verdict, metric_verdict  # noqa: F401  (public names)
 from verifier.attribution.signals import FRONTEND_EVENTS, NUMERICS_EVENTS, degenerate  # noqa: F401  (public names)
+from verifier.attribution.document import Comparison
 from verifier.attribution.surface_signals import mode_note
 from verifier.judge.contract import MODEL_BEHAVIOUR
 from verifier.surfaces.registry import surface_for
@@ -478,9 +479,10 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
     c_lp = {o.mode for o in cand_obs if o.logprobs}
     doc["logprobs_missing_modes"] = sorted({o.mode for o in cand_obs if o.judged} - c_lp) if any(o.logprobs for o in golden_obs) else []
     doc["diagnosis"] = diagnosis.diagnose(doc)
-    doc["reasons"] = explain.reasons(doc)
+    typed = Comparison.from_dict(doc)  # the document so far: what reasons and checks read
+    doc["reasons"] = explain.reasons(typed)
     doc["reason"] = doc["reasons"][0] if doc["reasons"] else None
-    doc["checks"] = explain.checks(doc, golden_meta, golden_obs)
+    doc["checks"] = [c.to_dict() for c in explain.checks(typed, golden_meta, golden_obs)]
     return doc
 
 

@@ -11,9 +11,10 @@ summary.md, the JUnit failure message and the HTML banner all lead with. Pure.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from verifier.attribution import signals
+from verifier.attribution.document import DiagnosisEntry
 
 from verifier.surfaces.registry import REFERENCE_SURFACE, mode_of, surface_for
 
@@ -233,11 +234,11 @@ def implicated(doc: dict[str, Any]) -> list[str]:
     return [d["component"] for d in doc.get("diagnosis") or []]
 
 
-def headline(diagnosis: list[dict[str, Any]]) -> str | None:
+def headline(diagnosis: Sequence[DiagnosisEntry]) -> str | None:
     """The first line every output leads with, or None when nothing was diagnosed."""
     if not diagnosis:
         return None
     d = diagnosis[0]
     more = f" (+{len(diagnosis) - 1} more component(s))" if len(diagnosis) > 1 else ""
-    ex = f"; e.g. {', '.join(d['examples'][:3])}" if d["examples"] else ""
-    return f"diagnosis: {d['component']}: {d['explanation']}{ex}{more}"
+    ex = f"; e.g. {', '.join(d.examples[:3])}" if d.examples else ""
+    return f"diagnosis: {d.component}: {d.explanation}{ex}{more}"

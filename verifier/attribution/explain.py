@@ -8,49 +8,51 @@ tracks JUnit testcases by name keeps its history across passing and failing runs
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from verifier.attribution import coverage as coverage_mod
 from verifier.attribution.diagnosis import component_of, headline
 from verifier.attribution.numerics import DRIFT_FLOOR
 from verifier.attribution import signals
+from verifier.attribution.document import Check, Comparison, SuiteResult
 from verifier.surfaces.registry import surface_for
-from verifier.types import Observation
+from verifier.types import Evidence, Observation
 
 
-def _quality_fails(doc: dict[str, Any]) -> list[str]:
+def _quality_fails(doc: Comparison) -> list[str]:
     out = []
-    for suite, s in doc["suites"].items():
-        for m, v in s.get("metrics", {}).items():
-            if v["verdict"] == "fail":
-                out.append(f"{suite}/{m} {v['golden']}->{v['candidate']} (p={v['p_value']})")
+    for suite, s in doc.suites.items():
+        for m, v in s.metrics.items():
+            if v.verdict == "fail":
+                out.append(f"{suite}/{m} {v.golden}->{v.candidate} (p={v.p_value})")
     return out
 
 
-def _numerics_changed(doc: dict[str, Any]) -> list[str]:
+def _numerics_changed(doc: Comparison) -> list[str]:
     """Suites whose numerics moved decisively (drift fired and greedy outputs parted), in words."""
     out = []
-    for suite, s in doc["suites"].items():
-        d, dv = s["drift"], s.get("divergence") or {}
-        if d.get("numerics_changed"):
-            out.append(f"{suite}: logprob drift {d['mean_abs_delta']} above {d['margin']} and greedy outputs part from the "
-                       f"golden's on {dv['count']}/{dv['n']} samples (reruns: {dv['margin']})")
+    for suite, s in doc.suites.items():
+        d, dv = s.drift, s.divergence
+        if d.numerics_changed and dv is not None:  # numerics_changed holds only with a failing divergence
+            out.append(f"{suite}: logprob drift {d.mean_abs_delta} above {d.margin} and greedy outputs part from the "
+                       f"golden's on {dv.count}/{dv.n} samples (reruns: {dv.margin})")
     return out
 
 
-def _why_unattributed(suite: str, s: dict[str, Any]) -> str:
+def _why_unattributed(suite: str, s: SuiteResult) -> str:
     """Why one suite's quality drop could not be put on the frontend or the numerics, naming what is missing:
     advice to add logprobs only where they were absent."""
-    d = s["drift"]
-    lp = d.get("logprobs") or {}
-    of = lp.get("of") or d.get("samples") or 0
-    if d["state"] == "clean":
-        return (f"{suite}: logprob drift {d['mean_abs_delta']} at the noise floor {d['margin']} over {d['tokens']} shared-prefix "
+    d = s.drift
+    lp = d.logprobs or {}
+    of = lp.get("of") or d.samples or 0
+    if d.state == "clean":
+        return (f"{suite}: logprob drift {d.mean_abs_delta} at the noise floor {d.margin} over {d.tokens} shared-prefix "
                 "tokens: not the weights; look for post-processing or ignored sampling parameters (rerun with `verifier gate --probes`)")
-    if d["state"] == "uncalibrated":
-        return f"{suite}: logprob drift {d['mean_abs_delta']} above the floor {d['margin']}, but the golden is not calibrated for {suite}/drift: rerun `verifier calibrate`"
-    if d.get("samples") and not d.get("tokens"):
-        return (f"{suite}: outputs part from the golden at token 0 on {d.get('parted_at_token_0', d['samples'])}/{d['samples']} samples: "
+    if d.state == "uncalibrated":
+        return f"{suite}: logprob drift {d.mean_abs_delta} above the floor {d.margin}, but the golden is not calibrated for {suite}/drift: rerun `verifier calibrate`"
+    if d.samples and not d.tokens:
+        parted = d.samples if d.parted_at_token_0 is None else d.parted_at_token_0
+        return (f"{suite}: outputs part from the golden at token 0 on {parted}/{d.samples} samples: "
                 "no shared prefix to measure drift")
     if lp and lp.get("golden", 0) == 0:
         return f"{suite}: the golden has no logprobs to measure drift on: bless a reference run made with `verifier run --logprobs 5`"
@@ -59,91 +61,90 @@ def _why_unattributed(suite: str, s: dict[str, Any]) -> str:
     return f"{suite}: no logprobs to separate numerics from frontend: rerun with `verifier gate --logprobs 5`"
 
 
-def _behaviour_notes(doc: dict[str, Any]) -> list[str]:
+def _behaviour_notes(doc: Comparison) -> list[str]:
     """Model-behaviour findings the candidate shows where the golden did not (empty answers...): they are scored as
     wrong, so they are part of a quality drop, and a person reading the reason should see them named."""
     from verifier.judge.contract import MODEL_BEHAVIOUR
 
     out = []
-    for suite, s in doc["suites"].items():
-        for code, n in sorted((s.get("findings") or {}).items()):
+    for suite, s in doc.suites.items():
+        for code, n in sorted(s.findings.items()):
             if code in MODEL_BEHAVIOUR and n["candidate"] > n["golden"]:
-                out.append(f"{suite}: {code} on {n['candidate']}/{s.get('paired', '?')} samples (golden {n['golden']})")
+                out.append(f"{suite}: {code} on {n['candidate']}/{s.paired} samples (golden {n['golden']})")
     return out
 
 
-def _numerics_reasons(doc: dict[str, Any]) -> list[str]:
+def _numerics_reasons(doc: Comparison) -> list[str]:
     """Why the quantization side is undecided."""
     out: list[str] = []
-    drift = {suite: s["drift"] for suite, s in doc["suites"].items()}
-    states = {d["state"] for d in drift.values()}
+    drift = {suite: s.drift for suite, s in doc.suites.items()}
+    states = {d.state for d in drift.values()}
     dropped = _quality_fails(doc)
     if dropped and "fired" not in states:
-        failing = [suite for suite, s in doc["suites"].items() if any(v["verdict"] == "fail" for v in s.get("metrics", {}).values())]
+        failing = [suite for suite, s in doc.suites.items() if any(v.verdict == "fail" for v in s.metrics.values())]
         out.append(f"quality dropped ({'; '.join(dropped)}), cause not separable: "
-                   + "; ".join(_why_unattributed(suite, doc["suites"][suite]) for suite in failing))
+                   + "; ".join(_why_unattributed(suite, doc.suites[suite]) for suite in failing))
         out += _behaviour_notes(doc)
     if not dropped and "fired" in states:
         for suite, d in drift.items():
-            dv = doc["suites"][suite].get("divergence") or {}
-            if d["state"] == "fired" and not d.get("numerics_changed"):
-                parted = f"greedy outputs part on {dv['count']}/{dv['n']} samples, not above the reruns' rate" if dv else "no tokens to compare greedy outputs"
-                out.append(f"{suite}: drift {d['mean_abs_delta']} above floor {max(d['margin'], DRIFT_FLOOR)} but no quality change "
+            dv = doc.suites[suite].divergence
+            if d.state == "fired" and not d.numerics_changed:
+                parted = f"greedy outputs part on {dv.count}/{dv.n} samples, not above the reruns' rate" if dv else "no tokens to compare greedy outputs"
+                out.append(f"{suite}: drift {d.mean_abs_delta} above floor {max(d.margin, DRIFT_FLOOR)} but no quality change "
                            f"and {parted}")
-    for suite, s in doc["suites"].items():
-        for m, v in s.get("metrics", {}).items():
-            if v["verdict"] == "inconclusive" and v.get("margin") is None and v.get("note"):
-                out.append(f"{suite}/{m}: {v['golden']} -> {v['candidate']} (delta {v['delta']}, CI {v['ci']}) "
-                           f"inconclusive for this metric: {v['note']}")
-            elif v["verdict"] == "inconclusive":
-                need = v.get("samples_needed")
+    for suite, s in doc.suites.items():
+        for m, v in s.metrics.items():
+            if v.verdict == "inconclusive" and v.margin is None and v.note:
+                out.append(f"{suite}/{m}: {v.golden} -> {v.candidate} (delta {v.delta}, CI {v.ci}) "
+                           f"inconclusive for this metric: {v.note}")
+            elif v.verdict == "inconclusive":
+                need = v.needed
                 tail = f"about {need} samples needed" if need else "a margin of 0 is never cleared by sampling: recalibrate with more reruns"
-                out.append(f"{suite}/{m}: n={v['n']} too small for margin {v['margin']} (delta {v['delta']}, CI {v['ci']}): {tail}")
+                out.append(f"{suite}/{m}: n={v.n} too small for margin {v.margin} (delta {v.delta}, CI {v.ci}): {tail}")
     return out
 
 
-def _evidence_reasons(doc: dict[str, Any]) -> list[str]:
+def _evidence_reasons(doc: Comparison) -> list[str]:
     out = []
-    for side in ("frontend", "quantization"):
-        for e in doc[side]["evidence"]:
-            if e.get("qualifier") == "uncalibrated" and e["signal"] != "quality":  # quality: _numerics_reasons
-                out.append(f"{e['suite']}: {e['signal']} uncalibrated, inconclusive for this signal (without a margin it "
-                           f"cannot fail the gate): {e['summary']}")
-            elif e["verdict"] == "inconclusive" and e["signal"] not in ("quality", "logprob_drift", "greedy_divergence"):
-                out.append(f"{e['suite']}: {e['signal']} not decided at this sample size: {e['summary']}")
-            elif e["verdict"] == "inconclusive" and e.get("metric") == "*":
-                out.append(f"{e['suite']}: {e['summary']}")
+    for e in doc.evidence:
+        if e.qualifier == "uncalibrated" and e.signal != "quality":  # quality: _numerics_reasons
+            out.append(f"{e.suite}: {e.signal} uncalibrated, inconclusive for this signal (without a margin it "
+                       f"cannot fail the gate): {e.summary}")
+        elif e.verdict == "inconclusive" and e.signal not in ("quality", "logprob_drift", "greedy_divergence"):
+            out.append(f"{e.suite}: {e.signal} not decided at this sample size: {e.summary}")
+        elif e.verdict == "inconclusive" and e.metric == "*":
+            out.append(f"{e.suite}: {e.summary}")
     return out
 
 
-def reasons(doc: dict[str, Any]) -> list[str]:
+def reasons(doc: Comparison) -> list[str]:
     """One line per cause, the deciding one first."""
     out: list[str] = []
-    inf, cov = doc["infra"], doc.get("coverage") or {}
-    if doc["status"] == "incomplete":
+    inf, cov = doc.infra, doc.coverage
+    if doc.status == "incomplete":
         if inf["rate"] is not None and inf["rate"] > inf["budget"]:
             out.append(f"infra errors {inf['count']}/{inf['total']} (rate {inf['rate']}) above the budget {inf['budget']}")
         if cov.get("rate", 0) > inf["budget"]:
-            out.append(coverage_mod.describe(cov))
-    head = headline(doc.get("diagnosis") or [])
-    if head and doc["status"] in ("frontend_regression", "both"):
+            out.append(coverage_mod.describe(dict(cov)))
+    head = headline(doc.diagnosis or ())
+    if head and doc.status in ("frontend_regression", "both"):
         out.append(head)
-    if doc["status"] in ("quantization_regression", "both"):
+    if doc.status in ("quantization_regression", "both"):
         out.append("numerics: " + "; ".join(_quality_fails(doc) + _numerics_changed(doc) or ["repetition above the golden's"]))
-    if doc["quantization"]["verdict"] == "inconclusive" or doc["status"] in ("inconclusive", "regression_unattributed"):
+    if doc.quantization.verdict == "inconclusive" or doc.status in ("inconclusive", "regression_unattributed"):
         out += _numerics_reasons(doc)
-    if doc["status"] == "inconclusive":
+    if doc.status == "inconclusive":
         out += _evidence_reasons(doc)
-    if doc["status"] in ("frontend_regression", "quantization_regression", "both"):
+    if doc.status in ("frontend_regression", "quantization_regression", "both"):
         out += _behaviour_notes(doc)  # empty answers and the like, named wherever the verdict fails
-    if doc.get("logprobs_missing_modes"):
-        out.append(f"no logprobs on {', '.join(doc['logprobs_missing_modes'])}: logprob drift and "
+    if doc.logprobs_missing_modes:
+        out.append(f"no logprobs on {', '.join(doc.logprobs_missing_modes)}: logprob drift and "
                    "decoding changes are not measured on those modes" + next((f" ({s.no_logprobs})" for s in map(
-                       surface_for, doc["logprobs_missing_modes"]) if s.no_logprobs), ""))
+                       surface_for, doc.logprobs_missing_modes) if s.no_logprobs), ""))
     if cov.get("subset"):
         out.append(f"compared a subset of the golden: {cov['subset_skipped_samples']} golden sample(s) not run")
-    elif cov.get("missing") and doc["status"] != "incomplete":
-        out.append(coverage_mod.describe(cov) + " (within the budget)")
+    elif cov.get("missing") and doc.status != "incomplete":
+        out.append(coverage_mod.describe(dict(cov)) + " (within the budget)")
     return out
 
 
@@ -151,18 +152,15 @@ def _metrics_of(golden_obs: Iterable[Observation], suite: str) -> list[str]:
     return sorted({m for o in golden_obs if o.suite == suite for m in o.metrics})
 
 
-def _check(name: str, cls: str, ev: dict[str, Any] | None, default: str = "not measured on this run") -> dict[str, Any]:
+def _check(name: str, cls: str, ev: Evidence | None, default: str = "not measured on this run") -> Check:
     if ev is None:
-        return {"name": name, "class": cls, "verdict": "not_measured", "summary": default}
-    out = {"name": name, "class": cls, "verdict": ev["verdict"], "summary": ev["summary"], "samples": ev.get("samples") or []}
-    if ev.get("qualifier"):
-        out["qualifier"] = ev["qualifier"]
-    return out
+        return Check(name, cls, "not_measured", default)
+    return Check(name, cls, ev.verdict, ev.summary, samples=list(ev.samples or ()), qualifier=ev.qualifier or None)
 
 
-def checks(doc: dict[str, Any], golden_meta: dict[str, Any], golden_obs: list[Observation]) -> list[dict[str, Any]]:
+def checks(doc: Comparison, golden_meta: dict[str, Any], golden_obs: list[Observation]) -> list[Check]:
     """Every check the golden defines, named by (suite, signal, metric) only."""
-    ev = {(e["suite"], e["signal"], e.get("metric")): e for side in ("frontend", "quantization") for e in doc[side]["evidence"]}
+    ev = {(e.suite, e.signal, e.metric): e for e in doc.evidence}
     out = []
     for suite in sorted(golden_meta.get("suites") or {}):
         star = ev.get((suite, "quality", "*"))
@@ -175,7 +173,7 @@ def checks(doc: dict[str, Any], golden_meta: dict[str, Any], golden_obs: list[Ob
                           "not measured: no logprobs on one side (rerun with `verifier gate --logprobs 5`)"))
         out.append(_check(f"{suite}: greedy_divergence", "verifier.quantization", ev.get((suite, "greedy_divergence", None)),
                           "not measured: no output tokens on one side (rerun with `verifier gate --logprobs 5`)"))
-    rows = doc.get("conformance")
+    rows = doc.conformance
     if rows is None:  # a document from before the conformance table
         for name in sorted(golden_meta.get("probes") or {}):
             out.append(_check(f"*: probe:{name}", "verifier.frontend", ev.get(("*", f"probe:{name}", None)), "probe not run (rerun with `verifier gate --probes`)"))
@@ -188,7 +186,7 @@ PROBE_VERDICT = {"regression": "fail", "pass": "pass", "improved": "pass", "refe
                  "not_in_golden": "not_in_golden", "not_run": "not_measured", "infra": "not_measured"}
 
 
-def probe_check(r: dict[str, Any]) -> dict[str, Any]:
+def probe_check(r: dict[str, Any]) -> Check:
     """One conformance row as a CI check named `<surface>: probe:<name>` (a skip when the reference fails it too,
     when the golden never ran it, or when the run did not)."""
     ref = {"pass": "reference passed", "fail": "reference fails", "infra": "reference: infra error", None: "not in golden"}[r["reference"]]
@@ -196,27 +194,26 @@ def probe_check(r: dict[str, Any]) -> dict[str, Any]:
         summary = f"{r['probe']} on {r['surface']}: not run (the golden has it; rerun with --probes)"
     else:
         summary = f"{r['probe']} on {r['surface']}: {r['candidate']} ({r['candidate_detail']}; {ref})"
-    return {"name": f"{r['surface']}: probe:{r['probe']}", "class": "verifier.frontend", "verdict": PROBE_VERDICT[r["status"]],
-            "summary": summary, "samples": [], "component": r["component"]}
+    return Check(f"{r['surface']}: probe:{r['probe']}", "verifier.frontend", PROBE_VERDICT[r["status"]], summary,
+                 samples=[], component=r["component"])
 
 
-def component_line(doc: dict[str, Any], check: dict[str, Any]) -> str | None:
+def component_line(doc: Comparison, check: Check) -> str | None:
     """The component a failing frontend check implicates, for its JUnit failure message."""
-    signal = check["name"].split(": ", 1)[-1]
-    if check["class"] != "verifier.frontend":
+    signal = check.name.split(": ", 1)[-1]
+    if check.cls != "verifier.frontend":
         return None
-    if check.get("component"):
-        comp: str = check["component"]
-        return comp
+    if check.component:
+        return check.component
     if signal == "new_findings":
-        suite = check["name"].split(": ", 1)[0]
-        comps = [d["component"] for d in doc.get("diagnosis") or [] if suite in d["suites"]]
+        suite = check.name.split(": ", 1)[0]
+        comps = [d.component for d in doc.diagnosis or () if suite in d.suites]
         return ", ".join(comps) or None
-    own = next((e.get("component") for e in doc["frontend"]["evidence"] if e["signal"] == signal and e.get("component")), None)
+    own = next((e.component for e in doc.frontend.evidence if e.signal == signal and e.component), None)
     return own or component_of(signal)[0]
 
 
-def tool_call_line(tc: dict[str, Any] | None) -> str | None:
+def tool_call_line(tc: Mapping[str, Any] | None) -> str | None:
     """A tool-calling suite's K2VV numbers in one line, each beside the golden's (comparison `suites.<s>.tool_calls`)."""
     if not tc:
         return None

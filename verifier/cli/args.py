@@ -10,11 +10,14 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import UsageError
 import verifier.cli.types as T
 from .. import jsonsafe
+
+if TYPE_CHECKING:
+    from verifier.attribution.document import Comparison
 
 from ..surfaces.registry import MODES as MODE_NAMES, REFERENCE_MODE  # the registry is pure Python: --help stays cheap
 
@@ -132,7 +135,10 @@ def run_spec_from_args(a: argparse.Namespace):  # -> app.RunSpec
     )
 
 
-def exit_code(doc: dict[str, Any], allow_inconclusive: bool) -> int:
-    if doc["status"] == "inconclusive" and allow_inconclusive:
+def exit_code(doc: Mapping[str, Any] | Comparison, allow_inconclusive: bool) -> int:
+    from verifier.attribution.document import Comparison
+
+    status, code = (doc.status, doc.exit_code) if isinstance(doc, Comparison) else (doc["status"], doc["exit_code"])
+    if status == "inconclusive" and allow_inconclusive:
         return 0
-    return int(doc["exit_code"])
+    return int(code)

@@ -111,26 +111,29 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
              echo: bool = True) -> dict[str, Any]:
     """app.gate, then what a person and a CI job read: the text summary and the report files."""
     from verifier.app import gate as app_gate
+    from verifier.attribution.document import Comparison
     from verifier.cli.text import print_comparison
 
     doc = app_gate.gate(spec)
+    typed = Comparison.from_dict(doc)
+    run_dir = Path((typed.run or {})["run_dir"])  # compare_run always records it
     narrowed = None
     if spec.narrows:  # the report shows the golden this gate compared with
         narrowed = app_gate.narrow(app_gate.load_golden(spec.golden), spec)
     # Files first: a reader that stops early (`verifier gate | head`) must not cost the report.
-    paths = write_ci_outputs(Path(doc["run"]["run_dir"]), doc, html, junit, markdown, narrowed)
-    lim = doc.get("limited")
+    paths = write_ci_outputs(run_dir, doc, html, junit, markdown, narrowed)
+    lim = typed.limited
     if lim and echo:
         part = f"the golden's first {lim['limit']} samples per suite" if lim["limit"] else "the golden's samples"
         probes = ", its probes left out" if lim["probes_left_out"] else ""
         print(f"limited: {part} ({lim['gated_records']} of its {lim['golden_records']} records){probes}")
-    seq = doc.get("sequential")
+    seq = typed.sequential
     if seq and echo:
         used, total = seq["used_samples"], seq["total_samples"]
         print(f"sequential: decided after {used}/{total} samples ({total - used} not sent)")
     if echo:
-        print_comparison(doc)
-        print_outputs(Path(doc["run"]["run_dir"]), paths)
+        print_comparison(typed)
+        print_outputs(run_dir, paths)
     return doc
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
+
+from verifier.attribution.document import Comparison
 
 
 def print_summary(summary: dict[str, Any]) -> None:
@@ -12,27 +14,28 @@ def print_summary(summary: dict[str, Any]) -> None:
         print(f"  outcomes {s['outcomes']}  findings {s['findings'] or '{}'}")
 
 
-def print_comparison(doc: dict[str, Any]) -> None:
-    print(f"status: {doc['status']} (exit {doc['exit_code']}): {doc['meaning']}")
+def print_comparison(doc: Comparison | Mapping[str, Any]) -> None:
+    c = doc if isinstance(doc, Comparison) else Comparison.from_dict(doc)
+    print(f"status: {c.status} (exit {c.exit_code}): {c.meaning}")
     # Lead with what to fix: the diagnosis (component, finding, where to look), then why, then the evidence.
-    for d in doc.get("diagnosis") or []:
-        ex = f" e.g. {', '.join(d['examples'][:3])}" if d["examples"] else ""
-        print(f"  diagnosis: {d['component']}: {d['explanation']};{ex} [{', '.join(d['modes'])}]")
-    for r in doc.get("reasons") or []:
-        if not r.startswith("diagnosis:"):
-            print(f"  why: {r}")
+    for d in c.diagnosis or ():
+        ex = f" e.g. {', '.join(d.examples[:3])}" if d.examples else ""
+        print(f"  diagnosis: {d.component}: {d.explanation};{ex} [{', '.join(d.modes)}]")
+    for why in c.reasons or []:
+        if not why.startswith("diagnosis:"):
+            print(f"  why: {why}")
     from verifier.attribution.explain import tool_call_line
 
-    for suite, s in (doc.get("suites") or {}).items():
-        line = tool_call_line(s.get("tool_calls"))
+    for suite, s in c.suites.items():
+        line = tool_call_line(s.tool_calls)
         if line:
             print(f"  {suite} {line}")
-    for side in ("frontend", "quantization"):
-        print(f"  {side}: {doc[side]['verdict']}")
-        for e in doc[side]["evidence"]:
-            if e["verdict"] not in ("pass",):
-                print(f"    [{e['verdict']}] {e['suite']}: {e['summary']}")
-    rows = doc.get("conformance") or []
+    for name, side in (("frontend", c.frontend), ("quantization", c.quantization)):
+        print(f"  {name}: {side.verdict}")
+        for e in side.evidence:
+            if e.verdict not in ("pass",):
+                print(f"    [{e.verdict}] {e.suite}: {e.summary}")
+    rows = c.conformance or []
     if rows:
         from collections import Counter
 
@@ -41,6 +44,6 @@ def print_comparison(doc: dict[str, Any]) -> None:
         for r in rows:  # failing rows lead the table
             if r["status"] in ("regression", "not_run", "infra"):
                 print(f"    [{r['status'].replace('_', ' ')}] {r['probe']} on {r['surface']} ({r['component']}): {r['candidate_detail']}")
-    also = doc["infra"].get("reference_also_failed")
-    print(f"  infra: {doc['infra']['count']}/{doc['infra']['total']} (budget {doc['infra']['budget']:.0%})"
+    also = c.infra.get("reference_also_failed")
+    print(f"  infra: {c.infra['count']}/{c.infra['total']} (budget {c.infra['budget']:.0%})"
           + (f"; {also} more where the golden failed too (not counted)" if also else ""))

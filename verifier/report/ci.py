@@ -10,12 +10,13 @@ import html as _html
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 
 from verifier.run import journal
 from verifier.report import colours
+from verifier.attribution.document import Comparison
 from verifier.attribution.explain import cut_words
 from .data import Inputs, fmt
 
@@ -33,8 +34,13 @@ def write_csv(inp: Inputs, path: Path) -> None:
     journal.write_text(path, samples_frame(inp).to_csv(index=False))
 
 
-def _cases_from_evidence(doc: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    """Older comparison documents (no `checks`): one testcase per evidence item."""
+def typed(doc: Comparison | Mapping[str, Any]) -> Comparison:
+    """The document as a Comparison (readers here accept either)."""
+    return doc if isinstance(doc, Comparison) else Comparison.from_dict(doc)
+
+
+def _cases_from_evidence(doc: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    """Older comparison documents (no `checks`), read as they are: one testcase per evidence item."""
     cases = []
     for side in ("frontend", "quantization"):
         for e in doc[side]["evidence"]:
@@ -43,26 +49,26 @@ def _cases_from_evidence(doc: dict[str, Any]) -> list[tuple[str, str, str, str]]
     return cases
 
 
-def _cases_from_checks(doc: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+def _cases_from_checks(doc: Comparison) -> list[tuple[str, str, str, str]]:
     """One testcase per check the golden defines (stable names), led by the diagnosis; a failing frontend
     check's message starts with the component it implicates."""
     from verifier.attribution.diagnosis import headline
     from verifier.attribution.explain import component_line
 
-    head = headline(doc.get("diagnosis") or [])
+    head = headline(doc.diagnosis or ())
     cases = [("verifier.attribution.diagnosis", "diagnosis", "fail" if head else "pass",
               head or "no frontend component implicated")]
-    for c in doc["checks"]:
-        text = c["summary"] + (f"\nsamples: {', '.join(c['samples'])}" if c.get("samples") else "")
-        comp = component_line(doc, c) if c["verdict"] == "fail" else None
-        cases.append((c["class"], c["name"], c["verdict"], (f"[{comp}] " if comp else "") + text))
-    cov = doc.get("coverage") or {}
+    for c in doc.checks or ():
+        text = c.summary + (f"\nsamples: {', '.join(c.samples)}" if c.samples else "")
+        comp = component_line(doc, c) if c.verdict == "fail" else None
+        cases.append((c.cls, c.name, c.verdict, (f"[{comp}] " if comp else "") + text))
+    cov = doc.coverage
     if cov:
         from verifier.attribution.coverage import describe
 
-        gap = cov["rate"] > doc["infra"]["budget"]
+        gap = cov["rate"] > doc.infra["budget"]
         cases.append(("verifier.infra", "golden coverage", "fail" if gap else "pass",
-                      describe(cov) if cov["missing"] else f"every (sample, mode) and probe of the golden answered ({cov['expected']})"))
+                      describe(dict(cov)) if cov["missing"] else f"every (sample, mode) and probe of the golden answered ({cov['expected']})"))
     return cases
 
 
@@ -76,11 +82,16 @@ def _xml_text(s: str) -> str:
     return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", s)
 
 
-def junit_xml(doc: dict[str, Any]) -> str:
+def junit_xml(doc: Comparison | Mapping[str, Any]) -> str:
     """One <testcase> per gate check: the diagnosis first, every check the golden defines, coverage and the infra budget."""
     suite = ET.Element("testsuite", name="verifier gate")
-    cases = _cases_from_checks(doc) if "checks" in doc else _cases_from_evidence(doc)
-    inf = doc["infra"]
+    if isinstance(doc, Comparison) and doc.checks is None:
+        doc = doc.to_dict()
+    if isinstance(doc, Comparison) or "checks" in doc:
+        doc = typed(doc)
+        cases, inf = _cases_from_checks(doc), doc.infra
+    else:  # a document from before `checks` (or one that is only a part of a comparison), read as it is
+        cases, inf = _cases_from_evidence(doc), doc["infra"]
     over = inf["rate"] is not None and inf["rate"] > inf["budget"]
     cases.append(("verifier.infra", "infra error budget", "fail" if over else "pass",
                   f"infra errors {inf['count']}/{inf['total']} (rate {inf['rate']}, budget {inf['budget']})"))
@@ -121,61 +132,63 @@ def _md(x: Any, limit: int = 120) -> str:
     return _html.escape(text, quote=False).replace("|", "\\|")
 
 
-def _lead(doc: dict[str, Any]) -> list[str]:
+def _lead(doc: Comparison) -> list[str]:
     """What to fix first: the diagnosis (component, findings, where to look, examples), then why."""
     out = []
-    for d in doc.get("diagnosis") or []:
-        ex = ", ".join(f"`{_md(x)}`" for x in d["examples"][:3])
-        out.append(f"- **{_md(d['component'])}**: {_md(d['explanation'], 400)}" + (f"; e.g. {ex}" if ex else ""))
-    out += [f"- why: {_md(r, 400)}" for r in doc.get("reasons") or [] if not r.startswith("diagnosis:")]
+    for d in doc.diagnosis or ():
+        ex = ", ".join(f"`{_md(x)}`" for x in d.examples[:3])
+        out.append(f"- **{_md(d.component)}**: {_md(d.explanation, 400)}" + (f"; e.g. {ex}" if ex else ""))
+    out += [f"- why: {_md(r, 400)}" for r in doc.reasons or [] if not r.startswith("diagnosis:")]
     return out + [""] if out else []
 
 
 EVIDENCE_TEXT = 1000  # an evidence line is the harness's own sentence: kept whole unless a hostile value inflates it
 
 
-def markdown(doc: dict[str, Any], report_path: str | None = None, top_flips: int = 10) -> str:
-    lines = [f"## verifier: {STATUS_ICON.get(doc['status'], '')} `{doc['status']}` (exit {doc['exit_code']})", ""]
+def markdown(doc: Comparison | Mapping[str, Any], report_path: str | None = None, top_flips: int = 10) -> str:
+    doc = typed(doc)
+    inf = doc.infra
+    lines = [f"## verifier: {STATUS_ICON.get(doc.status, '')} `{doc.status}` (exit {doc.exit_code})", ""]
     lines += _lead(doc)
-    lines += [f"{_md(doc['meaning'])}", "",
-             f"- frontend: {_icon(doc['frontend']['verdict'])} **{doc['frontend']['verdict']}**",
-             f"- quantization: {_icon(doc['quantization']['verdict'])} **{doc['quantization']['verdict']}**",
-             f"- infra errors: {doc['infra']['count']}/{doc['infra']['total']} (budget {doc['infra']['budget']:.0%})"
-             + (f"; {doc['infra']['reference_also_failed']} more where the golden failed too (not counted)"
-                if doc["infra"].get("reference_also_failed") else "")]
-    g = doc.get("golden") or {}
+    lines += [f"{_md(doc.meaning)}", "",
+             f"- frontend: {_icon(doc.frontend.verdict)} **{doc.frontend.verdict}**",
+             f"- quantization: {_icon(doc.quantization.verdict)} **{doc.quantization.verdict}**",
+             f"- infra errors: {inf['count']}/{inf['total']} (budget {inf['budget']:.0%})"
+             + (f"; {inf['reference_also_failed']} more where the golden failed too (not counted)"
+                if inf.get("reference_also_failed") else "")]
+    g = doc.golden or {}
     if g.get("name"):
-        lines.append(f"- golden: `{_md(g['name'])}`, run: `{_md((doc.get('run') or {}).get('run_id'))}`")
+        lines.append(f"- golden: `{_md(g['name'])}`, run: `{_md((doc.run or {}).get('run_id'))}`")
     lines += ["", "| suite | metric | golden | candidate | delta | CI | margin | p | verdict |", "|---|---|---|---|---|---|---|---|---|"]
-    for suite, s in doc.get("suites", {}).items():
-        for m, v in s.get("metrics", {}).items():
-            lines.append(f"| {_md(suite)} | {_md(m)} | {_md(v['golden'])} | {_md(v['candidate'])} | {_md(v['delta'])} | {_md(v['ci'])} | "
-                         f"{_md(v['margin'])} | {_md(v['p_value'])} | {_icon(v['verdict'])} {v['verdict']} |")
+    for suite, s in doc.suites.items():
+        for m, v in s.metrics.items():
+            lines.append(f"| {_md(suite)} | {_md(m)} | {_md(v.golden)} | {_md(v.candidate)} | {_md(v.delta)} | {_md(v.ci)} | "
+                         f"{_md(v.margin)} | {_md(v.p_value)} | {_icon(v.verdict)} {v.verdict} |")
     from verifier.attribution.explain import tool_call_line
     from verifier.run.probe_results import markdown as probe_table
 
-    tools = [(suite, tool_call_line(s.get("tool_calls"))) for suite, s in doc.get("suites", {}).items()]
+    tools = [(suite, tool_call_line(s.tool_calls)) for suite, s in doc.suites.items()]
     lines += [""] + [f"- **{_md(suite)}** {_md(line, 400)}" for suite, line in tools if line] if any(t for _, t in tools) else []
-    lines += probe_table(doc.get("conformance") or [], _md)
-    evidence = [e for side in ("frontend", "quantization") for e in doc[side]["evidence"]]
-    fired = [e for e in evidence if e["verdict"] != "pass"]
+    lines += probe_table(doc.conformance or [], _md)
+    evidence = doc.evidence
+    fired = [e for e in evidence if e.verdict != "pass"]
     lines += ["", "### Signals that fired" if fired else "### Signals: none fired", ""]
     for e in fired:
-        lines.append(f"- {_icon(e['verdict'])} {_md(e['suite'])}: {_md(e['summary'], EVIDENCE_TEXT)}")
-    ref_fails = [e for e in evidence if e.get("qualifier") == "reference_fails"]
+        lines.append(f"- {_icon(e.verdict)} {_md(e.suite)}: {_md(e.summary, EVIDENCE_TEXT)}")
+    ref_fails = [e for e in evidence if e.qualifier == "reference_fails"]
     if ref_fails:
         lines += ["", "### Failed by the golden too (not held against the candidate)", ""]
-        lines += [f"- {_icon(e['verdict'], 'reference_fails')} {_md(e['summary'], EVIDENCE_TEXT)}" for e in ref_fails]
-    unmeasured = [c["name"] for c in doc.get("checks") or [] if c["verdict"] == "not_measured" or c.get("qualifier") == "not_measured"]
+        lines += [f"- {_icon(e.verdict, 'reference_fails')} {_md(e.summary, EVIDENCE_TEXT)}" for e in ref_fails]
+    unmeasured = [c.name for c in doc.checks or () if c.verdict == "not_measured" or c.qualifier == "not_measured"]
     if unmeasured:
         shown = ", ".join(f"`{_md(n)}`" for n in unmeasured[:12])
         lines += ["", f"{_icon('not_measured')} not measured on this run ({len(unmeasured)} checks): {shown}"
                   + (f" and {len(unmeasured) - 12} more" if len(unmeasured) > 12 else "")]
     per_mode = [f"{_md(suite)} {_md(mode)}: {len(f['regressed'])} regressed, {len(f['improved'])} improved"
-                for suite, s in doc.get("suites", {}).items() for mode, f in sorted((s.get("flips_by_mode") or {}).items())]
+                for suite, s in doc.suites.items() for mode, f in sorted(s.flips_by_mode.items())]
     if per_mode:
         lines += ["", "### Answer changes per mode", ""] + [f"- {x}" for x in per_mode]
-    flips = [(suite, sid) for suite, s in doc.get("suites", {}).items() for sid in s.get("flips", {}).get("regressed", [])]
+    flips = [(suite, sid) for suite, s in doc.suites.items() for sid in s.flips.get("regressed", [])]
     if flips:
         lines += ["", f"### Top regressed samples ({len(flips)} in all)", ""]
         lines += [f"- `{_md(suite)}/{_md(sid)}`" for suite, sid in flips[:top_flips]]

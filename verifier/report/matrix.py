@@ -17,9 +17,10 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 from verifier.run import journal
 from verifier import jsonsafe
+from verifier.attribution.document import Comparison, SuiteResult
 
 from verifier.report import colours
 from verifier.attribution.explain import cut_words, tool_call_line
@@ -37,7 +38,7 @@ class Entry:
     """The name shown in the matrix (unique)."""
     run_dir: Path
     """The candidate run directory."""
-    comparison: dict[str, Any]
+    comparison: Comparison
     """Its comparison.json against the matrix's golden."""
     summary: dict[str, Any] | None = None
     """Its summary.json (latency), when present."""
@@ -55,79 +56,82 @@ def read_entry(provider: str, run_dir: Path) -> Entry:
             journal.check_run_dir(run_dir)  # the run's key and credential marks: what matrix writes is scrubbed of them
     sp = run_dir / "summary.json"
     summary = jsonsafe.loads(sp.read_text(encoding="utf-8")) if sp.is_file() else None
-    return Entry(provider, run_dir, jsonsafe.loads(cp.read_text(encoding="utf-8")), summary)
+    return Entry(provider, run_dir, Comparison.read(cp), summary)
 
 
-def entry(provider: str, run_dir: Path, comparison: dict[str, Any], link: Path | None = None) -> Entry:
+def entry(provider: str, run_dir: Path, comparison: Comparison | Mapping[str, Any], link: Path | None = None) -> Entry:
     """An Entry from a comparison already in hand (read, or made in memory), with the run's summary.json."""
     sp = run_dir / "summary.json"
     summary = json.loads(sp.read_text(encoding="utf-8")) if sp.is_file() else None
-    return Entry(provider, run_dir, comparison, summary, link)
+    doc = comparison if isinstance(comparison, Comparison) else Comparison.from_dict(comparison)
+    return Entry(provider, run_dir, doc, summary, link)
 
 
-def side_verdict(doc: dict[str, Any], side: str, suite: str) -> str:
-    verdicts = [e["verdict"] for e in doc[side]["evidence"] if e.get("suite") == suite and e.get("verdict") in RANK]
+def side_verdict(doc: Comparison, side: str, suite: str) -> str:
+    verdicts = [e.verdict for e in doc.side(side).evidence if e.suite == suite and e.verdict in RANK]
     if not verdicts:
-        return doc[side]["verdict"]
+        return doc.side(side).verdict
     return max(verdicts, key=RANK.__getitem__)
 
 
-def top_evidence(doc: dict[str, Any], suite: str) -> str:
+def top_evidence(doc: Comparison, suite: str) -> str:
     for wanted in ("fail", "inconclusive"):
         for side in ("frontend", "quantization"):
-            for e in doc[side]["evidence"]:
-                if e.get("suite") == suite and e.get("verdict") == wanted:
-                    return f"{side}: {e['summary']}" + _new_findings(doc, suite, e.get("signal"))
+            for e in doc.side(side).evidence:
+                if e.suite == suite and e.verdict == wanted:
+                    return f"{side}: {e.summary}" + _new_findings(doc, suite, e.signal)
     return ""
 
 
-def _new_findings(doc: dict[str, Any], suite: str, signal: str | None) -> str:
+def _new_findings(doc: Comparison, suite: str, signal: str | None) -> str:
     """For `new_findings`, which ones: that is what tells two providers' frontend bugs apart."""
     if signal != "new_findings":
         return ""
-    found = (doc["suites"].get(suite) or {}).get("findings") or {}
+    s = doc.suites.get(suite)
+    found = s.findings if s is not None else {}
     new = [f"{k} {v.get('candidate', 0)}" for k, v in sorted(found.items())
            if isinstance(v, dict) and (v.get("candidate") or 0) > (v.get("golden") or 0)]
     return f"; new: {', '.join(new)}" if new else ""
 
 
-def metric_cells(suite_doc: dict[str, Any]) -> list[dict[str, Any]]:
+def metric_cells(suite_doc: SuiteResult) -> list[dict[str, Any]]:
     out = []
-    for name, m in sorted((suite_doc.get("metrics") or {}).items()):
-        out.append({"name": name, "golden": m.get("golden"), "candidate": m.get("candidate"), "delta": m.get("delta"),
-                    "ci": m.get("ci"), "verdict": m.get("verdict")})
+    for name, m in sorted(suite_doc.metrics.items()):
+        out.append({"name": name, "golden": m.golden, "candidate": m.candidate, "delta": m.delta,
+                    "ci": m.ci, "verdict": m.verdict})
     return out
 
 
-def diagnosis_cells(doc: dict[str, Any], suite: str) -> list[str]:
+def diagnosis_cells(doc: Comparison, suite: str) -> list[str]:
     """The diagnosed components behind this suite's frontend verdict: component, findings, wire modes."""
     out = []
-    for d in doc.get("diagnosis") or []:
-        if suite in (d.get("suites") or []):
-            modes = f" [{', '.join(d['modes'])}]" if d.get("modes") else ""
-            out.append(f"{d['component']}: {', '.join(d.get('findings') or [])}{modes}")
+    for d in doc.diagnosis or ():
+        if suite in d.suites:
+            modes = f" [{', '.join(d.modes)}]" if d.modes else ""
+            out.append(f"{d.component}: {', '.join(d.findings)}{modes}")
     return out
 
 
-def missing_cells(doc: dict[str, Any]) -> list[str]:
+def missing_cells(doc: Comparison) -> list[str]:
     """For an `incomplete` gate, what is missing: infra errors over the budget, golden coverage not answered."""
-    if doc.get("status") != "incomplete":
+    if doc.status != "incomplete":
         return []
     from verifier.attribution.coverage import describe
 
     out = []
-    inf, cov = doc.get("infra") or {}, doc.get("coverage") or {}
+    inf, cov = doc.infra, doc.coverage
     budget = inf.get("budget") or 0.0
     if inf.get("rate") is not None and inf["rate"] > budget:
         out.append(f"infra errors {inf['count']}/{inf['total']} (rate {inf['rate']:.3g}) above the budget {budget:.3g}")
     if cov.get("missing") and cov.get("rate", 0) > budget:
-        out.append(describe(cov))
-    return out or [r for r in doc.get("reasons") or []][:2]
+        out.append(describe(dict(cov)))
+    return out or list(doc.reasons or [])[:2]
 
 
 def _infra_rate(e: Entry, suite: str) -> float | None:
     s = ((e.summary or {}).get("suites") or {}).get(suite) or {}
-    return s.get("infra_rate", e.comparison.get("infra", {}).get("rate"))
+    rate: float | None = s.get("infra_rate", e.comparison.infra.get("rate"))
+    return rate
 
 
 def _latency(e: Entry, suite: str) -> dict[str, float] | None:
@@ -150,20 +154,21 @@ def build(entries: list[Entry], out_dir: Path) -> dict[str, Any]:
     names = [e.provider for e in entries]
     if len(set(names)) != len(names):
         raise ValueError(f"provider names must be unique, got {names}")
-    goldens = sorted({str(e.comparison.get("golden", {}).get("name")) for e in entries})
+    goldens = sorted({str((e.comparison.golden or {}).get("name")) for e in entries})
     rows = []
     for e in entries:
         doc = e.comparison
-        for suite in sorted(doc.get("suites") or {}):
+        for suite in sorted(doc.suites):
+            s = doc.suites[suite]
             rows.append({
-                "provider": e.provider, "suite": suite, "status": doc["status"], "exit_code": doc["exit_code"],
+                "provider": e.provider, "suite": suite, "status": doc.status, "exit_code": doc.exit_code,
                 "frontend": side_verdict(doc, "frontend", suite), "quantization": side_verdict(doc, "quantization", suite),
-                "metrics": metric_cells(doc["suites"][suite]), "evidence": top_evidence(doc, suite),
-                "tool_calls": tool_call_line(doc["suites"][suite].get("tool_calls")),
+                "metrics": metric_cells(s), "evidence": top_evidence(doc, suite),
+                "tool_calls": tool_call_line(s.tool_calls),
                 "diagnosis": diagnosis_cells(doc, suite), "missing": missing_cells(doc),
                 "infra_rate": _infra_rate(e, suite), "latency_ms": _latency(e, suite),
-                "paired": doc["suites"][suite].get("paired"), "report": _report_link(e, out_dir),
-                "endpoint": (doc.get("run") or {}).get("endpoint", {}).get("base_url"),
+                "paired": s.paired, "report": _report_link(e, out_dir),
+                "endpoint": (doc.run or {}).get("endpoint", {}).get("base_url"),
             })
     return {"golden": goldens[0] if len(goldens) == 1 else goldens, "providers": names, "rows": rows}
 

@@ -263,6 +263,11 @@ def check_run_dir(run_dir: Path) -> dict[str, Any]:
     return hdr
 
 
+def read_header(run_dir: Path) -> RunHeader:
+    """run.json, typed (check_run_dir's checks and scrub registration included)."""
+    return RunHeader.from_dict(check_run_dir(run_dir))
+
+
 def read_samples(run_dir: Path) -> dict[tuple[str, str], Sample]:
     out = {}
     for d in read_jsonl(Path(run_dir) / SAMPLES):
