@@ -47,7 +47,8 @@ class RunData:
 class Shown:
     """What the report shows of one record beyond its row, as scoring parsed it (run/observations `shown`)."""
 
-    tool_calls: Any = None
+    tool_calls: str | None = None
+    """The parsed tool calls as a flip card prints them (indented JSON), None when there are none."""
     logprobs: list[list[Any]] = field(default_factory=list)
     """[[token, logprob], ...] of the first SHOWN_LOGPROBS entries the server returned, in order."""
     skip: frozenset[int] = frozenset()

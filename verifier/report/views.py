@@ -224,8 +224,7 @@ def flip_cards(inp: Inputs) -> tuple[list[dict[str, Any]], int]:
             raw = ex.body if ex.body is not None else "\n".join(ex.chunks or [])
             req = json.dumps(ex.request, indent=1, ensure_ascii=False)
             if inp.shown is not None:  # parsed once, by scoring (observations.jsonl)
-                tc = getattr(inp.shown.get((r["suite"], r["sample_id"], r["epoch"], r["mode"])), "tool_calls", None)
-                tool_calls = json.dumps(tc, indent=1, ensure_ascii=False) if tc else None
+                tool_calls = getattr(inp.shown.get((r["suite"], r["sample_id"], r["epoch"], r["mode"])), "tool_calls", None)
             else:
                 try:
                     tc = parse_exchange(ex).tool_calls

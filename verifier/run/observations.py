@@ -8,7 +8,7 @@ journal again for is kept here.
     line 2...  one row per verdict, in verdicts.jsonl's order: the golden's observation row (types.Observation,
                key for key; content, logprobs and top_logprobs cut as a golden keeps them), plus `shown` when an
                exchange with the record's key exists and parses: what the report shows beyond the row
-               (`tool_calls` for flip cards; `lp`, the logprobs past the row's, up to SHOWN_LOGPROBS, for token
+               (`tool_calls`, the flip card's text of them; `lp`, the logprobs past the row's, up to SHOWN_LOGPROBS, for token
                diffs; `skip`, positions whose entry was not an object).
 
 A pure function of the journal: the same journal gives the same bytes. It is trusted only while both digests
@@ -18,6 +18,7 @@ run scored before this file existed) readers parse the journal as before, with t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -102,8 +103,8 @@ def shown(parse: Callable[[], Parsed], judged: bool) -> dict[str, Any] | None:
             raise
         return None
     out: dict[str, Any] = {}
-    if p.tool_calls:
-        out["tool_calls"] = p.tool_calls
+    if p.tool_calls:  # as the flip card prints them: the file's keys are sorted, the card keeps the server's order
+        out["tool_calls"] = json.dumps(p.tool_calls, indent=1, ensure_ascii=False)
     lps = p.logprobs or []
     if lps:
         head = lps[:SHOWN_LOGPROBS]
