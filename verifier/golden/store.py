@@ -10,6 +10,7 @@ Goldens shipped with the package live in verifier/goldens/ (package data) and ar
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -61,7 +62,7 @@ def from_journal(run_dir: Path) -> list[dict[str, Any]]:
     for ex in journal.iter_exchanges(run_dir):  # streamed: only the cut text and logprobs of each record are kept
         if ex.key not in judged:
             continue
-        texts[ex.key] = observe.cut(lambda ex=ex: parse_exchange(ex), ex)
+        texts[ex.key] = observe.cut(functools.partial(parse_exchange, ex), ex)
     return [Observation.from_verdict(v, *texts.get((v.suite, v.sample_id, v.epoch, v.mode), (None, None, None))).to_dict()
             for v in verdicts]
 
