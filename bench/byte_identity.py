@@ -8,9 +8,10 @@
 `verifier demo` does) in this process, and for every golden shipped in verifier/goldens/ and every scenario
 (the healthy server, and the same server behind the fault-injection proxy with one fault each) runs
 `verifier gate --golden NAME` against it (concurrency 1, no retries: the journal order is the sample order),
-then `verifier score RUN_DIR` and `verifier compare RUN_DIR --golden NAME` again on the run it made. It hashes
-comparison.json, verdicts.jsonl and summary.json after each step, and the gate's and compare's terminal
-output, after normalizing what legitimately changes between two runs of the same code: timestamps, run ids,
+then `verifier score RUN_DIR` and `verifier compare RUN_DIR --golden NAME` again on the run it made, and
+`verifier report RUN_DIR --golden NAME` (HTML and CSV) with and without observations.jsonl. It hashes
+comparison.json, verdicts.jsonl, summary.json and observations.jsonl after each step, the reports, and the
+gate's and compare's terminal output, after normalizing what legitimately changes between two runs of the same code: timestamps, run ids,
 temporary and installation paths, ports, latencies and durations. The manifest maps
 `<golden>/<scenario>/<step>/<file>` to a sha256; `diff` compares two manifests.
 
@@ -60,7 +61,11 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "demo-smoke~uncalibrated": ("demo-smoke", ("smoke/signal:new_findings", "smoke/accuracy", "smoke/drift")),
 }
 
-FILES = ("comparison.json", "verdicts.jsonl", "summary.json")
+FILES = ("comparison.json", "verdicts.jsonl", "summary.json", "observations.jsonl")
+"""observations.jsonl exists since "parse once" (issue 23): a checkout before it records `<absent>` for it."""
+REPORT_FILES = ("report.html", "report.csv")
+"""`verifier report` rendered from the re-scored run (the offline step), with observations.jsonl as scoring left it
+and again with it removed (`nobs`: the fallback that parses the journal): both must be the same bytes."""
 
 # Keys whose values change between two runs of the same code (time, identity, where, how fast), at any depth.
 VOLATILE_KEYS = frozenset({
@@ -195,6 +200,20 @@ class Snapshot:
             self.exits[f"{key}/score"] = code
         code2, out2 = cli("compare", run_dir, "--golden", golden)
         self.record(f"{key}/rescore", run_dir, out + out2, code2)
+        self.report(f"{key}/rescore/report", run_dir, golden)
+        obs = run_dir / "observations.jsonl"
+        if obs.exists():
+            obs.unlink()
+        self.report(f"{key}/rescore/report-nobs", run_dir, golden)
+
+    def report(self, key: str, run_dir: Path, golden: str) -> None:
+        out = run_dir.parent / f"{run_dir.name}.report"
+        out.mkdir(exist_ok=True)
+        code, text = cli("report", run_dir, "--golden", golden, "-o", out / "report.html", "--csv", out / "report.csv")
+        self.exits[key] = code
+        for name in REPORT_FILES:
+            path = out / name
+            self._put(f"{key}/{name}", self.norm.text(path.read_text(encoding="utf-8")) if path.exists() else "<absent>\n")
 
 
 def snapshot(a: argparse.Namespace) -> int:

@@ -419,14 +419,14 @@ def batches(work: list[Any], looks: int) -> list[list[Any]]:
 
 
 def score(run_dir: Path) -> dict[str, Any]:
-    """Score a run directory offline: verdicts.jsonl and summary.json; returns the summary."""
+    """Score a run directory offline: verdicts.jsonl, observations.jsonl and summary.json; returns the summary."""
     try:
-        verdicts, summary = scoring.score_run(run_dir, get_suites())
+        verdicts, summary, observed = scoring.score_journal(run_dir, get_suites())
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
     except KeyError as e:
         raise UsageError(f"{run_dir}: journal names unknown suite or sample {e}") from None
-    scoring.write_scores(run_dir, verdicts, summary)
+    scoring.write_scores(run_dir, verdicts, summary, observed)
     return summary
 
 

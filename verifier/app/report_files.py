@@ -8,6 +8,7 @@ that needs each, so importing verifier.report stays cheap.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -15,19 +16,21 @@ from typing import Any
 
 from verifier.golden import store as golden_mod
 from verifier.run import journal, scoring
+from verifier.run import observations as observe
 from verifier import scrub
 from verifier.errors import UsageError
 from verifier.judge.parse import MalformedBody, parse_exchange
 from verifier.types import Observation
 import verifier.report.ci as ci
 import verifier.report.html as html
-from verifier.report.data import MAX_CONTENT, GoldenData, Inputs, RunData, inputs
+from verifier.report.data import MAX_CONTENT, GoldenData, Inputs, RunData, Shown, inputs
 from verifier import jsonsafe
 
 
 def read_run(run_dir: Path) -> RunData:
     """Verdicts joined with the parsed journal, read once; scores the run first when it has no verdicts yet
-    or they were scored from another journal."""
+    or they were scored from another journal. The parsed part comes from observations.jsonl (scoring parsed
+    each exchange once); a run scored before that file existed is parsed here, with the same result."""
     run_dir = Path(run_dir)
     header = journal.check_run_dir(run_dir)
     if journal.stale(run_dir):
@@ -35,20 +38,29 @@ def read_run(run_dir: Path) -> RunData:
 
         score(run_dir)
     exchanges = journal.read_exchanges(run_dir)
-    rows, finds = [], []
-    for v in scoring.read_verdicts(run_dir):
-        ex = exchanges.get((v.suite, v.sample_id, v.epoch, v.mode))
-        content = None
-        if ex is not None and v.outcome in ("content", "contract"):
-            try:
-                content = (parse_exchange(ex).content or "")[:MAX_CONTENT]
-            except MalformedBody:
-                pass
-        rows.append(Observation.from_verdict(v, content))
-        finds += [{"suite": v.suite, "sample_id": v.sample_id, "mode": v.mode, "code": f.code, "detail": f.detail[:300]} for f in v.findings]
+    verdicts = scoring.read_verdicts(run_dir)
+    finds = [{"suite": v.suite, "sample_id": v.sample_id, "mode": v.mode, "code": f.code, "detail": f.detail[:300]}
+             for v in verdicts for f in v.findings]
+    observed = observe.read(run_dir)
+    shown: dict[tuple[str, str, int, str], Shown] | None = None
+    if observed is not None and len(observed) == len(verdicts):
+        # The report shows no logprobs in its rows; the token diffs read them from `shown`.
+        rows = [dataclasses.replace(Observation.from_dict(o), logprobs=None, top_logprobs=None) for o in observed]
+        shown = {(o["suite"], o["sample_id"], o["epoch"], o["mode"]): Shown.of(o) for o in observed if "shown" in o}
+    else:
+        rows = []
+        for v in verdicts:
+            ex = exchanges.get((v.suite, v.sample_id, v.epoch, v.mode))
+            content = None
+            if ex is not None and v.outcome in ("content", "contract"):
+                try:
+                    content = (parse_exchange(ex).content or "")[:MAX_CONTENT]
+                except MalformedBody:
+                    pass
+            rows.append(Observation.from_verdict(v, content))
     sp = run_dir / scoring.SUMMARY
     summary = jsonsafe.loads(sp.read_text(encoding="utf-8")) if sp.exists() else {"suites": {}}
-    return RunData(run_dir, header, summary, rows, finds, exchanges)
+    return RunData(run_dir, header, summary, rows, finds, exchanges, shown)
 
 
 def read_golden(path: str | Path) -> GoldenData | None:

@@ -1,4 +1,4 @@
-"""`verifier score RUN_DIR`: offline, pure: verdicts.jsonl + summary.json."""
+"""`verifier score RUN_DIR`: offline, pure: verdicts.jsonl + observations.jsonl + summary.json."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("score", help="score a run directory offline: verdicts.jsonl + summary.json")
+    p = sub.add_parser("score", help="score a run directory offline: verdicts.jsonl + observations.jsonl + summary.json")
     p.add_argument("run_dir")
     p.set_defaults(fn=handle)
 

@@ -10,6 +10,7 @@ Goldens shipped with the package live in verifier/goldens/ (package data) and ar
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -20,7 +21,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from verifier.run import journal, scoring
-from verifier.judge.parse import MalformedBody, parse_exchange
+from verifier.run import observations as observe
+from verifier.run.observations import MAX_CONTENT as MAX_CONTENT, MAX_LOGPROBS as MAX_LOGPROBS, MAX_TOP as MAX_TOP  # a golden's caps
+from verifier.judge.parse import parse_exchange
 from verifier.types import JUDGED, Observation, Sample, owner_ids
 from verifier import jsonsafe
 
@@ -31,10 +34,6 @@ OBS = "samples.jsonl"
 INPUTS = "inputs.jsonl"
 PACKAGED = Path(__file__).resolve().parent.parent / "goldens"  # verifier/goldens/
 """The goldens installed with the package (package data), found by name from any directory."""
-MAX_CONTENT = 4000
-MAX_LOGPROBS = 512
-MAX_TOP = 5
-"""Alternatives kept per token (top_logprobs), on greedy records: enough to see the reference's token at a parting."""
 
 
 class BadGolden(ValueError):
@@ -42,7 +41,19 @@ class BadGolden(ValueError):
 
 
 def observations(run_dir: Path) -> list[dict[str, Any]]:
-    """Everything compare needs from a run, per record: verdict facts plus text and logprobs from the journal."""
+    """Everything compare needs from a run, per record: verdict facts plus text and logprobs from the journal.
+
+    Read from RUN_DIR/observations.jsonl, which scoring wrote from its one parse of the journal; a run scored
+    before that file existed, or whose file no longer matches its journal and verdicts, is parsed again here
+    (`from_journal`), with the same rows."""
+    rows = observe.read(run_dir)
+    if rows:
+        return [observe.golden_row(r) for r in rows]
+    return from_journal(run_dir)
+
+
+def from_journal(run_dir: Path) -> list[dict[str, Any]]:
+    """`observations` the old way: the verdicts joined with a fresh parse of the journal."""
     verdicts = scoring.read_verdicts(run_dir)
     if not verdicts:
         raise journal.NotARunDir(f"{run_dir} has not been scored (no {scoring.VERDICTS}); run `verifier score {run_dir}`")
@@ -51,27 +62,9 @@ def observations(run_dir: Path) -> list[dict[str, Any]]:
     for ex in journal.iter_exchanges(run_dir):  # streamed: only the cut text and logprobs of each record are kept
         if ex.key not in judged:
             continue
-        content = logprobs = top = None
-        try:
-            p = parse_exchange(ex)
-            content = (p.content or "")[:MAX_CONTENT]
-            if p.logprobs:
-                entries = [t if isinstance(t, dict) else {} for t in p.logprobs[:MAX_LOGPROBS]]
-                logprobs = [[t.get("token"), t.get("logprob")] for t in entries]
-                if ex.request.get("temperature") == 0:
-                    top = _alternatives(entries)
-        except MalformedBody:
-            pass
-        texts[ex.key] = (content, logprobs, top)
+        texts[ex.key] = observe.cut(functools.partial(parse_exchange, ex), ex)
     return [Observation.from_verdict(v, *texts.get((v.suite, v.sample_id, v.epoch, v.mode), (None, None, None))).to_dict()
             for v in verdicts]
-
-
-def _alternatives(entries: list[dict[str, Any]]) -> list[list[list[Any]]] | None:
-    """Each token's returned top_logprobs as [[token, logprob], ...]; None when the server returned none."""
-    top = [[[a.get("token"), a.get("logprob")] for a in (t.get("top_logprobs") or [])[:MAX_TOP] if isinstance(a, dict)]
-           if isinstance(t.get("top_logprobs"), list) else [] for t in entries]
-    return top if any(top) else None
 
 
 def portable(obj: Any) -> Any:

@@ -38,6 +38,30 @@ class RunData:
     """Candidate findings with their detail: suite, sample_id, mode, code, detail."""
     exchanges: dict[tuple[str, str, int, str], Exchange] = field(default_factory=dict)
     """The journal, for raw bodies and requests in flip cards."""
+    shown: "dict[tuple[str, str, int, str], Shown] | None" = None
+    """From observations.jsonl: what flip cards and token diffs show of each parsed record. None: the run has no
+    fresh observations.jsonl, and the views parse the journal's exchanges themselves."""
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What the report shows of one record beyond its row, as scoring parsed it (run/observations `shown`)."""
+
+    tool_calls: str | None = None
+    """The parsed tool calls as a flip card prints them (indented JSON), None when there are none."""
+    logprobs: list[list[Any]] = field(default_factory=list)
+    """[[token, logprob], ...] of the first SHOWN_LOGPROBS entries the server returned, in order."""
+    skip: frozenset[int] = frozenset()
+    """Positions in `logprobs` whose entry was not an object (a token diff leaves them out)."""
+
+    @staticmethod
+    def of(row: dict[str, Any]) -> "Shown":
+        s = row.get("shown") or {}
+        return Shown(s.get("tool_calls"), list(row.get("logprobs") or []) + list(s.get("lp") or []), frozenset(s.get("skip") or ()))
+
+    def token_logprobs(self, n: int) -> list[list[Any]]:
+        """The first n entries as the token diff reads them (objects only)."""
+        return [t for i, t in enumerate(self.logprobs[:n]) if i not in self.skip]
 
 
 @dataclass(frozen=True)
@@ -65,6 +89,7 @@ class Inputs:
     exchanges: dict[tuple[str, str, int, str], Exchange]
     findings: pd.DataFrame                  # candidate findings with detail: suite, sample_id, mode, code, detail
     golden_obs: list[Observation] = field(default_factory=list)   # with logprobs: the token diffs read them
+    shown: dict[tuple[str, str, int, str], Shown] | None = None    # RunData.shown
 
 
 def j(x: Any) -> str | None:
@@ -119,7 +144,8 @@ def inputs(run: RunData, golden: GoldenData | None, doc: dict[str, Any] | None) 
     """The joined view model of (run, golden, comparison)."""
     fdf = pd.DataFrame(run.findings, columns=["suite", "sample_id", "mode", "code", "detail"])
     return Inputs(run.run_dir, run.header, run.summary, doc, golden.meta if golden else None,
-                  frame(run.rows, golden.obs if golden else None, doc), run.exchanges, fdf, golden.obs if golden else [])
+                  frame(run.rows, golden.obs if golden else None, doc), run.exchanges, fdf, golden.obs if golden else [],
+                  run.shown)
 
 
 def fmt(x: Any, digits: int = 4) -> str:

@@ -231,11 +231,17 @@ def sample_token_diff(inp: Inputs, suite: str, sample_id: str, golden_obs: dict[
     ex = inp.exchanges.get((suite, sample_id, g.epoch, g.mode))
     if ex is None:
         return None
-    try:
-        lps = parse_exchange(ex).logprobs or []
-    except MalformedBody:
-        return None
-    cl = [[t.get("token"), t.get("logprob")] for t in lps[:len(g.logprobs) + TOKEN_CONTEXT * 4] if isinstance(t, dict)]
+    if inp.shown is not None:  # parsed once, by scoring (observations.jsonl)
+        shown = inp.shown.get((suite, sample_id, g.epoch, g.mode))
+        if shown is None:
+            return None
+        cl = shown.token_logprobs(len(g.logprobs) + TOKEN_CONTEXT * 4)
+    else:
+        try:
+            lps = parse_exchange(ex).logprobs or []
+        except MalformedBody:
+            return None
+        cl = [[t.get("token"), t.get("logprob")] for t in lps[:len(g.logprobs) + TOKEN_CONTEXT * 4] if isinstance(t, dict)]
     floor = (((inp.doc or {}).get("suites") or {}).get(suite) or {}).get("drift", {}).get("margin")
     return token_diff(g.logprobs, cl, floor)
 

@@ -1,18 +1,20 @@
-"""Journal -> verdicts.jsonl + summary.json. Offline and pure: same journal, same bytes."""
+"""Journal -> verdicts.jsonl + observations.jsonl + summary.json, one parse per exchange. Offline and pure: same
+journal, same bytes."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from verifier.judge import contract, contract_surfaces
 from verifier.run import journal
 from verifier import stats
 from verifier.wire.bodyread import TOO_MANY_EVENTS
 from verifier.judge.parse import MalformedBody, parse_exchange
-from verifier.types import Exchange, Finding, Judgement, Sample, Suite, Verdict
+from verifier.run import observations as observe
+from verifier.types import Exchange, Finding, Judgement, Parsed, Sample, Suite, Verdict
 from verifier import jsonsafe
 
 VERDICTS = journal.VERDICTS
@@ -34,11 +36,12 @@ def _signals(ex: Exchange, parsed=None) -> dict[str, Any]:
     return s
 
 
-def judge(suite: Suite, sample: Sample, ex: Exchange) -> Verdict:
+def judge(suite: Suite, sample: Sample, ex: Exchange, parse: Callable[[], Parsed] | None = None) -> Verdict:
     """One exchange -> one verdict. Infra is decided here, before any scorer sees the response.
 
     The only place a Verdict is built: identity (suite, sample, epoch, mode) comes from the
     Exchange, never from the scorer, whose Judgement knows nothing of epochs or wire modes.
+    `parse` (run/observations.Once) shares one parse of the exchange with the observation row.
     """
     base = dict(suite=ex.suite, sample_id=ex.sample_id, epoch=ex.epoch, mode=ex.mode)
     if ex.status is not None and ex.status >= 400 and suite.unsupported and suite.unsupported(sample, ex.status, ex.body or ""):
@@ -55,7 +58,7 @@ def judge(suite: Suite, sample: Sample, ex: Exchange) -> Verdict:
         return Verdict(**base, outcome="unsupported", reason=f"http_{ex.status}", signals=_signals(ex),
                        findings=tuple(contract_surfaces.error_findings(ex.mode, ex.status, ex.body)))
     try:
-        parsed = parse_exchange(ex)
+        parsed = parse() if parse is not None else parse_exchange(ex)
     except MalformedBody as e:
         return Verdict(**base, outcome="contract", reason="malformed_body", findings=(Finding("malformed_body", str(e)),), signals=_signals(ex))
     findings = contract.check(ex.request, parsed, ex.mode)
@@ -88,7 +91,8 @@ def _steps_signals(steps: list[Verdict]) -> dict[str, Any]:
     return out
 
 
-def judge_conversation(suite: Suite, sample: Sample, steps: list[Exchange]) -> list[Verdict]:
+def judge_conversation(suite: Suite, sample: Sample, steps: list[Exchange],
+                       parses: list[Callable[[], Parsed]] | None = None) -> list[Verdict]:
     """One conversation's exchanges (in step order) -> one verdict per record of `Suite.conversation`.
 
     Each request is judged for its envelope like any exchange (infra, refusal, contract findings); the
@@ -97,7 +101,7 @@ def judge_conversation(suite: Suite, sample: Sample, steps: list[Exchange]) -> l
     conversation stopped before it) takes the outcome of the request it stopped at, as `not_reached`.
     """
     conv = suite.conversation
-    base_steps = [judge(suite, sample, ex) for ex in steps]
+    base_steps = [judge(suite, sample, ex, parses[i] if parses else None) for i, ex in enumerate(steps)]
     stopped = next((v for v in base_steps if v.outcome in ("infra", "unsupported")), None)
     out = []
     for record, j, covered in conv.score(sample, steps):
@@ -125,29 +129,47 @@ def judge_conversation(suite: Suite, sample: Sample, steps: list[Exchange]) -> l
 
 
 def score_run(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], dict[str, Any]]:
+    verdicts, summary, _ = score_journal(run_dir, suites)
+    return verdicts, summary
+
+
+def score_journal(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], dict[str, Any], observe.Collector]:
+    """Verdicts, the summary, and what observations.jsonl keeps of each record, from one parse per exchange."""
     header = journal.check_run_dir(run_dir)
     samples = journal.read_samples(run_dir)
     # One record at a time: only verdicts are kept (a 300 MB journal cost 446 MB when it was loaded whole); a
     # conversation's steps are kept until its verdicts are judged together. The last record of a key wins.
     latest: dict[tuple[str, str, int, str], Verdict] = {}
     conv_latest: dict[tuple[str, str, int, str], Exchange] = {}
+    seen = observe.Collector()
     for ex in journal.iter_exchanges(run_dir):
         suite = suites.get(ex.suite) or suites[ex.suite.split(":", 1)[0]]
         if suite.conversation:
             conv_latest[ex.key] = ex
             continue
-        latest[ex.key] = judge(suite, samples[(ex.suite, ex.sample_id)], ex)
+        once = observe.Once(ex)
+        v = latest[ex.key] = judge(suite, samples[(ex.suite, ex.sample_id)], ex, once)
+        seen.add(ex, once, observe.judged(v))
     verdicts = [latest[k] for k in sorted(latest)]
     conversations: dict[tuple[str, str, int, str], list[Exchange]] = defaultdict(list)
     for key in sorted(conv_latest):
         ex = conv_latest[key]
         conversations[(ex.suite, ex.sample_id.split("/", 1)[0], ex.epoch, ex.mode)].append(ex)
+    steps_once: dict[tuple[str, str, int, str], observe.Once] = {}
     for (name, sid, _, _), steps in sorted(conversations.items()):
         suite = suites.get(name) or suites[name.split(":", 1)[0]]
         steps.sort(key=lambda ex: step_order(ex.sample_id))
-        verdicts.extend(judge_conversation(suite, samples[(name, sid)], steps))
+        onces = [steps_once.setdefault(ex.key, observe.Once(ex)) for ex in steps]
+        verdicts.extend(judge_conversation(suite, samples[(name, sid)], steps, onces))
     verdicts.sort(key=lambda v: (v.suite, v.sample_id, v.epoch, v.mode))
-    return verdicts, summarize(header, verdicts, suites, samples)
+    if conv_latest:
+        # A conversation's records are named by record, its exchanges by step: a row takes the text of the
+        # exchange whose key it shares, if any (as bless always paired them).
+        outcome = {(v.suite, v.sample_id, v.epoch, v.mode): v for v in verdicts}
+        for key in sorted(conv_latest):
+            if key in outcome:
+                seen.add(conv_latest[key], steps_once[key], observe.judged(outcome[key]))
+    return verdicts, summarize(header, verdicts, suites, samples), seen
 
 
 def step_order(step_id: str) -> tuple[Any, ...]:
@@ -214,10 +236,16 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     return out
 
 
-def write_scores(run_dir: Path, verdicts: list[Verdict], summary: dict[str, Any]) -> None:
-    """verdicts.jsonl, then summary.json, recording the journal they were scored from (see `stale`)."""
+def write_scores(run_dir: Path, verdicts: list[Verdict], summary: dict[str, Any],
+                 observed: observe.Collector | None = None) -> None:
+    """verdicts.jsonl, observations.jsonl (when `observed`; else any older one is removed), then summary.json,
+    recording the journal they were scored from (see `journal.stale`, `observations.read`)."""
     digest = journal.file_digest(Path(run_dir) / journal.RESPONSES)
     journal.write_jsonl(Path(run_dir) / VERDICTS, (v.to_json() for v in verdicts))
+    if observed is None:
+        observe.discard(run_dir)
+    else:
+        observe.write(run_dir, observed)
     journal.write_json(Path(run_dir) / SUMMARY, {**summary, "responses_digest": digest})
 
 

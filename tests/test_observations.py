@@ -1,0 +1,169 @@
+"""Parse once (issue 23): scoring writes observations.jsonl; bless, compare and the report read it instead of parsing
+the journal again, and parse the journal as before (with the same bytes out) when it is missing or stale."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import SMOKE_RUN
+from verifier.app import report_files
+from verifier.app.collect import get_suites
+from verifier.golden import store
+from verifier.run import journal, observations as observe, scoring
+from verifier.testbed.server import Reply, Script, TestServer
+
+# Every module that imports parse_exchange under its own name, on the paths from a scored run to a document.
+PARSERS = ["verifier.judge.parse", "verifier.run.scoring", "verifier.run.observations", "verifier.golden.store",
+           "verifier.app.report_files", "verifier.report.views", "verifier.report.pictures"]
+
+
+def candidate(req):
+    """Wrong answers with moved logprobs (flips and token diffs in the report), one with a tool call (a flip card's
+    tool_calls), one error body (an unsupported record)."""
+    m = re.search(r"What is (-?\d+) \+ (-?\d+)", req["messages"][-1]["content"])
+    a = int(m.group(1)) + int(m.group(2))
+    if a == 7:
+        return Reply(content=None, tool_calls=[{"name": "add", "arguments": '{"a": 3, "b": 4}'}], logprob_shift=0.3)
+    if a == 42:
+        return Reply(status=400, body='{"error": {"message": "no", "type": "invalid_request_error"}}')
+    return Reply(content=str(a + 1 if a % 5 else a), logprob_shift=0.3)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, calibrated_golden):
+    from verifier.cli import main
+
+    tmp = tmp_path_factory.mktemp("observations")
+    cand = tmp / "cand"
+    with TestServer(Script(candidate)) as srv:
+        assert main(["run", *SMOKE_RUN, "--base-url", srv.url, "--out", str(cand)]) == 0
+    return {"golden": calibrated_golden["golden"], "cand": cand, "ref": calibrated_golden["ref"]}
+
+
+def copy_run(src: Path, dest: Path) -> Path:
+    shutil.copytree(src, dest)
+    return dest
+
+
+def outputs(run: Path, golden: Path) -> tuple[str, str, list[dict]]:
+    """What a gate makes of a scored run offline: the comparison, the report and the observation rows."""
+    from verifier.app.gate import compare_run
+
+    doc = compare_run(run, str(golden), None, 0.02, write=False)
+    html = report_files.render_html(run, golden, doc)
+    return json.dumps(doc, sort_keys=True), html, store.observations(run)
+
+
+def count_parses(monkeypatch, fail: bool = False) -> list[int]:
+    import importlib
+
+    from verifier.judge import parse
+
+    real = parse.parse_exchange
+    calls = [0]
+
+    def spy(ex):
+        calls[0] += 1
+        if fail:
+            raise AssertionError("parse_exchange called although observations.jsonl is fresh")
+        return real(ex)
+
+    for name in PARSERS:
+        monkeypatch.setattr(importlib.import_module(name), "parse_exchange", spy)
+    return calls
+
+
+def test_score_writes_observations_beside_verdicts_byte_identical_twice(world, tmp_path, cli):
+    run = copy_run(world["cand"], tmp_path / "run")
+    assert cli("score", run)[0] == 0
+    first = {f: (run / f).read_bytes() for f in (observe.OBSERVATIONS, scoring.VERDICTS, scoring.SUMMARY)}
+    assert cli("score", run)[0] == 0
+    assert {f: (run / f).read_bytes() for f in first} == first
+    head, *rows = [json.loads(line) for line in first[observe.OBSERVATIONS].splitlines()]
+    assert head == {"observations": observe.FORMAT, "responses": journal.file_digest(run / journal.RESPONSES),
+                    "verdicts": journal.file_digest(run / journal.VERDICTS)}
+    verdicts = scoring.read_verdicts(run)
+    assert [(r["suite"], r["sample_id"], r["epoch"], r["mode"]) for r in rows] == [(v.suite, v.sample_id, v.epoch, v.mode) for v in verdicts]
+    # The rows bless and compare read are exactly those a parse of the journal gives, key for key and in order.
+    assert json.dumps(store.observations(run)) == json.dumps(store.from_journal(run))
+    assert any("tool_calls" in (r.get("shown") or {}) for r in rows)
+    assert any(r["outcome"] == "unsupported" for r in rows)
+
+
+def test_fresh_observations_mean_no_parse_and_the_same_documents(world, tmp_path, monkeypatch, cli):
+    run = copy_run(world["cand"], tmp_path / "run")
+    assert cli("score", run)[0] == 0
+    fresh = outputs(run, world["golden"])
+    count_parses(monkeypatch, fail=True)
+    assert outputs(run, world["golden"]) == fresh  # compare, the report and the rows: not one parse
+    # bless reads it too
+    assert cli("bless", run, "--to", tmp_path / "g")[0] == 0
+    monkeypatch.undo()
+    assert cli("bless", run, "--to", tmp_path / "g2")[0] == 0
+    assert (tmp_path / "g" / store.OBS).read_bytes() == (tmp_path / "g2" / store.OBS).read_bytes()
+
+
+def test_without_observations_the_journal_is_parsed_with_the_same_result(world, tmp_path, monkeypatch, cli):
+    run = copy_run(world["cand"], tmp_path / "run")
+    assert cli("score", run)[0] == 0
+    fresh = outputs(run, world["golden"])
+    (run / observe.OBSERVATIONS).unlink()  # a run scored before observations.jsonl existed
+    calls = count_parses(monkeypatch)
+    assert outputs(run, world["golden"]) == fresh
+    assert calls[0] > 0
+    assert not (run / observe.OBSERVATIONS).exists()  # compare and report never write into the run
+
+
+def test_stale_observations_are_not_trusted(world, tmp_path, monkeypatch, cli):
+    run = copy_run(world["cand"], tmp_path / "run")
+    assert cli("score", run)[0] == 0
+    assert observe.read(run) is not None
+    # Verdicts rewritten by something that left observations.jsonl behind (an older verifier's `score`).
+    vs = (run / scoring.VERDICTS).read_text(encoding="utf-8").splitlines(keepends=True)
+    (run / scoring.VERDICTS).write_text("".join(vs[1:]), encoding="utf-8")
+    assert observe.read(run) is None
+    calls = count_parses(monkeypatch)
+    store.observations(run)
+    assert calls[0] > 0
+    monkeypatch.undo()
+    # A resume appended to the journal after scoring: stale until scored again, then fresh.
+    assert cli("score", run)[0] == 0
+    with (run / journal.RESPONSES).open("a", encoding="utf-8") as f:
+        f.write((run / journal.RESPONSES).read_text(encoding="utf-8").splitlines()[-1] + "\n")
+    assert journal.stale(run) and observe.read(run) is None
+    before = outputs(run, world["golden"])  # re-scores (stale verdicts), which rewrites observations.jsonl
+    assert observe.read(run) is not None
+    count_parses(monkeypatch, fail=True)
+    assert outputs(run, world["golden"]) == before
+
+
+def test_scores_written_without_observations_remove_an_older_file(world, tmp_path, cli):
+    run = copy_run(world["cand"], tmp_path / "run")
+    assert cli("score", run)[0] == 0
+    verdicts, summary = scoring.score_run(run, get_suites())
+    scoring.write_scores(run, verdicts, summary)  # as an lm-eval import does
+    assert not (run / observe.OBSERVATIONS).exists()
+
+
+def test_merged_runs_get_observations_from_their_own_journal(world, tmp_path, cli):
+    a = copy_run(world["ref"], tmp_path / "a")
+    b = copy_run(world["cand"], tmp_path / "b")
+    # same suite version: a merge of two runs of different samples is what shards make; here the overlap is resolved
+    # by merge itself, and whatever it keeps, observations.jsonl must match the merged journal
+    code, out, err = cli("merge", a, b, "--out", tmp_path / "m")
+    if code != 0:
+        pytest.skip(f"merge refused these runs: {err.strip()[:200]}")
+    m = tmp_path / "m"
+    assert observe.read(m) is not None
+    assert json.dumps(store.observations(m)) == json.dumps(store.from_journal(m))
+
+
+def test_shown_logprobs_cover_the_report_token_diff():
+    from verifier.report.pictures import TOKEN_CONTEXT
+
+    assert observe.SHOWN_LOGPROBS == store.MAX_LOGPROBS + TOKEN_CONTEXT * 4

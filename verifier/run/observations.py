@@ -1,0 +1,197 @@
+"""observations.jsonl: each scored record as compare, bless and the report read it, parsed once, by scoring.
+
+RUN_DIR/observations.jsonl is written by `verifier score` beside verdicts.jsonl (run/scoring.write_scores), from
+the same walk of the journal that judged it: the exchange is parsed once, and what later steps used to parse the
+journal again for is kept here.
+
+    line 1     {"observations": FORMAT, "responses": <digest of responses.jsonl>, "verdicts": <digest of verdicts.jsonl>}
+    line 2...  one row per verdict, in verdicts.jsonl's order: the golden's observation row (types.Observation,
+               key for key; content, logprobs and top_logprobs cut as a golden keeps them), plus `shown` when an
+               exchange with the record's key exists and parses: what the report shows beyond the row
+               (`tool_calls`, the flip card's text of them; `lp`, the logprobs past the row's, up to SHOWN_LOGPROBS, for token
+               diffs; `skip`, positions whose entry was not an object).
+
+A pure function of the journal: the same journal gives the same bytes. It is trusted only while both digests
+match the files beside it (`read`); otherwise (a resume, a merge or an older verifier rewrote one of them, or a
+run scored before this file existed) readers parse the journal as before, with the same results.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from verifier.judge.parse import MalformedBody, parse_exchange
+from verifier.run import journal
+from verifier.types import JUDGED, Exchange, Observation, Parsed, Verdict
+
+OBSERVATIONS = "observations.jsonl"
+FORMAT = 1
+MAX_CONTENT = 4000
+MAX_LOGPROBS = 512
+MAX_TOP = 5
+"""Alternatives kept per token (top_logprobs), on greedy records: enough to see the reference's token at a parting."""
+SHOWN_LOGPROBS = MAX_LOGPROBS + 48
+"""Candidate logprobs the report's token diff reads: the golden's (at most MAX_LOGPROBS) plus 4 x
+report.pictures.TOKEN_CONTEXT (checked by tests/test_observations.py)."""
+
+Key = tuple[str, str, int, str]
+
+
+class Once:
+    """One exchange, parsed at most once: scoring's judge, the observation row and the report's extras share it."""
+
+    def __init__(self, ex: Exchange):
+        self.ex = ex
+        self._done = False
+        self._parsed: Parsed | None = None
+        self._error: BaseException | None = None
+
+    def __call__(self) -> Parsed:
+        if not self._done:
+            self._done = True
+            try:
+                self._parsed = parse_exchange(self.ex)
+            except Exception as e:  # noqa: BLE001 - kept and raised again to every caller, as parsing again would
+                self._error = e
+        if self._error is not None:
+            raise self._error
+        assert self._parsed is not None
+        return self._parsed
+
+
+def _entry(t: Any) -> list[Any]:
+    t = t if isinstance(t, dict) else {}
+    return [t.get("token"), t.get("logprob")]
+
+
+def cut(parse: Callable[[], Parsed], ex: Exchange) -> tuple[Any, Any, Any]:
+    """(content, logprobs, top_logprobs) of a judged record, cut as a golden keeps them; Nones when the body is malformed."""
+    content = logprobs = top = None
+    try:
+        p = parse()
+        content = (p.content or "")[:MAX_CONTENT]
+        if p.logprobs:
+            entries = [t if isinstance(t, dict) else {} for t in p.logprobs[:MAX_LOGPROBS]]
+            logprobs = [[t.get("token"), t.get("logprob")] for t in entries]
+            if ex.request.get("temperature") == 0:
+                top = _alternatives(entries)
+    except MalformedBody:
+        pass
+    return content, logprobs, top
+
+
+def _alternatives(entries: list[dict[str, Any]]) -> list[list[list[Any]]] | None:
+    """Each token's returned top_logprobs as [[token, logprob], ...]; None when the server returned none."""
+    top = [[[a.get("token"), a.get("logprob")] for a in (t.get("top_logprobs") or [])[:MAX_TOP] if isinstance(a, dict)]
+           if isinstance(t.get("top_logprobs"), list) else [] for t in entries]
+    return top if any(top) else None
+
+
+def shown(parse: Callable[[], Parsed], judged: bool) -> dict[str, Any] | None:
+    """What the report shows of a record beyond its row, or None when the body does not parse.
+
+    The report used to parse only MalformedBody-free bodies and skip the rest; a record that is not judged (an
+    error body) is parsed here only for this, so any failure to parse it means "nothing to show"."""
+    try:
+        p = parse()
+    except MalformedBody:
+        return None
+    except Exception:  # noqa: BLE001 - see above: only for records scoring never parsed
+        if judged:
+            raise
+        return None
+    out: dict[str, Any] = {}
+    if p.tool_calls:  # as the flip card prints them: the file's keys are sorted, the card keeps the server's order
+        out["tool_calls"] = json.dumps(p.tool_calls, indent=1, ensure_ascii=False)
+    lps = p.logprobs or []
+    if lps:
+        head = lps[:SHOWN_LOGPROBS]
+        start = min(len(head), MAX_LOGPROBS) if judged else 0  # a judged row already holds the first MAX_LOGPROBS
+        if head[start:]:
+            out["lp"] = [_entry(t) for t in head[start:]]
+        skip = [i for i, t in enumerate(head) if not isinstance(t, dict)]
+        if skip:
+            out["skip"] = skip
+    return out
+
+
+class Collector:
+    """Scoring's side of the file: the cut text and the report's extras of the latest exchange per key."""
+
+    def __init__(self) -> None:
+        self.texts: dict[Key, tuple[Any, Any, Any]] = {}
+        self.extras: dict[Key, dict[str, Any]] = {}
+
+    def add(self, ex: Exchange, parse: Callable[[], Parsed], judged: bool) -> None:
+        """The latest exchange of its key (a later one replaces what an earlier one left)."""
+        self.texts.pop(ex.key, None)
+        self.extras.pop(ex.key, None)
+        if judged:
+            self.texts[ex.key] = cut(parse, ex)
+        extra = shown(parse, judged)
+        if extra is not None:
+            self.extras[ex.key] = extra
+
+    def rows(self, verdicts: Iterable[Verdict]) -> Iterable[dict[str, Any]]:
+        for v in verdicts:
+            key = (v.suite, v.sample_id, v.epoch, v.mode)
+            row = Observation.from_verdict(v, *self.texts.get(key, (None, None, None))).to_dict()
+            if key in self.extras:
+                row["shown"] = self.extras[key]
+            yield row
+
+
+def header(run_dir: Path) -> dict[str, Any]:
+    """The first line: the files this one was made from, as they are now on disk."""
+    return {"observations": FORMAT, "responses": journal.file_digest(Path(run_dir) / journal.RESPONSES),
+            "verdicts": journal.file_digest(Path(run_dir) / journal.VERDICTS)}
+
+
+def write(run_dir: Path, collected: Collector) -> None:
+    """After verdicts.jsonl is written: rows from the verdicts as read back (what bless used to start from)."""
+    verdicts = (Verdict.from_json(d) for d in journal.read_jsonl(Path(run_dir) / journal.VERDICTS))
+    journal.write_jsonl(Path(run_dir) / OBSERVATIONS, _with_header(header(run_dir), collected.rows(verdicts)))
+
+
+def _with_header(head: dict[str, Any], rows: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+    yield head
+    yield from rows
+
+
+def discard(run_dir: Path) -> None:
+    """Scores written without observations (e.g. an imported lm-eval run): no older file may outlive them."""
+    try:
+        (Path(run_dir) / OBSERVATIONS).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def read(run_dir: Path) -> list[dict[str, Any]] | None:
+    """The rows (with `shown`), or None when the file is absent, unreadable or not made from the journal and the
+    verdicts beside it: the caller then parses the journal as before."""
+    path = Path(run_dir) / OBSERVATIONS
+    if not path.is_file():
+        return None
+    try:
+        it = journal.read_jsonl(path)
+        head = next(it, None)
+        if not isinstance(head, dict) or head != header(run_dir):
+            return None
+        rows = list(it)
+    except journal.NotARunDir:
+        return None
+    return rows if all(isinstance(r, dict) for r in rows) else None
+
+
+_ROW_KEYS = tuple(Observation.__dataclass_fields__)
+
+
+def golden_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A row as golden.observations returns it: Observation.to_dict's keys in its order, without the report's extras."""
+    return {k: row[k] for k in _ROW_KEYS if k in row}
+
+
+def judged(v: Verdict) -> bool:
+    return v.outcome in JUDGED
