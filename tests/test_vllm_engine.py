@@ -201,3 +201,14 @@ def test_bundled_wrong_template_is_passed_as_a_file(fake_vllm, converted):
     with pytest.raises(EngineError, match="template not found"):
         vllm_engine.VllmServer("qwen0.5b", template="no-such-template").template_args()
     assert os.path.isabs(args[1])
+
+
+def test_a_crash_names_the_root_cause_not_the_line_that_points_back_to_it(tmp_path):
+    """Measured: vLLM refusing --kv-cache-dtype fp8 on an AVX2-only CPU ends its log with "Engine core initialization
+    failed. See root cause above"; the message must carry the cause above it."""
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        "(Worker pid=1) ERROR 12-02 [multiproc_executor.py:1063] NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX.\n"
+        "(EngineCore pid=2) ERROR 12-02 [core.py:1] RuntimeError: Worker failed with error 'FP8 KV cache on CPU requires x86 with AVX-512 or AMX.', please check the stack trace above for the root cause\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n")
+    assert vllm_engine.last_error(log).endswith("NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX.")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -123,6 +124,9 @@ def offline_env(**extra: str) -> dict[str, str]:
             "DO_NOT_TRACK": "1", **extra}
 
 
+POINTS_BACK = re.compile(r"root cause above|stack trace above|Failed core proc", re.IGNORECASE)
+
+
 def last_error(log: Path, limit: int = 300) -> str:
     """The line of a Python log that says what went wrong: the last `...Error: ...` line, else the last line."""
     try:
@@ -130,7 +134,10 @@ def last_error(log: Path, limit: int = 300) -> str:
     except OSError:
         return "(no log)"
     errors = [x for x in lines if ("Error" in x or "Exception" in x) and ":" in x and not x.startswith(("File ", "Traceback"))]
-    line = (errors or lines or ["(empty log)"])[-1]
+    # vLLM's last line only points back ("Engine core initialization failed. See root cause above"): the cause is the
+    # last error line that does not (e.g. "NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX.").
+    causes = [x for x in errors if not POINTS_BACK.search(x)]
+    line = (causes or errors or lines or ["(empty log)"])[-1]
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
