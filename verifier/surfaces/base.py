@@ -118,6 +118,29 @@ def translated_request(surface: Surface, mode: Mode, body: dict[str, Any], extra
     return {**surface.translate(mode, {k: v for k, v in body.items() if k not in extra_body}), **extra_body}
 
 
+class TranslatedSurface:
+    """The shared half of a surface reached by translating the suite's chat body (Responses, Messages): the
+    translation marks a streaming mode, the runner keeps the extra body through it, and a stream is complete when one
+    of `terminal_events` ends it. A subclass gives `to_surface` (chat body -> its body) and `terminal_events`."""
+
+    terminal_events: tuple[str, ...] = ()
+
+    def to_surface(self, body: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def translate(self, mode: Mode, body: dict[str, Any]) -> dict[str, Any]:
+        out = self.to_surface(body)
+        if mode.stream:
+            out["stream"] = True
+        return out
+
+    def request(self, mode: Mode, body: dict[str, Any], extra_body: dict[str, Any]) -> dict[str, Any]:
+        return translated_request(self, mode, body, extra_body)  # type: ignore[arg-type]
+
+    def stream_complete(self, chunks: list[str]) -> bool:
+        return terminal_in_tail(chunks, self.terminal_events)
+
+
 def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from verifier import jsonsafe
 from verifier.jsonsafe import stream_objects
 from verifier.surfaces.base import (Mode, SurfaceMalformed, call, events, int_or_zero, load, load_or_none, split_system,
-                                    terminal_in_tail, text_of, translated_request, url_of)
+                                    TranslatedSurface, text_of, url_of)
 from verifier.types import Exchange, Parsed
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -321,7 +321,7 @@ def _stream_blocks(chunks: list[str]) -> list[dict[str, Any]]:
     return [blocks[i] for i in sorted(blocks)]
 
 
-class Messages:
+class Messages(TranslatedSurface):
     name = "messages"
     modes = (Mode("messages", "/messages", False, _PING), Mode("messages-stream", "/messages", True, _PING))
     error_shape = '{"type": "error", "error": {"type", "message"}}'
@@ -336,23 +336,14 @@ class Messages:
             h["x-api-key"] = cfg.api_key
         return h
 
-    def translate(self, mode: Mode, body: dict[str, Any]) -> dict[str, Any]:
-        out = to_messages(body)
-        if mode.stream:
-            out["stream"] = True
-        return out
-
-    def request(self, mode: Mode, body: dict[str, Any], extra_body: dict[str, Any]) -> dict[str, Any]:
-        return translated_request(self, mode, body, extra_body)
+    def to_surface(self, body: dict[str, Any]) -> dict[str, Any]:
+        return to_messages(body)
 
     def parse_body(self, text: str | None) -> Parsed:
         return parse_messages_body(text)
 
     def parse_stream(self, chunks: list[str]) -> Parsed:
         return parse_messages_events(chunks)
-
-    def stream_complete(self, chunks: list[str]) -> bool:
-        return terminal_in_tail(chunks, TERMINAL)
 
     def error_ok(self, data: Any) -> bool:
         return isinstance(data, dict) and data.get("type") == "error" and isinstance(data.get("error"), dict) \

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from verifier.jsonsafe import stream_objects
 from verifier.surfaces.base import (Mode, SurfaceMalformed, call, events, int_or_zero, load, load_or_none, split_system,
-                                    terminal_in_tail, text_of, translated_request, url_of)
+                                    TranslatedSurface, text_of, url_of)
 from verifier.types import Exchange, Parsed
 
 INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
@@ -256,7 +256,7 @@ def parse_responses_events(chunks: list[str]) -> Parsed:
     return p
 
 
-class Responses:
+class Responses(TranslatedSurface):
     name = "responses"
     modes = (Mode("responses", "/responses", False, _PING), Mode("responses-stream", "/responses", True, _PING))
     error_shape = '{"error": {"message", ...}}'
@@ -266,23 +266,14 @@ class Responses:
     def headers(self, cfg: Any) -> dict[str, str]:
         return {}
 
-    def translate(self, mode: Mode, body: dict[str, Any]) -> dict[str, Any]:
-        out = to_responses(body)
-        if mode.stream:
-            out["stream"] = True
-        return out
-
-    def request(self, mode: Mode, body: dict[str, Any], extra_body: dict[str, Any]) -> dict[str, Any]:
-        return translated_request(self, mode, body, extra_body)
+    def to_surface(self, body: dict[str, Any]) -> dict[str, Any]:
+        return to_responses(body)
 
     def parse_body(self, text: str | None) -> Parsed:
         return parse_responses_body(text)
 
     def parse_stream(self, chunks: list[str]) -> Parsed:
         return parse_responses_events(chunks)
-
-    def stream_complete(self, chunks: list[str]) -> bool:
-        return terminal_in_tail(chunks, TERMINAL)
 
     def error_ok(self, data: Any) -> bool:
         return isinstance(data, dict) and isinstance(data.get("error"), dict) and isinstance(data["error"].get("message"), str)
