@@ -100,7 +100,8 @@ class Calibrated:
 
 def gate(spec: GateSpec) -> dict[str, Any]:
     """Collect the golden's selection from the endpoint, compare; returns the comparison document."""
-    loaded = narrow(load_golden(spec.golden), spec)
+    whole_g, whole = load_golden(spec.golden)
+    loaded = narrow((whole_g, whole), spec)
     g, gobs = loaded
     require_margins(g, spec.golden)
     if spec.probes and not g.get("probes"):
@@ -123,7 +124,6 @@ def gate(spec: GateSpec) -> dict[str, Any]:
     stopped_early = bool(looks) and looks[-1]["status"] in DECIDED
     doc = compare_run(out, spec.golden, None, spec.infra_budget, loaded, allow_subset=stopped_early)
     if spec.limit or spec.skip_probes:  # a reviewer must see that this gate judged part of the golden, and which part
-        whole_g, whole = load_golden(spec.golden)
         doc["limited"] = {"limit": spec.limit, "golden_records": len({(o["suite"], o["sample_id"]) for o in whole}),
                           "gated_records": len({(o["suite"], o["sample_id"]) for o in gobs}),
                           "probes_left_out": bool(spec.skip_probes and whole_g.get("probes"))}
