@@ -268,3 +268,13 @@ def test_sigterm_unwinds_the_sweep(tmp_path, calibrated_golden):
         finally:
             p.kill()
         assert code == 143, p.stderr.read()
+
+
+def test_a_vllm_configuration_becomes_a_vllm_server_with_its_flags():
+    """The vLLM launcher builds the test bed's real server class (a wrong class name once failed every vLLM row)."""
+    from verifier.cli.sweep import _vllm_server
+    from verifier.testbed.vllm_engine import VllmServer
+
+    srv = _vllm_server("qwen0.5b", ["--enforce-eager", "--max-num-seqs", "1"])
+    assert isinstance(srv, VllmServer) and srv.proc is None
+    assert srv.extra_args == ["--enforce-eager", "--max-num-seqs", "1"] and srv.name.startswith("qwen0.5b")

@@ -134,17 +134,20 @@ def _llama(model: str, options: dict[str, Any], args: list[str]):
     return launch
 
 
-def _vllm(model: str, options: dict[str, Any], args: list[str]):
+def _vllm_server(model: str, args: list[str]):  # -> vllm_engine.VllmServer, not started
     from ..errors import UsageError
 
     try:
-        from ..testbed import vllm_engine  # type: ignore[attr-defined]
+        from ..testbed import vllm_engine
     except ImportError:
         raise UsageError("sweep: engine = \"vllm\" needs the vLLM engine (README 'vLLM'); it is not in this build") from None
+    return vllm_engine.VllmServer(model, extra_args=args)
 
+
+def _vllm(model: str, options: dict[str, Any], args: list[str]):
     @contextlib.contextmanager
     def launch() -> Iterator[tuple[str, str]]:
-        with vllm_engine.Server(model, extra_args=args, **options) as srv:
+        with _vllm_server(model, args) as srv:
             yield srv.url, srv.name
 
     return launch
