@@ -278,3 +278,77 @@ def test_a_vllm_configuration_becomes_a_vllm_server_with_its_flags():
     srv = _vllm_server("qwen0.5b", ["--enforce-eager", "--max-num-seqs", "1"])
     assert isinstance(srv, VllmServer) and srv.proc is None
     assert srv.extra_args == ["--enforce-eager", "--max-num-seqs", "1"] and srv.name.startswith("qwen0.5b")
+
+
+class _ClosingServer:
+    """A raw HTTP/1.1 server that answers one streamed chat completion per connection and then closes it without
+    saying `Connection: close`, as llama-server does; `answer=False` closes every connection before answering."""
+
+    def __init__(self, answer: bool = True):
+        import socket
+        import threading
+
+        self.answer, self.connections = answer, 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        chunks = [{"choices": [{"index": 0, "delta": {"content": f" w{i}"}}]} for i in range(4)]
+        chunks.append({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4}})
+        sse = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+        body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(sse), sse)
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    piece = conn.recv(65536)
+                    if not piece:
+                        break
+                    data += piece
+                head, _, rest = data.partition(b"\r\n\r\n")
+                length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1)) if head else 0
+                while len(rest) < length:
+                    rest += conn.recv(65536)
+                if self.answer:
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
+
+    def close(self):
+        self.sock.close()
+
+
+def test_a_server_that_closes_after_each_stream_loses_no_request():
+    """llama-server closes the connection after a stream without `Connection: close`: the kept-alive connection is
+    stale at the next request, which must be sent again, not counted as a failed request (half of a real sweep's
+    requests were, before)."""
+    srv = _ClosingServer()
+    try:
+        spec = perf.PerfSpec(concurrencies=(1, 2), prompt_tokens=(16,), output_tokens=4, requests=4, repeats=2, warmup=1)
+        doc = perf.probe(srv.url, "m", spec)
+    finally:
+        srv.close()
+    for lv in doc["levels"]:
+        assert lv["failed"] == 0 and lv["ok"] == 8, lv["errors"]
+        assert lv["output_tokens_mean"] == 4 and lv["prompt_tokens"] == 9
+    assert sum(lv["reconnects"] for lv in doc["levels"]) > 0  # the stale connections were met, and said
+    assert not any("failed" in w for w in doc["warnings"])
+
+
+def test_a_server_that_never_answers_stays_a_bounded_failure():
+    srv = _ClosingServer(answer=False)
+    try:
+        spec = perf.PerfSpec(concurrencies=(1,), prompt_tokens=(16,), output_tokens=4, requests=2, repeats=1, warmup=0)
+        doc = perf.probe(srv.url, "m", spec)
+    finally:
+        srv.close()
+    lv = doc["levels"][0]
+    assert lv["ok"] == 0 and lv["failed"] == 2 and sum(lv["errors"].values()) == 2
+    assert srv.connections == 2 * (perf.STALE_RETRIES + 1)  # each request re-sent a bounded number of times
+    assert any("2/2 requests failed" in w for w in doc["warnings"])

@@ -27,7 +27,7 @@ import json
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 # Two-sided 95% Student t quantiles by degrees of freedom (repeats - 1); beyond 30 the normal's.
@@ -75,6 +75,15 @@ class Sample:
     output_tokens: int = 0
     prompt_tokens: int | None = None
     error: str | None = None
+    reconnects: int = 0
+    """Attempts that failed before any response (a stale keep-alive connection) and were sent again."""
+
+
+STALE_RETRIES = 8
+"""Re-sends of a request whose connection broke before the response began. llama-server closes a connection after a
+streamed response without saying `Connection: close`, so every second request on a kept-alive connection failed
+(ServerDisconnectedError, ClientOSError) and the sweep reported half its requests lost. The clock restarts for the
+re-send; a failure once the response has begun is a failure."""
 
 
 @dataclass
@@ -141,8 +150,19 @@ def _text_delta(obj: Any) -> bool:
 
 
 async def _one(session: Any, url: str, headers: Mapping[str, str], body: dict[str, Any], timeout_s: float) -> Sample:
+    for attempt in range(STALE_RETRIES + 1):
+        sample, began = await _attempt(session, url, headers, body, timeout_s)
+        if sample.ok or began or attempt == STALE_RETRIES:
+            return replace(sample, reconnects=attempt)
+    raise AssertionError("unreachable")
+
+
+async def _attempt(session: Any, url: str, headers: Mapping[str, str], body: dict[str, Any],
+                   timeout_s: float) -> tuple[Sample, bool]:
+    """One send; the flag says the outcome is final: the response began (a status line arrived), or it timed out."""
     import aiohttp
 
+    began = False
     t0 = time.perf_counter()
     first = last = None
     chunks = 0
@@ -150,14 +170,15 @@ async def _one(session: Any, url: str, headers: Mapping[str, str], body: dict[st
     try:
         async with asyncio.timeout(timeout_s):
             async with session.post(url, json=body, headers=dict(headers)) as resp:
+                began = True
                 if resp.status != 200:
-                    return Sample(False, error=f"HTTP {resp.status}")
+                    return Sample(False, error=f"HTTP {resp.status}"), began
                 buf = b""
                 events = 0
                 async for piece in resp.content.iter_any():
                     buf += piece
                     if len(buf) > MAX_LINE_BYTES and b"\n" not in buf:
-                        return Sample(False, error="SSE line over the size cap")
+                        return Sample(False, error="SSE line over the size cap"), began
                     *lines, buf = buf.split(b"\n")
                     now = time.perf_counter()
                     for line in lines:
@@ -166,7 +187,7 @@ async def _one(session: Any, url: str, headers: Mapping[str, str], body: dict[st
                             continue
                         events += 1
                         if events > MAX_CHUNKS:
-                            return Sample(False, error="stream over the event cap")
+                            return Sample(False, error="stream over the event cap"), began
                         payload = line[5:].strip()
                         if payload == b"[DONE]":
                             continue
@@ -181,16 +202,17 @@ async def _one(session: Any, url: str, headers: Mapping[str, str], body: dict[st
                         if isinstance(obj, dict) and isinstance(obj.get("usage"), dict):
                             usage = obj["usage"]
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
-        return Sample(False, error=type(e).__name__)
+        # Only a connection that broke before the response is worth a re-send: a timeout would just take as long again.
+        return Sample(False, error=type(e).__name__), began or isinstance(e, asyncio.TimeoutError)
     end = time.perf_counter()
     if first is None:
-        return Sample(False, latency_s=end - t0, error="no generated text in the stream")
+        return Sample(False, latency_s=end - t0, error="no generated text in the stream"), began
     out = usage.get("completion_tokens")
     out = out if isinstance(out, int) and not isinstance(out, bool) and out > 0 else chunks
     pt = usage.get("prompt_tokens")
     itl = (last - first) / (out - 1) if out > 1 and last is not None else None
     return Sample(True, ttft_s=first - t0, itl_s=itl, latency_s=end - t0, output_tokens=out,
-                  prompt_tokens=pt if isinstance(pt, int) and not isinstance(pt, bool) else None)
+                  prompt_tokens=pt if isinstance(pt, int) and not isinstance(pt, bool) else None), began
 
 
 async def _round(session: Any, url: str, headers: Mapping[str, str], body: dict[str, Any], n: int, concurrency: int,
@@ -280,6 +302,7 @@ def _level(tokens: int, c: int, n: int, rounds: list[_Round], cpu_s: float, wall
     return {
         "concurrency": c, "prompt_tokens_target": tokens, "prompt_tokens": pts[0] if len(pts) == 1 else pts or None,
         "requests_per_round": n, "rounds": len(rounds), "ok": len(ok), "failed": len(samples) - len(ok), "errors": errors,
+        "reconnects": sum(s.reconnects for s in samples),
         "output_tokens_mean": _r(sum(outs) / len(outs)) if outs else None,
         "figures": figures,
         "client": {"cpu_ms_per_request": _r(cpu_per_req * 1000) if cpu_per_req is not None else None,
