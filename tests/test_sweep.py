@@ -352,3 +352,15 @@ def test_a_server_that_never_answers_stays_a_bounded_failure():
     assert lv["ok"] == 0 and lv["failed"] == 2 and sum(lv["errors"].values()) == 2
     assert srv.connections == 2 * (perf.STALE_RETRIES + 1)  # each request re-sent a bounded number of times
     assert any("2/2 requests failed" in w for w in doc["warnings"])
+
+
+def test_a_row_without_a_component_shows_the_gates_reason():
+    from verifier.report.sweep import COLUMNS, cells
+
+    reason = "smoke: drift 0.021 above floor 0.013 but no quality change and greedy outputs part on 0/20 samples"
+    row = {"name": "kv-q8_0", "status": "inconclusive", "exit_code": 20, "reason": reason, "diagnosis": None}
+    got = dict(zip(COLUMNS, cells(row)))
+    assert got["diagnosis"] == reason and got["status"] == "inconclusive (20)"
+    assert dict(zip(COLUMNS, cells({**row, "status": "pass", "exit_code": 0})))["diagnosis"] == "—"
+    long = dict(zip(COLUMNS, cells({**row, "reason": "x" * 500})))["diagnosis"]
+    assert len(long) <= 140 and long.endswith("…")

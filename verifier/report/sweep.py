@@ -58,12 +58,24 @@ def _lossless(lo: Mapping[str, Any] | None) -> str:
     return "held" if lo["held"] else "NOT output-invariant"
 
 
+REASON_CHARS = 140
+
+
+def _short_reason(r: Mapping[str, Any]) -> str:
+    """A verdict names its cause: a row that is not a pass and has no frontend component (a numerics verdict, an
+    inconclusive one) shows the gate's reason, cut to fit a cell (the whole of it is the cell's tooltip)."""
+    reason = r.get("reason")
+    if r.get("status") == "pass" or not isinstance(reason, str) or not reason:
+        return "—"
+    return reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 1] + "…"
+
+
 def cells(r: Mapping[str, Any]) -> list[str]:
     p = r.get("perf") or {}
     lat = " / ".join(_num((p.get(k) or {}).get("mean"), "", 1000, 4) for k in ("latency_p50_s", "latency_p90_s", "latency_p99_s"))
     return [
         r["name"], f"{r['status']}" + (f" ({r['exit_code']})" if r.get("exit_code") is not None else ""),
-        r.get("diagnosis") or (r.get("error") or "—"),
+        r.get("diagnosis") or r.get("error") or _short_reason(r),
         _num(r.get("drift"), digits=3), _parting(r.get("parting") or {}), _lossless(r.get("lossless")),
         figure(p.get("ttft_p50_s"), " ms", 1000), figure(p.get("itl_mean_s"), " ms", 1000),
         figure(p.get("request_tokens_per_s")), figure(p.get("aggregate_tokens_per_s")),
