@@ -8,6 +8,16 @@ wrong and unformatted answers), then runs, one after the other, each as its own 
   --fewshot_as_multiturn, the data read from PATH (a task YAML that includes lm-eval's own), concurrency 32;
 - `verifier run --suite gsm8k --data PATH --concurrency 32` (collect and score).
 Prints both wall times, the ratio, and both scores, which must be identical (exit 1 if not).
+
+    python bench/vs_lmeval.py --data PATH --server lean [--latency 0.068] [--repeat 3]
+
+The same against a server outside verifier's test bed: `--server lean` starts bench/lean_server.py (one fixed
+completion, `--latency` seconds after each request, nothing else), `--base-url URL --model NAME` uses a server
+that is already running. `--repeat N` alternates the runs N times, each line with the load average before it;
+`--verifier-root DIR` times another checkout of verifier (e.g. the commit before a change) beside this one.
+Each verifier run is split by its files' times: start-up (to samples.jsonl, written after the preflight, before
+the first request), requests (to the last journal record) and the rest (scoring left after the last answer, the
+files, the process's exit).
 """
 
 from __future__ import annotations
@@ -22,10 +32,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import free_port, wait_http  # bench/ is on the path: run as a script
+from benchlib import free_port, machine, wait_http  # bench/ is on the path: run as a script
 
 ROOT = Path(__file__).resolve().parent.parent
 LATENCY_S = 0.02
+LEAN_LATENCY_S = 0.068
 CONCURRENCY = 32
 PROBLEM = re.compile(r"Problem: (.*?)\nYour response", re.S)
 
@@ -76,7 +87,7 @@ def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, subpro
     return wall, r
 
 
-def run_lm_eval(url: str, data: str, work: Path, env: dict[str, str]) -> tuple[float, dict[str, float]]:
+def run_lm_eval(url: str, data: str, work: Path, env: dict[str, str], model: str = "bench") -> tuple[float, dict[str, float]]:
     import lm_eval
 
     yaml = Path(lm_eval.__file__).parent / "tasks" / "gsm8k" / "gsm8k-cot-llama.yaml"
@@ -85,7 +96,7 @@ def run_lm_eval(url: str, data: str, work: Path, env: dict[str, str]) -> tuple[f
     (tasks / "gsm8k_local.yaml").write_text(
         f"include: {yaml}\ntask: gsm8k_cot_llama_local\ndataset_path: json\ndataset_name: null\n"
         f"dataset_kwargs:\n  data_files:\n    test: {Path(data).resolve()}\n", encoding="utf-8")
-    model_args = (f"base_url={url}/chat/completions,model=bench,num_concurrent={CONCURRENCY},tokenized_requests=False,"
+    model_args = (f"base_url={url}/chat/completions,model={model},num_concurrent={CONCURRENCY},tokenized_requests=False,"
                   "tokenizer_backend=None,max_retries=3,timeout=600")
     wall, _ = timed([sys.executable, "-m", "lm_eval", "run", "--model", "local-chat-completions", "--model_args", model_args,
                      "--tasks", "gsm8k_cot_llama_local", "--include_path", str(tasks), "--apply_chat_template",
@@ -95,17 +106,23 @@ def run_lm_eval(url: str, data: str, work: Path, env: dict[str, str]) -> tuple[f
     return wall, {"strict_match": r["exact_match,strict-match"], "flexible_extract": r["exact_match,flexible-extract"]}
 
 
-def run_verifier(url: str, data: str, work: Path, env: dict[str, str]) -> tuple[float, dict[str, float], str]:
+def run_verifier(url: str, data: str, work: Path, env: dict[str, str], model: str = "bench",
+                 root: Path = ROOT) -> tuple[float, dict[str, float], str, dict[str, float]]:
     out = work / "verifier_run"
+    env = {**env, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    t0 = time.time()
     wall, r = timed([sys.executable, "-m", "verifier", "run", "--suite", "gsm8k", "--data", data, "--base-url", url,
-                     "--model", "bench", "--concurrency", str(CONCURRENCY), "--out", str(out), "--quiet"], env, ROOT)
+                     "--model", model, "--concurrency", str(CONCURRENCY), "--out", str(out), "--quiet"], env, root)
+    end = t0 + wall
+    first, last = (out / "samples.jsonl").stat().st_mtime, (out / "responses.jsonl").stat().st_mtime
+    phases = {"start-up": first - t0, "requests": last - first, "after last answer": end - last}
     s = json.loads((out / "summary.json").read_text())["suites"]["gsm8k"]
     # The summary rounds to 6 places; the per-sample verdicts give the unrounded mean, as lm-eval computes it.
     verdicts = [json.loads(line) for line in (out / "verdicts.jsonl").read_text().splitlines()]
     scored = [v["metrics"] for v in verdicts if v["outcome"] == "content"]
     means = {k: sum(m[k] for m in scored) / len(scored) for k in ("strict_match", "flexible_extract")}
     assert all(abs(means[k] - s["metrics"][k]["value"]) < 1e-6 for k in means)
-    return wall, means, json.dumps(s["outcomes"])
+    return wall, means, json.dumps(s["outcomes"]), phases
 
 
 def main() -> None:
@@ -113,6 +130,14 @@ def main() -> None:
     ap.add_argument("--data", default=os.environ.get("VERIFIER_GSM8K"), help="gsm8k test.jsonl (or set VERIFIER_GSM8K)")
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # internal: run as the server process
     ap.add_argument("--order", default="lm-eval,verifier", help="which runs first (both are timed alike)")
+    ap.add_argument("--server", choices=("testbed", "lean"), default="testbed",
+                    help="testbed: verifier's test server with gsm8k answers (default); lean: bench/lean_server.py")
+    ap.add_argument("--latency", type=float, help=f"seconds per answer (default {LATENCY_S} testbed, {LEAN_LATENCY_S} lean)")
+    ap.add_argument("--base-url", help="a running OpenAI-compatible server to use instead of starting one")
+    ap.add_argument("--model", default="bench", help="model name with --base-url (lean: its own)")
+    ap.add_argument("--repeat", type=int, default=1, help="alternate the runs this many times")
+    ap.add_argument("--verifier-root", action="append", default=[], metavar="DIR",
+                    help="also time the verifier checkout in DIR (repeatable); named verifier@DIR")
     a = ap.parse_args()
     if not a.data or not Path(a.data).is_file():
         ap.error("--data PATH/TO/gsm8k/test.jsonl (or VERIFIER_GSM8K) is required")
@@ -120,28 +145,66 @@ def main() -> None:
         return serve(a.serve, a.data)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OPENAI_API_KEY": "bench",
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    port = free_port()
-    srv = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--data", a.data], env=env)
-    url = f"http://127.0.0.1:{port}/v1"
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; server: {LATENCY_S * 1000:.0f} ms latency, "
-          f"concurrency {CONCURRENCY}", flush=True)
+    latency = a.latency if a.latency is not None else (LEAN_LATENCY_S if a.server == "lean" else LATENCY_S)
+    srv, model = None, a.model
+    if a.base_url:
+        url, what = a.base_url.rstrip("/"), f"server {a.base_url}"
+    else:
+        port = free_port()
+        if a.server == "lean":
+            srv = subprocess.Popen([sys.executable, str(ROOT / "bench" / "lean_server.py"), str(port), str(latency)], env=env)
+            model, what = "lean", f"bench/lean_server.py, {latency * 1000:.0f} ms latency"
+        else:
+            if a.latency is not None:
+                ap.error("--latency is for --server lean (the test server's is fixed at 20 ms)")
+            srv = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--data", a.data], env=env)
+            what = f"verifier's test server, {LATENCY_S * 1000:.0f} ms latency"
+        url = f"http://127.0.0.1:{port}/v1"
+    rows = sum(1 for line in Path(a.data).read_text(encoding="utf-8").splitlines() if line.strip())
+    print(f"machine: {machine()}; {what}, concurrency {CONCURRENCY}, {rows} questions", flush=True)
+    if not a.base_url:
+        # What the server alone allows: every wave of CONCURRENCY requests waits one latency.
+        print(f"the server's own floor for the requests: {-(-rows // CONCURRENCY)} waves x {latency * 1000:.0f} ms = "
+              f"{-(-rows // CONCURRENCY) * latency:.2f} s", flush=True)
+    names = [n for n in a.order.split(",")] + [f"verifier@{d}" for d in a.verifier_root]
+    times: dict[str, list[float]] = {n: [] for n in names}
+    scores: dict[str, dict[str, float]] = {}
     try:
-        wait_http(url + "/models", srv)
-        results = {}
+        if srv is not None:
+            wait_http(url + "/models", srv)
         with tempfile.TemporaryDirectory() as d:
-            for name in a.order.split(","):
-                work = Path(d) / name
-                work.mkdir()
-                results[name] = run_lm_eval(url, a.data, work, env) if name == "lm-eval" else run_verifier(url, a.data, work, env)
-                print(f"{name}: {results[name][0]:.1f} s, scores {results[name][1]}", flush=True)
+            for rep in range(a.repeat):
+                for name in names:
+                    work = Path(d) / f"{rep}-{name.replace('/', '_')}"
+                    work.mkdir()
+                    load = os.getloadavg()[0]
+                    if name == "lm-eval":
+                        wall, scores[name] = run_lm_eval(url, a.data, work, env, model)
+                        detail = ""
+                    else:
+                        root = Path(name.split("@", 1)[1]).resolve() if "@" in name else ROOT
+                        wall, scores[name], outcomes, phases = run_verifier(url, a.data, work, env, model, root)
+                        detail = "; " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items())
+                    times[name].append(wall)
+                    print(f"[{rep + 1}/{a.repeat}] {name}: {wall:.1f} s (load {load:.1f} before){detail}; scores {scores[name]}",
+                          flush=True)
     finally:
-        srv.terminate()
-        srv.wait()
-    (t_lm, s_lm), (t_v, s_v, outcomes) = results["lm-eval"], results["verifier"]
-    print(f"verifier {t_v:.1f} s vs lm-eval {t_lm:.1f} s: {t_lm / t_v:.2f}x faster end to end (goal >= 3x); "
-          f"load average now {os.getloadavg()[0]:.1f}; verifier outcomes {outcomes}")
-    same = all(abs(s_lm[k] - s_v[k]) < 1e-9 for k in s_lm)
-    print("scores identical to lm-eval's" if same else f"SCORES DIFFER: lm-eval {s_lm} vs verifier {s_v}")
+        if srv is not None:
+            srv.terminate()
+            srv.wait()
+    for name in names:
+        ts = sorted(times[name])
+        print(f"{name}: best {ts[0]:.1f} s, median {ts[len(ts) // 2]:.1f} s over {len(ts)}")
+    if "lm-eval" in times:
+        lm = sorted(times["lm-eval"])
+        for name in names:
+            if name != "lm-eval":
+                v = sorted(times[name])
+                print(f"{name} vs lm-eval: {lm[0] / v[0]:.2f}x (best vs best), {lm[len(lm) // 2] / v[len(v) // 2]:.2f}x (median vs median)")
+    print(f"load average now {os.getloadavg()[0]:.1f}")
+    ref = scores.get("lm-eval")
+    same = ref is None or all(all(abs(ref[k] - s[k]) < 1e-9 for k in ref) for s in scores.values())
+    print("scores identical to lm-eval's" if ref and same else "" if same else f"SCORES DIFFER: {scores}")
     sys.exit(0 if same else 1)
 
 

@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from verifier.judge import contract
 from verifier.judge.parse import parse_body, parse_chunks
 from verifier.testbed.server import Reply, stream_chunks
@@ -127,3 +129,23 @@ def test_deep_json_and_non_finite_usage_become_wire_facts_not_crashes():
     assert p.usage == {"completion_tokens": 3} and p.extra["usage_non_finite"] == "prompt_tokens"
     ok = parse_body(json.dumps({"choices": [{"message": {"content": "[[1]]"}, "finish_reason": "stop"}]}))
     assert ok.content == "[[1]]" and ok.extra == {}
+
+
+def test_the_depth_bound_is_exact_whether_or_not_the_bracket_count_spares_the_walk():
+    from verifier import jsonsafe
+
+    limit = jsonsafe.MAX_JSON_DEPTH
+    wide = json.dumps({"logprobs": [{"top_logprobs": [], "bytes": [1]} for _ in range(300)]})  # 900 brackets, depth 4
+    assert jsonsafe.loads_bounded(wide) == json.loads(wide) and jsonsafe.depth(json.loads(wide)) == 4
+    at = "[" * limit + "]" * limit
+    assert jsonsafe.loads_bounded(at) == json.loads(at)  # at the limit: under the bracket count, no walk
+    for past in ("[" * (limit + 1) + "]" * (limit + 1), json.dumps({"a": [{}] * 3, "b": json.loads(at)})):
+        with pytest.raises(jsonsafe.TooDeep):
+            jsonsafe.loads_bounded(past)
+        with pytest.raises(jsonsafe.TooDeep):
+            jsonsafe.loads_bounded(past.encode())
+    # Brackets inside strings only ever raise the count: a shallow value under it is still walked and accepted.
+    quoted = json.dumps({"text": "[" * 500})
+    assert jsonsafe.loads_bounded(quoted) == {"text": "[" * 500}
+    assert [jsonsafe.depth(v) for v in (1, [], {}, [[]], {"a": [1, {"b": []}]})] == [0, 1, 1, 2, 4]
+    assert jsonsafe.depth(json.loads(at), limit=10) == 11  # stops once past the limit

@@ -251,11 +251,22 @@ class Verdict:
         d["findings"] = [asdict(f) for f in self.findings]
         return d
 
+    def fields(self) -> dict[str, Any]:
+        """to_json's keys and values without asdict's deep copy (1 ms a gsm8k verdict), for writing only: it shares
+        the verdict's values, and `journal.write_jsonl(..., nested_dataclasses=True)` writes it as to_json."""
+        d = {name: getattr(self, name) for name in _VERDICT_FIELDS}
+        d["findings"] = [{name: getattr(f, name) for name in _FINDING_FIELDS} for f in self.findings]
+        return d
+
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Verdict":
         d = dict(d)
         d["findings"] = tuple(Finding(**f) for f in d.get("findings", ()))
         return Verdict(**d)
+
+
+_VERDICT_FIELDS = tuple(Verdict.__dataclass_fields__)
+_FINDING_FIELDS = tuple(Finding.__dataclass_fields__)
 
 
 def owner_ids(record_id: str) -> tuple[str, str]:

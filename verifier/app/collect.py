@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from verifier.run import journal, runner, scoring
+from verifier.run.live import Follower
 from verifier import scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
 from verifier.errors import UsageError, did_you_mean
@@ -311,7 +312,7 @@ def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]],
 
 
 async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
-                   stack: contextlib.ExitStack) -> tuple[Path, dict[str, int]]:
+                   stack: contextlib.ExitStack) -> tuple[Path, dict[str, int], "Follower | None"]:
     if spec.resume:
         run_dir, hdr, suites, cfg, done = _prepare_resume(spec, stack)
         modes = hdr["modes"]
@@ -325,6 +326,7 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
 
     scrub.register(*credential_values(dict(spec.extra_body)))  # `--extra-body '{"api_key": ...}'` is a secret too
     ep = Endpoint(cfg)  # the run's one client: reachability, server info, probes and every request
+    live: Follower | None = None
     try:
         info, template = await _server_facts(ep, spec, modes)
         from verifier.run.resume import resumed_extra_body
@@ -338,6 +340,9 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
         else:
             hdr, work = _start_new(spec, run_dir, cfg, suites, info, template, stack)
         journal.write_json(run_dir / journal.HEADER, hdr)
+        # Scored as it is journaled (the records of a resumed run first), beside the requests: see run/live.py.
+        live = Follower(run_dir, get_suites())
+        following = asyncio.create_task(live.follow())
         extra = resumed_extra_body(spec, hdr)  # run.json's copy has its credentials masked
         if spec.probes:
             from verifier.run.probes import FILE, run_probes
@@ -358,11 +363,18 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
                 sent["error_classes"][k] = sent["error_classes"].get(k, 0) + n
             if stop_check is not None and stop_check(run_dir):
                 break
+    except BaseException:
+        if live is not None:
+            live.close()  # nothing is scored: an interrupted run is left to --resume or `verifier score`, as ever
+        raise
     finally:
+        if live is not None:
+            live.stop()
+            await following
         await ep.aclose()
     hdr["finished"] = runner.now()
     journal.write_json(run_dir / journal.HEADER, hdr)
-    return run_dir, sent
+    return run_dir, sent, live
 
 
 def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list[tuple[Suite, list[Sample]]],
@@ -387,14 +399,14 @@ def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list
 
 
 def collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None = None) -> Collected:
-    """Collect (or resume) a run, then score it.
+    """Collect (or resume) a run, scored as it goes (run/live.py): once the last answer is in, only the aggregation is left.
 
     With `stop_check`, work is sent in `spec.looks` sample-aligned batches (seeded order) and
     `stop_check(run_dir)` is asked after each whether the answer is already decided.
     """
     with contextlib.ExitStack() as stack:  # the run directory's lock, held until it is scored
-        run_dir, sent = asyncio.run(_collect(spec, stop_check, stack))
-        summary = score(run_dir)
+        run_dir, sent, live = asyncio.run(_collect(spec, stop_check, stack))
+        summary = _score_followed(run_dir, live)
     if sent["errors"]:  # said even when quiet: which failure it was, and what to check
         from verifier.wire.endpoint import describe_error
 
@@ -416,6 +428,19 @@ def batches(work: list[Any], looks: int) -> list[list[Any]]:
     for w in work:
         out[rank[(w[0].name, w[1].id)]].append(w)
     return out
+
+
+def _score_followed(run_dir: Path, live: "Follower | None") -> dict[str, Any]:
+    """The scores of a run judged as it was collected: only the aggregation is left. Anything the follower could
+    not judge (a corrupt line, a scorer's exception) is left to a fresh `score`, which reports it as it always has."""
+    if live is None:
+        return score(run_dir)
+    try:
+        verdicts, summary, observed = live.result()
+    except Exception:  # noqa: BLE001 - scored afresh below: the same error, raised and reported as `score` does
+        return score(run_dir)
+    scoring.write_scores(run_dir, verdicts, summary, observed)
+    return summary
 
 
 def score(run_dir: Path) -> dict[str, Any]:

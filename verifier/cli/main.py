@@ -151,4 +151,11 @@ def _internal(e: Exception) -> int:
 
 
 def entry() -> None:
-    sys.exit(main())
+    code = main()
+    # The process ends here and its objects go with it: the collector's walks of the whole heap while the
+    # interpreter shuts down cost ~0.3 s after a full gsm8k run (measured: 0.30 s from here to exit, 0.03 s frozen).
+    # Every file is written and closed by now; stdout and stderr are flushed at exit as ever.
+    import gc
+
+    gc.freeze()
+    sys.exit(code)

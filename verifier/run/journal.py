@@ -7,6 +7,7 @@ pure even for datasets that came from the hub.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import fcntl
 import hashlib
@@ -76,12 +77,26 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan
 _CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def dumps(obj: Any) -> str:
+def _nested_dataclass(o: Any) -> Any:
+    """A dataclass met inside a row written with `write_jsonl(..., dataclasses=True)`: what dataclasses.asdict
+    would have made of it before the row was encoded (scrubbed as write_jsonl scrubs a row; a non-finite number
+    in it null, as dumps writes one)."""
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return jsonsafe.finite(scrub.obj(dataclasses.asdict(o)))
+    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+
+# Rows given as their objects' fields, not as asdict's deep copy of them (Verdict.fields): the same bytes, since
+# a copy encodes as its original does and a nested dataclass is converted here as asdict converts it.
+_ROWS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_nested_dataclass)
+
+
+def dumps(obj: Any, encoder: json.JSONEncoder = _ENCODER) -> str:
     """The one JSON encoding used for every record we write: stable bytes for stable inputs, keys in their order."""
     try:
-        return _ENCODER.encode(obj)
+        return encoder.encode(obj)
     except ValueError:  # a non-finite number: the strict path writes it as null
-        return dumps_strict(obj, ensure_ascii=False, separators=(",", ":"))
+        return dumps_strict(obj, ensure_ascii=False, separators=(",", ":"), default=encoder.default)
 
 
 def canonical(obj: Any) -> str:
@@ -142,10 +157,12 @@ def write_json(path: Path, obj: Any) -> None:
         f.write(dumps_strict(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
 
 
-def write_jsonl(path: Path, rows: Iterable[Any]) -> None:
+def write_jsonl(path: Path, rows: Iterable[Any], nested_dataclasses: bool = False) -> None:
+    """One JSON line per row, scrubbed. `nested_dataclasses`: a dataclass inside a row is written as asdict writes it."""
+    encoder = _ROWS if nested_dataclasses else _ENCODER
     with atomic_write(path) as f:
         for r in rows:
-            f.write(dumps(scrub.obj(r)) + "\n")
+            f.write(dumps(scrub.obj(r), encoder) + "\n")
 
 
 def write_text(path: Path, text: str) -> None:
@@ -164,16 +181,23 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 return  # torn tail
             if raw.isspace():
                 continue
-            try:
-                rec = jsonsafe.loads(raw)  # from the bytes: no decoded and stripped copies of a 64 MB line beside it
-            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-                why = getattr(e, "msg", None) or getattr(e, "reason", None) or "nested too deep"
-                raise CorruptFile(f"{path}: line {n} is not valid JSON ({why})") from None
+            rec = decode_line(raw, path, n)
             raw = b""  # only the record is kept while it is in use
-            if not isinstance(rec, dict):
-                raise CorruptFile(f"{path}: line {n} is not a JSON object")
             yield rec
             rec = None
+
+
+def decode_line(raw: bytes, path: Path, n: int) -> dict[str, Any]:
+    """One complete, non-blank line of a JSONL file as read_jsonl reads it (run/live.py follows the journal
+    with it, so a record scored live is the record `verifier score` reads)."""
+    try:
+        rec = jsonsafe.loads(raw)  # from the bytes: no decoded and stripped copies of a 64 MB line beside it
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        why = getattr(e, "msg", None) or getattr(e, "reason", None) or "nested too deep"
+        raise CorruptFile(f"{path}: line {n} is not valid JSON ({why})") from None
+    if not isinstance(rec, dict):
+        raise CorruptFile(f"{path}: line {n} is not a JSON object")
+    return rec
 
 
 def file_digest(path: Path) -> dict[str, Any] | None:
@@ -269,12 +293,15 @@ def read_header(run_dir: Path) -> RunHeader:
 
 
 def read_samples(run_dir: Path) -> dict[tuple[str, str], Sample]:
-    out = {}
+    return dict(iter_samples(run_dir))
+
+
+def iter_samples(run_dir: Path) -> Iterator[tuple[tuple[str, str], Sample]]:
+    """samples.jsonl one sample at a time, keyed (suite, sample id)."""
     for d in read_jsonl(Path(run_dir) / SAMPLES):
         suite = d.pop("suite")
         s = Sample.from_json(d)
-        out[(suite, s.id)] = s
-    return out
+        yield (suite, s.id), s
 
 
 def sample_fields(s: Sample) -> dict[str, Any]:

@@ -135,41 +135,69 @@ def score_run(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], d
 
 def score_journal(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], dict[str, Any], observe.Collector]:
     """Verdicts, the summary, and what observations.jsonl keeps of each record, from one parse per exchange."""
-    header = journal.check_run_dir(run_dir)
-    samples = journal.read_samples(run_dir)
-    # One record at a time: only verdicts are kept (a 300 MB journal cost 446 MB when it was loaded whole); a
-    # conversation's steps are kept until its verdicts are judged together. The last record of a key wins.
-    latest: dict[tuple[str, str, int, str], Verdict] = {}
-    conv_latest: dict[tuple[str, str, int, str], Exchange] = {}
-    seen = observe.Collector()
+    journal.check_run_dir(run_dir)
+    scorer = Scorer(run_dir, suites, journal.read_samples(run_dir))
+    # One record at a time: only verdicts are kept (a 300 MB journal cost 446 MB when it was loaded whole).
     for ex in journal.iter_exchanges(run_dir):
+        scorer.add(ex)
+    return scorer.result()
+
+
+class Scorer:
+    """score_journal's walk of the journal, one record at a time: `add` every record in journal order, then
+    `result`. `verifier score` feeds it the whole journal at once; `verifier run` feeds it each record as it is
+    journaled (run/live.py), so that when the last answer arrives only `result` is left. Same records in the
+    same order, same bytes out."""
+
+    def __init__(self, run_dir: Path, suites: dict[str, Suite], samples: dict[tuple[str, str], Sample]):
+        self.run_dir = Path(run_dir)
+        self.suites = suites
+        self.samples = samples
+        """samples.jsonl as journal.read_samples reads it."""
+        # Only verdicts are kept; a conversation's steps are kept until its verdicts are judged together (result).
+        # The last record of a key wins.
+        self.latest: dict[tuple[str, str, int, str], Verdict] = {}
+        self.conv_latest: dict[tuple[str, str, int, str], Exchange] = {}
+        self.seen = observe.Collector()
+        self.records = 0
+
+    def add(self, ex: Exchange) -> None:
+        """The next record of the journal."""
+        self.records += 1
+        suites = self.suites
         suite = suites.get(ex.suite) or suites[ex.suite.split(":", 1)[0]]
         if suite.conversation:
-            conv_latest[ex.key] = ex
-            continue
+            self.conv_latest[ex.key] = ex
+            return
         once = observe.Once(ex)
-        v = latest[ex.key] = judge(suite, samples[(ex.suite, ex.sample_id)], ex, once)
-        seen.add(ex, once, observe.judged(v))
-    verdicts = [latest[k] for k in sorted(latest)]
-    conversations: dict[tuple[str, str, int, str], list[Exchange]] = defaultdict(list)
-    for key in sorted(conv_latest):
-        ex = conv_latest[key]
-        conversations[(ex.suite, ex.sample_id.split("/", 1)[0], ex.epoch, ex.mode)].append(ex)
-    steps_once: dict[tuple[str, str, int, str], observe.Once] = {}
-    for (name, sid, _, _), steps in sorted(conversations.items()):
-        suite = suites.get(name) or suites[name.split(":", 1)[0]]
-        steps.sort(key=lambda ex: step_order(ex.sample_id))
-        onces = [steps_once.setdefault(ex.key, observe.Once(ex)) for ex in steps]
-        verdicts.extend(judge_conversation(suite, samples[(name, sid)], steps, onces))
-    verdicts.sort(key=lambda v: (v.suite, v.sample_id, v.epoch, v.mode))
-    if conv_latest:
-        # A conversation's records are named by record, its exchanges by step: a row takes the text of the
-        # exchange whose key it shares, if any (as bless always paired them).
-        outcome = {(v.suite, v.sample_id, v.epoch, v.mode): v for v in verdicts}
+        v = self.latest[ex.key] = judge(suite, self.samples[(ex.suite, ex.sample_id)], ex, once)
+        self.seen.add(ex, once, observe.judged(v))
+
+    def result(self) -> tuple[list[Verdict], dict[str, Any], observe.Collector]:
+        """Verdicts (conversations judged now, whole), the summary and the observations, once every record is in."""
+        # The header as it is now (a run finished or resumed since this scorer started has rewritten it).
+        header = journal.check_run_dir(self.run_dir)
+        suites, samples, latest, conv_latest, seen = self.suites, self.samples, self.latest, self.conv_latest, self.seen
+        verdicts = [latest[k] for k in sorted(latest)]
+        conversations: dict[tuple[str, str, int, str], list[Exchange]] = defaultdict(list)
         for key in sorted(conv_latest):
-            if key in outcome:
-                seen.add(conv_latest[key], steps_once[key], observe.judged(outcome[key]))
-    return verdicts, summarize(header, verdicts, suites, samples), seen
+            ex = conv_latest[key]
+            conversations[(ex.suite, ex.sample_id.split("/", 1)[0], ex.epoch, ex.mode)].append(ex)
+        steps_once: dict[tuple[str, str, int, str], observe.Once] = {}
+        for (name, sid, _, _), steps in sorted(conversations.items()):
+            suite = suites.get(name) or suites[name.split(":", 1)[0]]
+            steps.sort(key=lambda ex: step_order(ex.sample_id))
+            onces = [steps_once.setdefault(ex.key, observe.Once(ex)) for ex in steps]
+            verdicts.extend(judge_conversation(suite, samples[(name, sid)], steps, onces))
+        verdicts.sort(key=lambda v: (v.suite, v.sample_id, v.epoch, v.mode))
+        if conv_latest:
+            # A conversation's records are named by record, its exchanges by step: a row takes the text of the
+            # exchange whose key it shares, if any (as bless always paired them).
+            outcome = {(v.suite, v.sample_id, v.epoch, v.mode): v for v in verdicts}
+            for key in sorted(conv_latest):
+                if key in outcome:
+                    seen.add(conv_latest[key], steps_once[key], observe.judged(outcome[key]))
+        return verdicts, summarize(header, verdicts, suites, samples), seen
 
 
 def step_order(step_id: str) -> tuple[Any, ...]:
@@ -241,7 +269,7 @@ def write_scores(run_dir: Path, verdicts: list[Verdict], summary: dict[str, Any]
     """verdicts.jsonl, observations.jsonl (when `observed`; else any older one is removed), then summary.json,
     recording the journal they were scored from (see `journal.stale`, `observations.read`)."""
     digest = journal.file_digest(Path(run_dir) / journal.RESPONSES)
-    journal.write_jsonl(Path(run_dir) / VERDICTS, (v.to_json() for v in verdicts))
+    journal.write_jsonl(Path(run_dir) / VERDICTS, (v.fields() for v in verdicts), nested_dataclasses=True)
     if observed is None:
         observe.discard(run_dir)
     else:
