@@ -166,9 +166,9 @@ def test_wrong_template_that_makes_the_model_repeat_is_frontend_only(calibrated_
 def test_one_repetition_in_twenty_is_not_a_numerics_failure():
     from verifier.attribution.numerics import paired_event_verdict
 
-    assert paired_event_verdict(1, 0, 22, 0.0)["verdict"] == "pass"
-    assert paired_event_verdict(8, 0, 22, 0.0)["verdict"] == "fail"
-    assert paired_event_verdict(3, 2, 22, 0.0)["verdict"] != "fail"
+    assert paired_event_verdict(1, 0, 22, 0.0).verdict == "pass"
+    assert paired_event_verdict(8, 0, 22, 0.0).verdict == "fail"
+    assert paired_event_verdict(3, 2, 22, 0.0).verdict != "fail"
 
 
 # ----------------------------------------------------------------------------- flips and JUnit names

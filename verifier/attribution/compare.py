@@ -12,14 +12,15 @@ run-to-run spreads that become margins (calibrate_margins).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from typing import Any, Iterable, Mapping, Sequence, TypedDict, TypeVar
 
 from verifier.attribution import numerics, signals, turn_diff
 from verifier import stats
-from verifier.attribution.numerics import DRIFT_FACTOR, DRIFT_FLOOR, EventVerdict, MetricVerdict, event_verdict, metric_verdict  # noqa: F401  (public names)
+from verifier.attribution.numerics import DRIFT_FACTOR, DRIFT_FLOOR, event_verdict, metric_verdict  # noqa: F401  (public names)
 from verifier.attribution.signals import FRONTEND_EVENTS, NUMERICS_EVENTS, degenerate  # noqa: F401  (public names)
-from verifier.attribution.document import Comparison
+from verifier.attribution.document import Absent, Comparison, MetricResult, SignalResult
 from verifier.attribution.surface_signals import mode_note
 from verifier.judge.contract import MODEL_BEHAVIOUR
 from verifier.surfaces.registry import surface_for
@@ -211,7 +212,7 @@ def _margin(margins: dict[str, Any], key: str) -> float | None:
 
 
 UNCALIBRATED = "uncalibrated"
-Verdict = TypeVar("Verdict", MetricVerdict, EventVerdict)
+Verdict = TypeVar("Verdict", MetricResult, SignalResult)
 
 
 def uncalibrated(verdict: Verdict, key: str) -> Verdict:
@@ -219,17 +220,14 @@ def uncalibrated(verdict: Verdict, key: str) -> Verdict:
     signal existed, or without it): what did not fire passes (a rate of 0 clears any margin), what fired is
     `inconclusive` for this signal (the reference's own spread is unknown), never a failure and never an error.
     The other signals decide as always (_decide): the status is `inconclusive` only when nothing else fails."""
-    if verdict["verdict"] == "pass":
+    if verdict.verdict == "pass":
         return verdict
-    out = verdict.copy()  # verdict and margin keep their places, the note comes last
-    out["verdict"] = "inconclusive"
-    out["margin"] = None
-    out["note"] = f"golden not calibrated for {key}: rerun `verifier calibrate`"
-    return out
+    return dataclasses.replace(verdict, verdict="inconclusive", margin=None,
+                               note=f"golden not calibrated for {key}: rerun `verifier calibrate`")
 
 
-def _qualifier(verdict: MetricVerdict | EventVerdict) -> str | None:
-    return UNCALIBRATED if verdict.get("note") and verdict.get("margin") is None else None
+def _qualifier(verdict: MetricResult | SignalResult) -> str | None:
+    return UNCALIBRATED if verdict.note and verdict.margin is None else None
 
 
 def _combine(verdicts: Iterable[str]) -> str:
@@ -254,7 +252,7 @@ def _quality(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[
                                  summary=f"no quality metric on this suite: its {s['clean_paired']} clean paired samples are judged by the signals only")]
         return {}, [Evidence("quality", suite, "inconclusive", metric="*",
                              summary="no sample has a clean envelope on both sides: quality cannot be judged")]
-    mets: dict[str, MetricVerdict] = {}
+    mets: dict[str, MetricResult] = {}
     ev: list[Evidence] = []
     for m, v in sorted(s["metrics"].items()):
         key = f"{suite}/{m}"
@@ -262,19 +260,19 @@ def _quality(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[
         mv = metric_verdict(v["golden"], v["candidate"], 0.0 if margin is None else margin)
         if margin is None:
             mv = uncalibrated(mv, key)
-        elif mv["verdict"] == "inconclusive":
+        elif mv.verdict == "inconclusive":
             diffs = [c - g for g, c in zip(v["golden"], v["candidate"])]
-            mv["samples_needed"] = stats.samples_needed(stats.sd(diffs), margin)
+            mv = dataclasses.replace(mv, samples_needed=stats.samples_needed(stats.sd(diffs), margin))
         mets[m] = mv
-        ev.append(Evidence("quality", suite, mv["verdict"], metric=m, qualifier=_qualifier(mv),
-                           summary=f"{m}: {mv['golden']} -> {mv['candidate']} (delta {mv['delta']}, CI {mv['ci']}, margin {mv['margin']}, p={mv['p_value']}, n={mv['n']})"
-                                   + (f"; {mv['note']}" if mv.get("note") else "")))
-    return mets, ev
+        ev.append(Evidence("quality", suite, mv.verdict, metric=m, qualifier=_qualifier(mv),
+                           summary=f"{m}: {mv.golden} -> {mv.candidate} (delta {mv.delta}, CI {mv.ci}, margin {mv.margin}, p={mv.p_value}, n={mv.n})"
+                                   + (f"; {mv.note}" if mv.note else "")))
+    return {m: mv.to_dict() for m, mv in mets.items()}, ev
 
 
 def _signal_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
     """Event-rate verdicts for every signal of the table: (per-signal blocks, frontend evidence, numerics evidence)."""
-    sigs: dict[str, EventVerdict] = {}
+    sigs: dict[str, SignalResult] = {}
     fe: list[Evidence] = []
     q: list[Evidence] = []
     for sg in signals.declared():
@@ -289,16 +287,16 @@ def _signal_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tup
             ev = numerics.paired_event_verdict(len(s["events"][name]), s["reverse_events"][name], n, margin or 0.0)
         if margin is None and n:
             ev = uncalibrated(ev, key)
-        ev["samples"] = s["events"][name][:50]
+        ev = dataclasses.replace(ev, samples=s["events"][name][:50])
         sigs[name] = ev
-        if ev["n"]:
+        if ev.n:
             target = fe if sg.side == "frontend" else q
             where = s.get("event_modes", {}).get(name) or None  # the wire modes it fired on: names a surface
-            target.append(Evidence(name, suite, ev["verdict"], samples=tuple(ev["samples"][:10]), modes=where,
-                                   qualifier=_qualifier(ev), summary=f"{name}: {ev['count']}/{ev['n']} samples{mode_note(where)} (rate {ev['rate']}, CI {ev['ci']}, margin {ev['margin']}"
-                                           + (f"; golden {ev['golden_count']}/{ev['n']}, McNemar p={ev['p_value']})" if "p_value" in ev else ")")
-                                           + (f"; {ev['note']}" if ev.get("note") else "")))
-    return sigs, fe, q
+            paired = "" if isinstance(ev.p_value, Absent) else f"; golden {ev.golden_count}/{ev.n}, McNemar p={ev.p_value}"
+            target.append(Evidence(name, suite, ev.verdict, samples=tuple(s["events"][name][:10]), modes=where,
+                                   qualifier=_qualifier(ev), summary=f"{name}: {ev.count}/{ev.n} samples{mode_note(where)} (rate {ev.rate}, CI {ev.ci}, margin {ev.margin}"
+                                           + paired + ")" + (f"; {ev.note}" if ev.note else "")))
+    return {k: v.to_dict() for k, v in sigs.items()}, fe, q
 
 
 def _drift_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
@@ -318,7 +316,7 @@ def _drift_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tupl
                                 f"(noise floor {d['margin']}); median first divergence at token {d['first_divergence_median']}{note}")]
 
 
-def _divergence_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[EventVerdict | None, list[Evidence]]:
+def _divergence_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[SignalResult | None, list[Evidence]]:
     """How often the candidate's greedy output parts from the golden's, against how often the reference's own
     reruns parted (calibrated): the second, independent line of numerics evidence beside the drift."""
     dv = s.get("divergence") or {}
@@ -327,15 +325,15 @@ def _divergence_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) ->
         return None, []
     key = f"{suite}/divergence"
     if key not in margins and dv["count"]:  # goldens calibrated before this evidence existed: the rerun rate is unknown
-        ev = numerics.event_verdict(dv["count"], n, 0.0)
-        ev["verdict"], ev["margin"] = "inconclusive", None
+        ev = dataclasses.replace(numerics.event_verdict(dv["count"], n, 0.0), verdict="inconclusive", margin=None)
         tail = f"golden not calibrated for {key}: rerun `verifier calibrate`"
     else:
         ev = numerics.event_verdict(dv["count"], n, max(_margin(margins, key) or 0.0, numerics.DIVERGENCE_FLOOR))
-        tail = f"reference reruns parted at rate {ev['margin']}"
-    ev["samples"] = dv.get("samples", [])[:50]
-    return ev, [Evidence("greedy_divergence", suite, ev["verdict"], samples=tuple(ev["samples"][:10]),
-                         qualifier=UNCALIBRATED if ev["margin"] is None else None, summary=f"greedy output parts from the golden's on {ev['count']}/{n} samples (rate {ev['rate']}, CI {ev['ci']}); {tail}")]
+        tail = f"reference reruns parted at rate {ev.margin}"
+    samples = dv.get("samples", [])[:50]
+    ev = dataclasses.replace(ev, samples=samples)
+    return ev, [Evidence("greedy_divergence", suite, ev.verdict, samples=tuple(samples[:10]),
+                         qualifier=UNCALIBRATED if ev.margin is None else None, summary=f"greedy output parts from the golden's on {ev.count}/{n} samples (rate {ev.rate}, CI {ev.ci}); {tail}")]
 
 
 # Mean |Δ logprob| per shared-prefix token below which the prefix is computed identically: far under llama.cpp's
@@ -344,17 +342,17 @@ ZERO_DRIFT = 1e-4
 ZERO_DRIFT_MIN_TOKENS = 10
 
 
-def _zero_drift_parting(suite: str, d: dict[str, Any], dv: EventVerdict | None) -> list[Evidence]:
+def _zero_drift_parting(suite: str, d: dict[str, Any], dv: SignalResult | None) -> list[Evidence]:
     """Greedy outputs part from the golden's significantly more often than the reference's reruns, while the
     logprobs of every shared prefix are unchanged: the distribution is the reference's, the choice is not. That is
     a changed decoding path (server-side sampling defaults such as repetition_penalty, an ignored temperature),
     a frontend finding, where the engine returns no alternatives to show it token by token (decoding_changed)."""
-    if not dv or dv["verdict"] != "fail" or d["state"] != "clean" or d["mean_abs_delta"] is None \
+    if not dv or dv.verdict != "fail" or d["state"] != "clean" or d["mean_abs_delta"] is None \
             or d["mean_abs_delta"] > ZERO_DRIFT or d["tokens"] < ZERO_DRIFT_MIN_TOKENS:
         return []
-    return [Evidence("decoding_changed", suite, "fail", samples=tuple(dv["samples"][:10]),
-                     summary=f"decoding path changed: greedy outputs part from the golden's on {dv['count']}/{dv['n']} samples "
-                             f"(median at token {d['first_divergence_median']}; reference reruns parted at rate {dv['margin']}) with "
+    return [Evidence("decoding_changed", suite, "fail", samples=tuple((dv.samples or [])[:10]),
+                     summary=f"decoding path changed: greedy outputs part from the golden's on {dv.count}/{dv.n} samples "
+                             f"(median at token {d['first_divergence_median']}; reference reruns parted at rate {dv.margin}) with "
                              f"zero logprob drift ({d['mean_abs_delta']}) over {d['tokens']} shared-prefix tokens: the model's "
                              "distribution is unchanged, the choice is not (server-side sampling defaults, penalties, ignored temperature)")]
 
@@ -367,11 +365,11 @@ def _suite_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tupl
     dv, q_div = _divergence_evidence(suite, s, margins)
     # Numerics changed, decisively: the shared-prefix logprobs moved beyond the calibrated noise AND the greedy
     # outputs part from the golden's significantly more often than the reference's own reruns do.
-    d["numerics_changed"] = d["state"] == "fired" and dv is not None and bool(dv) and dv["verdict"] == "fail"
+    d["numerics_changed"] = d["state"] == "fired" and dv is not None and dv.verdict == "fail"
     fe += _zero_drift_parting(suite, d, dv)
     block = {
         "paired": s["paired"], "golden_only": s["golden_only"], "candidate_only": s["candidate_only"],
-        "metrics": mets, "signals": sigs, "drift": d, "divergence": dv, "flips": s["flips"], "findings": s["findings"],
+        "metrics": mets, "signals": sigs, "drift": d, "divergence": None if dv is None else dv.to_dict(), "flips": s["flips"], "findings": s["findings"],
         "flips_by_mode": s["flips_by_mode"], "new_finding_detail": s["new_finding_detail"], "signal_modes": s["signal_modes"],
         "tool_trigger": numerics.tool_trigger(s["trigger"]),
         "answer_agreement": stats.rnd(s["answer_agreement"]),

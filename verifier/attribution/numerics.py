@@ -8,12 +8,14 @@ accumulator here, so a frontend bug cannot masquerade as a quality drop.
 from __future__ import annotations
 
 from collections import defaultdict
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, Sequence, TypedDict
+from typing import Any, Sequence
 
 from verifier import stats
 from verifier.judge.contract import comparable
 from verifier.jsonsafe import is_finite_number
+from verifier.attribution.document import MetricResult, SignalResult
 from verifier.attribution.signals import answer_key
 from verifier.surfaces.registry import REFERENCE_MODE
 from verifier.types import Observation
@@ -186,44 +188,13 @@ def tool_call_scores(golden: dict[str, Any] | None, candidate: dict[str, Any] | 
             "trigger_agreement_f1": (agreement or {}).get("f1")}
 
 
-class MetricVerdict(TypedDict):
-    """One metric's block in comparison.json (`suites.<suite>.metrics.<metric>`), in its key order."""
-
-    golden: float | None
-    candidate: float | None
-    delta: float | None
-    ci: list[float | None]
-    margin: float | None
-    """None: the golden has no calibrated margin for it (compare.uncalibrated)."""
-    p_value: float | None
-    n: int
-    verdict: str
-    samples_needed: NotRequired[int | None]
-    note: NotRequired[str]
-
-
-class EventVerdict(TypedDict):
-    """One event rate's block in comparison.json (`suites.<suite>.signals.<name>`, `divergence`), in its key order."""
-
-    rate: float | None
-    ci: list[float | None]
-    count: int
-    n: int
-    margin: float | None
-    """None: the golden has no calibrated margin for it (compare.uncalibrated)."""
-    verdict: str
-    note: NotRequired[str]
-    golden_count: NotRequired[int]
-    """paired_event_verdict: the golden's events alone (McNemar)."""
-    p_value: NotRequired[float | None]
-    test: NotRequired[str]
-    samples: NotRequired[list[str]]
-
-
-def metric_verdict(golden: list[float], cand: list[float], margin: float, seed: int = 0) -> MetricVerdict:
+def metric_verdict(golden: list[float], cand: list[float], margin: float, seed: int = 0) -> MetricResult:
+    """A quality metric, candidate against golden on the same samples: pass when the paired bootstrap interval's
+    lower bound clears -margin, fail when its upper bound is below it (and McNemar agrees on a binary metric)."""
     n = len(golden)
     if n == 0:
-        return {"golden": None, "candidate": None, "delta": None, "ci": [None, None], "margin": margin, "p_value": None, "n": 0, "verdict": "inconclusive"}
+        return MetricResult(golden=None, candidate=None, delta=None, ci=[None, None], margin=margin, p_value=None, n=0,
+                            verdict="inconclusive")
     g, c = sum(golden) / n, sum(cand) / n
     lo, hi = stats.paired_bootstrap(golden, cand, seed=seed)
     p = None
@@ -238,22 +209,22 @@ def metric_verdict(golden: list[float], cand: list[float], margin: float, seed: 
         verdict = "fail"
     else:
         verdict = "inconclusive"
-    return {"golden": stats.rnd(g), "candidate": stats.rnd(c), "delta": stats.rnd(c - g), "ci": [stats.rnd(lo), stats.rnd(hi)],
-            "margin": margin, "p_value": stats.rnd(p), "n": n, "verdict": verdict}
+    return MetricResult(golden=stats.rnd(g), candidate=stats.rnd(c), delta=stats.rnd(c - g), ci=[stats.rnd(lo), stats.rnd(hi)],
+                        margin=margin, p_value=stats.rnd(p), n=n, verdict=verdict)
 
 
-def event_verdict(k: int, n: int, margin: float) -> EventVerdict:
+def event_verdict(k: int, n: int, margin: float) -> SignalResult:
     """A rate of events that should not happen (beyond the calibrated rate): fail when Wilson's lower bound clears it."""
     if n == 0:
-        return {"rate": None, "ci": [None, None], "count": 0, "n": 0, "margin": margin, "verdict": "pass", "note": "not measurable here"}
+        return SignalResult(rate=None, ci=[None, None], count=0, n=0, margin=margin, verdict="pass", note="not measurable here")
     lo, hi = stats.wilson(k, n)
     rate = k / n
     eps = 1e-12
     verdict = "fail" if lo > margin + eps else "pass" if rate <= margin + eps else "inconclusive"
-    return {"rate": stats.rnd(rate), "ci": [stats.rnd(lo), stats.rnd(hi)], "count": k, "n": n, "margin": margin, "verdict": verdict}
+    return SignalResult(rate=stats.rnd(rate), ci=[stats.rnd(lo), stats.rnd(hi)], count=k, n=n, margin=margin, verdict=verdict)
 
 
-def paired_event_verdict(k: int, reverse: int, n: int, margin: float) -> EventVerdict:
+def paired_event_verdict(k: int, reverse: int, n: int, margin: float) -> SignalResult:
     """A numerics event rate, candidate against golden on the same samples: exact McNemar on the per-sample
     events (k: the candidate's alone, reverse: the golden's alone). One event in 22 against none is not
     evidence; a rate above the calibrated one fails only when the paired test says so."""
@@ -269,12 +240,7 @@ def paired_event_verdict(k: int, reverse: int, n: int, margin: float) -> EventVe
         verdict = "fail"
     else:
         verdict = "inconclusive" if k >= 3 else "pass"
-    out = out.copy()  # the keys of event_verdict, then these three (verdict keeps its place)
-    out["golden_count"] = reverse
-    out["p_value"] = stats.rnd(p)
-    out["test"] = "mcnemar_exact"
-    out["verdict"] = verdict
-    return out
+    return dataclasses.replace(out, golden_count=reverse, p_value=stats.rnd(p), test="mcnemar_exact", verdict=verdict)
 
 
 def drift_state(d: dict[str, Any], calibrated: float) -> dict[str, Any]:
