@@ -95,7 +95,7 @@ def build(root: Path, n: int, seed: int = 0, logprob_tokens: int = 0) -> tuple[P
     journal.write_json(gdir / golden.GOLDEN, {"golden_format": golden.FORMAT, "name": "golden", "suites": suites, "epochs": 1,
                                                "modes": ["chat"], "selection": {}, "summary": {}, "margins": margins,
                                                "source": {"run_id": "bench-golden", "endpoint": hdr["endpoint"], "server_info": {}}})
-    doc = compare.compare({"margins": margins}, gobs, golden.observations(run))
+    doc = compare.compare({"margins": margins}, gobs, golden.observations(run)).to_dict()
     doc["golden"] = {"name": "golden", "path": str(gdir)}
     doc["run"] = {"run_dir": str(run), "run_id": "bench-run"}
     journal.write_json(run / "comparison.json", doc)

@@ -20,7 +20,8 @@ from verifier.attribution import numerics, signals, turn_diff
 from verifier import stats
 from verifier.attribution.numerics import DRIFT_FACTOR, DRIFT_FLOOR, event_verdict, metric_verdict  # noqa: F401  (public names)
 from verifier.attribution.signals import FRONTEND_EVENTS, NUMERICS_EVENTS, degenerate  # noqa: F401  (public names)
-from verifier.attribution.document import Absent, Comparison, MetricResult, SignalResult
+from verifier.attribution.document import Absent, Comparison, Drift, MetricResult, Side, SignalResult, SuiteResult
+from verifier.attribution.numerics import DivergenceCount, DriftMeasure, PairedMetric
 from verifier.attribution.surface_signals import mode_note
 from verifier.judge.contract import MODEL_BEHAVIOUR
 from verifier.surfaces.registry import surface_for
@@ -69,13 +70,13 @@ class PairedSuite(TypedDict):
     """signal -> samples it was measurable on"""
     signal_modes: dict[str, list[str]]
     event_modes: dict[str, dict[str, int]]
-    metrics: dict[str, Any]
+    metrics: dict[str, PairedMetric]
     flips: dict[str, list[str]]
     flips_by_mode: dict[str, dict[str, list[str]]]
     findings: dict[str, dict[str, int]]
     new_finding_detail: dict[str, dict[str, Any]]
-    drift: dict[str, Any]
-    divergence: dict[str, Any]
+    drift: DriftMeasure
+    divergence: DivergenceCount
     trigger: dict[str, int]
     answer_agreement: float | None
 
@@ -239,14 +240,14 @@ def _combine(verdicts: Iterable[str]) -> str:
     return "pass"
 
 
-def _quality(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
+def _quality(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, MetricResult], list[Evidence]]:
     """Per-metric verdicts on the clean paired samples, and their evidence."""
     if not s["metrics"]:
         if s["golden_clean"] == 0:
             # The reference itself never answered cleanly (e.g. it rejects images): nothing to regress from.
             return {}, [Evidence("quality", suite, "pass", metric="*", qualifier="not_measured",
                                  summary="not measurable: the golden has no clean sample either (the reference refuses or breaks this suite)")]
-        if s.get("clean_paired"):
+        if s["clean_paired"]:
             # A suite without a metric (a replay of recorded requests with no tool calls to diff): its signals judge it.
             return {}, [Evidence("quality", suite, "pass", metric="*",
                                  summary=f"no quality metric on this suite: its {s['clean_paired']} clean paired samples are judged by the signals only")]
@@ -267,10 +268,10 @@ def _quality(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[
         ev.append(Evidence("quality", suite, mv.verdict, metric=m, qualifier=_qualifier(mv),
                            summary=f"{m}: {mv.golden} -> {mv.candidate} (delta {mv.delta}, CI {mv.ci}, margin {mv.margin}, p={mv.p_value}, n={mv.n})"
                                    + (f"; {mv.note}" if mv.note else "")))
-    return {m: mv.to_dict() for m, mv in mets.items()}, ev
+    return mets, ev
 
 
-def _signal_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
+def _signal_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, SignalResult], list[Evidence], list[Evidence]]:
     """Event-rate verdicts for every signal of the table: (per-signal blocks, frontend evidence, numerics evidence)."""
     sigs: dict[str, SignalResult] = {}
     fe: list[Evidence] = []
@@ -291,36 +292,35 @@ def _signal_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tup
         sigs[name] = ev
         if ev.n:
             target = fe if sg.side == "frontend" else q
-            where = s.get("event_modes", {}).get(name) or None  # the wire modes it fired on: names a surface
+            where = s["event_modes"].get(name) or None  # the wire modes it fired on: names a surface
             paired = "" if isinstance(ev.p_value, Absent) else f"; golden {ev.golden_count}/{ev.n}, McNemar p={ev.p_value}"
             target.append(Evidence(name, suite, ev.verdict, samples=tuple(s["events"][name][:10]), modes=where,
                                    qualifier=_qualifier(ev), summary=f"{name}: {ev.count}/{ev.n} samples{mode_note(where)} (rate {ev.rate}, CI {ev.ci}, margin {ev.margin}"
                                            + paired + ")" + (f"; {ev.note}" if ev.note else "")))
-    return {k: v.to_dict() for k, v in sigs.items()}, fe, q
+    return sigs, fe, q
 
 
-def _drift_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
-    d = s["drift"]
+def _drift_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[Drift, list[Evidence]]:
     key = f"{suite}/drift"
     calibrated = _margin(margins, key)
-    d = numerics.drift_state(d, calibrated or 0.0)
-    if d["state"] == "unavailable":
+    d = numerics.drift_state(s["drift"], calibrated or 0.0)
+    if d.state == "unavailable":
         return d, []
     note = ""
-    if d["state"] == "fired" and calibrated is None:
-        d = {**d, "state": "uncalibrated"}  # above the floor, but the reference's own rerun drift is unknown
+    if d.state == "fired" and calibrated is None:
+        d = dataclasses.replace(d, state="uncalibrated")  # above the floor, but the reference's own rerun drift is unknown
         note = f"; golden not calibrated for {key}: rerun `verifier calibrate`"
-    verdict = {"fired": "fail", "uncalibrated": "inconclusive"}.get(d["state"], "pass")
-    return d, [Evidence("logprob_drift", suite, verdict, qualifier=UNCALIBRATED if d["state"] == "uncalibrated" else None,
-                        summary=f"mean |Δ logprob| {d['mean_abs_delta']} over {d['tokens']} shared-prefix tokens on {d['samples']} samples "
-                                f"(noise floor {d['margin']}); median first divergence at token {d['first_divergence_median']}{note}")]
+    verdict = {"fired": "fail", "uncalibrated": "inconclusive"}.get(d.state, "pass")
+    return d, [Evidence("logprob_drift", suite, verdict, qualifier=UNCALIBRATED if d.state == "uncalibrated" else None,
+                        summary=f"mean |Δ logprob| {d.mean_abs_delta} over {d.tokens} shared-prefix tokens on {d.samples} samples "
+                                f"(noise floor {d.margin}); median first divergence at token {d.first_divergence_median}{note}")]
 
 
 def _divergence_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[SignalResult | None, list[Evidence]]:
     """How often the candidate's greedy output parts from the golden's, against how often the reference's own
     reruns parted (calibrated): the second, independent line of numerics evidence beside the drift."""
-    dv = s.get("divergence") or {}
-    n = dv.get("n") or 0
+    dv = s["divergence"]
+    n = dv["n"]
     if not n:
         return None, []
     key = f"{suite}/divergence"
@@ -330,7 +330,7 @@ def _divergence_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) ->
     else:
         ev = numerics.event_verdict(dv["count"], n, max(_margin(margins, key) or 0.0, numerics.DIVERGENCE_FLOOR))
         tail = f"reference reruns parted at rate {ev.margin}"
-    samples = dv.get("samples", [])[:50]
+    samples = dv["samples"][:50]
     ev = dataclasses.replace(ev, samples=samples)
     return ev, [Evidence("greedy_divergence", suite, ev.verdict, samples=tuple(samples[:10]),
                          qualifier=UNCALIBRATED if ev.margin is None else None, summary=f"greedy output parts from the golden's on {ev.count}/{n} samples (rate {ev.rate}, CI {ev.ci}); {tail}")]
@@ -342,22 +342,22 @@ ZERO_DRIFT = 1e-4
 ZERO_DRIFT_MIN_TOKENS = 10
 
 
-def _zero_drift_parting(suite: str, d: dict[str, Any], dv: SignalResult | None) -> list[Evidence]:
+def _zero_drift_parting(suite: str, d: Drift, dv: SignalResult | None) -> list[Evidence]:
     """Greedy outputs part from the golden's significantly more often than the reference's reruns, while the
     logprobs of every shared prefix are unchanged: the distribution is the reference's, the choice is not. That is
     a changed decoding path (server-side sampling defaults such as repetition_penalty, an ignored temperature),
     a frontend finding, where the engine returns no alternatives to show it token by token (decoding_changed)."""
-    if not dv or dv.verdict != "fail" or d["state"] != "clean" or d["mean_abs_delta"] is None \
-            or d["mean_abs_delta"] > ZERO_DRIFT or d["tokens"] < ZERO_DRIFT_MIN_TOKENS:
+    if not dv or dv.verdict != "fail" or d.state != "clean" or d.mean_abs_delta is None \
+            or d.mean_abs_delta > ZERO_DRIFT or d.tokens < ZERO_DRIFT_MIN_TOKENS:
         return []
     return [Evidence("decoding_changed", suite, "fail", samples=tuple((dv.samples or [])[:10]),
                      summary=f"decoding path changed: greedy outputs part from the golden's on {dv.count}/{dv.n} samples "
-                             f"(median at token {d['first_divergence_median']}; reference reruns parted at rate {dv.margin}) with "
-                             f"zero logprob drift ({d['mean_abs_delta']}) over {d['tokens']} shared-prefix tokens: the model's "
+                             f"(median at token {d.first_divergence_median}; reference reruns parted at rate {dv.margin}) with "
+                             f"zero logprob drift ({d.mean_abs_delta}) over {d.tokens} shared-prefix tokens: the model's "
                              "distribution is unchanged, the choice is not (server-side sampling defaults, penalties, ignored temperature)")]
 
 
-def _suite_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
+def _suite_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[SuiteResult, list[Evidence], list[Evidence]]:
     """One suite's block of comparison.json, with its frontend and numerics evidence."""
     mets, q = _quality(suite, s, margins)
     sigs, fe, q_sig = _signal_verdicts(suite, s, margins)
@@ -365,18 +365,16 @@ def _suite_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tupl
     dv, q_div = _divergence_evidence(suite, s, margins)
     # Numerics changed, decisively: the shared-prefix logprobs moved beyond the calibrated noise AND the greedy
     # outputs part from the golden's significantly more often than the reference's own reruns do.
-    d["numerics_changed"] = d["state"] == "fired" and dv is not None and dv.verdict == "fail"
+    d = dataclasses.replace(d, numerics_changed=d.state == "fired" and dv is not None and dv.verdict == "fail")
     fe += _zero_drift_parting(suite, d, dv)
-    block = {
-        "paired": s["paired"], "golden_only": s["golden_only"], "candidate_only": s["candidate_only"],
-        "metrics": mets, "signals": sigs, "drift": d, "divergence": None if dv is None else dv.to_dict(), "flips": s["flips"], "findings": s["findings"],
-        "flips_by_mode": s["flips_by_mode"], "new_finding_detail": s["new_finding_detail"], "signal_modes": s["signal_modes"],
-        "tool_trigger": numerics.tool_trigger(s["trigger"]),
-        "answer_agreement": stats.rnd(s["answer_agreement"]),
-    }
-    if s.get("turn_diff"):
-        block["turn_diff"] = s["turn_diff"]
-        block["modes"] = s["modes"]
+    block = SuiteResult(
+        paired=s["paired"], golden_only=s["golden_only"], candidate_only=s["candidate_only"],
+        metrics=mets, signals=sigs, drift=d, divergence=dv, flips=s["flips"], findings=s["findings"],
+        flips_by_mode=s["flips_by_mode"], new_finding_detail=s["new_finding_detail"], signal_modes=s["signal_modes"],
+        tool_trigger=numerics.tool_trigger(s["trigger"]), answer_agreement=stats.rnd(s["answer_agreement"]),
+        # multi-turn suites only: the per-turn diff, and the modes it was made over
+        turn_diff=s["turn_diff"] or None, modes=s["modes"] if s["turn_diff"] else None,
+    )
     return block, fe, q + q_sig + q_drift + q_div
 
 
@@ -422,8 +420,8 @@ def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], incom
 
 def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra_budget: float = 0.02,
             probes: dict[str, Any] | None = None, allow_subset: bool = False,
-            probe_table: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The comparison document (DESIGN.md, "Machine-readable outputs"). `probes`: run-wide evidence items (probe
+            probe_table: list[dict[str, Any]] | None = None) -> Comparison:
+    """The comparison document (DESIGN.md, "Machine-readable outputs"), typed; `to_dict()` is comparison.json. `probes`: run-wide evidence items (probe
     verdicts, the context probe); `probe_table`: the probes' conformance rows (probe_results.judge)."""
     from verifier.attribution import coverage, diagnosis, explain
 
@@ -447,7 +445,7 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
         cov = coverage.coverage(golden_obs, cand_obs, golden_meta.get("probes"), probes, allow_subset)
     fe: list[Evidence] = []
     q: list[Evidence] = []
-    suites_out: dict[str, Any] = {}
+    suites_out: dict[str, SuiteResult] = {}
     for suite, s in sig.items():
         suites_out[suite], fe_s, q_s = _suite_verdicts(suite, s, margins)
         fe += fe_s
@@ -456,32 +454,25 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
         # context_truncated names itself; a probe's evidence names its component and the surface it ran on
         fe.append(Evidence(p.get("signal", f"probe:{name}"), "*", p["verdict"], p["summary"], component=p.get("component"),
                            modes={p["surface"]: 1} if p.get("surface") else None, qualifier=p.get("qualifier")))
-    drift_states = {s["drift"]["state"] for s in suites_out.values()}
-    changed = any(s["drift"].get("numerics_changed") for s in suites_out.values())
+    drift_states = {s.drift.state for s in suites_out.values()}
+    changed = any(s.drift.numerics_changed for s in suites_out.values())
     status, frontend, quant = _decide(fe, q, drift_states, infra_rate > infra_budget or cov["rate"] > infra_budget, changed)
-    doc: dict[str, Any] = {
-        "status": status,
-        "exit_code": EXIT[status],
-        "meaning": MEANING[EXIT[status]],
-        "infra": {"count": infra, "total": len(cand_obs), "rate": stats.rnd(infra_rate), "budget": infra_budget,
-                  "reference_also_failed": shared},
-        "frontend": {"verdict": frontend, "evidence": [e.to_dict() for e in fe]},
-        "quantization": {"verdict": quant, "evidence": [e.to_dict() for e in q]},
-        "suites": suites_out,
-        "coverage": cov,
-    }
-    if probe_table is not None:
-        doc["conformance"] = probe_table
     # Wire modes with no logprobs at all on the candidate where the golden has them on some mode (the Messages API
     # has none): drift and decoding changes are not measured there, and the document says so rather than guess.
     c_lp = {o.mode for o in cand_obs if o.logprobs}
-    doc["logprobs_missing_modes"] = sorted({o.mode for o in cand_obs if o.judged} - c_lp) if any(o.logprobs for o in golden_obs) else []
-    doc["diagnosis"] = diagnosis.diagnose(doc)
-    typed = Comparison.from_dict(doc)  # the document so far: what reasons and checks read
-    doc["reasons"] = explain.reasons(typed)
-    doc["reason"] = doc["reasons"][0] if doc["reasons"] else None
-    doc["checks"] = [c.to_dict() for c in explain.checks(typed, golden_meta, golden_obs)]
-    return doc
+    missing_lp = sorted({o.mode for o in cand_obs if o.judged} - c_lp) if any(o.logprobs for o in golden_obs) else []
+    doc = Comparison(
+        status=status, exit_code=EXIT[status], meaning=MEANING[EXIT[status]],
+        infra={"count": infra, "total": len(cand_obs), "rate": stats.rnd(infra_rate), "budget": infra_budget,
+               "reference_also_failed": shared},
+        frontend=Side(frontend, tuple(fe)), quantization=Side(quant, tuple(q)), suites=suites_out, coverage=cov,
+        conformance=probe_table, logprobs_missing_modes=missing_lp,
+    )
+    # The diagnosis reads the verdicts; reasons and checks read the diagnosis too (the document so far).
+    doc = dataclasses.replace(doc, diagnosis=tuple(diagnosis.diagnose(doc)))
+    reasons = explain.reasons(doc)
+    checks = tuple(explain.checks(doc, golden_meta, golden_obs))
+    return dataclasses.replace(doc, reasons=reasons, reason=reasons[0] if reasons else None, checks=checks)
 
 
 def _spreads(s: PairedSuite, suite: str) -> dict[str, float]:
@@ -494,8 +485,8 @@ def _spreads(s: PairedSuite, suite: str) -> dict[str, float]:
         n = s["denominators"][name]
         out[f"{suite}/signal:{name}"] = len(s["events"][name]) / n if n else 0.0
     out[f"{suite}/drift"] = s["drift"]["mean_abs_delta"] or 0.0
-    dv = s.get("divergence") or {}
-    if dv.get("n"):
+    dv = s["divergence"]
+    if dv["n"]:
         out[f"{suite}/divergence"] = dv["count"] / dv["n"]
     return out
 

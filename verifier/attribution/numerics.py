@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections import defaultdict
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence, TypedDict
 
 from verifier import stats
 from verifier.judge.contract import comparable
 from verifier.jsonsafe import is_finite_number
-from verifier.attribution.document import MetricResult, SignalResult
+from verifier.attribution.document import Drift, MetricResult, SignalResult
 from verifier.attribution.signals import answer_key
 from verifier.surfaces.registry import REFERENCE_MODE
 from verifier.types import Observation
@@ -84,6 +84,45 @@ def flip(g: Sequence[Observation], c: Sequence[Observation]) -> str | None:
     return "regressed" if ga > ca else "improved" if ca > ga else None
 
 
+class PairedMetric(TypedDict):
+    """One metric's per-sample values on the clean paired samples, golden and candidate in sample order."""
+
+    golden: list[float]
+    candidate: list[float]
+    ids: list[str]
+
+
+class DriftMeasure(TypedDict):
+    """Logprob drift as measured, before drift_state sets its threshold and state (the Drift of the document)."""
+
+    tokens: int
+    mean_abs_delta: float | None
+    first_divergence_median: int | None
+    samples: int
+    logprobs: dict[str, int]
+    parted_at_token_0: int
+    per_sample: list[dict[str, Any]]
+
+
+class DivergenceCount(TypedDict):
+    """On how many samples the greedy outputs parted, of how many comparable, and where."""
+
+    count: int
+    n: int
+    samples: list[str]
+
+
+class NumericsSummary(TypedDict):
+    """What the accumulator hands compare and calibrate (Numerics.to_dict); not written as is."""
+
+    metrics: dict[str, PairedMetric]
+    flips: dict[str, list[str]]
+    drift: DriftMeasure
+    answer_agreement: float | None
+    clean_paired: int
+    divergence: DivergenceCount
+
+
 @dataclass
 class Numerics:
     """Per-suite accumulator over clean, frontend-untouched paired samples."""
@@ -135,7 +174,7 @@ class Numerics:
                                     "first_divergence": d[2], "parted": bool(parted),
                                     "length": min(len(gr.logprobs or ()), len(cr.logprobs or ()))})
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> NumericsSummary:
         fd = sorted(self.first_div)
         return {
             "metrics": {m: {"golden": v[0], "candidate": v[1], "ids": self.metric_ids[m]} for m, v in self.metrics.items()},
@@ -169,7 +208,7 @@ def bounded_per_sample(rows: list[dict[str, Any]], cap: int = PER_SAMPLE_MAX) ->
 
 
 def tool_call_scores(golden: dict[str, Any] | None, candidate: dict[str, Any] | None,
-                     agreement: dict[str, Any] | None) -> dict[str, Any] | None:
+                     agreement: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """K2VV's numbers for a tool-calling suite, each beside the golden's, from the two runs' suite summaries
     (`summary.json` `extra`): trigger F1 against the items' expected calls, calls-weighted schema accuracy,
     and the trigger F1 of the candidate's decisions against the golden's (K2VV's trigger similarity)."""
@@ -243,14 +282,16 @@ def paired_event_verdict(k: int, reverse: int, n: int, margin: float) -> SignalR
     return dataclasses.replace(out, golden_count=reverse, p_value=stats.rnd(p), test="mcnemar_exact", verdict=verdict)
 
 
-def drift_state(d: dict[str, Any], calibrated: float) -> dict[str, Any]:
+def drift_state(d: DriftMeasure, calibrated: float) -> Drift:
     """The drift block of comparison.json: the fire threshold and whether it was crossed."""
     margin = max(DRIFT_FACTOR * (calibrated if d["mean_abs_delta"] is not None else 0.0), DRIFT_FLOOR)
     if d["mean_abs_delta"] is None:
         state = "unavailable"
     else:
         state = "fired" if d["mean_abs_delta"] > margin else "clean"
-    return {**d, "margin": margin, "state": state, "mean_abs_delta": stats.rnd(d["mean_abs_delta"])}
+    return Drift(tokens=d["tokens"], mean_abs_delta=stats.rnd(d["mean_abs_delta"]),
+                 first_divergence_median=d["first_divergence_median"], samples=d["samples"], logprobs=d["logprobs"],
+                 parted_at_token_0=d["parted_at_token_0"], per_sample=d["per_sample"], margin=margin, state=state)
 
 
 def tool_trigger(t: dict[str, int]) -> dict[str, Any] | None:
