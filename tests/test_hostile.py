@@ -205,7 +205,7 @@ def test_multi_line_sse_events_are_assembled_as_the_spec_and_the_sdk_do():
     assert r.error is None and r.chunks[-1] == "[DONE]" and len(r.chunks) == 4, r.chunks
     p = parse_exchange(Exchange("smoke", "s", 0, "chat-stream", {}, r.status, None, r.chunks, None, 1.0, 1))
     assert p.content == "42" and p.finish_reason == "stop" and p.usage["completion_tokens"] == 2
-    assert "bad_chunks" not in p.extra
+    assert p.extra.bad_chunks is None
 
 
 def test_a_json_answer_to_a_stream_request_is_a_frontend_finding_not_infra(tmp_path, cli):
@@ -502,7 +502,7 @@ def test_22_4_every_json_load_boundary_treats_a_huge_integer_as_bad_json(tmp_pat
     with pytest.raises(json.JSONDecodeError, match="4300 digits"):
         jsonsafe.loads('{"n": ' + "9" * 5000 + "}")
     assert issubclass(NumberTooLong, json.JSONDecodeError)
-    assert parse_chunks([delta_huge := '{"choices": [{"delta": {"content": "x"}}], "n": ' + "9" * 5000 + "}", "[DONE]"]).extra["bad_chunks"] == 1
+    assert parse_chunks([delta_huge := '{"choices": [{"delta": {"content": "x"}}], "n": ' + "9" * 5000 + "}", "[DONE]"]).extra.bad_chunks == 1
     assert delta_huge
     # A journal or a golden edited (or corrupted) into one: a usage error naming the file and line, not a crash.
     out = tmp_path / "r"
