@@ -16,7 +16,7 @@ from hostile_server import DEEP, HostileServer
 from verifier.judge import contract
 from verifier.wire import dualpath
 from verifier.run import journal
-from verifier.attribution.compare import _drift
+from verifier.attribution.numerics import logprob_drift
 from verifier.wire.endpoint import Endpoint, EndpointConfig
 from verifier.jsonsafe import TooDeep, dumps_strict, loads_bounded
 from verifier.judge.parse import parse_body, parse_chunks
@@ -322,8 +322,8 @@ def test_nan_logprobs_and_infinite_usage():
     assert {"logprobs_non_finite", "usage_non_finite"} <= codes
     assert p.prompt_tokens is None and p.completion_tokens is None
     nan = [["ok", float("nan")], ["x", float("nan")]]
-    assert _drift({"logprobs": nan}, {"logprobs": nan}) is None  # not measurable, not "no drift"
-    assert _drift({"logprobs": [["ok", -1.0]]}, {"logprobs": [["ok", -1.5]]}) == (1, 0.5, 1)
+    assert logprob_drift(nan, nan) is None  # not measurable, not "no drift"
+    assert logprob_drift([["ok", -1.0]], [["ok", -1.5]]) == (1, 0.5, 1)
 
 
 def test_dumps_strict_never_writes_bare_nan():
@@ -334,7 +334,7 @@ def test_dumps_strict_never_writes_bare_nan():
 # --- 12. a mid-stream error event is retried, then infra ---------------------------------------------
 
 def test_mid_stream_error_event_is_retried_then_infra(tmp_path):
-    from suites import SUITES
+    from suites import BUILTIN as SUITES
     from verifier.run.scoring import judge
 
     with HostileServer("stream_error") as srv:

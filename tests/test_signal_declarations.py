@@ -32,7 +32,7 @@ def test_every_signal_is_declared_once_with_a_known_component():
         assert s.component == signals.BY_FINDING_CODE or s.component in COMPONENTS, s.name
         assert s.name in TABLE or s.component == signals.BY_FINDING_CODE, s.name
     assert {comp for comp, _ in TABLE.values()} <= set(COMPONENTS)
-    assert compare.PATH_MODES == {"stream_parity_mismatch": {"chat-stream"}, "dual_path_mismatch": {"completions"}}
+    assert signals.fixed_blame_modes() == {"stream_parity_mismatch": {"chat-stream"}, "dual_path_mismatch": {"completions"}}
     assert signals.STRUCTURAL_ZERO == {"decoding_changed"} and signals.NOT_TOUCHING == {"new_findings"}
 
 

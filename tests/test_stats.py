@@ -1,7 +1,8 @@
 import math
 
 from verifier import stats
-from verifier.attribution.compare import degenerate, event_verdict, metric_verdict
+from verifier.attribution.numerics import event_verdict, metric_verdict
+from verifier.attribution.signals import degenerate
 
 
 def test_wilson_known_values():

@@ -269,7 +269,7 @@ def test_infra_the_golden_shared_is_reported_not_counted(tmp_path, cli):
         return reply
 
     run = ["--suite", "smoke", "--model", "m", "--quiet", "--mode", "chat", "--max-retries", "0"]
-    from suites import SUITES
+    from suites import BUILTIN as SUITES
 
     def question(i: int) -> str:  # "A + B" of the smoke suite's i-th sample
         return _re.search(r"What is (-?\d+ \+ -?\d+)", SUITES["smoke"].load(None, True)[i].messages[-1]["content"]).group(1)

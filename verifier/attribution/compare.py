@@ -18,8 +18,6 @@ from typing import Any, Iterable, Mapping, Sequence, TypedDict, TypeVar
 
 from verifier.attribution import numerics, signals, turn_diff
 from verifier import stats
-from verifier.attribution.numerics import DRIFT_FACTOR, DRIFT_FLOOR, event_verdict, metric_verdict  # noqa: F401  (public names)
-from verifier.attribution.signals import FRONTEND_EVENTS, NUMERICS_EVENTS, degenerate  # noqa: F401  (public names)
 from verifier.attribution.document import Absent, Comparison, Drift, MetricResult, Side, SignalResult, SuiteResult
 from verifier.attribution.numerics import DivergenceCount, DriftMeasure, PairedMetric
 from verifier.attribution.surface_signals import mode_note
@@ -41,11 +39,6 @@ MEANING = {
 
 Rows = Iterable["Observation | Mapping[str, Any]"]
 Grouped = dict[str, dict[str, list[Observation]]]
-
-
-# The wire mode a path-parity signal blames (the chat path is its reference); other signals name the modes they
-# fired on. Read from the declarations (Signal.blame_modes); this is the shipped registry's, for readers.
-PATH_MODES = signals.fixed_blame_modes()
 
 
 class NoOverlap(ValueError):
@@ -199,11 +192,6 @@ def paired_signals(golden: Rows, cand: Rows) -> dict[str, PairedSuite]:
     return {suite: _suite_signals(G[suite], C[suite]) for suite in sorted(set(G) & set(C))}
 
 
-def _drift(g: Mapping[str, Any], c: Mapping[str, Any]) -> tuple[int, float, int] | None:
-    """numerics.logprob_drift of two observation rows as dicts (kept for callers of the dict-based API)."""
-    return numerics.logprob_drift(g.get("logprobs"), c.get("logprobs"))
-
-
 def _margin(margins: dict[str, Any], key: str) -> float | None:
     """The calibrated margin, or None where the golden predates the key (a signal added after it was calibrated)."""
     m = margins.get(key)
@@ -258,7 +246,7 @@ def _quality(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[
     for m, v in sorted(s["metrics"].items()):
         key = f"{suite}/{m}"
         margin = _margin(margins, key)
-        mv = metric_verdict(v["golden"], v["candidate"], 0.0 if margin is None else margin)
+        mv = numerics.metric_verdict(v["golden"], v["candidate"], 0.0 if margin is None else margin)
         if margin is None:
             mv = uncalibrated(mv, key)
         elif mv.verdict == "inconclusive":
@@ -283,7 +271,7 @@ def _signal_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tup
         # Older goldens predate newer signals: judged against 0 and, where the signal fired, undecided (uncalibrated).
         margin = 0.0 if sg.structural_zero else _margin(margins, key)
         if sg.side == "frontend":
-            ev = event_verdict(len(s["events"][name]), n, margin or 0.0)
+            ev = numerics.event_verdict(len(s["events"][name]), n, margin or 0.0)
         else:
             ev = numerics.paired_event_verdict(len(s["events"][name]), s["reverse_events"][name], n, margin or 0.0)
         if margin is None and n:

@@ -16,7 +16,8 @@ from verifier import stats
 from verifier.judge.contract import comparable
 from verifier.jsonsafe import is_finite_number
 from verifier.attribution.document import Drift, MetricResult, SignalResult
-from verifier.attribution.signals import answer_key
+from verifier.attribution.signals import tokens_part
+from verifier.attribution.turn_diff import answer_key
 from verifier.surfaces.registry import REFERENCE_MODE
 from verifier.types import Observation
 
@@ -61,8 +62,7 @@ def diverged(g: Observation, c: Observation) -> bool | None:
     without tokens on both sides. Reruns of one engine rarely part; changed weights or KV numerics do."""
     if not g.logprobs or not c.logprobs:
         return None
-    gl, cl = [t for _, t, _ in comparable(g.logprobs)], [t for _, t, _ in comparable(c.logprobs)]
-    return gl != cl
+    return tokens_part(g.tokens, c.tokens)
 
 
 def reference(obs: Sequence[Observation]) -> Observation:
@@ -147,7 +147,7 @@ class Numerics:
     def add(self, sid: str, g: Sequence[Observation], c: Sequence[Observation]) -> None:
         """One paired sample; both lists hold clean records only and neither is empty."""
         self.answers_n += 1
-        self.answers_same += {answer_key(o) for o in g} == {answer_key(o) for o in c}
+        self.answers_same += {answer_key(o.answer) for o in g} == {answer_key(o.answer) for o in c}
         for m in sorted(set(g[0].metrics) & set(c[0].metrics)):
             self.metrics[m][0].append(sum(o.metrics[m] for o in g if m in o.metrics) / len(g))
             self.metrics[m][1].append(sum(o.metrics[m] for o in c if m in o.metrics) / len(c))
