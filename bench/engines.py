@@ -38,7 +38,7 @@ LOGPROBS = {"logprobs": True, "top_logprobs": 1}
 
 
 def registered() -> set[str]:
-    from suites import SUITES
+    from suites import BUILTIN as SUITES
 
     return set(SUITES)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from verifier.attribution import compare  # noqa: E402
+from verifier.attribution import compare, signals  # noqa: E402
 from verifier.golden import store as golden  # noqa: E402
 from verifier.run import journal, scoring  # noqa: E402
 from verifier.app import report_files  # noqa: E402
@@ -89,13 +89,13 @@ def build(root: Path, n: int, seed: int = 0, logprob_tokens: int = 0) -> tuple[P
     journal.write_jsonl(run / scoring.VERDICTS, verdicts)
     journal.write_json(run / scoring.SUMMARY, {"run_id": "bench-run", "suites": {}})
     margins = {f"{SUITE}/accuracy": 0.02, f"{SUITE}/drift": 0.0,
-               **{f"{SUITE}/signal:{s}": 0.0 for s in compare.FRONTEND_EVENTS + compare.NUMERICS_EVENTS}}
+               **{f"{SUITE}/signal:{s}": 0.0 for s in signals.EVENTS}}
     gdir.mkdir()
     journal.write_jsonl(gdir / golden.OBS, gobs)
     journal.write_json(gdir / golden.GOLDEN, {"golden_format": golden.FORMAT, "name": "golden", "suites": suites, "epochs": 1,
                                                "modes": ["chat"], "selection": {}, "summary": {}, "margins": margins,
                                                "source": {"run_id": "bench-golden", "endpoint": hdr["endpoint"], "server_info": {}}})
-    doc = compare.compare({"margins": margins}, gobs, golden.observations(run))
+    doc = compare.compare({"margins": margins}, gobs, golden.observations(run)).to_dict()
     doc["golden"] = {"name": "golden", "path": str(gdir)}
     doc["run"] = {"run_dir": str(run), "run_id": "bench-run"}
     journal.write_json(run / "comparison.json", doc)

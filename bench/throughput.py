@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from suites import SUITES  # noqa: E402
+from suites import BUILTIN as SUITES  # noqa: E402
 from verifier.run import runner  # noqa: E402
 from verifier.wire.endpoint import EndpointConfig  # noqa: E402
 

@@ -33,7 +33,6 @@ BUILTIN: dict[str, Suite] = {
     bfcl_multi_turn.SUITE.name: bfcl_multi_turn.SUITE, bfcl_multi_turn.CHAINED.name: bfcl_multi_turn.CHAINED,
     **gsm8k.SUITES, lm_eval_import.SUITE.name: lm_eval_import.SUITE,
 }
-SUITES = BUILTIN  # the name older callers import; the built-ins only
 
 
 def _as_suites(obj: object) -> list[Suite]:

@@ -278,11 +278,6 @@ SUITE = Suite(
 )
 
 
-def suite_for(name: str) -> Suite | None:
-    """The Suite that scores run-directory suite `name` (`lm_eval:<task>`), else None."""
-    return SUITE if name.startswith(PREFIX) else None
-
-
 # ---------------------------------------------------------------- `verifier lm-eval` (flags: verifier/cli/lm_eval.py)
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from suites import SUITES, bfcl
+from suites import BUILTIN as SUITES, bfcl
 from suites import bfcl_checker as chk
 from verifier.testbed.server import Reply, Script, TestServer, last_user_text
 from verifier.types import Parsed

@@ -243,7 +243,6 @@ def test_one_client_per_run(server, tmp_path, cli, monkeypatch):
         init(self, *args, **kwargs)
 
     monkeypatch.setattr(endpoint.Endpoint, "__init__", counting)
-    monkeypatch.setattr(endpoint, "reachable", None)  # the old separate httpx client must not be needed
     code, _, err = cli(*run_args(server, tmp_path / "r", "--probes"))
     assert code == 0, err
     assert len(made) == 1 and (tmp_path / "r" / "probes.json").exists()

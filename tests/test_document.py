@@ -38,9 +38,9 @@ def documents() -> list[dict[str, object]]:
     broken = [obs(f"x{i}", m, findings=("usage_missing",) if m == "chat-stream" else ()) for i in range(12)
               for m in ("chat", "chat-stream")]
     wrong = [obs(f"x{i}", m, score=0.0) for i in range(12) for m in ("chat", "chat-stream")]
-    return [compare.compare(meta(full), GOLDEN, GOLDEN), compare.compare(meta(full), GOLDEN, broken),
-            compare.compare(meta(full), GOLDEN, wrong), compare.compare(meta({"s/accuracy": 0.1}), GOLDEN, broken),
-            compare.compare(meta({}), GOLDEN, wrong)]
+    return [compare.compare(meta(full), GOLDEN, GOLDEN).to_dict(), compare.compare(meta(full), GOLDEN, broken).to_dict(),
+            compare.compare(meta(full), GOLDEN, wrong).to_dict(), compare.compare(meta({"s/accuracy": 0.1}), GOLDEN, broken).to_dict(),
+            compare.compare(meta({}), GOLDEN, wrong).to_dict()]
 
 
 @pytest.mark.parametrize("i", range(5))

@@ -8,7 +8,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import pytest
 
-from suites import SUITES, gsm8k
+from suites import BUILTIN as SUITES, gsm8k
 from suites import lm_eval_adapter as le
 from verifier.run import runner
 from verifier.testbed.server import Reply, Script, TestServer

@@ -16,7 +16,7 @@ from hostile_server import DEEP, HostileServer
 from verifier.judge import contract
 from verifier.wire import dualpath
 from verifier.run import journal
-from verifier.attribution.compare import _drift
+from verifier.attribution.numerics import logprob_drift
 from verifier.wire.endpoint import Endpoint, EndpointConfig
 from verifier.jsonsafe import TooDeep, dumps_strict, loads_bounded
 from verifier.judge.parse import parse_body, parse_chunks
@@ -205,7 +205,7 @@ def test_multi_line_sse_events_are_assembled_as_the_spec_and_the_sdk_do():
     assert r.error is None and r.chunks[-1] == "[DONE]" and len(r.chunks) == 4, r.chunks
     p = parse_exchange(Exchange("smoke", "s", 0, "chat-stream", {}, r.status, None, r.chunks, None, 1.0, 1))
     assert p.content == "42" and p.finish_reason == "stop" and p.usage["completion_tokens"] == 2
-    assert "bad_chunks" not in p.extra
+    assert p.extra.bad_chunks is None
 
 
 def test_a_json_answer_to_a_stream_request_is_a_frontend_finding_not_infra(tmp_path, cli):
@@ -322,8 +322,8 @@ def test_nan_logprobs_and_infinite_usage():
     assert {"logprobs_non_finite", "usage_non_finite"} <= codes
     assert p.prompt_tokens is None and p.completion_tokens is None
     nan = [["ok", float("nan")], ["x", float("nan")]]
-    assert _drift({"logprobs": nan}, {"logprobs": nan}) is None  # not measurable, not "no drift"
-    assert _drift({"logprobs": [["ok", -1.0]]}, {"logprobs": [["ok", -1.5]]}) == (1, 0.5, 1)
+    assert logprob_drift(nan, nan) is None  # not measurable, not "no drift"
+    assert logprob_drift([["ok", -1.0]], [["ok", -1.5]]) == (1, 0.5, 1)
 
 
 def test_dumps_strict_never_writes_bare_nan():
@@ -334,7 +334,7 @@ def test_dumps_strict_never_writes_bare_nan():
 # --- 12. a mid-stream error event is retried, then infra ---------------------------------------------
 
 def test_mid_stream_error_event_is_retried_then_infra(tmp_path):
-    from suites import SUITES
+    from suites import BUILTIN as SUITES
     from verifier.run.scoring import judge
 
     with HostileServer("stream_error") as srv:
@@ -502,7 +502,7 @@ def test_22_4_every_json_load_boundary_treats_a_huge_integer_as_bad_json(tmp_pat
     with pytest.raises(json.JSONDecodeError, match="4300 digits"):
         jsonsafe.loads('{"n": ' + "9" * 5000 + "}")
     assert issubclass(NumberTooLong, json.JSONDecodeError)
-    assert parse_chunks([delta_huge := '{"choices": [{"delta": {"content": "x"}}], "n": ' + "9" * 5000 + "}", "[DONE]"]).extra["bad_chunks"] == 1
+    assert parse_chunks([delta_huge := '{"choices": [{"delta": {"content": "x"}}], "n": ' + "9" * 5000 + "}", "[DONE]"]).extra.bad_chunks == 1
     assert delta_huge
     # A journal or a golden edited (or corrupted) into one: a usage error naming the file and line, not a crash.
     out = tmp_path / "r"

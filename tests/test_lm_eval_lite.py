@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = """
 import json, sys
-from suites import SUITES
+from suites import BUILTIN as SUITES
 from verifier.run import runner
 from verifier.types import Parsed
 suite = SUITES[sys.argv[1]]

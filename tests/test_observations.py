@@ -54,7 +54,7 @@ def outputs(run: Path, golden: Path) -> tuple[str, str, list[dict]]:
     """What a gate makes of a scored run offline: the comparison, the report and the observation rows."""
     from verifier.app.gate import compare_run
 
-    doc = compare_run(run, str(golden), None, 0.02, write=False)
+    doc = compare_run(run, str(golden), None, 0.02, write=False).to_dict()
     html = report_files.render_html(run, golden, doc)
     return json.dumps(doc, sort_keys=True), html, store.observations(run)
 

@@ -69,7 +69,7 @@ def test_extra_fields_and_unknown_finish_reason_survive():
     body = {"choices": [{"message": {"content": "", "reasoning_content": "x = 4"}, "finish_reason": "eos_token", "vendor": 1}], "usage": {"prompt_tokens": 3}}
     p = parse_body(json.dumps(body))
     # a synonym (TGI's eos_token) reads as chat's own value; the wire value is kept
-    assert p.finish_reason == "stop" and p.extra["finish_reason_wire"] == "eos_token" and p.reasoning == "x = 4"
+    assert p.finish_reason == "stop" and p.extra.finish_reason_wire == "eos_token" and p.reasoning == "x = 4"
     body["choices"][0]["finish_reason"] = "vendor_specific_reason"
     assert parse_body(json.dumps(body)).finish_reason == "vendor_specific_reason"
     assert "answer_in_reasoning" in {f.code for f in contract.check({}, p, "chat")}
@@ -120,15 +120,15 @@ def test_stream_parity_ignores_paths_whose_tokens_diverged():
 
 def test_deep_json_and_non_finite_usage_become_wire_facts_not_crashes():
     deep = "[" * 1000 + "]" * 1000
-    assert parse_body(deep).extra == {"json_too_deep": "body"}
-    assert parse_chunks([deep, "[DONE]"]).extra == {"json_too_deep": "1 stream chunk(s)"}
+    assert parse_body(deep).extra.to_dict() == {"json_too_deep": "body"}
+    assert parse_chunks([deep, "[DONE]"]).extra.to_dict() == {"json_too_deep": "1 stream chunk(s)"}
     body = json.dumps({"choices": [{"message": {"content": deep}, "finish_reason": "stop"}],
                        "usage": {"prompt_tokens": float("inf"), "completion_tokens": 3}})
     p = parse_body(body)
-    assert p.content is None and p.extra["json_too_deep"] == "content"
-    assert p.usage == {"completion_tokens": 3} and p.extra["usage_non_finite"] == "prompt_tokens"
+    assert p.content is None and p.extra.json_too_deep == "content"
+    assert p.usage == {"completion_tokens": 3} and p.extra.usage_non_finite == "prompt_tokens"
     ok = parse_body(json.dumps({"choices": [{"message": {"content": "[[1]]"}, "finish_reason": "stop"}]}))
-    assert ok.content == "[[1]]" and ok.extra == {}
+        assert ok.content == "[[1]]" and ok.extra.to_dict() == {}
 
 
 def test_the_depth_bound_is_exact_whether_or_not_the_bracket_count_spares_the_walk():

@@ -275,10 +275,13 @@ def test_merge_rejects_conflicting_versions(tmp_path, monkeypatch, cli):
 
 def test_a_metric_without_a_margin_draws_no_margin_line_and_never_crashes():
     """A metric judged without a margin (margin None: uncalibrated) used to crash the report (`-None`), exit 1."""
+    from verifier.attribution.document import MetricResult
     from verifier.report.views import delta_chart
 
-    doc = {"suites": {"s": {"metrics": {
-        "accuracy": {"delta": -0.2, "ci": [-0.3, -0.1], "margin": None, "verdict": "inconclusive"},
-        "pass_rate": {"delta": 0.0, "ci": [-0.1, 0.1], "margin": 0.05, "verdict": "pass"}}}}}
-    rows = {r["label"]: r for r in delta_chart(doc)["rows"]}
+    metrics = {"s": {
+        "accuracy": MetricResult(golden=0.9, candidate=0.7, delta=-0.2, ci=[-0.3, -0.1], margin=None, p_value=None, n=20,
+                                 verdict="inconclusive"),
+        "pass_rate": MetricResult(golden=0.5, candidate=0.5, delta=0.0, ci=[-0.1, 0.1], margin=0.05, p_value=None, n=20,
+                                  verdict="pass")}}
+    rows = {r["label"]: r for r in delta_chart(metrics)["rows"]}
     assert rows["s/accuracy"]["x_m"] is None and rows["s/pass_rate"]["x_m"] is not None

@@ -32,7 +32,7 @@ def test_every_signal_is_declared_once_with_a_known_component():
         assert s.component == signals.BY_FINDING_CODE or s.component in COMPONENTS, s.name
         assert s.name in TABLE or s.component == signals.BY_FINDING_CODE, s.name
     assert {comp for comp, _ in TABLE.values()} <= set(COMPONENTS)
-    assert compare.PATH_MODES == {"stream_parity_mismatch": {"chat-stream"}, "dual_path_mismatch": {"completions"}}
+    assert signals.fixed_blame_modes() == {"stream_parity_mismatch": {"chat-stream"}, "dual_path_mismatch": {"completions"}}
     assert signals.STRUCTURAL_ZERO == {"decoding_changed"} and signals.NOT_TOUCHING == {"new_findings"}
 
 
@@ -52,7 +52,7 @@ def test_a_new_declaration_reaches_compare_checks_and_the_diagnosis(monkeypatch)
     assert "latency_spike" in TABLE and diagnosis.component_of("latency_spike")[0] == "context handling"
     cand = [obs(f"x{i}", m, reason="spike" if m == "chat-stream" else None) for i in range(12) for m in ("chat", "chat-stream")]
     margins = {f"s/signal:{n}": 0.0 for n in signals.names()} | {"s/accuracy": 0.0, "s/drift": 0.0}
-    doc = compare.compare(meta(margins), GOLDEN, cand)
+    doc = compare.compare(meta(margins), GOLDEN, cand).to_dict()
     assert doc["status"] == "frontend_regression"
     assert doc["suites"]["s"]["signals"]["latency_spike"]["count"] == 12
     assert doc["suites"]["s"]["signal_modes"]["latency_spike"] == ["chat-stream"]  # asked again per mode
@@ -71,7 +71,7 @@ def test_a_new_path_signal_blames_its_declared_modes(monkeypatch):
     monkeypatch.setattr(signals, "SIGNALS", signals.SIGNALS + (new,))
     cand = [obs(f"x{i}", m) for i in range(12) for m in ("chat", "chat-stream")]
     margins = {f"s/signal:{n}": 0.0 for n in signals.names()} | {"s/accuracy": 0.0, "s/drift": 0.0}
-    doc = compare.compare(meta(margins), GOLDEN, cand)
+    doc = compare.compare(meta(margins), GOLDEN, cand).to_dict()
     assert doc["suites"]["s"]["signal_modes"]["completions_path"] == ["completions"]
     assert [d["component"] for d in doc["diagnosis"]] == ["chat template & tokenization"]
 

@@ -1,7 +1,8 @@
 import math
 
 from verifier import stats
-from verifier.attribution.compare import degenerate, event_verdict, metric_verdict
+from verifier.attribution.numerics import event_verdict, metric_verdict
+from verifier.attribution.signals import degenerate
 
 
 def test_wilson_known_values():
@@ -28,19 +29,19 @@ def test_paired_bootstrap_is_seeded_and_brackets_delta():
 
 def test_metric_verdicts():
     same = metric_verdict([1, 0, 1, 1], [1, 0, 1, 1], 0.0)
-    assert same["verdict"] == "pass" and same["delta"] == 0
+    assert same.verdict == "pass" and same.delta == 0
     worse = metric_verdict([1] * 20, [0] * 12 + [1] * 8, 0.0)
-    assert worse["verdict"] == "fail" and worse["p_value"] < 0.001
+    assert worse.verdict == "fail" and worse.p_value < 0.001
     one_flip = metric_verdict([1] * 20, [0] + [1] * 19, 0.0)
-    assert one_flip["verdict"] == "inconclusive"
+    assert one_flip.verdict == "inconclusive"
     within_margin = metric_verdict([1] * 20, [0] + [1] * 19, 0.2)
-    assert within_margin["verdict"] == "pass"
+    assert within_margin.verdict == "pass"
 
 
 def test_event_verdicts():
-    assert event_verdict(0, 20, 0.0)["verdict"] == "pass"
-    assert event_verdict(1, 20, 0.0)["verdict"] == "fail"
-    assert event_verdict(2, 20, 0.05)["verdict"] == "inconclusive"
+    assert event_verdict(0, 20, 0.0).verdict == "pass"
+    assert event_verdict(1, 20, 0.0).verdict == "fail"
+    assert event_verdict(2, 20, 0.05).verdict == "inconclusive"
 
 
 def test_degenerate_repetition():
@@ -51,4 +52,4 @@ def test_degenerate_repetition():
 def test_wilson_bounds_are_exact_at_the_edges_for_every_n():
     for n in range(1, 200):
         assert stats.wilson(0, n)[0] == 0.0 and stats.wilson(n, n)[1] == 1.0
-        assert event_verdict(0, n, 0.0)["verdict"] == "pass"
+        assert event_verdict(0, n, 0.0).verdict == "pass"

@@ -136,7 +136,7 @@ def test_three_inconclusive_causes_give_three_messages(calibrated_golden, tmp_pa
     g = json.loads((golden / "golden.json").read_text())
     gobs = [json.loads(x) for x in (golden / "samples.jsonl").read_text().splitlines()]
     cobs = [{**o, "score": 0.0, "metrics": {"accuracy": 0.0}, "answer": "x"} if o["sample_id"] == "add-03" else o for o in gobs]
-    doc = compare.compare({**g, "margins": {**g["margins"], "smoke/accuracy": {"value": 0.02}}}, gobs, cobs)
+    doc = compare.compare({**g, "margins": {**g["margins"], "smoke/accuracy": {"value": 0.02}}}, gobs, cobs).to_dict()
     assert doc["status"] == "inconclusive"
     assert re.search(r"n=20 too small for margin 0\.02 .*about \d+ samples needed", doc["reason"]), doc["reason"]
     assert len({msgs["a"], msgs["b"], doc["reason"]}) == 3
@@ -166,9 +166,9 @@ def test_wrong_template_that_makes_the_model_repeat_is_frontend_only(calibrated_
 def test_one_repetition_in_twenty_is_not_a_numerics_failure():
     from verifier.attribution.numerics import paired_event_verdict
 
-    assert paired_event_verdict(1, 0, 22, 0.0)["verdict"] == "pass"
-    assert paired_event_verdict(8, 0, 22, 0.0)["verdict"] == "fail"
-    assert paired_event_verdict(3, 2, 22, 0.0)["verdict"] != "fail"
+    assert paired_event_verdict(1, 0, 22, 0.0).verdict == "pass"
+    assert paired_event_verdict(8, 0, 22, 0.0).verdict == "fail"
+    assert paired_event_verdict(3, 2, 22, 0.0).verdict != "fail"
 
 
 # ----------------------------------------------------------------------------- flips and JUnit names
@@ -227,14 +227,21 @@ def test_logprob_tokens_must_spell_the_content():
 
 def test_stream_only_detokenizer_fault_is_stream_assembly_non_stream_is_tokenization():
     from verifier.attribution.diagnosis import diagnose
+    from verifier.attribution.document import Comparison, Drift, Side, SignalResult, SuiteResult
 
     def doc(modes):
-        block = {"signals": {"new_findings": {"verdict": "fail", "count": 3}},
-                 "new_finding_detail": {"detokenize_mismatch": {"samples": ["a", "b", "c"], "modes": modes}}}
-        return {"suites": {"s": block}, "frontend": {"evidence": []}}
+        fired = SignalResult(rate=1.0, ci=[0.44, 1.0], count=3, n=3, margin=0.0, verdict="fail")
+        drift = Drift(tokens=0, mean_abs_delta=None, first_divergence_median=None, samples=0, logprobs=None,
+                      parted_at_token_0=None, per_sample=None, margin=0.01, state="unavailable")
+        block = SuiteResult(paired=3, golden_only=0, candidate_only=0, metrics={}, signals={"new_findings": fired},
+                            drift=drift, divergence=None, flips={}, findings={}, flips_by_mode={},
+                            new_finding_detail={"detokenize_mismatch": {"samples": ["a", "b", "c"], "modes": modes}},
+                            signal_modes={}, tool_trigger=None, answer_agreement=None)
+        return Comparison(status="frontend_regression", exit_code=10, meaning="", infra={}, frontend=Side("fail", ()),
+                          quantization=Side("pass", ()), suites={"s": block}, coverage={})
 
-    assert diagnose(doc(["chat-stream"]))[0]["component"] == "stream assembly"
-    assert diagnose(doc(["chat", "chat-stream"]))[0]["component"] == "tokenization"
+    assert diagnose(doc(["chat-stream"]))[0].component == "stream assembly"
+    assert diagnose(doc(["chat", "chat-stream"]))[0].component == "tokenization"
 
 
 def test_preflight_hints():
@@ -262,7 +269,7 @@ def test_infra_the_golden_shared_is_reported_not_counted(tmp_path, cli):
         return reply
 
     run = ["--suite", "smoke", "--model", "m", "--quiet", "--mode", "chat", "--max-retries", "0"]
-    from suites import SUITES
+    from suites import BUILTIN as SUITES
 
     def question(i: int) -> str:  # "A + B" of the smoke suite's i-th sample
         return _re.search(r"What is (-?\d+ \+ -?\d+)", SUITES["smoke"].load(None, True)[i].messages[-1]["content"]).group(1)

@@ -91,7 +91,7 @@ def compare(run_dir: str | Path, golden: str | Path, *, infra_budget: float = 0.
     """`verifier compare`: the comparison document (written to RUN_DIR/comparison.json unless write=False)."""
     from verifier.app.gate import compare_run
 
-    return compare_run(Path(run_dir), golden, None, infra_budget, allow_subset=allow_subset, write=write)
+    return compare_run(Path(run_dir), golden, None, infra_budget, allow_subset=allow_subset, write=write).to_dict()
 
 
 def gate(golden: str | Path, *, base_url: str, model: str, out: str | Path | None = None, suites: Iterable[str] = (),
@@ -111,5 +111,5 @@ def gate(golden: str | Path, *, base_url: str, model: str, out: str | Path | Non
     if reports:
         from verifier.app import report_files as report
 
-        report.write_all(Path(doc["run"]["run_dir"]), doc)
-    return doc
+        report.write_all(Path((doc.run or {})["run_dir"]), doc)  # compare_run always records it
+    return doc.to_dict()

@@ -17,7 +17,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
+
+if TYPE_CHECKING:
+    from verifier.types import WireFacts
 
 MAX_JSON_DEPTH = 100
 """Deeper than any real tool argument or structured output; far below the interpreter's recursion limit."""
@@ -123,11 +126,11 @@ def is_finite_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def stream_objects(chunks: list[str], extra: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def stream_objects(chunks: list[str], extra: WireFacts) -> Iterator[dict[str, Any]]:
     """Each SSE `data:` payload of a stream that is a JSON object, parsed with the depth bound; `[DONE]` skipped.
 
     Nothing is dropped silently: once the stream is consumed, payloads that were not JSON objects are counted in
-    extra["bad_chunks"] and too-deep ones in extra["json_too_deep"] (the Parsed.extra keys every surface uses)."""
+    extra.bad_chunks and too-deep ones in extra.json_too_deep (the Parsed.extra facts every surface uses)."""
     bad = deep = 0
     for raw in chunks:
         if raw == "[DONE]":
@@ -145,9 +148,9 @@ def stream_objects(chunks: list[str], extra: dict[str, Any]) -> Iterator[dict[st
         else:
             bad += 1
     if bad:
-        extra["bad_chunks"] = bad
+        extra.bad_chunks = bad
     if deep:
-        extra["json_too_deep"] = f"{deep} stream chunk(s)"
+        extra.json_too_deep = f"{deep} stream chunk(s)"
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -65,10 +65,6 @@ def register_run(hdr: dict[str, Any]) -> None:
         _mask_token_like = True
 
 
-def masking_token_like() -> bool:
-    return _mask_token_like
-
-
 def register_env(name: str | None) -> None:
     """The value of environment variable `name`, if it is set here."""
     if name and isinstance(name, str):

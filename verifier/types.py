@@ -7,7 +7,7 @@ other tools (compare, report, CI).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, Callable
 
@@ -80,6 +80,54 @@ class Exchange:
         return (self.suite, self.sample_id, self.epoch, self.mode)
 
 
+@dataclass(slots=True)
+class WireFacts:
+    """Facts about the wire that the Parsed shape cannot hold, as a surface parser (or parse.py's guards) saw them;
+    contract.py and contract_surfaces.py turn them into findings. None: not seen.
+
+    Mutable on purpose: a parser fills it in as it reads (stream_objects counts bad chunks into it), and it is
+    never written to a file. `slots`: setting a name that is not a field fails, so a misspelt fact is an error,
+    not a fact nobody reads. `to_dict()` is the form it had as `Parsed.extra`'s dict: the facts that were seen."""
+
+    bad_chunks: int | None = None
+    """Stream payloads that were not JSON objects (jsonsafe.stream_objects)."""
+    json_too_deep: str | None = None
+    """Where JSON nested past the bound: `body`, `N stream chunk(s)`, `content`, `tool arguments`."""
+    index_collisions: list[int] | None = None
+    """Stream indexes two different calls / items / blocks were sent under."""
+    stream_ignored: str | None = None
+    """A stream was asked for and one JSON body came back."""
+    usage_non_finite: str | None = None
+    """`usage` keys that held NaN or Infinity (dropped from usage)."""
+    finish_reason_wire: str | None = None
+    """The finish reason as sent, where another engine's synonym was read as the chat value."""
+    function_call_without_call_id: int | None = None
+    """Responses: function_call items without `call_id`."""
+    surface_status: Any = None
+    """Responses: the response's `status`, as sent."""
+    tool_input_not_object: str | None = None
+    """Messages: a tool_use block whose `input` is not an object (`name: type`)."""
+    stop_reason: Any = None
+    """Messages: `stop_reason` as sent."""
+    thinking_without_signature: int | None = None
+    """Messages: thinking blocks without a signature."""
+    terminal_event_missing: str | None = None
+    """The surface's terminal stream event that never came."""
+    usage_missing_in: str | None = None
+    """The stream event that should have carried usage and did not."""
+    stream_error_event: str | None = None
+    """An error event inside the stream (its message, cut at 120 characters)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: value for f in fields(self) if (value := getattr(self, f.name)) is not None}
+
+    def merge(self, other: WireFacts) -> None:
+        """The facts `other` saw, over these (a stream's bad payloads, counted apart from its events)."""
+        for f in fields(other):
+            if (value := getattr(other, f.name)) is not None:
+                setattr(self, f.name, value)
+
+
 @dataclass(frozen=True)
 class Parsed:
     """An Exchange reduced to the non-streamed response shape; streams are reassembled into it."""
@@ -96,7 +144,7 @@ class Parsed:
     """`usage` as received; None when absent."""
     logprobs: list[dict[str, Any]] | None = None
     """`choices[0].logprobs.content` entries: token, logprob, top_logprobs."""
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: WireFacts = field(default_factory=WireFacts)
     """Facts about the wire not visible in the shape above (e.g. stream index collisions)."""
 
     @property

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any, Mapping
 
 from verifier.run import journal, runner, scoring
 from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir, observations, score, suite_named
+from verifier.attribution.document import Comparison, SuiteResult
 from verifier.errors import UsageError, did_you_mean
 from verifier import jsonsafe
 from verifier.types import owner_ids
@@ -98,8 +100,9 @@ class Calibrated:
     """Reference runs they were computed from."""
 
 
-def gate(spec: GateSpec) -> dict[str, Any]:
-    """Collect the golden's selection from the endpoint, compare; returns the comparison document."""
+def gate(spec: GateSpec) -> Comparison:
+    """Collect the golden's selection from the endpoint, compare; returns the comparison document, written to
+    OUT/comparison.json."""
     whole_g, whole = load_golden(spec.golden)
     loaded = narrow((whole_g, whole), spec)
     g, gobs = loaded
@@ -117,23 +120,23 @@ def gate(spec: GateSpec) -> dict[str, Any]:
         score(run_dir)
         # An interim look covers part of the golden by design: judge what was sent.
         doc = compare_run(run_dir, spec.golden, None, spec.infra_budget, loaded, allow_subset=True)
-        looks.append({"status": doc["status"], "samples": sum(s["paired"] for s in doc["suites"].values())})
-        return doc["status"] in DECIDED
+        looks.append({"status": doc.status, "samples": sum(s.paired for s in doc.suites.values())})
+        return doc.status in DECIDED
 
     collect(run, stop_check=decided if spec.sequential else None)
     stopped_early = bool(looks) and looks[-1]["status"] in DECIDED
-    doc = compare_run(out, spec.golden, None, spec.infra_budget, loaded, allow_subset=stopped_early)
+    doc = compare_run(out, spec.golden, None, spec.infra_budget, loaded, allow_subset=stopped_early, write=False)
     if spec.limit or spec.skip_probes:  # a reviewer must see that this gate judged part of the golden, and which part
-        doc["limited"] = {"limit": spec.limit, "golden_records": len({(o["suite"], o["sample_id"]) for o in whole}),
-                          "gated_records": len({(o["suite"], o["sample_id"]) for o in gobs}),
-                          "probes_left_out": bool(spec.skip_probes and whole_g.get("probes"))}
-        journal.write_json(out / "comparison.json", doc)
+        doc = dataclasses.replace(doc, limited={
+            "limit": spec.limit, "golden_records": len({(o["suite"], o["sample_id"]) for o in whole}),
+            "gated_records": len({(o["suite"], o["sample_id"]) for o in gobs}),
+            "probes_left_out": bool(spec.skip_probes and whole_g.get("probes"))})
     if spec.sequential:
         total_samples = sum(len(v) for v in (run.only_ids or {}).values())
         used = looks[-1]["samples"] if looks else 0
-        doc["sequential"] = {"looks": looks, "used_samples": used, "total_samples": total_samples,
-                             "saved_samples": total_samples - used}
-        journal.write_json(out / "comparison.json", doc)
+        doc = dataclasses.replace(doc, sequential={"looks": looks, "used_samples": used, "total_samples": total_samples,
+                                                   "saved_samples": total_samples - used})
+    journal.write_json(out / "comparison.json", doc.to_dict())
     return doc
 
 
@@ -305,7 +308,7 @@ def require_margins(g: dict[str, Any], path: str | Path) -> None:
 
 def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_budget: float,
                 loaded: tuple[dict[str, Any], list[dict[str, Any]]] | None = None, allow_subset: bool = False,
-                write: bool = True) -> dict[str, Any]:
+                write: bool = True) -> Comparison:
     """Run vs golden -> the comparison document, written to `out` (default RUN_DIR/comparison.json) unless
     `write` is False (the matrix only reads the runs it is given)."""
     from verifier.attribution import compare
@@ -337,31 +340,34 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
     except compare.NoOverlap as e:
         raise UsageError(f"{run_dir} vs {golden_path}: {e}") from None
     # A margin the golden lacks is no error: compare judges that signal uncalibrated (compare.uncalibrated).
-    _attach_tool_call_scores(doc, g, run_dir)
-    doc["golden"] = {"name": g.get("name"), "path": str(golden_path), "source_run": g["source"].get("run_id"),
-                     "endpoint": g["source"].get("endpoint"), "margins_provenance": _provenance(g)}
-    # (a header without run_id or endpoint, which no writer makes, reads as "" / {}: written as null, as before)
-    doc["run"] = {"run_dir": str(run_dir), "run_id": hdr.run_id or None, "endpoint": hdr.endpoint or None}
-    if ctx:
-        doc["context_truncation"] = ctx
+    doc = dataclasses.replace(
+        doc, suites=_with_tool_call_scores(doc, g, run_dir),
+        golden={"name": g.get("name"), "path": str(golden_path), "source_run": g["source"].get("run_id"),
+                "endpoint": g["source"].get("endpoint"), "margins_provenance": _provenance(g)},
+        # (a header without run_id or endpoint, which no writer makes, reads as "" / {}: written as null, as before)
+        run={"run_dir": str(run_dir), "run_id": hdr.run_id or None, "endpoint": hdr.endpoint or None},
+        context_truncation=ctx or None)
     if write:
         if out is not None:
             Path(out).parent.mkdir(parents=True, exist_ok=True)
-        journal.write_json(out or run_dir / "comparison.json", doc)
+        journal.write_json(out or run_dir / "comparison.json", doc.to_dict())
     return doc
 
 
-def _attach_tool_call_scores(doc: dict[str, Any], g: dict[str, Any], run_dir: Path) -> None:
-    """K2VV's trigger F1 and schema accuracy, candidate beside golden, on every tool-calling suite (new key `tool_calls`)."""
+def _with_tool_call_scores(doc: Comparison, g: dict[str, Any], run_dir: Path) -> dict[str, SuiteResult]:
+    """The suites with K2VV's trigger F1 and schema accuracy, candidate beside golden, on every tool-calling suite
+    (key `tool_calls`)."""
     from verifier.attribution import numerics
 
     sp = run_dir / scoring.SUMMARY
     cand = json.loads(sp.read_text(encoding="utf-8")) if sp.exists() else {}
-    for suite, block in doc["suites"].items():
+    out = dict(doc.suites)
+    for suite, block in doc.suites.items():
         scores = numerics.tool_call_scores((((g.get("summary") or {}).get("suites") or {}).get(suite) or {}).get("extra"),
-                                           (((cand.get("suites") or {}).get(suite)) or {}).get("extra"), block.get("tool_trigger"))
+                                           (((cand.get("suites") or {}).get(suite)) or {}).get("extra"), block.tool_trigger)
         if scores:
-            block["tool_calls"] = scores
+            out[suite] = dataclasses.replace(block, tool_calls=scores)
+    return out
 
 
 def _context_verdict(run_dir: Path, g: dict[str, Any]) -> dict[str, Any] | None:

@@ -12,8 +12,9 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from verifier.attribution.document import Comparison
 from verifier.golden import store as golden_mod
 from verifier.run import journal, scoring
 from verifier.run import observations as observe
@@ -72,19 +73,22 @@ def read_golden(path: str | Path) -> GoldenData | None:
     return GoldenData.of(meta, obs)
 
 
-def comparison(run_dir: Path, golden_path: str | Path) -> dict[str, Any]:
+def comparison(run_dir: Path, golden_path: str | Path) -> Comparison:
     """RUN_DIR/comparison.json when it was made against this golden; otherwise compare now (without overwriting it)."""
     cp = run_dir / "comparison.json"
     if cp.exists():
         doc = jsonsafe.loads(cp.read_text(encoding="utf-8"))
         if (doc.get("golden") or {}).get("name") == Path(golden_path).name:
-            return doc
+            try:
+                return Comparison.from_dict(doc)
+            except KeyError:  # written by an older verifier, without a block this one reads: compare again, as below
+                pass
     from verifier.app.gate import compare_run  # application step; pulls in the openai SDK (~2 s)
 
     return compare_run(run_dir, str(golden_path), None, 0.02, write=False)  # a report never writes into the run
 
 
-def load(run_dir: Path | str, golden_path: str | Path | None, doc: dict[str, Any] | None,
+def load(run_dir: Path | str, golden_path: str | Path | None, doc: Comparison | Mapping[str, Any] | None,
          golden: GoldenData | None = None) -> Inputs:
     """The report's inputs from disk. Pass `golden` when the caller has it loaded (the gate does).
 
@@ -92,22 +96,23 @@ def load(run_dir: Path | str, golden_path: str | Path | None, doc: dict[str, Any
     """
     run_dir = Path(run_dir)
     run = read_run(run_dir)
+    typed = None if doc is None else Comparison.of(doc)
     if golden is None:
-        if golden_path is None and doc is not None:
-            golden_path = (doc.get("golden") or {}).get("path")
+        if golden_path is None and typed is not None:
+            golden_path = (typed.golden or {}).get("path")
         if golden_path is not None:
-            if doc is None:
-                doc = comparison(run_dir, golden_path)
+            if typed is None:
+                typed = comparison(run_dir, golden_path)
             golden = read_golden(golden_path)
-    return inputs(run, golden, doc)
+    return inputs(run, golden, typed)
 
 
-def render_html(run_dir: Path | str, golden_path: str | Path | None, doc: dict[str, Any] | None) -> str:
+def render_html(run_dir: Path | str, golden_path: str | Path | None, doc: Comparison | Mapping[str, Any] | None) -> str:
     """The HTML report of a run directory, optionally against a golden directory."""
     return html.render_inputs(load(run_dir, golden_path, doc))
 
 
-def write_all(run_dir: Path | str, doc: dict[str, Any], html: str | Path | None = None, junit: str | Path | None = None,
+def write_all(run_dir: Path | str, doc: Comparison | Mapping[str, Any], html: str | Path | None = None, junit: str | Path | None = None,
               markdown: str | Path | None = None, csv: str | Path | None = None, golden: GoldenData | None = None) -> dict[str, Path]:
     """Everything CI keeps from a gate: report.html, junit.xml, summary.md (+ $GITHUB_STEP_SUMMARY), samples.csv."""
     run_dir = Path(run_dir)
@@ -118,7 +123,8 @@ def write_all(run_dir: Path | str, doc: dict[str, Any], html: str | Path | None 
     inp = load(run_dir, None, doc, golden)
     journal.write_text(paths["html"], _html.render_inputs(inp))
     ci.write_csv(inp, paths["csv"])
-    typed = ci.typed(doc)  # read once, for both CI files
+    typed = inp.doc
+    assert typed is not None  # load keeps the document it is given
     journal.write_text(paths["junit"], ci.junit_xml(typed))
     md = ci.markdown(typed, str(paths["html"]))
     journal.write_text(paths["markdown"], md)
@@ -146,4 +152,4 @@ def write_report(run_dir: Path | str, golden: str | Path | None = None, out: str
     journal.write_text(path, _html.render_inputs(inp))
     if csv:
         ci.write_csv(inp, Path(csv))
-    return path, (inp.doc or {}).get("status", "single run"), len(inp.frame)
+    return path, inp.doc.status if inp.doc is not None else "single run", len(inp.frame)

@@ -12,14 +12,14 @@ run-to-run spreads that become margins (calibrate_margins).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from typing import Any, Iterable, Mapping, Sequence, TypedDict, TypeVar
 
 from verifier.attribution import numerics, signals, turn_diff
 from verifier import stats
-from verifier.attribution.numerics import DRIFT_FACTOR, DRIFT_FLOOR, EventVerdict, MetricVerdict, event_verdict, metric_verdict  # noqa: F401  (public names)
-from verifier.attribution.signals import FRONTEND_EVENTS, NUMERICS_EVENTS, degenerate  # noqa: F401  (public names)
-from verifier.attribution.document import Comparison
+from verifier.attribution.document import Absent, Comparison, Drift, MetricResult, Side, SignalResult, SuiteResult
+from verifier.attribution.numerics import DivergenceCount, DriftMeasure, PairedMetric
 from verifier.attribution.surface_signals import mode_note
 from verifier.judge.contract import MODEL_BEHAVIOUR
 from verifier.surfaces.registry import surface_for
@@ -39,11 +39,6 @@ MEANING = {
 
 Rows = Iterable["Observation | Mapping[str, Any]"]
 Grouped = dict[str, dict[str, list[Observation]]]
-
-
-# The wire mode a path-parity signal blames (the chat path is its reference); other signals name the modes they
-# fired on. Read from the declarations (Signal.blame_modes); this is the shipped registry's, for readers.
-PATH_MODES = signals.fixed_blame_modes()
 
 
 class NoOverlap(ValueError):
@@ -68,13 +63,13 @@ class PairedSuite(TypedDict):
     """signal -> samples it was measurable on"""
     signal_modes: dict[str, list[str]]
     event_modes: dict[str, dict[str, int]]
-    metrics: dict[str, Any]
+    metrics: dict[str, PairedMetric]
     flips: dict[str, list[str]]
     flips_by_mode: dict[str, dict[str, list[str]]]
     findings: dict[str, dict[str, int]]
     new_finding_detail: dict[str, dict[str, Any]]
-    drift: dict[str, Any]
-    divergence: dict[str, Any]
+    drift: DriftMeasure
+    divergence: DivergenceCount
     trigger: dict[str, int]
     answer_agreement: float | None
 
@@ -197,11 +192,6 @@ def paired_signals(golden: Rows, cand: Rows) -> dict[str, PairedSuite]:
     return {suite: _suite_signals(G[suite], C[suite]) for suite in sorted(set(G) & set(C))}
 
 
-def _drift(g: Mapping[str, Any], c: Mapping[str, Any]) -> tuple[int, float, int] | None:
-    """numerics.logprob_drift of two observation rows as dicts (kept for callers of the dict-based API)."""
-    return numerics.logprob_drift(g.get("logprobs"), c.get("logprobs"))
-
-
 def _margin(margins: dict[str, Any], key: str) -> float | None:
     """The calibrated margin, or None where the golden predates the key (a signal added after it was calibrated)."""
     m = margins.get(key)
@@ -211,7 +201,7 @@ def _margin(margins: dict[str, Any], key: str) -> float | None:
 
 
 UNCALIBRATED = "uncalibrated"
-Verdict = TypeVar("Verdict", MetricVerdict, EventVerdict)
+Verdict = TypeVar("Verdict", MetricResult, SignalResult)
 
 
 def uncalibrated(verdict: Verdict, key: str) -> Verdict:
@@ -219,17 +209,14 @@ def uncalibrated(verdict: Verdict, key: str) -> Verdict:
     signal existed, or without it): what did not fire passes (a rate of 0 clears any margin), what fired is
     `inconclusive` for this signal (the reference's own spread is unknown), never a failure and never an error.
     The other signals decide as always (_decide): the status is `inconclusive` only when nothing else fails."""
-    if verdict["verdict"] == "pass":
+    if verdict.verdict == "pass":
         return verdict
-    out = verdict.copy()  # verdict and margin keep their places, the note comes last
-    out["verdict"] = "inconclusive"
-    out["margin"] = None
-    out["note"] = f"golden not calibrated for {key}: rerun `verifier calibrate`"
-    return out
+    return dataclasses.replace(verdict, verdict="inconclusive", margin=None,
+                               note=f"golden not calibrated for {key}: rerun `verifier calibrate`")
 
 
-def _qualifier(verdict: MetricVerdict | EventVerdict) -> str | None:
-    return UNCALIBRATED if verdict.get("note") and verdict.get("margin") is None else None
+def _qualifier(verdict: MetricResult | SignalResult) -> str | None:
+    return UNCALIBRATED if verdict.note and verdict.margin is None else None
 
 
 def _combine(verdicts: Iterable[str]) -> str:
@@ -241,40 +228,40 @@ def _combine(verdicts: Iterable[str]) -> str:
     return "pass"
 
 
-def _quality(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
+def _quality(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, MetricResult], list[Evidence]]:
     """Per-metric verdicts on the clean paired samples, and their evidence."""
     if not s["metrics"]:
         if s["golden_clean"] == 0:
             # The reference itself never answered cleanly (e.g. it rejects images): nothing to regress from.
             return {}, [Evidence("quality", suite, "pass", metric="*", qualifier="not_measured",
                                  summary="not measurable: the golden has no clean sample either (the reference refuses or breaks this suite)")]
-        if s.get("clean_paired"):
+        if s["clean_paired"]:
             # A suite without a metric (a replay of recorded requests with no tool calls to diff): its signals judge it.
             return {}, [Evidence("quality", suite, "pass", metric="*",
                                  summary=f"no quality metric on this suite: its {s['clean_paired']} clean paired samples are judged by the signals only")]
         return {}, [Evidence("quality", suite, "inconclusive", metric="*",
                              summary="no sample has a clean envelope on both sides: quality cannot be judged")]
-    mets: dict[str, MetricVerdict] = {}
+    mets: dict[str, MetricResult] = {}
     ev: list[Evidence] = []
     for m, v in sorted(s["metrics"].items()):
         key = f"{suite}/{m}"
         margin = _margin(margins, key)
-        mv = metric_verdict(v["golden"], v["candidate"], 0.0 if margin is None else margin)
+        mv = numerics.metric_verdict(v["golden"], v["candidate"], 0.0 if margin is None else margin)
         if margin is None:
             mv = uncalibrated(mv, key)
-        elif mv["verdict"] == "inconclusive":
+        elif mv.verdict == "inconclusive":
             diffs = [c - g for g, c in zip(v["golden"], v["candidate"])]
-            mv["samples_needed"] = stats.samples_needed(stats.sd(diffs), margin)
+            mv = dataclasses.replace(mv, samples_needed=stats.samples_needed(stats.sd(diffs), margin))
         mets[m] = mv
-        ev.append(Evidence("quality", suite, mv["verdict"], metric=m, qualifier=_qualifier(mv),
-                           summary=f"{m}: {mv['golden']} -> {mv['candidate']} (delta {mv['delta']}, CI {mv['ci']}, margin {mv['margin']}, p={mv['p_value']}, n={mv['n']})"
-                                   + (f"; {mv['note']}" if mv.get("note") else "")))
+        ev.append(Evidence("quality", suite, mv.verdict, metric=m, qualifier=_qualifier(mv),
+                           summary=f"{m}: {mv.golden} -> {mv.candidate} (delta {mv.delta}, CI {mv.ci}, margin {mv.margin}, p={mv.p_value}, n={mv.n})"
+                                   + (f"; {mv.note}" if mv.note else "")))
     return mets, ev
 
 
-def _signal_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
+def _signal_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, SignalResult], list[Evidence], list[Evidence]]:
     """Event-rate verdicts for every signal of the table: (per-signal blocks, frontend evidence, numerics evidence)."""
-    sigs: dict[str, EventVerdict] = {}
+    sigs: dict[str, SignalResult] = {}
     fe: list[Evidence] = []
     q: list[Evidence] = []
     for sg in signals.declared():
@@ -284,58 +271,57 @@ def _signal_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tup
         # Older goldens predate newer signals: judged against 0 and, where the signal fired, undecided (uncalibrated).
         margin = 0.0 if sg.structural_zero else _margin(margins, key)
         if sg.side == "frontend":
-            ev = event_verdict(len(s["events"][name]), n, margin or 0.0)
+            ev = numerics.event_verdict(len(s["events"][name]), n, margin or 0.0)
         else:
             ev = numerics.paired_event_verdict(len(s["events"][name]), s["reverse_events"][name], n, margin or 0.0)
         if margin is None and n:
             ev = uncalibrated(ev, key)
-        ev["samples"] = s["events"][name][:50]
+        ev = dataclasses.replace(ev, samples=s["events"][name][:50])
         sigs[name] = ev
-        if ev["n"]:
+        if ev.n:
             target = fe if sg.side == "frontend" else q
-            where = s.get("event_modes", {}).get(name) or None  # the wire modes it fired on: names a surface
-            target.append(Evidence(name, suite, ev["verdict"], samples=tuple(ev["samples"][:10]), modes=where,
-                                   qualifier=_qualifier(ev), summary=f"{name}: {ev['count']}/{ev['n']} samples{mode_note(where)} (rate {ev['rate']}, CI {ev['ci']}, margin {ev['margin']}"
-                                           + (f"; golden {ev['golden_count']}/{ev['n']}, McNemar p={ev['p_value']})" if "p_value" in ev else ")")
-                                           + (f"; {ev['note']}" if ev.get("note") else "")))
+            where = s["event_modes"].get(name) or None  # the wire modes it fired on: names a surface
+            paired = "" if isinstance(ev.p_value, Absent) else f"; golden {ev.golden_count}/{ev.n}, McNemar p={ev.p_value}"
+            target.append(Evidence(name, suite, ev.verdict, samples=tuple(s["events"][name][:10]), modes=where,
+                                   qualifier=_qualifier(ev), summary=f"{name}: {ev.count}/{ev.n} samples{mode_note(where)} (rate {ev.rate}, CI {ev.ci}, margin {ev.margin}"
+                                           + paired + ")" + (f"; {ev.note}" if ev.note else "")))
     return sigs, fe, q
 
 
-def _drift_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence]]:
-    d = s["drift"]
+def _drift_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[Drift, list[Evidence]]:
     key = f"{suite}/drift"
     calibrated = _margin(margins, key)
-    d = numerics.drift_state(d, calibrated or 0.0)
-    if d["state"] == "unavailable":
+    d = numerics.drift_state(s["drift"], calibrated or 0.0)
+    if d.state == "unavailable":
         return d, []
     note = ""
-    if d["state"] == "fired" and calibrated is None:
-        d = {**d, "state": "uncalibrated"}  # above the floor, but the reference's own rerun drift is unknown
+    if d.state == "fired" and calibrated is None:
+        d = dataclasses.replace(d, state="uncalibrated")  # above the floor, but the reference's own rerun drift is unknown
         note = f"; golden not calibrated for {key}: rerun `verifier calibrate`"
-    verdict = {"fired": "fail", "uncalibrated": "inconclusive"}.get(d["state"], "pass")
-    return d, [Evidence("logprob_drift", suite, verdict, qualifier=UNCALIBRATED if d["state"] == "uncalibrated" else None,
-                        summary=f"mean |Δ logprob| {d['mean_abs_delta']} over {d['tokens']} shared-prefix tokens on {d['samples']} samples "
-                                f"(noise floor {d['margin']}); median first divergence at token {d['first_divergence_median']}{note}")]
+    verdict = {"fired": "fail", "uncalibrated": "inconclusive"}.get(d.state, "pass")
+    return d, [Evidence("logprob_drift", suite, verdict, qualifier=UNCALIBRATED if d.state == "uncalibrated" else None,
+                        summary=f"mean |Δ logprob| {d.mean_abs_delta} over {d.tokens} shared-prefix tokens on {d.samples} samples "
+                                f"(noise floor {d.margin}); median first divergence at token {d.first_divergence_median}{note}")]
 
 
-def _divergence_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[EventVerdict | None, list[Evidence]]:
+def _divergence_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[SignalResult | None, list[Evidence]]:
     """How often the candidate's greedy output parts from the golden's, against how often the reference's own
     reruns parted (calibrated): the second, independent line of numerics evidence beside the drift."""
-    dv = s.get("divergence") or {}
-    n = dv.get("n") or 0
+    dv = s["divergence"]
+    n = dv["n"]
     if not n:
         return None, []
     key = f"{suite}/divergence"
     if key not in margins and dv["count"]:  # goldens calibrated before this evidence existed: the rerun rate is unknown
-        ev = numerics.event_verdict(dv["count"], n, 0.0)
-        ev["verdict"], ev["margin"] = "inconclusive", None
+        ev = dataclasses.replace(numerics.event_verdict(dv["count"], n, 0.0), verdict="inconclusive", margin=None)
         tail = f"golden not calibrated for {key}: rerun `verifier calibrate`"
     else:
         ev = numerics.event_verdict(dv["count"], n, max(_margin(margins, key) or 0.0, numerics.DIVERGENCE_FLOOR))
-        tail = f"reference reruns parted at rate {ev['margin']}"
-    ev["samples"] = dv.get("samples", [])[:50]
-    return ev, [Evidence("greedy_divergence", suite, ev["verdict"], samples=tuple(ev["samples"][:10]),
-                         qualifier=UNCALIBRATED if ev["margin"] is None else None, summary=f"greedy output parts from the golden's on {ev['count']}/{n} samples (rate {ev['rate']}, CI {ev['ci']}); {tail}")]
+        tail = f"reference reruns parted at rate {ev.margin}"
+    samples = dv["samples"][:50]
+    ev = dataclasses.replace(ev, samples=samples)
+    return ev, [Evidence("greedy_divergence", suite, ev.verdict, samples=tuple(samples[:10]),
+                         qualifier=UNCALIBRATED if ev.margin is None else None, summary=f"greedy output parts from the golden's on {ev.count}/{n} samples (rate {ev.rate}, CI {ev.ci}); {tail}")]
 
 
 # Mean |Δ logprob| per shared-prefix token below which the prefix is computed identically: far under llama.cpp's
@@ -344,22 +330,22 @@ ZERO_DRIFT = 1e-4
 ZERO_DRIFT_MIN_TOKENS = 10
 
 
-def _zero_drift_parting(suite: str, d: dict[str, Any], dv: EventVerdict | None) -> list[Evidence]:
+def _zero_drift_parting(suite: str, d: Drift, dv: SignalResult | None) -> list[Evidence]:
     """Greedy outputs part from the golden's significantly more often than the reference's reruns, while the
     logprobs of every shared prefix are unchanged: the distribution is the reference's, the choice is not. That is
     a changed decoding path (server-side sampling defaults such as repetition_penalty, an ignored temperature),
     a frontend finding, where the engine returns no alternatives to show it token by token (decoding_changed)."""
-    if not dv or dv["verdict"] != "fail" or d["state"] != "clean" or d["mean_abs_delta"] is None \
-            or d["mean_abs_delta"] > ZERO_DRIFT or d["tokens"] < ZERO_DRIFT_MIN_TOKENS:
+    if not dv or dv.verdict != "fail" or d.state != "clean" or d.mean_abs_delta is None \
+            or d.mean_abs_delta > ZERO_DRIFT or d.tokens < ZERO_DRIFT_MIN_TOKENS:
         return []
-    return [Evidence("decoding_changed", suite, "fail", samples=tuple(dv["samples"][:10]),
-                     summary=f"decoding path changed: greedy outputs part from the golden's on {dv['count']}/{dv['n']} samples "
-                             f"(median at token {d['first_divergence_median']}; reference reruns parted at rate {dv['margin']}) with "
-                             f"zero logprob drift ({d['mean_abs_delta']}) over {d['tokens']} shared-prefix tokens: the model's "
+    return [Evidence("decoding_changed", suite, "fail", samples=tuple((dv.samples or [])[:10]),
+                     summary=f"decoding path changed: greedy outputs part from the golden's on {dv.count}/{dv.n} samples "
+                             f"(median at token {d.first_divergence_median}; reference reruns parted at rate {dv.margin}) with "
+                             f"zero logprob drift ({d.mean_abs_delta}) over {d.tokens} shared-prefix tokens: the model's "
                              "distribution is unchanged, the choice is not (server-side sampling defaults, penalties, ignored temperature)")]
 
 
-def _suite_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, Any], list[Evidence], list[Evidence]]:
+def _suite_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[SuiteResult, list[Evidence], list[Evidence]]:
     """One suite's block of comparison.json, with its frontend and numerics evidence."""
     mets, q = _quality(suite, s, margins)
     sigs, fe, q_sig = _signal_verdicts(suite, s, margins)
@@ -367,18 +353,16 @@ def _suite_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tupl
     dv, q_div = _divergence_evidence(suite, s, margins)
     # Numerics changed, decisively: the shared-prefix logprobs moved beyond the calibrated noise AND the greedy
     # outputs part from the golden's significantly more often than the reference's own reruns do.
-    d["numerics_changed"] = d["state"] == "fired" and dv is not None and bool(dv) and dv["verdict"] == "fail"
+    d = dataclasses.replace(d, numerics_changed=d.state == "fired" and dv is not None and dv.verdict == "fail")
     fe += _zero_drift_parting(suite, d, dv)
-    block = {
-        "paired": s["paired"], "golden_only": s["golden_only"], "candidate_only": s["candidate_only"],
-        "metrics": mets, "signals": sigs, "drift": d, "divergence": dv, "flips": s["flips"], "findings": s["findings"],
-        "flips_by_mode": s["flips_by_mode"], "new_finding_detail": s["new_finding_detail"], "signal_modes": s["signal_modes"],
-        "tool_trigger": numerics.tool_trigger(s["trigger"]),
-        "answer_agreement": stats.rnd(s["answer_agreement"]),
-    }
-    if s.get("turn_diff"):
-        block["turn_diff"] = s["turn_diff"]
-        block["modes"] = s["modes"]
+    block = SuiteResult(
+        paired=s["paired"], golden_only=s["golden_only"], candidate_only=s["candidate_only"],
+        metrics=mets, signals=sigs, drift=d, divergence=dv, flips=s["flips"], findings=s["findings"],
+        flips_by_mode=s["flips_by_mode"], new_finding_detail=s["new_finding_detail"], signal_modes=s["signal_modes"],
+        tool_trigger=numerics.tool_trigger(s["trigger"]), answer_agreement=stats.rnd(s["answer_agreement"]),
+        # multi-turn suites only: the per-turn diff, and the modes it was made over
+        turn_diff=s["turn_diff"] or None, modes=s["modes"] if s["turn_diff"] else None,
+    )
     return block, fe, q + q_sig + q_drift + q_div
 
 
@@ -424,8 +408,8 @@ def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], incom
 
 def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra_budget: float = 0.02,
             probes: dict[str, Any] | None = None, allow_subset: bool = False,
-            probe_table: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The comparison document (DESIGN.md, "Machine-readable outputs"). `probes`: run-wide evidence items (probe
+            probe_table: list[dict[str, Any]] | None = None) -> Comparison:
+    """The comparison document (DESIGN.md, "Machine-readable outputs"), typed; `to_dict()` is comparison.json. `probes`: run-wide evidence items (probe
     verdicts, the context probe); `probe_table`: the probes' conformance rows (probe_results.judge)."""
     from verifier.attribution import coverage, diagnosis, explain
 
@@ -449,7 +433,7 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
         cov = coverage.coverage(golden_obs, cand_obs, golden_meta.get("probes"), probes, allow_subset)
     fe: list[Evidence] = []
     q: list[Evidence] = []
-    suites_out: dict[str, Any] = {}
+    suites_out: dict[str, SuiteResult] = {}
     for suite, s in sig.items():
         suites_out[suite], fe_s, q_s = _suite_verdicts(suite, s, margins)
         fe += fe_s
@@ -458,32 +442,25 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
         # context_truncated names itself; a probe's evidence names its component and the surface it ran on
         fe.append(Evidence(p.get("signal", f"probe:{name}"), "*", p["verdict"], p["summary"], component=p.get("component"),
                            modes={p["surface"]: 1} if p.get("surface") else None, qualifier=p.get("qualifier")))
-    drift_states = {s["drift"]["state"] for s in suites_out.values()}
-    changed = any(s["drift"].get("numerics_changed") for s in suites_out.values())
+    drift_states = {s.drift.state for s in suites_out.values()}
+    changed = any(s.drift.numerics_changed for s in suites_out.values())
     status, frontend, quant = _decide(fe, q, drift_states, infra_rate > infra_budget or cov["rate"] > infra_budget, changed)
-    doc: dict[str, Any] = {
-        "status": status,
-        "exit_code": EXIT[status],
-        "meaning": MEANING[EXIT[status]],
-        "infra": {"count": infra, "total": len(cand_obs), "rate": stats.rnd(infra_rate), "budget": infra_budget,
-                  "reference_also_failed": shared},
-        "frontend": {"verdict": frontend, "evidence": [e.to_dict() for e in fe]},
-        "quantization": {"verdict": quant, "evidence": [e.to_dict() for e in q]},
-        "suites": suites_out,
-        "coverage": cov,
-    }
-    if probe_table is not None:
-        doc["conformance"] = probe_table
     # Wire modes with no logprobs at all on the candidate where the golden has them on some mode (the Messages API
     # has none): drift and decoding changes are not measured there, and the document says so rather than guess.
     c_lp = {o.mode for o in cand_obs if o.logprobs}
-    doc["logprobs_missing_modes"] = sorted({o.mode for o in cand_obs if o.judged} - c_lp) if any(o.logprobs for o in golden_obs) else []
-    doc["diagnosis"] = diagnosis.diagnose(doc)
-    typed = Comparison.from_dict(doc)  # the document so far: what reasons and checks read
-    doc["reasons"] = explain.reasons(typed)
-    doc["reason"] = doc["reasons"][0] if doc["reasons"] else None
-    doc["checks"] = [c.to_dict() for c in explain.checks(typed, golden_meta, golden_obs)]
-    return doc
+    missing_lp = sorted({o.mode for o in cand_obs if o.judged} - c_lp) if any(o.logprobs for o in golden_obs) else []
+    doc = Comparison(
+        status=status, exit_code=EXIT[status], meaning=MEANING[EXIT[status]],
+        infra={"count": infra, "total": len(cand_obs), "rate": stats.rnd(infra_rate), "budget": infra_budget,
+               "reference_also_failed": shared},
+        frontend=Side(frontend, tuple(fe)), quantization=Side(quant, tuple(q)), suites=suites_out, coverage=cov,
+        conformance=probe_table, logprobs_missing_modes=missing_lp,
+    )
+    # The diagnosis reads the verdicts; reasons and checks read the diagnosis too (the document so far).
+    doc = dataclasses.replace(doc, diagnosis=tuple(diagnosis.diagnose(doc)))
+    reasons = explain.reasons(doc)
+    checks = tuple(explain.checks(doc, golden_meta, golden_obs))
+    return dataclasses.replace(doc, reasons=reasons, reason=reasons[0] if reasons else None, checks=checks)
 
 
 def _spreads(s: PairedSuite, suite: str) -> dict[str, float]:
@@ -496,8 +473,8 @@ def _spreads(s: PairedSuite, suite: str) -> dict[str, float]:
         n = s["denominators"][name]
         out[f"{suite}/signal:{name}"] = len(s["events"][name]) / n if n else 0.0
     out[f"{suite}/drift"] = s["drift"]["mean_abs_delta"] or 0.0
-    dv = s.get("divergence") or {}
-    if dv.get("n"):
+    dv = s["divergence"]
+    if dv["n"]:
         out[f"{suite}/divergence"] = dv["count"] / dv["n"]
     return out
 

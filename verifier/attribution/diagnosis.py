@@ -11,10 +11,11 @@ summary.md, the JUnit failure message and the HTML banner all lead with. Pure.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping, Sequence
 
 from verifier.attribution import signals
-from verifier.attribution.document import DiagnosisEntry
+from verifier.attribution.document import Comparison, DiagnosisEntry, SignalResult, SuiteResult
 
 from verifier.surfaces.registry import REFERENCE_SURFACE, mode_of, surface_for
 
@@ -141,38 +142,48 @@ def component_of(code: str) -> tuple[str, str]:
     return TABLE.get(code, ("response formatting & usage", code))
 
 
-def _add(acc: dict[str, dict[str, Any]], comp: str, code: str, suite: str, count: int, samples: list[str],
-         modes: list[str]) -> None:
-    d = acc.setdefault(comp, {"findings": defaultdict(int), "suites": set(), "modes": set(), "examples": []})
-    d["findings"][code] += count
+@dataclass
+class _Implicated:
+    """What the evidence says of one component, gathered before it becomes a DiagnosisEntry."""
+
+    findings: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    suites: set[str] = field(default_factory=set)
+    modes: set[str] = field(default_factory=set)
+    examples: list[str] = field(default_factory=list)
+
+
+def _add(acc: dict[str, _Implicated], comp: str, code: str, suite: str, count: int, samples: Sequence[str],
+         modes: Sequence[str]) -> None:
+    d = acc.setdefault(comp, _Implicated())
+    d.findings[code] += count
     if suite != "*":
-        d["suites"].add(suite)
-    d["modes"].update(modes)
+        d.suites.add(suite)
+    d.modes.update(modes)
     for sid in samples:
         ref = sid if suite == "*" else f"{suite}/{sid}"
-        if ref not in d["examples"] and len(d["examples"]) < MAX_EXAMPLES:
-            d["examples"].append(ref)
+        if ref not in d.examples and len(d.examples) < MAX_EXAMPLES:
+            d.examples.append(ref)
 
 
-def _suite_items(suite: str, s: dict[str, Any]) -> list[tuple[str, int, list[str], list[str]]]:
+def _suite_items(s: SuiteResult) -> list[tuple[str, int, list[str], list[str]]]:
     """(code, count, sample ids, modes) for each failing frontend signal of one suite block."""
     out = []
     declared = signals.by_name()
-    for name, sig in (s.get("signals") or {}).items():
+    for name, sig in s.signals.items():
         sg = declared.get(name)
-        if sig.get("verdict") != "fail" or sg is None or sg.side != "frontend":
+        if sig.verdict != "fail" or sg is None or sg.side != "frontend":
             continue
         if sg.component == signals.BY_FINDING_CODE:
-            for code, det in sorted((s.get("new_finding_detail") or {}).items()):
+            for code, det in sorted(s.new_finding_detail.items()):
                 out.append((code, len(det["samples"]), det["samples"], det["modes"]))
                 if code == "detokenize_mismatch" and _streams_only(det["modes"]):
                     out[-1] = ("detokenize_mismatch:stream", *out[-1][1:])
         else:
-            modes = (s.get("signal_modes") or {}).get(name, [])
+            modes = s.signal_modes.get(name, [])
             code = f"{name}:stream" if sg.on_streams_only and _streams_only(modes) else name
-            if sg.on_surface_only and _off_chat_only(modes, s.get("modes") or []):
+            if sg.on_surface_only and _off_chat_only(modes, s.modes or []):
                 code = f"{name}:surface"
-            out.append((code, sig.get("count", 0), sig.get("samples") or [], modes))
+            out.append((code, sig.count, sig.samples or [], modes))
     return out
 
 
@@ -184,54 +195,55 @@ def _off_chat_only(fired: list[str], ran: list[str]) -> bool:
     return bool(fired) and all(surface_for(m).name != REFERENCE_SURFACE for m in fired) and any(surface_for(m).name == REFERENCE_SURFACE for m in ran)
 
 
-def diagnose(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
     """The `diagnosis` list: one entry per implicated component, root causes first (EXPLAINS), then the most
-    affected samples first."""
-    acc: dict[str, dict[str, Any]] = {}
-    for suite, s in (doc.get("suites") or {}).items():
-        for code, count, samples, modes in _suite_items(suite, s):
+    affected samples first. Reads the verdicts of the document compare is building (its diagnosis not yet set)."""
+    acc: dict[str, _Implicated] = {}
+    for suite, s in doc.suites.items():
+        for code, count, samples, modes in _suite_items(s):
             _add(acc, component_of(code)[0], code, suite, count, samples, modes)
-    rows = doc.get("conformance")
-    for e in (doc.get("frontend") or {}).get("evidence", []):
-        if e["verdict"] != "fail":
+    rows = doc.conformance
+    for e in doc.frontend.evidence:
+        if e.verdict != "fail":
             continue
-        if (e["signal"].startswith("probe:") and rows is None) or e["signal"] == "context_truncated":  # run-wide
+        if (e.signal.startswith("probe:") and rows is None) or e.signal == "context_truncated":  # run-wide
             # (probes: a document from before the conformance table; since, the rows below name component and surface)
-            _add(acc, e.get("component") or component_of(e["signal"])[0], e["signal"], "*", 1, [], list(e.get("modes") or []))
-        elif e["signal"] == "decoding_changed" and e["suite"] in (doc.get("suites") or {}) \
-                and (doc["suites"][e["suite"]].get("signals") or {}).get("decoding_changed", {}).get("verdict") != "fail":
+            _add(acc, e.component or component_of(e.signal)[0], e.signal, "*", 1, [], list(e.modes or []))
+        elif e.signal == "decoding_changed" and e.suite in doc.suites \
+                and _verdict_of(doc.suites[e.suite].signals.get("decoding_changed")) != "fail":
             # the suite-level form (zero drift on every shared prefix), when the per-sample one did not fail
-            samples = e.get("samples") or []
-            _add(acc, component_of("decoding_changed")[0], "decoding_changed", e["suite"], len(samples), samples, [])
+            samples = list(e.samples or [])
+            _add(acc, component_of("decoding_changed")[0], "decoding_changed", e.suite, len(samples), samples, [])
     for r in rows or []:  # each probe names its own component, and the surface it failed on
         if r["status"] == "regression":
             _add(acc, r["component"], f"probe:{r['probe']}", "*", 1, [], [r["surface"]])
+    findings = {comp: _ranked(d.findings) for comp, d in acc.items()}
     out = []
     for comp, d in acc.items():
-        codes = sorted(d["findings"], key=lambda c: (-d["findings"][c], c))
+        codes = findings[comp]
         lead = codes[0]
-        meaning = component_of(lead)[1]
-        total = max(d["findings"].values())
-        out.append({
-            "component": comp, "findings": codes, "counts": dict(sorted(d["findings"].items())),
-            "suites": sorted(d["suites"]), "modes": sorted(d["modes"]), "examples": d["examples"],
-            "explanation": f"{meaning} ({lead} on {total} sample(s)); look at {COMPONENTS.get(comp, comp)}",
-            "where": COMPONENTS.get(comp, ""),
-        })
-    for x in out:
-        explained = {c for y in out if y is not x for c in y["findings"]}
-        causes = sorted(code for code in x["findings"] if EXPLAINS.get(code, frozenset()) & explained)
+        explanation = f"{component_of(lead)[1]} ({lead} on {max(d.findings.values())} sample(s)); look at {COMPONENTS.get(comp, comp)}"
+        explained = {c for other, cs in findings.items() if other != comp for c in cs}
+        causes = sorted(code for code in codes if EXPLAINS.get(code, frozenset()) & explained)
+        explains = None
         if causes:
-            x["explains"] = sorted({y["component"] for y in out if y is not x and set(y["findings"]) & set().union(*(EXPLAINS[c] for c in causes))})
-            x["explanation"] += f"; this also explains {', '.join(x['explains'])}"
-    out.sort(key=lambda x: (not x.get("explains"), -max(x["counts"].values()), x["component"]))
+            explains = sorted({other for other, cs in findings.items()
+                               if other != comp and set(cs) & set().union(*(EXPLAINS[c] for c in causes))})
+            explanation += f"; this also explains {', '.join(explains)}"
+        out.append(DiagnosisEntry(component=comp, findings=codes, counts=dict(sorted(d.findings.items())),
+                                  suites=sorted(d.suites), modes=sorted(d.modes), examples=d.examples,
+                                  explanation=explanation, where=COMPONENTS.get(comp, ""), explains=explains))
+    out.sort(key=lambda x: (not x.explains, -max(x.counts.values()), x.component))
     return out
 
 
-def implicated(doc: dict[str, Any]) -> list[str]:
-    """The components a comparison document blames, root cause first: what a cross-engine test asserts on (the
-    llama.cpp golden against vLLM serving the same weights must never implicate "tokenization")."""
-    return [d["component"] for d in doc.get("diagnosis") or []]
+def _ranked(counts: Mapping[str, int]) -> list[str]:
+    """Finding codes, most affected samples first."""
+    return sorted(counts, key=lambda c: (-counts[c], c))
+
+
+def _verdict_of(sig: SignalResult | None) -> str | None:
+    return None if sig is None else sig.verdict
 
 
 def headline(diagnosis: Sequence[DiagnosisEntry]) -> str | None:

@@ -1,8 +1,8 @@
 """The comparison document as types: `comparison.json` and its parts, frozen, each with `to_dict()` / `from_dict()`.
 
-compare.compare builds the document as a dict (and the gate adds `limited` / `sequential`); readers take it as
-a `Comparison` (`Comparison.read(path)`, or `Comparison.from_dict(doc)` for one in memory) and read fields, not
-string keys. `to_dict()` gives back today's document exactly, key order included (the order compare inserts the
+compare.compare builds the document as a `Comparison` (and the gate adds its blocks with `dataclasses.replace`);
+readers take it as one (`Comparison.read(path)`, `Comparison.from_dict(doc)` or `Comparison.of(doc)` for one in
+memory) and read fields, not string keys. `to_dict()` gives back today's document exactly, key order included (the order compare inserts the
 keys in): `Comparison.from_dict(d).to_dict() == d` and the file written from either is the same bytes (the journal
 writes JSON with sorted keys). A key a part does not name (a newer writer's, or a block kept as is) is kept in
 `extra` and written back after the named ones.
@@ -140,7 +140,9 @@ class Drift:
     logprobs: Mapping[str, int] | None
     """`{"golden", "candidate", "of"}`: samples with logprobs on each side."""
     parted_at_token_0: int | None
-    per_sample: list[dict[str, Any]]
+    per_sample: list[dict[str, Any]] | None
+    """One row per sample for the report's drift plot (numerics.bounded_per_sample); None where the document
+    predates it (the report says so), so an older document reads back as it was written."""
     margin: float
     """The fire threshold (calibrated drift x DRIFT_FACTOR, at least DRIFT_FLOOR)."""
     state: str
@@ -156,7 +158,7 @@ class Drift:
     def from_dict(cls, d: Mapping[str, Any]) -> Drift:
         return cls(tokens=d["tokens"], mean_abs_delta=d["mean_abs_delta"], first_divergence_median=d["first_divergence_median"],
                    samples=d["samples"], logprobs=d.get("logprobs"), parted_at_token_0=d.get("parted_at_token_0"),
-                   per_sample=list(d.get("per_sample") or []), margin=d["margin"], state=d["state"],
+                   per_sample=None if d.get("per_sample") is None else list(d["per_sample"]), margin=d["margin"], state=d["state"],
                    numerics_changed=d.get("numerics_changed"), extra=_extra(d, cls.KEYS))
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,7 +166,9 @@ class Drift:
                                "first_divergence_median": self.first_divergence_median, "samples": self.samples}
         _put(out, "logprobs", None if self.logprobs is None else dict(self.logprobs))
         _put(out, "parted_at_token_0", self.parted_at_token_0)
-        out.update(per_sample=list(self.per_sample), margin=self.margin, state=self.state)
+        if self.per_sample is not None:
+            out["per_sample"] = list(self.per_sample)
+        out.update(margin=self.margin, state=self.state)
         _put(out, "numerics_changed", self.numerics_changed)
         return {**out, **self.extra}
 
@@ -404,6 +408,11 @@ class Comparison:
     def evidence(self) -> tuple[Evidence, ...]:
         """Frontend evidence, then quantization evidence."""
         return self.frontend.evidence + self.quantization.evidence
+
+    @classmethod
+    def of(cls, doc: Comparison | Mapping[str, Any]) -> Comparison:
+        """The typed document, from itself or from its dict (the form the Python API and older callers hand over)."""
+        return doc if isinstance(doc, Comparison) else cls.from_dict(doc)
 
     def side(self, name: str) -> Side:
         """`frontend` or `quantization` by name."""

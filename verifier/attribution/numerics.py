@@ -8,13 +8,16 @@ accumulator here, so a frontend bug cannot masquerade as a quality drop.
 from __future__ import annotations
 
 from collections import defaultdict
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, Sequence, TypedDict
+from typing import Any, Mapping, Sequence, TypedDict
 
 from verifier import stats
 from verifier.judge.contract import comparable
 from verifier.jsonsafe import is_finite_number
-from verifier.attribution.signals import answer_key
+from verifier.attribution.document import Drift, MetricResult, SignalResult
+from verifier.attribution.signals import tokens_part
+from verifier.attribution.turn_diff import answer_key
 from verifier.surfaces.registry import REFERENCE_MODE
 from verifier.types import Observation
 
@@ -59,8 +62,7 @@ def diverged(g: Observation, c: Observation) -> bool | None:
     without tokens on both sides. Reruns of one engine rarely part; changed weights or KV numerics do."""
     if not g.logprobs or not c.logprobs:
         return None
-    gl, cl = [t for _, t, _ in comparable(g.logprobs)], [t for _, t, _ in comparable(c.logprobs)]
-    return gl != cl
+    return tokens_part(g.tokens, c.tokens)
 
 
 def reference(obs: Sequence[Observation]) -> Observation:
@@ -80,6 +82,45 @@ def flip(g: Sequence[Observation], c: Sequence[Observation]) -> str | None:
         return None
     ga, ca = _mean(gscore), _mean(cscore)
     return "regressed" if ga > ca else "improved" if ca > ga else None
+
+
+class PairedMetric(TypedDict):
+    """One metric's per-sample values on the clean paired samples, golden and candidate in sample order."""
+
+    golden: list[float]
+    candidate: list[float]
+    ids: list[str]
+
+
+class DriftMeasure(TypedDict):
+    """Logprob drift as measured, before drift_state sets its threshold and state (the Drift of the document)."""
+
+    tokens: int
+    mean_abs_delta: float | None
+    first_divergence_median: int | None
+    samples: int
+    logprobs: dict[str, int]
+    parted_at_token_0: int
+    per_sample: list[dict[str, Any]]
+
+
+class DivergenceCount(TypedDict):
+    """On how many samples the greedy outputs parted, of how many comparable, and where."""
+
+    count: int
+    n: int
+    samples: list[str]
+
+
+class NumericsSummary(TypedDict):
+    """What the accumulator hands compare and calibrate (Numerics.to_dict); not written as is."""
+
+    metrics: dict[str, PairedMetric]
+    flips: dict[str, list[str]]
+    drift: DriftMeasure
+    answer_agreement: float | None
+    clean_paired: int
+    divergence: DivergenceCount
 
 
 @dataclass
@@ -106,7 +147,7 @@ class Numerics:
     def add(self, sid: str, g: Sequence[Observation], c: Sequence[Observation]) -> None:
         """One paired sample; both lists hold clean records only and neither is empty."""
         self.answers_n += 1
-        self.answers_same += {answer_key(o) for o in g} == {answer_key(o) for o in c}
+        self.answers_same += {answer_key(o.answer) for o in g} == {answer_key(o.answer) for o in c}
         for m in sorted(set(g[0].metrics) & set(c[0].metrics)):
             self.metrics[m][0].append(sum(o.metrics[m] for o in g if m in o.metrics) / len(g))
             self.metrics[m][1].append(sum(o.metrics[m] for o in c if m in o.metrics) / len(c))
@@ -133,7 +174,7 @@ class Numerics:
                                     "first_divergence": d[2], "parted": bool(parted),
                                     "length": min(len(gr.logprobs or ()), len(cr.logprobs or ()))})
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> NumericsSummary:
         fd = sorted(self.first_div)
         return {
             "metrics": {m: {"golden": v[0], "candidate": v[1], "ids": self.metric_ids[m]} for m, v in self.metrics.items()},
@@ -167,7 +208,7 @@ def bounded_per_sample(rows: list[dict[str, Any]], cap: int = PER_SAMPLE_MAX) ->
 
 
 def tool_call_scores(golden: dict[str, Any] | None, candidate: dict[str, Any] | None,
-                     agreement: dict[str, Any] | None) -> dict[str, Any] | None:
+                     agreement: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """K2VV's numbers for a tool-calling suite, each beside the golden's, from the two runs' suite summaries
     (`summary.json` `extra`): trigger F1 against the items' expected calls, calls-weighted schema accuracy,
     and the trigger F1 of the candidate's decisions against the golden's (K2VV's trigger similarity)."""
@@ -186,44 +227,13 @@ def tool_call_scores(golden: dict[str, Any] | None, candidate: dict[str, Any] | 
             "trigger_agreement_f1": (agreement or {}).get("f1")}
 
 
-class MetricVerdict(TypedDict):
-    """One metric's block in comparison.json (`suites.<suite>.metrics.<metric>`), in its key order."""
-
-    golden: float | None
-    candidate: float | None
-    delta: float | None
-    ci: list[float | None]
-    margin: float | None
-    """None: the golden has no calibrated margin for it (compare.uncalibrated)."""
-    p_value: float | None
-    n: int
-    verdict: str
-    samples_needed: NotRequired[int | None]
-    note: NotRequired[str]
-
-
-class EventVerdict(TypedDict):
-    """One event rate's block in comparison.json (`suites.<suite>.signals.<name>`, `divergence`), in its key order."""
-
-    rate: float | None
-    ci: list[float | None]
-    count: int
-    n: int
-    margin: float | None
-    """None: the golden has no calibrated margin for it (compare.uncalibrated)."""
-    verdict: str
-    note: NotRequired[str]
-    golden_count: NotRequired[int]
-    """paired_event_verdict: the golden's events alone (McNemar)."""
-    p_value: NotRequired[float | None]
-    test: NotRequired[str]
-    samples: NotRequired[list[str]]
-
-
-def metric_verdict(golden: list[float], cand: list[float], margin: float, seed: int = 0) -> MetricVerdict:
+def metric_verdict(golden: list[float], cand: list[float], margin: float, seed: int = 0) -> MetricResult:
+    """A quality metric, candidate against golden on the same samples: pass when the paired bootstrap interval's
+    lower bound clears -margin, fail when its upper bound is below it (and McNemar agrees on a binary metric)."""
     n = len(golden)
     if n == 0:
-        return {"golden": None, "candidate": None, "delta": None, "ci": [None, None], "margin": margin, "p_value": None, "n": 0, "verdict": "inconclusive"}
+        return MetricResult(golden=None, candidate=None, delta=None, ci=[None, None], margin=margin, p_value=None, n=0,
+                            verdict="inconclusive")
     g, c = sum(golden) / n, sum(cand) / n
     lo, hi = stats.paired_bootstrap(golden, cand, seed=seed)
     p = None
@@ -238,22 +248,22 @@ def metric_verdict(golden: list[float], cand: list[float], margin: float, seed: 
         verdict = "fail"
     else:
         verdict = "inconclusive"
-    return {"golden": stats.rnd(g), "candidate": stats.rnd(c), "delta": stats.rnd(c - g), "ci": [stats.rnd(lo), stats.rnd(hi)],
-            "margin": margin, "p_value": stats.rnd(p), "n": n, "verdict": verdict}
+    return MetricResult(golden=stats.rnd(g), candidate=stats.rnd(c), delta=stats.rnd(c - g), ci=[stats.rnd(lo), stats.rnd(hi)],
+                        margin=margin, p_value=stats.rnd(p), n=n, verdict=verdict)
 
 
-def event_verdict(k: int, n: int, margin: float) -> EventVerdict:
+def event_verdict(k: int, n: int, margin: float) -> SignalResult:
     """A rate of events that should not happen (beyond the calibrated rate): fail when Wilson's lower bound clears it."""
     if n == 0:
-        return {"rate": None, "ci": [None, None], "count": 0, "n": 0, "margin": margin, "verdict": "pass", "note": "not measurable here"}
+        return SignalResult(rate=None, ci=[None, None], count=0, n=0, margin=margin, verdict="pass", note="not measurable here")
     lo, hi = stats.wilson(k, n)
     rate = k / n
     eps = 1e-12
     verdict = "fail" if lo > margin + eps else "pass" if rate <= margin + eps else "inconclusive"
-    return {"rate": stats.rnd(rate), "ci": [stats.rnd(lo), stats.rnd(hi)], "count": k, "n": n, "margin": margin, "verdict": verdict}
+    return SignalResult(rate=stats.rnd(rate), ci=[stats.rnd(lo), stats.rnd(hi)], count=k, n=n, margin=margin, verdict=verdict)
 
 
-def paired_event_verdict(k: int, reverse: int, n: int, margin: float) -> EventVerdict:
+def paired_event_verdict(k: int, reverse: int, n: int, margin: float) -> SignalResult:
     """A numerics event rate, candidate against golden on the same samples: exact McNemar on the per-sample
     events (k: the candidate's alone, reverse: the golden's alone). One event in 22 against none is not
     evidence; a rate above the calibrated one fails only when the paired test says so."""
@@ -269,22 +279,19 @@ def paired_event_verdict(k: int, reverse: int, n: int, margin: float) -> EventVe
         verdict = "fail"
     else:
         verdict = "inconclusive" if k >= 3 else "pass"
-    out = out.copy()  # the keys of event_verdict, then these three (verdict keeps its place)
-    out["golden_count"] = reverse
-    out["p_value"] = stats.rnd(p)
-    out["test"] = "mcnemar_exact"
-    out["verdict"] = verdict
-    return out
+    return dataclasses.replace(out, golden_count=reverse, p_value=stats.rnd(p), test="mcnemar_exact", verdict=verdict)
 
 
-def drift_state(d: dict[str, Any], calibrated: float) -> dict[str, Any]:
+def drift_state(d: DriftMeasure, calibrated: float) -> Drift:
     """The drift block of comparison.json: the fire threshold and whether it was crossed."""
     margin = max(DRIFT_FACTOR * (calibrated if d["mean_abs_delta"] is not None else 0.0), DRIFT_FLOOR)
     if d["mean_abs_delta"] is None:
         state = "unavailable"
     else:
         state = "fired" if d["mean_abs_delta"] > margin else "clean"
-    return {**d, "margin": margin, "state": state, "mean_abs_delta": stats.rnd(d["mean_abs_delta"])}
+    return Drift(tokens=d["tokens"], mean_abs_delta=stats.rnd(d["mean_abs_delta"]),
+                 first_divergence_median=d["first_divergence_median"], samples=d["samples"], logprobs=d["logprobs"],
+                 parted_at_token_0=d["parted_at_token_0"], per_sample=d["per_sample"], margin=margin, state=state)
 
 
 def tool_trigger(t: dict[str, int]) -> dict[str, Any] | None:

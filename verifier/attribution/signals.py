@@ -20,17 +20,16 @@ numerics comparison (DESIGN.md, "Attribution").
 
 from __future__ import annotations
 
-import json
 import re
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Any, Callable, Iterator, Literal, Sequence
 
 from verifier.judge.contract import MODEL_BEHAVIOUR, comparable
 from verifier.golden.store import MAX_LOGPROBS
 from verifier.attribution.surface_signals import by_mode, parity_modes
-from verifier.attribution.turn_diff import comparable_answer, first_divergence, is_followup, turn_rows
+from verifier.attribution.turn_diff import answer_key, first_divergence, is_followup, turn_rows
 from verifier.surfaces.registry import DUAL_PATH_MODE, REFERENCE_MODE, STREAM_PARITY_MODE
 from verifier.types import Observation
 
@@ -38,10 +37,6 @@ Obs = Sequence[Observation]
 Measure = Callable[[Obs, Obs], "bool | None"]
 # Which wire modes a signal that fired on a sample blames: the modes that moved, told by the signal itself.
 ModesOf = Callable[[Obs, Obs], "set[str] | None"]
-
-
-def answer_key(o: Observation) -> str:
-    return json.dumps(comparable_answer(o.answer), sort_keys=True)
 
 
 def degenerate(text: str | None) -> bool:
@@ -64,14 +59,21 @@ def tokens_diverge(a: list[list[str]], b: list[list[str]]) -> bool:
     """
     if not a or not b:
         return False
+    return tokens_part(a[0], b[0])
+
+
+def tokens_part(a: list[str], b: list[str]) -> bool:
+    """The one rule for "two greedy outputs part ways" (stream parity here, greedy divergence in numerics): a
+    contract.comparable token differs, or one output stops below the stored cap where the other goes on."""
 
     def visible(t: list[str]) -> list[str]:
         # llama-server lists the end-of-generation token as "" in non-streamed logprobs only; vLLM lists the stop token.
         return [tok for _, tok, _ in comparable([[x, None] for x in t])]
 
-    x, y = visible(a[0]), visible(b[0])
+    x, y = visible(a), visible(b)
     n = min(len(x), len(y))
-    # Different lengths below the stored cap: one path stopped (EOS) where the other went on.
+    # Different lengths below the stored cap: one path stopped (EOS) where the other went on. (Rows hold at most
+    # MAX_LOGPROBS tokens, so past the cap a difference in length says nothing.)
     return x[:n] != y[:n] or (len(x) != len(y) and n < MAX_LOGPROBS)
 
 
@@ -101,7 +103,7 @@ def _path_mismatch(c: Obs, other: str) -> bool | None:
     tokens: dict[str, list[list[str]]] = defaultdict(list)
     for o in c:
         if o.judged:
-            answers[o.mode].add(answer_key(o))
+            answers[o.mode].add(answer_key(o.answer))
             if o.logprobs:
                 tokens[o.mode].append(o.tokens)
     if REFERENCE_MODE not in answers or other not in answers:
@@ -188,18 +190,23 @@ def surface_parity_mismatch(g: Obs, c: Obs) -> bool | None:
     return None if broke is None else bool(broke)
 
 
+def _matched_turns(g: Obs, c: Obs) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Per wire mode, the golden's and the candidate's conversation turn whose history up to it is the same: the
+    only turns the history signals compare (after two conversations part, nothing later is evidence)."""
+    gr, cr = turn_rows(g), turn_rows(c)
+    for mode in gr.keys() & cr.keys():
+        if gr[mode]["prior"] == cr[mode]["prior"]:
+            yield gr[mode], cr[mode]
+
+
 def followup_divergence(g: Obs, c: Obs) -> bool | None:
     """A conversation's first divergence from the golden is a follow-up: a request that replays the model's own
     earlier output (a tool-result step of turn 1, or any request of turn 2 or later) answered otherwise, while every
     request before it went as the golden's, the conversation's first included. The follow-up failure of day-0
     deployments: tool results, ids or reasoning replayed in a shape the server renders wrong (turn_diff.py).
     Measured on conversation turns whose history up to the turn matched the golden's."""
-    gr, cr = turn_rows(g), turn_rows(c)
     measured = fired = False
-    for mode in gr.keys() & cr.keys():
-        a, b = gr[mode], cr[mode]
-        if a["prior"] != b["prior"]:
-            continue
+    for a, b in _matched_turns(g, c):
         d = first_divergence(a, b)
         if a["turn"] == 1 and d is not None and not is_followup(d):
             continue  # the conversation's very first answer differed: not a follow-up, and nothing after it is comparable
@@ -212,12 +219,8 @@ def history_tokens_mismatch(g: Obs, c: Obs) -> bool | None:
     """A request that replays conversation history had other prompt tokens than the golden's same request (same
     history, same answers so far): the server rendered the replayed assistant calls, tool results, ids, reasoning
     or system prompt differently. The conversation's first request (no history) is left to prompt_tokens_mismatch."""
-    gr, cr = turn_rows(g), turn_rows(c)
     measured = fired = False
-    for mode in gr.keys() & cr.keys():
-        a, b = gr[mode], cr[mode]
-        if a["prior"] != b["prior"]:
-            continue
+    for a, b in _matched_turns(g, c):
         fa, fb = a.get("fingerprint") or [], b.get("fingerprint") or []
         sa, sb = a.get("steps") or [], b.get("steps") or []
         for j in range(min(len(fa), len(fb))):
@@ -349,7 +352,6 @@ def fixed_blame_modes() -> dict[str, set[str]]:
 FRONTEND_EVENTS = names("frontend")
 NUMERICS_EVENTS = names("numerics")
 EVENTS = FRONTEND_EVENTS + NUMERICS_EVENTS
-SIGNAL_BY_NAME: dict[str, Signal] = by_name()
 STRUCTURAL_ZERO = frozenset(s.name for s in SIGNALS if s.structural_zero)
 NOT_TOUCHING = frozenset(s.name for s in SIGNALS if not s.touches_numerics)
 

@@ -12,12 +12,11 @@ that fired, on which wire modes it fired (signals.where_fired), and the evidence
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from typing import Any, Sequence
 
 from verifier.surfaces.registry import REFERENCE_SURFACE, surface_for
-from verifier.attribution.turn_diff import comparable_answer, is_turn
+from verifier.attribution.turn_diff import answer_key, is_turn
 from verifier.types import Observation
 
 Obs = Sequence[Observation]
@@ -36,7 +35,7 @@ def _fingerprints(obs: Obs) -> dict[str, tuple[str, Any]]:
     for mode, os_ in by_mode(obs).items():
         judged = sorted((o for o in os_ if o.judged), key=lambda o: o.epoch)
         if judged:
-            out[mode] = (json.dumps(comparable_answer(judged[0].answer), sort_keys=True), judged[0].prompt_tokens)
+            out[mode] = (answer_key(judged[0].answer), judged[0].prompt_tokens)
     return out
 
 

@@ -15,6 +15,7 @@ that replays the model's own output. Pure.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Any, Sequence
 
@@ -36,6 +37,11 @@ def comparable_answer(answer: Any) -> Any:
     if is_turn(answer) and "fingerprint" in answer:
         return {k: v for k, v in answer.items() if k != "fingerprint"}
     return answer
+
+
+def answer_key(answer: Any) -> str:
+    """The one canonical text two answers are compared by (answer agreement, stream and surface parity)."""
+    return json.dumps(comparable_answer(answer), sort_keys=True)
 
 
 def transcript(answer: dict[str, Any]) -> tuple[Any, Any]:

@@ -36,7 +36,7 @@ def handle(a: argparse.Namespace) -> int:
             for name, url in (("healthy", srv.url), ("faulty-frontend", broken.url)):
                 print(f"== gate {name} endpoint against {DEMO_GOLDEN.name}", flush=True)
                 spec = GateSpec(golden=DEMO_GOLDEN, endpoint=EndpointSpec(base_url=url, model="demo"), out=root / name, quiet=a.quiet)
-                codes[name] = int(run_gate(spec)["exit_code"])
+                codes[name] = run_gate(spec).exit_code
     ok = codes == {"healthy": 0, "faulty-frontend": 10}
     print(f"demo: healthy endpoint exit {codes['healthy']} (expected 0), faulty frontend exit {codes['faulty-frontend']} (expected 10)")
     print(f"runs, comparisons and reports under {root}")

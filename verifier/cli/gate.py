@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .args import MODE_NAMES, add_endpoint_args
 from .types import fraction, positive_int
+
+if TYPE_CHECKING:
+    from verifier.attribution.document import Comparison
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -108,31 +111,29 @@ def spec_from_args(a: argparse.Namespace):  # -> app_gate.GateSpec
 
 
 def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markdown: str | None = None,
-             echo: bool = True) -> dict[str, Any]:
+             echo: bool = True) -> Comparison:
     """app.gate, then what a person and a CI job read: the text summary and the report files."""
     from verifier.app import gate as app_gate
-    from verifier.attribution.document import Comparison
     from verifier.cli.text import print_comparison
 
     doc = app_gate.gate(spec)
-    typed = Comparison.from_dict(doc)
-    run_dir = Path((typed.run or {})["run_dir"])  # compare_run always records it
+    run_dir = Path((doc.run or {})["run_dir"])  # compare_run always records it
     narrowed = None
     if spec.narrows:  # the report shows the golden this gate compared with
         narrowed = app_gate.narrow(app_gate.load_golden(spec.golden), spec)
     # Files first: a reader that stops early (`verifier gate | head`) must not cost the report.
     paths = write_ci_outputs(run_dir, doc, html, junit, markdown, narrowed)
-    lim = typed.limited
+    lim = doc.limited
     if lim and echo:
         part = f"the golden's first {lim['limit']} samples per suite" if lim["limit"] else "the golden's samples"
         probes = ", its probes left out" if lim["probes_left_out"] else ""
         print(f"limited: {part} ({lim['gated_records']} of its {lim['golden_records']} records){probes}")
-    seq = typed.sequential
+    seq = doc.sequential
     if seq and echo:
         used, total = seq["used_samples"], seq["total_samples"]
         print(f"sequential: decided after {used}/{total} samples ({total - used} not sent)")
     if echo:
-        print_comparison(typed)
+        print_comparison(doc)
         print_outputs(run_dir, paths)
     return doc
 
@@ -145,7 +146,7 @@ def print_outputs(run_dir: Path, paths: dict[str, Path] | None) -> None:
               f"comparison {run_dir / 'comparison.json'}")
 
 
-def write_ci_outputs(run_dir: Path, doc: dict[str, Any], html: str | None, junit: str | None, markdown: str | None,
+def write_ci_outputs(run_dir: Path, doc: Comparison, html: str | None, junit: str | None, markdown: str | None,
                      golden: tuple[dict[str, Any], list[dict[str, Any]]] | None = None) -> dict[str, Path] | None:
     """HTML report, JUnit XML and Markdown summary, where the report module offers them; their paths."""
     try:
@@ -172,11 +173,11 @@ def gate_many(a: argparse.Namespace, endpoints: list[argparse.Namespace]) -> int
     if a.report or a.junit or a.markdown:
         raise UsageError("with several endpoints, reports go into each OUT/<name>/; use [outputs] matrix for the summary")
 
-    def one(name: str) -> tuple[Path, dict[str, Any]]:
+    def one(name: str) -> tuple[Path, Comparison]:
         doc = run_gate(specs[name], echo=False)
-        print(f"{name}: {doc['status']} (exit {doc['exit_code']}); report: {Path(doc['run']['run_dir']) / 'report.html'}",
-              file=sys.stderr)
-        return Path(doc["run"]["run_dir"]), doc
+        run_dir = Path((doc.run or {})["run_dir"])  # compare_run always records it
+        print(f"{name}: {doc.status} (exit {doc.exit_code}); report: {run_dir / 'report.html'}", file=sys.stderr)
+        return run_dir, doc
 
     with ThreadPoolExecutor(max_workers=len(specs)) as pool:
         futures = {name: pool.submit(one, name) for name in specs}

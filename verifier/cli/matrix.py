@@ -9,7 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from verifier.attribution.document import Comparison
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,14 +46,16 @@ def handle(a: argparse.Namespace) -> int:
 
     loaded = app_gate.load_golden(a.golden)
     out = Path(a.out)
-    docs, links = {}, {}
+    docs: dict[str, tuple[Path, Comparison | dict[str, Any]]] = {}
+    links: dict[str, Path] = {}
     for name, run_dir in parse_runs(a.runs):
-        doc = existing_comparison(run_dir, loaded[0])
+        doc: Comparison | dict[str, Any] | None = existing_comparison(run_dir, loaded[0])
         if doc is None:
-            doc = app_gate.compare_run(run_dir, a.golden, None, a.infra_budget, loaded, write=False)
+            made = app_gate.compare_run(run_dir, a.golden, None, a.infra_budget, loaded, write=False)
             links[name] = out / "comparisons" / f"{name}.json"
             links[name].parent.mkdir(parents=True, exist_ok=True)
-            journal.write_json(links[name], doc)
+            journal.write_json(links[name], made.to_dict())
+            doc = made
         docs[name] = (run_dir, doc)
     return finish(docs, out, a.allow_inconclusive, links)
 
@@ -72,7 +77,7 @@ def existing_comparison(run_dir: Path, g: dict[str, Any]) -> dict[str, Any] | No
     return doc
 
 
-def finish(docs: dict[str, tuple[Path, dict[str, Any]]], out: Path, allow_inconclusive: bool,
+def finish(docs: Mapping[str, tuple[Path, Comparison | Mapping[str, Any]]], out: Path, allow_inconclusive: bool,
            links: dict[str, Path] | None = None) -> int:
     """Write the matrix of compared runs; print the Markdown table; the worst exit code. `links`: where a
     provider's row points when its run holds no comparison of its own against this golden."""

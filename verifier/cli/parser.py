@@ -77,10 +77,6 @@ def command_parser(root: argparse.ArgumentParser, a: argparse.Namespace) -> argp
     return p
 
 
-def command_name(p: argparse.ArgumentParser) -> str:
-    return p.prog.split(" ", 1)[1] if " " in p.prog else ""
-
-
 def foreign_flags(text: str) -> list[tuple[str, str]]:
     """(command, flag) for the flags inside `verifier CMD ...` backticks."""
     return [(cmd, f) for cmd, rest in FOREIGN.findall(text) for f in FLAG.findall(rest)]

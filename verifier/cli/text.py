@@ -15,7 +15,7 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 
 def print_comparison(doc: Comparison | Mapping[str, Any]) -> None:
-    c = doc if isinstance(doc, Comparison) else Comparison.from_dict(doc)
+    c = Comparison.of(doc)
     print(f"status: {c.status} (exit {c.exit_code}): {c.meaning}")
     # Lead with what to fix: the diagnosis (component, finding, where to look), then why, then the evidence.
     for d in c.diagnosis or ():

@@ -93,25 +93,25 @@ def _run_style(m: re.Match[str]) -> str:
 def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
     """All envelope findings for one response, in a fixed order (verdicts name the first). Pure."""
     f: list[Finding] = []
-    if p.extra.get("json_too_deep"):
+    if p.extra.json_too_deep:
         # First, so it names the verdict: the response nests JSON past the limit (a hostile or broken server).
-        f.append(Finding("json_too_deep", str(p.extra["json_too_deep"])))
+        f.append(Finding("json_too_deep", str(p.extra.json_too_deep)))
     calls = p.tool_calls
     if calls is not None and not isinstance(calls, list):
         f.append(Finding("tool_calls_not_list", type(calls).__name__))
         calls = None
     calls = calls or []
     f += _tool_call_findings(request, calls)
-    if p.extra.get("index_collisions"):
-        f.append(Finding("stream_index_collision", f"indexes {p.extra['index_collisions']}"))
+    if p.extra.index_collisions:
+        f.append(Finding("stream_index_collision", f"indexes {p.extra.index_collisions}"))
     f += _finish_findings(request, p, calls)
     f += _text_findings(p, calls)
     f += _usage_and_logprob_findings(p)
     f += _greedy_findings(request, p)
-    if p.extra.get("bad_chunks"):
-        f.append(Finding("stream_chunk_invalid_json", str(p.extra["bad_chunks"])))
-    if p.extra.get("stream_ignored"):
-        f.append(Finding("stream_ignored", str(p.extra["stream_ignored"])))
+    if p.extra.bad_chunks:
+        f.append(Finding("stream_chunk_invalid_json", str(p.extra.bad_chunks)))
+    if p.extra.stream_ignored:
+        f.append(Finding("stream_ignored", str(p.extra.stream_ignored)))
     detok = detokenize_mismatch(p)
     if detok:
         f.append(Finding("detokenize_mismatch", detok))
@@ -189,8 +189,8 @@ def _usage_and_logprob_findings(p: Parsed) -> list[Finding]:
     f: list[Finding] = []
     if p.usage is None:
         f.append(Finding("usage_missing"))
-    if p.extra.get("usage_non_finite"):
-        f.append(Finding("usage_non_finite", str(p.extra["usage_non_finite"])))
+    if p.extra.usage_non_finite:
+        f.append(Finding("usage_non_finite", str(p.extra.usage_non_finite)))
     if p.logprobs:
         bad = sum(1 for t in p.logprobs if isinstance(t, dict) and isinstance(t.get("logprob"), float)
                   and not is_finite_number(t["logprob"]))

@@ -24,28 +24,28 @@ def _thinking_requested(request: dict[str, Any]) -> bool:
 
 def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
     """Findings from what a surface's parser left in `Parsed.extra` (a parser that leaves none gets none:
-    the chat parser sets none of these keys)."""
+    the chat parser sets none of these facts)."""
     f: list[Finding] = []
     x = p.extra
-    if x.get("function_call_without_call_id"):
-        f.append(Finding("function_call_without_call_id", f"{x['function_call_without_call_id']} function_call item(s)"))
-    if x.get("tool_input_not_object"):
-        f.append(Finding("tool_input_not_object", str(x["tool_input_not_object"])))
-    if x.get("stop_reason") == "tool_use" and not p.tool_calls:
+    if x.function_call_without_call_id:
+        f.append(Finding("function_call_without_call_id", f"{x.function_call_without_call_id} function_call item(s)"))
+    if x.tool_input_not_object:
+        f.append(Finding("tool_input_not_object", str(x.tool_input_not_object)))
+    if x.stop_reason == "tool_use" and not p.tool_calls:
         f.append(Finding("stop_reason_tool_use_without_block"))
-    if x.get("usage_missing_in") and p.usage is not None:
+    if x.usage_missing_in and p.usage is not None:
         # contract.py already says usage_missing when there is none at all; this is the final event without it.
-        f.append(Finding("usage_missing", f"no usage in {x['usage_missing_in']}"))
-    if x.get("thinking_without_signature") and _thinking_requested(request):
-        f.append(Finding("thinking_signature_missing", f"{x['thinking_without_signature']} thinking block(s)"))
+        f.append(Finding("usage_missing", f"no usage in {x.usage_missing_in}"))
+    if x.thinking_without_signature and _thinking_requested(request):
+        f.append(Finding("thinking_signature_missing", f"{x.thinking_without_signature} thinking block(s)"))
     limit = request.get("max_output_tokens")
-    if x.get("surface_status") == "completed" and isinstance(limit, int) and (p.completion_tokens or 0) >= limit:
+    if x.surface_status == "completed" and isinstance(limit, int) and (p.completion_tokens or 0) >= limit:
         # Seen on llama-server b11434: a reply cut at max_output_tokens still says `completed`.
         f.append(Finding("finish_reason_mismatch", f"status completed at the token limit ({p.completion_tokens} of {limit})"))
-    if x.get("terminal_event_missing"):
-        f.append(Finding("stream_terminal_event_missing", str(x["terminal_event_missing"])))
-    if x.get("stream_error_event"):
-        f.append(Finding("stream_error_event", str(x["stream_error_event"])))
+    if x.terminal_event_missing:
+        f.append(Finding("stream_terminal_event_missing", str(x.terminal_event_missing)))
+    if x.stream_error_event:
+        f.append(Finding("stream_error_event", str(x.stream_error_event)))
     return f
 
 

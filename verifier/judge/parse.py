@@ -15,7 +15,7 @@ import re
 from verifier.jsonsafe import MAX_JSON_DEPTH, TooDeep
 from verifier.surfaces.base import Surface, SurfaceMalformed
 from verifier.surfaces.registry import REFERENCE_MODE, mode_of, surface_for
-from verifier.types import Exchange, Parsed
+from verifier.types import Exchange, Parsed, WireFacts
 
 TOO_DEEP = "[json_too_deep]"
 """Stands in for a tool-argument string nested past the limit: scorers that parse it see invalid JSON, not a RecursionError."""
@@ -52,7 +52,7 @@ def _finite_usage(p: Parsed) -> Parsed:
     if not bad:
         return p
     return dataclasses.replace(p, usage={k: v for k, v in u.items() if k not in bad},
-                               extra={**p.extra, "usage_non_finite": ", ".join(bad)})
+                               extra=dataclasses.replace(p.extra, usage_non_finite=", ".join(bad)))
 
 
 # finish_reason spellings other engines use for the same event (TGI, Anthropic-style gateways, legacy OpenAI):
@@ -66,7 +66,7 @@ def _canonical_finish(p: Parsed) -> Parsed:
     fr = p.finish_reason
     if not isinstance(fr, str) or fr not in FINISH_SYNONYMS:
         return p
-    return dataclasses.replace(p, finish_reason=FINISH_SYNONYMS[fr], extra={**p.extra, "finish_reason_wire": fr})
+    return dataclasses.replace(p, finish_reason=FINISH_SYNONYMS[fr], extra=dataclasses.replace(p.extra, finish_reason_wire=fr))
 
 
 def _guard_depth(p: Parsed) -> Parsed:
@@ -88,12 +88,12 @@ def _guard_depth(p: Parsed) -> Parsed:
         calls = fixed
     if not where:
         return p
-    return dataclasses.replace(p, content=content, tool_calls=calls, extra={**p.extra, "json_too_deep": ", ".join(sorted(set(where)))})
+    return dataclasses.replace(p, content=content, tool_calls=calls, extra=dataclasses.replace(p.extra, json_too_deep=", ".join(sorted(set(where)))))
 
 
 def _too_deep() -> Parsed:
     return Parsed(content=None, reasoning=None, tool_calls=None, finish_reason=None, usage=None, logprobs=None,
-                  extra={"json_too_deep": "body"})
+                  extra=WireFacts(json_too_deep="body"))
 
 
 def _guarded(surface: Surface, body: str | None, chunks: list[str] | None) -> Parsed:
@@ -126,5 +126,5 @@ def parse_exchange(ex: Exchange) -> Parsed:
     p = parse_surface(ex.mode, ex.body, ex.chunks)
     if mode_of(ex.mode).stream and ex.chunks is None and ex.body is not None and ex.status is not None and 200 <= ex.status < 300:
         # A stream was asked for and one JSON body came back: a streaming client (the SDK's iterator) gets nothing.
-        p.extra["stream_ignored"] = "stream requested; the server answered with one JSON body"
+        p.extra.stream_ignored = "stream requested; the server answered with one JSON body"
     return p

@@ -34,11 +34,6 @@ def write_csv(inp: Inputs, path: Path) -> None:
     journal.write_text(path, samples_frame(inp).to_csv(index=False))
 
 
-def typed(doc: Comparison | Mapping[str, Any]) -> Comparison:
-    """The document as a Comparison (readers here accept either)."""
-    return doc if isinstance(doc, Comparison) else Comparison.from_dict(doc)
-
-
 def _cases_from_evidence(doc: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
     """Older comparison documents (no `checks`), read as they are: one testcase per evidence item."""
     cases = []
@@ -88,7 +83,7 @@ def junit_xml(doc: Comparison | Mapping[str, Any]) -> str:
     if isinstance(doc, Comparison) and doc.checks is None:
         doc = doc.to_dict()
     if isinstance(doc, Comparison) or "checks" in doc:
-        doc = typed(doc)
+        doc = Comparison.of(doc)
         cases, inf = _cases_from_checks(doc), doc.infra
     else:  # a document from before `checks` (or one that is only a part of a comparison), read as it is
         cases, inf = _cases_from_evidence(doc), doc["infra"]
@@ -146,7 +141,7 @@ EVIDENCE_TEXT = 1000  # an evidence line is the harness's own sentence: kept who
 
 
 def markdown(doc: Comparison | Mapping[str, Any], report_path: str | None = None, top_flips: int = 10) -> str:
-    doc = typed(doc)
+    doc = Comparison.of(doc)
     inf = doc.infra
     lines = [f"## verifier: {STATUS_ICON.get(doc.status, '')} `{doc.status}` (exit {doc.exit_code})", ""]
     lines += _lead(doc)

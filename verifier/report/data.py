@@ -12,10 +12,11 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 
+from ..attribution.document import Comparison
 from ..types import Exchange, Observation
 
 MAX_CONTENT = 4000          # same cap as goldens: both sides of a diff are cut alike
@@ -83,7 +84,7 @@ class Inputs:
     run_dir: Path
     header: dict[str, Any]
     summary: dict[str, Any]
-    doc: dict[str, Any] | None
+    doc: Comparison | None
     golden_meta: dict[str, Any] | None
     frame: pd.DataFrame                     # one row per (suite, sample, epoch, mode), columns c_* and g_*
     exchanges: dict[tuple[str, str, int, str], Exchange]
@@ -110,16 +111,16 @@ def _side(obs: list[Observation], prefix: str) -> pd.DataFrame:
     return df.rename(columns={k: prefix + k for k in COLS})
 
 
-def _flips(doc: dict[str, Any] | None) -> dict[tuple[str, str], str]:
+def _flips(doc: Comparison | None) -> dict[tuple[str, str], str]:
     flips: dict[tuple[str, str], str] = {}
-    for suite, s in ((doc or {}).get("suites") or {}).items():
+    for suite, s in (doc.suites if doc is not None else {}).items():
         for kind in ("regressed", "improved"):
-            for sid in s.get("flips", {}).get(kind, []):
+            for sid in s.flips.get(kind, []):
                 flips[(suite, sid)] = kind
     return flips
 
 
-def frame(cand: list[Observation], gold: list[Observation] | None, doc: dict[str, Any] | None) -> pd.DataFrame:
+def frame(cand: list[Observation], gold: list[Observation] | None, doc: Comparison | None) -> pd.DataFrame:
     c = _side(cand, "c_")
     if gold is not None:
         df = c.merge(_side(gold, "g_"), on=KEYS, how="outer")
@@ -140,8 +141,9 @@ def frame(cand: list[Observation], gold: list[Observation] | None, doc: dict[str
     return df
 
 
-def inputs(run: RunData, golden: GoldenData | None, doc: dict[str, Any] | None) -> Inputs:
-    """The joined view model of (run, golden, comparison)."""
+def inputs(run: RunData, golden: GoldenData | None, comparison: Comparison | Mapping[str, Any] | None) -> Inputs:
+    """The joined view model of (run, golden, comparison); the comparison is read typed (a dict is read once here)."""
+    doc = None if comparison is None else Comparison.of(comparison)
     fdf = pd.DataFrame(run.findings, columns=["suite", "sample_id", "mode", "code", "detail"])
     return Inputs(run.run_dir, run.header, run.summary, doc, golden.meta if golden else None,
                   frame(run.rows, golden.obs if golden else None, doc), run.exchanges, fdf, golden.obs if golden else [],

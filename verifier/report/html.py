@@ -18,12 +18,13 @@ import functools
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import jinja2
 import pandas as pd
 
 from verifier.report import colours
+from verifier.attribution.document import Comparison
 from verifier.attribution.explain import tool_call_line
 from . import pictures
 from .data import GoldenData, Inputs, RunData, anchor, fmt, inputs
@@ -34,7 +35,7 @@ TEMPLATE = "report.html.j2"
 TABLE_TEXT = 300            # per-cell text in the JS sample table: keeps a 10k-sample report a few MB
 
 
-def render(run: RunData, golden: GoldenData | None, comparison: dict[str, Any] | None) -> str:
+def render(run: RunData, golden: GoldenData | None, comparison: Comparison | Mapping[str, Any] | None) -> str:
     """The report's HTML. Pure: the same three inputs always give the same text."""
     return render_inputs(inputs(run, golden, comparison))
 
@@ -85,16 +86,17 @@ def context(inp: Inputs) -> dict[str, Any]:
     if doc is not None:
         anchors = dict(zip(zip(inp.frame["suite"], inp.frame["sample_id"]), inp.frame["anchor"]))
         for side in ("frontend", "quantization"):
-            for e in doc[side]["evidence"]:
-                evidence.append({**e, "side": side, "links": [{"id": s, "anchor": anchors.get((e["suite"], s), anchor(s))} for s in e.get("samples", [])]})
+            for e in doc.side(side).evidence:
+                evidence.append({**e.to_dict(), "side": side,
+                                 "links": [{"id": s, "anchor": anchors.get((e.suite, s), anchor(s))} for s in e.samples or ()]})
     diagnosis = []
     if doc is not None:
-        for d in doc.get("diagnosis") or []:
+        for d in doc.diagnosis or ():
             links = []
-            for ref in d["examples"]:
+            for ref in d.examples:
                 suite, _, sid = ref.partition("/")
                 links.append({"id": ref, "anchor": anchors.get((suite, sid), anchor(sid))})
-            diagnosis.append({**d, "links": links})
+            diagnosis.append({**d.to_dict(), "links": links})
     gold = pictures.golden_index(inp.golden_obs)
     for c in cards:
         c["token_diff"] = pictures.sample_token_diff(inp, c["suite"], c["sample_id"], gold)
@@ -108,12 +110,12 @@ def context(inp: Inputs) -> dict[str, Any]:
     return {
         "drift_plots": pictures.drift_plots(inp, {(d["suite"], d["sample_id"]) for d in diffs}), "token_diffs": diffs,
         "token_scatter": {sc["suite"]: sc for sc in pictures.token_scatter(inp)}, "diff_targets": len(targets),
-        "tool_calls": {suite: tool_call_line(s.get("tool_calls")) for suite, s in ((doc or {}).get("suites") or {}).items()},
+        "tool_calls": {suite: tool_call_line(s.tool_calls) for suite, s in (doc.suites if doc is not None else {}).items()},
         "diagnosis": diagnosis, "flips_by_mode": _flips_by_mode(doc),
         "title": f"verifier report: {inp.header.get('run_id')}" + (f" vs {inp.golden_meta.get('name')}" if inp.golden_meta else ""),
-        "run_id": inp.header.get("run_id"), "golden_name": (inp.golden_meta or {}).get("name") or ((doc or {}).get("golden") or {}).get("name"),
-        "doc": doc, "banner_class": BANNER_CLASS.get((doc or {}).get("status", ""), "single"),
-        "metrics": metric_tables(inp), "chart": delta_chart(doc) if doc else None, "evidence": evidence,
+        "run_id": inp.header.get("run_id"), "golden_name": (inp.golden_meta or {}).get("name") or ((doc.golden if doc is not None else None) or {}).get("name"),
+        "doc": doc, "banner_class": BANNER_CLASS.get(doc.status if doc is not None else "", "single"),
+        "metrics": metric_tables(inp), "chart": delta_chart({k: s.metrics for k, s in doc.suites.items()}) if doc else None, "evidence": evidence,
         "findings": findings_view(inp), "fingerprint": fingerprint_view(inp), "flips": cards, "nflips": nflips,
         "max_cards": MAX_FLIP_CARDS, "perf": perf(inp), "prov": provenance(inp), "has_golden": inp.golden_meta is not None,
         "nrows": len(inp.frame), "table_json": jinja2.utils.markupsafe.Markup(table_json(inp.frame)),
@@ -125,11 +127,11 @@ def anchors_of(inp: Inputs) -> dict[tuple[str, str], str]:
     return dict(zip(zip(inp.frame["suite"], inp.frame["sample_id"]), inp.frame["anchor"]))
 
 
-def _flips_by_mode(doc: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _flips_by_mode(doc: Comparison | None) -> list[dict[str, Any]]:
     """Per suite and wire mode: how many answers regressed / improved (a streamed-only change counts)."""
     out = []
-    for suite, s in ((doc or {}).get("suites") or {}).items():
-        for mode, f in sorted((s.get("flips_by_mode") or {}).items()):
+    for suite, s in (doc.suites if doc is not None else {}).items():
+        for mode, f in sorted(s.flips_by_mode.items()):
             out.append({"suite": suite, "mode": mode, "regressed": len(f["regressed"]), "improved": len(f["improved"])})
     return out
 

@@ -63,8 +63,7 @@ def entry(provider: str, run_dir: Path, comparison: Comparison | Mapping[str, An
     """An Entry from a comparison already in hand (read, or made in memory), with the run's summary.json."""
     sp = run_dir / "summary.json"
     summary = json.loads(sp.read_text(encoding="utf-8")) if sp.is_file() else None
-    doc = comparison if isinstance(comparison, Comparison) else Comparison.from_dict(comparison)
-    return Entry(provider, run_dir, doc, summary, link)
+    return Entry(provider, run_dir, Comparison.of(comparison), summary, link)
 
 
 def side_verdict(doc: Comparison, side: str, suite: str) -> str:

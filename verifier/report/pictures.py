@@ -80,14 +80,14 @@ def drift_plots(inp: Inputs, diff_targets: set[tuple[str, str]] | None = None) -
     """Per suite with per-sample drift: points (first divergence, mean |Δ logprob|), the floor and the suite mean."""
     out = []
     anchors = _anchors(inp)
-    for suite, s in sorted(((inp.doc or {}).get("suites") or {}).items()):
-        d = s.get("drift") or {}
-        rows = d.get("per_sample")
+    for suite, s in sorted((inp.doc.suites if inp.doc is not None else {}).items()):
+        d = s.drift
+        rows = d.per_sample
         if not rows:
             continue
-        floor = d.get("margin")
+        floor = d.margin
         ys = [r["mean_abs_delta"] for r in rows if r.get("mean_abs_delta") is not None]
-        top = max(ys + [(floor or 0) * 1.3, d.get("mean_abs_delta") or 0, 1e-3]) * 1.08  # headroom over the top dot
+        top = max(ys + [(floor or 0) * 1.3, d.mean_abs_delta or 0, 1e-3]) * 1.08  # headroom over the top dot
         right = max([r["first_divergence"] for r in rows] + [r.get("length") or 0 for r in rows] + [1])
         ax = _Axes(0, right, 0, top)
         pts = []
@@ -105,12 +105,12 @@ def drift_plots(inp: Inputs, diff_targets: set[tuple[str, str]] | None = None) -
                         "title": f"{r['id']}: {lp}; {where}", "above": above})
         fired = sum(p["above"] for p in pts)
         pts = _spread(pts)
-        out.append({"suite": suite, "frame": ax.frame(), "points": pts, "state": d.get("state"), "n": d.get("samples"),
+        out.append({"suite": suite, "frame": ax.frame(), "points": pts, "state": d.state, "n": d.samples,
                     "shown": len(rows), "above": fired,
                     "floor": None if floor is None else {"y": ax.y(floor), "label": f"noise floor {floor:.3g}"},
-                    "mean": None if not d.get("mean_abs_delta") else {"y": ax.y(d["mean_abs_delta"]),
-                                                                          "label": f"suite mean {d['mean_abs_delta']:.3g}"},
-                    "median_div": d.get("first_divergence_median")})
+                    "mean": None if not d.mean_abs_delta else {"y": ax.y(d.mean_abs_delta),
+                                                               "label": f"suite mean {d.mean_abs_delta:.3g}"},
+                    "median_div": d.first_divergence_median})
     return out
 
 
@@ -242,7 +242,8 @@ def sample_token_diff(inp: Inputs, suite: str, sample_id: str, golden_obs: dict[
         except MalformedBody:
             return None
         cl = [[t.get("token"), t.get("logprob")] for t in lps[:len(g.logprobs) + TOKEN_CONTEXT * 4] if isinstance(t, dict)]
-    floor = (((inp.doc or {}).get("suites") or {}).get(suite) or {}).get("drift", {}).get("margin")
+    s = inp.doc.suites.get(suite) if inp.doc is not None else None
+    floor = s.drift.margin if s is not None else None
     return token_diff(g.logprobs, cl, floor)
 
 
@@ -256,10 +257,10 @@ def golden_index(obs: list[Any] | None) -> dict[tuple[str, str], list[Any]]:
 def diff_candidates(inp: Inputs, exclude: set[tuple[str, str]]) -> list[tuple[str, str]]:
     """The samples whose token diff the drift section shows: per suite the earliest partings and highest drifts."""
     picks: list[tuple[str, str]] = []
-    suites = ((inp.doc or {}).get("suites") or {})
+    suites = inp.doc.suites if inp.doc is not None else {}
     per_suite = max(1, MAX_TOKEN_DIFFS // max(1, len(suites)))
     for suite, s in sorted(suites.items()):
-        rows = [r for r in (s.get("drift") or {}).get("per_sample") or [] if (suite, r["id"]) not in exclude]
+        rows = [r for r in s.drift.per_sample or [] if (suite, r["id"]) not in exclude]
         rows.sort(key=lambda r: (not r.get("parted"), -(r.get("mean_abs_delta") or 0.0), r["first_divergence"], r["id"]))
         parted = [r for r in rows if r.get("parted")][:per_suite]
         # Outputs that never part show drift only: two examples say it; parted ones say where.

@@ -6,10 +6,11 @@ Each function takes the joined Inputs (data.inputs) and returns dicts the templa
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 
+from ..attribution.document import MetricResult
 from ..version import __version__
 from verifier.judge.parse import MalformedBody, parse_exchange
 from verifier.surfaces.registry import REFERENCE_MODE
@@ -22,14 +23,15 @@ FINDING_EXAMPLES = 5
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"]
 
 
-def delta_chart(doc: dict[str, Any]) -> dict[str, Any]:
-    """Per metric: delta with its interval, against -margin. Geometry computed here so the template only draws."""
-    rows = []
-    for suite, s in doc.get("suites", {}).items():
-        for m, v in s.get("metrics", {}).items():
-            if v.get("delta") is None:
+def delta_chart(metrics: Mapping[str, Mapping[str, MetricResult]]) -> dict[str, Any]:
+    """Per metric (suite -> metric -> result): delta with its interval, against -margin. Geometry computed here so
+    the template only draws."""
+    rows: list[dict[str, Any]] = []
+    for suite, ms in metrics.items():
+        for m, v in ms.items():
+            if v.delta is None:
                 continue
-            rows.append({"label": f"{suite}/{m}", "delta": v["delta"], "lo": v["ci"][0], "hi": v["ci"][1], "margin": v["margin"], "verdict": v["verdict"]})
+            rows.append({"label": f"{suite}/{m}", "delta": v.delta, "lo": v.ci[0], "hi": v.ci[1], "margin": v.margin, "verdict": v.verdict})
     span = max([0.05] + [abs(x) * 1.15 for r in rows for x in (r["delta"], r["lo"], r["hi"], r["margin"]) if x is not None])
     x0, w = 190.0, 420.0
 
@@ -119,7 +121,7 @@ def perf(inp: Inputs) -> dict[str, Any]:
     infra = df[df["c_outcome"] == "infra"]
     reasons = infra["c_reason"].astype(str).value_counts()
     return {"latency": lat_rows, "throughput": through, "hist": histogram(series), "finish": finish_mix(df, sides),
-            "infra": (inp.doc or {}).get("infra") or {"count": len(infra), "total": recorded,
+            "infra": (inp.doc.infra if inp.doc is not None else None) or {"count": len(infra), "total": recorded,
                                                       "rate": round(len(infra) / recorded, 4) if recorded else None, "budget": None},
             "infra_reasons": [{"reason": r, "count": int(n)} for r, n in reasons.items()]}
 
@@ -137,8 +139,8 @@ def findings_view(inp: Inputs) -> list[dict[str, Any]]:
     """Contract findings grouped by code: counts on both sides and a few candidate examples with their detail."""
     anchors = dict(zip(zip(inp.frame["suite"], inp.frame["sample_id"]), inp.frame["anchor"]))
     doc_counts: dict[str, dict[str, int]] = {}
-    for s in ((inp.doc or {}).get("suites") or {}).values():
-        for code, c in s.get("findings", {}).items():
+    for s in (inp.doc.suites if inp.doc is not None else {}).values():
+        for code, c in s.findings.items():
             d = doc_counts.setdefault(code, {"golden": 0, "candidate": 0})
             d["golden"] += c["golden"]
             d["candidate"] += c["candidate"]
@@ -242,13 +244,14 @@ def metric_tables(inp: Inputs) -> list[dict[str, Any]]:
     """Per suite: the metric rows (from the comparison, or the run's own summary in a single-run report)."""
     out = []
     if inp.doc is not None:
-        for suite, s in inp.doc.get("suites", {}).items():
-            m = pd.DataFrame.from_dict(s.get("metrics", {}), orient="index")
+        for suite, s in inp.doc.suites.items():
+            # the metric rows as the document holds them (a DataFrame aligns the keys one metric lacks)
+            m = pd.DataFrame.from_dict({k: v.to_dict() for k, v in s.metrics.items()}, orient="index")
             rows = [{"metric": k, **v} for k, v in m.to_dict("index").items()] if len(m) else []
-            sigs = [{"name": k, **v} for k, v in s.get("signals", {}).items()]
-            out.append({"suite": suite, "rows": rows, "signals": sigs, "drift": s.get("drift"), "paired": s.get("paired"),
-                        "golden_only": s.get("golden_only"), "candidate_only": s.get("candidate_only"),
-                        "tool_trigger": s.get("tool_trigger"), "answer_agreement": s.get("answer_agreement")})
+            sigs = [{"name": k, **v.to_dict()} for k, v in s.signals.items()]
+            out.append({"suite": suite, "rows": rows, "signals": sigs, "drift": s.drift.to_dict(), "paired": s.paired,
+                        "golden_only": s.golden_only, "candidate_only": s.candidate_only,
+                        "tool_trigger": s.tool_trigger, "answer_agreement": s.answer_agreement})
     else:
         for suite, s in inp.summary.get("suites", {}).items():
             rows = [{"metric": k, "candidate": v.get("value"), "ci": v.get("ci"), "n": v.get("n")} for k, v in s.get("metrics", {}).items()]
@@ -279,7 +282,7 @@ def provenance(inp: Inputs) -> dict[str, Any]:
         for s in suites:
             gs = (g.get("suites") or {}).get(s["suite"]) or {}
             s.update(golden_version=gs.get("version"), golden_sha=gs.get("dataset_sha256"))
-    margins = ((inp.doc or {}).get("golden") or {}).get("margins_provenance")
+    margins = ((inp.doc.golden if inp.doc is not None else None) or {}).get("margins_provenance")
     return {"sides": side, "suites": suites, "margins": _pretty(margins) if margins else None, "report_harness": __version__}
 
 

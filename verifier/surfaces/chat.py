@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from verifier.jsonsafe import stream_objects
 from verifier.surfaces.base import Mode, SurfaceMalformed, load, load_or_none
-from verifier.types import Exchange, Parsed
+from verifier.types import Exchange, Parsed, WireFacts
 
 CHAT_MESSAGE_KEYS = ("role", "content", "tool_calls", "reasoning_content", "reasoning")
 _PING = {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
@@ -91,7 +91,7 @@ class _Stream:
 
 def parse_stream(chunks: list[str]) -> Parsed:
     st = _Stream()
-    extra: dict[str, Any] = {}
+    extra = WireFacts()
     for data in stream_objects(chunks, extra):
         if isinstance(data.get("usage"), dict):
             st.usage = data["usage"]
@@ -99,7 +99,7 @@ def parse_stream(chunks: list[str]) -> Parsed:
             st.add_choice(choice)
     collided = sorted(i for i, ids in st.ids_per_index.items() if len(ids) > 1)
     if collided:
-        extra["index_collisions"] = collided
+        extra.index_collisions = collided
     return Parsed(
         content="".join(st.content) if st.saw_content else None,
         reasoning="".join(st.reasoning) if st.saw_reasoning else None,

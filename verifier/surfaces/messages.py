@@ -13,6 +13,7 @@ usage object is kept under `usage["surface"]`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Callable
 
@@ -20,7 +21,7 @@ from verifier import jsonsafe
 from verifier.jsonsafe import stream_objects
 from verifier.surfaces.base import (Mode, SurfaceMalformed, call, events, int_or_zero, load, load_or_none, split_system,
                                     TranslatedSurface, text_of, url_of)
-from verifier.types import Exchange, Parsed
+from verifier.types import Exchange, Parsed, WireFacts
 
 ANTHROPIC_VERSION = "2023-06-01"
 ANTHROPIC_DEFAULT_MAX_TOKENS = 1024
@@ -162,16 +163,16 @@ def messages_usage(u: Any) -> dict[str, Any] | None:
             "prompt_tokens_details": {"cached_tokens": cache_read}, "surface": u}
 
 
-def _tool_input(block: dict[str, Any], extra: dict[str, Any]) -> str:
+def _tool_input(block: dict[str, Any], extra: WireFacts) -> str:
     val = block.get("input")
     if isinstance(val, dict):
         return json.dumps(val, ensure_ascii=False)
-    extra["tool_input_not_object"] = f"{block.get('name')}: {type(val).__name__}"
+    extra.tool_input_not_object = f"{block.get('name')}: {type(val).__name__}"
     return val if isinstance(val, str) else json.dumps(val)
 
 
-def _map_stop(stop: Any, extra: dict[str, Any]) -> str | None:
-    extra["stop_reason"] = stop
+def _map_stop(stop: Any, extra: WireFacts) -> str | None:
+    extra.stop_reason = stop
     return STOP_REASONS.get(stop, stop) if isinstance(stop, str) else None
 
 
@@ -179,7 +180,7 @@ def parse_messages_body(text: str | None) -> Parsed:
     data = load(text)
     if not isinstance(data, dict) or not isinstance(data.get("content"), list):
         raise SurfaceMalformed("no content list in Messages body")
-    extra: dict[str, Any] = {}
+    extra = WireFacts()
     texts, thinking, calls = [], [], []
     unsigned = 0
     for b in data["content"]:
@@ -193,7 +194,7 @@ def parse_messages_body(text: str | None) -> Parsed:
         elif b.get("type") == "tool_use":
             calls.append(call(b.get("id"), b.get("name"), _tool_input(b, extra)))
     if unsigned:
-        extra["thinking_without_signature"] = unsigned
+        extra.thinking_without_signature = unsigned
     return Parsed(content="".join(texts) if texts else None, reasoning="".join(thinking) if thinking else None,
                   tool_calls=calls or None, finish_reason=_map_stop(data.get("stop_reason"), extra),
                   usage=messages_usage(data.get("usage")), extra=extra)
@@ -208,7 +209,7 @@ class _Stream:
         self.collisions: set[int] = set()
         self.usage: dict[str, Any] = {}
         self.stop: Any = None
-        self.extra: dict[str, Any] = {}
+        self.extra = WireFacts()
         self.saw_delta_usage = self.saw_delta = self.saw_stop_event = False
 
     def feed(self, ev: dict[str, Any]) -> None:
@@ -248,10 +249,10 @@ class _Stream:
             self.saw_stop_event = True
         elif t == "error":
             err = ev.get("error") if isinstance(ev.get("error"), dict) else {}
-            self.extra["stream_error_event"] = str(err.get("message") or err.get("type"))[:120]
+            self.extra.stream_error_event = str(err.get("message") or err.get("type"))[:120]
 
     def parsed(self) -> Parsed:
-        extra = dict(self.extra)
+        extra = dataclasses.replace(self.extra)
         texts, thinking, calls = [], [], []
         unsigned = 0
         seen: set[int] = set()
@@ -272,13 +273,13 @@ class _Stream:
                     args = json.dumps(b["start_input"], ensure_ascii=False)
                 calls.append(call(b["id"], b["name"] or "", args))
         if unsigned:
-            extra["thinking_without_signature"] = unsigned
+            extra.thinking_without_signature = unsigned
         if self.collisions:
-            extra["index_collisions"] = sorted(self.collisions)
+            extra.index_collisions = sorted(self.collisions)
         if not self.saw_stop_event:
-            extra["terminal_event_missing"] = "message_stop"
+            extra.terminal_event_missing = "message_stop"
         if not self.saw_delta_usage:
-            extra["usage_missing_in"] = "message_delta"
+            extra.usage_missing_in = "message_delta"
         return Parsed(content="".join(texts) if texts else None, reasoning="".join(thinking) if thinking else None,
                       tool_calls=calls or None, finish_reason=_map_stop(self.stop, extra),
                       usage=messages_usage(self.usage) if self.usage else None, extra=extra)
@@ -287,11 +288,11 @@ class _Stream:
 def parse_messages_events(chunks: list[str]) -> Parsed:
     """SSE `data:` payloads of a Messages stream -> Parsed (bad payloads counted in extra)."""
     acc = _Stream()
-    extra: dict[str, Any] = {}
+    extra = WireFacts()
     for ev in stream_objects(chunks, extra):
         acc.feed(ev)
     p = acc.parsed()
-    p.extra.update(extra)
+    p.extra.merge(extra)
     return p
 
 

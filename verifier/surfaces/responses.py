@@ -10,12 +10,13 @@ judge/contract_surfaces.py.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 from verifier.jsonsafe import stream_objects
 from verifier.surfaces.base import (Mode, SurfaceMalformed, call, events, int_or_zero, load, load_or_none, split_system,
                                     TranslatedSurface, text_of, url_of)
-from verifier.types import Exchange, Parsed
+from verifier.types import Exchange, Parsed, WireFacts
 
 INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
 """Responses `incomplete_details.reason` -> chat finish_reason."""
@@ -141,7 +142,7 @@ def _finish(resp: dict[str, Any], has_calls: bool) -> str | None:
     return status if isinstance(status, str) else None
 
 
-def _output(output: list[Any], extra: dict[str, Any]) -> tuple[list[str], list[str], list[dict], list[dict]]:
+def _output(output: list[Any], extra: WireFacts) -> tuple[list[str], list[str], list[dict], list[dict]]:
     text, reasoning, calls, logprobs = [], [], [], []
     for item in output:
         if not isinstance(item, dict):
@@ -159,7 +160,7 @@ def _output(output: list[Any], extra: dict[str, Any]) -> tuple[list[str], list[s
                     reasoning.append(part["text"])
         elif kind == "function_call":
             if not item.get("call_id"):
-                extra["function_call_without_call_id"] = extra.get("function_call_without_call_id", 0) + 1
+                extra.function_call_without_call_id = (extra.function_call_without_call_id or 0) + 1
             calls.append(call(item.get("call_id"), item.get("name"), item.get("arguments")))
     return text, reasoning, calls, logprobs
 
@@ -168,7 +169,7 @@ def parse_responses_body(text: str | None) -> Parsed:
     data = load(text)
     if not isinstance(data, dict) or not isinstance(data.get("output"), list):
         raise SurfaceMalformed("no output list in Responses body")
-    extra: dict[str, Any] = {"surface_status": data.get("status")}
+    extra = WireFacts(surface_status=data.get("status"))
     texts, reasoning, calls, logprobs = _output(data["output"], extra)
     return Parsed(content="".join(texts) if texts else None, reasoning="".join(reasoning) if reasoning else None,
                   tool_calls=calls or None, finish_reason=_finish(data, bool(calls)),
@@ -185,7 +186,7 @@ class _Stream:
         self.items: dict[int, dict[str, Any]] = {}
         self.item_ids: dict[int, set[str]] = {}
         self.final: dict[str, Any] | None = None
-        self.extra: dict[str, Any] = {}
+        self.extra = WireFacts()
         self.saw_text = self.saw_reasoning = False
 
     def feed(self, ev: dict[str, Any]) -> None:
@@ -219,26 +220,26 @@ class _Stream:
         elif t in TERMINAL and isinstance(ev.get("response"), dict):
             self.final = ev["response"]
         elif t == "error":
-            self.extra["stream_error_event"] = str(ev.get("message") or ev.get("code"))[:120]
+            self.extra.stream_error_event = str(ev.get("message") or ev.get("code"))[:120]
 
     def parsed(self) -> Parsed:
         final = self.final or {}
-        extra = dict(self.extra)
+        extra = dataclasses.replace(self.extra)
         if self.final is None:
-            extra["terminal_event_missing"] = "response.completed"
+            extra.terminal_event_missing = "response.completed"
         elif not isinstance(final.get("usage"), dict):
-            extra["usage_missing_in"] = "response.completed"
-        extra["surface_status"] = final.get("status")
+            extra.usage_missing_in = "response.completed"
+        extra.surface_status = final.get("status")
         collided = sorted(i for i, ids in self.item_ids.items() if len(ids) > 1)
         if collided:
-            extra["index_collisions"] = collided
+            extra.index_collisions = collided
         text, reasoning, logprobs = self.text, self.reasoning, self.logprobs
         if not self.saw_text and not self.saw_reasoning and isinstance(final.get("output"), list):
-            text, reasoning, _, logprobs = _output(final["output"], {})  # a server that sends no deltas
+            text, reasoning, _, logprobs = _output(final["output"], WireFacts())  # a server that sends no deltas
         calls = [self.items[i] for i in sorted(self.items)]
         missing = sum(1 for c in calls if not c["id"])
         if missing:
-            extra["function_call_without_call_id"] = missing
+            extra.function_call_without_call_id = missing
         return Parsed(content="".join(text) if (text or self.saw_text) else None,
                       reasoning="".join(reasoning) if (reasoning or self.saw_reasoning) else None,
                       tool_calls=calls or None, finish_reason=_finish(final, bool(calls)),
@@ -248,11 +249,11 @@ class _Stream:
 def parse_responses_events(chunks: list[str]) -> Parsed:
     """SSE `data:` payloads of a Responses stream -> Parsed (bad payloads counted in extra)."""
     acc = _Stream()
-    extra: dict[str, Any] = {}
+    extra = WireFacts()
     for ev in stream_objects(chunks, extra):
         acc.feed(ev)
     p = acc.parsed()
-    p.extra.update(extra)
+    p.extra.merge(extra)
     return p
 
 

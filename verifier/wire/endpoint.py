@@ -396,17 +396,3 @@ class Endpoint:
             await asyncio.gather(*pending, return_exceptions=True)
         info = {name: t.result() for name, t in tasks.items() if t in done and t.result() is not None}
         return allowlist(info, Redactor.from_config(self.cfg))
-
-
-async def reachable(base_url: str, timeout_s: float = 5.0) -> str | None:
-    """None if something answers at base_url, else a one-line reason. Only the status line is read."""
-    try:
-        async with httpx.AsyncClient(timeout=timeout_s) as c:
-            async with asyncio.timeout(timeout_s):
-                async with c.stream("GET", base_url.rstrip("/") + "/models"):
-                    pass
-        return None
-    except TimeoutError:
-        return f"cannot reach endpoint {redact_url(base_url)}: no answer within {timeout_s:g} s"
-    except httpx.HTTPError as e:
-        return f"cannot reach endpoint {redact_url(base_url)}: {describe_error(_classify(e))}"
