@@ -128,7 +128,7 @@ def test_deep_json_and_non_finite_usage_become_wire_facts_not_crashes():
     assert p.content is None and p.extra.json_too_deep == "content"
     assert p.usage == {"completion_tokens": 3} and p.extra.usage_non_finite == "prompt_tokens"
     ok = parse_body(json.dumps({"choices": [{"message": {"content": "[[1]]"}, "finish_reason": "stop"}]}))
-        assert ok.content == "[[1]]" and ok.extra.to_dict() == {}
+    assert ok.content == "[[1]]" and ok.extra.to_dict() == {}
 
 
 def test_the_depth_bound_is_exact_whether_or_not_the_bracket_count_spares_the_walk():
