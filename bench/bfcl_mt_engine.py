@@ -1,7 +1,8 @@
-"""bfcl-multi-turn on the real engine: Qwen2.5-Coder-0.5B on llama-server, behind the turn-opening tool-call prefill.
+"""bfcl-multi-turn on the real engine: Qwen2.5-Coder-0.5B on llama-server behind the turn-opening tool-call prefill,
+or on vLLM (`--engine vllm`) behind the turn-opening tool_choice "required".
 
     python bench/bfcl_mt_engine.py --data BFCL_DIR [--stages measure,golden,rerun,faults] [--limit 20]
-                                   [--work runs/bfcl-mt] [--goldens verifier/goldens] [--modes chat]
+                                   [--work runs/bfcl-mt] [--goldens verifier/goldens] [--modes chat] [--engine vllm]
 
 Stages (each after the ones before it, which it reads from --work / --goldens):
     measure  one entry, one run: time per request and per entry, prompt tokens, calls parsed (sizes the rest)
@@ -14,6 +15,9 @@ would ever run (README, real engine). verifier/testbed/engine_tools.TURN_CALL_PR
 an assistant prefill on the first request of every user turn; llama-server parses prefill + continuation into
 `tool_calls`; after the tool results the model answers freely, so a turn can end. The prefill proxy sits in front
 of the engine for the golden and every candidate alike; a fault proxy sits in front of the prefill proxy.
+
+On vLLM a prefill is not parsed (its Hermes parser reads only generated text), so TURN_CALL_REQUIRED forces a call
+by grammar on the same first request of each user turn instead, and leaves the follow-ups on "auto".
 
 Run it under the engine lock (one engine at a time on the machine). Appends one line per gate to
 <work>/results.jsonl (acceptance_rows' format) and writes <work>/figures.json (entry and turn accuracy, time per
@@ -35,12 +39,15 @@ from acceptance_rows import Row, gate, verifier  # noqa: E402
 
 from verifier.run import journal  # noqa: E402
 from verifier.judge.parse import MalformedBody, parse_exchange  # noqa: E402
-from verifier.testbed.engine_tools import TURN_CALL_PREFILL  # noqa: E402
+from verifier.testbed.engine_tools import TURN_CALL_PREFILL, TURN_CALL_REQUIRED  # noqa: E402
 from verifier.testbed.engines import Server  # noqa: E402
 from verifier.testbed.history_faults import HISTORY_FAULTS  # noqa: E402
 from verifier.testbed.proxy import Proxy  # noqa: E402
+from verifier.testbed.vllm_engine import VllmServer  # noqa: E402
 
-MODEL, SUITE, GOLDEN = "qwen0.5b", "bfcl-multi-turn", "qwen0.5b-bfcl-mt"
+MODEL, SUITE = "qwen0.5b", "bfcl-multi-turn"
+GOLDENS = {"llama": "qwen0.5b-bfcl-mt", "vllm": "qwen0.5b-vllm-bfcl-mt"}
+ADAPTERS = {"llama": TURN_CALL_PREFILL, "vllm": TURN_CALL_REQUIRED}
 STAGES = ("measure", "golden", "rerun", "faults")
 CATEGORY_FILE = "BFCL_v4_multi_turn_base.json"
 
@@ -74,8 +81,11 @@ class Bench:
         self.data = str(Path(a.data) / CATEGORY_FILE)
         self.model = MODEL  # the name the server lists (its alias), set once it runs
 
-    def server(self) -> Server:
+    def server(self) -> Server | VllmServer:
         # 2 slots of 8192 tokens: the 32 function docs alone are ~4.4K prompt tokens, and a conversation grows
+        if self.a.engine == "vllm":  # float32 and eager as the shipped vLLM goldens (README "vLLM"); 2 GiB of KV cache
+            return VllmServer(MODEL, max_model_len=16384, kv_cache_space_gib=2, enforce_eager=True,
+                              log_path=self.work / "vllm.log")
         return Server(MODEL, slots=2, ctx=16384, threads=self.a.threads, log_path=self.work / "llama-server.log")
 
     def run(self, url: str, out: Path, limit: int, concurrency: int) -> float:
@@ -103,7 +113,7 @@ class Bench:
                          "seconds_per_entry": round(secs / self.a.limit, 1)})
             runs.append(out)
             print(json.dumps(figs[-1]), flush=True)
-        g = self.goldens / GOLDEN
+        g = self.goldens / GOLDENS[self.a.engine]
         shutil.rmtree(g, ignore_errors=True)
         assert verifier("bless", str(runs[0]), "--to", str(g)) == 0
         if runs[1:]:
@@ -111,7 +121,7 @@ class Bench:
         (self.work / "figures.json").write_text(json.dumps({"golden_runs": figs}, indent=1) + "\n")
 
     def gate(self, label: str, url: str, proxy: Proxy | None = None) -> dict:
-        row = Row(label, SUITE, str(self.goldens / GOLDEN), self.model, "bfcl-multi-turn (turn prefill)")
+        row = Row(label, SUITE, str(self.goldens / GOLDENS[self.a.engine]), self.model, f"bfcl-multi-turn ({ADAPTERS[self.a.engine].name})")
         rec = gate(self.work, row, url, self.results, self.a.concurrency, proxy)
         print(json.dumps(rec), flush=True)
         return rec
@@ -127,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--faults", default="", help="comma-separated history faults (default: all)")
     p.add_argument("--concurrency", type=int, default=2)
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--engine", choices=sorted(GOLDENS), default="llama", help="llama (default) or vllm (needs $VERIFIER_VLLM_PYTHON)")
     p.add_argument("--work", default="runs/bfcl-mt")
     p.add_argument("--goldens", default="verifier/goldens")
     a = p.parse_args(argv)
@@ -136,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown stage {bad[0]!r}; known: {', '.join(STAGES)}", file=sys.stderr)
         return 2
     b = Bench(a)
-    with b.server() as srv, Proxy(srv.url, [(TURN_CALL_PREFILL, 1.0)]) as pre:
+    with b.server() as srv, Proxy(srv.url, [(ADAPTERS[a.engine], 1.0)]) as pre:
         b.model = srv.name
         if "measure" in stages:
             b.measure(pre.url)

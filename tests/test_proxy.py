@@ -358,3 +358,30 @@ def test_proxy_surface_filter_leaves_other_surfaces_untouched(upstream):
     with Proxy(upstream.url, ["usage_dropped"], surfaces={"chat"}) as px:
         _, text, _ = send(px.url, request_body(False))
         assert "usage" not in json.loads(text) and len(px.mutations) == 1
+
+
+def test_turn_rules_force_only_the_first_request_of_each_user_turn(upstream):
+    """The engine adapters for multi-turn agent loops: the request after a user message is forced to call (prefill on
+    llama-server, tool_choice "required" on vLLM); a request after tool results goes as sent, so a turn can end."""
+    from verifier.testbed.engine_tools import OPENING, TURN_CALL_PREFILL, TURN_CALL_REQUIRED
+
+    opening = [{"role": "user", "content": "List the files."}]
+    follow_up = [*opening, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}]
+    tools = [{"type": "function", "function": {"name": "ls", "parameters": {"type": "object", "properties": {}}}}]
+    with Proxy(upstream.url, [(TURN_CALL_REQUIRED, 1.0)]) as req, Proxy(upstream.url, [(TURN_CALL_PREFILL, 1.0)]) as pre:
+        send(req.url, {"model": "m", "messages": opening, "tools": tools, "tool_choice": "auto"})
+        assert upstream.script.requests[-1]["tool_choice"] == "required"
+        send(req.url, {"model": "m", "messages": follow_up, "tools": tools, "tool_choice": "auto"})
+        assert upstream.script.requests[-1]["tool_choice"] == "auto"
+        send(req.url, {"model": "m", "messages": opening, "tools": tools, "tool_choice": "none"})
+        assert upstream.script.requests[-1]["tool_choice"] == "none"  # an explicit choice other than auto is kept
+        send(req.url, {"model": "m", "messages": opening})
+        assert "tool_choice" not in upstream.script.requests[-1]  # no tools, nothing to force
+        assert [m["fault"] for m in req.mutations] == ["turn_call_required"]
+        send(pre.url, {"model": "m", "messages": opening, "tools": tools})
+        assert upstream.script.requests[-1]["messages"][-1] == {"role": "assistant", "content": OPENING}
+        send(pre.url, {"model": "m", "messages": follow_up, "tools": tools})
+        assert upstream.script.requests[-1]["messages"] == follow_up
+        assert [m["fault"] for m in pre.mutations] == ["turn_call_prefill"]

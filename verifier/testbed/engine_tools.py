@@ -92,3 +92,29 @@ TURN_CALL_PREFILL = Fault(
     "turn_call_prefill", f"request: with tools declared and a user message last, an assistant message {OPENING!r} is appended",
     "not a fault: makes a 0.5B model on llama-server open each user turn with a parsed tool call, free after tool results",
     "nothing: part of the test bed, in front of the engine for the golden and every candidate", request=prefill_turn)
+
+
+# The same turn rule for vLLM: a prefill does not work there (its Hermes parser reads only generated text, so a call
+# opened in the prompt is never parsed), but "required" is enforced by its grammar backend. Only the first request of
+# each user turn is forced; after tool results tool_choice stays "auto", so the model can answer in text and end the
+# turn (a 0.5B model on "auto" writes its calls as text, which also ends the turn, like any text answer).
+@pure_edit
+def _require_turn(body: dict[str, Any]) -> Pairs:
+    msgs = body.get("messages")
+    if not body.get("tools") or body.get("tool_choice") not in (None, "auto") or not isinstance(msgs, list) \
+            or not msgs or not isinstance(msgs[-1], dict) or msgs[-1].get("role") != "user":
+        return []
+    before = body.get("tool_choice", "(no tool_choice)")
+    body["tool_choice"] = "required"
+    return [(before, "required")]
+
+
+def require_turn_call(body: dict[str, Any]) -> Change | None:
+    """Request edit: with tools declared, tool_choice auto (or unset) and a user message last, tool_choice "required"."""
+    return _require_turn(body)
+
+
+TURN_CALL_REQUIRED = Fault(
+    "turn_call_required", 'request: with tools declared and a user message last, tool_choice "auto" becomes "required"',
+    "not a fault: makes a 0.5B model on vLLM open each user turn with a parsed tool call, free after tool results",
+    "nothing: part of the test bed, in front of the engine for the golden and every candidate", request=require_turn_call)
