@@ -45,6 +45,7 @@ SERVER = {"max_model_len": 4096, "kv_cache_space_gib": 1}
 # name -> (kind, VllmServer kwargs, suites). Suites name a golden qwen0.5b-vllm-<suite> (bfcl-required: through the proxy).
 VARIANTS: dict[str, tuple[str, dict, list[str]]] = {
     "tool parser llama3_json (reference hermes)": ("frontend", {"tool_call_parser": "llama3_json"}, [REQUIRED, "bfcl"]),
+    "tool parser qwen3_coder (reference hermes)": ("frontend", {"tool_call_parser": "qwen3_coder"}, [REQUIRED, "bfcl"]),
     "no tool parser": ("frontend", {"tool_call_parser": None}, ["bfcl"]),
     "reasoning parser deepseek_r1 on a non-reasoning model": ("frontend", {"extra_args": ["--reasoning-parser", "deepseek_r1"]}, ["smoke", "bfcl"]),
     "chat template without tools": ("frontend", {"template": "drop-tools"}, ["bfcl"]),
