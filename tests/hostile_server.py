@@ -209,6 +209,16 @@ class _Handler(BaseHTTPRequestHandler):
     def b_stream_error(self, stream: bool, body: Any) -> None:
         self._events([delta("partial "), json.dumps({"error": {"message": "server overloaded", "type": "overloaded"}})])
 
+    def b_stream_refused(self, stream: bool, body: Any) -> None:
+        """vLLM's shape when its structured-output backend rejects the request after the stream began: a 200, then
+        one error event with a client-error code (measured: outlines and response_format json_object)."""
+        err = {"message": "Outlines structured outputs backend does not support json_object specifications",
+               "type": "BadRequestError", "param": None, "code": 400}
+        if stream:
+            self._events([json.dumps({"error": err})])
+        else:
+            self._send(400, json.dumps({"error": err}))
+
     def b_deep(self, stream: bool, body: Any) -> None:
         """1,000-deep JSON, by request: `deep_where` in the request body picks the place."""
         where = (body or {}).get("metadata", {}).get("deep_where") or self.server.deep_where

@@ -348,6 +348,39 @@ def test_mid_stream_error_event_is_retried_then_infra(tmp_path):
     assert v.outcome == "infra" and v.reason == "stream_error"
 
 
+def test_an_error_event_with_a_client_error_code_is_a_refusal_never_retried():
+    """vLLM refuses some structured-output requests inside a 200 stream (an error event with code 400). That is the
+    server's answer to the request as sent: unsupported like the non-streamed 400 of the same request, not an infra
+    failure retried and charged to the infra budget (which made a gate `incomplete` instead of naming the refusal)."""
+    from suites import BUILTIN as SUITES
+    from verifier.run.scoring import judge
+
+    suite = SUITES["smoke"]
+    sample = suite.load(None, True)[0]
+    with HostileServer("stream_refused") as srv:
+        verdicts = {}
+        for mode in ("chat-stream", "chat"):
+            r = send(EndpointConfig(srv.url, "m", max_retries=2), mode)
+            ex = Exchange("smoke", sample.id, 0, mode, {}, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts)
+            verdicts[mode] = (r.attempts, judge(suite, sample, ex))
+        posts = [x for x in srv.requests if x["method"] == "POST"]
+    assert len(posts) == 2  # one request per mode: a refusal is not retried
+    attempts, v = verdicts["chat-stream"]
+    assert attempts == 1 and v.outcome == "unsupported" and v.reason == "stream_refused"
+    attempts, v = verdicts["chat"]
+    assert attempts == 1 and v.outcome == "unsupported" and v.reason == "http_400"
+
+
+@pytest.mark.parametrize("code", [500, 503, 429, 408, "overloaded", None, True])
+def test_an_error_event_without_a_client_error_code_stays_infra(code):
+    from verifier.wire.bodyread import sse_text
+
+    err = {"message": "busy", "code": code}
+    assert sse_text(f"data: {json.dumps({'error': err})}\n\n", []) == "stream_error"
+    assert sse_text(f"data: {json.dumps({'error': {**err, 'code': 404}})}\n\n", []) == "stream_refused"
+    assert sse_text(f"data: {json.dumps({'error': {**err, 'code': '422'}})}\n\n", []) == "stream_refused"
+
+
 def test_nan_end_to_end_is_a_frontend_finding_with_strict_json_outputs(tmp_path, cli):
     """A golden with real logprobs, then a candidate that sends NaN logprobs and Infinity usage: compare
     sees a new contract finding (never clean drift), and every JSON file written parses as strict JSON."""

@@ -65,7 +65,11 @@ def test_probe_figures_follow_what_the_server_did():
                "itl": mean([(t["frames"][WORDS] - t["frames"][1]) / (tokens - 1) for t in times]),
                "latency": mean([t["frames"][-1] - t["arrival"] for t in times])}
         assert did["ttft"] >= 0.99 * (delay + itl)  # a sleep may overshoot, never undershoot
-        assert lv["figures"]["ttft_p50_s"]["mean"] >= did["ttft"] and lv["figures"]["latency_p50_s"]["mean"] >= did["latency"]
+        # The server stamps an event after its write returned, so the client may read it a little before the stamp
+        # (0.7 ms seen under load): the client's figures are bounded below by what the server did, less that slack.
+        slack = 0.01
+        assert lv["figures"]["ttft_p50_s"]["mean"] >= did["ttft"] - slack
+        assert lv["figures"]["latency_p50_s"]["mean"] >= did["latency"] - slack
         assert lv["failed"] == 0 and lv["ok"] == 4
         f = lv["figures"]
         assert f["ttft_p50_s"]["mean"] == pytest.approx(did["ttft"], rel=TOLERANCE)

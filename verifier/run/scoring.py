@@ -11,7 +11,7 @@ from typing import Any, Callable
 from verifier.judge import contract, contract_surfaces
 from verifier.run import journal
 from verifier import stats
-from verifier.wire.bodyread import TOO_MANY_EVENTS
+from verifier.wire.bodyread import STREAM_REFUSED, TOO_MANY_EVENTS
 from verifier.judge.parse import MalformedBody, parse_exchange
 from verifier.run import observations as observe
 from verifier.types import Exchange, Finding, Judgement, Parsed, Sample, Suite, Verdict
@@ -50,6 +50,10 @@ def judge(suite: Suite, sample: Sample, ex: Exchange, parse: Callable[[], Parsed
         # What the endpoint sent broke the stream contract itself (the reader cut it at a cap): a finding, not infra.
         f = Finding(ex.error, CONTRACT_ERRORS[ex.error])
         return Verdict(**base, outcome="contract", reason=ex.error, findings=(f,), signals=_signals(ex))
+    if ex.error == STREAM_REFUSED:
+        # The server refused the request inside its 200 stream (an error event with a 4xx code): a refusal, judged
+        # as the 4xx it names, never an infra failure (which would retry it and count it against the infra budget).
+        return Verdict(**base, outcome="unsupported", reason=STREAM_REFUSED, signals=_signals(ex))
     if ex.error is not None:
         return Verdict(**base, outcome="infra", reason=ex.error, signals=_signals(ex))
     if ex.status is None or ex.status >= 400:

@@ -72,15 +72,32 @@ async def read_capped(resp: Any, limit: int, strict_charset: bool = False) -> st
     return text
 
 
-def _stream_error(payload: str) -> bool:
-    """A mid-stream `data: {"error": ...}` event: what overloaded servers send instead of a status code."""
+STREAM_ERROR = "stream_error"
+STREAM_REFUSED = "stream_refused"
+"""A mid-stream error event whose code is a client error (4xx but 408/429): the request was refused after the 200
+and the headers had gone out (vLLM validates some structured-output requests only once the stream has begun).
+A refusal, judged like an HTTP 4xx and never retried; any other error event is `stream_error`, an infra failure."""
+
+
+def _client_error_code(err: Any) -> bool:
+    code = err.get("code") if isinstance(err, dict) else None
+    if isinstance(code, str) and code.isdigit():
+        code = int(code)
+    return isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 500 and code not in (408, 429)
+
+
+def _stream_error(payload: str) -> str | None:
+    """A mid-stream `data: {"error": ...}` event (what overloaded servers send instead of a status code): its error
+    class, `stream_refused` when the event names a client-error code, else `stream_error`; None for any other payload."""
     if '"error"' not in payload:
-        return False
+        return None
     try:
         d = loads_bounded(payload)
     except (ValueError, TooDeep):
-        return False
-    return isinstance(d, dict) and d.get("error") is not None and not d.get("choices")
+        return None
+    if not isinstance(d, dict) or d.get("error") is None or d.get("choices"):
+        return None
+    return STREAM_REFUSED if _client_error_code(d["error"]) else STREAM_ERROR
 
 
 class TooManyEvents(Exception):
@@ -101,8 +118,8 @@ class _Events:
         self.chunks, self.pending = chunks, []
         self.lines, self.max_events = 0, max_events
 
-    def line(self, line: str) -> bool:
-        """Feed one line (without its line end); True when it completed a mid-stream error event.
+    def line(self, line: str) -> str | None:
+        """Feed one line (without its line end); the error class when it completed a mid-stream error event.
         Raises TooManyEvents at the event cap (every `data:` line counts, joined or not: each costs memory)."""
         if line.startswith("data:"):
             self.lines += 1
@@ -115,7 +132,7 @@ class _Events:
         elif not line and self.pending:
             value, self.pending = "\n".join(self.pending), []
             return self._emit(value)
-        return False
+        return None
 
     def end(self, mode: str) -> str | None:
         """The stream is over: "stream_truncated" unless it reached its surface's terminal event."""
@@ -124,7 +141,7 @@ class _Events:
             self.pending = []
         return None if surface_for(mode).stream_complete(self.chunks) else "stream_truncated"
 
-    def _emit(self, value: str) -> bool:
+    def _emit(self, value: str) -> str | None:
         self.chunks.append(value)
         return _stream_error(value)
 
@@ -134,8 +151,8 @@ def sse_text(text: str, chunks: list[str], mode: str = REFERENCE_MODE, max_event
     ev = _Events(chunks, max_events)
     try:
         for line in text.split("\n"):
-            if ev.line(line.rstrip("\r")):
-                return "stream_error"
+            if err := ev.line(line.rstrip("\r")):
+                return err
     except TooManyEvents:
         return TOO_MANY_EVENTS
     return ev.end(mode)
@@ -158,8 +175,8 @@ async def _read_sse_events(resp: Any, limit: int, ev: _Events, mode: str) -> str
         *lines, rest = bytes(buf).split(b"\n")
         buf = bytearray(rest)
         for raw in lines:
-            if ev.line(raw.decode("utf-8", errors="replace").rstrip("\r")):
-                return "stream_error"
-    if ev.line(buf.decode("utf-8", errors="replace").rstrip("\r")):
-        return "stream_error"
+            if err := ev.line(raw.decode("utf-8", errors="replace").rstrip("\r")):
+                return err
+    if err := ev.line(buf.decode("utf-8", errors="replace").rstrip("\r")):
+        return err
     return ev.end(mode)
