@@ -80,6 +80,8 @@ def test_probe_figures_follow_what_the_server_did():
         assert f["ttft_p50_s"]["ci"] is not None and f["ttft_p50_s"]["n"] == 2  # repeats give an interval
         assert lv["output_tokens_mean"] == tokens
         assert lv["client"]["cpu_ms_per_request"] > 0
+        # The client's CPU up to the first token is part of its CPU per request, and a small part of the TTFT.
+        assert 0 < lv["client"]["ttft_cpu_ms"] < 1000 * lv["figures"]["ttft_p50_s"]["mean"]
     assert doc["levels"][0]["prompt_tokens"] > 20  # the server's own count of the fixed prompt
 
 
@@ -368,3 +370,20 @@ def test_a_row_without_a_component_shows_the_gates_reason():
     assert dict(zip(COLUMNS, cells({**row, "status": "pass", "exit_code": 0})))["diagnosis"] == "—"
     long = dict(zip(COLUMNS, cells({**row, "reason": "x" * 500})))["diagnosis"]
     assert len(long) <= 140 and long.endswith("…")
+
+
+def test_the_ttft_warning_reads_the_clients_cpu_before_the_first_token_not_the_whole_stream():
+    """A streamed request costs the client CPU at every token (on a VM ~0.1 ms a wake-up even to a raw socket), none
+    of it before the first token: a 12 ms/request stream against a 35 ms TTFT is no reason to doubt the TTFT, a client
+    that spent 5 ms before the first token is."""
+    def level(ttft_cpu_s):
+        r = perf._Round(wall_s=4.0)
+        r.samples = [perf.Sample(True, ttft_s=0.035, itl_s=0.03, latency_s=1.0, output_tokens=32, ttft_cpu_s=ttft_cpu_s)
+                     for _ in range(4)]
+        return perf._level(128, 1, 4, [r], cpu_s=4 * 0.012, wall_s=4.0)
+
+    quiet = level(0.0008)
+    assert quiet["client"]["cpu_ms_per_request"] == 12.0 and quiet["client"]["ttft_cpu_ms"] == 0.8
+    assert quiet["warnings"] == []
+    busy = level(0.005)
+    assert len(busy["warnings"]) == 1 and "before the first token 5.00 ms" in busy["warnings"][0]
