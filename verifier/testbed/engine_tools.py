@@ -49,13 +49,15 @@ TOOL_CALL_PREFILL = Fault(
 # the model is made to write a call matching the declared tools' schema, and vLLM returns it as `tool_calls`
 # without needing the model to pick the <tool_call> token. bfcl asks with "auto" (the model may decline), so the
 # test bed turns that into "required" in front of vLLM, for the golden and every candidate alike.
-@pure_edit
-def _require(body: dict[str, Any]) -> Pairs:
+def _force_required(body: dict[str, Any]) -> Pairs:
     if not body.get("tools") or body.get("tool_choice") not in (None, "auto"):
         return []
     before = body.get("tool_choice", "(no tool_choice)")
     body["tool_choice"] = "required"
     return [(before, "required")]
+
+
+_require = pure_edit(_force_required)
 
 
 def require_tool_call(body: dict[str, Any]) -> Change | None:
@@ -101,12 +103,9 @@ TURN_CALL_PREFILL = Fault(
 @pure_edit
 def _require_turn(body: dict[str, Any]) -> Pairs:
     msgs = body.get("messages")
-    if not body.get("tools") or body.get("tool_choice") not in (None, "auto") or not isinstance(msgs, list) \
-            or not msgs or not isinstance(msgs[-1], dict) or msgs[-1].get("role") != "user":
+    if not isinstance(msgs, list) or not msgs or not isinstance(msgs[-1], dict) or msgs[-1].get("role") != "user":
         return []
-    before = body.get("tool_choice", "(no tool_choice)")
-    body["tool_choice"] = "required"
-    return [(before, "required")]
+    return _force_required(body)
 
 
 def require_turn_call(body: dict[str, Any]) -> Change | None:
