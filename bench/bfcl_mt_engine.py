@@ -82,10 +82,11 @@ class Bench:
         self.model = MODEL  # the name the server lists (its alias), set once it runs
 
     def server(self) -> Server | VllmServer:
-        # 2 slots of 8192 tokens: the 32 function docs alone are ~4.4K prompt tokens, and a conversation grows
+        # The 32 function docs alone are ~4.4K prompt tokens, and a conversation grows: 16K of context either way.
         if self.a.engine == "vllm":  # float32 and eager as the shipped vLLM goldens (README "vLLM"); 2 GiB of KV cache
             return VllmServer(MODEL, max_model_len=16384, kv_cache_space_gib=2, enforce_eager=True,
                               log_path=self.work / "vllm.log")
+        # 2 slots of 8192 tokens
         return Server(MODEL, slots=2, ctx=16384, threads=self.a.threads, log_path=self.work / "llama-server.log")
 
     def run(self, url: str, out: Path, limit: int, concurrency: int) -> float:
