@@ -121,8 +121,11 @@ class Bench:
             assert verifier("calibrate", str(g), "--runs", *map(str, runs[1:])) == 0
         (self.work / "figures.json").write_text(json.dumps({"golden_runs": figs}, indent=1) + "\n")
 
-    def gate(self, label: str, url: str, proxy: Proxy | None = None) -> dict:
-        row = Row(label, SUITE, str(self.goldens / GOLDENS[self.a.engine]), self.model, f"bfcl-multi-turn ({ADAPTERS[self.a.engine].name})")
+    def gate(self, label: str, url: str, proxy: Proxy | None = None, sequential: bool = False) -> dict:
+        # A fault gate may stop at the first look that decides it (--sequential): the rerun always runs every entry,
+        # since a pass is only decided by all of them.
+        row = Row(label, SUITE, str(self.goldens / GOLDENS[self.a.engine]), self.model,
+                  f"bfcl-multi-turn ({ADAPTERS[self.a.engine].name})", gate_args=("--sequential",) if sequential else ())
         rec = gate(self.work, row, url, self.results, self.a.concurrency, proxy)
         print(json.dumps(rec), flush=True)
         return rec
@@ -137,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modes", default="chat", help="wire modes (default chat)")
     p.add_argument("--faults", default="", help="comma-separated history faults (default: all)")
     p.add_argument("--concurrency", type=int, default=2)
+    p.add_argument("--sequential", action="store_true", help="fault gates stop at the first look that decides them")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--engine", choices=sorted(GOLDENS), default="llama", help="llama (default) or vllm (needs $VERIFIER_VLLM_PYTHON)")
     p.add_argument("--work", default="runs/bfcl-mt")
@@ -159,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         if "faults" in stages:
             for name in a.faults.split(",") if a.faults else HISTORY_FAULTS:
                 with Proxy(pre.url, [name], seed=0) as px:
-                    b.gate(f"proxy {name.replace('_', ' ')}", px.url, proxy=px)
+                    b.gate(f"proxy {name.replace('_', ' ')}", px.url, proxy=px, sequential=a.sequential)
     return 0
 
 
