@@ -51,6 +51,19 @@ def test_other_4xx_is_a_result_not_retried():
         assert "bad temperature" in r.body
 
 
+@pytest.mark.parametrize("mode", ["chat", "chat-stream"])
+def test_a_408_is_not_now_in_both_places_a_server_can_say_it(mode):
+    """HTTP 408 is retried and, if it persists, ends as infra: the same rule as an error event with code 408 inside a
+    200 stream (tests/test_hostile.py), so "request timeout" is never judged a refusal of the request."""
+    from verifier.wire.bodyread import is_refusal
+
+    with TestServer() as srv:
+        srv.script.enqueue(*[Reply(status=408)] * 5)
+        r = send(srv, mode, max_retries=2, sleeps=[])
+        assert r.error == "http_408" and r.attempts == 3 and len(srv.script.requests) == 3
+    assert not is_refusal(408) and not is_refusal(429) and is_refusal(400) and is_refusal(422) and not is_refusal(500)
+
+
 def test_dropped_connection_is_retried():
     with TestServer() as srv:
         srv.script.enqueue(Reply(drop=True))

@@ -79,11 +79,21 @@ and the headers had gone out (vLLM validates some structured-output requests onl
 A refusal, judged like an HTTP 4xx and never retried; any other error event is `stream_error`, an infra failure."""
 
 
+TRANSIENT_CLIENT_CODES = frozenset({408, 429})
+"""The 4xx codes that say "not now" (request timeout, rate limit), not "not this request": retried as infra."""
+
+
+def is_refusal(code: int) -> bool:
+    """The one rule for both ways a server refuses (an HTTP status, or an error event's code inside a 200 stream):
+    a 4xx other than the transient ones. A refusal is judged `unsupported` and never retried."""
+    return 400 <= code < 500 and code not in TRANSIENT_CLIENT_CODES
+
+
 def _client_error_code(err: Any) -> bool:
     code = err.get("code") if isinstance(err, dict) else None
     if isinstance(code, str) and code.isdigit():
         code = int(code)
-    return isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 500 and code not in (408, 429)
+    return isinstance(code, int) and not isinstance(code, bool) and is_refusal(code)
 
 
 def _stream_error(payload: str) -> str | None:

@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
-from verifier.wire.bodyread import MAX_STREAM_EVENTS, STREAM_REFUSED, TOO_MANY_EVENTS, TooLarge, UnknownCharset, _read_sse, read_capped, sse_text  # noqa: F401 - public names of this module
+from verifier.wire.bodyread import TRANSIENT_CLIENT_CODES, MAX_STREAM_EVENTS, STREAM_REFUSED, TOO_MANY_EVENTS, TooLarge, UnknownCharset, _read_sse, read_capped, sse_text  # noqa: F401 - public names of this module
 from verifier.errors import UsageError
 from verifier.jsonsafe import TooDeep, dumps_strict, loads_bounded
 from verifier.surfaces.registry import MODES as MODE_NAMES, REFERENCE_MODE, mode_of, surface_for
@@ -42,7 +42,9 @@ TIMEOUTS = tuple({httpx.TimeoutException, hx.TimeoutException})
 CONNECT_ERRORS = tuple({httpx.ConnectError, hx.ConnectError})
 HTTP_ERRORS = tuple({httpx.HTTPError, hx.HTTPError})
 
-RETRYABLE_STATUS = {429, 500, 502, 503, 504}
+# Retried, then infra if they persist: the transient 4xx (bodyread.is_refusal's exceptions, the same rule an error
+# event inside a stream follows) and the 5xx a gateway or an overloaded server sends.
+RETRYABLE_STATUS = TRANSIENT_CLIENT_CODES | {500, 502, 503, 504}
 # Errors a retry cannot fix: the same server gives the same redirect or the same oversized body.
 # A refusal sent inside a 200 stream is a refusal, like the 4xx it names.
 FINAL_ERRORS = ("client_error", "redirect", "response_too_large", TOO_MANY_EVENTS, STREAM_REFUSED)
