@@ -56,6 +56,15 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def fisher_greater(a: int, n1: int, b: int, n2: int) -> float:
+    """One-sided Fisher exact p-value that the second rate (b of n2) exceeds the first (a of n1)."""
+    if not (0 <= a <= n1 and 0 <= b <= n2) or n1 + n2 == 0:
+        raise ValueError(f"counts out of range: {a}/{n1}, {b}/{n2}")
+    k, n = a + b, n1 + n2
+    tail = sum(math.comb(n2, x) * math.comb(n1, k - x) for x in range(b, min(k, n2) + 1) if k - x <= n1)
+    return min(1.0, tail / math.comb(n, k))
+
+
 def paired_bootstrap(golden: Sequence[float], run: Sequence[float], iters: int = 2000, seed: int = 0) -> tuple[float, float]:
     """95% percentile interval of mean(run - golden) over resampled pairs (seeded: reproducible)."""
     import numpy as np

@@ -487,7 +487,8 @@ class Evidence:
     qualifier: str | None = None
     """Why a verdict is not a plain one, for readers: `not_measured` (a pass with nothing to judge, e.g. the golden
     has no clean sample), `reference_fails` (a probe the candidate failed, as the golden did too) or `uncalibrated`
-    (the golden has no margin for it and it fired: inconclusive for this signal, never a failure)."""
+    (the golden has no margin for it and it fired: inconclusive for this signal, never a failure) or `confounded` (a
+    follow-up divergence while the numerics moved too: compare._followup_confounded)."""
 
     def to_dict(self) -> dict[str, Any]:
         # The historical key order: signal, suite, [metric], verdict, summary, [samples].

@@ -345,6 +345,48 @@ def _zero_drift_parting(suite: str, d: Drift, dv: SignalResult | None) -> list[E
                              "distribution is unchanged, the choice is not (server-side sampling defaults, penalties, ignored temperature)")]
 
 
+CONFOUNDED = "confounded"
+FOLLOWUP_ALPHA = 0.05
+
+
+def _followup_confounded(suite: str, td: dict[str, Any] | None, sigs: dict[str, SignalResult], fe: list[Evidence],
+                         d: Drift) -> tuple[dict[str, SignalResult], list[Evidence]]:
+    """A follow-up divergence blames the replayed history only where the numerics are the reference's.
+
+    When the prompt tokens of the replayed history also changed (history_tokens_mismatch), the render moved: that
+    signal carries the failure. Otherwise a follow-up answered otherwise is either a history bug that keeps the
+    token count (results reordered, ids rewritten) or numerics: different weights, kernels or dtype part long
+    follow-ups as easily as a history bug does. The evidence that tells them apart is the conversations' opening
+    requests, which replay no history: when some of those parted too (or the logprobs drifted), the numerics moved,
+    and the follow-ups count against the history only if they part significantly more often than the openings
+    (one-sided Fisher exact test, per conversation). Else the signal is inconclusive and says why."""
+    fu, hist = sigs.get("followup_divergence"), sigs.get("history_tokens_mismatch")
+    if fu is None or fu.verdict != "fail" or (hist is not None and hist.verdict == "fail") or not td:
+        return sigs, fe
+    modes = td["by_mode"].values()
+    convs = sum(m["conversations"] for m in modes)
+    opened = sum(m["diverged"] - m["followup"] for m in modes)  # parted on the opening request (turn 1, step 0)
+    later = sum(m["followup"] for m in modes)
+    if opened == 0 and d.state not in ("fired", "uncalibrated"):
+        return sigs, fe
+    p = stats.fisher_greater(opened, convs, later, convs - opened)
+    moved = f"{opened}/{convs} conversations parted on their opening request, which replays no history" if opened \
+        else f"the logprobs drifted ({d.state})"
+    if p < FOLLOWUP_ALPHA:
+        note = f"{moved}, but follow-ups parted significantly more often ({later}/{convs - opened}, Fisher p={stats.rnd(p, 4)}): the history"
+        verdict = "fail"
+    else:
+        note = (f"{moved}: the numerics moved, and follow-ups parted no more often than that explains ({later}/{convs - opened}, "
+                f"Fisher p={stats.rnd(p, 4)}) with unchanged prompt tokens; a history bug that keeps the token count and numerics "
+                "are not told apart here")
+        verdict = "inconclusive"
+    sigs = {**sigs, "followup_divergence": dataclasses.replace(fu, verdict=verdict, note=note)}
+    fe = [dataclasses.replace(e, verdict=verdict, qualifier=CONFOUNDED if verdict == "inconclusive" else e.qualifier,
+                              summary=f"{e.summary}; {note}")
+          if e.signal == "followup_divergence" and e.suite == suite else e for e in fe]
+    return sigs, fe
+
+
 def _suite_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[SuiteResult, list[Evidence], list[Evidence]]:
     """One suite's block of comparison.json, with its frontend and numerics evidence."""
     mets, q = _quality(suite, s, margins)
@@ -355,6 +397,7 @@ def _suite_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tupl
     # outputs part from the golden's significantly more often than the reference's own reruns do.
     d = dataclasses.replace(d, numerics_changed=d.state == "fired" and dv is not None and dv.verdict == "fail")
     fe += _zero_drift_parting(suite, d, dv)
+    sigs, fe = _followup_confounded(suite, s["turn_diff"], sigs, fe, d)
     block = SuiteResult(
         paired=s["paired"], golden_only=s["golden_only"], candidate_only=s["candidate_only"],
         metrics=mets, signals=sigs, drift=d, divergence=dv, flips=s["flips"], findings=s["findings"],
