@@ -9,6 +9,8 @@ Stages (each after the ones before it, which it reads from --work / --goldens):
     golden   goldens/qwen0.5b-bfcl-mt: --limit multi_turn_base entries, 3 runs (the first blessed, two calibrate)
     rerun    the same engine gated against that golden (the false-alarm check)
     faults   every multi-turn history fault (verifier/testbed/history_faults.py) in a proxy in front of it
+    surfaces the same conversations on the other surfaces (--surface-modes, default Responses and Messages, streamed
+             and not) for --surface-limit entries: per mode, entry and turn accuracy, requests, parsed calls, infra
 
 Why a prefill: on its own the 0.5B model writes calls as ```json text, which llama-server does not parse, so no tool
 would ever run (README, real engine). verifier/testbed/engine_tools.TURN_CALL_PREFILL opens a Hermes `<tool_call>` as
@@ -48,7 +50,7 @@ from verifier.testbed.vllm_engine import VllmServer  # noqa: E402
 MODEL, SUITE = "qwen0.5b", "bfcl-multi-turn"
 GOLDENS = {"llama": "qwen0.5b-bfcl-mt", "vllm": "qwen0.5b-vllm-bfcl-mt"}
 ADAPTERS = {"llama": TURN_CALL_PREFILL, "vllm": TURN_CALL_REQUIRED}
-STAGES = ("measure", "golden", "rerun", "faults")
+STAGES = ("measure", "golden", "rerun", "faults", "surfaces")
 CATEGORY_FILE = "BFCL_v4_multi_turn_base.json"
 
 
@@ -73,6 +75,29 @@ def run_figures(run: Path) -> dict:
             "entry_accuracy": metrics.get("entry_accuracy"), "turn_accuracy": metrics.get("turn_accuracy")}
 
 
+def per_mode(run: Path) -> dict[str, dict]:
+    """Per wire mode of a run: turns, entry and turn accuracy, requests, parsed tool calls, infra errors."""
+    out: dict[str, dict] = {}
+    for v in map(json.loads, (run / "verdicts.jsonl").read_text().splitlines()):
+        m = out.setdefault(v["mode"], {"turns": 0, "turns_correct": 0, "entries": 0, "entries_correct": 0, "infra": 0,
+                                       "requests": 0, "tool_calls": 0})
+        m["turns"] += 1
+        m["turns_correct"] += v.get("reason") == "correct"
+        m["infra"] += v["outcome"] == "infra"
+        if "entry_accuracy" in (v.get("metrics") or {}):
+            m["entries"] += 1
+            m["entries_correct"] += v["metrics"]["entry_accuracy"] == 1.0
+    for ex in journal.read_exchanges(run).values():
+        m = out[ex.mode]
+        m["requests"] += 1
+        try:
+            p = parse_exchange(ex) if ex.error is None and ex.status == 200 else None
+        except MalformedBody:
+            p = None
+        m["tool_calls"] += len(p.tool_calls) if p is not None and isinstance(p.tool_calls, list) else 0
+    return out
+
+
 class Bench:
     def __init__(self, a: argparse.Namespace):
         self.a, self.work, self.goldens = a, Path(a.work), Path(a.goldens)
@@ -89,11 +114,11 @@ class Bench:
         # 2 slots of 8192 tokens
         return Server(MODEL, slots=2, ctx=16384, threads=self.a.threads, log_path=self.work / "llama-server.log")
 
-    def run(self, url: str, out: Path, limit: int, concurrency: int) -> float:
+    def run(self, url: str, out: Path, limit: int, concurrency: int, modes: str | None = None, suite: str = SUITE) -> float:
         shutil.rmtree(out, ignore_errors=True)
         t0 = time.time()
-        rc = verifier("run", "--suite", SUITE, "--data", self.data, "--base-url", url, "--model", self.model,
-                      "--mode", self.a.modes, "--limit", str(limit), "--concurrency", str(concurrency),
+        rc = verifier("run", "--suite", suite, "--data", self.data, "--base-url", url, "--model", self.model,
+                      "--mode", modes or self.a.modes, "--limit", str(limit), "--concurrency", str(concurrency),
                       "--out", str(out), "--quiet")
         assert rc == 0, f"run {out} exited {rc}"
         return time.time() - t0
@@ -121,6 +146,17 @@ class Bench:
             assert verifier("calibrate", str(g), "--runs", *map(str, runs[1:])) == 0
         (self.work / "figures.json").write_text(json.dumps({"golden_runs": figs}, indent=1) + "\n")
 
+    def surfaces(self, url: str) -> None:
+        out = self.work / "surfaces"
+        secs = self.run(url, out, self.a.surface_limit, self.a.concurrency, modes=self.a.surface_modes)
+        fig = {"wall_seconds": round(secs, 1), "entries": self.a.surface_limit, "modes": per_mode(out)}
+        if "responses" in self.a.surface_modes.split(","):  # Responses follow-ups chained by previous_response_id
+            chained = self.work / "surfaces-chained"
+            secs = self.run(url, chained, self.a.surface_limit, self.a.concurrency, modes="responses", suite=f"{SUITE}-chained")
+            fig["chained"] = {"wall_seconds": round(secs, 1), "modes": per_mode(chained)}
+        (self.work / "surfaces.json").write_text(json.dumps(fig, indent=1) + "\n")
+        print(json.dumps(fig, indent=1), flush=True)
+
     def gate(self, label: str, url: str, proxy: Proxy | None = None, sequential: bool = False) -> dict:
         # A fault gate may stop at the first look that decides it (--sequential): the rerun always runs every entry,
         # since a pass is only decided by all of them.
@@ -139,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3, help="golden runs: the first blessed, the rest calibrate (default 3)")
     p.add_argument("--modes", default="chat", help="wire modes (default chat)")
     p.add_argument("--faults", default="", help="comma-separated history faults (default: all)")
+    p.add_argument("--surface-modes", default="responses,responses-stream,messages,messages-stream")
+    p.add_argument("--surface-limit", type=int, default=2, help="entries for the surfaces stage (default 2)")
     p.add_argument("--concurrency", type=int, default=2)
     p.add_argument("--sequential", action="store_true", help="fault gates stop at the first look that decides them")
     p.add_argument("--threads", type=int, default=None)
@@ -164,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
             for name in a.faults.split(",") if a.faults else HISTORY_FAULTS:
                 with Proxy(pre.url, [name], seed=0) as px:
                     b.gate(f"proxy {name.replace('_', ' ')}", px.url, proxy=px, sequential=a.sequential)
+        if "surfaces" in stages:
+            b.surfaces(pre.url)
     return 0
 
 
