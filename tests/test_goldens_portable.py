@@ -91,13 +91,20 @@ def test_packaged_goldens_by_name_from_any_directory(server, tmp_path, cli, monk
 
 
 def test_every_shipped_golden_is_current_and_self_contained():
+    from verifier.app.catalog import get_suites
     from verifier.golden import store as golden
+
+    suites = get_suites()
+
+    def record_ids(suite: str, sample) -> list[str]:  # a conversation suite records each turn of a sample
+        conv = suites[suite].conversation
+        return conv.records(sample) if conv is not None else [sample.id]
 
     for p in golden.packaged():
         g, obs = golden.load(p)
         inputs = golden.load_inputs(p, g, obs)
         assert g["golden_format"] == golden.FORMAT
-        assert {(o["suite"], o["sample_id"]) for o in obs} <= {(s, x.id) for s, xs in inputs.items() for x in xs}
+        assert {(o["suite"], o["sample_id"]) for o in obs} <= {(s, r) for s, xs in inputs.items() for x in xs for r in record_ids(s, x)}, p.name
     assert (ROOT / "goldens").resolve() == PACKAGED.resolve()  # the checkout's goldens/ are the packaged ones
 
 
