@@ -16,7 +16,7 @@ Why a prefill: on its own the 0.5B model writes calls as ```json text, which lla
 would ever run (README, real engine). verifier/testbed/engine_tools.TURN_CALL_PREFILL opens a Hermes `<tool_call>` as
 an assistant prefill on the first request of every user turn; llama-server parses prefill + continuation into
 `tool_calls`; after the tool results the model answers freely, so a turn can end. The prefill proxy sits in front
-of the engine for the golden and every candidate alike; a fault proxy sits in front of the prefill proxy.
+of the engine for the golden and every candidate alike; a fault proxy sits behind it, between the test bed and the engine.
 
 On vLLM a prefill is not parsed (its Hermes parser reads only generated text), so TURN_CALL_REQUIRED forces a call
 by grammar on the same first request of each user turn instead, and leaves the follow-ups on "auto".
@@ -199,9 +199,13 @@ def main(argv: list[str] | None = None) -> int:
         if "rerun" in stages:
             b.gate("same engine rerun", pre.url)
         if "faults" in stages:
+            # The fault sits between the turn rule and the engine, where a serving frontend's bug would be: the turn
+            # rule reads the client's request (a tool result is still a tool result there), not the faulted one.
+            # In the other order tool_result_wrong_role's user-role results made every follow-up "required", and
+            # each turn called until the step bound.
             for name in a.faults.split(",") if a.faults else HISTORY_FAULTS:
-                with Proxy(pre.url, [name], seed=0) as px:
-                    b.gate(f"proxy {name.replace('_', ' ')}", px.url, proxy=px, sequential=a.sequential)
+                with Proxy(srv.url, [name], seed=0) as px, Proxy(px.url, [(ADAPTERS[a.engine], 1.0)]) as front:
+                    b.gate(f"proxy {name.replace('_', ' ')}", front.url, proxy=px, sequential=a.sequential)
         if "surfaces" in stages:
             b.surfaces(pre.url)
     return 0

@@ -47,8 +47,9 @@ def test_the_multi_turn_golden_travels_and_a_dropped_tool_result_fails_on_the_fi
         assert doc["infra"]["count"] == 0 and s["paired"] >= 4, out
         assert code == 0 and doc["status"] == "pass", out
         assert all(m["diverged"] == 0 for m in s["turn_diff"]["by_mode"].values()), s["turn_diff"]
-        with Proxy(turns.url, ["tool_result_dropped"]) as bad:
-            code, doc, out = gate(cli, bad.url, vllm_mt.name, tmp_path / "dropped")
+    # The fault sits where a serving frontend's bug would: between the turn rule (the client side) and the engine.
+    with Proxy(vllm_mt.url, ["tool_result_dropped"]) as bad, Proxy(bad.url, [(TURN_CALL_REQUIRED, 1.0)]) as turns:
+        code, doc, out = gate(cli, turns.url, vllm_mt.name, tmp_path / "dropped")
     assert code == 10 and doc["status"] == "frontend_regression", out
     assert doc["diagnosis"][0]["component"] == "conversation history", doc["diagnosis"]
     s = doc["suites"][SUITE]
