@@ -40,6 +40,7 @@ sys.path.append(str(Path(__file__).resolve().parent))  # acceptance_rows, when r
 from acceptance_rows import Row, gate, verifier  # noqa: E402
 
 from verifier.run import journal  # noqa: E402
+from verifier.types import Exchange, Parsed  # noqa: E402
 from verifier.judge.parse import MalformedBody, parse_exchange  # noqa: E402
 from verifier.testbed.engine_tools import TURN_CALL_PREFILL, TURN_CALL_REQUIRED  # noqa: E402
 from verifier.testbed.engines import Server  # noqa: E402
@@ -54,21 +55,28 @@ STAGES = ("measure", "golden", "rerun", "faults", "surfaces")
 CATEGORY_FILE = "BFCL_v4_multi_turn_base.json"
 
 
+def parsed_or_none(ex: Exchange) -> Parsed | None:
+    """The parsed answer of a journaled exchange; None for an error, a non-200 or a malformed body."""
+    try:
+        return parse_exchange(ex) if ex.error is None and ex.status == 200 else None
+    except MalformedBody:
+        return None
+
+
+def call_count(p: Parsed | None) -> int:
+    return len(p.tool_calls) if p is not None and isinstance(p.tool_calls, list) else 0
+
+
 def run_figures(run: Path) -> dict:
     """Entry and turn accuracy, requests, seconds per request, prompt tokens and parsed calls, from a run directory."""
     summary = json.loads((run / "summary.json").read_text())["suites"][SUITE]
     exs = list(journal.read_exchanges(run).values())
-    parsed = []
-    for ex in exs:
-        try:
-            parsed.append(parse_exchange(ex) if ex.error is None and ex.status == 200 else None)
-        except MalformedBody:
-            parsed.append(None)
+    parsed = [parsed_or_none(ex) for ex in exs]
     prompt = [p.prompt_tokens for p in parsed if p is not None and p.prompt_tokens]
     metrics = {k: v.get("value") for k, v in (summary.get("metrics") or {}).items() if isinstance(v, dict)}
     return {"run": run.name, "entries": len({ex.sample_id.split("/t")[0] for ex in exs}), "requests": len(exs),
             "requests_with_tool_calls": sum(1 for p in parsed if p is not None and p.tool_calls),
-            "tool_calls": sum(len(p.tool_calls) for p in parsed if p is not None and isinstance(p.tool_calls, list)),
+            "tool_calls": sum(map(call_count, parsed)),
             "infra_errors": sum(1 for ex in exs if ex.error is not None),
             "seconds_per_request": round(sum(ex.latency_ms for ex in exs) / 1000 / len(exs), 2) if exs else None,
             "prompt_tokens_first": min(prompt) if prompt else None, "prompt_tokens_max": max(prompt) if prompt else None,
@@ -90,11 +98,7 @@ def per_mode(run: Path) -> dict[str, dict]:
     for ex in journal.read_exchanges(run).values():
         m = out[ex.mode]
         m["requests"] += 1
-        try:
-            p = parse_exchange(ex) if ex.error is None and ex.status == 200 else None
-        except MalformedBody:
-            p = None
-        m["tool_calls"] += len(p.tool_calls) if p is not None and isinstance(p.tool_calls, list) else 0
+        m["tool_calls"] += call_count(parsed_or_none(ex))
     return out
 
 
