@@ -1,0 +1,102 @@
+"""Reading a file of an untrusted directory (a golden, a run directory, a gate or sweep file): regular files only,
+with a size cap, so a planted FIFO, device or symlink can neither hang a reader, exhaust memory nor quote a file
+from elsewhere.
+
+Every reader of such a file opens it through `open_regular` (or `read_bytes` / `read_text` / `iter_lines`):
+- the last path component must not be a symlink (O_NOFOLLOW), and with `within`, the resolved path must stay inside
+  that directory (a symlinked parent that leaves it is refused too);
+- it is opened O_NONBLOCK, so opening a FIFO with no writer returns at once instead of waiting for one, and then
+  refused because it is not a regular file (S_ISREG), as are devices (/dev/zero) and sockets;
+- a file larger than `max_bytes` is refused before a byte of it is read, and reading stops at the cap even if the
+  file grows meanwhile.
+The error is `UnsafeFile`, a ValueError whose message is one line naming the file and the reason (the CLI's exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+MIB = 1024 * 1024
+DEFAULT_MAX_BYTES = 512 * MIB
+"""The cap when a caller names none: larger than any journal a test or a shipped golden holds, small enough that a
+planted file cannot take the machine's memory."""
+
+
+class UnsafeFile(ValueError):
+    """A file that is not a regular file inside its directory, or larger than its cap."""
+
+
+_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def check_within(path: Path, within: Path) -> None:
+    """Refuse a path whose resolved location leaves `within` (a symlinked file or parent pointing elsewhere)."""
+    try:
+        Path(path).resolve().relative_to(Path(within).resolve())
+    except ValueError:
+        raise UnsafeFile(f"{path}: refused, it leads outside {within} (a symlink?)") from None
+
+
+def open_regular(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: str | Path | None = None) -> BinaryIO:
+    """Open `path` for reading in binary mode if it is a regular file of at most `max_bytes` (see the module doc)."""
+    path = Path(path)
+    if within is not None:
+        check_within(path, Path(within))
+    try:
+        fd = os.open(path, _FLAGS)
+    except OSError as e:
+        if path.is_symlink():
+            raise UnsafeFile(f"{path}: refused, a symlink (readers open regular files only)") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeFile(f"{path}: refused, {_kind(st.st_mode)} (readers open regular files only)")
+        if st.st_size > max_bytes:
+            raise UnsafeFile(f"{path}: {st.st_size} bytes, over the cap of {max_bytes} bytes")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: str | Path | None = None) -> bytes:
+    """The whole file, refused (UnsafeFile) if it is not a regular file or holds more than `max_bytes`."""
+    with open_regular(path, max_bytes=max_bytes, within=within) as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:  # it grew after the size check
+        raise UnsafeFile(f"{path}: over the cap of {max_bytes} bytes")
+    return data
+
+
+def read_text(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: str | Path | None = None) -> str:
+    """`read_bytes` decoded as UTF-8 (undecodable bytes are an UnsafeFile naming the file, not a traceback)."""
+    data = read_bytes(path, max_bytes=max_bytes, within=within)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UnsafeFile(f"{path}: not UTF-8 text (byte {e.start})") from None
+
+
+def iter_lines(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: str | Path | None = None) -> Iterator[bytes]:
+    """The file's lines as bytes (newline kept), streamed; the total read is capped at `max_bytes`."""
+    with open_regular(path, max_bytes=max_bytes, within=within) as f:
+        total = 0
+        for line in f:
+            total += len(line)
+            if total > max_bytes:
+                raise UnsafeFile(f"{path}: over the cap of {max_bytes} bytes")
+            yield line
