@@ -98,6 +98,13 @@ def _count_findings(counts: dict[str, list[int]], detail: dict[str, dict[str, An
         d = detail.setdefault(code, {"samples": [], "modes": set()})
         d["samples"].append(sid)
         d["modes"].update(o.mode for o in c if code in o.findings)
+        if code in LENGTH_EVIDENCE:  # where the outputs ended: one constant length is a cap (the diagnosis says it)
+            d.setdefault("completion_tokens", set()).update(o.completion_tokens for o in c
+                                                            if code in o.findings and o.completion_tokens is not None)
+
+
+LENGTH_EVIDENCE = frozenset({"output_capped"})
+"""Finding codes whose records' output lengths the comparison keeps (new_finding_detail[code]["completion_tokens"])."""
 
 
 def _flip_by_mode(flips: dict[str, dict[str, list[str]]], sid: str, g: Sequence[Observation], c: Sequence[Observation]) -> None:
@@ -178,7 +185,9 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
         "flips": num["flips"],
         "flips_by_mode": flips_by_mode,
         "findings": {k: {"golden": v[0], "candidate": v[1]} for k, v in sorted(finding_counts.items())},
-        "new_finding_detail": {k: {"samples": v["samples"][:50], "modes": sorted(v["modes"])} for k, v in sorted(detail.items())},
+        "new_finding_detail": {k: {"samples": v["samples"][:50], "modes": sorted(v["modes"]),
+                                   **({"completion_tokens": sorted(v["completion_tokens"])[:20]} if "completion_tokens" in v else {})}
+                               for k, v in sorted(detail.items())},
         "drift": num["drift"],
         "divergence": num["divergence"],
         "trigger": trig,
@@ -461,6 +470,11 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
     sig = paired_signals(golden_obs, cand_obs)
     if not sig or all(s["paired"] == 0 for s in sig.values()):
         raise NoOverlap("the run and the golden share no sample ids")
+    requested = ((golden_meta.get("source") or {}).get("sampling") or {}).get("defaults", {}).get("max_tokens")
+    for s_ in sig.values():  # the run's limit beside the lengths a cap cut at (a gate sends the golden's sampling)
+        for code in LENGTH_EVIDENCE & s_["new_finding_detail"].keys():
+            if isinstance(requested, int):
+                s_["new_finding_detail"][code]["requested_max_tokens"] = requested
     # A record the reference itself could not get (the same sample, mode and epoch was infra in the golden: e.g. a
     # parser that answers this model output with a 500 every time) is no evidence on either side, not missing
     # evidence: it is reported, but the budget counts only infra errors where the golden has an answer.

@@ -66,6 +66,11 @@ FINDINGS: dict[str, tuple[str, str]] = {
     "empty_response": ("response formatting & usage", "an empty response"),
     "malformed_body": ("response formatting & usage", "a response body that is not the documented shape"),
     "logprobs_non_finite": ("response formatting & usage", "NaN/Infinity logprobs"),
+    "logprob_positive": ("response formatting & usage", "logprobs above 0 (probabilities or processed scores in the logprob field)"),
+    "output_capped": ("API validation", "outputs cut for length below the request's max_tokens: a server or gateway cap "
+                                        "overrides the request's limit"),
+    "tool_args_schema_violation": ("tool-call parser", "tool-call arguments break the declared parameter schema (types, "
+                                                       "required, enum)"),
     "non_greedy_token": ("API validation", "a non-top token at temperature 0: sampling parameters not applied"),
     "detokenize_mismatch": ("tokenization", "the logprob tokens do not spell the content: detokenizer or post-processing changed the text"),
     "stop_token_in_content": ("tokenization", "a stop / special token (<|im_end|>, </s>, <|eot_id|>...) reached the content: "
@@ -132,6 +137,13 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "stop_token_in_content": PARITY,
     "detokenize_mismatch": PARITY,
     "detokenize_mismatch:stream": PARITY,
+    # the streaming tool parser lost calls: the streamed answer differs from the non-streamed one because of it
+    "stream_tool_calls_dropped": PARITY,
+    "stream_tool_calls_dropped:stream": PARITY,
+    # a cap cuts JSON and tool arguments short, and each path where it cut differently
+    "output_capped": PARITY | {"json_invalid_strict", "json_schema_violation_strict", "tool_args_invalid_json"},
+    # the stream's text changed after generation: what the changed text breaks (JSON, the answer) on streams follows
+    "stream_text_mismatch": PARITY | {"json_invalid_strict", "json_schema_violation_strict", "replacement_char"},
 }
 
 
@@ -222,7 +234,8 @@ def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
     for comp, d in acc.items():
         codes = findings[comp]
         lead = codes[0]
-        explanation = f"{component_of(lead)[1]} ({lead} on {max(d.findings.values())} sample(s)); look at {COMPONENTS.get(comp, comp)}"
+        explanation = f"{component_of(lead)[1]} ({lead} on {max(d.findings.values())} sample(s)){_length_note(doc, lead)}; " \
+                      f"look at {COMPONENTS.get(comp, comp)}"
         explained = {c for other, cs in findings.items() if other != comp for c in cs}
         causes = sorted(code for code in codes if EXPLAINS.get(code, frozenset()) & explained)
         explains = None
@@ -233,8 +246,27 @@ def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
         out.append(DiagnosisEntry(component=comp, findings=codes, counts=dict(sorted(d.findings.items())),
                                   suites=sorted(d.suites), modes=sorted(d.modes), examples=d.examples,
                                   explanation=explanation, where=COMPONENTS.get(comp, ""), explains=explains))
-    out.sort(key=lambda x: (not x.explains, -max(x.counts.values()), x.component))
+    # Ties on the most affected samples: evidence seen on the suites' samples before evidence from probes alone
+    # (a probe is one request; a sample-level finding is the server's behaviour on the workload), then more
+    # distinct findings, then the name (a stable order).
+    out.sort(key=lambda x: (not x.explains, -max(x.counts.values()), not x.suites, -len(x.findings), x.component))
     return out
+
+
+def _length_note(doc: Comparison, code: str) -> str:
+    """For a cap: where the outputs ended ("every output cut for length ends at 8 tokens, the run asked for 1024")."""
+    lengths: set[int] = set()
+    requested = None
+    for s in doc.suites.values():
+        det = s.new_finding_detail.get(code) or {}
+        lengths.update(x for x in det.get("completion_tokens") or [] if isinstance(x, int))
+        requested = det.get("requested_max_tokens", requested)
+    if not lengths:
+        return ""
+    asked = f", the run asked for {requested}" if isinstance(requested, int) else ", below the request's max_tokens"
+    if len(lengths) == 1:
+        return f": every output cut for length ends at {next(iter(lengths))} tokens{asked}"
+    return f": outputs cut for length end at {min(lengths)} to {max(lengths)} tokens{asked}"
 
 
 def _ranked(counts: Mapping[str, int]) -> list[str]:

@@ -20,17 +20,19 @@ numerics comparison (DESIGN.md, "Attribution").
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal, Sequence
 
-from verifier.judge.contract import MODEL_BEHAVIOUR, comparable
+from verifier.judge.contract import MODEL_BEHAVIOUR, SPECIAL_TOKEN, SPECIAL_TOKEN_WHOLE, comparable
 from verifier.golden.store import MAX_LOGPROBS
 from verifier.attribution.surface_signals import by_mode, parity_modes
 from verifier.attribution.turn_diff import answer_key, first_divergence, is_followup, turn_rows
-from verifier.surfaces.registry import DUAL_PATH_MODE, REFERENCE_MODE, STREAM_PARITY_MODE
+from verifier.surfaces.registry import DUAL_PATH_MODE, REFERENCE_MODE, STREAM_PARITY_MODE, mode_of
 from verifier.types import Observation
 
 Obs = Sequence[Observation]
@@ -168,6 +170,9 @@ def choice_changed(g: Observation, c: Observation) -> bool | None:
         return None
     gi, i = at
     gtok = g.logprobs[gi][0]  # type: ignore[index]
+    ctok = c.logprobs[i][0]  # type: ignore[index]
+    if isinstance(ctok, str) and isinstance(gtok, str) and (SPECIAL_TOKEN.search(ctok) or (ctok.startswith(gtok) and SPECIAL_TOKEN_WHOLE.fullmatch(ctok[len(gtok):]))):
+        return None  # the golden's token with a suffix (a stop token appended): the detokenizer's, not a decoding path
     chosen = c.logprobs[i][1]  # type: ignore[index]
     alts = {t: lp for t, lp in c.top_logprobs[i] if isinstance(lp, (int, float))}
     if not isinstance(chosen, (int, float)) or not alts:
@@ -229,6 +234,169 @@ def history_tokens_mismatch(g: Obs, c: Obs) -> bool | None:
                 fired = fired or fa[j] != fb[j]
             if j >= len(sa) or j >= len(sb) or sa[j] != sb[j]:
                 break  # the next request's history differs: its tokens may rightly differ
+    return fired if measured else None
+
+
+# ----------------------------------------------------------------------------- what else the wire carries (issue 38)
+
+def _pairs(g: Obs, c: Obs) -> Iterator[tuple[Observation, Observation]]:
+    """The golden's and the candidate's judged records of one sample with the same wire mode and epoch."""
+    gi = {(o.mode, o.epoch): o for o in g if o.judged}
+    for o in c:
+        if o.judged and (o.mode, o.epoch) in gi:
+            yield gi[(o.mode, o.epoch)], o
+
+
+def _loose(x: Any) -> Any:
+    """A JSON value with numbers and booleans spelled as the strings a schema-driven converter would write."""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, (int, float)):
+        return json.dumps(x)
+    if isinstance(x, dict):
+        return {str(k): _loose(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_loose(v) for v in x]
+    return x
+
+
+def _calls(o: Observation) -> list[dict[str, Any]] | None:
+    """A tool suite's answer: the calls as [{"name", "arguments"}] (None on other suites or answers)."""
+    a = o.answer
+    if not isinstance(a, list) or not all(isinstance(x, dict) and "name" in x and "arguments" in x for x in a):
+        return None
+    return a
+
+
+def _types_changed(g: Observation, c: Observation) -> bool | None:
+    gc, cc = _calls(g), _calls(c)
+    if not gc or cc is None:
+        return None
+    if sorted(json.dumps(_loose(x), sort_keys=True) for x in gc) != sorted(json.dumps(_loose(x), sort_keys=True) for x in cc):
+        return False  # other calls or other values: the model's doing or another signal's
+    return sorted(json.dumps(x, sort_keys=True) for x in gc) != sorted(json.dumps(x, sort_keys=True) for x in cc)
+
+
+def tool_args_types_changed(g: Obs, c: Obs) -> bool | None:
+    """The candidate's tool calls have the golden's names and values on the same sample and mode, with other JSON
+    types (130 -> "130", true -> "true"): a parser converted the arguments; the model wrote the same call."""
+    measured = [x for x in (_types_changed(a, b) for a, b in _pairs(g, c)) if x is not None]
+    return any(measured) if measured else None
+
+
+def _streamed_pairs(obs: Obs) -> dict[tuple[str, int], tuple[Observation, Observation]]:
+    """(streamed mode, epoch) -> (the non-streamed record of the same surface and epoch, the streamed one)."""
+    rec = {(o.mode, o.epoch): o for o in obs if o.judged}
+    return {(m, e): (rec[(m.removesuffix("-stream"), e)], o) for (m, e), o in rec.items()
+            if mode_of(m).stream and (m.removesuffix("-stream"), e) in rec}
+
+
+def stream_text_modes(g: Obs, c: Obs) -> set[str] | None:
+    """Streamed modes whose text differs from the golden's streamed text while the same surface's non-streamed text
+    equals the golden's, on a sample where the golden's two paths wrote the same text: the stream's assembly
+    (a duplicated event, a split multi-byte character) changed it, whatever the logprobs say. Like with like only:
+    where the golden's paths differed, or the candidate's non-streamed text moved, nothing is measured (a greedy
+    engine's text may change with batch shape; that moves both paths)."""
+    gp, cp = _streamed_pairs(g), _streamed_pairs(c)
+    measured, fired = False, set()
+    for key, (cn, cs) in cp.items():
+        if key not in gp:
+            continue
+        gn, gs = gp[key]
+        texts = (gn.content, gs.content, cn.content, cs.content)
+        if not all(isinstance(t, str) for t in texts) or gn.content != gs.content or cn.content != gn.content:
+            continue
+        measured = True
+        if cs.content != gs.content:
+            fired.add(key[0])
+    return fired if measured else None
+
+
+def stream_text_mismatch(g: Obs, c: Obs) -> bool | None:
+    m = stream_text_modes(g, c)
+    return None if m is None else bool(m)
+
+
+def _n_calls(o: Observation) -> int | None:
+    calls = _calls(o)
+    return None if calls is None else len(calls)
+
+
+def stream_calls_modes(g: Obs, c: Obs) -> set[str] | None:
+    """Streamed modes that carry fewer tool calls than the same surface's non-streamed record, where the golden's
+    two paths carried as many: the tool-call parser's streaming path lost calls."""
+    gp, cp = _streamed_pairs(g), _streamed_pairs(c)
+    measured, fired = False, set()
+    for key, (cn, cs) in cp.items():
+        gpair = gp.get(key)
+        if gpair is None:
+            continue
+        gn, gs = (_n_calls(x) for x in gpair)
+        n, s = _n_calls(cn), _n_calls(cs)
+        if None in (gn, gs, n, s) or gn != gs or not n:
+            continue
+        measured = True
+        if s < n:  # type: ignore[operator]
+            fired.add(key[0])
+    return fired if measured else None
+
+
+def stream_tool_calls_dropped(g: Obs, c: Obs) -> bool | None:
+    m = stream_calls_modes(g, c)
+    return None if m is None else bool(m)
+
+
+TRANSFORM_TOL = 0.02
+"""Relative residual within which one transform explains every token's logprob (rounding in transit)."""
+LOGPROB_MOVED = 1e-3
+
+
+def _transformed(g: Observation, c: Observation) -> bool | None:
+    """The same generated tokens, every logprob moved, and one monotone transform (a scale, or exp) explains every
+    token's new value: the values are reported otherwise, the model computed the same. None: not measurable."""
+    gt, ct = comparable(g.logprobs), comparable(c.logprobs)
+    if len(gt) < 3 or len(gt) != len(ct) or any(a[1] != b[1] for a, b in zip(gt, ct)):
+        return None
+    pairs = [(float(a[2]), float(b[2])) for a, b in zip(gt, ct)
+             if isinstance(a[2], (int, float)) and isinstance(b[2], (int, float)) and abs(a[2]) > LOGPROB_MOVED]
+    if len(pairs) < 3:
+        return None
+    if all(abs(y - x) <= LOGPROB_MOVED for x, y in pairs):
+        return False
+    if sum(abs(y - x) > LOGPROB_MOVED for x, y in pairs) < 0.9 * len(pairs):
+        return False  # some tokens kept their values: not one transform of every token
+    scale = sum(x * y for x, y in pairs) / sum(x * x for x, _ in pairs)
+    by_scale = scale > 0 and all(abs(y - scale * x) <= TRANSFORM_TOL * max(abs(y), LOGPROB_MOVED) + 1e-6 for x, y in pairs)
+    by_exp = all(abs(y - math.exp(x)) <= 1e-3 for x, y in pairs)
+    return by_scale or by_exp
+
+
+def logprobs_transformed(g: Obs, c: Obs) -> bool | None:
+    """Logprobs reported through a transform (processed instead of raw, probabilities in the field) on records
+    whose generated tokens equal the golden's: reporting, not numerics."""
+    measured = [x for x in (_transformed(a, b) for a, b in _pairs(g, c)) if x is not None]
+    return any(measured) if measured else None
+
+
+def logprobs_dropped(g: Obs, c: Obs) -> bool | None:
+    """The golden's record of a mode returned logprobs and the candidate's same mode and epoch, with text, returned
+    none: a parameter the reference honoured, silently ignored (a gateway dropping logprobs / top_logprobs)."""
+    measured = fired = False
+    for a, b in _pairs(g, c):
+        if a.logprobs and (b.content or "").strip():
+            measured = True
+            fired = fired or not b.logprobs
+    return fired if measured else None
+
+
+def stop_reason_changed(g: Obs, c: Obs) -> bool | None:
+    """The golden's record was cut for length and the candidate's, with the same text, says it stopped: the
+    truncation is invisible to a client (a translated `completed` / end_turn)."""
+    measured = fired = False
+    for a, b in _pairs(g, c):
+        if a.finish_reason == "length" and isinstance(a.content, str) and a.content == b.content:
+            measured = True
+            fired = fired or b.finish_reason not in ("length", None)
     return fired if measured else None
 
 
@@ -323,6 +491,25 @@ SIGNALS: tuple[Signal, ...] = (
                                                    "only: the surface's history translation")),
     Signal("followup_divergence", "frontend", "conversation history",
            "turn 1 matched the golden, a later turn (built on replayed history) did not", None, followup_divergence),
+    Signal("tool_args_types_changed", "frontend", "tool-call parser",
+           "tool calls with the golden's names and values in other JSON types (numbers or booleans as strings): "
+           "the parser converted the arguments", None, tool_args_types_changed),
+    Signal("stream_text_mismatch", "frontend", "stream assembly",
+           "streamed text differs from the golden's streamed text while the non-streamed text equals the golden's "
+           "(a duplicated event, a split character)", stream_text_modes, stream_text_mismatch),
+    Signal("stream_tool_calls_dropped", "frontend", "tool-call parser",
+           "streamed responses carry fewer tool calls than non-streamed ones (the golden's carried as many): "
+           "the tool-call parser's streaming path", stream_calls_modes, stream_tool_calls_dropped),
+    Signal("logprobs_transformed", "frontend", "response formatting & usage",
+           "the same tokens with every logprob moved by one monotone transform (scaled, or probabilities): "
+           "logprobs reported otherwise, not changed numerics", None, logprobs_transformed),
+    Signal("logprobs_dropped", "frontend", "API validation",
+           "no logprobs where the golden's same mode returned them: the logprobs parameter silently ignored "
+           "(a gateway dropping it)", None, logprobs_dropped, touches_numerics=False),
+    Signal("stop_reason_changed", "frontend", "response formatting & usage",
+           "the golden's text was cut for length; the candidate's same text says it stopped", None, stop_reason_changed,
+           on_surface_only=("surface translation", "a cut reply reported as stopped on Responses/Messages only: the "
+                                                   "surface's stop-reason translation")),
     Signal("repetition", "numerics", None,
            "the candidate fell into a repetition loop where the golden did not", None, repetition),
 )

@@ -38,7 +38,9 @@ BLOCKING = {
 # and reported, but not frontend evidence (new weights move them; e.g. a requantized model writes one more
 # tool call as plain text). None of them is blocking: the sample stays in the quality metrics and is scored
 # on what it says (an empty answer is a wrong one), so every finding is judged by some side (see `sides`).
-MODEL_BEHAVIOUR = {"tool_call_as_text", "json_fenced", "empty_response"}
+MODEL_BEHAVIOUR = {"tool_call_as_text", "json_fenced", "empty_response", "tool_args_schema_violation"}
+# (tool_args_schema_violation: a model may write "5" for an integer or leave out a required argument; what a parser
+# did to the arguments shows against the golden's calls on the same sample, signals.tool_args_types_changed.)
 
 # Model tool-call markup that a correct tool-call parser never lets through to the client.
 MARKUP = re.compile(
@@ -64,6 +66,19 @@ def sides(code: str) -> set[str]:
     what it says) unless it is blocking. Never neither: tests/test_verdicts_sides.py enumerates every code."""
     return ({"frontend"} if code not in MODEL_BEHAVIOUR else set()) | ({"metrics"} if code not in BLOCKING else set())
 THINK = re.compile(r"</?think>")
+
+
+def _declared_schemas(request: dict[str, Any]) -> dict[str, Any]:
+    """Declared function name -> its parameter schema (chat nests both under `function`; Responses puts them at the
+    top; Messages calls it `input_schema`)."""
+    out: dict[str, Any] = {}
+    for t in request.get("tools") or []:
+        if isinstance(t, dict):
+            fn = t.get("function") if isinstance(t.get("function"), dict) else t
+            schema = fn.get("parameters", fn.get("input_schema"))
+            if isinstance(fn.get("name"), str) and isinstance(schema, dict):
+                out[fn["name"]] = schema
+    return out
 
 
 def _declared(request: dict[str, Any]) -> set[str] | None:
@@ -107,6 +122,7 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
     f += _finish_findings(request, p, calls)
     f += _text_findings(p, calls)
     f += _usage_and_logprob_findings(p)
+    f += _logprob_range_findings(p)
     f += _greedy_findings(request, p)
     if p.extra.bad_chunks:
         f.append(Finding("stream_chunk_invalid_json", str(p.extra.bad_chunks)))
@@ -121,6 +137,7 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
 def _tool_call_findings(request: dict[str, Any], calls: list[Any]) -> list[Finding]:
     f: list[Finding] = []
     declared = _declared(request)
+    schemas = _declared_schemas(request)
     seen_ids: set[str] = set()
     for c in calls:
         fn = (c or {}).get("function") or {}
@@ -139,6 +156,10 @@ def _tool_call_findings(request: dict[str, Any], calls: list[Any]) -> list[Findi
             else:
                 if not isinstance(val, dict):
                     f.append(Finding("tool_args_not_object", f"{name}: {type(val).__name__}"))
+                elif isinstance(schemas.get(name), dict):
+                    errors = argument_errors(val, schemas[name])
+                    if errors:
+                        f.append(Finding("tool_args_schema_violation", f"{name}: {'; '.join(errors[:3])}"))
         if declared is not None and name not in declared:
             f.append(Finding("tool_name_undeclared", str(name)[:80]))
         cid = (c or {}).get("id")
@@ -162,9 +183,18 @@ def _finish_findings(request: dict[str, Any], p: Parsed, calls: list[Any]) -> li
         # llama.cpp and vLLM both say tool_calls; `stop` with calls is a parser or assembly bug.
         f.append(Finding("finish_reason_mismatch", f"{fr} with {len(calls)} tool call(s)"))
     max_tokens = request.get("max_tokens") or request.get("max_completion_tokens") or request.get("max_output_tokens")
-    if fr == "length" and max_tokens and p.completion_tokens is not None and p.completion_tokens < max_tokens * 0.5:
-        f.append(Finding("finish_reason_mismatch", f"length after {p.completion_tokens} of {max_tokens} tokens"))
+    if fr == "length" and isinstance(max_tokens, int) and isinstance(p.completion_tokens, int) \
+            and p.completion_tokens < max_tokens * CAP_FRACTION:
+        # Cut for length well below the limit the request set: a server or gateway default capped the output
+        # (a parameter-handling fault; an engine cut at the request's limit reports that limit). A context window
+        # filled first is the other way to get here; that shows on the golden's same sample too.
+        f.append(Finding("output_capped", f"length after {p.completion_tokens} of {max_tokens} tokens"))
     return f
+
+
+CAP_FRACTION = 0.9
+"""`length` below this share of the request's max_tokens is a cap (an engine cut at the limit reports the limit;
+the margin is for servers counting a stop or reasoning token differently)."""
 
 
 def _text_findings(p: Parsed, calls: list[Any]) -> list[Finding]:
@@ -202,6 +232,73 @@ def _usage_and_logprob_findings(p: Parsed) -> list[Finding]:
             # U+FFFD: a detokenizer split a multi-byte character (garbled stream text).
             f.append(Finding("replacement_char", field_name))
     return f
+
+
+def _logprob_range_findings(p: Parsed) -> list[Finding]:
+    """A logprob is log(p) <= 0: a value above 0 (a probability, or a processed score, in the logprob field) is
+    a reporting fault whatever the model. The tolerance covers float rounding of log(1)."""
+    values = [t.get("logprob") for t in p.logprobs or [] if isinstance(t, dict)]
+    values += [x.get("logprob") for t in p.logprobs or [] if isinstance(t, dict)
+               for x in (t.get("top_logprobs") or []) if isinstance(x, dict)]
+    above = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and is_finite_number(v)
+             and v > LOGPROB_TOLERANCE]
+    return [Finding("logprob_positive", f"{len(above)} logprob(s) above 0, e.g. {max(above):.4g}")] if above else []
+
+
+LOGPROB_TOLERANCE = 1e-4
+
+
+# The JSON types a declared parameter type admits. BFCL's schemas say `dict`, `float`, `tuple`, `any`; an unknown
+# type name is not checked (a schema we cannot read is no evidence).
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "integer": (int,), "number": (int, float), "float": (int, float), "boolean": (bool,),
+    "object": (dict,), "dict": (dict,), "array": (list,), "tuple": (list,), "null": (type(None),),
+}
+MAX_SCHEMA_DEPTH = 8
+
+
+def argument_errors(value: Any, schema: Any, depth: int = 0, path: str = "") -> list[str]:
+    """What in a tool call's arguments breaks its declared parameter schema: types, required properties, enum
+    (nested properties and array items too, to MAX_SCHEMA_DEPTH). Pure and bounded; nothing else of JSON Schema
+    (a $ref, a combinator) is read, so the answer is never a false error. One function, so a fuller bounded
+    validator can replace it."""
+    if depth > MAX_SCHEMA_DEPTH or not isinstance(schema, dict):
+        return []
+    errors: list[str] = []
+    where = path or "arguments"
+    declared = schema.get("type")
+    names = [declared] if isinstance(declared, str) else [t for t in declared if isinstance(t, str)] if isinstance(declared, list) else []
+    known = [n for n in names if n in _TYPES]
+    if known and len(known) == len(names):
+        ok = False
+        for n in known:
+            types = _TYPES[n]
+            if isinstance(value, bool) and bool not in types:
+                continue  # JSON true is no integer
+            if isinstance(value, types) or (n == "integer" and isinstance(value, float) and value.is_integer()):
+                ok = True
+        if not ok:
+            return [f"{where}: {type(value).__name__} {str(json_preview(value))} where {'/'.join(names)} is declared"]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum and value not in enum:
+        errors.append(f"{where}: {json_preview(value)} not in enum")
+    if isinstance(value, dict):
+        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        for k in schema.get("required") or []:
+            if isinstance(k, str) and k not in value:
+                errors.append(f"{where}: required {k!r} missing")
+        for k, v in value.items():
+            if k in props:
+                errors += argument_errors(v, props[k], depth + 1, f"{path}.{k}" if path else k)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, v in enumerate(value[:100]):
+            errors += argument_errors(v, schema["items"], depth + 1, f"{where}[{i}]")
+    return errors
+
+
+def json_preview(value: Any) -> str:
+    s = repr(value)
+    return s if len(s) <= 40 else s[:39] + "…"
 
 
 def _greedy_findings(request: dict[str, Any], p: Parsed) -> list[Finding]:

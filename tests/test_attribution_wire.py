@@ -1,0 +1,238 @@
+"""Issue 38: the bug classes whose evidence is on the wire. Each fault of wire_faults.py, put by the proxy between the
+gate and the clean test server, fails the gate (exit 10) on each suite it acts on, with the component to fix named
+first; the clean server still passes."""
+
+import json
+import re
+
+import pytest
+
+from suites import bfcl, gsm8k, structured
+from verifier.attribution import compare, signals
+from verifier.attribution.diagnosis import COMPONENTS, TABLE, diagnose
+from verifier.golden import store as golden_mod
+from verifier.judge import contract
+from verifier.testbed.faults import ALL_FAULTS, WIRE_FAULTS, run_stream
+from verifier.testbed.proxy import Proxy
+from verifier.testbed.server import Reply, Script, TestServer, last_user_text, stream_chunks
+from verifier.types import Observation, Parsed
+
+MODES = "chat,chat-stream,responses,responses-stream,messages,messages-stream"
+SUITES = "gsm8k,bfcl,structured"
+
+
+def oracle():
+    """A plausible model on the three suites' smoke samples: gsm8k answered in a sentence (longer than the cap),
+    tool calls with typed arguments (two calls where two tools are declared), schema-shaped JSON."""
+    table = {}
+    for s in gsm8k.SUITE.load(None, True):
+        table[last_user_text({"messages": s.messages})] = Reply(
+            content=f"Let me work through this one step by step, carefully. The final answer is {s.target}")
+    for s in structured.SUITE.load(None, True):
+        good = s.target if s.target is not None else structured.BUILTIN[s.id.split("/")[1]]["example"]
+        table[last_user_text({"messages": s.messages})] = Reply(content=json.dumps(good))
+
+    def answer(req):
+        reply = table.get(last_user_text(req))
+        if reply is not None:
+            return reply
+        tools = req.get("tools") or []
+        if not tools:
+            return Reply(content="I cannot help with that request, sorry.")
+        names = [(t.get("function") or t)["name"] for t in tools][:2]
+        return Reply(content=None, tool_calls=[{"name": n, "arguments": json.dumps({"x": i + 2, "exact": True}), "id": f"call_{i}"}
+                                               for i, n in enumerate(names)])
+
+    return answer
+
+
+def server():
+    return TestServer(Script(oracle(), honour_sampling=True))
+
+
+@pytest.fixture(scope="module")
+def goldens(tmp_path_factory):
+    """One reference per suite on all six modes with logprobs, blessed, margins from the reference against itself."""
+    from verifier.cli import main
+
+    tmp = tmp_path_factory.mktemp("wire")
+    out = {}
+    with server() as srv:
+        for suite in SUITES.split(","):
+            assert main(["run", "--suite", suite, "--smoke", "--base-url", srv.url, "--model", "m", "--out", str(tmp / suite),
+                         "--quiet", "--mode", MODES, "--logprobs", "2", "--max-retries", "0"]) == 0
+            g = tmp / "goldens" / suite
+            assert main(["bless", str(tmp / suite), "--to", str(g)]) == 0
+            _, gobs = golden_mod.load(g)
+            golden_mod.save_margins(g, compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2}))
+            out[suite] = g
+    return out
+
+
+def gate(cli, golden, url, out):
+    code, stdout, err = cli("gate", "--golden", golden, "--base-url", url, "--model", "m", "--out", out, "--quiet")
+    assert (out / "comparison.json").exists(), stdout + err
+    return code, json.loads((out / "comparison.json").read_text()), stdout + err
+
+
+# (fault, suite) -> the component the diagnosis must name first. Every suite where the fault has something to act on:
+# bfcl's answers here are tool calls only (no text to stream twice or cut, no content logprobs to rescale).
+EXPECTED = {
+    ("output_capped", "gsm8k"): "API validation",
+    ("output_capped", "structured"): "API validation",
+    ("tool_args_types_coerced", "bfcl"): "tool-call parser",
+    ("stream_duplicate_event", "gsm8k"): "stream assembly",
+    ("stream_duplicate_event", "structured"): "stream assembly",
+    ("stream_fffd", "gsm8k"): "stream assembly",
+    ("stream_first_tool_call_only", "bfcl"): "tool-call parser",
+    ("logprobs_scaled", "gsm8k"): "response formatting & usage",
+    ("logprobs_as_probs", "gsm8k"): "response formatting & usage",
+    ("logprobs_as_probs", "structured"): "response formatting & usage",
+    ("logprobs_dropped", "gsm8k"): "API validation",
+    ("logprobs_dropped", "structured"): "API validation",
+}
+
+
+@pytest.mark.parametrize("suite", SUITES.split(","))
+def test_the_clean_server_passes_with_every_new_check(goldens, tmp_path, cli, suite):
+    with server() as srv:
+        code, doc, out = gate(cli, goldens[suite], srv.url, tmp_path / "g")
+    assert code == 0 and doc["status"] == "pass", out
+    names = {e["signal"] for e in doc["frontend"]["evidence"]}
+    assert {"tool_args_types_changed", "stream_text_mismatch", "stream_tool_calls_dropped", "logprobs_transformed",
+            "logprobs_dropped", "stop_reason_changed"} & names
+
+
+@pytest.mark.parametrize("fault,suite", sorted(EXPECTED))
+def test_each_wire_fault_fails_the_gate_and_names_its_component(goldens, tmp_path, cli, fault, suite):
+    component = EXPECTED[(fault, suite)]
+    with server() as srv, Proxy(srv.url, [fault]) as px:
+        code, doc, out = gate(cli, goldens[suite], px.url, tmp_path / "g")
+    assert code == 10 and doc["status"] == "frontend_regression" and doc["frontend"]["verdict"] == "fail", out
+    first = doc["diagnosis"][0]
+    assert first["component"] == component, doc["diagnosis"]
+    assert first["where"] == COMPONENTS[component] and suite in first["suites"]
+
+
+def test_the_cap_is_in_the_evidence(goldens, tmp_path, cli):
+    with server() as srv, Proxy(srv.url, ["output_capped"]) as px:
+        code, doc, out = gate(cli, goldens["gsm8k"], px.url, tmp_path / "g")
+    first = doc["diagnosis"][0]
+    assert code == 10 and first["findings"][0] == "output_capped", doc["diagnosis"]
+    assert re.search(r"every output cut for length ends at \d+ tokens, the run asked for \d+", first["explanation"]), first["explanation"]
+    assert set(first["modes"]) == set(MODES.split(","))  # streamed and not, on every surface
+
+
+def test_the_streamed_tool_parser_is_named_on_streamed_modes_only(goldens, tmp_path, cli):
+    with server() as srv, Proxy(srv.url, ["stream_first_tool_call_only"]) as px:
+        code, doc, out = gate(cli, goldens["bfcl"], px.url, tmp_path / "g")
+    first = doc["diagnosis"][0]
+    assert code == 10 and first["findings"][0] == "stream_tool_calls_dropped", doc["diagnosis"]
+    assert first["modes"] and all(m.endswith("-stream") for m in first["modes"])
+
+
+# ---------------------------------------------------------------------------------------------- pure units
+
+
+def parsed(**kw):
+    base = dict(content="x", reasoning=None, tool_calls=None, finish_reason="stop", usage={"prompt_tokens": 1, "completion_tokens": 1})
+    return Parsed(**{**base, **kw})
+
+
+def codes(request, p):
+    return {f.code for f in contract.check(request, p, "chat")}
+
+
+def test_contract_output_capped_and_logprob_range():
+    assert "output_capped" in codes({"max_tokens": 256}, parsed(finish_reason="length", usage={"completion_tokens": 8}))
+    assert "output_capped" not in codes({"max_tokens": 256}, parsed(finish_reason="length", usage={"completion_tokens": 256}))
+    assert "output_capped" not in codes({}, parsed(finish_reason="length", usage={"completion_tokens": 8}))
+    lp = [{"token": "a", "logprob": 0.4, "top_logprobs": []}, {"token": "b", "logprob": -0.1, "top_logprobs": []}]
+    assert "logprob_positive" in codes({}, parsed(content="ab", logprobs=lp))
+    assert "logprob_positive" not in codes({}, parsed(content="ab", logprobs=[{"token": "a", "logprob": 0.0, "top_logprobs": []}]))
+
+
+def test_argument_errors_reads_types_required_and_enum():
+    schema = {"type": "object", "required": ["n", "unit"], "properties": {
+        "n": {"type": "integer"}, "exact": {"type": "boolean"}, "unit": {"type": "string", "enum": ["c", "f"]},
+        "ratio": {"type": "float"}, "tags": {"type": "array", "items": {"type": "string"}}, "any": {"type": "any"}}}
+    assert contract.argument_errors({"n": 3, "exact": True, "unit": "c", "ratio": 2, "tags": ["a"], "any": 1}, schema) == []
+    errs = contract.argument_errors({"n": "3", "exact": "true", "unit": "k", "tags": [1]}, schema)
+    assert len(errs) == 4 and all(any(k in e for e in errs) for k in ("n:", "exact:", "enum", "tags[0]"))
+    assert contract.argument_errors({"unit": "c"}, schema) == ["arguments: required 'n' missing"]
+    assert contract.argument_errors({"n": True, "unit": "c"}, schema)  # JSON true is no integer
+    call = [{"id": "c", "type": "function", "function": {"name": "f", "arguments": json.dumps({"n": "3", "unit": "c"})}}]
+    request = {"tools": [{"type": "function", "function": {"name": "f", "parameters": schema}}]}
+    found = codes(request, parsed(content=None, tool_calls=call, finish_reason="tool_calls"))
+    assert "tool_args_schema_violation" in found and "tool_args_schema_violation" in contract.MODEL_BEHAVIOUR
+
+
+def obs(mode="chat", **kw):
+    return Observation(suite="s", sample_id="a", epoch=0, mode=mode, outcome="content", **kw)
+
+
+def test_logprobs_transformed_tells_a_transform_from_drift():
+    g = [obs(logprobs=[["a", -0.5], ["b", -1.2], ["c", -0.05], ["d", -2.0]])]
+    scaled = [obs(logprobs=[[t, lp * 1.7] for t, lp in g[0].logprobs])]
+    import math
+    probs = [obs(logprobs=[[t, math.exp(lp)] for t, lp in g[0].logprobs])]
+    drift = [obs(logprobs=[["a", -0.52], ["b", -1.1], ["c", -0.06], ["d", -2.3]])]
+    other_tokens = [obs(logprobs=[["a", -0.9], ["x", -1.2], ["c", -0.05], ["d", -2.0]])]
+    assert signals.logprobs_transformed(g, scaled) and signals.logprobs_transformed(g, probs)
+    assert signals.logprobs_transformed(g, drift) is False and signals.logprobs_transformed(g, g) is False
+    assert signals.logprobs_transformed(g, other_tokens) is None
+
+
+def test_stream_text_mismatch_compares_like_with_like():
+    g = [obs("chat", content="abc"), obs("chat-stream", content="abc")]
+    assert signals.stream_text_mismatch(g, [obs("chat", content="abc"), obs("chat-stream", content="abbc")]) is True
+    assert signals.stream_text_mismatch(g, g) is False
+    # the non-streamed text moved too (a greedy output changed with the batch): not measured
+    assert signals.stream_text_mismatch(g, [obs("chat", content="abd"), obs("chat-stream", content="abbd")]) is None
+    # the golden's own paths differed: not measured
+    g2 = [obs("chat", content="abc"), obs("chat-stream", content="abx")]
+    assert signals.stream_text_mismatch(g2, [obs("chat", content="abc"), obs("chat-stream", content="abbc")]) is None
+
+
+def test_tool_args_types_changed_needs_the_same_values():
+    call = {"name": "f", "arguments": {"x": 2, "exact": True}}
+    g = [obs(answer=[call])]
+    assert signals.tool_args_types_changed(g, [obs(answer=[{"name": "f", "arguments": {"x": "2", "exact": "true"}}])]) is True
+    assert signals.tool_args_types_changed(g, [obs(answer=[{"name": "f", "arguments": {"x": "3", "exact": "true"}}])]) is False
+    assert signals.tool_args_types_changed(g, g) is False
+    assert signals.tool_args_types_changed([obs(answer="text")], g) is None
+
+
+def test_stop_reason_and_logprobs_dropped():
+    g = [obs(content="a b c", finish_reason="length", logprobs=[["a", -0.1]])]
+    assert signals.stop_reason_changed(g, [obs(content="a b c", finish_reason="stop")]) is True
+    assert signals.stop_reason_changed(g, g) is False
+    assert signals.logprobs_dropped(g, [obs(content="a b c", finish_reason="length")]) is True
+    assert signals.logprobs_dropped(g, g) is False
+
+
+def test_a_stop_token_suffix_is_not_a_decoding_change():
+    g = obs(logprobs=[["5", -0.1]], top_logprobs=[[["5", -0.1]]])
+    c = obs(logprobs=[["5<|im_end|>", -0.5]], top_logprobs=[[["5", -0.1], ["5<|im_end|>", -0.5]]])
+    assert signals.choice_changed(g, c) is None
+
+
+def test_the_wire_faults_are_in_the_proxy_catalogue_and_the_table():
+    assert set(WIRE_FAULTS) <= set(ALL_FAULTS)
+    assert {f for f, _ in EXPECTED} <= set(WIRE_FAULTS)
+    for code in ("output_capped", "logprob_positive", "tool_args_schema_violation", "stream_text_mismatch",
+                 "stream_tool_calls_dropped", "logprobs_transformed", "logprobs_dropped", "stop_reason_changed",
+                 "tool_args_types_changed"):
+        assert TABLE[code][0] in COMPONENTS
+
+
+def test_stream_faults_edit_what_they_say():
+    reply = Reply(content="one two three", tool_calls=None)
+    chunks = stream_chunks(reply, {"model": "m"})
+    dup = run_stream([WIRE_FAULTS["stream_duplicate_event"].stream()], chunks)
+    text = "".join((json.loads(c)["choices"] or [{}])[0].get("delta", {}).get("content") or "" for c in dup if c != "[DONE]")
+    assert text == "one two two three"
+    calls = Reply(content=None, tool_calls=[{"name": "f", "arguments": "{\"a\": 1}"}, {"name": "g", "arguments": "{\"b\": 2}"}])
+    out = run_stream([WIRE_FAULTS["stream_first_tool_call_only"].stream()], stream_chunks(calls, {"model": "m"}))
+    idx = {tc["index"] for c in out if c != "[DONE]" for ch in json.loads(c)["choices"] for tc in ch["delta"].get("tool_calls") or []}
+    assert idx == {0} and any('"tool_calls"' in c and '"finish_reason": "tool_calls"' in c for c in out)
