@@ -207,7 +207,8 @@ def test_stop_reason_and_logprobs_dropped():
     g = [obs(content="a b c", finish_reason="length", logprobs=[["a", -0.1]])]
     assert signals.stop_reason_changed(g, [obs(content="a b c", finish_reason="stop")]) is True
     assert signals.stop_reason_changed(g, g) is False
-    assert signals.logprobs_dropped(g, [obs(content="a b c", finish_reason="length")]) is True
+    assert signals.logprobs_dropped(g, [obs(content="a b c", finish_reason="length", findings=("logprobs_ignored",))]) is True
+    assert signals.logprobs_dropped(g, [obs(content="a b c", finish_reason="length")]) is False  # not asked for
     assert signals.logprobs_dropped(g, g) is False
 
 

@@ -15,7 +15,9 @@ def obs(mode="chat", outcome="content", epoch=0, **kw) -> Observation:
 def test_table_names_are_the_margin_keys_and_evidence_order():
     assert signals.FRONTEND_EVENTS == ("new_findings", "prompt_tokens_mismatch", "stream_parity_mismatch", "new_unsupported",
                                        "tool_call_id_format_changed", "dual_path_mismatch", "surface_parity_mismatch",
-                                       "decoding_changed", "history_tokens_mismatch", "followup_divergence")
+                                       "decoding_changed", "history_tokens_mismatch", "followup_divergence",
+                                       "tool_args_types_changed", "stream_text_mismatch", "stream_tool_calls_dropped",
+                                       "logprobs_transformed", "logprobs_dropped", "stop_reason_changed")
     assert signals.NUMERICS_EVENTS == ("repetition",)
     assert set(signals.evaluate([obs()], [obs()])) == set(signals.EVENTS)
 

@@ -21,7 +21,7 @@ from verifier import stats
 from verifier.attribution.document import Absent, Comparison, Drift, MetricResult, Side, SignalResult, SuiteResult
 from verifier.attribution.numerics import DivergenceCount, DriftMeasure, PairedMetric
 from verifier.attribution.surface_signals import mode_note
-from verifier.judge.contract import MODEL_BEHAVIOUR
+from verifier.judge.contract import MODEL_BEHAVIOUR, SIGNAL_JUDGED
 from verifier.surfaces.registry import surface_for
 from verifier.types import Evidence, Observation
 
@@ -94,7 +94,7 @@ def _count_findings(counts: dict[str, list[int]], detail: dict[str, dict[str, An
     for code in gcodes | ccodes:
         counts[code][0] += code in gcodes
         counts[code][1] += code in ccodes
-    for code in sorted((ccodes - gcodes) - MODEL_BEHAVIOUR):
+    for code in sorted((ccodes - gcodes) - MODEL_BEHAVIOUR - SIGNAL_JUDGED):
         d = detail.setdefault(code, {"samples": [], "modes": set()})
         d["samples"].append(sid)
         d["modes"].update(o.mode for o in c if code in o.findings)

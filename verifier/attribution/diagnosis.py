@@ -66,6 +66,7 @@ FINDINGS: dict[str, tuple[str, str]] = {
     "empty_response": ("response formatting & usage", "an empty response"),
     "malformed_body": ("response formatting & usage", "a response body that is not the documented shape"),
     "logprobs_non_finite": ("response formatting & usage", "NaN/Infinity logprobs"),
+    "logprobs_ignored": ("API validation", "logprobs were asked for and the response, with text, has none"),
     "logprob_positive": ("response formatting & usage", "logprobs above 0 (probabilities or processed scores in the logprob field)"),
     "output_capped": ("API validation", "outputs cut for length below the request's max_tokens: a server or gateway cap "
                                         "overrides the request's limit"),
@@ -143,7 +144,8 @@ EXPLAINS: dict[str, frozenset[str]] = {
     # a cap cuts JSON and tool arguments short, and each path where it cut differently
     "output_capped": PARITY | {"json_invalid_strict", "json_schema_violation_strict", "tool_args_invalid_json"},
     # the stream's text changed after generation: what the changed text breaks (JSON, the answer) on streams follows
-    "stream_text_mismatch": PARITY | {"json_invalid_strict", "json_schema_violation_strict", "replacement_char"},
+    # (not the parity signals: where sampling is not greedy, the texts differ for that reason, whose probe ranks first)
+    "stream_text_mismatch": frozenset({"json_invalid_strict", "json_schema_violation_strict", "replacement_char"}),
 }
 
 

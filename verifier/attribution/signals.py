@@ -28,7 +28,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal, Sequence
 
-from verifier.judge.contract import MODEL_BEHAVIOUR, SPECIAL_TOKEN, SPECIAL_TOKEN_WHOLE, comparable
+from verifier.judge.contract import MODEL_BEHAVIOUR, SIGNAL_JUDGED, SPECIAL_TOKEN, SPECIAL_TOKEN_WHOLE, comparable
 from verifier.golden.store import MAX_LOGPROBS
 from verifier.attribution.surface_signals import by_mode, parity_modes
 from verifier.attribution.turn_diff import answer_key, first_divergence, is_followup, turn_rows
@@ -87,7 +87,7 @@ def new_findings(g: Obs, c: Obs) -> bool | None:
         return None
     gcodes = {code for o in g for code in o.findings}
     ccodes = {code for o in c for code in o.findings}
-    return bool((ccodes - gcodes) - MODEL_BEHAVIOUR)
+    return bool((ccodes - gcodes) - MODEL_BEHAVIOUR - SIGNAL_JUDGED)
 
 
 def prompt_tokens_mismatch(g: Obs, c: Obs) -> bool | None:
@@ -333,7 +333,9 @@ def stream_calls_modes(g: Obs, c: Obs) -> set[str] | None:
             continue
         gn, gs = (_n_calls(x) for x in gpair)
         n, s = _n_calls(cn), _n_calls(cs)
-        if None in (gn, gs, n, s) or gn != gs or not n:
+        # A clean streamed envelope only: calls merged by a shared stream index (stream_index_collision) or broken
+        # arguments are the assembly's or another finding's; a parser that drops calls leaves a well-formed stream.
+        if None in (gn, gs, n, s) or gn != gs or not n or not cs.clean:
             continue
         measured = True
         if s < n:  # type: ignore[operator]
@@ -379,13 +381,14 @@ def logprobs_transformed(g: Obs, c: Obs) -> bool | None:
 
 
 def logprobs_dropped(g: Obs, c: Obs) -> bool | None:
-    """The golden's record of a mode returned logprobs and the candidate's same mode and epoch, with text, returned
-    none: a parameter the reference honoured, silently ignored (a gateway dropping logprobs / top_logprobs)."""
+    """The golden's record of a mode returned logprobs and the candidate's same mode and epoch, with text, asked for
+    them and returned none (the contract finding logprobs_ignored): a parameter the reference honoured, silently
+    ignored (a gateway dropping logprobs / top_logprobs). A run that did not ask is not measured as ignoring."""
     measured = fired = False
     for a, b in _pairs(g, c):
         if a.logprobs and (b.content or "").strip():
             measured = True
-            fired = fired or not b.logprobs
+            fired = fired or "logprobs_ignored" in b.findings
     return fired if measured else None
 
 

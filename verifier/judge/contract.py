@@ -38,6 +38,11 @@ BLOCKING = {
 # and reported, but not frontend evidence (new weights move them; e.g. a requantized model writes one more
 # tool call as plain text). None of them is blocking: the sample stays in the quality metrics and is scored
 # on what it says (an empty answer is a wrong one), so every finding is judged by some side (see `sides`).
+# Findings judged against the golden by a signal rather than by new_findings: by itself the code says nothing a
+# healthy server cannot show (an engine that returns no logprobs on some records); the golden's same record having
+# what the candidate's lacks is the evidence (signals.logprobs_dropped).
+SIGNAL_JUDGED = {"logprobs_ignored"}
+
 MODEL_BEHAVIOUR = {"tool_call_as_text", "json_fenced", "empty_response", "tool_args_schema_violation"}
 # (tool_args_schema_violation: a model may write "5" for an integer or leave out a required argument; what a parser
 # did to the arguments shows against the golden's calls on the same sample, signals.tool_args_types_changed.)
@@ -64,7 +69,8 @@ def sides(code: str) -> set[str]:
     """Which side of a comparison judges a finding code: `frontend` (a new one fails the frontend signal
     new_findings) unless it is model behaviour, `metrics` (the sample stays in the quality metrics, scored on
     what it says) unless it is blocking. Never neither: tests/test_verdicts_sides.py enumerates every code."""
-    return ({"frontend"} if code not in MODEL_BEHAVIOUR else set()) | ({"metrics"} if code not in BLOCKING else set())
+    # (SIGNAL_JUDGED codes: frontend evidence through their signal, against the golden's same record, not by themselves)
+    return ({"frontend"} if code not in MODEL_BEHAVIOUR | SIGNAL_JUDGED else set()) | ({"metrics"} if code not in BLOCKING else set())
 THINK = re.compile(r"</?think>")
 
 
@@ -123,6 +129,8 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
     f += _text_findings(p, calls)
     f += _usage_and_logprob_findings(p)
     f += _logprob_range_findings(p)
+    if request.get("logprobs") is True and not p.logprobs and (p.content or "").strip():
+        f.append(Finding("logprobs_ignored", "logprobs asked for, none returned"))
     f += _greedy_findings(request, p)
     if p.extra.bad_chunks:
         f.append(Finding("stream_chunk_invalid_json", str(p.extra.bad_chunks)))
