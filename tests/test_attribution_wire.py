@@ -185,10 +185,16 @@ def test_logprobs_transformed_tells_a_transform_from_drift():
 
 def test_stream_text_mismatch_compares_like_with_like():
     g = [obs("chat", content="abc"), obs("chat-stream", content="abc")]
-    assert signals.stream_text_mismatch(g, [obs("chat", content="abc"), obs("chat-stream", content="abbc")]) is True
+    assert signals.stream_text_mismatch(g, [obs("chat", content="abc"), obs("chat-stream", content="abbc")]) is True  # short text: its whole tail
     assert signals.stream_text_mismatch(g, g) is False
     # the non-streamed text moved too (a greedy output changed with the batch): not measured
     assert signals.stream_text_mismatch(g, [obs("chat", content="abd"), obs("chat-stream", content="abbd")]) is None
+    # a generation that parted from the golden's on the streamed path only (batch shape): it never meets it again
+    long_g = [obs("chat", content="The answer is 12 because we add them"), obs("chat-stream", content="The answer is 12 because we add them")]
+    parted = [long_g[0], obs("chat-stream", content="The answer is 12 since the two numbers sum to twelve")]
+    assert signals.stream_text_mismatch(long_g, parted) is False
+    repeated = [long_g[0], obs("chat-stream", content="The answer is 12 because because we add them")]
+    assert signals.stream_text_mismatch(long_g, repeated) is True
     # the golden's own paths differed: not measured
     g2 = [obs("chat", content="abc"), obs("chat-stream", content="abx")]
     assert signals.stream_text_mismatch(g2, [obs("chat", content="abc"), obs("chat-stream", content="abbc")]) is None

@@ -20,6 +20,7 @@ numerics comparison (DESIGN.md, "Attribution").
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
@@ -307,9 +308,27 @@ def stream_text_modes(g: Obs, c: Obs) -> set[str] | None:
         if not all(isinstance(t, str) for t in texts) or gn.content != gs.content or cn.content != gn.content:
             continue
         measured = True
-        if cs.content != gs.content:
+        if cs.content != gs.content and local_edit(gs.content, cs.content):  # type: ignore[arg-type]
             fired.add(key[0])
     return fired if measured else None
+
+
+EDIT_SPAN = 32
+"""Largest piece (characters) one assembly edit inserts, drops or replaces: a delta or two."""
+SAME_TAIL = 8
+
+
+def local_edit(a: str, b: str) -> bool:
+    """b is a with pieces inserted, dropped or replaced, each at most EDIT_SPAN long, and the two end alike: the text
+    was edited after generation (a repeated delta, a garbled character). Two generations that part never meet again,
+    so a decoding change (a greedy output flipped by batch shape) leaves one long differing tail and is not this."""
+    if a == b:
+        return False
+    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    edits = [op for op in ops if op[0] != "equal"]
+    last = ops[-1]
+    return all(max(i2 - i1, j2 - j1) <= EDIT_SPAN for _, i1, i2, j1, j2 in edits) \
+        and last[0] == "equal" and last[2] - last[1] >= min(SAME_TAIL, max(1, len(a) // 4))
 
 
 def stream_text_mismatch(g: Obs, c: Obs) -> bool | None:
