@@ -243,3 +243,36 @@ def test_stream_faults_edit_what_they_say():
     out = run_stream([WIRE_FAULTS["stream_first_tool_call_only"].stream()], stream_chunks(calls, {"model": "m"}))
     idx = {tc["index"] for c in out if c != "[DONE]" for ch in json.loads(c)["choices"] for tc in ch["delta"].get("tool_calls") or []}
     assert idx == {0} and any('"tool_calls"' in c and '"finish_reason": "tool_calls"' in c for c in out)
+
+
+@pytest.fixture(scope="module")
+def cut_golden(tmp_path_factory):
+    """gsm8k answered past a small max_tokens: every reference reply is cut for length, on all six modes."""
+    from verifier.cli import main
+
+    tmp = tmp_path_factory.mktemp("cut")
+    with server() as srv:
+        assert main(["run", "--suite", "gsm8k", "--smoke", "--base-url", srv.url, "--model", "m", "--out", str(tmp / "ref"),
+                     "--quiet", "--mode", MODES, "--logprobs", "2", "--max-retries", "0", "--max-tokens", "6"]) == 0
+    g = tmp / "golden"
+    assert main(["bless", str(tmp / "ref"), "--to", str(g)]) == 0
+    _, gobs = golden_mod.load(g)
+    assert {o["finish_reason"] for o in gobs} == {"length"}
+    golden_mod.save_margins(g, compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2}))
+    return g
+
+
+@pytest.mark.parametrize("surfaces,component", [(None, "response formatting & usage"), ({"messages"}, "surface translation")])
+def test_a_cut_reply_reported_as_stopped_is_named(cut_golden, tmp_path, cli, surfaces, component):
+    """A gateway's translation says end_turn / stop (one token more) where the reference said length, text unchanged:
+    on every surface the stop-reason mapping; on Messages only, while chat kept `length`, the surface's translation."""
+    with server() as srv:
+        code, doc, out = gate(cli, cut_golden, srv.url, tmp_path / "clean")
+        assert code == 0, out
+        with Proxy(srv.url, ["length_as_stop"], surfaces=surfaces) as px:
+            code, doc, out = gate(cli, cut_golden, px.url, tmp_path / "g")
+    assert code == 10 and doc["status"] == "frontend_regression", out
+    first = doc["diagnosis"][0]
+    assert first["component"] == component and any(f.startswith("stop_reason_changed") for f in first["findings"]), doc["diagnosis"]
+    if surfaces:
+        assert set(first["modes"]) == {"messages", "messages-stream"}

@@ -412,8 +412,10 @@ def _suite_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tupl
         metrics=mets, signals=sigs, drift=d, divergence=dv, flips=s["flips"], findings=s["findings"],
         flips_by_mode=s["flips_by_mode"], new_finding_detail=s["new_finding_detail"], signal_modes=s["signal_modes"],
         tool_trigger=numerics.tool_trigger(s["trigger"]), answer_agreement=stats.rnd(s["answer_agreement"]),
-        # multi-turn suites only: the per-turn diff, and the modes it was made over
-        turn_diff=s["turn_diff"] or None, modes=s["modes"] if s["turn_diff"] else None,
+        # multi-turn suites: the per-turn diff, and the modes it was made over; runs over several surfaces: the modes,
+        # so the diagnosis can tell a signal that fired off chat only while chat ran (`<signal>:surface`)
+        turn_diff=s["turn_diff"] or None,
+        modes=s["modes"] if s["turn_diff"] or len({surface_for(m).name for m in s["modes"]}) > 1 else None,
     )
     return block, fe, q + q_sig + q_drift + q_div
 

@@ -195,7 +195,7 @@ class SuiteResult:
     tool_trigger: Mapping[str, Any] | None
     answer_agreement: float | None
     turn_diff: Mapping[str, Any] | None = None
-    """Multi-turn suites only (with `modes`); absent when None."""
+    """Multi-turn suites only (with `modes`); absent when None. (`modes` is also set on runs over several surfaces.)"""
     modes: list[str] | None = None
     tool_calls: Mapping[str, Any] | None = None
     """K2VV's numbers on tool-calling suites (app/gate.py); absent when None."""
