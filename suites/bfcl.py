@@ -124,8 +124,19 @@ def load_category(root: Path, category: str) -> list[Sample]:
     return [make_sample(category, e, answers.get(e["id"])) for e in entries]
 
 
+def stratified(groups: list[list[Sample]]) -> list[Sample]:
+    """The categories interleaved: the first item of each (in CATEGORIES order), then the second of each, and so on,
+    each in file order. Any prefix (`--limit N`) then draws from every category, multi-call ones included, instead of
+    N items of the first file (the first 400 are all simple_python); the order is fixed, so reruns pick the same."""
+    out: list[Sample] = []
+    for k in range(max((len(g) for g in groups), default=0)):
+        out += [g[k] for g in groups if k < len(g)]
+    return out
+
+
 def load(data: str | None = None, smoke: bool = False) -> list[Sample]:
-    """All categories present, in CATEGORIES order then file order; smoke: the built-in subset.
+    """All categories present, interleaved (stratified: item k of every category before item k+1 of any), each in
+    file order; smoke: the built-in subset, in CATEGORIES order.
 
     `data` may also name one BFCL_v4_<category>.json file (its possible_answer/ dir beside it).
     """
@@ -143,7 +154,7 @@ def load(data: str | None = None, smoke: bool = False) -> list[Sample]:
     present = [c for c in CATEGORIES if (root / f"BFCL_v4_{c}.json").is_file()]
     if not present:
         raise FileNotFoundError(f"no BFCL_v4_<category>.json files in {root}")
-    return [s for c in present for s in load_category(root, c)]
+    return stratified([load_category(root, c) for c in present])
 
 
 # ---- request and score ----

@@ -276,3 +276,24 @@ def test_a_cut_reply_reported_as_stopped_is_named(cut_golden, tmp_path, cli, sur
     assert first["component"] == component and any(f.startswith("stop_reason_changed") for f in first["findings"]), doc["diagnosis"]
     if surfaces:
         assert set(first["modes"]) == {"messages", "messages-stream"}
+
+
+def test_diagnosis_ties_rank_sample_level_evidence_then_more_findings():
+    """A reasoning leak on one sample and one probe, and another probe blaming the template: equal counts; the
+    component with evidence on the workload's samples ranks first, not the alphabetically first."""
+    g = [Observation(suite="s", sample_id="a", epoch=0, mode="chat", outcome="content", score=1.0, metrics={"m": 1.0}, answer="1")]
+    c = [Observation(suite="s", sample_id="a", epoch=0, mode="chat", outcome="contract", answer="1", findings=("reasoning_in_content",))]
+    probes = {"thinking_off_honoured": {"verdict": "fail", "summary": "reasoning in content", "component": "reasoning parser"},
+              "thinking_on_honoured": {"verdict": "fail", "summary": "no reasoning", "component": "chat template & tokenization"}}
+    doc = compare.compare({"margins": {"s/signal:new_findings": 0.0, "s/m": 0.0}}, g, c, probes=probes)
+    comps = [d.component for d in doc.diagnosis]
+    assert comps[:2] == ["reasoning parser", "chat template & tokenization"], comps
+
+
+def test_bfcl_default_order_draws_every_category(shared_data):
+    if not (shared_data / "bfcl").is_dir():
+        pytest.skip("BFCL data not found")
+    samples = bfcl.load(str(shared_data / "bfcl"))
+    first = {s.meta["category"] for s in samples[:len(bfcl.CATEGORIES)]}
+    assert first == set(bfcl.CATEGORIES)  # a --limit of 11 already holds parallel and multiple calls
+    assert samples == bfcl.load(str(shared_data / "bfcl"))  # fixed: reruns select the same samples
