@@ -297,3 +297,39 @@ def test_bfcl_default_order_draws_every_category(shared_data):
     first = {s.meta["category"] for s in samples[:len(bfcl.CATEGORIES)]}
     assert first == set(bfcl.CATEGORIES)  # a --limit of 11 already holds parallel and multiple calls
     assert samples == bfcl.load(str(shared_data / "bfcl"))  # fixed: reruns select the same samples
+
+
+@pytest.fixture(scope="module")
+def weak_reference(tmp_path_factory):
+    """A reference that fails the tool probes itself (it answers every request with text): those rows are
+    `reference_fails`, which alone blames nothing."""
+    from verifier.cli import main
+    from verifier.testbed.server import arithmetic
+
+    tmp = tmp_path_factory.mktemp("weak")
+    with TestServer(Script(arithmetic)) as srv:
+        assert main(["run", "--suite", "smoke", "--base-url", srv.url, "--model", "m", "--out", str(tmp / "ref"), "--quiet",
+                     "--mode", "chat,chat-stream", "--max-retries", "0", "--probes"]) == 0
+    g = tmp / "golden"
+    assert main(["bless", str(tmp / "ref"), "--to", str(g)]) == 0
+    _, gobs = golden_mod.load(g)
+    golden_mod.save_margins(g, compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2}))
+    return g
+
+
+def test_a_probe_the_reference_fails_too_is_still_judged_by_its_exchanges(weak_reference, tmp_path, cli):
+    """Tools dropped from the prompt change nothing on the smoke samples (they declare none), and the tool probes
+    fail on the reference as on the candidate; their requests' prompt tokens moved against the golden's same requests."""
+    from verifier.testbed.server import arithmetic
+
+    with TestServer(Script(arithmetic)) as srv:
+        code, doc, out = gate(cli, weak_reference, srv.url, tmp_path / "clean")
+        assert code == 0, out
+        with Proxy(srv.url, ["drop_tools"]) as px:
+            code, doc, out = gate(cli, weak_reference, px.url, tmp_path / "g")
+    assert code == 10 and doc["status"] == "frontend_regression", out
+    first = doc["diagnosis"][0]
+    assert first["component"] == "chat template & tokenization", doc["diagnosis"]
+    rows = [r for r in doc["conformance"] if r["status"] == "regression"]
+    assert rows and all(r["reference"] == "fail" and r["evidence_code"] == "prompt_tokens_mismatch" for r in rows), rows
+    assert all("prompt_tokens" in r["candidate_detail"] for r in rows)

@@ -230,7 +230,11 @@ def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
             _add(acc, component_of("decoding_changed")[0], "decoding_changed", e.suite, len(samples), samples, [])
     for r in rows or []:  # each probe names its own component, and the surface it failed on
         if r["status"] == "regression":
-            _add(acc, r["component"], f"probe:{r['probe']}", "*", 1, [], [r["surface"]])
+            # a probe request that went otherwise than the reference's names the finding's component (a contract
+            # finding, the prompt-token fingerprint), else the probe's own
+            code = r.get("evidence_code")
+            comp = component_of(code)[0] if code in TABLE else r["component"]
+            _add(acc, comp, f"probe:{r['probe']}", "*", 1, [], [r["surface"]])
     findings = {comp: _ranked(d.findings) for comp, d in acc.items()}
     out = []
     for comp, d in acc.items():

@@ -18,6 +18,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from verifier.judge import contract
+from verifier.types import Parsed
+
+TEXT_CHARS = 400
+"""What a probe result keeps of each greedy answer's text, to compare with the golden's same request."""
+
 SEP = "@"
 DEFAULT_SURFACE = "chat"
 # Failing rows lead the table; then what is reported but not blamed; then passes.
@@ -60,6 +66,40 @@ def _component(row_probe: str, *sides: dict[str, Any] | None, components: dict[s
     return (components or {}).get(row_probe, "API validation")
 
 
+def exchange_facts(sent: dict[str, Any], parsed: Parsed | None, mode: str) -> dict[str, Any] | None:
+    """What one probe request's answer shows beside the probe's own check, kept in the result so a gate compares it
+    with the golden's same request: the contract findings (frontend codes), the prompt-token fingerprint, and at
+    temperature 0 the text. None where nothing parsed (an expected 4xx, a skipped request)."""
+    if parsed is None:
+        return None
+    codes = {f.code for f in contract.check(sent, parsed, mode)} - contract.MODEL_BEHAVIOUR - contract.SIGNAL_JUDGED
+    greedy = sent.get("temperature") == 0 and not sent.get("n")
+    return {"findings": sorted(codes), "prompt_tokens": parsed.prompt_tokens,
+            "text": (parsed.content or "")[:TEXT_CHARS] if greedy else None}
+
+
+def exchange_change(c: dict[str, Any], g: dict[str, Any]) -> tuple[str, str | None] | None:
+    """The first way the candidate's probe requests went otherwise than the golden's same requests: (what, the
+    finding code or signal that names the component, or None for the probe's own). A new contract finding, other
+    prompt tokens, or another greedy text. None: the same, or not comparable (a golden from before this)."""
+    ce, ge = c.get("exchanges"), g.get("exchanges")
+    if not isinstance(ce, list) or not isinstance(ge, list):
+        return None
+    for i, (a, b) in enumerate(zip(ge, ce), 1):
+        if not isinstance(a, dict) or not isinstance(b, dict):
+            continue
+        new = sorted(set(b.get("findings") or []) - set(a.get("findings") or []))
+        if new:
+            return f"request {i}: {new[0]} (the reference's same request had none)", new[0]
+        pa, pb = a.get("prompt_tokens"), b.get("prompt_tokens")
+        if isinstance(pa, int) and isinstance(pb, int) and pa != pb:
+            return f"request {i}: prompt_tokens {pb}, the reference's {pa}", "prompt_tokens_mismatch"
+        ta, tb = a.get("text"), b.get("text")
+        if isinstance(ta, str) and isinstance(tb, str) and ta != tb:
+            return f"request {i}: temperature-0 text {tb[:40]!r}, the reference's {ta[:40]!r}", None
+    return None
+
+
 def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
           components: dict[str, str] | None = None,
           comparators: dict[str, Callable[[Any, Any], tuple[bool, str]]] | None = None) -> list[dict[str, Any]]:
@@ -86,11 +126,21 @@ def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
             status = "pass" if g["passed"] else "improved"
         else:
             status = "regression" if g["passed"] else "reference_fails"
+        evidence_code = None
+        if c and g and status == "reference_fails" and not c.get("infra"):
+            # The check fails as the reference's did, which alone blames nothing; the requests themselves may still
+            # have gone otherwise than the reference's (reasoning moved, tools dropped from the prompt, server
+            # defaults). (A passing check is left as it is: its own contract is what the probe measures.)
+            change = exchange_change(c, g)
+            if change is not None:
+                status, evidence_code = "regression", change[1]
+                why = f"{why}; but {change[0]}" if why else change[0]
         rows.append({
             "key": k, "probe": name, "surface": surface, "component": comp,
             "reference": None if g is None else "infra" if g.get("infra") else ("pass" if g["passed"] else "fail"),
             "candidate": None if c is None else "infra" if c.get("infra") else ("pass" if c_ok else "fail"),
             "status": status, "candidate_detail": why, "reference_detail": (g or {}).get("detail", ""),
+            **({"evidence_code": evidence_code} if evidence_code else {}),
         })
     rows.sort(key=lambda r: (STATUS_ORDER.index(r["status"]), r["probe"], r["surface"]))
     return rows

@@ -276,12 +276,15 @@ def _body(req: Req, surface: str, model: str, extra_body: dict[str, Any], prev: 
 
 async def run_one(ep: "Endpoint", probe: Probe, surface: str, model: str, extra_body: dict[str, Any]) -> dict[str, Any]:
     answers: list[pc.Answer] = []
+    modes: list[str] = []
     for req in probe.requests:
         body = _body(req, surface, model, extra_body, answers)
         if body is None:
             answers.append(pc.Answer(None, None, None, "skipped: the request before it failed", surface))
+            modes.append("")
             continue
         mode = mode_named(surface, req.stream)
+        modes.append(mode)
         r = await ep.send(mode, body, path=req.path)
         # Scrubbed before any check quotes (and cuts) the text: a cut secret no longer matches its whole value.
         text = scrub.text(r.body) if isinstance(r.body, str) else r.body
@@ -296,6 +299,7 @@ async def run_one(ep: "Endpoint", probe: Probe, surface: str, model: str, extra_
            "detail": seen.detail}
     if seen.value is not None:
         out["value"] = seen.value
+    out["exchanges"] = [probe_results.exchange_facts(a.sent, a.parsed, m) for a, m in zip(answers, modes)]
     return out
 
 
