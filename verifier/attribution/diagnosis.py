@@ -232,8 +232,8 @@ def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
         if r["status"] == "regression":
             # a probe request that went otherwise than the reference's names the finding's component (a contract
             # finding, the prompt-token fingerprint), else the probe's own
-            code = r.get("evidence_code")
-            comp = component_of(code)[0] if code in TABLE else r["component"]
+            via = r.get("evidence_code")
+            comp = component_of(via)[0] if isinstance(via, str) and via in TABLE else str(r["component"])
             _add(acc, comp, f"probe:{r['probe']}", "*", 1, [], [r["surface"]])
     findings = {comp: _ranked(d.findings) for comp, d in acc.items()}
     out = []
