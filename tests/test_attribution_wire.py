@@ -333,3 +333,32 @@ def test_a_probe_the_reference_fails_too_is_still_judged_by_its_exchanges(weak_r
     rows = [r for r in doc["conformance"] if r["status"] == "regression"]
     assert rows and all(r["reference"] == "fail" and r["evidence_code"] == "prompt_tokens_mismatch" for r in rows), rows
     assert all("prompt_tokens" in r["candidate_detail"] for r in rows)
+
+
+@pytest.fixture(scope="module")
+def probe_golden(tmp_path_factory):
+    from verifier.cli import main
+    from verifier.testbed.server import arithmetic
+
+    tmp = tmp_path_factory.mktemp("probes")
+    with TestServer(Script(arithmetic, honour_sampling=True)) as srv:
+        assert main(["run", "--suite", "smoke", "--base-url", srv.url, "--model", "m", "--out", str(tmp / "ref"), "--quiet",
+                     "--mode", "chat,messages", "--max-retries", "0", "--probes"]) == 0
+    g = tmp / "golden"
+    assert main(["bless", str(tmp / "ref"), "--to", str(g)]) == 0
+    _, gobs = golden_mod.load(g)
+    golden_mod.save_margins(g, compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2}))
+    return g
+
+
+@pytest.mark.parametrize("fault,probe", [("max_tokens_floored", "max_tokens_honoured"), ("json_schema_ignored", "response_format_honoured")])
+def test_a_probe_failing_off_chat_only_names_the_layer_between(probe_golden, tmp_path, cli, fault, probe):
+    """A gateway's Messages path floors max_tokens or drops response_format; chat of the same server is right."""
+    from verifier.testbed.server import arithmetic
+
+    with TestServer(Script(arithmetic, honour_sampling=True)) as srv, Proxy(srv.url, [fault], surfaces={"messages"}) as px:
+        code, doc, out = gate(cli, probe_golden, px.url, tmp_path / "g")
+    assert code == 10 and doc["status"] == "frontend_regression", out
+    first = doc["diagnosis"][0]
+    assert first["component"] == "surface translation" and f"probe:{probe}:surface" in first["findings"], doc["diagnosis"]
+    assert first["modes"] == ["messages"] and "passes on chat" in first["explanation"]

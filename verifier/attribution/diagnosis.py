@@ -149,8 +149,16 @@ EXPLAINS: dict[str, frozenset[str]] = {
 }
 
 
+SURFACE_ONLY = ":surface"
+"""Suffix of `probe:<name>:surface`: the probe fails on a surface while it passes on chat of the same server."""
+
+
 def component_of(code: str) -> tuple[str, str]:
     """(component, meaning) of a finding code, signal name or `probe:<name>`; unknown codes stay visible."""
+    if code.startswith("probe:") and code.endswith(SURFACE_ONLY):
+        return "surface translation", (f"{code[6:-len(SURFACE_ONLY)]} fails on Responses/Messages while it passes on chat of "
+                                       "the same server: the layer between them (the surface's translation, or a gateway "
+                                       "dropping the parameter there)")
     if code.startswith("probe:"):
         return TABLE["probe"][0], f"{code[6:]}: " + TABLE["probe"][1]
     return TABLE.get(code, ("response formatting & usage", code))
@@ -228,7 +236,12 @@ def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
             # the suite-level form (zero drift on every shared prefix), when the per-sample one did not fail
             samples = list(e.samples or [])
             _add(acc, component_of("decoding_changed")[0], "decoding_changed", e.suite, len(samples), samples, [])
+    on_chat = {r["probe"] for r in rows or [] if r["surface"] == REFERENCE_SURFACE and r["status"] in ("pass", "improved")}
     for r in rows or []:  # each probe names its own component, and the surface it failed on
+        if r["status"] == "regression" and r["surface"] != REFERENCE_SURFACE and r["probe"] in on_chat \
+                and r["component"] != "surface translation":
+            # the same request passes on chat: what differs is the surface's layer (it explains the probe's failure)
+            _add(acc, "surface translation", f"probe:{r['probe']}{SURFACE_ONLY}", "*", 1, [], [r["surface"]])
         if r["status"] == "regression":
             # a probe request that went otherwise than the reference's names the finding's component (a contract
             # finding, the prompt-token fingerprint), else the probe's own
@@ -243,11 +256,11 @@ def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
         explanation = f"{component_of(lead)[1]} ({lead} on {max(d.findings.values())} sample(s)){_length_note(doc, lead)}; " \
                       f"look at {COMPONENTS.get(comp, comp)}"
         explained = {c for other, cs in findings.items() if other != comp for c in cs}
-        causes = sorted(code for code in codes if EXPLAINS.get(code, frozenset()) & explained)
+        causes = sorted(code for code in codes if _explained_by(code) & explained)
         explains = None
         if causes:
             explains = sorted({other for other, cs in findings.items()
-                               if other != comp and set(cs) & set().union(*(EXPLAINS[c] for c in causes))})
+                               if other != comp and set(cs) & set().union(*(_explained_by(c) for c in causes))})
             explanation += f"; this also explains {', '.join(explains)}"
         out.append(DiagnosisEntry(component=comp, findings=codes, counts=dict(sorted(d.findings.items())),
                                   suites=sorted(d.suites), modes=sorted(d.modes), examples=d.examples,
@@ -257,6 +270,13 @@ def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
     # distinct findings, then the name (a stable order).
     out.sort(key=lambda x: (not x.explains, -max(x.counts.values()), not x.suites, -len(x.findings), x.component))
     return out
+
+
+def _explained_by(code: str) -> frozenset[str]:
+    """The codes a root cause explains: EXPLAINS, and a probe failing off chat only explains that probe's failure."""
+    if code.startswith("probe:") and code.endswith(SURFACE_ONLY):
+        return frozenset({code[: -len(SURFACE_ONLY)]})
+    return EXPLAINS.get(code, frozenset())
 
 
 def _length_note(doc: Comparison, code: str) -> str:
