@@ -112,6 +112,10 @@ def test_each_wire_fault_fails_the_gate_and_names_its_component(goldens, tmp_pat
     first = doc["diagnosis"][0]
     assert first["component"] == component, doc["diagnosis"]
     assert first["where"] == COMPONENTS[component] and suite in first["suites"]
+    if fault in ("output_capped", "tool_args_types_coerced"):  # streamed and not, on every surface
+        assert set(first["modes"]) == set(MODES.split(",")), first["modes"]
+    elif fault.startswith("stream_"):  # streams only, on every surface
+        assert set(first["modes"]) == {m for m in MODES.split(",") if m.endswith("-stream")}, first["modes"]
 
 
 def test_the_cap_is_in_the_evidence(goldens, tmp_path, cli):
@@ -362,3 +366,19 @@ def test_a_probe_failing_off_chat_only_names_the_layer_between(probe_golden, tmp
     first = doc["diagnosis"][0]
     assert first["component"] == "surface translation" and f"probe:{probe}:surface" in first["findings"], doc["diagnosis"]
     assert first["modes"] == ["messages"] and "passes on chat" in first["explanation"]
+
+
+def test_server_side_penalty_defaults_show_on_a_long_repetition(probe_golden, tmp_path, cli):
+    """repetition_penalty 1.1 added where the request sets none: the neutral-defaults probe asks for a repetition long
+    enough for every penalty to show, with and without explicit neutral values."""
+    from verifier.run.probes import PROBES
+    from verifier.testbed.server import arithmetic
+
+    reqs = PROBES["neutral_sampling_defaults"].requests
+    asked = int(re.search(r"(\d+) times", reqs[0].body["messages"][0]["content"]).group(1))
+    assert asked >= 20 and all(r.body["max_tokens"] >= 2 * asked for r in reqs)
+    with TestServer(Script(arithmetic, honour_sampling=True)) as srv, Proxy(srv.url, ["generation_config_defaults"]) as px:
+        code, doc, out = gate(cli, probe_golden, px.url, tmp_path / "g")
+    assert code == 10 and doc["status"] == "frontend_regression", out
+    first = doc["diagnosis"][0]
+    assert first["component"] == "API validation" and "probe:neutral_sampling_defaults" in first["findings"], doc["diagnosis"]

@@ -64,7 +64,9 @@ class Probe:
 
 COUNT = [{"role": "user", "content": "Count from 1 to 30, separated by spaces."}]
 HELLO = [{"role": "user", "content": "Say hello in one word."}]
-REPEAT = [{"role": "user", "content": "Repeat the word hello 5 times, separated by spaces."}]
+# 30 repeats of one word: every penalty on repeated tokens (repetition, presence, frequency) grows with the output
+# and shows; five repeats of a strongly predicted word went through a repetition_penalty of 1.1 unchanged.
+REPEAT = [{"role": "user", "content": "Repeat the word hello 30 times, separated by spaces."}]
 ASK_WEATHER = [{"role": "user", "content": "Call get_weather for Paris."}]
 ASK_TWO = [{"role": "user", "content": "Call get_weather for Paris, then call get_weather for Lyon."}]
 SUM = [{"role": "user", "content": "What is 2 + 3? Reply with the number only."}]
@@ -161,7 +163,7 @@ CATALOGUE: tuple[Probe, ...] = (
     Probe("neutral_sampling_defaults", "API validation",
           "a greedy request without sampling extensions, then with repetition_penalty 1, presence/frequency_penalty 0, top_k -1, min_p 0",
           "the same output (a server applying generation-config defaults when they are absent fails)",
-          (Req({**G, "max_tokens": 24, "messages": REPEAT}), Req({**G, **NEUTRAL, "max_tokens": 24, "messages": REPEAT})),
+          (Req({**G, "max_tokens": 80, "messages": REPEAT}), Req({**G, **NEUTRAL, "max_tokens": 80, "messages": REPEAT})),
           pc.neutral_same_as_none),
     Probe("stop_honoured", "API validation", "counting without stop, then with stop [\"5\"] (Messages: stop_sequences)",
           "the output ends where the stop string would start, without it; finish_reason stop",
