@@ -382,3 +382,14 @@ def test_server_side_penalty_defaults_show_on_a_long_repetition(probe_golden, tm
     assert code == 10 and doc["status"] == "frontend_regression", out
     first = doc["diagnosis"][0]
     assert first["component"] == "API validation" and "probe:neutral_sampling_defaults" in first["findings"], doc["diagnosis"]
+
+
+def test_modes_whose_tool_calls_carry_no_logprobs_are_named(goldens, tmp_path, cli):
+    """The test server returns logprobs for text but none for tool calls: the comparison says so per mode, and
+    the drift over text answers is still measured."""
+    with server() as srv:
+        code, doc, out = gate(cli, goldens["bfcl"], srv.url, tmp_path / "g")
+    assert code == 0, out
+    missing = doc["tool_call_logprobs_missing_modes"]
+    assert {"chat", "chat-stream"} <= set(missing) and "messages" not in missing  # Messages has no logprobs at all
+    assert any("no logprobs on the tool calls of" in r for r in doc["reasons"])

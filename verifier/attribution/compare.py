@@ -508,12 +508,18 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
     # has none): drift and decoding changes are not measured there, and the document says so rather than guess.
     c_lp = {o.mode for o in cand_obs if o.logprobs}
     missing_lp = sorted({o.mode for o in cand_obs if o.judged} - c_lp) if any(o.logprobs for o in golden_obs) else []
+    # Tool-call answers are measured from the logprobs of their generated tokens where the engine returns them; the
+    # modes where it returned none for them (while it did for text) are said, not guessed over.
+    calls = [o for o in cand_obs if o.judged and isinstance(o.answer, list) and o.answer and isinstance(o.answer[0], dict)]
+    asked = bool(c_lp) or bool((((golden_meta.get("source") or {}).get("sampling") or {}).get("overrides") or {}).get("logprobs"))
+    tool_lp_missing = sorted(m for m in {o.mode for o in calls} - {o.mode for o in calls if o.logprobs} - set(missing_lp)
+                             if not surface_for(m).no_logprobs) if asked else []
     doc = Comparison(
         status=status, exit_code=EXIT[status], meaning=MEANING[EXIT[status]],
         infra={"count": infra, "total": len(cand_obs), "rate": stats.rnd(infra_rate), "budget": infra_budget,
                "reference_also_failed": shared},
         frontend=Side(frontend, tuple(fe)), quantization=Side(quant, tuple(q)), suites=suites_out, coverage=cov,
-        conformance=probe_table, logprobs_missing_modes=missing_lp,
+        conformance=probe_table, logprobs_missing_modes=missing_lp, tool_call_logprobs_missing_modes=tool_lp_missing or None,
     )
     # The diagnosis reads the verdicts; reasons and checks read the diagnosis too (the document so far).
     doc = dataclasses.replace(doc, diagnosis=tuple(diagnosis.diagnose(doc)))

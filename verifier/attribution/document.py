@@ -338,6 +338,9 @@ class Comparison:
     conformance: list[dict[str, Any]] | None = None
     """The probe x surface table (probe_results.judge); absent (None) when neither side ran probes."""
     logprobs_missing_modes: list[str] | None = None
+    tool_call_logprobs_missing_modes: list[str] | None = None
+    """Modes whose tool-call answers carried no logprobs while the run had logprobs elsewhere: numerics on the
+    generated tool-call tokens not measured there (engines that return them: vLLM, llama.cpp's raw text)."""
     diagnosis: tuple[DiagnosisEntry, ...] | None = None
     """None only in the document compare is still building (diagnose, reasons and checks read it)."""
     reasons: list[str] | None = None
@@ -356,7 +359,7 @@ class Comparison:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     KEYS = ("status", "exit_code", "meaning", "infra", "frontend", "quantization", "suites", "coverage", "conformance",
-            "logprobs_missing_modes", "diagnosis", "reasons", "reason", "checks", "golden", "run", "context_truncation",
+            "logprobs_missing_modes", "tool_call_logprobs_missing_modes", "diagnosis", "reasons", "reason", "checks", "golden", "run", "context_truncation",
             "limited", "sequential")
 
     @classmethod
@@ -367,6 +370,7 @@ class Comparison:
                    suites={k: SuiteResult.from_dict(v) for k, v in (d.get("suites") or {}).items()},
                    coverage=d.get("coverage") or {}, conformance=d.get("conformance"),
                    logprobs_missing_modes=d.get("logprobs_missing_modes"),
+                   tool_call_logprobs_missing_modes=d.get("tool_call_logprobs_missing_modes"),
                    diagnosis=None if diag is None else tuple(DiagnosisEntry.from_dict(x) for x in diag),
                    reasons=d.get("reasons"), reason=d.get("reason"),
                    checks=None if checks is None else tuple(Check.from_dict(x) for x in checks),
@@ -381,6 +385,7 @@ class Comparison:
         }
         _put(out, "conformance", self.conformance)
         _put(out, "logprobs_missing_modes", self.logprobs_missing_modes)
+        _put(out, "tool_call_logprobs_missing_modes", self.tool_call_logprobs_missing_modes)
         if self.diagnosis is not None:
             out["diagnosis"] = [x.to_dict() for x in self.diagnosis]
         if self.reasons is not None:

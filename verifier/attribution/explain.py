@@ -141,6 +141,9 @@ def reasons(doc: Comparison) -> list[str]:
         out.append(f"no logprobs on {', '.join(doc.logprobs_missing_modes)}: logprob drift and "
                    "decoding changes are not measured on those modes" + next((f" ({s.no_logprobs})" for s in map(
                        surface_for, doc.logprobs_missing_modes) if s.no_logprobs), ""))
+    if doc.tool_call_logprobs_missing_modes:
+        out.append(f"no logprobs on the tool calls of {', '.join(doc.tool_call_logprobs_missing_modes)}: numerics on "
+                   "tool-call tokens (drift, parting) are not measured on those modes")
     if cov.get("subset"):
         out.append(f"compared a subset of the golden: {cov['subset_skipped_samples']} golden sample(s) not run")
     elif cov.get("missing") and doc.status != "incomplete":
