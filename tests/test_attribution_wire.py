@@ -185,6 +185,8 @@ def test_logprobs_transformed_tells_a_transform_from_drift():
     assert signals.logprobs_transformed(g, scaled) and signals.logprobs_transformed(g, probs)
     assert signals.logprobs_transformed(g, drift) is False and signals.logprobs_transformed(g, g) is False
     assert signals.logprobs_transformed(g, other_tokens) is None
+    noise = [obs(logprobs=[[t, lp * 1.004 + 0.0001] for t, lp in g[0].logprobs])]  # batch noise: not one transform
+    assert signals.logprobs_transformed(g, noise) is False
 
 
 def test_stream_text_mismatch_compares_like_with_like():

@@ -370,6 +370,8 @@ def stream_tool_calls_dropped(g: Obs, c: Obs) -> bool | None:
 TRANSFORM_TOL = 0.02
 """Relative residual within which one transform explains every token's logprob (rounding in transit)."""
 LOGPROB_MOVED = 1e-3
+SCALE_MIN = 0.05
+"""A scale this far from 1 at least: run-to-run noise moves every value a little, never all by one factor this large."""
 
 
 def _transformed(g: Observation, c: Observation) -> bool | None:
@@ -387,7 +389,7 @@ def _transformed(g: Observation, c: Observation) -> bool | None:
     if sum(abs(y - x) > LOGPROB_MOVED for x, y in pairs) < 0.9 * len(pairs):
         return False  # some tokens kept their values: not one transform of every token
     scale = sum(x * y for x, y in pairs) / sum(x * x for x, _ in pairs)
-    by_scale = scale > 0 and all(abs(y - scale * x) <= TRANSFORM_TOL * max(abs(y), LOGPROB_MOVED) + 1e-6 for x, y in pairs)
+    by_scale = scale > 0 and abs(scale - 1) >= SCALE_MIN and all(abs(y - scale * x) <= TRANSFORM_TOL * max(abs(y), LOGPROB_MOVED) + 1e-6 for x, y in pairs)
     by_exp = all(abs(y - math.exp(x)) <= 1e-3 for x, y in pairs)
     return by_scale or by_exp
 
