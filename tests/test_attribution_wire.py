@@ -395,3 +395,15 @@ def test_modes_whose_tool_calls_carry_no_logprobs_are_named(goldens, tmp_path, c
     missing = doc["tool_call_logprobs_missing_modes"]
     assert {"chat", "chat-stream"} <= set(missing) and "messages" not in missing  # Messages has no logprobs at all
     assert any("no logprobs on the tool calls of" in r for r in doc["reasons"])
+
+
+def test_stream_tool_calls_dropped_needs_the_same_generation():
+    a, b = {"name": "f", "arguments": {"x": 1}}, {"name": "g", "arguments": {"x": 2}}
+    g = [obs("chat", answer=[a, b]), obs("chat-stream", answer=[a, b])]
+    assert signals.stream_tool_calls_dropped(g, [obs("chat", answer=[a, b]), obs("chat-stream", answer=[a])]) is True
+    assert signals.stream_tool_calls_dropped(g, g) is False
+    # the streamed path wrote another call: another generation, not a dropped one
+    assert signals.stream_tool_calls_dropped(g, [obs("chat", answer=[a, b]), obs("chat-stream", answer=[b])]) is False
+    # their tokens part: not measured
+    lp = [obs("chat", answer=[a, b], logprobs=[["x", -0.1], ["y", -0.2]]), obs("chat-stream", answer=[a], logprobs=[["x", -0.1], ["z", -0.2]])]
+    assert signals.stream_tool_calls_dropped(g, lp) is None

@@ -356,9 +356,12 @@ def stream_calls_modes(g: Obs, c: Obs) -> set[str] | None:
         # arguments are the assembly's or another finding's; a parser that drops calls leaves a well-formed stream.
         if None in (gn, gs, n, s) or gn != gs or not n or not cs.clean:
             continue
+        if cn.logprobs and cs.logprobs and tokens_part(cn.tokens, cs.tokens):
+            continue  # the two paths generated different tokens (batch shape): another generation, not a lost call
         measured = True
-        if s < n:  # type: ignore[operator]
-            fired.add(key[0])
+        kept = _calls(cs) or []
+        if s < n and kept == (_calls(cn) or [])[: len(kept)]:  # type: ignore[operator]
+            fired.add(key[0])  # the calls the stream kept are the first ones of the same generation
     return fired if measured else None
 
 
