@@ -409,3 +409,61 @@ def test_stream_tool_calls_dropped_needs_the_same_generation():
     # their tokens part: not measured
     lp = [obs("chat", answer=[a, b], logprobs=[["x", -0.1], ["y", -0.2]]), obs("chat-stream", answer=[a], logprobs=[["x", -0.1], ["z", -0.2]])]
     assert signals.stream_tool_calls_dropped(g, lp) is None
+
+
+def _truth_calls(s):
+    """A bfcl smoke sample's ground-truth calls, under the tool names the request declared."""
+    rev = {v: k for k, v in s.meta["names"].items()}
+    out = []
+    for call in s.target or []:
+        (name, args), = call.items()
+        out.append({"name": rev.get(name, name), "arguments": json.dumps({k: v[0] for k, v in args.items() if v and v[0] != ""})})
+    return out
+
+
+def _call_tokens(calls, shift):
+    """Logprobs of the generated tool-call tokens (what vLLM returns for the raw text its parser consumed)."""
+    toks = re.findall(r"\w+|[^\w\s]", "".join(c["name"] + c["arguments"] for c in calls))
+    return [{"token": t, "logprob": round(-0.05 * (i % 5) - shift, 6), "top_logprobs": []} for i, t in enumerate(toks)]
+
+
+def _caller(changed=False, with_logprobs=True):
+    table = {last_user_text({"messages": s.messages}): s for s in bfcl.SUITE.load(None, True)}
+
+    def answer(req):
+        s = table.get(last_user_text(req))
+        if s is None or not s.tools or not s.target:
+            return Reply(content="I cannot help with that request, sorry.")
+        calls = _truth_calls(s)
+        if changed and sum(map(ord, s.id)) % 3:  # other argument values on two samples in three: changed numerics
+            calls = [{**c, "arguments": json.dumps({k: "other" for k in json.loads(c["arguments"])})} for c in calls]
+        return Reply(content=None, tool_calls=calls,
+                     logprob_entries=_call_tokens(calls, 0.3 if changed else 0.0) if with_logprobs else None)
+
+    return answer
+
+
+@pytest.fixture(scope="module")
+def calls_golden(tmp_path_factory):
+    from verifier.cli import main
+
+    tmp = tmp_path_factory.mktemp("calls")
+    with TestServer(Script(_caller())) as srv:
+        assert main(["run", "--suite", "bfcl", "--smoke", "--base-url", srv.url, "--model", "m", "--out", str(tmp / "ref"), "--quiet",
+                     "--mode", "chat,chat-stream", "--logprobs", "2", "--max-retries", "0"]) == 0
+    g = tmp / "golden"
+    assert main(["bless", str(tmp / "ref"), "--to", str(g)]) == 0
+    _, gobs = golden_mod.load(g)
+    golden_mod.save_margins(g, compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2}))
+    return g
+
+
+@pytest.mark.parametrize("with_logprobs,status", [(True, "quantization_regression"), (False, "regression_unattributed")])
+def test_numerics_on_a_tool_call_suite_read_the_tool_call_tokens(calls_golden, tmp_path, cli, with_logprobs, status):
+    """Other argument values with moved logprobs of the generated tool-call tokens: numerics, measured from those
+    tokens (drift and parting); without them the same drop is not separable. The streamed mode (no tool-call logprobs
+    on this server) is named."""
+    with TestServer(Script(_caller(changed=True, with_logprobs=with_logprobs))) as srv:
+        code, doc, out = gate(cli, calls_golden, srv.url, tmp_path / "g")
+    assert doc["status"] == status, out
+    assert "chat-stream" in (doc.get("tool_call_logprobs_missing_modes") or []) + (doc.get("logprobs_missing_modes") or [])
