@@ -102,7 +102,7 @@ def test_the_clean_server_passes_with_every_new_check(goldens, tmp_path, cli, su
     assert code == 0 and doc["status"] == "pass", out
     names = {e["signal"] for e in doc["frontend"]["evidence"]}
     assert {"tool_args_types_changed", "stream_text_mismatch", "stream_tool_calls_dropped", "logprobs_transformed",
-            "logprobs_dropped", "stop_reason_changed"} & names
+            "logprobs_dropped", "stop_reason_changed", "output_cut_short"} & names
 
 
 @pytest.mark.parametrize("fault,suite", sorted(EXPECTED))
@@ -217,6 +217,14 @@ def test_tool_args_types_changed_needs_the_same_values():
     assert signals.tool_args_types_changed([obs(answer="text")], g) is None
 
 
+def test_output_cut_short_reads_the_text_where_usage_is_missing():
+    g = [obs(content="The final answer is 12", finish_reason="stop")]
+    assert signals.output_cut_short(g, [obs(content="The final answer", finish_reason="length")]) is True
+    assert signals.output_cut_short(g, g) is False
+    assert signals.output_cut_short(g, [obs(content="Another answer", finish_reason="length")]) is False  # not a prefix
+    assert signals.output_cut_short([obs(content="x", finish_reason="length")], g) is None
+
+
 def test_stop_reason_and_logprobs_dropped():
     g = [obs(content="a b c", finish_reason="length", logprobs=[["a", -0.1]])]
     assert signals.stop_reason_changed(g, [obs(content="a b c", finish_reason="stop")]) is True
@@ -235,7 +243,7 @@ def test_a_stop_token_suffix_is_not_a_decoding_change():
 def test_the_wire_faults_are_in_the_proxy_catalogue_and_the_table():
     assert set(WIRE_FAULTS) <= set(ALL_FAULTS)
     assert {f for f, _ in EXPECTED} <= set(WIRE_FAULTS)
-    for code in ("output_capped", "logprob_positive", "tool_args_schema_violation", "stream_text_mismatch",
+    for code in ("output_capped", "output_cut_short", "logprob_positive", "tool_args_schema_violation", "stream_text_mismatch",
                  "stream_tool_calls_dropped", "logprobs_transformed", "logprobs_dropped", "stop_reason_changed",
                  "tool_args_types_changed"):
         assert TABLE[code][0] in COMPONENTS

@@ -143,6 +143,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "stream_tool_calls_dropped:stream": PARITY,
     # a cap cuts JSON and tool arguments short, and each path where it cut differently
     "output_capped": PARITY | {"json_invalid_strict", "json_schema_violation_strict", "tool_args_invalid_json"},
+    "output_cut_short": PARITY | {"json_invalid_strict", "json_schema_violation_strict", "tool_args_invalid_json"},
     # the stream's text changed after generation: what the changed text breaks (JSON, the answer) on streams follows
     # (not the parity signals: where sampling is not greedy, the texts differ for that reason, whose probe ranks first)
     "stream_text_mismatch": frozenset({"json_invalid_strict", "json_schema_violation_strict", "replacement_char"}),

@@ -416,6 +416,19 @@ def logprobs_dropped(g: Obs, c: Obs) -> bool | None:
     return fired if measured else None
 
 
+def output_cut_short(g: Obs, c: Obs) -> bool | None:
+    """The golden's record stopped; the candidate's same mode and epoch was cut for length with a strict prefix of the
+    golden's text: the same generation ended early by a limit the request did not set (a server or gateway cap).
+    Reads text only, so it holds where usage is missing (the contract finding output_capped needs the token count)."""
+    measured = fired = False
+    for a, b in _pairs(g, c):
+        if a.finish_reason == "stop" and isinstance(a.content, str) and a.content.strip() and isinstance(b.content, str):
+            measured = True
+            fired = fired or (b.finish_reason == "length" and bool(b.content.strip()) and len(b.content) < len(a.content)
+                              and a.content.startswith(b.content))
+    return fired if measured else None
+
+
 def stop_reason_changed(g: Obs, c: Obs) -> bool | None:
     """The golden's record was cut for length and the candidate's, with the same text, says it stopped: the
     truncation is invisible to a client (a translated `completed` / end_turn)."""
@@ -533,6 +546,9 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("logprobs_dropped", "frontend", "API validation",
            "no logprobs where the golden's same mode returned them: the logprobs parameter silently ignored "
            "(a gateway dropping it)", None, logprobs_dropped, touches_numerics=False),
+    Signal("output_cut_short", "frontend", "API validation",
+           "outputs cut for length at a prefix of the golden's text where the golden stopped: a cap the request did "
+           "not set", None, output_cut_short),
     Signal("stop_reason_changed", "frontend", "response formatting & usage",
            "the golden's text was cut for length; the candidate's same text says it stopped", None, stop_reason_changed,
            on_surface_only=("surface translation", "a cut reply reported as stopped on Responses/Messages only: the "
