@@ -98,17 +98,17 @@ class FffdOnce(StreamMutator):
     def __init__(self) -> None:
         super().__init__()
         self.seen = 0
-        self.edit = per_chunk(text.text_edit(fffd_once))()
 
     def chunk(self, d: dict[str, Any]) -> list[dict[str, Any]] | None:
-        if not any(isinstance(delta.get("content"), str) and delta.get("content").strip() for _, delta in deltas_of(d)):
+        if not any(isinstance(delta.get("content"), str) and delta["content"].strip() for _, delta in deltas_of(d)):
             return None
         self.seen += 1
         if self.seen != 2:
             return None
-        out = self.edit.chunk(d)
-        self.changes += self.edit.changes
-        return out
+        pairs = text.text_edit(fffd_once)(d)
+        for before, after in pairs:
+            self.note(before, after)
+        return [d] if pairs else None
 
 
 class FirstCallOnly(StreamMutator):
