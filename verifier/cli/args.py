@@ -24,7 +24,7 @@ from ..surfaces.registry import MODES as MODE_NAMES, REFERENCE_MODE  # the regis
 
 def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True, url_from_env: bool = True) -> None:
     """`url_from_env=False` where --base-url is an action of its own (calibrate: make reruns), not a setting."""
-    # Environment defaults (README "Environment"): flags win. OPENAI_BASE_URL as the openai SDK reads it;
+    # Environment defaults (docs/reference/cli.md "Environment"): flags win. OPENAI_BASE_URL as the openai SDK reads it;
     # string defaults go through `type`, so a bad VERIFIER_* value is argparse's usual exit-2 error.
     env = os.environ.get
     base_url = env("OPENAI_BASE_URL") if url_from_env else None

@@ -17,7 +17,7 @@ Repeats give an interval: every figure is the mean over rounds with a 95% t inte
 by intervals that do not overlap.
 
 The harness must not be the bottleneck: the probe measures its own CPU time per request and the share of one
-core it used, and says when a figure may be the client's (README, "Sweeps").
+core it used, and says when a figure may be the client's (docs/sweeps.md).
 """
 
 from __future__ import annotations

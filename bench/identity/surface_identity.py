@@ -5,7 +5,7 @@ faults, on single-turn suites (bfcl, gsm8k, structured: tool calls, answers, JSO
 (history replay). Hashes comparison.json, verdicts.jsonl, summary.json, probes.json, golden.json and every request
 body sent (responses.jsonl `request`), normalized as byte_identity.py does.
 
-    python bench/surface_identity.py snapshot OUT.json [--checkout DIR] [--keep DIR]
+    python bench/identity/surface_identity.py snapshot OUT.json [--checkout DIR] [--keep DIR]
     python bench/byte_identity.py diff A.json B.json
 
 The responders are the tests' own (tests/test_surfaces_gate.py `oracle`, tests/test_multiturn.py `kimi_like`),
@@ -21,7 +21,8 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CHECKOUT = HERE.parent
+CHECKOUT = HERE.parents[1]
+BYTE_IDENTITY = (HERE, HERE.parent)  # bench/byte_identity.py, wherever it lives (bench/ now, bench/identity/ later)
 ALL = "chat,chat-stream,completions,responses,responses-stream,messages,messages-stream"
 SURFACES_ONLY = "chat,responses,messages,chat-stream,responses-stream,messages-stream"
 SETS = {
@@ -47,7 +48,7 @@ def main() -> int:
     ap.add_argument("--keep")
     a = ap.parse_args()
     root = Path(a.checkout).resolve() if a.checkout else CHECKOUT
-    sys.path[:0] = [str(root), str(root / "tests"), str(HERE)]
+    sys.path[:0] = [str(root), str(root / "tests"), *map(str, BYTE_IDENTITY)]
     import verifier
     from byte_identity import Normalizer, cli, sha
     from verifier.testbed.proxy import Proxy

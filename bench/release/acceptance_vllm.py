@@ -1,8 +1,8 @@
 """Acceptance on vLLM: goldens from vLLM serving Qwen2.5-Coder-0.5B (float32 of the bf16 checkpoint of the packaged Q4_K_M), then every
 vLLM variant gated against them, and the llama.cpp goldens gated against vLLM (the cross-engine case).
 
-    python bench/acceptance_vllm.py [--stages goldens,reruns,variants,cross] [--rows NAME,...] [--work runs/acceptance-vllm]
-    python bench/acceptance_vllm.py --table-only
+    python bench/release/acceptance_vllm.py [--stages goldens,reruns,variants,cross] [--rows NAME,...] [--work runs/acceptance-vllm]
+    python bench/release/acceptance_vllm.py --table-only
 
 Stages (each needs the goldens stage first, made once into --goldens, default goldens/):
     goldens   goldens/qwen0.5b-vllm-<suite> for smoke, bfcl, structured (3 runs: bless + calibrate) and
@@ -11,7 +11,7 @@ Stages (each needs the goldens stage first, made once into --goldens, default go
     variants  one vLLM server per row of VARIANTS (frontend, numerics, lossless), gated on the row's suites
     cross     the llama.cpp goldens (goldens/qwen0.5b-smoke, -structured) against the vLLM reference
 
-Needs vLLM's venv and the model packages (README "vLLM"); llama.cpp's server is not needed (the cross stage gates
+Needs vLLM's venv and the model packages (docs/engines.md, "vLLM"); llama.cpp's server is not needed (the cross stage gates
 vLLM against recorded llama.cpp goldens). Appends one line per gate to <work>/results.jsonl, prints the table.
 CPU-heavy: a vLLM start-up is minutes on 2 cores, every variant row is one.
 """
@@ -174,4 +174,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: record, benchlib
+    from record import recorded  # noqa: E402
+
+    with recorded("acceptance_vllm"):  # the figures go to bench/results/acceptance_vllm.md
+        main()

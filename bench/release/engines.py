@@ -1,6 +1,6 @@
 """How far do llama.cpp's numerics variants move the suites, and what does llama-server accept?
 
-    python bench/engines.py [--model qwen0.5b] [--variants ref,q2k,kv] [--gsm8k-limit 10] [--out DIR]
+    python bench/release/engines.py [--model qwen0.5b] [--variants ref,q2k,kv] [--gsm8k-limit 10] [--out DIR]
 
 For each variant of the model (reference, requantized Q2_K, KV cache q4_0) it
 starts llama-server, runs the smoke suite (and gsm8k --smoke --limit N if that
@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from verifier.run import journal  # noqa: E402
 from verifier.cli import main as verifier_main  # noqa: E402
@@ -178,4 +178,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: record, benchlib
+    from record import recorded  # noqa: E402
+
+    with recorded("engines"):  # the figures go to bench/results/engines.md
+        main()

@@ -2,9 +2,9 @@
 (scoring parsed each exchange once) and without it (a run scored before the file existed: compare and the report
 parse the journal again).
 
-    python bench/parse_once.py [--samples 5000] [--logprobs 200] [--base DIR]
+    python bench/perf/parse_once.py [--samples 5000] [--logprobs 200] [--base DIR]
 
-Builds the synthetic run of bench/report_bench.py (chat records with ~2.2 KB of text and logprobs on their first
+Builds the synthetic run of bench/perf/report_bench.py (chat records with ~2.2 KB of text and logprobs on their first
 TOKENS tokens, 10% flips against a synthetic golden), scores it with `verifier score`, then times, in this process,
 what a gate does after scoring: compare_run (which reads the run's observations) and the report (render_html), and
 counts the calls to parse_exchange. `--base DIR` also times `verifier score` of a checkout without the file (e.g.
@@ -22,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "perf"))
 
 import report_bench  # noqa: E402
 from verifier.app import report_files  # noqa: E402
@@ -91,4 +91,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: record, benchlib
+    from record import recorded  # noqa: E402
+
+    with recorded("parse_once"):  # the figures go to bench/results/parse_once.md
+        main()

@@ -1,7 +1,7 @@
 """Peak RSS and wall time of whole `verifier` commands against the hostile server (issue #22), each in a fresh
 process. Too slow for the fast tier (tests/test_hostile.py measures the read paths in one child instead):
 
-    python bench/hostile_memory.py
+    python bench/perf/hostile_memory.py
 
 Rows: a 1 GiB gzip bomb on GET /models (`run`), 8 M `data:{}` events at --concurrency 1 and 4 (`run`), four
 concurrent 62 MB bodies (`run`, journal and scoring included), and `score` of a ~160 MB journal (80 records of
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from hostile_server import HostileServer  # noqa: E402
@@ -64,4 +64,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: record, benchlib
+    from record import recorded  # noqa: E402
+
+    with recorded("hostile_memory"):  # the figures go to bench/results/hostile_memory.md
+        sys.exit(main())

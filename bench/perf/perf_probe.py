@@ -1,10 +1,10 @@
 """How exact is the sweep's performance probe? Prints its figures against a test server told a fixed TTFT and
 inter-token latency, and against the server's own record of when each event left.
 
-    python bench/perf_probe.py [--delay 0.4] [--itl 0.05] [--tokens 32] [--concurrency 1,8,32]
+    python bench/perf/perf_probe.py [--delay 0.4] [--itl 0.05] [--tokens 32] [--concurrency 1,8,32]
 
 The server runs in this process (its event loop in a thread), so on a busy machine both sides slow down; run it on
-a quiet one. README "Benchmarks" has the latest figures.
+a quiet one. The latest figures: bench/results/perf_probe.md.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]  # the repository; bench/ for benchlib
 
 from benchlib import machine  # noqa: E402
 from verifier.run import perf  # noqa: E402
@@ -58,4 +58,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: record, benchlib
+    from record import recorded  # noqa: E402
+
+    with recorded("perf_probe"):  # the figures go to bench/results/perf_probe.md
+        main()

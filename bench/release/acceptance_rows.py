@@ -1,4 +1,4 @@
-"""Acceptance rows: one candidate gated and recorded, every recorded gate re-judged offline, and the README table.
+"""Acceptance rows: one candidate gated and recorded, every recorded gate re-judged offline, and the results table (bench/results/acceptance.md).
 
 Each gate run directory gets a sidecar (`acceptance.json`: the row's label, the golden it was gated against, what
 the fault proxy changed), so `--recompare` can re-judge any row kind from the journal alone.
@@ -130,7 +130,7 @@ def _rerun_lines(rows: list[dict]) -> list[str]:
 
 
 def table(results: Path) -> str:
-    """The README's rerun lines and table, from results.jsonl."""
+    """The rerun lines and table of bench/results/acceptance.md, from results.jsonl."""
     rows = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
     reruns = [r for r in rows if r["candidate"].startswith("rerun")]
     out = _rerun_lines(reruns)

@@ -1,6 +1,6 @@
 """Time to first request: `verifier run` start to the test server seeing the first sample request, per suite.
 
-    python bench/startup.py [--only gsm8k,structured] [--data-root DIR] [--repeat N]
+    python bench/perf/startup.py [--only gsm8k,structured] [--data-root DIR] [--repeat N]
 
 Each suite runs as `python -m verifier run --suite S ... --limit 5` in its own fresh process (so every import is
 paid), against the test server running in this process. The clock starts just before the process is spawned and
@@ -21,12 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]  # the repository; bench/ for benchlib
 
 from verifier.testbed.server import Reply, Script, TestServer  # noqa: E402
 
-from benchlib import machine  # noqa: E402  (bench/ is on the path: run as a script)
+from benchlib import machine  # noqa: E402  (bench/ is on the path, above)
 
 TARGET_S = 2.0
 # suite -> path under the data root passed as --data (None: the suite's own built-in data).
@@ -73,7 +73,7 @@ def time_suite(suite: str, data_root: Path) -> tuple[float | None, float, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", help="comma-separated suites (default: every built-in suite)")
-    ap.add_argument("--data-root", default=os.environ.get("VERIFIER_SHARED_DATA", str(Path(__file__).resolve().parent.parent.parent / "shared" / "data")),
+    ap.add_argument("--data-root", default=os.environ.get("VERIFIER_SHARED_DATA", str(ROOT.parent / "shared" / "data")),
                     help="folder with gsm8k/, bfcl/, jsonschemabench/, easy_vqa/ (default $VERIFIER_SHARED_DATA, else ../shared/data beside the repo)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per suite; the minimum is reported")
     a = ap.parse_args()
@@ -93,4 +93,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: record, benchlib
+    from record import recorded  # noqa: E402
+
+    with recorded("startup"):  # the figures go to bench/results/startup.md
+        main()

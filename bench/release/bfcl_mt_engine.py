@@ -1,7 +1,7 @@
 """bfcl-multi-turn on the real engine: Qwen2.5-Coder-0.5B on llama-server behind the turn-opening tool-call prefill,
 or on vLLM (`--engine vllm`) behind the turn-opening tool_choice "required".
 
-    python bench/bfcl_mt_engine.py --data BFCL_DIR [--stages measure,golden,rerun,faults] [--limit 20]
+    python bench/release/bfcl_mt_engine.py --data BFCL_DIR [--stages measure,golden,rerun,faults] [--limit 20]
                                    [--work runs/bfcl-mt] [--goldens verifier/goldens] [--modes chat] [--engine vllm]
 
 Stages (each after the ones before it, which it reads from --work / --goldens):
@@ -13,7 +13,7 @@ Stages (each after the ones before it, which it reads from --work / --goldens):
              and not) for --surface-limit entries: per mode, entry and turn accuracy, requests, parsed calls, infra
 
 Why a prefill: on its own the 0.5B model writes calls as ```json text, which llama-server does not parse, so no tool
-would ever run (README, real engine). verifier/testbed/engine_tools.TURN_CALL_PREFILL opens a Hermes `<tool_call>` as
+would ever run (docs/engines.md). verifier/testbed/engine_tools.TURN_CALL_PREFILL opens a Hermes `<tool_call>` as
 an assistant prefill on the first request of every user turn; llama-server parses prefill + continuation into
 `tool_calls`; after the tool results the model answers freely, so a turn can end. The prefill proxy sits in front
 of the engine for the golden and every candidate alike; a fault proxy sits behind it, between the test bed and the engine.
@@ -112,7 +112,7 @@ class Bench:
 
     def server(self) -> Server | VllmServer:
         # The 32 function docs alone are ~4.4K prompt tokens, and a conversation grows: 16K of context either way.
-        if self.a.engine == "vllm":  # float32 and eager as the shipped vLLM goldens (README "vLLM"); 2 GiB of KV cache
+        if self.a.engine == "vllm":  # float32 and eager as the shipped vLLM goldens (docs/engines.md, "vLLM"); 2 GiB of KV cache
             return VllmServer(MODEL, max_model_len=16384, kv_cache_space_gib=2, enforce_eager=True,
                               log_path=self.work / "vllm.log")
         # 2 slots of 8192 tokens
@@ -216,4 +216,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: record, benchlib
+    from record import recorded  # noqa: E402
+
+    with recorded("bfcl_mt_engine"):  # the figures go to bench/results/bfcl_mt_engine.md
+        sys.exit(main())

