@@ -120,3 +120,28 @@ def test_the_bug_catalogue_names_only_real_faults_findings_signals_and_probes():
                 if not any(re.fullmatch(name.replace("*", "[a-z_]*"), k) for k in known):
                     unknown.append(name)
     assert not unknown, unknown
+
+
+def test_a_benchmark_adds_its_dated_section_first_under_the_header(tmp_path):
+    import datetime as dt
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import record
+
+    t1, t2 = dt.datetime(2026, 1, 1, 9, 0), dt.datetime(2026, 1, 2, 9, 0)
+    path = record.add("x", "old figure", "python bench/perf/x.py --n 1", "2 cores", t1, root=tmp_path)
+    record.add("x", "new figure", "python bench/perf/x.py --n 2", "4 cores", t2, root=tmp_path)
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("# x\n\nFigures printed by `bench/perf/x.py`, newest first.\n\n## 2026-01-02 09:00 UTC\n")
+    assert text.index("new figure") < text.index("old figure") and text.count("## 2026-") == 2
+    assert "Machine: 4 cores. Command: `python bench/perf/x.py --n 2`" in text
+
+
+def test_every_results_file_is_listed_with_the_script_that_makes_it():
+    results = ROOT / "bench" / "results"
+    index = (results / "README.md").read_text(encoding="utf-8")
+    for f in sorted(results.glob("*.md")):
+        if f.name != "README.md":
+            assert f"]({f.name})" in index, f"bench/results/README.md does not list {f.name}"
+    for script in re.findall(r"`(bench/[\w/]+\.py)`", index):
+        assert (ROOT / script).exists(), script
