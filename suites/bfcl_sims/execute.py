@@ -1,7 +1,7 @@
 """Running calls on simulator instances: one call by function name, with the error results a real API gives.
 
 Owns: `execute` (find the instance offering the function, check it is allowed this turn, validate the arguments
-against the function doc's parameter schema with jsonschema, run it, and turn any failure into an error result,
+against the function doc's parameter schema (verifier/judge/schemacheck.py), run it, and turn any failure into an error result,
 never an exception), `parse_gt_call` (BFCL's ground-truth call strings, parsed with `ast`, literals only, never
 evaluated) and `instances_for` (fresh loaded instances for an entry).
 """
@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+from verifier.judge import schemacheck
 
 from suites.bfcl import data_dir as resolve_data_dir
 from suites.bfcl import to_json_schema
@@ -108,6 +108,8 @@ def _execute(instances: dict[str, object], name: str, args: dict, allowed: set[s
     checker = _checkers_for(inst).get(name)
     if checker is not None:
         schema, validator = checker
+        if isinstance(validator, schemacheck.NotCheckable):
+            return _error(f"{name}: the function's parameter schema cannot be checked: {validator.reason}")
         required = set(schema.get("required") or ())
         # A null for an optional parameter means "not given" (what models send for unset optionals).
         args = {k: v for k, v in args.items() if v is not None or k in required}
@@ -135,15 +137,18 @@ def _execute(instances: dict[str, object], name: str, args: dict, allowed: set[s
 # ---- function docs per instance ----
 
 Checkers = dict[str, tuple[dict, Any]]
-"""Function name -> (its closed parameters schema, a jsonschema validator for it)."""
+"""Function name -> (its closed parameters schema, a jsonschema validator for it or why there is none)."""
 
 
 def _checkers(docs: list[dict]) -> Checkers:
     out: Checkers = {}
     for doc in docs:
         schema = parameters_schema(doc)
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        out[doc["name"]] = (schema, cls(schema))
+        try:
+            found: Any = schemacheck.validator(schema)  # no $ref fetch, no backtracking regex
+        except schemacheck.NotCheckable as e:
+            found = e  # every call to it is then an error result naming why
+        out[doc["name"]] = (schema, found)
     return out
 
 
