@@ -27,6 +27,16 @@ MAX_ERROR_CHARS = 500
 """An error result quotes the exception or validation message, cut to this length."""
 MAX_CALL_CHARS = 1_000_000
 """The longest ground-truth call string parse_gt_call accepts (the long-context ones are ~8 KB)."""
+MAX_ARG_CHARS = 1_000_000
+"""A call's arguments, as JSON, at most this long: whatever a simulator does with them (echo into a file, search a
+list) then stays bounded."""
+MAX_ARG_DEPTH = 16
+"""Arguments nest at most this deep (the docs' deepest is 3: a dict of lists)."""
+MAX_ARG_INT = 2**63
+"""Integers in arguments lie in (-MAX_ARG_INT, MAX_ARG_INT), as a real API's would: a simulator's arithmetic on an
+unbounded Python integer (an exponent, a repeat count) would otherwise run for hours."""
+MAX_RESULT_CHARS = 16_000_000
+"""A result longer than this, as JSON, is an error result (the long-context padding is ~1 MB)."""
 INFRA_METHODS = frozenset(dir(Simulator))
 """Methods every simulator has that are not API functions (load_scenario, state, ...)."""
 
@@ -81,6 +91,32 @@ def _coerce_integers(schema: dict, args: dict) -> dict:
             else v for k, v in args.items()}
 
 
+def argument_problem(args: Any) -> str | None:
+    """Why these arguments are out of bounds (None when within them): size, depth, integer range. Every call is
+    checked here, before the schema and the simulator see it, so no argument can make a simulator loop or
+    allocate without bound; the simulators add their own guards for what depends on their state."""
+    stack: list[tuple[Any, int]] = [(args, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_ARG_DEPTH:
+            return f"arguments nested deeper than {MAX_ARG_DEPTH}"
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int) and not -MAX_ARG_INT < value < MAX_ARG_INT:
+            return "an integer argument is out of range (|n| < 2**63)"
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    try:
+        size = len(json.dumps(args, allow_nan=False))
+    except (TypeError, ValueError):
+        return "arguments are not JSON"
+    if size > MAX_ARG_CHARS:
+        return f"arguments longer than {MAX_ARG_CHARS} characters"
+    return None
+
+
 def execute(instances: dict[str, object], name: str, args: dict, allowed: set[str] | None = None) -> dict:
     """Run one call `name(**args)` on whichever instance offers it; always a dict, an error as {"error": ...}.
 
@@ -104,6 +140,8 @@ def _execute(instances: dict[str, object], name: str, args: dict, allowed: set[s
         args = {}
     if not isinstance(args, dict):
         return _error(f"{name}: arguments must be a JSON object, got {type(args).__name__}.")
+    if (problem := argument_problem(args)) is not None:
+        return _error(f"{name}: {problem}")
     method = getattr(inst, name)
     checker = _checkers_for(inst).get(name)
     if checker is not None:
@@ -119,6 +157,8 @@ def _execute(instances: dict[str, object], name: str, args: dict, allowed: set[s
             where = ".".join(str(p) for p in first.path)
             return _error(f"{name}: invalid arguments: {where + ': ' if where else ''}{first.message}")
         args = _coerce_integers(schema, args)
+        if (problem := argument_problem(args)) is not None:  # 1e300 made an integer is out of range too
+            return _error(f"{name}: {problem}")
     elif (problem := _signature_problem(method, args)) is not None:
         return _error(f"{name}: {problem}")
     try:
@@ -127,11 +167,14 @@ def _execute(instances: dict[str, object], name: str, args: dict, allowed: set[s
         return _error(f"{name}: {type(e).__name__}: {e}")
     if not isinstance(result, dict):
         result = {"result": result}
+    # A detached JSON copy: what the model is shown is what is compared, and later calls cannot alter it.
     try:
-        # A detached JSON copy: what the model is shown is what is compared, and later calls cannot alter it.
-        return json.loads(json.dumps(result, allow_nan=False))
+        text = json.dumps(result, allow_nan=False)
     except (TypeError, ValueError) as e:
         return _error(f"{name}: result is not JSON-serializable: {e}")
+    if len(text) > MAX_RESULT_CHARS:
+        return _error(f"{name}: the result is longer than {MAX_RESULT_CHARS} characters")
+    return json.loads(text)
 
 
 # ---- function docs per instance ----
