@@ -343,7 +343,8 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
         # Scored as it is journaled (the records of a resumed run first), beside the requests: see run/live.py.
         live = Follower(run_dir, get_suites())
         following = asyncio.create_task(live.follow())
-        extra = resumed_extra_body(spec, hdr)  # run.json's copy has its credentials masked
+        # run.json's copy has its credentials masked; the model, transport and prompt are the spec's (runner.IDENTITY_KEYS)
+        extra = runner.without_identity(resumed_extra_body(spec, hdr))
         if spec.probes:
             from verifier.run.probes import FILE, run_probes
 
@@ -380,6 +381,12 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
 def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list[tuple[Suite, list[Sample]]],
                info: dict[str, Any], template: str | None, stack: contextlib.ExitStack) -> tuple[dict[str, Any], list[Any]]:
     modes, extra, sampling = list(spec.modes), dict(spec.extra_body), _sampling(spec)
+    dropped = sorted({k for s, xs in suites for x in xs for k in runner.identity_overrides(s, x, extra, sampling["overrides"])})
+    if dropped:  # a golden or requests file must not change what is measured: said once, the spec's values are sent
+        print(f"warning: ignored {', '.join(dropped)[:200]}: the model, stream mode, prompt and the suite's tools and "
+              f"schema are the spec's, never a golden's, an input's or a requests file's", file=sys.stderr)
+    extra = runner.without_identity(extra)
+    sampling = {**sampling, "overrides": runner.without_identity(dict(sampling["overrides"]))}
     try:
         work = runner.plan(suites, cfg.model, sampling, extra, spec.epochs, modes, template=template)
     except ValueError as e:  # e.g. a template that does not render: before anything is written
