@@ -226,6 +226,12 @@ def combine(config_dirs: Sequence[Path], out: Path) -> dict[str, Any]:
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
         raise UsageError(f"two configuration directories are both named {dup!r}")
+    gated = {(str(g.get("name")), str(g.get("source_run"))): d for d in config_dirs
+             if isinstance(g := (_read(Path(d) / "gate" / "comparison.json") or {}).get("golden"), dict)}
+    if len(gated) > 1:  # one Pareto front across goldens would compare what was measured against different references
+        (a, da), (b, db) = sorted(gated.items())[:2]
+        raise UsageError(f"{da} and {db} were gated against different goldens ({a[0]} from run {a[1]}, "
+                         f"{b[0]} from run {b[1]}): combine configurations of one golden only")
     pareto(rows)
     goldens = sorted({str((_read(Path(d) / "config.json") or {}).get("golden")) for d in config_dirs})
     doc = {"format": FORMAT, "golden": goldens[0] if len(goldens) == 1 else goldens, "rows": rows,

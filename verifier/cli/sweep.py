@@ -214,14 +214,17 @@ def print_table(doc: dict[str, Any], out: Path) -> None:
 
 
 def _stop_on_sigterm() -> None:
-    """A CI job cancelled mid-sweep gets SIGTERM: turn it into SystemExit so every `with` unwinds and the engine
-    the sweep started is stopped, not orphaned (Python's default SIGTERM ends the process with no cleanup)."""
+    """A CI job cancelled mid-sweep gets SIGTERM, a closed terminal SIGHUP: turn either into SystemExit so every
+    `with` unwinds and the engine the sweep started is stopped, not orphaned (Python's default for both ends the
+    process with no cleanup). SIGKILL cannot be caught: engines die with their parent (testbed die_with_parent)."""
     import signal
 
     def stop(signum: int, frame: Any) -> None:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
+    if hasattr(signal, "SIGHUP"):  # not on Windows
+        signal.signal(signal.SIGHUP, stop)
 
 
 def handle(a: argparse.Namespace) -> int:

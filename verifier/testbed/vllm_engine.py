@@ -269,8 +269,12 @@ class VllmServer:
         self._log.write(("$ " + " ".join(cmd) + "\n").encode())
         self._log.flush()
         t0 = time.monotonic()
+        from .engines import die_with_parent
+
+        # A new session, so stop() signals vLLM's engine-core child too; tied to this process's life, so a sweep
+        # killed outright (SIGKILL) still stops the API server, which stops its engine core.
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=self.environment(), start_new_session=True)
+                                     env=self.environment(), start_new_session=True, preexec_fn=die_with_parent())
         try:
             self._wait_healthy()
         except BaseException:
