@@ -186,6 +186,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConfig":
+    from verifier.redact import url_query_values
     from verifier.wire.endpoint import EndpointConfig, check_base_url
 
     if ep.concurrency < 1:
@@ -193,6 +194,7 @@ def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConf
     check_base_url(ep.base_url)
     api_key = os.environ.get(ep.api_key_env) if ep.api_key_env else None
     scrub.register_endpoint(api_key, dict(ep.headers))  # first: the checks below must not print them either
+    scrub.register(*url_query_values(ep.base_url))  # `?api_key=K` is a secret too: a server may echo it
     # A control character cannot go into an HTTP header (the client raises mid-run), and a newline would split one.
     if api_key is not None and _CONTROL.search(api_key):
         raise UsageError(f"${ep.api_key_env} holds a control character (a trailing newline?); strip it")

@@ -268,7 +268,9 @@ client against a server whose TTFT is tens of milliseconds, though none of it ha
 async def probe_async(base_url: str, model: str, spec: PerfSpec, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
     import aiohttp
 
-    url = base_url.rstrip("/") + "/chat/completions"
+    from verifier.wire.endpoint import endpoint_url
+
+    url = endpoint_url(base_url, "/chat/completions")  # the base's query (a key) stays the query
     levels = []
     conn = aiohttp.TCPConnector(limit=max(spec.concurrencies) + 1, force_close=False)
     async with aiohttp.ClientSession(connector=conn, trust_env=False) as session:
