@@ -134,12 +134,16 @@ def _walk(node: Any) -> Iterator[tuple[str, Any]]:
 def _static_problem(schema: Any) -> str | None:
     """Refuse, before validating anything, what would need the outside world or an unbounded regex."""
     has_pattern_properties = has_unevaluated = False
+    anchors = {v for k, v in _walk(schema) if k in ("$anchor", "$dynamicAnchor") and isinstance(v, str)}
+    anchors |= {v[1:] for k, v in _walk(schema) if k in ("$id", "id") and isinstance(v, str) and v.startswith("#")}
     for key, value in _walk(schema):
         if key in ("$ref", "$dynamicRef", "$recursiveRef") and isinstance(value, str):
             if not value.startswith("#"):
                 return f"non-local {key} {value[:60]} (only in-document references are resolved)"
             if value.startswith("#/") and not _pointer_resolves(schema, value):
                 return f"dangling {key} {value[:60]}"
+            if len(value) > 1 and not value.startswith("#/") and value[1:] not in anchors:
+                return f"dangling {key} {value[:60]} (no such anchor)"
         elif key == "pattern" and isinstance(value, str):
             compile_regex(value)
         elif key == "patternProperties" and isinstance(value, dict):
