@@ -497,3 +497,70 @@ def test_a_key_in_the_base_url_query_reaches_models_and_never_the_journal(tmp_pa
             assert key not in f.read_text(errors="replace"), f.name
     answers = [json.loads(x) for x in (tmp_path / "r" / journal.RESPONSES).read_text().splitlines()]
     assert answers and "api_key=***" in json.dumps(answers)  # the echo was there, and masked
+
+
+# --- no scoring path reaches the network or a file: a gate under a guard ----------------------------------------
+
+
+GUARDED = r"""
+import json, sys
+canary, port = sys.argv[1], int(sys.argv[2])
+seen = []
+
+def guard(event, args):
+    if event == "open" and args and str(args[0]) == canary:
+        seen.append("open " + str(args[0]))
+    if event == "socket.connect" and len(args) > 1 and isinstance(args[1], tuple) and len(args[1]) > 1 and args[1][1] == port:
+        seen.append("connect " + str(args[1]))
+
+sys.addaudithook(guard)
+from verifier.cli import main
+code = main(sys.argv[3:])
+print(json.dumps({"code": code, "seen": seen}))
+"""
+
+
+def structured_answer(req):
+    """A valid instance of each built-in schema, whatever is asked (the defs_ref schema's shape fits both)."""
+    return Reply(content=json.dumps({"start": {"x": 0, "y": 0}, "end": {"x": 1, "y": 2}, "ok": True,
+                                     "level": "mid", "score": 1, "tags": []}))
+
+
+def test_a_gate_with_a_hostile_structured_golden_opens_no_file_and_no_socket(tmp_path, cli, counting):
+    canary = tmp_path / "canary.json"
+    canary.write_text('{"type": "object", "description": "CANARY-FILE-CONTENT"}')
+    with TestServer(Script(structured_answer)) as srv:
+        run = ["--suite", "structured", "--smoke", "--model", "m", "--quiet", "--base-url", srv.url]
+        for name in ("ref", "r2", "r3"):
+            assert cli("run", *run, "--out", tmp_path / name)[0] == 0
+        golden = tmp_path / "golden"
+        assert cli("bless", tmp_path / "ref", "--to", golden)[0] == 0
+        assert cli("calibrate", golden, "--runs", tmp_path / "r2", tmp_path / "r3")[0] == 0
+        # The hostile edit: the $defs references of the defs_ref schema now point at a server and at a file.
+        rows = [json.loads(x) for x in (golden / "inputs.jsonl").read_text().splitlines()]
+        for r in rows:
+            if r["id"] == "builtin/defs_ref/strict":
+                r["response_format"]["json_schema"]["schema"]["properties"]["start"]["$ref"] = counting.url + "/point.json"
+            if r["id"] == "builtin/defs_ref/nonstrict":
+                r["response_format"]["json_schema"]["schema"]["properties"]["start"]["$ref"] = canary.as_uri()
+        (golden / "inputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        doc = json.loads((golden / "golden.json").read_text())
+        h = hashlib.sha256()
+        for r in rows:
+            h.update(journal.canonical({k: v for k, v in r.items() if k != "suite"}).encode())
+            h.update(b"\n")
+        doc["suites"]["structured"]["dataset_sha256"] = h.hexdigest()
+        (golden / "golden.json").write_text(json.dumps(doc))
+        out = tmp_path / "gate"
+        r = subprocess.run([sys.executable, "-c", GUARDED, str(canary), str(counting.httpd.server_address[1]),
+                            "gate", "--golden", str(golden), "--base-url", srv.url, "--model", "m", "--out", str(out), "--quiet"],
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode in (0, 10, 20), r.stderr
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["seen"] == [] and counting.hits == []
+    vs = {v["sample_id"]: v for v in map(json.loads, (out / "verdicts.jsonl").read_text().splitlines())}
+    for sid in ("builtin/defs_ref/strict", "builtin/defs_ref/nonstrict"):
+        assert [f["code"] for f in vs[sid]["findings"]] == ["schema_not_checkable"] and "schema_compliance" not in vs[sid]["metrics"]
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert "CANARY" not in f.read_text(errors="replace"), f
