@@ -9,7 +9,7 @@ What it guarantees, whatever the schema says:
   patternProperties' regexes) match with RE2, which runs in time linear in the input. A regex RE2 cannot compile
   (backreferences, lookaround, repetition counts over 1,000) makes the schema not checkable: Python's `re` has no
   per-match time budget inside a thread, and a worker process per match would cost more than the check, while
-  none of JSONSchemaBench's 2,986 patterns needs it. `unevaluatedProperties` next to `patternProperties` (which
+  none of JSONSchemaBench's 2,986 patterns needs it. Each regex gets 1 MiB of RE2 memory (MAX_REGEX_MEMORY). `unevaluatedProperties` next to `patternProperties` (which
   jsonschema evaluates with `re`) is not checkable for the same reason.
 - No quadratic `uniqueItems`: items are compared by their canonical JSON text in a set, not pairwise.
 - No format assertions (format is an annotation since 2019-09) and so no format checker runs at all.
@@ -31,6 +31,9 @@ import referencing.exceptions
 from jsonschema import Draft202012Validator, ValidationError, validators
 from jsonschema.exceptions import SchemaError
 
+MAX_REGEX_MEMORY = 1 << 20
+"""RE2's memory budget per compiled regex (its default is 8 MiB): every JSONSchemaBench pattern fits in 1 MiB, and a
+golden of many huge patterns cannot hold gigabytes in the cache. Over it, the pattern is not checkable."""
 MAX_REASON = 120
 """A reason quotes at most this many characters."""
 _ECMA_U_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u([0-9A-Fa-f]{4})")
@@ -55,18 +58,19 @@ REGISTRY: referencing.Registry[Any] = referencing.Registry(retrieve=_refuse)  # 
 # ---- regexes: RE2 only ----
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)
 def compile_regex(pattern: str) -> Any:
     """An RE2 regex for an ECMA-262 pattern (its `\\uXXXX` escapes written as RE2's `\\x{XXXX}`)."""
     import re2  # google-re2
 
     options = re2.Options()
     options.log_errors = False  # a refused pattern is our finding, not a line on stderr
+    options.max_mem = MAX_REGEX_MEMORY
     try:
         return re2.compile(_ECMA_U_ESCAPE.sub(r"\1\\x{\2}", pattern), options)
     except Exception as e:  # noqa: BLE001 - re2.error and friends: any refusal is the same answer
         detail = str(e.args[0] if e.args else e).strip("b'\"")
-        raise NotCheckable(f"pattern {pattern[:40]!r} has no linear-time matcher ({detail[:50]})") from None
+        raise NotCheckable(f"pattern {pattern[:40]!r} cannot be matched in linear time (RE2: {detail[:50]})") from None
 
 
 def _search(pattern: str, text: str) -> bool:
