@@ -9,8 +9,9 @@ What it guarantees, whatever the schema says:
   patternProperties' regexes) match with RE2, which runs in time linear in the input. A regex RE2 cannot compile
   (backreferences, lookaround, repetition counts over 1,000) makes the schema not checkable: Python's `re` has no
   per-match time budget inside a thread, and a worker process per match would cost more than the check, while
-  none of JSONSchemaBench's 2,986 patterns needs it. Each regex gets 1 MiB of RE2 memory (MAX_REGEX_MEMORY). `unevaluatedProperties` next to `patternProperties` (which
-  jsonschema evaluates with `re`) is not checkable for the same reason.
+  none of JSONSchemaBench's 2,986 patterns needs it. Each regex gets 1 MiB of RE2 memory (MAX_REGEX_MEMORY).
+  `unevaluatedProperties` next to `patternProperties` (which jsonschema evaluates with `re`) is not checkable for
+  the same reason.
 - No quadratic `uniqueItems`: items are compared by their canonical JSON text in a set, not pairwise.
 - No format assertions (format is an annotation since 2019-09) and so no format checker runs at all.
 
