@@ -277,6 +277,17 @@ def test_arguments_out_of_bounds_are_refused_at_the_execute_boundary():
     assert ex.execute(inst, "add", {"a": 2, "b": 3}) == {"result": 5}
 
 
+def test_a_malformed_scenario_is_a_data_error_naming_the_class():
+    tree: dict = {"type": "directory", "contents": {}}
+    cur = tree
+    for _ in range(100):
+        cur["contents"]["d"] = {"type": "directory", "contents": {}}
+        cur = cur["contents"]["d"]
+    for cls, cfg in (("GorillaFileSystem", {"root": {"top": tree}}), ("MessageAPI", {"generated_ids": [{}]})):
+        with pytest.raises(ValueError, match=f"initial_config for {cls} is malformed"):
+            ex.instances_for({"id": "x", "involved_classes": [cls], "initial_config": {cls: cfg}})
+
+
 # --- 4. a golden cannot change what is measured ----------------------------------------------------------------
 
 

@@ -229,7 +229,7 @@ def is_long_context(entry: dict) -> bool:
 
 def instances_for(entry: dict, data_dir: str | Path | None = None) -> dict[str, Simulator]:
     """Fresh instances of the entry's involved classes, loaded from its initial_config (long context when the
-    entry is a long_context one). An unknown class is a data error (ValueError)."""
+    entry is a long_context one). An unknown class or a malformed initial_config is a data error (ValueError)."""
     config = entry.get("initial_config") or {}
     out: dict[str, Simulator] = {}
     for class_name in entry.get("involved_classes") or []:
@@ -237,7 +237,11 @@ def instances_for(entry: dict, data_dir: str | Path | None = None) -> dict[str, 
         if cls is None:
             raise ValueError(f"{entry.get('id')}: no simulator for class {class_name!r}")
         inst = cls()
-        inst.load_scenario(config.get(class_name) or {}, long_context=is_long_context(entry))
+        try:
+            inst.load_scenario(config.get(class_name) or {}, long_context=is_long_context(entry))
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as e:  # a malformed scenario: data error
+            raise ValueError(f"{str(entry.get('id'))[:80]}: initial_config for {class_name} is malformed: "
+                             f"{type(e).__name__}: {str(e)[:120]}") from None
         attach_docs(inst, data_dir)
         out[class_name] = inst
     return out
