@@ -1,11 +1,11 @@
 """What an untrusted schema or simulator call costs the scorer (issue #37), measured, not asserted:
 
-    python bench/untrusted_input.py [--data DIR]      # DIR: the JSONSchemaBench root (default: $VERIFIER_SHARED_DATA)
+    python bench/perf/untrusted_input.py [--data DIR]      # DIR: the JSONSchemaBench root (default: $VERIFIER_SHARED_DATA)
 
 Rows: Python's `re` on `^(a+)+$` against n 'a' then '!' (doubling per character) beside RE2 on 40; the
 JSONSchemaBench URL pattern (Github_medium o82647); how many of JSONSchemaBench's patterns RE2 compiles and why the
-unusable schemas are unusable; `uniqueItems` over 500,000 distinct objects; absurd simulator calls. Writes
-bench/results/untrusted_input.json and prints the same as a table.
+unusable schemas are unusable; `uniqueItems` over 500,000 distinct objects; absurd simulator calls. The figures go
+to bench/results/untrusted_input.md (bench/record.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from suites import structured as st  # noqa: E402
@@ -89,13 +89,15 @@ def main() -> int:
         "round_number(5, -1e9)": round(timed(lambda: ex.execute(inst, "round_number", {"number": 5, "decimal_places": -1e9})), 6),
         "send_message, all ids taken": round(timed(lambda: ex.execute(inst, "send_message", {"receiver_id": "USR002", "message": "x"})), 6),
     }
-    res = ROOT / "bench" / "results"
-    res.mkdir(parents=True, exist_ok=True)
-    (res / "untrusted_input.json").write_text(json.dumps(out, indent=1) + "\n")
     for k, v in out.items():
         print(f"{k}: {json.dumps(v)}")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: record
+    from record import recorded  # noqa: E402
+
+    with recorded("untrusted_input"):  # the figures go to bench/results/untrusted_input.md
+        code = main()
+    raise SystemExit(code)
