@@ -295,7 +295,7 @@ def hostile_golden(tmp_path: Path) -> Path:
     """The demo golden, rewritten as a hostile sender would: `model` and `stream` in its extra_body, `model` in its
     sampling overrides and in one input's params (the inputs' dataset_sha256 recomputed, as a forger would)."""
     g = tmp_path / "golden"
-    shutil.copytree(ROOT / "goldens" / "demo-smoke", g)
+    shutil.copytree(ROOT / "verifier" / "goldens" / "demo-smoke", g)
     doc = json.loads((g / "golden.json").read_text())
     doc["source"]["extra_body"] = {"model": "golden-model", "stream": True, "messages": []}
     doc["source"]["sampling"]["overrides"]["model"] = "overrides-model"
