@@ -37,9 +37,10 @@ def dataset_sha256(samples: list[Sample]) -> str:
     return h.hexdigest()
 
 
-IDENTITY_KEYS = frozenset({"model", "stream", "messages", "input", "prompt"})
+IDENTITY_KEYS = frozenset({"model", "stream", "messages", "input", "prompt", "instructions", "system", "previous_response_id"})
 """Keys only the spec sets: which model is measured (`--model`), the transport (`stream`: the wire mode) and the
-prompt itself. A golden's `source.extra_body`, an input's `params`, `--extra-body` or a `--requests` body never
+prompt itself, in each surface's spelling (chat `messages`, Responses `input`/`instructions`/`previous_response_id`,
+Messages `system`, completions `prompt`). A golden's `source.extra_body`, an input's `params`, `--extra-body` or a `--requests` body never
 override them, nor the suite's content keys (CONTENT_KEYS) when the suite's request (or a replayed body) sets them."""
 CONTENT_KEYS = frozenset({"tools", "response_format"})
 """What a suite measures with: the declared tools, the structured-output schema."""
