@@ -228,7 +228,7 @@ def _validator_for_text(schema_json: str) -> Any:
     try:
         return _build(json.loads(schema_json))
     except NotCheckable as e:
-        return e  # cached too: a refused schema is refused once
+        return e.reason  # cached too: a refused schema is refused once (its reason, not the exception and its traceback)
 
 
 def validator(schema: Any) -> Any:
@@ -238,8 +238,8 @@ def validator(schema: Any) -> Any:
     except (TypeError, ValueError, RecursionError):
         raise NotCheckable("schema is not JSON") from None
     found = _validator_for_text(key)
-    if isinstance(found, NotCheckable):
-        raise found
+    if isinstance(found, str):
+        raise NotCheckable(found)
     return found
 
 
