@@ -220,6 +220,25 @@ def test_a_run_whose_scorer_meets_backtracking_patterns_sends_every_request(tmp_
     assert time.monotonic() - t0 < 120  # a hang detector: backtracking would not end today
 
 
+def test_a_requests_run_with_a_backtracking_tool_pattern_ends_with_verdicts(tmp_path, cli):
+    body = {"messages": [{"role": "user", "content": "call f"}], "tools": [{"type": "function", "function": {
+        "name": "f", "parameters": {"type": "object", "properties": {"s": {"type": "string", "pattern": EVIL}}}}}]}
+    reqs = tmp_path / "reqs.jsonl"
+    reqs.write_text("".join(json.dumps({**body, "id": f"r{i}"}) + "\n" for i in range(4)))
+    script = Script()
+    script.rule("call f", Reply(content=None, tool_calls=[{"name": "f", "arguments": json.dumps({"s": EVIL_TEXT})}]))
+    t0 = time.monotonic()
+    with TestServer(script) as srv:
+        code, _, err = cli("run", "--requests", reqs, "--base-url", srv.url, "--model", "m", "--out", tmp_path / "r",
+                           "--quiet", "--mode", "chat,chat-stream", "--request-deadline", "30")
+        sent = len(srv.script.requests)
+    assert code == 0, err
+    assert sent == 8
+    extra = json.loads((tmp_path / "r" / "summary.json").read_text())["suites"]["replay"]["extra"]
+    assert extra["schema_accuracy"] == {"value": 0.0, "valid": 0, "calls": 8}
+    assert time.monotonic() - t0 < 120  # a hang detector
+
+
 # --- 3. simulators run bounded calls ----------------------------------------------------------------------------
 
 
