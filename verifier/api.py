@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from verifier.app.spec import GateSpec
 from verifier.errors import UsageError
 from verifier.golden.model import Golden as Golden, Margin
 from verifier.surfaces.registry import REFERENCE_MODE
@@ -77,22 +78,18 @@ def compare(run_dir: str | Path, golden: str | Path | Golden, *, infra_budget: f
     return compare_run(Path(run_dir), path, None, infra_budget, loaded, allow_subset=allow_subset, write=write).to_dict()
 
 
-def gate(golden: str | Path, *, base_url: str, model: str, out: str | Path | None = None,
-         suites: str | Iterable[str] | None = None, modes: str | Iterable[str] | None = None, limit: int | None = None,
-         margins: Mapping[str, Any] | Iterable[Margin] | None = None, logprobs: int | None = None,
-         sampling: Mapping[str, Any] | None = None, extra_body: Mapping[str, Any] | None = None,
-         infra_budget: float | None = None, probes: bool | None = None, sequential: bool | None = None,
-         looks: int | None = None, data: str | None = None, api_key_env: str | None = None,
-         headers: Mapping[str, str] | None = None, reports: bool = True, quiet: bool = True,
-         **endpoint: Any) -> dict[str, Any]:
-    """`verifier gate`: run the golden's own samples against the endpoint and compare; returns the comparison
-    document (status, exit_code, evidence, diagnosis...). Every argument means what the same flag or gate-file key
-    means (verifier/app/spec.py): `suites`/`modes` narrow the golden (default: all of its suites and modes), `limit`
-    takes the first N samples per suite, `probes` None reruns exactly the golden's probes, True runs and compares
-    them, False leaves them out; `margins` is {KEY: {"value": V, "reason": WHY}} (or Margin values), over the
-    golden's. With `reports`, report.html, junit.xml, summary.md and samples.csv go into the run directory, as the
-    command writes them. `endpoint` takes EndpointSpec's other fields (concurrency, timeout_s, max_retries...)."""
-    from verifier.app import gate as app_gate
+def gate_spec(golden: str | Path, *, base_url: str, model: str, out: str | Path | None = None,
+              suites: str | Iterable[str] | None = None, modes: str | Iterable[str] | None = None, limit: int | None = None,
+              margins: Mapping[str, Any] | Iterable[Margin] | None = None, logprobs: int | None = None,
+              sampling: Mapping[str, Any] | None = None, extra_body: Mapping[str, Any] | None = None,
+              infra_budget: float | None = None, probes: bool | None = None, sequential: bool | None = None,
+              looks: int | None = None, data: str | None = None, api_key_env: str | None = None,
+              headers: Mapping[str, str] | None = None, quiet: bool = True, **endpoint: Any) -> GateSpec:
+    """The GateSpec `gate` runs for these arguments (the API's door: app/spec.py). Every argument means what the
+    same flag or gate-file key means: `suites`/`modes` narrow the golden (default: all of its suites and modes),
+    `limit` takes the first N samples per suite, `probes` None reruns exactly the golden's probes, True runs and
+    compares them, False leaves them out; `margins` is {KEY: {"value": V, "reason": WHY}} (or Margin values), over
+    the golden's; `endpoint` takes EndpointSpec's other fields (concurrency, timeout_s, max_retries...)."""
     from verifier.app.spec import GateOptions, Probes, api_key_env as key_env, margins_from_table, names, sampling as _sampling
 
     if margins is not None and not isinstance(margins, Mapping):
@@ -100,7 +97,7 @@ def gate(golden: str | Path, *, base_url: str, model: str, out: str | Path | Non
     unknown = sorted(set(endpoint) - ENDPOINT_FIELDS)
     if unknown:
         raise UsageError(f"gate() got an unexpected keyword argument {unknown[0]!r}")
-    opts = GateOptions(
+    return GateOptions(
         golden=str(golden), base_url=base_url, model=model, out=str(out) if out else None,
         suites=names(suites, "suites") if suites else None, modes=names(modes, "modes") if modes else None, limit=limit,
         margins=margins_from_table(margins, "gate", "margins") if margins else None,
@@ -108,8 +105,17 @@ def gate(golden: str | Path, *, base_url: str, model: str, out: str | Path | Non
         extra_body=dict(extra_body) if extra_body is not None else None, infra_budget=infra_budget,
         probes=Probes.of(probes) if probes is not None else None, sequential=sequential, looks=looks, data=data,
         api_key_env=key_env(api_key_env, "api_key_env") if api_key_env is not None else None,
-        headers=dict(headers) if headers else None, quiet=quiet, **endpoint)
-    spec = opts.spec()
+        headers=dict(headers) if headers else None, quiet=quiet, **endpoint).spec()
+
+
+def gate(golden: str | Path, *, reports: bool = True, **options: Any) -> dict[str, Any]:
+    """`verifier gate`: run the golden's own samples against the endpoint and compare; returns the comparison
+    document (status, exit_code, evidence, diagnosis...). `options` are `gate_spec`'s (base_url and model
+    required). With `reports`, report.html, junit.xml, summary.md and samples.csv go into the run directory, as
+    the command writes them."""
+    from verifier.app import gate as app_gate
+
+    spec = gate_spec(golden, **options)
     loaded = app_gate.gate_golden(spec)  # loaded once: the gate compares with it, the report shows it
     doc = app_gate.gate(spec, loaded)
     if reports:

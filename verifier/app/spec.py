@@ -261,7 +261,13 @@ class GateOptions:
         return GateOptions(**merged)
 
     def endpoint(self) -> EndpointSpec:
+        """The endpoint these options name, EndpointSpec's defaults elsewhere; seconds are floats from every door."""
         d = EndpointSpec(base_url=None, model=None)
+        seconds = {k: float(v) for k, v in (("timeout_s", self.timeout_s), ("request_deadline_s", self.request_deadline_s),
+                                            ("info_deadline_s", self.info_deadline_s)) if v is not None}
+        if seconds:
+            return dataclasses.replace(dataclasses.replace(self, timeout_s=None, request_deadline_s=None,
+                                                           info_deadline_s=None).endpoint(), **seconds)
         return EndpointSpec(
             base_url=self.base_url, model=self.model,
             api_key_env=self.api_key_env if self.api_key_env is not None else d.api_key_env,

@@ -223,7 +223,7 @@ def load(path: Path) -> Golden:
     path = Path(path)
     recover(path)
     gp = path / GOLDEN
-    if not gp.is_file():
+    if not gp.exists() and not gp.is_symlink() or gp.is_dir():  # a FIFO, device or link is refused by safeio below
         known = ", ".join(p.name for p in packaged())
         raise BadGolden(f"{path} is not a golden (no {GOLDEN})" + (f"; packaged goldens: {known} (verifier list-goldens)" if known else ""))
     try:
