@@ -80,10 +80,6 @@ class GateSpec:
     limit: int | None = None
     """Gate only the first N of each suite's samples, in the order the reference sent them (a conversation whole)."""
 
-    def __post_init__(self) -> None:
-        if isinstance(self.probes, bool) or self.probes is None:  # the API's booleans: one meaning (Probes.of)
-            object.__setattr__(self, "probes", Probes.of(self.probes))
-
 
 @dataclass(frozen=True)
 class CalibrateSpec:
@@ -263,19 +259,19 @@ class GateOptions:
     def endpoint(self) -> EndpointSpec:
         """The endpoint these options name, EndpointSpec's defaults elsewhere; seconds are floats from every door."""
         d = EndpointSpec(base_url=None, model=None)
-        seconds = {k: float(v) for k, v in (("timeout_s", self.timeout_s), ("request_deadline_s", self.request_deadline_s),
-                                            ("info_deadline_s", self.info_deadline_s)) if v is not None}
-        if seconds:
-            return dataclasses.replace(dataclasses.replace(self, timeout_s=None, request_deadline_s=None,
-                                                           info_deadline_s=None).endpoint(), **seconds)
+
+        def pick(mine: Any, default: Any) -> Any:
+            return default if mine is None else mine
+
         return EndpointSpec(
-            base_url=self.base_url, model=self.model,
-            api_key_env=self.api_key_env if self.api_key_env is not None else d.api_key_env,
-            headers=dict(self.headers or {}), **{k: (v if v is not None else getattr(d, k)) for k, v in (
-                ("concurrency", self.concurrency), ("timeout_s", self.timeout_s), ("max_retries", self.max_retries),
-                ("max_response_bytes", self.max_response_bytes), ("max_stream_events", self.max_stream_events),
-                ("request_deadline_s", self.request_deadline_s), ("info_deadline_s", self.info_deadline_s),
-                ("model_check", self.model_check))})
+            base_url=self.base_url, model=self.model, api_key_env=pick(self.api_key_env, d.api_key_env),
+            headers=dict(self.headers or {}), concurrency=pick(self.concurrency, d.concurrency),
+            timeout_s=float(pick(self.timeout_s, d.timeout_s)), max_retries=pick(self.max_retries, d.max_retries),
+            max_response_bytes=pick(self.max_response_bytes, d.max_response_bytes),
+            max_stream_events=pick(self.max_stream_events, d.max_stream_events),
+            request_deadline_s=None if self.request_deadline_s is None else float(self.request_deadline_s),
+            info_deadline_s=float(pick(self.info_deadline_s, d.info_deadline_s)),
+            model_check=pick(self.model_check, d.model_check))
 
     def spec(self, endpoint_required: bool = True) -> GateSpec:
         """The GateSpec, defaults filled; the golden, base URL and model are required from some door (the endpoint
