@@ -23,11 +23,11 @@ from verifier.run import journal
 
 
 def reorder(golden: Path, data: str | None) -> int:
-    g, _ = store.load(golden)
-    smoke = bool((g.get("selection") or {}).get("smoke"))
+    g = store.load(golden).header
+    smoke = g.smoke
     records = list(journal.read_jsonl(golden / store.INPUTS))
     loaded: dict[str, dict[str, object]] = {}
-    for name in g["suites"]:
+    for name in g.suites:
         suite = suite_named(name)
         loaded[name] = {s.id: s for s in suite.load(data_for(data, name), smoke)}
     out, changed = [], 0

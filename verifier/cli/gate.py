@@ -71,21 +71,19 @@ def handle(a: argparse.Namespace) -> int:
 
     flags, env = options_from_flags(a), options_from_env()
     endpoints: list[tuple[str, Any]] = []
-    file_opts = None
+    merged = flags
     if a.config:
         import verifier.cli.gatefile as gatefile
+        from verifier.app.collect import default_run_dir
 
         file_opts, endpoints = gatefile.options(gatefile.read(a.config), Path(a.config))
-    if len(endpoints) > 1:
-        return gate_many(flags, file_opts, endpoints, env)
-    merged = flags
-    if file_opts is not None:
-        from verifier.app.collect import default_run_dir
-        import verifier.cli.gatefile as gatefile
-
-        shared = endpoints[0][1].over(file_opts) if endpoints else file_opts
-        out = flags.out or shared.out or str(default_run_dir("gate"))
-        merged = flags.over(gatefile.resolve_outputs(shared, out, Path(a.config)))
+        if len(endpoints) == 1:
+            file_opts = endpoints[0][1].over(file_opts)
+        out = flags.out or file_opts.out or str(default_run_dir("gate" if len(endpoints) <= 1 else "gate-matrix"))
+        file_opts = gatefile.resolve_outputs(file_opts, out, Path(a.config))
+        if len(endpoints) > 1:
+            return gate_many(flags, file_opts, endpoints, env)
+        merged = flags.over(file_opts)
     opts = merged.over(env)
     spec = opts.spec()
     from verifier.run.journal import check_writable
