@@ -187,6 +187,10 @@ def test_a_key_given_as_the_variable_name_is_refused_and_never_written(value, tm
                     f'[outputs]\ndir = "{out}"\n')
     code, stdout, err = cli("gate", "--config", path)
     assert code == 2 and "looks like a key, not a variable name" in err and value not in err + stdout
+    sw = tmp_path / "sweep.toml"
+    sw.write_text(f'golden = "demo-smoke"\n[[config]]\nname = "a"\nbase_url = "{URL}"\nmodel = "m"\napi_key_env = "{value}"\n')
+    code, stdout, err = cli("sweep", sw, "--out", out)
+    assert code == 2 and "looks like a key, not a variable name" in err and value not in err + stdout
     with pytest.raises(UsageError, match="looks like a key"):
         verifier.api.gate_spec("demo-smoke", base_url=URL, model="m", api_key_env=value)
     assert not out.exists()

@@ -97,9 +97,12 @@ def read(path: str) -> dict[str, Any]:
 
     from ..errors import UsageError
 
+    from verifier import safeio
+
     try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
+        doc = tomllib.loads(safeio.read_text(path, max_bytes=1024 * 1024))  # a regular file of at most 1 MiB
+    except safeio.UnsafeFile as e:
+        raise UsageError(f"sweep: {e}") from None
     except OSError as e:
         raise UsageError(f"sweep: cannot read {path}: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
