@@ -110,8 +110,8 @@ def calibrate(spec: CalibrateSpec) -> Calibrated:
     return Calibrated({k: m.to_json() for k, m in margins.items()}, len(runs))
 
 
-def bless_run(run_dir: Path, to: Path, force: bool = False, epochs_as_reruns: bool = False) -> dict[str, Any]:
-    """A scored reference run -> a golden at `to`; returns the golden document."""
+def bless_run(run_dir: Path, to: Path, force: bool = False, epochs_as_reruns: bool = False) -> GoldenHeader:
+    """A scored reference run -> a golden at `to`; returns its header."""
     from verifier.golden import store as golden
 
     if (to / golden.GOLDEN).exists() and not force:

@@ -81,7 +81,7 @@ def portable(obj: Any) -> Any:
     return obj
 
 
-def bless(run_dir: Path, to: Path, margins: Mapping[str, Margin] | None = None) -> dict[str, Any]:
+def bless(run_dir: Path, to: Path, margins: Mapping[str, Margin] | None = None) -> GoldenHeader:
     hdr = journal.check_run_dir(run_dir)
     summary_path = Path(run_dir) / scoring.SUMMARY
     if not summary_path.exists():
@@ -114,7 +114,7 @@ def bless(run_dir: Path, to: Path, margins: Mapping[str, Margin] | None = None) 
         journal.write_json(tmp / GOLDEN, g)
 
     _swap_in(to, fill)
-    return g
+    return GoldenHeader.from_json(g)
 
 
 def _swap_in(to: Path, fill: Callable[[Path], None]) -> None:
