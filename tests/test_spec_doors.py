@@ -324,3 +324,11 @@ def test_a_gate_loads_its_golden_once(two_suites, healthy, tmp_path, cli, monkey
     loads.clear()
     verifier.api.gate(two_suites, base_url=healthy.url, model="m", out=tmp_path / "api")
     assert len(loads) == 1 and (tmp_path / "api" / "report.html").exists()
+    loads.clear()  # a sweep loads it once for all its configurations
+    sw = tmp_path / "sweep.toml"
+    sw.write_text(f'golden = "{two_suites}"\n[gate]\nsuites = ["smoke"]\n'
+                  '[perf]\nconcurrency = [1]\nprompt_tokens = [8]\noutput_tokens = 4\nrequests = 1\nrepeats = 1\nwarmup = 0\n'
+                  + "".join(f'[[config]]\nname = "{n}"\nbase_url = "{healthy.url}"\nmodel = "m"\n' for n in ("a", "b")))
+    code, out, err = cli("sweep", sw, "--out", tmp_path / "sweep", "--quiet")
+    assert code == 0, (out, err)
+    assert len(loads) == 1
