@@ -128,7 +128,8 @@ TABLE = {
     "infra_budget": (["--infra-budget", 0.1], ({"budgets": {"infra": 0.1}}, {}), ({"infra_budget": 0.1}, {}),
                      {"infra_budget": 0.1}, lambda s: s.infra_budget == 0.1),
     "data": (["--data", "d"], ({"data": "d"}, {}), ({"data": "d"}, {}), {"data": "d"}, lambda s: s.data == "d"),
-    "sequential": (["--sequential", "--looks", 3], ({"budgets": {"sequential": True, "looks": 3}}, {}), None,
+    "sequential": (["--sequential", "--looks", 3], ({"budgets": {"sequential": True, "looks": 3}}, {}),
+                   ({"sequential": True, "looks": 3}, {}),
                    {"sequential": True, "looks": 3}, lambda s: s.sequential and s.looks == 3),
 }
 

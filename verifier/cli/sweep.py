@@ -39,6 +39,8 @@ SCHEMA: dict[str, Any] = {
             "modes": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
             "probes": {"type": "boolean"},
             "limit": {"type": "integer", "minimum": 1, "maximum": 10_000_000},
+            "sequential": {"type": "boolean"},
+            "looks": {"type": "integer", "minimum": 1, "maximum": 100},
             "margins": {"type": "object", "additionalProperties": {
                 "type": "object", "additionalProperties": False, "required": ["value", "reason"],
                 "properties": {"value": {"type": "number", "minimum": 0}, "reason": {"type": "string", "pattern": r"\S"}}}},
@@ -175,6 +177,7 @@ def gate_options(g: dict[str, Any]):  # -> app.spec.GateOptions
     return GateOptions(
         suites=tuple(g["suites"]) if "suites" in g else None, modes=tuple(g["modes"]) if "modes" in g else None,
         limit=g.get("limit"), data=g.get("data"), probes=Probes.of(g["probes"]) if "probes" in g else None,
+        sequential=g.get("sequential"), looks=g.get("looks"),
         infra_budget=float(g["infra_budget"]) if "infra_budget" in g else None,
         margins=margins_from_table(g["margins"], "gate", "sweep: [gate.margins]") if "margins" in g else None,
         concurrency=g.get("concurrency"), timeout_s=float(g["timeout"]) if "timeout" in g else None,
