@@ -235,7 +235,7 @@ def refresh_probes(b: Bench, srv: Server) -> None:
 
     probes = asyncio.run(go())
     for suite in b.suites:
-        g, _ = golden.load(b.goldens / f"{MODEL}-{suite}")
+        g = golden.load(b.goldens / f"{MODEL}-{suite}").header.to_json()
         g["probes"] = probes
         journal.write_json(b.goldens / f"{MODEL}-{suite}" / golden.GOLDEN, g)
 

@@ -24,10 +24,11 @@ from verifier.run.live import Follower
 from verifier import scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
 from verifier.errors import UsageError, did_you_mean
-from verifier.surfaces.registry import MODES, mode_of, surfaces_of
+from verifier.surfaces.registry import MODES, REFERENCE_MODE, mode_of, surfaces_of
 from verifier.types import RunHeader, Sample, Suite, owner_ids
 
 if TYPE_CHECKING:
+    from verifier.golden.model import Golden
     from verifier.wire.endpoint import Endpoint, EndpointConfig
 
 
@@ -69,7 +70,7 @@ class RunSpec:
     """The endpoint under test."""
     suites: tuple[str, ...] = ()
     """Suite names (empty on resume: the journal names them)."""
-    modes: tuple[str, ...] = ("chat",)
+    modes: tuple[str, ...] = (REFERENCE_MODE,)
     """Wire modes."""
     overrides: Mapping[str, Any] = field(default_factory=dict)
     """User sampling overrides (temperature, top_p, max_tokens, seed, logprobs...), over the suites' defaults."""
@@ -109,33 +110,33 @@ class RunSpec:
     """No progress on stderr."""
 
     @classmethod
-    def for_golden(cls, g: dict[str, Any], gobs: list[dict[str, Any]], endpoint: EndpointSpec, out: Path, *,
+    def for_golden(cls, golden: "Golden", endpoint: EndpointSpec, out: Path, *,
                    overrides: Mapping[str, Any] | None = None, extra_body: Mapping[str, Any] | None = None,
-                   data: str | None = None, looks: int = 5, probes: bool = False, quiet: bool = False,
-                   inputs: Mapping[str, list[Sample]] | None = None) -> "RunSpec":
+                   data: str | None = None, looks: int = 5, probes: bool = False, quiet: bool = False) -> "RunSpec":
         """A run that reproduces the golden's selection, sampling and modes against another endpoint: from the
-        golden's own samples (`inputs`), or, with `data` (or no inputs), reloaded from the dataset."""
+        golden's own samples (inputs.jsonl), or, with `data`, reloaded from the dataset."""
+        h = golden.header
         ids: dict[str, set[str]] = {}
         owners: dict[str, set[str]] = {}  # the sample ids the golden's records belong to (a conversation's turns)
-        for o in gobs:
-            ids.setdefault(o["suite"], set()).add(o["sample_id"])
-            owners.setdefault(o["suite"], set()).update(owner_ids(o["sample_id"]))
+        for o in golden.observations:
+            ids.setdefault(o.suite, set()).add(o.sample_id)
+            owners.setdefault(o.suite, set()).update(owner_ids(o.sample_id))
         from verifier.redact import credential_values
 
-        if extra_body is None and credential_values(g["source"].get("extra_body") or {}):
+        if extra_body is None and credential_values(dict(h.source.extra_body or {})):
             raise UsageError("the golden's extra_body holds credentials, masked when it was blessed: pass --extra-body")
         samples = None
-        if inputs is not None and not data:
-            samples = {name: tuple(x for x in inputs.get(name, ()) if x.id in owners.get(name, ())) for name in g["suites"]}
-        base = dict((g["source"].get("sampling") or {}).get("overrides", {}))
+        if not data:
+            samples = {name: tuple(x for x in golden.inputs.get(name, ()) if x.id in owners.get(name, ())) for name in h.suites}
+        base = h.source.sampling_overrides
         base.update(overrides or {})
         return cls(
-            endpoint=endpoint, suites=tuple(g["suites"]), modes=tuple(g.get("modes", ["chat"])), overrides=base,
-            extra_body=dict(extra_body) if extra_body is not None else dict(g["source"].get("extra_body") or {}),
-            data=data, smoke=g.get("selection", {}).get("smoke", False), epochs=g.get("epochs", 1),
+            endpoint=endpoint, suites=tuple(h.suites), modes=h.modes, overrides=base,
+            extra_body=dict(extra_body) if extra_body is not None else dict(h.source.extra_body or {}),
+            data=data, smoke=h.smoke, epochs=h.epochs,
             only_ids={k: frozenset(v) for k, v in ids.items()}, samples=samples, out=out, looks=looks,
-            probes=probes or bool(g.get("probes")), quiet=quiet, context_probe=bool(g.get("context_probe")),
-            context_lengths=tuple(g["context_probe"]["lengths"]) if g.get("context_probe") else None,
+            probes=probes or bool(h.probes), quiet=quiet, context_probe=bool(h.context_probe),
+            context_lengths=h.context_lengths,
         )
 
 
