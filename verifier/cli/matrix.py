@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
     from verifier.attribution.document import Comparison
+    from verifier.golden.model import GoldenHeader
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,7 +50,7 @@ def handle(a: argparse.Namespace) -> int:
     docs: dict[str, tuple[Path, Comparison | dict[str, Any]]] = {}
     links: dict[str, Path] = {}
     for name, run_dir in parse_runs(a.runs):
-        doc: Comparison | dict[str, Any] | None = existing_comparison(run_dir, loaded[0])
+        doc: Comparison | dict[str, Any] | None = existing_comparison(run_dir, loaded.header)
         if doc is None:
             made = app_gate.compare_run(run_dir, a.golden, None, a.infra_budget, loaded, write=False)
             links[name] = out / "comparisons" / f"{name}.json"
@@ -60,7 +61,7 @@ def handle(a: argparse.Namespace) -> int:
     return finish(docs, out, a.allow_inconclusive, links)
 
 
-def existing_comparison(run_dir: Path, g: dict[str, Any]) -> dict[str, Any] | None:
+def existing_comparison(run_dir: Path, g: GoldenHeader) -> dict[str, Any] | None:
     """RUN_DIR/comparison.json when it was made against this golden (same name and source run), else None."""
     import json
 
@@ -72,7 +73,7 @@ def existing_comparison(run_dir: Path, g: dict[str, Any]) -> dict[str, Any] | No
     made = doc.get("golden") if isinstance(doc, dict) else None
     if not isinstance(made, dict) or "status" not in doc:
         return None
-    if made.get("name") != g.get("name") or made.get("source_run") != (g.get("source") or {}).get("run_id"):
+    if made.get("name") != g.name or made.get("source_run") != g.source.run_id:
         return None
     return doc
 
