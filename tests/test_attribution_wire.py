@@ -11,6 +11,7 @@ from suites import bfcl, gsm8k, structured
 from verifier.attribution import compare, signals
 from verifier.attribution.diagnosis import COMPONENTS, TABLE, diagnose
 from verifier.golden import store as golden_mod
+from verifier.golden.model import margins_from_json
 from verifier.judge import contract
 from verifier.testbed.faults import ALL_FAULTS, WIRE_FAULTS, run_stream
 from verifier.testbed.proxy import Proxy
@@ -63,8 +64,8 @@ def goldens(tmp_path_factory):
                          "--quiet", "--mode", MODES, "--logprobs", "2", "--max-retries", "0"]) == 0
             g = tmp / "goldens" / suite
             assert main(["bless", str(tmp / suite), "--to", str(g)]) == 0
-            _, gobs = golden_mod.load(g)
-            golden_mod.save_margins(g, compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2}))
+            gobs = golden_mod.load(g).observations
+            golden_mod.save_margins(g, margins_from_json(compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2})))
             out[suite] = g
     return out
 
@@ -272,9 +273,9 @@ def cut_golden(tmp_path_factory):
                      "--quiet", "--mode", MODES, "--logprobs", "2", "--max-retries", "0", "--max-tokens", "6"]) == 0
     g = tmp / "golden"
     assert main(["bless", str(tmp / "ref"), "--to", str(g)]) == 0
-    _, gobs = golden_mod.load(g)
-    assert {o["finish_reason"] for o in gobs} == {"length"}
-    golden_mod.save_margins(g, compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2}))
+    gobs = golden_mod.load(g).observations
+    assert {o.finish_reason for o in gobs} == {"length"}
+    golden_mod.save_margins(g, margins_from_json(compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2})))
     return g
 
 
@@ -328,8 +329,8 @@ def weak_reference(tmp_path_factory):
                      "--mode", "chat,chat-stream", "--max-retries", "0", "--probes"]) == 0
     g = tmp / "golden"
     assert main(["bless", str(tmp / "ref"), "--to", str(g)]) == 0
-    _, gobs = golden_mod.load(g)
-    golden_mod.save_margins(g, compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2}))
+    gobs = golden_mod.load(g).observations
+    golden_mod.save_margins(g, margins_from_json(compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2})))
     return g
 
 
@@ -362,8 +363,8 @@ def probe_golden(tmp_path_factory):
                      "--mode", "chat,messages", "--max-retries", "0", "--probes"]) == 0
     g = tmp / "golden"
     assert main(["bless", str(tmp / "ref"), "--to", str(g)]) == 0
-    _, gobs = golden_mod.load(g)
-    golden_mod.save_margins(g, compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2}))
+    gobs = golden_mod.load(g).observations
+    golden_mod.save_margins(g, margins_from_json(compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2})))
     return g
 
 
@@ -461,8 +462,8 @@ def calls_golden(tmp_path_factory):
                      "--mode", "chat,chat-stream", "--logprobs", "2", "--max-retries", "0"]) == 0
     g = tmp / "golden"
     assert main(["bless", str(tmp / "ref"), "--to", str(g)]) == 0
-    _, gobs = golden_mod.load(g)
-    golden_mod.save_margins(g, compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2}))
+    gobs = golden_mod.load(g).observations
+    golden_mod.save_margins(g, margins_from_json(compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2})))
     return g
 
 

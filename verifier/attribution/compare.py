@@ -472,7 +472,8 @@ def compare(golden_meta: GoldenHeader | Mapping[str, Any], golden_obs: Rows, can
     sig = paired_signals(golden_obs, cand_obs)
     if not sig or all(s["paired"] == 0 for s in sig.values()):
         raise NoOverlap("the run and the golden share no sample ids")
-    requested = ((golden_meta.get("source") or {}).get("sampling") or {}).get("defaults", {}).get("max_tokens")
+    sampling = header.source.sampling or {}
+    requested = (sampling.get("defaults") or {}).get("max_tokens")
     for s_ in sig.values():  # the run's limit beside the lengths a cap cut at (a gate sends the golden's sampling)
         for code in LENGTH_EVIDENCE & s_["new_finding_detail"].keys():
             if isinstance(requested, int):
@@ -511,7 +512,7 @@ def compare(golden_meta: GoldenHeader | Mapping[str, Any], golden_obs: Rows, can
     # Tool-call answers are measured from the logprobs of their generated tokens where the engine returns them; the
     # modes where it returned none for them (while it did for text) are said, not guessed over.
     calls = [o for o in cand_obs if o.judged and isinstance(o.answer, list) and o.answer and isinstance(o.answer[0], dict)]
-    asked = bool(c_lp) or bool((((golden_meta.get("source") or {}).get("sampling") or {}).get("overrides") or {}).get("logprobs"))
+    asked = bool(c_lp) or bool((sampling.get("overrides") or {}).get("logprobs"))
     tool_lp_missing = sorted(m for m in {o.mode for o in calls} - {o.mode for o in calls if o.logprobs} - set(missing_lp)
                              if not surface_for(m).no_logprobs) if asked else []
     doc = Comparison(
