@@ -299,16 +299,27 @@ async def run_one(ep: "Endpoint", probe: Probe, surface: str, model: str, extra_
     return out
 
 
+def selection(recorded: dict[str, Any] | None) -> frozenset[str]:
+    """What a gate reruns by default: exactly the probe results its golden recorded, as `<probe>@<surface>` keys (a
+    bare name of an old golden is its chat result). A probe the golden does not have could only be reported "not in
+    golden", never judged: sending it costs time and proves nothing."""
+    return frozenset(probe_results.normalize(recorded))
+
+
+def wanted(only: frozenset[str] | set[str] | None, probe: str, surface: str) -> bool:
+    """`only` names probes (`tool_choice_none`: on every surface) or single results (`tool_choice_none@chat`); None: all."""
+    return only is None or probe in only or probe_results.key(probe, surface) in only
+
+
 async def run_probes(ep: "Endpoint", model: str, extra_body: dict[str, Any], surfaces: list[str] | tuple[str, ...] = CHAT_ONLY,
-                     only: set[str] | None = None) -> dict[str, Any]:
-    """Every probe of the catalogue on every surface it applies to among `surfaces`, one after another (concurrent
-    requests change the batch, and with it greedy outputs on some engines); keyed `<probe>@<surface>`."""
+                     only: frozenset[str] | set[str] | None = None) -> dict[str, Any]:
+    """Every probe of the catalogue on every surface it applies to among `surfaces` (or only those `only` names, see
+    `wanted`; a gate passes `selection(golden probes)`), one after another (concurrent requests change the batch,
+    and with it greedy outputs on some engines); keyed `<probe>@<surface>`."""
     out: dict[str, Any] = {}
     for probe in CATALOGUE:
-        if only is not None and probe.name not in only:
-            continue
         for surface in probe.surfaces:
-            if surface in surfaces:
+            if surface in surfaces and wanted(only, probe.name, surface):
                 out[probe_results.key(probe.name, surface)] = await run_one(ep, probe, surface, model, dict(extra_body))
     return out
 
