@@ -2,6 +2,9 @@
 
 import asyncio
 
+from verifier.attribution import compare
+from verifier.golden import store as golden_mod
+
 from verifier.run import probe_results
 from verifier.run.probes import run_probes, selection, wanted
 from verifier.testbed.server import Script, TestServer, arithmetic
@@ -33,3 +36,48 @@ def test_only_the_selected_probes_are_sent():
     assert set(res) == set(golden) and all(v["passed"] for v in res.values()), res
     assert sent == 3  # stop_honoured: 2 requests; stream_terminal_event: 1
     assert probe_results.split("stream_terminal_event@messages") == ("stream_terminal_event", "messages")
+
+
+def text_only(req):
+    """A text-only server: an image in the prompt is an HTTP 500 (llama-server without a projector)."""
+    from verifier.testbed.server import Reply
+
+    for m in req.get("messages") or []:
+        if isinstance(m.get("content"), list) and any(isinstance(p, dict) and p.get("type") == "image_url" for p in m["content"]):
+            return Reply(status=500)
+    return arithmetic(req)
+
+
+def test_a_golden_recorded_with_probes_on_a_text_only_server_passes_against_itself(tmp_path, cli):
+    import json
+
+    with TestServer(Script(text_only, honour_sampling=True)) as srv:
+        code, _, err = cli("run", "--suite", "smoke", "--limit", "3", "--probes", "--model", "m", "--quiet", "--max-retries", "0",
+                           "--base-url", srv.url, "--out", tmp_path / "ref")
+        assert code == 0, err
+        probes = json.loads((tmp_path / "ref" / "probes.json").read_text())
+        assert probes["prompt_tokens_oracle@chat"].get("infra"), probes["prompt_tokens_oracle@chat"]
+        assert cli("bless", tmp_path / "ref", "--to", tmp_path / "g")[0] == 0
+        _, gobs = golden_mod.load(tmp_path / "g")  # zero margins: the reference compared with itself
+        golden_mod.save_margins(tmp_path / "g", compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2}))
+        code, out, err = cli("compare", tmp_path / "ref", "--golden", tmp_path / "g", "--out", tmp_path / "cmp.json")
+        assert code == 0, out + err
+        code, out, err = cli("gate", "--golden", tmp_path / "g", "--base-url", srv.url, "--model", "m", "--quiet",
+                             "--max-retries", "0", "--out", tmp_path / "rerun")
+    assert code == 0, out + err
+    doc = json.loads((tmp_path / "rerun" / "comparison.json").read_text())
+    assert "prompt_tokens_oracle@chat" in doc["coverage"]["probes_reference_infra"] and doc["coverage"]["missing"] == 0
+    row = next(r for r in doc["conformance"] if r["key"] == "prompt_tokens_oracle@chat")
+    assert row["status"] == "reference_infra"
+
+
+def test_coverage_says_which_probes_met_an_infra_error_and_which_did_not_run():
+    from verifier.attribution import coverage
+
+    rows = {"a@chat": {"reference": "pass", "candidate": "infra"}, "b@chat": {"reference": "pass", "candidate": None},
+            "c@chat": {"reference": "infra", "candidate": "infra"}}
+    c = coverage.coverage([], [], rows, {}, False)
+    assert c["expected"] == 2 and c["missing_probes"] == ["a@chat", "b@chat"] and c["probes_reference_infra"] == ["c@chat"]
+    text = coverage.describe(c)
+    assert "probes not run: b@chat" in text and "met an infra error (the reference answered them): a@chat" in text
+    assert "c@chat" not in text

@@ -183,7 +183,7 @@ def checks(doc: Comparison, golden_meta: dict[str, Any], golden_obs: list[Observ
 
 
 PROBE_VERDICT = {"regression": "fail", "pass": "pass", "improved": "pass", "reference_fails": "reference_fails",
-                 "not_in_golden": "not_in_golden", "not_run": "not_measured", "infra": "not_measured"}
+                 "not_in_golden": "not_in_golden", "not_run": "not_measured", "infra": "not_measured", "reference_infra": "not_measured"}
 
 
 def probe_check(r: dict[str, Any]) -> Check:
