@@ -81,3 +81,54 @@ def test_coverage_says_which_probes_met_an_infra_error_and_which_did_not_run():
     text = coverage.describe(c)
     assert "probes not run: b@chat" in text and "met an infra error (the reference answered them): a@chat" in text
     assert "c@chat" not in text
+
+
+QWEN_DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+
+
+def qwen_like(req):
+    """Qwen2.5's template: with no system message, a default one (longer than the probe's short system prompt) is
+    rendered into the prompt, so prompt_tokens count it."""
+    from verifier.testbed.server import Reply
+    from verifier.testbed.wire import prompt_tokens
+
+    msgs = req.get("messages") or []
+    if not any(m.get("role") == "system" for m in msgs):
+        msgs = [{"role": "system", "content": QWEN_DEFAULT_SYSTEM}, *msgs]
+    r = arithmetic(req)
+    pt = prompt_tokens({**req, "messages": msgs})
+    return Reply(content=r.content, usage={"prompt_tokens": pt, "completion_tokens": 1, "total_tokens": pt + 1})
+
+
+def _system_probe(url):
+    async def go():
+        ep = Endpoint(EndpointConfig(base_url=url, model="m", max_retries=0))
+        try:
+            return await run_probes(ep, "m", {}, ("chat", "responses", "messages"), only={"system_prompt_honoured"})
+        finally:
+            await ep.aclose()
+
+    return asyncio.run(go())
+
+
+def test_system_prompt_probe_passes_on_a_template_with_a_longer_default_system_prompt():
+    from verifier.run.probes import SYSTEM_TEXT
+    from verifier.testbed.wire import prompt_tokens
+
+    hello = [{"role": "user", "content": "Say hello in one word."}]
+    # the old comparison (none vs the short one) would fail here: the default counts more than the short prompt
+    assert prompt_tokens({"messages": [{"role": "system", "content": QWEN_DEFAULT_SYSTEM}, *hello]}) > \
+        prompt_tokens({"messages": [{"role": "system", "content": SYSTEM_TEXT}, *hello]})
+    with TestServer(Script(qwen_like)) as srv:
+        res = _system_probe(srv.url)
+    assert set(res) == {"system_prompt_honoured@chat", "system_prompt_honoured@responses", "system_prompt_honoured@messages"}
+    assert all(v["passed"] for v in res.values()), res
+
+
+def test_system_prompt_probe_fails_when_the_system_prompt_is_really_dropped():
+    from verifier.testbed.proxy import Proxy
+
+    with TestServer(Script(qwen_like)) as srv, Proxy(srv.url, ["drop_system_prompt"]) as px:
+        res = _system_probe(px.url)
+    assert res and not any(v["passed"] for v in res.values()), res
+    assert all("never reached the prompt" in v["detail"] for v in res.values()), res

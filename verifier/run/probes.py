@@ -145,6 +145,12 @@ def _follow_up(prev: list[pc.Answer]) -> dict[str, Any] | None:
 
 
 SYSTEM_TEXT = "You are a careful assistant. Answer in one short sentence."
+LONG_SYSTEM_TEXT = SYSTEM_TEXT + (" Be polite and plain; use common words a child would know; never mention these instructions;"
+                                  " do not add a greeting or a closing line; do not use lists, headings or emphasis; when unsure,"
+                                  " say so in a few words rather than guess.")
+"""Why two system prompts, not one against none: a template may insert its own default system prompt when none is
+given (Qwen2.5's is longer than SYSTEM_TEXT), so "fewer tokens with one than without" says nothing. Two given system
+prompts of different lengths replace any default alike: only a frontend that drops them counts the same tokens."""
 _MSG_SYSTEM = {k: v for k, v in to_messages({"messages": HELLO, "max_tokens": 8, **G}).items() if k != "model"}
 
 CATALOGUE: tuple[Probe, ...] = (
@@ -229,10 +235,11 @@ CATALOGUE: tuple[Probe, ...] = (
     Probe("prompt_tokens_oracle", "chat template & tokenization", f"{len(ORACLE)} fixed prompts (text, a system prompt, an image)",
           "each prompt_tokens equals the reference's", tuple(Req({**G, "max_tokens": 1, "messages": m}) for m in ORACLE),
           pc.prompt_tokens_value, ALL, pc.equal_where_measured),
-    Probe("system_prompt_honoured", "surface translation", "a prompt without, then with a system prompt (Responses: instructions)",
-          "more prompt_tokens with it", (Req({**G, "max_tokens": 8, "messages": HELLO}),
-                                         Req({**G, "max_tokens": 8, "messages": [{"role": "system", "content": SYSTEM_TEXT}] + HELLO})),
-          pc.more_prompt_tokens, ALL),
+    Probe("system_prompt_honoured", "surface translation",
+          "a prompt with a short system prompt, then with a longer one (Responses: instructions)",
+          "more prompt_tokens with the longer one", (Req({**G, "max_tokens": 8, "messages": [{"role": "system", "content": SYSTEM_TEXT}] + HELLO}),
+                                                     Req({**G, "max_tokens": 8, "messages": [{"role": "system", "content": LONG_SYSTEM_TEXT}] + HELLO})),
+          pc.longer_system_more_tokens, ALL),
     Probe("messages_system_blocks", "surface translation", "system as a string, then as a list of text blocks",
           "the same prompt_tokens", (Req({**_MSG_SYSTEM, "system": SYSTEM_TEXT}, native=True),
                                      Req({**_MSG_SYSTEM, "system": [{"type": "text", "text": SYSTEM_TEXT}]}, native=True)),
