@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from verifier.wire.endpoint import Endpoint, EndpointConfig
 
 
+DEFAULT_CONCURRENCY = 8
+
+
 @dataclass(frozen=True)
 class EndpointSpec:
     """Where to send requests and how hard; the key is named, never held."""
@@ -43,8 +46,8 @@ class EndpointSpec:
     """Name of the environment variable holding the API key."""
     headers: Mapping[str, str] = field(default_factory=dict)
     """Extra HTTP headers; their values are never written."""
-    concurrency: int = 8
-    """Requests in flight."""
+    concurrency: int | None = None
+    """Requests in flight; None: the resumed run's (or the golden's, for a gate's rerun), else DEFAULT_CONCURRENCY."""
     timeout_s: float = 600.0
     """Per-request timeout."""
     max_retries: int = 3
@@ -129,8 +132,10 @@ class RunSpec:
             samples = {name: tuple(x for x in inputs.get(name, ()) if x.id in owners.get(name, ())) for name in g["suites"]}
         base = dict((g["source"].get("sampling") or {}).get("overrides", {}))
         base.update(overrides or {})
+        from verifier.run.resume import recorded_concurrency
+
         return cls(
-            endpoint=endpoint, suites=tuple(g["suites"]), modes=tuple(g.get("modes", ["chat"])), overrides=base,
+            endpoint=recorded_concurrency(endpoint, g["source"], "the golden's rerun"), suites=tuple(g["suites"]), modes=tuple(g.get("modes", ["chat"])), overrides=base,
             extra_body=dict(extra_body) if extra_body is not None else dict(g["source"].get("extra_body") or {}),
             data=data, smoke=g.get("selection", {}).get("smoke", False), epochs=g.get("epochs", 1),
             only_ids={k: frozenset(v) for k, v in ids.items()}, samples=samples, out=out, looks=looks,
@@ -188,7 +193,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConfig":
     from verifier.wire.endpoint import EndpointConfig, check_base_url
 
-    if ep.concurrency < 1:
+    if ep.concurrency is not None and ep.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     check_base_url(ep.base_url)
     api_key = os.environ.get(ep.api_key_env) if ep.api_key_env else None
@@ -203,7 +208,7 @@ def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConf
     return EndpointConfig(
         base_url=ep.base_url or "", model=model or ep.model or "",
         api_key=api_key, headers=dict(ep.headers),
-        concurrency=ep.concurrency, timeout_s=ep.timeout_s, max_retries=ep.max_retries,
+        concurrency=ep.concurrency or DEFAULT_CONCURRENCY, timeout_s=ep.timeout_s, max_retries=ep.max_retries,
         max_response_bytes=ep.max_response_bytes, max_stream_events=ep.max_stream_events, request_deadline_s=ep.request_deadline_s,
         info_deadline_s=ep.info_deadline_s,
     )
@@ -282,7 +287,9 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, d
         if suite.version != header.suite_version(name):
             raise UsageError(f"run was made with {name} version {header.suite_version(name)}, this harness has {suite.version}")
         suites.append((suite, [s for (sn, _), s in samples.items() if sn == name]))
-    cfg = endpoint_config(spec.endpoint, spec.endpoint.model or header.endpoint["model"])
+    from verifier.run.resume import recorded_concurrency
+
+    cfg = endpoint_config(recorded_concurrency(spec.endpoint, hdr, f"--resume {run_dir}"), spec.endpoint.model or header.endpoint["model"])
     if not spec.endpoint.base_url:
         raise UsageError("resuming needs the endpoint's base URL (the journal stores it redacted)", hints=("pass --base-url",))
     # Streamed; the last record of a key wins. Answered exchanges keep their bodies: a conversation resumes by
