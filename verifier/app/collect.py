@@ -23,7 +23,7 @@ from verifier.run import journal, runner, scoring
 from verifier.run.live import Follower
 from verifier import scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
-from verifier.errors import UsageError, did_you_mean
+from verifier.errors import Interrupted, UsageError, did_you_mean
 from verifier.surfaces.registry import MODES, mode_of, surfaces_of
 from verifier.types import RunHeader, Sample, Suite, owner_ids
 
@@ -319,7 +319,7 @@ def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]],
 
 
 async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
-                   stack: contextlib.ExitStack) -> tuple[Path, dict[str, int], "Follower | None"]:
+                   stack: contextlib.ExitStack, started: dict[str, Path] | None = None) -> tuple[Path, dict[str, int], "Follower | None"]:
     if spec.resume:
         run_dir, hdr, suites, cfg, done = _prepare_resume(spec, stack)
         modes = hdr["modes"]
@@ -328,6 +328,8 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
             raise UsageError("--suite is required")
         run_dir, suites, cfg = _prepare_new(spec)
         modes, done = list(spec.modes), {}
+    if started is not None:
+        started["run_dir"] = run_dir
     from verifier.wire.endpoint import Endpoint
     from verifier.redact import credential_values
 
@@ -412,7 +414,12 @@ def collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None = None) -> 
     `stop_check(run_dir)` is asked after each whether the answer is already decided.
     """
     with contextlib.ExitStack() as stack:  # the run directory's lock, held until it is scored
-        run_dir, sent, live = asyncio.run(_collect(spec, stop_check, stack))
+        started: dict[str, Path] = {}  # the run directory, once _collect knows it (for an interrupt's message)
+        try:
+            run_dir, sent, live = asyncio.run(_collect(spec, stop_check, stack, started))
+        except KeyboardInterrupt:
+            where = started.get("run_dir")
+            raise Interrupted(where if where is not None and (where / journal.HEADER).exists() else None) from None
         summary = _score_followed(run_dir, live)
     if sent["errors"]:  # said even when quiet: which failure it was, and what to check
         from verifier.wire.endpoint import describe_error

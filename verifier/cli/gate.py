@@ -63,7 +63,19 @@ def handle(a: argparse.Namespace) -> int:
     for path in (a.report, a.junit, a.markdown):  # every output checked before the first request
         if path:
             check_writable(Path(path))
-    doc = run_gate(spec, html=a.report, junit=a.junit, markdown=a.markdown)
+    from verifier.errors import Interrupted
+
+    try:
+        doc = run_gate(spec, html=a.report, junit=a.junit, markdown=a.markdown)
+    except Interrupted as e:  # the way on: finish the run, then compare it as the gate would have
+        if e.run_dir is not None:
+            from .run import resume_command
+
+            import shlex
+
+            e.next_steps = (resume_command(e.run_dir, a),
+                            f"verifier compare {shlex.quote(str(e.run_dir))} --golden {shlex.quote(str(a.golden))} --ci-outputs")
+        raise
     return exit_code(doc, a.allow_inconclusive)
 
 
