@@ -78,6 +78,10 @@ def test_gate_interrupted_prints_resume_then_compare_and_they_finish_the_gate(sl
     steps = _steps(stderr)
     assert steps == [f"verifier run --resume {out} --base-url {slow_server}",
                      f"verifier compare {out} --golden {golden} --ci-outputs"], stderr
+    listed = subprocess.run([sys.executable, "-m", "verifier", "runs", str(tmp_path), "--json"], env=ENV, capture_output=True,
+                            text=True, timeout=120)
+    row = json.loads(listed.stdout.splitlines()[0])
+    assert (row["kind"], row["status"], row["golden"]) == ("gate", "interrupted", "demo-smoke"), row
     for step in steps:
         r = subprocess.run([sys.executable, "-m", *shlex.split(step)], cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, (step, r.stdout, r.stderr)

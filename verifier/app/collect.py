@@ -110,6 +110,9 @@ class RunSpec:
     """With a stop check: number of sample-aligned batches."""
     quiet: bool = False
     """No progress on stderr."""
+    golden: str | None = None
+    """A gate's rerun: the golden's name, recorded in run.json (`gate_of`) so a gate killed before it compared is
+    still listed as a gate (`verifier runs`)."""
 
     @classmethod
     def for_golden(cls, g: dict[str, Any], gobs: list[dict[str, Any]], endpoint: EndpointSpec, out: Path, *,
@@ -139,7 +142,7 @@ class RunSpec:
             extra_body=dict(extra_body) if extra_body is not None else dict(g["source"].get("extra_body") or {}),
             data=data, smoke=g.get("selection", {}).get("smoke", False), epochs=g.get("epochs", 1),
             only_ids={k: frozenset(v) for k, v in ids.items()}, samples=samples, out=out, looks=looks,
-            probes=probes or bool(g.get("probes")), quiet=quiet, context_probe=bool(g.get("context_probe")),
+            probes=probes or bool(g.get("probes")), quiet=quiet, golden=str(g.get("name") or "") or None, context_probe=bool(g.get("context_probe")),
             context_lengths=tuple(g["context_probe"]["lengths"]) if g.get("context_probe") else None,
         )
 
@@ -398,6 +401,8 @@ def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list
     journal.ensure_writable_new_dir(run_dir)  # again, locked: another process may have started this run meanwhile
     hdr = runner.header(run_dir.name, cfg, suites, sampling, extra, spec.epochs, modes, spec.endpoint.api_key_env)
     hdr["server_info"] = info
+    if spec.golden:
+        hdr["gate_of"] = spec.golden
     if template and any(mode_of(m).dual_path for m in modes):
         hdr["dual_path_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
     hdr["selection"] = {"smoke": bool(spec.smoke), "limit": spec.limit, "sample_seed": spec.sample_seed,

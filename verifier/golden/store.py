@@ -201,8 +201,12 @@ def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     recover(path)
     gp = path / GOLDEN
     if not gp.is_file():
-        known = ", ".join(p.name for p in packaged())
-        raise BadGolden(f"{path} is not a golden (no {GOLDEN})" + (f"; packaged goldens: {known} (verifier list-goldens)" if known else ""))
+        from verifier.errors import did_you_mean
+
+        names = [p.name for p in packaged()]
+        guess = did_you_mean(path.name, names).strip()  # "did you mean demo-smoke?" for a typo of a packaged name
+        listed = f"{guess} (packaged goldens: verifier list-goldens)" if guess else f"packaged goldens: {', '.join(names)} (verifier list-goldens)"
+        raise BadGolden(f"{path} is not a golden (no {GOLDEN})" + (f"; {listed}" if names else ""))
     try:
         g = jsonsafe.loads(gp.read_text(encoding="utf-8"))
         obs = list(journal.read_jsonl(path / OBS))
