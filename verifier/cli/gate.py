@@ -139,7 +139,7 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
     if lim and echo:
         part = f"the golden's first {lim['limit']} samples per suite" if lim["limit"] else "the golden's samples"
         probes = ", its probes left out" if lim["probes_left_out"] else ""
-        print(f"limited: {part} ({lim['gated_records']} of its {lim['golden_records']} records){probes}")
+        print(f"limited: {part} ({lim['gated_records']} of its {lim['golden_records']} samples){probes}")
     seq = doc.sequential
     if seq and echo:
         used, total = seq["used_samples"], seq["total_samples"]
