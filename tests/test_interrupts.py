@@ -30,8 +30,14 @@ def slow_server():
         srv.wait(30)
 
 
+def _sigint_default():
+    # A shell without job control starts background jobs with SIGINT ignored, and a child inherits that: Python
+    # then installs no KeyboardInterrupt handler and the Ctrl-C this test sends could never arrive.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt(cmd, out, sig, cwd):
-    p = subprocess.Popen(cmd, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
     f = out / "responses.jsonl"
     wait_until(lambda: f.exists() and f.read_text().count("\n") >= 3, "3 journal lines", proc=p)
     p.send_signal(sig)
