@@ -52,4 +52,8 @@ def test_a_gate_reruns_the_golden_at_its_recorded_concurrency(tmp_path, cli, mon
         used = _spy(monkeypatch)
         code, out, err = cli("gate", "--golden", tmp_path / "g", "--base-url", srv.url, "--model", "m", "--quiet",
                              "--out", tmp_path / "gate")
-    assert code == 0 and used and used[0] == 2, (used, out, err)
+        assert code == 0 and used and used[0] == 2 and "differs" not in err, (used, out, err)
+        code, out, err = cli("gate", "--golden", tmp_path / "g", "--base-url", srv.url, "--model", "m", "--quiet",
+                             "--out", tmp_path / "gate3", "--concurrency", "3")
+    assert code == 0 and used[-1] == 3
+    assert "the golden's rerun: --concurrency 3 differs from the recorded 2" in err, err
