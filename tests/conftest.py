@@ -34,6 +34,14 @@ def _round_tripped_write_json(path, obj):
 _journal.write_json = _round_tripped_write_json
 
 
+def pytest_unconfigure(config):
+    # The process ends next and its objects go with it: without this the collector walks the whole heap (every test's
+    # leftovers) while the interpreter shuts down, as `verifier` itself avoids (cli/main.py `entry`).
+    import gc
+
+    gc.freeze()
+
+
 def pytest_terminal_summary(terminalreporter):
     if COMPARISON_ROUND_TRIPS[0]:
         terminalreporter.write_line(f"comparison documents round-tripped through Comparison: {COMPARISON_ROUND_TRIPS[0]}")

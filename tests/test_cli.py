@@ -164,11 +164,15 @@ def test_list_suites_and_help(cli):
 def test_demo_runs_offline(tmp_path, cli):
     code, out, err = cli("demo", "--out", tmp_path / "demo", "--quiet")
     assert code == 0, err
-    assert "healthy endpoint exit 0 (expected 0), faulty frontend exit 10 (expected 10)" in out
+    assert "demo: healthy endpoint exit 0 (expected 0)" in out
+    assert "demo: faulty-frontend endpoint exit 10 (expected 10), blamed on the reasoning parser" in out
+    assert "demo: faulty-tool-parser endpoint exit 10 (expected 10), blamed on the tool-call parser" in out
     healthy = json.loads((tmp_path / "demo" / "healthy" / "comparison.json").read_text())
     faulty = json.loads((tmp_path / "demo" / "faulty-frontend" / "comparison.json").read_text())
+    tools = json.loads((tmp_path / "demo" / "faulty-tool-parser" / "comparison.json").read_text())
     assert healthy["status"] == "pass"
     assert faulty["status"] == "frontend_regression" and faulty["quantization"]["verdict"] == "inconclusive"
+    assert tools["status"] == "frontend_regression" and tools["diagnosis"][0]["component"] == "tool-call parser"
 
 
 def test_data_can_be_given_per_suite():

@@ -102,7 +102,7 @@ def test_quality_drop_without_logprob_drift_is_not_blamed_on_weights(golden, tmp
     # Not the weights (no drift), and not nothing either: a significant drop nothing attributes fails as
     # regression_unattributed (13), which --allow-inconclusive does not turn into a pass.
     assert doc["quantization"]["verdict"] == "inconclusive" and code == 13 and doc["status"] == "regression_unattributed", out
-    assert "drift 0.0 at the noise floor" in doc["reason"]
+    assert "drift 0 at the noise floor" in doc["reason"]
 
 
 def test_template_bug_found_by_prompt_token_fingerprint(golden, tmp_path, cli):

@@ -107,7 +107,9 @@ def test_servers_write_nothing(argv, stream, tree):
     before = snapshot(root)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.Popen([sys.executable, "-m", "verifier", *[a.replace("{URL}", url) for a in argv]], cwd=root, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         # SIGINT back to its default: a background job of a shell without job control inherits it ignored
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         first = getattr(p, stream).readline()  # the line that names the base URL once it listens
         m = re.search(r"http://127\.0\.0\.1:\d+/v1", first)

@@ -17,6 +17,16 @@ class UsageError(Exception):
         self.hints = tuple(hints)
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM, which the CLI turns into the same) while a run collected: the run directory when one was
+    created (its run.json written), else None; the command fills in `next_steps`, the commands that continue."""
+
+    def __init__(self, run_dir: object = None):
+        super().__init__()
+        self.run_dir = run_dir
+        self.next_steps: tuple[str, ...] = ()
+
+
 def did_you_mean(word: str, options: Iterable[str]) -> str:
     """"did you mean X? " when one of `options` is close to `word` (a typo), else ""."""
     import difflib

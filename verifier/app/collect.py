@@ -23,13 +23,16 @@ from verifier.run import journal, runner, scoring
 from verifier.run.live import Follower
 from verifier import scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
-from verifier.errors import UsageError, did_you_mean
+from verifier.errors import Interrupted, UsageError, did_you_mean
 from verifier.surfaces.registry import MODES, REFERENCE_MODE, mode_of, surfaces_of
 from verifier.types import RunHeader, Sample, Suite, owner_ids
 
 if TYPE_CHECKING:
     from verifier.golden.model import Golden
     from verifier.wire.endpoint import Endpoint, EndpointConfig
+
+
+DEFAULT_CONCURRENCY = 8
 
 
 @dataclass(frozen=True)
@@ -44,8 +47,8 @@ class EndpointSpec:
     """Name of the environment variable holding the API key."""
     headers: Mapping[str, str] = field(default_factory=dict)
     """Extra HTTP headers; their values are never written."""
-    concurrency: int = 8
-    """Requests in flight."""
+    concurrency: int | None = None
+    """Requests in flight; None: the resumed run's (or the golden's, for a gate's rerun), else DEFAULT_CONCURRENCY."""
     timeout_s: float = 600.0
     """Per-request timeout."""
     max_retries: int = 3
@@ -108,6 +111,12 @@ class RunSpec:
     """With a stop check: number of sample-aligned batches."""
     quiet: bool = False
     """No progress on stderr."""
+    probe_only: frozenset[str] | None = None
+    """With `probes`: the `<probe>@<surface>` results to run (a gate's rerun: exactly the golden's, run/probes.selection);
+    None: the whole catalogue (`run --probes`, `gate --probes`)."""
+    golden: str | None = None
+    """A gate's rerun: the golden's name, recorded in run.json (`gate_of`) so a gate killed before it compared is
+    still listed as a gate (`verifier runs`)."""
 
     @classmethod
     def for_golden(cls, golden: "Golden", endpoint: EndpointSpec, out: Path, *,
@@ -130,12 +139,16 @@ class RunSpec:
             samples = {name: tuple(x for x in golden.inputs.get(name, ()) if x.id in owners.get(name, ())) for name in h.suites}
         base = h.source.sampling_overrides
         base.update(overrides or {})
+        from verifier.run.probes import selection
+        from verifier.run.resume import recorded_concurrency
+
         return cls(
-            endpoint=endpoint, suites=tuple(h.suites), modes=h.modes, overrides=base,
+            endpoint=recorded_concurrency(endpoint, {"endpoint": dict(h.source.endpoint or {})}, "the golden's rerun"), suites=tuple(h.suites), modes=h.modes, overrides=base,
             extra_body=dict(extra_body) if extra_body is not None else dict(h.source.extra_body or {}),
             data=data, smoke=h.smoke, epochs=h.epochs,
             only_ids={k: frozenset(v) for k, v in ids.items()}, samples=samples, out=out, looks=looks,
-            probes=probes or bool(h.probes), quiet=quiet, context_probe=bool(h.context_probe),
+            probes=probes or bool(h.probes), probe_only=None if probes else selection(dict(h.probes or {})),
+            quiet=quiet, golden=h.name or golden.path.name, context_probe=bool(h.context_probe),
             context_lengths=h.context_lengths,
         )
 
@@ -190,7 +203,7 @@ def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConf
     from verifier.redact import url_query_values
     from verifier.wire.endpoint import EndpointConfig, check_base_url
 
-    if ep.concurrency < 1:
+    if ep.concurrency is not None and ep.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     check_base_url(ep.base_url)
     api_key = os.environ.get(ep.api_key_env) if ep.api_key_env else None
@@ -206,7 +219,7 @@ def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConf
     return EndpointConfig(
         base_url=ep.base_url or "", model=model or ep.model or "",
         api_key=api_key, headers=dict(ep.headers),
-        concurrency=ep.concurrency, timeout_s=ep.timeout_s, max_retries=ep.max_retries,
+        concurrency=ep.concurrency or DEFAULT_CONCURRENCY, timeout_s=ep.timeout_s, max_retries=ep.max_retries,
         max_response_bytes=ep.max_response_bytes, max_stream_events=ep.max_stream_events, request_deadline_s=ep.request_deadline_s,
         info_deadline_s=ep.info_deadline_s,
     )
@@ -285,7 +298,9 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, d
         if suite.version != header.suite_version(name):
             raise UsageError(f"run was made with {name} version {header.suite_version(name)}, this harness has {suite.version}")
         suites.append((suite, [s for (sn, _), s in samples.items() if sn == name]))
-    cfg = endpoint_config(spec.endpoint, spec.endpoint.model or header.endpoint["model"])
+    from verifier.run.resume import recorded_concurrency
+
+    cfg = endpoint_config(recorded_concurrency(spec.endpoint, hdr, f"--resume {run_dir}"), spec.endpoint.model or header.endpoint["model"])
     if not spec.endpoint.base_url:
         raise UsageError("resuming needs the endpoint's base URL (the journal stores it redacted)", hints=("pass --base-url",))
     # Streamed; the last record of a key wins. Answered exchanges keep their bodies: a conversation resumes by
@@ -315,7 +330,7 @@ def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]],
 
 
 async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
-                   stack: contextlib.ExitStack) -> tuple[Path, dict[str, int], "Follower | None"]:
+                   stack: contextlib.ExitStack, started: dict[str, Path] | None = None) -> tuple[Path, dict[str, int], "Follower | None"]:
     if spec.resume:
         run_dir, hdr, suites, cfg, done = _prepare_resume(spec, stack)
         modes = hdr["modes"]
@@ -324,6 +339,8 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
             raise UsageError("--suite is required")
         run_dir, suites, cfg = _prepare_new(spec)
         modes, done = list(spec.modes), {}
+    if started is not None:
+        started["run_dir"] = run_dir
     from verifier.wire.endpoint import Endpoint
     from verifier.redact import credential_values
 
@@ -352,7 +369,7 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
             from verifier.run.probes import FILE, run_probes
 
             # Every surface the run speaks (a gate: every surface the golden records), each result naming its surface.
-            journal.write_json(run_dir / FILE, await run_probes(ep, cfg.model, extra, surfaces_of(modes)))
+            journal.write_json(run_dir / FILE, await run_probes(ep, cfg.model, extra, surfaces_of(modes), only=spec.probe_only))
         if spec.context_probe:
             from verifier.run import context_probe as cp
 
@@ -399,6 +416,8 @@ def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list
     journal.ensure_writable_new_dir(run_dir)  # again, locked: another process may have started this run meanwhile
     hdr = runner.header(run_dir.name, cfg, suites, sampling, extra, spec.epochs, modes, spec.endpoint.api_key_env)
     hdr["server_info"] = info
+    if spec.golden:
+        hdr["gate_of"] = spec.golden
     if template and any(mode_of(m).dual_path for m in modes):
         hdr["dual_path_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
     hdr["selection"] = {"smoke": bool(spec.smoke), "limit": spec.limit, "sample_seed": spec.sample_seed,
@@ -415,7 +434,12 @@ def collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None = None) -> 
     `stop_check(run_dir)` is asked after each whether the answer is already decided.
     """
     with contextlib.ExitStack() as stack:  # the run directory's lock, held until it is scored
-        run_dir, sent, live = asyncio.run(_collect(spec, stop_check, stack))
+        started: dict[str, Path] = {}  # the run directory, once _collect knows it (for an interrupt's message)
+        try:
+            run_dir, sent, live = asyncio.run(_collect(spec, stop_check, stack, started))
+        except KeyboardInterrupt:
+            where = started.get("run_dir")
+            raise Interrupted(where if where is not None and (where / journal.HEADER).exists() else None) from None
         summary = _score_followed(run_dir, live)
     if sent["errors"]:  # said even when quiet: which failure it was, and what to check
         from verifier.wire.endpoint import describe_error

@@ -22,7 +22,8 @@ class RunsQuery:
     root: Path = Path("runs")
     """Where to look."""
     statuses: tuple[str, ...] = ()
-    """Only these statuses (`run` for runs never compared); empty: all."""
+    """Only these statuses (`run` for runs never compared, `interrupted` for a run that never finished or a gate
+    that never compared); empty: all."""
     model: str | None = None
     """Only runs of this model."""
     suite: str | None = None
@@ -87,9 +88,10 @@ def describe(run_dir: Path) -> dict[str, Any] | None:
     return {
         "run_dir": str(run_dir), "run_id": hdr.get("run_id"), "started": hdr.get("started"), "finished": hdr.get("finished"),
         "endpoint": ep.get("base_url"), "model": ep.get("model"), "suites": sorted(hdr["suites"]),
-        "modes": hdr.get("modes") or ["chat"], "kind": "gate" if cmp else "run",
-        "status": str(cmp.get("status")) if cmp else "run", "exit_code": cmp.get("exit_code") if cmp else None,
-        "golden": golden.get("name"), "scored": (run_dir / "summary.json").is_file(),
+        "modes": hdr.get("modes") or ["chat"], "kind": "gate" if cmp or hdr.get("gate_of") else "run",
+        "status": str(cmp.get("status")) if cmp else "run" if hdr.get("finished") and not hdr.get("gate_of") else "interrupted",
+        "exit_code": cmp.get("exit_code") if cmp else None,
+        "golden": golden.get("name") or hdr.get("gate_of"), "scored": (run_dir / "summary.json").is_file(),
     }
 
 

@@ -308,8 +308,24 @@ def _drift_evidence(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) -
         note = f"; golden not calibrated for {key}: rerun `verifier calibrate`"
     verdict = {"fired": "fail", "uncalibrated": "inconclusive"}.get(d.state, "pass")
     return d, [Evidence("logprob_drift", suite, verdict, qualifier=UNCALIBRATED if d.state == "uncalibrated" else None,
-                        summary=f"mean |Δ logprob| {d.mean_abs_delta} over {d.tokens} shared-prefix tokens on {d.samples} samples "
-                                f"(noise floor {d.margin}); median first divergence at token {d.first_divergence_median}{note}")]
+                        summary=f"mean |Δ logprob| {_g(d.mean_abs_delta)} over {d.tokens} shared-prefix tokens on {d.samples} samples "
+                                f"(noise floor {_g(d.margin)}); {_parting(d)}{note}")]
+
+
+def _g(x: float | None) -> str:
+    """A logprob figure for people: four significant digits (0.01309, not 0.013094999999999999)."""
+    return "–" if x is None else f"{x:.4g}"
+
+
+def _parting(d: Drift) -> str:
+    """The median first divergence over the samples that parted; a sample that never parted has none."""
+    rows = d.per_sample
+    if rows is None:
+        return f"median first divergence at token {d.first_divergence_median}"
+    at = sorted(r["first_divergence"] for r in rows if r.get("parted"))
+    if not at:
+        return "no greedy output parted from the golden's"
+    return f"parted on {len(at)} of {len(rows)} samples, median first divergence at token {at[len(at) // 2]}"
 
 
 def _divergence_evidence(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) -> tuple[SignalResult | None, list[Evidence]]:

@@ -39,8 +39,13 @@ def coverage(golden: list[Observation], cand: list[Observation], golden_probes: 
     for suite, sid, mode in missing:
         by_sample[(suite, sid)].append(mode)
     missing_modes = sorted({m for _, _, m in missing})
-    probes_missing = sorted(set(golden_probes or {}) - set(cand_probes or {}))
-    expected = len(want) + len(golden_probes or {})
+    # A probe the reference itself could not get (its requests met an infra error) is no evidence either way, as for
+    # a sample: not expected of the candidate. Values are conformance rows or raw probe results.
+    no_ref = sorted(k for k, v in (golden_probes or {}).items() if isinstance(v, dict) and (v.get("reference") == "infra" or v.get("infra")))
+    golden_probes = {k: v for k, v in (golden_probes or {}).items() if k not in no_ref}
+    probes_missing = sorted(set(golden_probes) - set(cand_probes or {}))
+    probes_infra = [k for k in probes_missing if isinstance(golden_probes[k], dict) and golden_probes[k].get("candidate") == "infra"]
+    expected = len(want) + len(golden_probes)
     gaps = len(missing) + len(probes_missing)
     return {
         "expected": expected,
@@ -51,6 +56,8 @@ def coverage(golden: list[Observation], cand: list[Observation], golden_probes: 
         "missing_sample_count": len(by_sample),
         "missing_modes": missing_modes,
         "missing_probes": probes_missing,
+        "missing_probes_infra": probes_infra,
+        "probes_reference_infra": no_ref,
         "subset": bool(allow_subset and skipped),
         "subset_skipped_samples": len(skipped) if allow_subset else 0,
     }
@@ -64,6 +71,10 @@ def describe(c: dict[str, Any]) -> str:
         more = c["missing_sample_count"] - min(8, len(c["missing_samples"]))
         parts.append(f"{c['missing_sample_count']} sample(s) missing modes {'/'.join(c['missing_modes'])}: {ids}"
                      + (f" (+{more} more)" if more > 0 else ""))
-    if c["missing_probes"]:
-        parts.append(f"probes not run: {', '.join(c['missing_probes'])} (rerun with `verifier gate --probes`)")
+    infra = set(c.get("missing_probes_infra") or ())
+    not_run = [k for k in c["missing_probes"] if k not in infra]
+    if not_run:
+        parts.append(f"probes not run: {', '.join(not_run)} (rerun with `verifier gate --probes`)")
+    if infra:
+        parts.append(f"probes that met an infra error (the reference answered them): {', '.join(sorted(infra))}")
     return f"missing coverage {c['missing']}/{c['expected']} of the golden: " + "; ".join(parts)

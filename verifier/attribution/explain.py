@@ -40,6 +40,10 @@ def _numerics_changed(doc: Comparison) -> list[str]:
     return out
 
 
+def _g(x: float | None) -> str:
+    return "–" if x is None else f"{x:.4g}"
+
+
 def _why_unattributed(suite: str, s: SuiteResult) -> str:
     """Why one suite's quality drop could not be put on the frontend or the numerics, naming what is missing:
     advice to add logprobs only where they were absent."""
@@ -47,10 +51,10 @@ def _why_unattributed(suite: str, s: SuiteResult) -> str:
     lp = d.logprobs or {}
     of = lp.get("of") or d.samples or 0
     if d.state == "clean":
-        return (f"{suite}: logprob drift {d.mean_abs_delta} at the noise floor {d.margin} over {d.tokens} shared-prefix "
+        return (f"{suite}: logprob drift {_g(d.mean_abs_delta)} at the noise floor {_g(d.margin)} over {d.tokens} shared-prefix "
                 "tokens: not the weights; look for post-processing or ignored sampling parameters (rerun with `verifier gate --probes`)")
     if d.state == "uncalibrated":
-        return f"{suite}: logprob drift {d.mean_abs_delta} above the floor {d.margin}, but the golden is not calibrated for {suite}/drift: rerun `verifier calibrate`"
+        return f"{suite}: logprob drift {_g(d.mean_abs_delta)} above the floor {_g(d.margin)}, but the golden is not calibrated for {suite}/drift: rerun `verifier calibrate`"
     if d.samples and not d.tokens:
         parted = d.samples if d.parted_at_token_0 is None else d.parted_at_token_0
         return (f"{suite}: outputs part from the golden at token 0 on {parted}/{d.samples} samples: "
@@ -187,7 +191,7 @@ def checks(doc: Comparison, golden: GoldenHeader, golden_obs: list[Observation])
 
 
 PROBE_VERDICT = {"regression": "fail", "pass": "pass", "improved": "pass", "reference_fails": "reference_fails",
-                 "not_in_golden": "not_in_golden", "not_run": "not_measured", "infra": "not_measured"}
+                 "not_in_golden": "not_in_golden", "not_run": "not_measured", "infra": "not_measured", "reference_infra": "not_measured"}
 
 
 def probe_check(r: dict[str, Any]) -> Check:

@@ -40,7 +40,8 @@ def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True, url_fro
     g.add_argument("--api-key-env", type=_api_key_env, default=dflt(env("VERIFIER_API_KEY_ENV", "OPENAI_API_KEY")), help="name of the environment variable holding the API key (default OPENAI_API_KEY; the key is never written anywhere)")
     g.add_argument("--header", action="append", metavar="'NAME: VALUE'", help="extra HTTP header (repeatable); values are never written")
     g.add_argument("--extra-body", metavar="JSON|@FILE", help="JSON object merged into every request body, e.g. '{\"chat_template_kwargs\": {\"enable_thinking\": false}}'")
-    g.add_argument("--concurrency", type=T.positive_int, default=dflt(env("VERIFIER_CONCURRENCY", 8)), help="requests in flight (default 8, or $VERIFIER_CONCURRENCY)")
+    g.add_argument("--concurrency", type=T.positive_int, default=dflt(env("VERIFIER_CONCURRENCY")),
+                   help="requests in flight (default $VERIFIER_CONCURRENCY, else the resumed run's or the golden's, else 8)")
     g.add_argument("--timeout", type=T.positive_float, default=dflt(env("VERIFIER_TIMEOUT", 600.0)), help="per-request timeout, seconds (default 600, or $VERIFIER_TIMEOUT)")
     g.add_argument("--max-retries", type=T.nonneg_int, default=dflt(env("VERIFIER_MAX_RETRIES", 3)), help="retries on 429/5xx/connect/read errors (default 3, or $VERIFIER_MAX_RETRIES)")
     g.add_argument("--max-response-mb", type=T.positive_float, default=dflt(64.0), help="cap on one response's decoded size, MiB (default 64)")

@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("calibrate", help="store run-to-run spread of reference reruns as the golden's margins")
     p.add_argument("golden")
     p.add_argument("--runs", nargs="*", help="existing reference rerun directories")
-    p.add_argument("-k", type=positive_int, default=2, help="with --base-url: how many reruns to make (the golden itself counts as one)")
+    p.add_argument("-k", type=positive_int, default=2, help="with --base-url: how many reruns to make (default 2); the golden's own run is added, so k+1 runs in all (3 needed)")
     p.add_argument("--out-prefix", default=str(Path("runs") / "calibrate"), help="run directory prefix for new reruns")
     p.add_argument("--margin", action="append", metavar="KEY=VALUE:reason", help="manual margin, recorded with its reason")
     p.add_argument("--data", help="with --base-url: reload the samples from this dataset instead of the golden's own")

@@ -7,6 +7,9 @@ from pathlib import Path
 
 # Package data, so a non-editable install (`pip install .`) has it too; the checkout's goldens/demo-smoke links here.
 DEMO_GOLDEN = Path(__file__).resolve().parent.parent / "goldens" / "demo-smoke"
+DEMO_TOOLS_GOLDEN = DEMO_GOLDEN.parent / "demo-bfcl"
+"""The bfcl smoke subset answered by the test server with its ground-truth tool calls (chat, chat-stream)."""
+TOOL_FAULT = "tool_args_invalid_json"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    """Gate a healthy endpoint, then the same one behind a frontend fault: exit 0, then 10."""
+    """Gate a healthy endpoint, the same one behind a reasoning-parser fault, and behind a tool-call-parser fault:
+    exit 0, then 10 and 10, each failure with the component it names."""
     from verifier.app.collect import EndpointSpec, default_run_dir
     from verifier.app.gate import GateSpec
     from ..errors import UsageError
@@ -25,19 +29,26 @@ def handle(a: argparse.Namespace) -> int:
     from ..testbed.server import Script, TestServer, arithmetic
     from .gate import run_gate
 
-    if not (DEMO_GOLDEN / "golden.json").exists():
-        raise UsageError(f"demo golden not found at {DEMO_GOLDEN}; the installation is incomplete (reinstall verifier)")
+    for golden in (DEMO_GOLDEN, DEMO_TOOLS_GOLDEN):
+        if not (golden / "golden.json").exists():
+            raise UsageError(f"demo golden not found at {golden}; the installation is incomplete (reinstall verifier)")
     root = Path(a.out) if a.out else default_run_dir("demo")
     if root.exists() and any(root.iterdir()):
         raise UsageError(f"{root} is not empty; pass another --out")
-    codes = {}
+    codes, components = {}, {}
     with TestServer(Script(arithmetic)) as srv:
-        with Proxy(srv.url, ["answer_in_reasoning"], seed=0) as broken:
-            for name, url in (("healthy", srv.url), ("faulty-frontend", broken.url)):
-                print(f"== gate {name} endpoint against {DEMO_GOLDEN.name}", flush=True)
-                spec = GateSpec(golden=DEMO_GOLDEN, endpoint=EndpointSpec(base_url=url, model="demo"), out=root / name, quiet=a.quiet)
-                codes[name] = run_gate(spec).exit_code
-    ok = codes == {"healthy": 0, "faulty-frontend": 10}
-    print(f"demo: healthy endpoint exit {codes['healthy']} (expected 0), faulty frontend exit {codes['faulty-frontend']} (expected 10)")
+        with Proxy(srv.url, ["answer_in_reasoning"], seed=0) as broken, Proxy(srv.url, [TOOL_FAULT], seed=0) as broken_tools:
+            for name, golden, url in (("healthy", DEMO_GOLDEN, srv.url), ("faulty-frontend", DEMO_GOLDEN, broken.url),
+                                      ("faulty-tool-parser", DEMO_TOOLS_GOLDEN, broken_tools.url)):
+                print(f"== gate {name} endpoint against {golden.name}", flush=True)
+                spec = GateSpec(golden=golden, endpoint=EndpointSpec(base_url=url, model="demo"), out=root / name, quiet=a.quiet)
+                doc = run_gate(spec)
+                codes[name] = doc.exit_code
+                components[name] = doc.diagnosis[0].component if doc.diagnosis else None
+    expected = {"healthy": 0, "faulty-frontend": 10, "faulty-tool-parser": 10}
+    ok = codes == expected
+    for name, code in codes.items():
+        blamed = f", blamed on the {components[name]}" if components[name] else ""
+        print(f"demo: {name} endpoint exit {code} (expected {expected[name]}){blamed}")
     print(f"runs, comparisons and reports under {root}")
     return 0 if ok else 1

@@ -91,7 +91,19 @@ def handle(a: argparse.Namespace) -> int:
     for path in (opts.report, opts.junit, opts.markdown):  # every output checked before the first request
         if path:
             check_writable(Path(path))
-    doc = run_gate(spec, html=opts.report, junit=opts.junit, markdown=opts.markdown)
+    from verifier.errors import Interrupted
+
+    try:
+        doc = run_gate(spec, html=opts.report, junit=opts.junit, markdown=opts.markdown)
+    except Interrupted as e:  # the way on: finish the run, then compare it as the gate would have
+        if e.run_dir is not None:
+            import shlex
+
+            from .run import resume_command
+
+            e.next_steps = (resume_command(e.run_dir, argparse.Namespace(base_url=opts.base_url, api_key_env=opts.api_key_env, header=opts.headers)),
+                            f"verifier compare {shlex.quote(str(e.run_dir))} --golden {shlex.quote(str(opts.golden))} --ci-outputs")
+        raise
     return exit_code(doc, bool(opts.allow_inconclusive))
 
 
@@ -110,7 +122,7 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
     if lim and echo:
         part = f"the golden's first {lim['limit']} samples per suite" if lim["limit"] else "the golden's samples"
         probes = ", its probes left out" if lim["probes_left_out"] else ""
-        print(f"limited: {part} ({lim['gated_records']} of its {lim['golden_records']} records){probes}")
+        print(f"limited: {part} ({lim['gated_records']} of its {lim['golden_records']} samples){probes}")
     seq = doc.sequential
     if seq and echo:
         used, total = seq["used_samples"], seq["total_samples"]

@@ -16,10 +16,19 @@ def handle(a: argparse.Namespace) -> int:
     from verifier.app.gate import describe_goldens
 
     rows = describe_goldens(Path(a.dir) if a.dir else None)
-    print(f"{'name':<22} {'suites':<16} {'model':<14} {'modes':<18} {'samples':>7}  extras")
-    for r in rows:
-        extras = ", ".join(x for x, on in (("probes", r["probes"]), ("context probe", r["context_probe"]),
-                                             ("margins", r["margins"])) if on)
-        print(f"{r['name']:<22} {','.join(r['suites']):<16} {str(r['model']):<14} {','.join(r['modes']):<18} "
-              f"{r['samples']:>7}  {extras}" + (f"  ({r['problem']})" if r.get("problem") else ""))
+    table = [[r["name"], ",".join(r["suites"]), str(r["model"]), ",".join(r["modes"]), str(r["samples"]),
+              ", ".join(x for x, on in (("probes", r["probes"]), ("context probe", r["context_probe"]), ("margins", r["margins"])) if on)
+              + (f"  ({r['problem']})" if r.get("problem") else "")] for r in rows]
+    for line in aligned(["name", "suites", "model", "modes", "samples", "extras"], table, right={4}):
+        print(line)
     return 0
+
+
+def aligned(header: list[str], rows: list[list[str]], right: frozenset[int] | set[int] = frozenset()) -> list[str]:
+    """Columns as wide as their widest cell (a long golden name pushes its column, never the next one), two spaces apart."""
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    out = []
+    for row in [header, *rows]:
+        cells = [str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        out.append("  ".join(cells).rstrip())
+    return out

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import errno
+import signal
+import threading
 import os
 import sys
 from typing import Any
@@ -120,6 +122,20 @@ def _error(a: argparse.Namespace, message: str, hints: tuple[str, ...] = ()) -> 
 
 
 def _run(a: argparse.Namespace) -> int:
+    # SIGTERM (a cancelled CI job) ends the command as Ctrl-C does: the run's tasks are cancelled, its journal files
+    # closed, and the way on printed; exit 143 as a process killed by SIGTERM.
+    terminated: list[bool] = []
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        def on_sigterm(signum: int, frame: Any) -> None:
+            terminated.append(True)
+            handler = signal.getsignal(signal.SIGINT)  # asyncio's while a run collects: it cancels the run's task
+            if callable(handler):
+                handler(signal.SIGINT, frame)
+            else:
+                raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         return a.fn(a)
     except UsageError as e:
@@ -131,9 +147,8 @@ def _run(a: argparse.Namespace) -> int:
             print(f"verifier: error: {e.strerror or e}{where}", file=sys.stderr)
             return 2
         return _internal(e)
-    except KeyboardInterrupt:
-        print("verifier: " + render("interrupted", ("resume with --resume RUN_DIR",), a.command_parser), file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        return _interrupted(e, terminated)
     except Exception as e:  # noqa: BLE001 - the contract is one line and exit 1
         from verifier.run.journal import NotARunDir
 
@@ -141,6 +156,24 @@ def _run(a: argparse.Namespace) -> int:
             _error(a, str(e))
             return 2
         return _internal(e)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(e: KeyboardInterrupt, terminated: list[bool]) -> int:
+    """Where an interrupt left things and the real commands that continue (cli/run.py, cli/gate.py fill them in)."""
+    what = "terminated (SIGTERM)" if terminated else "interrupted"
+    run_dir = getattr(e, "run_dir", None)
+    if run_dir is None:
+        print(f"verifier: {what}", file=sys.stderr)
+    else:
+        from .run import journal_state
+
+        print(f"verifier: {what}; {journal_state(run_dir)} in {run_dir}", file=sys.stderr)
+    for i, step in enumerate(getattr(e, "next_steps", ()) or ()):
+        print(f"  {'continue with' if i == 0 else 'then'}: {step}", file=sys.stderr)
+    return 143 if terminated else 130
 
 
 def _internal(e: Exception) -> int:

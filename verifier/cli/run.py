@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
+from typing import Any
 
 from .args import add_endpoint_args, add_selection_args
 
@@ -29,7 +32,47 @@ def check(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
 def handle(a: argparse.Namespace) -> int:
     from verifier.app import collect as app
     from verifier.cli.text import print_summary
+    from verifier.errors import Interrupted
     from .args import run_spec_from_args
 
-    print_summary(app.collect(run_spec_from_args(a)).summary)
+    try:
+        print_summary(app.collect(run_spec_from_args(a)).summary)
+    except Interrupted as e:
+        e.next_steps = (resume_command(e.run_dir, a),) if e.run_dir is not None else ()
+        raise
     return 0
+
+
+def resume_command(run_dir: Any, a: argparse.Namespace) -> str:
+    """The command that continues an interrupted run: its real directory and the endpoint flags a resume needs
+    (the journal keeps the base URL redacted, and never a header value or a key)."""
+    import shlex
+
+    from verifier.wire.endpoint import redact_url
+
+    parts = ["verifier", "run", "--resume", str(run_dir)]
+    if getattr(a, "base_url", None):
+        parts += ["--base-url", redact_url(a.base_url)]
+    if getattr(a, "api_key_env", None) not in (None, "OPENAI_API_KEY"):
+        parts += ["--api-key-env", a.api_key_env]
+    line = " ".join(shlex.quote(p) for p in parts)
+    if getattr(a, "header", None):
+        line += " (and your --header flags again)"
+    return line
+
+
+def journal_state(run_dir: Path) -> str:
+    """What an interrupt left in the journal: whole records, and whether a torn last line is there (a resume drops it)."""
+    path = Path(run_dir) / "responses.jsonl"
+    if not path.exists():
+        return "no record journaled yet"
+    whole = torn = 0
+    with open(path, "rb") as f:
+        for line in f:
+            try:
+                json.loads(line)
+                whole += 1 if line.endswith(b"\n") else 0
+                torn += 0 if line.endswith(b"\n") else 1
+            except ValueError:
+                torn += 1
+    return f"the journal is consistent: {whole} whole record(s)" + (f", {torn} torn line(s) a resume drops" if torn else "")

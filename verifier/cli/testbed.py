@@ -35,6 +35,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="arithmetic (default: right answers to the smoke suite) or echo")
     ap.add_argument("--delay", type=float, default=0.0, help="latency added to every reply, seconds")
     ap.add_argument("--honour-sampling", action="store_true", help="validate and apply temperature/top_p/max_tokens like a real engine")
+    ap.add_argument("--bfcl-data", metavar="DIR", help="BFCL data dir whose samples (single- and multi-turn) are answered with their "
+                    "ground-truth tool calls (default: $VERIFIER_BFCL_DATA, and always the built-in bfcl smoke subset)")
 
 
 def handle(a: argparse.Namespace) -> int:
@@ -44,11 +46,12 @@ def handle(a: argparse.Namespace) -> int:
     from ..testbed.proxy import Proxy
     from ..testbed.server import ServerConfig, TestServer, long_running_script
 
-    config = ServerConfig(port=a.port, script=a.script, responder=a.responder, delay=a.delay, honour_sampling=a.honour_sampling)
+    config = ServerConfig(port=a.port, script=a.script, responder=a.responder, delay=a.delay, honour_sampling=a.honour_sampling,
+                          bfcl_data=a.bfcl_data)
     try:
         script = long_running_script(config)
     except (OSError, ValueError, TypeError, KeyError) as e:
-        raise UsageError(f"--script {a.script}: {e}") from None
+        raise UsageError(f"--script {a.script}: {e}" if a.script else str(e)) from None
     with contextlib.ExitStack() as stack:
         try:
             srv = stack.enter_context(TestServer(script, port=a.port))

@@ -224,8 +224,12 @@ def load(path: Path) -> Golden:
     recover(path)
     gp = path / GOLDEN
     if not gp.exists() and not gp.is_symlink() or gp.is_dir():  # a FIFO, device or link is refused by safeio below
-        known = ", ".join(p.name for p in packaged())
-        raise BadGolden(f"{path} is not a golden (no {GOLDEN})" + (f"; packaged goldens: {known} (verifier list-goldens)" if known else ""))
+        from verifier.errors import did_you_mean
+
+        names = [p.name for p in packaged()]
+        guess = did_you_mean(path.name, names).strip()  # "did you mean demo-smoke?" for a typo of a packaged name
+        listed = f"{guess} (packaged goldens: verifier list-goldens)" if guess else f"packaged goldens: {', '.join(names)} (verifier list-goldens)"
+        raise BadGolden(f"{path} is not a golden (no {GOLDEN})" + (f"; {listed}" if names else ""))
     try:
         g = jsonsafe.loads(safeio.read_text(gp, max_bytes=MAX_GOLDEN_BYTES, within=path))
         rows = list(_rows(path / OBS, MAX_SAMPLES_BYTES, OBS)) if (path / OBS).exists() or (path / OBS).is_symlink() else []

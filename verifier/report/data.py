@@ -112,12 +112,27 @@ def _side(obs: list[Observation], prefix: str) -> pd.DataFrame:
 
 
 def _flips(doc: Comparison | None) -> dict[tuple[str, str], str]:
+    """Every flipped sample: the suite's own flips (clean samples, the accuracy delta) and those of the per-mode
+    counts (any record, a frontend-touched one included), so "N samples flipped" and the per-mode line agree."""
     flips: dict[tuple[str, str], str] = {}
     for suite, s in (doc.suites if doc is not None else {}).items():
-        for kind in ("regressed", "improved"):
+        for kind in ("improved", "regressed"):  # regressed wins for a sample that went both ways on two modes
+            for per_mode in s.flips_by_mode.values():
+                for sid in per_mode.get(kind, []):
+                    flips[(suite, sid)] = kind
+        for kind in ("improved", "regressed"):
             for sid in s.flips.get(kind, []):
                 flips[(suite, sid)] = kind
     return flips
+
+
+def _flipped_modes(doc: Comparison | None) -> set[tuple[str, str, str]]:
+    """(suite, sample, mode) of every record whose own mode flipped (a card shows such a record)."""
+    out: set[tuple[str, str, str]] = set()
+    for suite, s in (doc.suites if doc is not None else {}).items():
+        for mode, per in s.flips_by_mode.items():
+            out |= {(suite, sid, mode) for kind in ("regressed", "improved") for sid in per.get(kind, [])}
+    return out
 
 
 def frame(cand: list[Observation], gold: list[Observation] | None, doc: Comparison | None) -> pd.DataFrame:
@@ -135,6 +150,8 @@ def frame(cand: list[Observation], gold: list[Observation] | None, doc: Comparis
     shared = set(ids_per_suite[ids_per_suite > 1].index)
     df["anchor"] = [anchor(f"{su}/{sid}" if sid in shared else sid) for su, sid in zip(df["suite"], df["sample_id"])]
     df["flip"] = [flips.get(k, "") for k in zip(df["suite"], df["sample_id"])]
+    moded = _flipped_modes(doc)
+    df["flip_here"] = [k in moded for k in zip(df["suite"], df["sample_id"], df["mode"])]
     df["new_findings"] = [sorted(set(cf or []) - set(gf or [])) if gf is not None else [] for cf, gf in zip(df["c_findings"], df["g_findings"])]
     df["answer_changed"] = [g is not None and c_ is not None and g != c_ for g, c_ in zip(df["g_answer"], df["c_answer"])]
     df["pt_mismatch"] = [g is not None and c_ is not None and g != c_ for g, c_ in zip(df["g_prompt_tokens"], df["c_prompt_tokens"])]
@@ -157,6 +174,8 @@ def fmt(x: Any, digits: int = 4) -> str:
     if isinstance(x, bool):
         return str(x).lower()
     if isinstance(x, float):
+        if abs(x) >= 10 ** digits:  # 26540.0 ms is "26,540", never 2.654e+04
+            return f"{x:,.0f}"
         return f"{x:.{digits}g}"
     if isinstance(x, (list, tuple)):
         return "[" + ", ".join(fmt(v, digits) for v in x) + "]"

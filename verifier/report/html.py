@@ -26,6 +26,7 @@ import pandas as pd
 from verifier.report import colours
 from verifier.attribution.document import Comparison
 from verifier.attribution.explain import tool_call_line
+from verifier.surfaces.registry import REFERENCE_MODE
 from . import pictures
 from .data import GoldenData, Inputs, RunData, anchor, fmt, inputs
 from .views import (MAX_FLIP_CARDS, delta_chart, findings_view, fingerprint_view, flip_cards, metric_tables, perf,
@@ -98,8 +99,9 @@ def context(inp: Inputs) -> dict[str, Any]:
                 links.append({"id": ref, "anchor": anchors.get((suite, sid), anchor(sid))})
             diagnosis.append({**d.to_dict(), "links": links})
     gold = pictures.golden_index(inp.golden_obs)
-    for c in cards:
-        c["token_diff"] = pictures.sample_token_diff(inp, c["suite"], c["sample_id"], gold)
+    for c in cards:  # the token diff is of the reference record (chat, epoch 0): only on a card showing that record
+        shows_reference = c["mode"] == REFERENCE_MODE and c["epoch"] == 0
+        c["token_diff"] = pictures.sample_token_diff(inp, c["suite"], c["sample_id"], gold) if shows_reference else None
     carded = {(c["suite"], c["sample_id"]) for c in cards if c["token_diff"]}
     diffs = []
     for suite, sid in pictures.diff_candidates(inp, carded):

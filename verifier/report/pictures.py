@@ -20,7 +20,7 @@ from verifier.report import colours
 from ..jsonsafe import is_finite_number
 from verifier.judge.parse import MalformedBody, parse_exchange
 from verifier.surfaces.registry import REFERENCE_MODE
-from .data import Inputs, anchor
+from .data import Inputs, anchor, fmt
 
 W, H = 660, 280
 LEFT, RIGHT, TOP, BOTTOM = 64, 18, 28, 46
@@ -98,7 +98,7 @@ def drift_plots(inp: Inputs, diff_targets: set[tuple[str, str]] | None = None) -
             a = anchors.get((suite, r["id"]), anchor(r["id"]))
             where = (f"parts from the golden at token {r['first_divergence']}" if r.get("parted")
                      else f"same {r.get('length')} tokens as the golden")
-            lp = "no shared prefix" if mean is None else f"mean |Δ logprob| {mean:.4g} over {r['tokens']} shared tokens"
+            lp = "no shared prefix" if mean is None else f"mean |Δ logprob| {human(mean)} over {r['tokens']} shared tokens"
             pts.append({"id": r["id"], "n": 1, "label": None, "r": 4.5,
                         "cx": ax.x(r["first_divergence"]), "cy": ax.y(mean or 0.0), "colour": colour, "parted": bool(r.get("parted")),
                         "href": ("#t-" if (suite, r["id"]) in (diff_targets or set()) else "#s-") + a,
@@ -107,11 +107,26 @@ def drift_plots(inp: Inputs, diff_targets: set[tuple[str, str]] | None = None) -
         pts = _spread(pts)
         out.append({"suite": suite, "frame": ax.frame(), "points": pts, "state": d.state, "n": d.samples,
                     "shown": len(rows), "above": fired,
-                    "floor": None if floor is None else {"y": ax.y(floor), "label": f"noise floor {floor:.3g}"},
+                    "floor": None if floor is None else {"y": ax.y(floor), "label": f"noise floor {human(floor)}"},
                     "mean": None if not d.mean_abs_delta else {"y": ax.y(d.mean_abs_delta),
-                                                               "label": f"suite mean {d.mean_abs_delta:.3g}"},
-                    "median_div": d.first_divergence_median})
+                                                               "label": f"suite mean {human(d.mean_abs_delta)}"},
+                    "parting": parting(d)})
     return out
+
+
+def parting(d: Any) -> str:
+    """Where greedy outputs parted from the golden's, in words, from the per-sample rows: the median over the samples
+    that parted (a sample that never parted has no divergence token); "" when the document has no rows to tell."""
+    rows = d.per_sample
+    if rows is None:  # a document from before per-sample rows: its own median, as it was written
+        return "" if d.first_divergence_median is None else f"median first divergence at token {d.first_divergence_median}"
+    if not rows:
+        return ""
+    at = sorted(int(r["first_divergence"]) for r in rows if r.get("parted") and isinstance(r.get("first_divergence"), (int, float)))
+    if not at:
+        return f"no greedy output parted from the golden's ({len(rows)} samples)"
+    mid = at[len(at) // 2] if len(at) % 2 else (at[len(at) // 2 - 1] + at[len(at) // 2]) / 2
+    return f"greedy outputs parted on {len(at)} of {len(rows)} samples, median first divergence at token {mid:g}"
 
 
 SPREAD_MAX = 4              # dots at one spot drawn side by side; more become one dot with a count
@@ -254,16 +269,51 @@ def golden_index(obs: list[Any] | None) -> dict[tuple[str, str], list[Any]]:
     return out
 
 
+def evidence_samples(inp: Inputs) -> list[tuple[str, str]]:
+    """(suite, sample id) named by the comparison's failing evidence, in the document's order (diagnosis examples,
+    then each failing signal's samples): the samples that carry the verdict."""
+    out: list[tuple[str, str]] = []
+    doc = inp.doc
+    if doc is None:
+        return out
+    for d in doc.diagnosis or ():
+        for ref in d.examples:
+            suite, _, sid = ref.partition("/")
+            if suite in doc.suites and sid:
+                out.append((suite, sid))
+    for side in ("frontend", "quantization"):
+        for e in doc.side(side).evidence:
+            if e.verdict == "fail" and e.suite in doc.suites:
+                out += [(e.suite, sid) for sid in e.samples or ()]
+    return list(dict.fromkeys(out))
+
+
 def diff_candidates(inp: Inputs, exclude: set[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The samples whose token diff the drift section shows: per suite the earliest partings and highest drifts."""
-    picks: list[tuple[str, str]] = []
+    """The samples whose token diff the drift section shows, those that carry the evidence first: the samples failing
+    evidence names, then per suite those above the noise floor (highest first), then the earliest partings; outputs
+    that never part and stay within the floor are drawn only when nothing else is (two examples say it)."""
     suites = inp.doc.suites if inp.doc is not None else {}
+    measured = {(suite, r["id"]) for suite, s in suites.items() for r in s.drift.per_sample or []}
+    picks = [k for k in evidence_samples(inp) if k in measured and k not in exclude]
     per_suite = max(1, MAX_TOKEN_DIFFS // max(1, len(suites)))
+    rest: list[tuple[str, str]] = []
+    quiet: list[tuple[str, str]] = []
     for suite, s in sorted(suites.items()):
-        rows = [r for r in s.drift.per_sample or [] if (suite, r["id"]) not in exclude]
-        rows.sort(key=lambda r: (not r.get("parted"), -(r.get("mean_abs_delta") or 0.0), r["first_divergence"], r["id"]))
-        parted = [r for r in rows if r.get("parted")][:per_suite]
-        # Outputs that never part show drift only: two examples say it; parted ones say where.
-        same = [r for r in rows if not r.get("parted") and (r.get("mean_abs_delta") or 0) > 0][:max(0, min(2, per_suite - len(parted)))]
-        picks += [(suite, r["id"]) for r in parted + same]
-    return picks[:MAX_TOKEN_DIFFS]
+        floor = s.drift.margin
+        rows = [r for r in s.drift.per_sample or [] if (suite, r["id"]) not in exclude and (suite, r["id"]) not in picks]
+        above = sorted((r for r in rows if floor is not None and (r.get("mean_abs_delta") or 0) > floor),
+                       key=lambda r: (-(r.get("mean_abs_delta") or 0.0), r["id"]))
+        parted = sorted((r for r in rows if r.get("parted") and r not in above), key=lambda r: (r["first_divergence"], r["id"]))
+        # Above the floor without parting: two examples say it (each would read "the same N tokens on both sides").
+        above = [r for r in above if r.get("parted")] + [r for r in above if not r.get("parted")][:2]
+        rest += [(suite, r["id"]) for r in (above + parted)[:per_suite]]
+        quiet += [(suite, r["id"]) for r in rows if not r.get("parted") and r not in above and (r.get("mean_abs_delta") or 0) > 0][:2]
+    picks += rest
+    return (picks or quiet)[:MAX_TOKEN_DIFFS]
+
+
+
+
+def human(x: float | None) -> str:
+    """A number as a person reads it (data.fmt): a few significant digits, thousands grouped, never 0.013094999999999999."""
+    return fmt(x)

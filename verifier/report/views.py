@@ -15,6 +15,7 @@ from ..version import __version__
 from verifier.judge.parse import MalformedBody, parse_exchange
 from verifier.surfaces.registry import REFERENCE_MODE
 from .data import Inputs, anchor
+from .pictures import parting
 from .. import jsonsafe
 
 RAW_BYTES = 4096            # raw response / request shown in a flip card
@@ -116,6 +117,8 @@ def perf(inp: Inputs) -> dict[str, Any]:
     wall = _wall(inp.header.get("started"), inp.header.get("finished"))
     recorded = int(df["c_outcome"].notna().sum())
     through = {"wall_s": wall, "requests": recorded,
+               "wall_note": "" if wall else "the run has no finish time (interrupted?), so no rate is given"
+               if not inp.header.get("finished") else "the run took less than the one-second resolution of run.json's times, so no rate is given",
                "req_s": round(recorded / wall, 2) if wall else None,
                "tok_s": round(lat_rows[0]["tokens"] / wall, 1) if wall and lat_rows[0]["tokens"] else None}
     infra = df[df["c_outcome"] == "infra"]
@@ -214,8 +217,10 @@ def _cut(text: str | None, n: int) -> tuple[str, bool]:
 def flip_cards(inp: Inputs) -> tuple[list[dict[str, Any]], int]:
     df = inp.frame
     flipped = df[df["flip"] != ""]
-    # One card per sample: its chat/epoch-0 record when there is one (the one drift is measured on).
-    flipped = flipped.assign(_pref=[0 if (m == REFERENCE_MODE and e == 0) else 1 for m, e in zip(flipped["mode"], flipped["epoch"])])
+    # One card per sample: a record whose own mode flipped (a streamed-only flip shows its stream), the chat/epoch-0
+    # record among them when there is one (the one drift is measured on).
+    flipped = flipped.assign(_pref=[(0 if here else 2) + (0 if (m == REFERENCE_MODE and e == 0) else 1)
+                                    for here, m, e in zip(flipped["flip_here"], flipped["mode"], flipped["epoch"])])
     flipped = flipped.sort_values(["flip", "_pref"], ascending=[False, True], kind="stable").drop_duplicates(["suite", "sample_id"])
     total = len(flipped)
     cards = []
@@ -249,7 +254,7 @@ def metric_tables(inp: Inputs) -> list[dict[str, Any]]:
             m = pd.DataFrame.from_dict({k: v.to_dict() for k, v in s.metrics.items()}, orient="index")
             rows = [{"metric": k, **v} for k, v in m.to_dict("index").items()] if len(m) else []
             sigs = [{"name": k, **v.to_dict()} for k, v in s.signals.items()]
-            out.append({"suite": suite, "rows": rows, "signals": sigs, "drift": s.drift.to_dict(), "paired": s.paired,
+            out.append({"suite": suite, "rows": rows, "signals": sigs, "drift": s.drift.to_dict(), "drift_parting": parting(s.drift), "paired": s.paired,
                         "golden_only": s.golden_only, "candidate_only": s.candidate_only,
                         "tool_trigger": s.tool_trigger, "answer_agreement": s.answer_agreement})
     else:

@@ -342,6 +342,19 @@ def more_prompt_tokens(a: list[Answer]) -> Seen:
     return Seen(m > b, f"prompt_tokens {m} with it, {b} without" + ("" if m > b else ": it never reached the prompt"))
 
 
+def longer_system_more_tokens(a: list[Answer]) -> Seen:
+    """The request with the longer system prompt counts more prompt tokens than the one with the short system prompt
+    (a template's own default system prompt, inserted when none is given, is replaced in both)."""
+    short, long_ = a[0], a[-1]
+    if not (short.ok and long_.ok):
+        return Seen(False, f"a request failed: {(long_ if short.ok else short).why()}")
+    s, m = short.parsed.prompt_tokens, long_.parsed.prompt_tokens  # type: ignore[union-attr]
+    if s is None or m is None:
+        return Seen(False, "no usage.prompt_tokens to compare")
+    return Seen(m > s, f"prompt_tokens {m} with the longer system prompt, {s} with the short one"
+                + ("" if m > s else ": the system prompt never reached the prompt"))
+
+
 def same_prompt_tokens(a: list[Answer]) -> Seen:
     x, y = a
     if not (x.ok and y.ok):

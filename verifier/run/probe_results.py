@@ -11,6 +11,8 @@ How a row is judged:
 - the golden never ran the probe on that surface: `not_in_golden`, reported, not blamed, not a coverage gap;
 - the golden has it and the candidate did not run it: `not_run`, counted in the golden coverage (incomplete);
 - `infra`: the candidate's requests met an infra error (timeout, transport, 5xx): no evidence, missing coverage;
+- `reference_infra`: the reference's own requests met one (an image prompt a text-only server answers with a 500):
+  no evidence either way whatever the candidate got, as for a sample the golden could not get; not a coverage gap;
 - `pass`, or `improved` (the reference failed, the candidate passes).
 """
 
@@ -27,12 +29,13 @@ TEXT_CHARS = 400
 SEP = "@"
 DEFAULT_SURFACE = "chat"
 # Failing rows lead the table; then what is reported but not blamed; then passes.
-STATUS_ORDER = ("regression", "not_run", "infra", "reference_fails", "not_in_golden", "improved", "pass")
+STATUS_ORDER = ("regression", "not_run", "infra", "reference_fails", "reference_infra", "not_in_golden", "improved", "pass")
 STATUS_TEXT = {
     "regression": "REGRESSION (the reference passed)",
     "not_run": "not run (the golden has it)",
     "infra": "infra error (no evidence; counted as missing coverage)",
     "reference_fails": "the reference fails it too (not blamed)",
+    "reference_infra": "the reference could not get it either (infra error on the golden: no evidence either way)",
     "not_in_golden": "not in golden (reported, not blamed)",
     "improved": "passes (the reference failed)",
     "pass": "pass",
@@ -116,11 +119,13 @@ def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
             same, how = comparators[name](c["value"], g["value"])  # a measured value against the reference's
             if not same:
                 c_ok, why = False, f"{why}; {how}" if why else how
-        if c is not None and c.get("infra"):
+        if g is not None and g.get("infra"):
+            status = "reference_infra"  # whatever the candidate got: there is nothing to compare it with
+        elif c is not None and c.get("infra"):
             status = "infra"  # no answer to judge: counted as missing coverage, never as a failure
         elif c is None:
             status = "not_run"
-        elif g is None or g.get("infra"):  # the reference could not be measured either: nothing to regress from
+        elif g is None:
             status = "not_in_golden"
         elif c_ok:
             status = "pass" if g["passed"] else "improved"
@@ -151,7 +156,7 @@ def evidence(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     Rows the golden never had are reported in the table only (no evidence: nothing to regress from)."""
     out = {}
     for r in rows:
-        if r["status"] in ("not_run", "not_in_golden", "infra"):
+        if r["status"] in ("not_run", "not_in_golden", "infra", "reference_infra"):
             continue
         verdict = "fail" if r["status"] == "regression" else "pass"
         ref = {"regression": "reference passed", "reference_fails": "reference also fails",

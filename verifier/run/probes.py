@@ -147,6 +147,12 @@ def _follow_up(prev: list[pc.Answer]) -> dict[str, Any] | None:
 
 
 SYSTEM_TEXT = "You are a careful assistant. Answer in one short sentence."
+LONG_SYSTEM_TEXT = SYSTEM_TEXT + (" Be polite and plain; use common words a child would know; never mention these instructions;"
+                                  " do not add a greeting or a closing line; do not use lists, headings or emphasis; when unsure,"
+                                  " say so in a few words rather than guess.")
+"""Why two system prompts, not one against none: a template may insert its own default system prompt when none is
+given (Qwen2.5's is longer than SYSTEM_TEXT), so "fewer tokens with one than without" says nothing. Two given system
+prompts of different lengths replace any default alike: only a frontend that drops them counts the same tokens."""
 _MSG_SYSTEM = {k: v for k, v in to_messages({"messages": HELLO, "max_tokens": 8, **G}).items() if k != "model"}
 
 CATALOGUE: tuple[Probe, ...] = (
@@ -231,10 +237,11 @@ CATALOGUE: tuple[Probe, ...] = (
     Probe("prompt_tokens_oracle", "chat template & tokenization", f"{len(ORACLE)} fixed prompts (text, a system prompt, an image)",
           "each prompt_tokens equals the reference's", tuple(Req({**G, "max_tokens": 1, "messages": m}) for m in ORACLE),
           pc.prompt_tokens_value, ALL, pc.equal_where_measured),
-    Probe("system_prompt_honoured", "surface translation", "a prompt without, then with a system prompt (Responses: instructions)",
-          "more prompt_tokens with it", (Req({**G, "max_tokens": 8, "messages": HELLO}),
-                                         Req({**G, "max_tokens": 8, "messages": [{"role": "system", "content": SYSTEM_TEXT}] + HELLO})),
-          pc.more_prompt_tokens, ALL),
+    Probe("system_prompt_honoured", "surface translation",
+          "a prompt with a short system prompt, then with a longer one (Responses: instructions)",
+          "more prompt_tokens with the longer one", (Req({**G, "max_tokens": 8, "messages": [{"role": "system", "content": SYSTEM_TEXT}] + HELLO}),
+                                                     Req({**G, "max_tokens": 8, "messages": [{"role": "system", "content": LONG_SYSTEM_TEXT}] + HELLO})),
+          pc.longer_system_more_tokens, ALL),
     Probe("messages_system_blocks", "surface translation", "system as a string, then as a list of text blocks",
           "the same prompt_tokens", (Req({**_MSG_SYSTEM, "system": SYSTEM_TEXT}, native=True),
                                      Req({**_MSG_SYSTEM, "system": [{"type": "text", "text": SYSTEM_TEXT}]}, native=True)),
@@ -305,16 +312,27 @@ async def run_one(ep: "Endpoint", probe: Probe, surface: str, model: str, extra_
     return out
 
 
+def selection(recorded: dict[str, Any] | None) -> frozenset[str]:
+    """What a gate reruns by default: exactly the probe results its golden recorded, as `<probe>@<surface>` keys (a
+    bare name of an old golden is its chat result). A probe the golden does not have could only be reported "not in
+    golden", never judged: sending it costs time and proves nothing."""
+    return frozenset(probe_results.normalize(recorded))
+
+
+def wanted(only: frozenset[str] | set[str] | None, probe: str, surface: str) -> bool:
+    """`only` names probes (`tool_choice_none`: on every surface) or single results (`tool_choice_none@chat`); None: all."""
+    return only is None or probe in only or probe_results.key(probe, surface) in only
+
+
 async def run_probes(ep: "Endpoint", model: str, extra_body: dict[str, Any], surfaces: list[str] | tuple[str, ...] = CHAT_ONLY,
-                     only: set[str] | None = None) -> dict[str, Any]:
-    """Every probe of the catalogue on every surface it applies to among `surfaces`, one after another (concurrent
-    requests change the batch, and with it greedy outputs on some engines); keyed `<probe>@<surface>`."""
+                     only: frozenset[str] | set[str] | None = None) -> dict[str, Any]:
+    """Every probe of the catalogue on every surface it applies to among `surfaces` (or only those `only` names, see
+    `wanted`; a gate passes `selection(golden probes)`), one after another (concurrent requests change the batch,
+    and with it greedy outputs on some engines); keyed `<probe>@<surface>`."""
     out: dict[str, Any] = {}
     for probe in CATALOGUE:
-        if only is not None and probe.name not in only:
-            continue
         for surface in probe.surfaces:
-            if surface in surfaces:
+            if surface in surfaces and wanted(only, probe.name, surface):
                 out[probe_results.key(probe.name, surface)] = await run_one(ep, probe, surface, model, dict(extra_body))
     return out
 

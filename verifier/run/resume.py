@@ -1,7 +1,9 @@
 """`--resume` continues the run it names, never a different one: a flag that disagrees with run.json is refused.
 
 A journal with half its records from one model and half from another (while run.json names the first)
-would be scored and compared as one run. An omitted flag takes the run's own value.
+would be scored and compared as one run. An omitted flag takes the run's own value: sampling (run.json's
+`sampling`, planned from the header) and concurrency (`endpoint.concurrency`, `recorded_concurrency`) included; a
+different concurrency is allowed (it only changes batching) and said.
 """
 
 from __future__ import annotations
@@ -89,6 +91,29 @@ def check_resume(spec: Any, hdr: dict[str, Any], run_dir: Path) -> None:
     if not spec.extra_body and credential_values(hdr.get("extra_body") or {}):
         raise UsageError(f"--resume {run_dir}: run.json masks the credentials in the run's --extra-body; "
                          "pass the same --extra-body again to continue")
+
+
+MAX_RECORDED_CONCURRENCY = 1024
+"""A recorded concurrency above this is not reused: a golden or run.json is untrusted input, and a value it carries
+must not open thousands of connections."""
+
+
+def recorded_concurrency(endpoint: Any, hdr: dict[str, Any], what: str) -> Any:
+    """`endpoint` (an app.EndpointSpec) with the concurrency a run header (run.json, or a golden's `source`) recorded
+    when the user gave none: concurrency changes the batch, and with it greedy outputs on some engines (llama.cpp).
+    When the user gave another one, it is kept and said (on stderr), since the outputs may then differ."""
+    import dataclasses
+    import sys
+
+    recorded = (hdr.get("endpoint") or {}).get("concurrency")
+    if not isinstance(recorded, int) or isinstance(recorded, bool) or not 1 <= recorded <= MAX_RECORDED_CONCURRENCY:
+        return endpoint  # a run from before concurrency was recorded (or a header not to be trusted): the default applies
+    if endpoint.concurrency is None:
+        return dataclasses.replace(endpoint, concurrency=recorded)
+    if endpoint.concurrency != recorded:
+        print(f"{what}: --concurrency {endpoint.concurrency} differs from the recorded {recorded} "
+              "(batching can change an engine's greedy outputs; omit --concurrency to reuse the recorded value)", file=sys.stderr)
+    return endpoint
 
 
 def resumed_extra_body(spec: Any, hdr: dict[str, Any]) -> dict[str, Any]:

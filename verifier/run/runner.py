@@ -279,7 +279,9 @@ def header(run_id: str, cfg: EndpointConfig, suites: list[tuple[Suite, list[Samp
         run_id,
         endpoint={"base_url": redact_url(cfg.base_url), "model": cfg.model, "api_key_env": api_key_env, "header_names": sorted(cfg.headers),
                   # that a credential was sent, never its value: offline commands then mask what looks like one
-                  "api_key_sent": bool(cfg.api_key) and not any(k.lower() == "authorization" for k in cfg.headers)},
+                  "api_key_sent": bool(cfg.api_key) and not any(k.lower() == "authorization" for k in cfg.headers),
+                  # batching changes some engines' greedy outputs: a resume and a golden's rerun reuse it
+                  "concurrency": cfg.concurrency},
         sampling=sampling, extra_body=mask_credentials(extra_body), epochs=epochs, modes=modes, started=now(),
         suites={
             s.name: {

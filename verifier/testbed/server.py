@@ -20,14 +20,16 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from aiohttp import web
 
 from .sampling import apply_sampling, delay_or_drop  # noqa: F401  (public names)
-from .wire import logprobs_of as _logprobs, prompt_tokens, usage_of as _usage  # noqa: F401  (public names)
+from .wire import call_token_counts, logprobs_of as _logprobs, prompt_tokens, usage_of as _usage  # noqa: F401  (public names)
 from .request_options import engine_reply, n_choices, scripted_text
 from .surface_server import add_routes
+from .tool_answers import DEFAULT as DEFAULT_TOOL_ANSWERS, ToolAnswers
 
 
 @dataclass
@@ -85,8 +87,23 @@ def last_user_text(req: dict[str, Any]) -> str:
     return ""
 
 
+def tool_calling(answers: ToolAnswers, fallback: Callable[[dict[str, Any]], Reply]) -> Callable[[dict[str, Any]], Reply]:
+    """A responder that answers known BFCL requests with their ground-truth tool calls (tool_answers.py), and
+    everything else with `fallback`."""
+
+    def respond(req: dict[str, Any]) -> Reply:
+        fields = answers.reply_fields(req)
+        return Reply(**fields) if fields is not None else fallback(req)
+
+    return respond
+
+
 def arithmetic(req: dict[str, Any]) -> Reply:
-    """Answers 'What is A + B?' correctly: the embedded default behind `verifier demo` (and counts, for the probes)."""
+    """Answers 'What is A + B?' correctly: the embedded default behind `verifier demo` (and counts, for the probes);
+    a request of a known BFCL sample gets that sample's ground-truth tool calls (tool_answers.DEFAULT)."""
+    fields = DEFAULT_TOOL_ANSWERS.reply_fields(req)
+    if fields is not None:
+        return Reply(**fields)
     m = re.search(r"What is (-?\d+) \+ (-?\d+)", last_user_text(req))
     return Reply(content=str(int(m.group(1)) + int(m.group(2))) if m else scripted_text(last_user_text(req)) or "I don't know.")
 
@@ -184,17 +201,23 @@ def stream_chunks(reply: Reply, req: dict[str, Any]) -> list[str]:
         for piece in re.findall(r"\S*\s*", reply.reasoning_content):
             if piece:
                 out.append(chunk({"reasoning_content": piece}))
+    want_lp = reply.logprobs or req.get("logprobs")
+    lp = _logprobs(reply)["content"] if want_lp else None
+    per_call = call_token_counts(reply) if reply.logprob_entries is None else [0] * len(reply.tool_calls or [])
+    content_end = len(lp) - sum(per_call) if lp else 0  # the calls' raw-text tokens come last
     if reply.content:
-        want_lp = reply.logprobs or req.get("logprobs")
-        lp = _logprobs(reply)["content"] if want_lp else None
         pieces = re.findall(r"\s*\S+", reply.content) or [reply.content]
         for i, piece in enumerate(pieces):  # one entry per piece, the rest (a listed stop token) on the last one
-            mine = (lp[i:i + 1] if i < len(pieces) - 1 else lp[i:]) if lp else None
+            mine = (lp[i:i + 1] if i < len(pieces) - 1 else lp[i:content_end]) if lp else None
             out.append(chunk({"content": piece}, **({"logprobs": {"content": mine}} if mine else {})))
+    start = content_end
     for i, c in enumerate(_tool_calls(reply)):
         idx = 0 if reply.stream_index_zero else i
         fn = c["function"]
-        out.append(chunk({"tool_calls": [{"index": idx, "id": c["id"], "type": "function", "function": {"name": fn["name"], "arguments": ""}}]}))
+        mine = lp[start:start + per_call[i]] if lp else None  # the tokens of this call's raw text, on its opening delta
+        start += per_call[i]
+        out.append(chunk({"tool_calls": [{"index": idx, "id": c["id"], "type": "function", "function": {"name": fn["name"], "arguments": ""}}]},
+                         **({"logprobs": {"content": mine}} if mine else {})))
         args = fn["arguments"]
         half = len(args) // 2
         for part in (args[:half], args[half:]):  # arguments split across deltas, as real servers do
@@ -358,6 +381,9 @@ class ServerConfig:
     delay: float = 0.0
     """Latency added to every reply, seconds."""
     honour_sampling: bool = False
+    bfcl_data: str | None = None
+    """BFCL data directory whose samples get their ground-truth tool calls (default: $VERIFIER_BFCL_DATA and the
+    built-in bfcl smoke subset)."""
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -367,6 +393,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="arithmetic (default: right answers to the smoke suite) or echo")
     ap.add_argument("--delay", type=float, default=0.0, help="latency added to every reply, seconds")
     ap.add_argument("--honour-sampling", action="store_true", help="validate and apply temperature/top_p/max_tokens and honour request options like a real engine")
+    ap.add_argument("--bfcl-data", metavar="DIR", help="BFCL data dir whose samples (single- and multi-turn) are answered with their "
+                    "ground-truth tool calls (default: $VERIFIER_BFCL_DATA, and always the built-in bfcl smoke subset)")
 
 
 def long_running_script(config: ServerConfig) -> Script:
@@ -376,6 +404,10 @@ def long_running_script(config: ServerConfig) -> Script:
             script = Script.from_json(json.load(f))
     else:
         script = Script(RESPONDERS[config.responder], honour_sampling=config.honour_sampling)
+    if config.bfcl_data:
+        if not Path(config.bfcl_data).is_dir():
+            raise ValueError(f"--bfcl-data {config.bfcl_data}: not a directory")
+        script.responder = tool_calling(ToolAnswers(config.bfcl_data), script.responder)
     if config.delay:
         inner, delay = script.responder, config.delay
         script.responder = lambda req: Reply(**{**inner(req).__dict__, "delay_s": delay})
@@ -393,7 +425,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m verifier.testbed.server", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(ap)
     a = ap.parse_args(argv)
-    serve(ServerConfig(port=a.port, script=a.script, responder=a.responder, delay=a.delay, honour_sampling=a.honour_sampling))
+    serve(ServerConfig(port=a.port, script=a.script, responder=a.responder, delay=a.delay, honour_sampling=a.honour_sampling,
+                       bfcl_data=a.bfcl_data))
 
 
 class _Discard(list):

@@ -98,6 +98,7 @@ class _ArgsStream(_ToolCallBuffer):
 class MarkupStream(_ToolCallBuffer):
     def transform(self, held: list[dict[str, Any]], finish: dict[str, Any] | None) -> list[dict[str, Any]]:
         calls: dict[int, dict[int, dict[str, str]]] = {}
+        logprobs: dict[int, list[Any]] = {}  # the call tokens' logprobs: a parser that did not run still streams them
         kept: list[dict[str, Any]] = []
         for d in held:
             for c, delta in deltas_of(d):
@@ -108,12 +109,20 @@ class MarkupStream(_ToolCallBuffer):
                     slot["arguments"] += fn.get("arguments") or ""
             if any(delta or c.get("finish_reason") for c, delta in deltas_of(d)):
                 kept.append(d)  # something besides the tool calls is left (role, content, finish)
+            else:
+                for c in choices_of(d):
+                    lp = (c.get("logprobs") or {}).get("content") if isinstance(c.get("logprobs"), dict) else None
+                    if isinstance(lp, list):
+                        logprobs.setdefault(c.get("index", 0), []).extend(lp)
         envelope = {k: v for k, v in held[0].items() if k not in ("choices", "usage")}
         out: list[dict[str, Any]] = []
         for ci, per_index in calls.items():
             text = "".join(_markup(s["name"], s["arguments"]) for s in per_index.values())
             self.note(f"{len(per_index)} streamed tool_calls", text)
-            out.append({**envelope, "choices": [{"index": ci, "delta": {"content": text}, "finish_reason": None}]})
+            choice: dict[str, Any] = {"index": ci, "delta": {"content": text}, "finish_reason": None}
+            if logprobs.get(ci):
+                choice["logprobs"] = {"content": logprobs[ci]}
+            out.append({**envelope, "choices": [choice]})
         for d in kept + ([finish] if finish else []):
             for c in choices_of(d):
                 if c.get("finish_reason") == "tool_calls":

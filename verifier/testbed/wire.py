@@ -25,10 +25,27 @@ def usage_of(reply: Any, req: dict[str, Any], stream: bool = False) -> dict[str,
     return {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
 
 
+def raw_call_text(name: str, arguments: str) -> str:
+    """The text a Hermes-style model writes for one call, which a tool-call parser turns into `tool_calls`."""
+    return f'<tool_call>\n{{"name": {json.dumps(name)}, "arguments": {arguments}}}\n</tool_call>'
+
+
+def generated_text(reply: Any) -> str:
+    """What the model generated: the content, then the raw text of each tool call (what its logprobs spell)."""
+    calls = "\n".join(raw_call_text(c["name"], c["arguments"]) for c in reply.tool_calls or [])
+    return (reply.content or "") + ("\n" if reply.content and calls else "") + calls
+
+
+def call_token_counts(reply: Any) -> list[int]:
+    """How many of the reply's logprob tokens each tool call's raw text takes (the last ones, in call order)."""
+    return [len(re.findall(r"\s*\S+", "\n" + raw_call_text(c["name"], c["arguments"]))) for c in reply.tool_calls or []]
+
+
 def logprobs_of(reply: Any) -> dict[str, Any]:
-    """`logprobs` of a choice: the scripted entries, else one per whitespace-led piece of the content."""
+    """`logprobs` of a choice: the scripted entries, else one per whitespace-led piece of the generated text (the
+    content and the raw text of the tool calls, as an engine reports the tokens its parser turned into calls)."""
     if reply.logprob_entries is not None:
         return {"content": [dict(e) for e in reply.logprob_entries]}
-    toks = re.findall(r"\s*\S+", reply.content or "")
+    toks = re.findall(r"\s*\S+", generated_text(reply))
     return {"content": [{"token": t, "logprob": round(-0.01 * (i % 7) - reply.logprob_shift, 6), "top_logprobs": []}
                         for i, t in enumerate(toks)]}

@@ -1,0 +1,108 @@
+"""Ctrl-C and SIGTERM on the real command: the journal stays whole, and the printed commands continue the work."""
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, http_ready, wait_until
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+@pytest.fixture
+def slow_server():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = subprocess.Popen([sys.executable, "-m", "verifier.testbed.server", "--port", str(port), "--delay", "0.2"], env=ENV)
+    try:
+        base = f"http://127.0.0.1:{port}/v1"
+        http_ready(base + "/models", srv)
+        yield base
+    finally:
+        srv.terminate()
+        srv.wait(30)
+
+
+def _sigint_default():
+    # A shell without job control starts background jobs with SIGINT ignored, and a child inherits that: Python
+    # then installs no KeyboardInterrupt handler and the Ctrl-C this test sends could never arrive.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _interrupt(cmd, out, sig, cwd):
+    p = subprocess.Popen(cmd, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
+    f = out / "responses.jsonl"
+    wait_until(lambda: f.exists() and f.read_text().count("\n") >= 3, "3 journal lines", proc=p)
+    p.send_signal(sig)
+    stdout, stderr = p.communicate(timeout=60)
+    return p.returncode, stderr
+
+
+def _steps(stderr):
+    return [line.split(": ", 1)[1] for line in stderr.splitlines() if line.startswith(("  continue with: ", "  then: "))]
+
+
+def _journal_whole(out):
+    lines = (out / "responses.jsonl").read_bytes().splitlines(keepends=True)
+    assert lines and all(line.endswith(b"\n") for line in lines)
+    return [json.loads(line) for line in lines]
+
+
+@pytest.mark.parametrize("sig,code,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")])
+def test_run_interrupted_prints_the_real_resume_command_and_it_finishes(sig, code, word, slow_server, tmp_path):
+    out = tmp_path / "r"
+    cmd = [sys.executable, "-m", "verifier", "run", "--suite", "smoke", "--base-url", slow_server, "--model", "m",
+           "--out", str(out), "--quiet", "--concurrency", "1"]
+    rc, stderr = _interrupt(cmd, out, sig, tmp_path)
+    assert rc == code, stderr
+    assert f"verifier: {word}; the journal is consistent:" in stderr and str(out) in stderr, stderr
+    n = len(_journal_whole(out))
+    assert 3 <= n < 20
+    steps = _steps(stderr)
+    assert steps == [f"verifier run --resume {out} --base-url {slow_server}"], stderr
+    argv = shlex.split(steps[0])
+    r = subprocess.run([sys.executable, "-m", *argv, "--quiet"], cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    keys = [rec["sample_id"] for rec in _journal_whole(out)]
+    assert len(keys) == len(set(keys)) == 20
+
+
+def test_gate_interrupted_prints_resume_then_compare_and_they_finish_the_gate(slow_server, tmp_path):
+    out = tmp_path / "g"
+    golden = ROOT / "goldens" / "demo-smoke"
+    cmd = [sys.executable, "-m", "verifier", "gate", "--golden", str(golden), "--base-url", slow_server, "--model", "m",
+           "--out", str(out), "--quiet", "--concurrency", "1"]
+    rc, stderr = _interrupt(cmd, out, signal.SIGINT, tmp_path)
+    assert rc == 130, stderr
+    steps = _steps(stderr)
+    assert steps == [f"verifier run --resume {out} --base-url {slow_server}",
+                     f"verifier compare {out} --golden {golden} --ci-outputs"], stderr
+    listed = subprocess.run([sys.executable, "-m", "verifier", "runs", str(tmp_path), "--json"], env=ENV, capture_output=True,
+                            text=True, timeout=120)
+    row = json.loads(listed.stdout.splitlines()[0])
+    assert (row["kind"], row["status"], row["golden"]) == ("gate", "interrupted", "demo-smoke"), row
+    for step in steps:
+        r = subprocess.run([sys.executable, "-m", *shlex.split(step)], cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, (step, r.stdout, r.stderr)
+    assert json.loads((out / "comparison.json").read_text())["status"] == "pass"
+    assert (out / "report.html").exists() and (out / "junit.xml").exists()
+
+
+def test_an_interrupt_before_any_run_directory_names_none(tmp_path):
+    from verifier.cli.main import _interrupted
+    from verifier.errors import Interrupted
+
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert _interrupted(Interrupted(None), []) == 130
+    assert err.getvalue() == "verifier: interrupted\n"
