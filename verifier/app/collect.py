@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from verifier.run import journal, runner, scoring
 from verifier.run.live import Follower
+from verifier.run.layout import OBSERVATIONS
+from verifier.run.rundir import RunDir
 from verifier import scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
 from verifier.errors import UsageError, did_you_mean
@@ -107,12 +109,14 @@ class RunSpec:
     """With a stop check: number of sample-aligned batches."""
     quiet: bool = False
     """No progress on stderr."""
+    force: bool = False
+    """Write into `out` even when it is a golden directory (`--force`)."""
 
     @classmethod
     def for_golden(cls, g: dict[str, Any], gobs: list[dict[str, Any]], endpoint: EndpointSpec, out: Path, *,
                    overrides: Mapping[str, Any] | None = None, extra_body: Mapping[str, Any] | None = None,
                    data: str | None = None, looks: int = 5, probes: bool = False, quiet: bool = False,
-                   inputs: Mapping[str, list[Sample]] | None = None) -> "RunSpec":
+                   inputs: Mapping[str, list[Sample]] | None = None, force: bool = False) -> "RunSpec":
         """A run that reproduces the golden's selection, sampling and modes against another endpoint: from the
         golden's own samples (`inputs`), or, with `data` (or no inputs), reloaded from the dataset."""
         ids: dict[str, set[str]] = {}
@@ -135,7 +139,7 @@ class RunSpec:
             data=data, smoke=g.get("selection", {}).get("smoke", False), epochs=g.get("epochs", 1),
             only_ids={k: frozenset(v) for k, v in ids.items()}, samples=samples, out=out, looks=looks,
             probes=probes or bool(g.get("probes")), quiet=quiet, context_probe=bool(g.get("context_probe")),
-            context_lengths=tuple(g["context_probe"]["lengths"]) if g.get("context_probe") else None,
+            context_lengths=tuple(g["context_probe"]["lengths"]) if g.get("context_probe") else None, force=force,
         )
 
 
@@ -297,6 +301,8 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, d
 
 
 def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]], "EndpointConfig"]:
+    if spec.out is not None:  # before anything is loaded or sent: a golden is not a place for a run's files
+        RunDir(spec.out).claim_for_write(flag="--out", force=spec.force, own_run=True)  # a run there: refused below
     suites_ = resolve_suites(spec.suites)
     # Samples before the endpoint module: a dataset that cannot be had is reported without loading the openai SDK.
     samples = load_suite_samples(suites_, spec)
@@ -455,14 +461,26 @@ def score(run_dir: Path) -> dict[str, Any]:
     return summary
 
 
-def observations(run_dir: Path) -> list[dict[str, Any]]:
-    """The run's observation rows (scoring it first when it has not been)."""
-    from verifier.golden import store as golden
-
+def observed_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """observations.jsonl's rows (with the report's `shown`), the one reader of what scoring parsed: a run not
+    scored, scored from another journal, or whose observations.jsonl is missing or does not match its seal (a row
+    edited after scoring) is scored again first, rebuilding the file from the journal."""
+    rd = RunDir(run_dir)
     try:
-        journal.check_run_dir(run_dir)
-        if journal.stale(run_dir):
+        rd.header_dict()
+        rows = None if rd.stale() else rd.observations()
+        if rows is None:
             score(run_dir)
-        return golden.observations(run_dir)
+            rows = rd.observations()
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
+    if rows is None:
+        raise UsageError(f"{run_dir}: scoring wrote no {OBSERVATIONS} (a run its suite cannot score again?)")
+    return rows
+
+
+def observations(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's observation rows as compare and bless read them (without the report's extras)."""
+    from verifier.run.observations import golden_row
+
+    return [golden_row(r) for r in observed_rows(run_dir)]

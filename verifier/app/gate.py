@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from verifier.run import journal, runner, scoring
+from verifier.run import journal, runner
+from verifier.run.rundir import RunDir
 from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir, observations, score, suite_named
 from verifier.attribution.document import Comparison, SuiteResult
 from verifier.errors import UsageError, did_you_mean
@@ -57,6 +58,8 @@ class GateSpec:
     """Gate only the first N of each suite's samples, in the order the reference sent them (a conversation whole)."""
     skip_probes: bool = False
     """Leave the golden's probes out (samples only)."""
+    force: bool = False
+    """Write the run into `out` even when it is a golden directory."""
 
     @property
     def narrows(self) -> bool:
@@ -113,7 +116,7 @@ def gate(spec: GateSpec) -> Comparison:
     out = spec.out or default_run_dir("gate")
     run = RunSpec.for_golden(g, gobs, spec.endpoint, out, overrides=spec.overrides, extra_body=spec.extra_body,
                              data=spec.data, looks=spec.looks, probes=spec.probes, quiet=spec.quiet,
-                             inputs=None if spec.data else golden_inputs(spec.golden, g, gobs))
+                             inputs=None if spec.data else golden_inputs(spec.golden, g, gobs), force=spec.force)
     looks: list[dict[str, Any]] = []
 
     def decided(run_dir: Path) -> bool:
@@ -136,7 +139,7 @@ def gate(spec: GateSpec) -> Comparison:
         used = looks[-1]["samples"] if looks else 0
         doc = dataclasses.replace(doc, sequential={"looks": looks, "used_samples": used, "total_samples": total_samples,
                                                    "saved_samples": total_samples - used})
-    journal.write_json(out / "comparison.json", doc.to_dict())
+    RunDir(out).write_comparison(doc.to_dict())
     return doc
 
 
@@ -223,6 +226,7 @@ def bless_run(run_dir: Path, to: Path, force: bool = False, epochs_as_reruns: bo
 
     if (to / golden.GOLDEN).exists() and not force:
         raise UsageError(f"{to} already holds a golden; pass --force to replace it")
+    RunDir(to).claim_for_write(flag="--to", force=force)  # a run directory: its samples.jsonl would be replaced
     refuse_broken_reference(observations(run_dir), run_dir, force)
     margins = margins_from_epochs(run_dir) if epochs_as_reruns else None
     return golden.bless(run_dir, to, margins)
@@ -322,15 +326,15 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
         if name in g["suites"] and hdr.suite_version(name) != g["suites"][name].get("version"):
             raise UsageError(f"run {run_dir} used {name} version {hdr.suite_version(name)}, golden has {g['suites'][name].get('version')}")
     cobs = observations(run_dir)
-    probes_path = run_dir / "probes.json"
+    ran = RunDir(run_dir).probes()
     probes, table = None, None
-    if probes_path.exists() or g.get("probes"):
+    if ran is not None or g.get("probes"):
         from verifier.run import probe_results
         from verifier.run.probes import judge
 
         # The conformance table: every probe x surface either side ran; a golden probe the run lacks is `not_run`.
-        table = judge(jsonsafe.loads(probes_path.read_text()) if probes_path.exists() else {}, g.get("probes"))
-        probes = probe_results.evidence(table) if probes_path.exists() else None
+        table = judge(ran or {}, g.get("probes"))
+        probes = probe_results.evidence(table) if ran is not None else None
     ctx = _context_verdict(run_dir, g)
     if ctx:  # joins the probe evidence under its own signal name, and keeps its details in the document
         probes = {**(probes or {}), "context_truncated": ctx}
@@ -348,9 +352,7 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
         run={"run_dir": str(run_dir), "run_id": hdr.run_id or None, "endpoint": hdr.endpoint or None},
         context_truncation=ctx or None)
     if write:
-        if out is not None:
-            Path(out).parent.mkdir(parents=True, exist_ok=True)
-        journal.write_json(out or run_dir / "comparison.json", doc.to_dict())
+        RunDir(run_dir).write_comparison(doc.to_dict(), out)
     return doc
 
 
@@ -359,8 +361,7 @@ def _with_tool_call_scores(doc: Comparison, g: dict[str, Any], run_dir: Path) ->
     (key `tool_calls`)."""
     from verifier.attribution import numerics
 
-    sp = run_dir / scoring.SUMMARY
-    cand = json.loads(sp.read_text(encoding="utf-8")) if sp.exists() else {}
+    cand = RunDir(run_dir).summary() or {}
     out = dict(doc.suites)
     for suite, block in doc.suites.items():
         scores = numerics.tool_call_scores((((g.get("summary") or {}).get("suites") or {}).get(suite) or {}).get("extra"),
@@ -374,8 +375,8 @@ def _context_verdict(run_dir: Path, g: dict[str, Any]) -> dict[str, Any] | None:
     """The context-truncation probe's verdict (context_probe.verdict), when the run has one."""
     from verifier.run import context_probe as cp
 
-    path = run_dir / cp.FILE
-    return cp.verdict(jsonsafe.loads(path.read_text()), g.get("context_probe")) if path.exists() else None
+    ran = RunDir(run_dir).context()
+    return cp.verdict(ran, g.get("context_probe")) if ran is not None else None
 
 
 def _provenance(g: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--margin", action="append", metavar="KEY=VALUE:reason", help="margin over the golden's, e.g. smoke/accuracy=0.05:why (repeatable)")
     p.add_argument("--data", help="reload the samples from this dataset instead of the golden's own inputs.jsonl (rarely needed)")
     p.add_argument("--out", help="run directory (default runs/<timestamp>-gate)")
+    p.add_argument("--force", action="store_true", help="write the run into --out even when it is a golden directory")
     p.add_argument("--infra-budget", type=fraction, default=0.02)
     p.add_argument("--allow-inconclusive", action="store_true", help="exit 0 instead of 20 when inconclusive (never for 13, a significant quality drop of unattributed cause)")
     p.add_argument("--report", help="HTML report path (default RUN_DIR/report.html)")
@@ -106,7 +107,7 @@ def spec_from_args(a: argparse.Namespace):  # -> app_gate.GateSpec
         extra_body=parse_extra_body(a.extra_body) if a.extra_body else None, data=a.data,
         out=Path(a.out) if a.out else None, infra_budget=a.infra_budget, sequential=a.sequential, looks=a.looks,
         probes=a.probes, quiet=a.quiet, suites=names(a.suite), modes=names(a.mode), margins=tuple(a.margin or ()),
-        limit=a.limit, skip_probes=a.no_probes,
+        limit=a.limit, skip_probes=a.no_probes, force=bool(getattr(a, "force", False)),
     )
 
 

@@ -12,6 +12,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_selection_args(p)
     add_endpoint_args(p, required=False)
     p.add_argument("--out", help="run directory to create (default runs/<timestamp>-<suites>)")
+    p.add_argument("--force", action="store_true", help="write the run into --out even when it is a golden directory")
     p.add_argument("--resume", metavar="RUN_DIR", help="re-send only what is missing or ended in an infra error")
     p.add_argument("--requests", metavar="FILE.jsonl", help="replay raw chat-completions request bodies as-is (K2-Vendor-Verifier format); same as --suite replay --data FILE")
     p.add_argument("--quiet", action="store_true", help="no progress bar (for CI)")

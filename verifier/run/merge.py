@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from verifier.run import journal
+from verifier.run.layout import CONTEXT, PROBES
+from verifier.run.rundir import RunDir
 from verifier import scrub
 from verifier.errors import UsageError
 from verifier.types import RunHeader, Sample
@@ -107,13 +109,15 @@ def shard_set(headers: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
     return {"inputs": [sp for sp, _ in specs], "n": n, "missing": [f"{i}/{n}" for i in missing], "complete": not missing}
 
 
-def merge(shards: list[Path], out: Path, allow_partial: bool = False) -> dict[str, Any]:
+def merge(shards: list[Path], out: Path, allow_partial: bool = False, force: bool = False) -> dict[str, Any]:
     """Write the merged run dir (header, samples union, responses concatenated); returns the header. Does not score.
 
     An incomplete shard set (2/4 and 4/4 of four) is refused unless `allow_partial`; the header records
-    the set either way, and compare counts what is missing against the golden."""
+    the set either way, and compare counts what is missing against the golden. `out` may not be a golden
+    directory unless `force` (it would replace the golden's samples.jsonl)."""
     if len(shards) < 1:
         raise _usage("merge needs at least one shard run directory")
+    RunDir(out).claim_for_write(flag="--out", force=force, own_run=True)  # a run there is refused below, naming --resume
     headers = []
     for d in shards:
         try:
@@ -155,23 +159,16 @@ def merge(shards: list[Path], out: Path, allow_partial: bool = False) -> dict[st
     return hdr
 
 
-PROBES, CONTEXT = "probes.json", "context.json"  # app.collect writes them beside the journal
-
-
 def _merge_probes(headers: list[tuple[Path, dict[str, Any]]], out: Path, hdr: dict[str, Any]) -> None:
     """The parameter-contract probes and the context probe are part of the run: a merge without them could
     never cover a golden that has them. Each probe's result comes from the first shard that ran it; shards
     that disagree on one make it failed (a failure seen on the endpoint is not outvoted), naming both."""
-    import json
-
-    def read(d: Path, name: str) -> Any:
-        p = Path(d) / name
-        return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
-
     probes: dict[str, Any] = {}
     sources: dict[str, list[str]] = {}
     for d, _ in headers:
-        for name, result in (read(d, PROBES) or {}).items():
+        for name, result in (RunDir(d).probes() or {}).items():
+            if not isinstance(result, dict):
+                raise _usage(f"{RunDir(d).file(PROBES)} is corrupt: probe {name!r} is not an object")
             sources.setdefault(PROBES, [])
             if str(d) not in sources[PROBES]:
                 sources[PROBES].append(str(d))
@@ -183,7 +180,7 @@ def _merge_probes(headers: list[tuple[Path, dict[str, Any]]], out: Path, hdr: di
     if probes:
         journal.write_json(out / PROBES, probes)
     for d, _ in headers:
-        ctx = read(d, CONTEXT)
+        ctx = RunDir(d).context()
         if ctx is not None:
             journal.write_json(out / CONTEXT, ctx)
             sources[CONTEXT] = [str(d)]
