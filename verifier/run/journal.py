@@ -27,7 +27,7 @@ from verifier import jsonsafe
 
 # The names of a run directory's files and their safe readers live in run/layout.py; the journal re-exports its own.
 from verifier.run.layout import (HEADER as HEADER, SAMPLES as SAMPLES, RESPONSES as RESPONSES, LOCK as LOCK, VERDICTS as VERDICTS, SUMMARY as SUMMARY, CorruptFile as CorruptFile, NotARunDir as NotARunDir, decode_line as decode_line, file_digest as file_digest, read_jsonl as read_jsonl,
-                                  read_document)
+                                  RefusedFile as RefusedFile, read_document)
 
 
 def now() -> str:
@@ -338,6 +338,8 @@ def stale(run_dir: Path) -> bool:
         return True
     try:
         summary = read_document(Path(run_dir) / SUMMARY, within=Path(run_dir))
+    except RefusedFile:
+        raise  # planted (a FIFO, a device, a symlink out): refused, not scored over
     except NotARunDir:
         return True
     if not isinstance(summary, dict):

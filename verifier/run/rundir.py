@@ -44,8 +44,9 @@ class RunDir:
 
     # ------------------------------------------------------------------ what it is
     def is_run(self) -> bool:
-        """Whether it holds a run header (cheap: nothing is read)."""
-        return self.file(layout.HEADER).is_file()
+        """Whether it holds a run header (cheap: nothing is read; a planted special file counts, and is refused
+        when read)."""
+        return self.has(layout.HEADER)
 
     def is_golden(self) -> bool:
         return (self.path / GOLDEN_MARK).is_file()
