@@ -186,3 +186,61 @@ def test_matrix_does_not_show_a_hand_edited_comparison_as_pass(calibrated_golden
     shown = json.loads((tmp_path / "mx" / "comparisons" / "bad.json").read_text())
     assert shown["status"] != "pass" and "unverified" in shown["reason"]
     assert json.loads(cp.read_text())["status"] == "pass"  # the run itself is not rewritten
+
+
+# ------------------------------------------------------------------------------------------------ item 5 of issue 36
+
+
+def test_reading_a_run_registers_nothing(scored, tmp_path, monkeypatch):
+    from verifier import scrub
+
+    run = tmp_path / "run"
+    shutil.copytree(scored, run)
+    hdr = json.loads((run / layout.HEADER).read_text())
+    hdr["endpoint"] = {**hdr["endpoint"], "api_key_env": "RUNDIR_TEST_KEY", "api_key_sent": True, "header_names": ["x-key"]}
+    (run / layout.HEADER).write_text(json.dumps(hdr))
+    monkeypatch.setenv("RUNDIR_TEST_KEY", "sk-rundir-secret-value-0123456789")
+    rd = RunDir(run)
+    rd.header(), rd.summary(), rd.comparison(), rd.observations(), rd.verdicts()
+    assert scrub.secrets() == [] and not scrub.current().mask_token_like
+    with scrub.command() as mine:  # a command that writes from the run says so
+        scrub.register_run(rd.header_dict())
+        assert mine.secrets() == ["sk-rundir-secret-value-0123456789"] and mine.mask_token_like
+    assert scrub.secrets() == [] and not scrub.current().mask_token_like  # gone with the command
+
+
+def test_a_commands_secrets_end_with_it_and_threads_do_not_share_them(tmp_path, cli):
+    import threading
+
+    from verifier import scrub
+
+    with TestServer(Script(reference_reply)) as srv:
+        code, _, err = cli("run", "--suite", "smoke", "--smoke", "--base-url", srv.url, "--model", "m", "--quiet",
+                           "--header", "X-Secret: hdr-secret-value-0123456789", "--out", tmp_path / "r")
+    assert code == 0, err
+    assert scrub.secrets() == []  # the run's --header was the run's only
+    seen: dict[str, list[str]] = {}
+
+    def gate(name: str, secret: str, ready: threading.Barrier) -> None:
+        with scrub.command() as mine:
+            scrub.register(secret)
+            ready.wait()  # both registered: neither may see the other's
+            seen[name] = scrub.secrets()
+            seen[name + " text"] = [scrub.text(f"a {secret} b")]
+        seen[name + " after"] = mine.secrets()
+
+    ready = threading.Barrier(2)
+    threads = [threading.Thread(target=gate, args=(n, f"{n}-secret-0123456789", ready)) for n in ("one", "two")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen["one"] == ["one-secret-0123456789"] and seen["two"] == ["two-secret-0123456789"]
+    assert seen["one text"] == seen["two text"] == ["a *** b"]
+    assert scrub.secrets() == []
+    parent = scrub.Secrets()
+    for n in ("one", "two"):
+        other = scrub.Secrets()
+        other.register(*seen[n + " after"])
+        parent.adopt(other)
+    assert parent.secrets() == ["one-secret-0123456789", "two-secret-0123456789"]

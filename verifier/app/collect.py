@@ -274,6 +274,7 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, d
     run_dir = Path(spec.resume)
     try:
         hdr = journal.check_run_dir(run_dir)
+        scrub.register_run(hdr)
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
     check_resume(spec, hdr, run_dir)
@@ -452,6 +453,7 @@ def _score_followed(run_dir: Path, live: "Follower | None") -> dict[str, Any]:
 def score(run_dir: Path) -> dict[str, Any]:
     """Score a run directory offline: verdicts.jsonl, observations.jsonl and summary.json; returns the summary."""
     try:
+        scrub.register_run(RunDir(run_dir).header_dict())  # what scoring writes is scrubbed of the run's key
         verdicts, summary, observed = scoring.score_journal(run_dir, get_suites())
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
@@ -467,7 +469,7 @@ def observed_rows(run_dir: Path) -> list[dict[str, Any]]:
     edited after scoring) is scored again first, rebuilding the file from the journal."""
     rd = RunDir(run_dir)
     try:
-        rd.header_dict()
+        scrub.register_run(rd.header_dict())  # what the caller writes from these rows is scrubbed of the run's key
         rows = None if rd.stale() else rd.observations()
         if rows is None:
             score(run_dir)

@@ -14,7 +14,8 @@ from verifier.run.rundir import RunDir
 from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir, observations, score, suite_named
 from verifier.attribution.document import Comparison, SuiteResult
 from verifier.errors import UsageError, did_you_mean
-from verifier import jsonsafe
+from verifier import jsonsafe, scrub
+from verifier.types import RunHeader
 from verifier.types import owner_ids
 
 # Sequential stopping ends a run early only on a decided regression: a large one shows within
@@ -319,9 +320,12 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
 
     g, gobs = loaded or load_golden(golden_path)
     require_margins(g, golden_path)
-    hdr = journal.read_header(run_dir) if (run_dir / journal.HEADER).exists() else None
-    if hdr is None:
+    rd = RunDir(run_dir)
+    if not rd.is_run():
         raise UsageError(f"{run_dir} is not a run directory (no {journal.HEADER})")
+    raw = rd.header_dict()
+    scrub.register_run(raw)  # the comparison is scrubbed of the key the run was made with
+    hdr = RunHeader.from_dict(raw)
     for name in hdr.suites:
         if name in g["suites"] and hdr.suite_version(name) != g["suites"][name].get("version"):
             raise UsageError(f"run {run_dir} used {name} version {hdr.suite_version(name)}, golden has {g['suites'][name].get('version')}")

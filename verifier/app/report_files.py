@@ -35,6 +35,7 @@ def read_run(run_dir: Path) -> RunData:
     run_dir = Path(run_dir)
     rd = RunDir(run_dir)
     header = rd.header_dict()
+    scrub.register_run(header)  # the report is scrubbed of the key its run was made with
     observed = observed_rows(run_dir)
     exchanges = rd.exchanges()
     verdicts = rd.verdicts()

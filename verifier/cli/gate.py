@@ -162,6 +162,7 @@ def gate_many(a: argparse.Namespace, endpoints: list[argparse.Namespace]) -> int
     """Gate every endpoint of a gate file concurrently (one thread each, quiet), then write the matrix."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from verifier import scrub
     from verifier.app.collect import default_run_dir
     from ..errors import UsageError
     from .matrix import finish
@@ -174,13 +175,17 @@ def gate_many(a: argparse.Namespace, endpoints: list[argparse.Namespace]) -> int
     if a.report or a.junit or a.markdown:
         raise UsageError("with several endpoints, reports go into each OUT/<name>/; use [outputs] matrix for the summary")
 
-    def one(name: str) -> tuple[Path, Comparison]:
-        doc = run_gate(specs[name], echo=False)
-        run_dir = Path((doc.run or {})["run_dir"])  # compare_run always records it
-        print(f"{name}: {doc.status} (exit {doc.exit_code}); report: {run_dir / 'report.html'}", file=sys.stderr)
-        return run_dir, doc
+    def one(name: str) -> tuple[Path, Comparison, scrub.Secrets]:
+        with scrub.command() as secrets:  # each gate's secrets its own: no thread writes with another's
+            doc = run_gate(specs[name], echo=False)
+            run_dir = Path((doc.run or {})["run_dir"])  # compare_run always records it
+            print(f"{name}: {doc.status} (exit {doc.exit_code}); report: {run_dir / 'report.html'}", file=sys.stderr)
+        return run_dir, doc, secrets
 
     with ThreadPoolExecutor(max_workers=len(specs)) as pool:
         futures = {name: pool.submit(one, name) for name in specs}
-        docs = {name: f.result() for name, f in futures.items()}
+        done = {name: f.result() for name, f in futures.items()}
+    for _, _, secrets in done.values():
+        scrub.current().adopt(secrets)  # the matrix holds every gate's documents: scrubbed of every gate's secrets
+    docs = {name: (run_dir, doc) for name, (run_dir, doc, _) in done.items()}
     return finish(docs, Path(a.matrix) if a.matrix else root / "matrix", a.allow_inconclusive)

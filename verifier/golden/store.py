@@ -24,7 +24,7 @@ from verifier.run import observations as observe
 from verifier.run.rundir import RunDir
 from verifier.run.observations import MAX_CONTENT as MAX_CONTENT, MAX_LOGPROBS as MAX_LOGPROBS, MAX_TOP as MAX_TOP  # a golden's caps
 from verifier.types import Sample, owner_ids
-from verifier import jsonsafe
+from verifier import jsonsafe, scrub
 
 FORMAT = 2
 """2: inputs.jsonl (the samples) is part of the golden. Bump with golden/schema.SCHEMA_VERSION."""
@@ -65,6 +65,7 @@ def portable(obj: Any) -> Any:
 
 def bless(run_dir: Path, to: Path, margins: dict[str, Any] | None = None) -> dict[str, Any]:
     hdr = journal.check_run_dir(run_dir)
+    scrub.register_run(hdr)  # the golden is scrubbed of the key its run was made with
     summary_path = Path(run_dir) / scoring.SUMMARY
     if not summary_path.exists():
         raise journal.NotARunDir(f"{run_dir} has not been scored; run `verifier score {run_dir}`")

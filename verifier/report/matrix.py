@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 from verifier.run import journal
 from verifier.run.rundir import RunDir
+from verifier import scrub
 from verifier.attribution.document import Comparison, SuiteResult
 
 from verifier.report import colours
@@ -53,13 +54,17 @@ def read_entry(provider: str, run_dir: Path) -> Entry:
         raise ValueError(f"{run_dir} holds no {rd.comparison_path().name}: compare or gate it first")
     if rd.is_run():
         with contextlib.suppress(journal.NotARunDir):
-            rd.header_dict()  # the run's key and credential marks: what matrix writes is scrubbed of them
+            scrub.register_run(rd.header_dict())  # the run's key and credential marks: what matrix writes is scrubbed of them
     return Entry(provider, run_dir, Comparison.from_dict(doc), rd.summary())
 
 
 def entry(provider: str, run_dir: Path, comparison: Comparison | Mapping[str, Any], link: Path | None = None) -> Entry:
     """An Entry from a comparison already in hand (read, or made in memory), with the run's summary.json."""
-    return Entry(provider, run_dir, Comparison.of(comparison), RunDir(run_dir).summary(), link)
+    rd = RunDir(run_dir)
+    if rd.is_run():
+        with contextlib.suppress(journal.NotARunDir):
+            scrub.register_run(rd.header_dict())  # the run's key and credential marks: what matrix writes is scrubbed of them
+    return Entry(provider, run_dir, Comparison.of(comparison), rd.summary(), link)
 
 
 def side_verdict(doc: Comparison, side: str, suite: str) -> str:

@@ -122,6 +122,7 @@ def merge(shards: list[Path], out: Path, allow_partial: bool = False, force: boo
     for d in shards:
         try:
             headers.append((d, journal.check_run_dir(d)))
+            scrub.register_run(headers[-1][1])  # the merged files are scrubbed of each shard's key
         except journal.NotARunDir as e:
             raise _usage(str(e)) from None
     _refuse_repeats(shards)
