@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import secrets
+import stat
 import subprocess
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
@@ -165,10 +166,16 @@ def locked(run_dir: Path) -> Iterator[None]:
 
     flock on RUN_DIR/.lock: the kernel drops it when the holder dies, so a SIGKILLed run never leaves it stale.
     """
+    # O_NONBLOCK: a .lock planted as a FIFO fails to open (or is refused below) instead of waiting for a reader.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        f = os.fdopen(os.open(Path(run_dir) / LOCK, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o666), "a")
+        fd = os.open(Path(run_dir) / LOCK, flags, 0o666)
     except OSError as e:
         raise UsageError(f"cannot lock run directory {run_dir}: {e.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UsageError(f"cannot lock run directory {run_dir}: {LOCK} is not a regular file")
+    f = os.fdopen(fd, "a")
     try:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
