@@ -368,8 +368,10 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
             sent["errors"] += r["errors"]
             for k, n in r["error_classes"].items():
                 sent["error_classes"][k] = sent["error_classes"].get(k, 0) + n
-            if stop_check is not None and stop_check(run_dir):
-                break
+            if stop_check is not None:
+                _interim_scores(run_dir, live)
+                if stop_check(run_dir):
+                    break
     except BaseException:
         if live is not None:
             live.close()  # nothing is scored: an interrupted run is left to --resume or `verifier score`, as ever
@@ -435,6 +437,16 @@ def batches(work: list[Any], looks: int) -> list[list[Any]]:
     for w in work:
         out[rank[(w[0].name, w[1].id)]].append(w)
     return out
+
+
+def _interim_scores(run_dir: Path, live: "Follower | None") -> None:
+    """Before a look: the live scorer's verdicts of every record journaled so far, written as `score` writes them,
+    so the look (a compare) reads them instead of scoring the journal again. A follower that failed leaves the files
+    stale, and the look scores afresh, which reports the failure as `score` does."""
+    if live is None or live.failed is not None:
+        return
+    live.step(float("inf"))  # the batch is in: catch up with its last records (nothing is being sent now)
+    scoring.write_scores(run_dir, *live.scorer.result())
 
 
 def _score_followed(run_dir: Path, live: "Follower | None") -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from verifier.run import journal, runner
 from verifier.run.rundir import RunDir
-from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir, observations, score, suite_named
+from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir, observations, suite_named
 from verifier.attribution.document import Comparison, SuiteResult
 from verifier.errors import UsageError, did_you_mean
 from verifier import jsonsafe, scrub
@@ -121,7 +121,7 @@ def gate(spec: GateSpec) -> Comparison:
     looks: list[dict[str, Any]] = []
 
     def decided(run_dir: Path) -> bool:
-        score(run_dir)
+        # The live scorer's verdicts (collect wrote them before this look); a stale run is scored by compare_run.
         # An interim look covers part of the golden by design: judge what was sent.
         doc = compare_run(run_dir, spec.golden, None, spec.infra_budget, loaded, allow_subset=True)
         looks.append({"status": doc.status, "samples": sum(s.paired for s in doc.suites.values())})
