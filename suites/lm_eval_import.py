@@ -297,7 +297,8 @@ def run(spec: lm_eval_files.LmEvalSpec) -> tuple[Path, dict[str, Any]]:
     else:
         _run_and_import(spec, tasks, out)
     # With its observations: compare, bless and the report read an imported run as they read any other.
-    scoring.write_scores(out, *scoring.score_journal(out, {SUITE.name: SUITE}))
+    verdicts, summary, observed = scoring.score_journal(out, {SUITE.name: SUITE})
+    scoring.write_scores(out, verdicts, summary, observed)
     return out, summary
 
 
