@@ -141,10 +141,12 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
 
 def print_outputs(run_dir: Path, paths: dict[str, Path] | None) -> None:
     """Where the report went: the last lines a person (or a CI log) reads."""
-    print(f"report: {paths['html']}" if paths else f"comparison: {run_dir / 'comparison.json'}")
+    from verifier.run.rundir import RunDir
+
+    print(f"report: {paths['html']}" if paths else f"comparison: {RunDir(run_dir).comparison_path()}")
     if paths:
         print(f"  junit {paths['junit']}, summary {paths['markdown']}, samples {paths['csv']}, "
-              f"comparison {run_dir / 'comparison.json'}")
+              f"comparison {RunDir(run_dir).comparison_path()}")
 
 
 def write_ci_outputs(run_dir: Path, doc: Comparison, html: str | None, junit: str | None, markdown: str | None,
@@ -164,6 +166,7 @@ def gate_many(a: argparse.Namespace, endpoints: list[argparse.Namespace]) -> int
 
     from verifier import scrub
     from verifier.app.collect import default_run_dir
+    from verifier.run.rundir import RunDir
     from ..errors import UsageError
     from .matrix import finish
 
@@ -179,7 +182,7 @@ def gate_many(a: argparse.Namespace, endpoints: list[argparse.Namespace]) -> int
         with scrub.command() as secrets:  # each gate's secrets its own: no thread writes with another's
             doc = run_gate(specs[name], echo=False)
             run_dir = Path((doc.run or {})["run_dir"])  # compare_run always records it
-            print(f"{name}: {doc.status} (exit {doc.exit_code}); report: {run_dir / 'report.html'}", file=sys.stderr)
+            print(f"{name}: {doc.status} (exit {doc.exit_code}); report: {RunDir(run_dir).report_html()}", file=sys.stderr)
         return run_dir, doc, secrets
 
     with ThreadPoolExecutor(max_workers=len(specs)) as pool:
