@@ -244,3 +244,19 @@ def test_a_commands_secrets_end_with_it_and_threads_do_not_share_them(tmp_path, 
         other.register(*seen[n + " after"])
         parent.adopt(other)
     assert parent.secrets() == ["one-secret-0123456789", "two-secret-0123456789"]
+
+
+def test_merge_refuses_shards_from_different_endpoints(scored, tmp_path, cli):
+    """Issue 37 (medium): shards from different endpoints merged silently into one run."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(scored, a)
+    shutil.copytree(scored, b)
+    hdr = json.loads((b / layout.HEADER).read_text())
+    hdr["endpoint"]["base_url"] = "http://other.example:8000/v1"
+    hdr["run_id"] = "other"
+    (b / layout.HEADER).write_text(json.dumps(hdr))
+    with (b / layout.RESPONSES).open("a") as f:  # not the same journal (merge refuses a shard given twice)
+        f.write((b / layout.RESPONSES).read_text().splitlines()[0] + "\n")
+    code, _, err = cli("merge", a, b, "--out", tmp_path / "m")
+    assert code == 2 and "other.example" in err and "one endpoint" in err, err
+    assert not (tmp_path / "m").exists()

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from verifier.run import journal
 from verifier.run.layout import CONTEXT, PROBES
+from verifier.run.resume import endpoint_place
 from verifier.run.rundir import RunDir
 from verifier import scrub
 from verifier.errors import UsageError
@@ -50,10 +51,15 @@ def _usage(msg: str, hints: tuple[str, ...] = ()) -> Exception:
 def merge_headers(run_id: str, headers: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
     first_dir, first = headers[0]
     model = first["endpoint"]["model"]
+    where = endpoint_place(str(first["endpoint"].get("base_url") or ""))
     versions: dict[str, tuple[str, Path]] = {}
     for d, h in headers:
         if h["endpoint"]["model"] != model:
             raise _usage(f"shard {d} used model {h['endpoint']['model']!r}, shard {first_dir} used {model!r}")
+        # Another endpoint is another system under test (a port may differ: a local server restarted, as --resume allows).
+        if endpoint_place(str(h["endpoint"].get("base_url") or "")) != where:
+            raise _usage(f"shard {d} ran against {h['endpoint'].get('base_url')!r}, shard {first_dir} against "
+                         f"{first['endpoint'].get('base_url')!r}: shards of one run share one endpoint")
         for k in SAME:
             if h.get(k) != first.get(k):
                 raise _usage(f"shard {d} differs from {first_dir} in {k}: {h.get(k)!r} vs {first.get(k)!r}")
