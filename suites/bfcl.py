@@ -188,11 +188,12 @@ def score(sample: Sample, parsed: Parsed) -> Judgement:
     r = chk.check(sample.meta["functions"], calls, sample.target, category)
     sig = chk.k2vv_signals(sample.tools, parsed.tool_calls, parsed.finish_reason)
     metrics = {"accuracy": float(r.ok)}
-    if sig["n_calls"]:
-        metrics["schema_accuracy"] = sig["n_schema_valid"] / sig["n_calls"]
+    if (accuracy := chk.schema_accuracy(sig)) is not None:
+        metrics["schema_accuracy"] = accuracy
     return Judgement(
         score=float(r.ok), answer=sorted(({"name": n, "arguments": a} for n, a in calls), key=_sort_key),
-        reason=r.code if not r.ok else "correct", findings=text_call_findings(sample, parsed), metrics=metrics,
+        reason=r.code if not r.ok else "correct",
+        findings=text_call_findings(sample, parsed) + chk.not_checkable_finding(sample.tools, parsed.tool_calls), metrics=metrics,
         signals={**sig, "category": category, "expects_call": "irrelevance" not in category, "check_detail": r.detail},
     )
 

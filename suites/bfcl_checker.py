@@ -17,12 +17,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from verifier import jsonsafe
+from verifier.judge import schemacheck
+from verifier.types import Finding
 
 # BFCL type name -> the Python type a JSON-decoded value must have (BFCL's PYTHON_TYPE_MAPPING;
 # "any" is checked as str there). Unknown names fall back to str, like "any".
@@ -202,16 +201,6 @@ def check(functions: list[dict[str, Any]], calls: list[Call], answer: list[dict[
 # ---- K2-Vendor-Verifier envelope metrics (shared with the replay suite) ----
 
 
-@lru_cache(maxsize=4096)
-def _validator(schema_json: str) -> Draft202012Validator | None:
-    schema = jsonsafe.loads(schema_json)
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError:
-        return None
-    return Draft202012Validator(schema)
-
-
 def tools_by_name(tools: list[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
     """OpenAI `tools` -> {name: parameters schema}."""
     out = {}
@@ -236,8 +225,10 @@ def decode_args(args: Any) -> Any:
         return None
 
 
-def schema_valid(call: dict[str, Any], declared: dict[str, dict[str, Any]]) -> bool:
-    """K2VV: the call names a declared tool and its arguments are a JSON object valid under Draft 2020-12."""
+def schema_valid(call: dict[str, Any], declared: dict[str, dict[str, Any]]) -> bool | None:
+    """K2VV: the call names a declared tool and its arguments are a JSON object valid under its schema (Draft
+    2020-12 unless `$schema` says otherwise). None when the declared schema cannot be checked safely (a `$ref`
+    outside the document, a regex without a linear-time matcher: verifier/judge/schemacheck.py)."""
     fn = (call or {}).get("function") or {}
     name = fn.get("name")
     if name not in declared:
@@ -245,8 +236,23 @@ def schema_valid(call: dict[str, Any], declared: dict[str, dict[str, Any]]) -> b
     args = decode_args(fn.get("arguments"))
     if not isinstance(args, dict):
         return False
-    v = _validator(json.dumps(declared[name], sort_keys=True))
-    return v is not None and v.is_valid(args)
+    try:
+        return schemacheck.first_error(declared[name], args) is None
+    except schemacheck.NotCheckable:
+        return None
+
+
+def unchecked_schemas(tools: list[dict[str, Any]] | None, tool_calls: list[Any] | None) -> list[str]:
+    """`name: why` for each called tool whose declared parameters schema cannot be checked safely."""
+    declared = tools_by_name(tools)
+    out = []
+    for name in sorted({str(((c or {}).get("function") or {}).get("name")) for c in tool_calls or [] if isinstance(c, dict)}):
+        if name in declared:
+            try:
+                schemacheck.validator(declared[name])
+            except schemacheck.NotCheckable as e:
+                out.append(f"{name}: {e.reason}")
+    return out
 
 
 def calls_as_text(content: str | None, names: set[str], limit: int = 64) -> list[str]:
@@ -287,11 +293,27 @@ def k2vv_signals(tools: list[dict[str, Any]] | None, tool_calls: list[Any] | Non
     """Per-response K2VV signals: whether a call was triggered, how many calls, how many schema-valid."""
     declared = tools_by_name(tools)
     calls = [c for c in (tool_calls if isinstance(tool_calls, list) else []) if isinstance(c, dict)]
-    return {
+    checks = [schema_valid(c, declared) for c in calls]
+    out = {
         "tool_triggered": finish_reason == "tool_calls",
         "n_calls": len(calls),
-        "n_schema_valid": sum(schema_valid(c, declared) for c in calls),
+        "n_schema_valid": sum(c is True for c in checks),
     }
+    if None in checks:  # only then, so the signals of every checkable sample stay as they were
+        out["n_schema_unchecked"] = sum(c is None for c in checks)
+    return out
+
+
+def schema_accuracy(sig: dict[str, Any]) -> float | None:
+    """Valid calls over the calls whose declared schema could be checked (None: none could)."""
+    checked = int(sig.get("n_calls", 0)) - int(sig.get("n_schema_unchecked", 0))
+    return sig.get("n_schema_valid", 0) / checked if checked > 0 else None
+
+
+def not_checkable_finding(tools: list[dict[str, Any]] | None, tool_calls: Any) -> tuple[Finding, ...]:
+    """(Finding("schema_not_checkable", ...),) when a called tool's schema cannot be checked, else ()."""
+    why = unchecked_schemas(tools, tool_calls if isinstance(tool_calls, list) else None)
+    return (Finding("schema_not_checkable", "; ".join(why)[:160]),) if why else ()
 
 
 def k2vv_summary(verdicts: list[Any]) -> dict[str, Any]:
@@ -301,7 +323,7 @@ def k2vv_summary(verdicts: list[Any]) -> dict[str, Any]:
     `contract`, so leaving them out (as the per-sample metric mean does) would hide the failures.
     """
     judged = [v for v in verdicts if v.outcome in ("content", "contract")]
-    calls = sum(int(v.signals.get("n_calls", 0)) for v in judged)
+    calls = sum(int(v.signals.get("n_calls", 0)) - int(v.signals.get("n_schema_unchecked", 0)) for v in judged)
     valid = sum(int(v.signals.get("n_schema_valid", 0)) for v in judged)
     finish: dict[str, int] = {}
     for v in judged:

@@ -19,8 +19,9 @@ Scoring decisions (documented because they change numbers):
 - Non-strict and json_object: the same failures are content failures (metrics 0).
 - Schema validation uses the draft named by `$schema`, else Draft 2020-12. `format` is an annotation
   (the 2019+ default): we do not assert formats. A schema that is itself invalid (bad regex, dangling
-  `$ref`...) is skipped at load; one that still fails inside the validator at score time is n/a
-  (no `schema_compliance` key), never counted against the endpoint.
+  `$ref`...) is skipped at load; one that cannot be checked at score time (a golden's schema with a `$ref`
+  outside the document, a regex without a linear-time matcher: verifier/judge/schemacheck.py) is n/a
+  (no `schema_compliance` key) with the finding `schema_not_checkable`, never counted against the endpoint.
 - content_accuracy: exact match after normalization: strings casefolded with whitespace collapsed,
   numbers compared as floats (34 == 34.0; booleans stay booleans), object keys exact, arrays compared
   as multisets (extraction answers are sets in practice: 'Ana, Ben and Chloe' in any order).
@@ -28,21 +29,18 @@ Scoring decisions (documented because they change numbers):
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from jsonschema import Draft202012Validator, validators
-from jsonschema.exceptions import SchemaError
-
 from verifier.types import Finding, Judgement, Parsed, Sample, Suite, Verdict
 
 import suites.hub as hub
 from .lazy import LazySamples
 from verifier import jsonsafe
+from verifier.judge import schemacheck
 
 NAME = "structured"
 HUB = "epfl-dlab/JSONSchemaBench"
@@ -96,72 +94,22 @@ def sanitize_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "schema"
 
 
-def _refs(node: Any) -> Iterator[str]:
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if k == "$ref" and isinstance(v, str):
-                yield v
-            else:
-                yield from _refs(v)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _refs(v)
-
-
-def _pointer_ok(root: Any, ref: str) -> bool:
-    """Does a local `#/a/b` ref resolve? Anchors (`#name`) are left to the validator."""
-    from urllib.parse import unquote
-
-    frag = unquote(ref[1:])
-    if not frag.startswith("/"):
-        return True
-    cur = root
-    for tok in frag[1:].split("/"):
-        tok = tok.replace("~1", "/").replace("~0", "~")
-        if isinstance(cur, dict) and tok in cur:
-            cur = cur[tok]
-        elif isinstance(cur, list) and tok.isdigit() and int(tok) < len(cur):
-            cur = cur[int(tok)]
-        else:
-            return False
-    return True
-
-
 def unusable(schema: Any) -> str | None:
-    """Why a schema cannot judge an endpoint (None when usable). Checked at load so bad data never scores."""
+    """Why a schema cannot judge an endpoint (None when usable). Checked at load so bad data never scores: an
+    invalid schema, a `$ref` outside the document or dangling, a regex without a linear-time matcher
+    (verifier/judge/schemacheck.py)."""
     if not isinstance(schema, dict):
         return "not an object"
-    try:
-        cls = validators.validator_for(schema, default=Draft202012Validator)
-        cls.check_schema(schema)  # also compiles `pattern`s: ECMA-only regexes fail here, not at score time
-    except SchemaError as e:
-        return f"invalid schema: {e.message[:80]}"
-    except Exception as e:  # noqa: BLE001 - any failure to even read the schema makes it unusable
-        return f"invalid schema: {type(e).__name__}"
-    for ref in _refs(schema):
-        if not ref.startswith("#"):
-            return f"non-local $ref {ref[:60]}"  # would need the network to resolve
-        if not _pointer_ok(schema, ref):
-            return f"dangling $ref {ref[:60]}"
-    try:
-        cls(schema).is_valid({})  # smoke the validator itself (lazy ref resolution, regex compile)
-    except Exception as e:  # noqa: BLE001
-        return f"validator error: {type(e).__name__}"
-    return None
-
-
-@functools.lru_cache(maxsize=4096)
-def _validator(schema_json: str) -> Any:
-    schema = jsonsafe.loads(schema_json)
-    return validators.validator_for(schema, default=Draft202012Validator)(schema)
+    return schemacheck.problem(schema)
 
 
 def compliance(schema: dict[str, Any], instance: Any) -> tuple[bool | None, str]:
-    """(True | False | None = n/a, first error). Pure; the validator cache only saves time."""
+    """(True | False | None = not checkable, first error or why not checkable). Pure; the validator cache only
+    saves time. A schema a golden carries is checked without the network, files or backtracking regexes."""
     try:
-        err = next(iter(_validator(json.dumps(schema, sort_keys=True)).iter_errors(instance)), None)
-    except Exception as e:  # noqa: BLE001 - the schema, not the endpoint, failed: n/a
-        return None, f"validator error: {type(e).__name__}"
+        err = schemacheck.first_error(schema, instance)
+    except schemacheck.NotCheckable as e:
+        return None, e.reason
     return (err is None), ("" if err is None else f"{'/'.join(map(str, err.absolute_path))}: {err.message}"[:160])
 
 
@@ -324,6 +272,8 @@ def score(sample: Sample, parsed: Parsed) -> Judgement:
     ok, err = compliance(schema_of(sample), obj) if valid else (False, "invalid JSON")
     if ok is not None:
         metrics["schema_compliance"] = float(ok)
+    else:
+        findings.append(Finding("schema_not_checkable", err))
     if sample.target is not None:
         metrics["content_accuracy"] = float(valid and same(obj, sample.target))
 

@@ -166,7 +166,7 @@ def engine_server(tmp_path_factory, model: str = "smollm2", **kw):
 
 
 def require_vllm(model: str = "qwen0.5b") -> None:
-    """The vLLM e2e precondition: vLLM's own venv (README) and the packaged `model`. Skips locally; fails under CI."""
+    """The vLLM e2e precondition: vLLM's own venv (docs/engines.md) and the packaged `model`. Skips locally; fails under CI."""
     from verifier.testbed import engines, vllm_engine
 
     try:

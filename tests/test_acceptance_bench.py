@@ -1,4 +1,4 @@
-"""bench/acceptance.py's bookkeeping, offline: the README table from results.jsonl, gate sidecars, argument checks."""
+"""bench/release/acceptance.py's bookkeeping, offline: the results table from results.jsonl, gate sidecars, argument checks."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-sys.path.append(str(BENCH))  # appended: bench/engines.py must not shadow anything
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "release"
+sys.path.append(str(BENCH))  # appended: bench/release/engines.py must not shadow anything
 
 import acceptance  # noqa: E402
 import acceptance_rows as rows  # noqa: E402

@@ -504,7 +504,7 @@ def test_ground_truth_replays_on_all_800_entries(bfcl_dir):
             print(f"  {kind}: {w}")
     assert entries == 800
     assert not unexplained, unexplained
-    # Measured: 795 of 800; the 5 error results are the BFCL data defects classified above (README).
+    # Measured: 795 of 800; the 5 error results are the BFCL data defects classified above (docs/reference/suites.md).
     assert clean >= 0.99 * entries
 
 

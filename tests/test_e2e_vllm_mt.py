@@ -1,7 +1,7 @@
 """bfcl-multi-turn on a real engine: the shipped vLLM multi-turn golden travels, and a history fault fails on its turn.
 
 Marked e2e, in the vLLM tier (.ci/run). Its own vLLM server (the golden's configuration, recorded by
-bench/bfcl_mt_engine.py --engine vllm: float32, eager, a 16K context for the 32 function docs and the growing
+bench/release/bfcl_mt_engine.py --engine vllm: float32, eager, a 16K context for the 32 function docs and the growing
 conversation), behind the test bed's turn rule (engine_tools.TURN_CALL_REQUIRED: tool_choice "required" on the
 first request of each user turn, "auto" after tool results). The golden holds its samples (inputs.jsonl), so no BFCL
 data is needed. The gates take the golden's first two conversations: on vLLM's CPU backend an entry's first request

@@ -152,6 +152,13 @@ def test_bad_goldens_exit_2_and_overwrite_nothing(golden, tmp_path, cli):
     shutil.copytree(golden, g5)
     lines = [json.loads(l) for l in (g5 / "samples.jsonl").read_text().splitlines()]
     (g5 / "samples.jsonl").write_text("".join(json.dumps({**o, "sample_id": "other-" + o["sample_id"]}) + "\n" for o in lines))
+    # a consistent golden of other samples (its inputs renamed too, so no recorded dataset hash to match)
+    inputs = [json.loads(l) for l in (g5 / "inputs.jsonl").read_text().splitlines()]
+    (g5 / "inputs.jsonl").write_text("".join(json.dumps({**x, "id": "other-" + x["id"]}) + "\n" for x in inputs))
+    gj = json.loads((g5 / "golden.json").read_text())
+    for info in gj["suites"].values():
+        info.pop("dataset_sha256", None)
+    (g5 / "golden.json").write_text(json.dumps(gj))
     code, _, err = cli("compare", run, "--golden", g5)
     assert code == 2 and "share no sample ids" in err
     assert not (run / "comparison.json").exists()

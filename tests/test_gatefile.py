@@ -121,19 +121,19 @@ def test_several_endpoints_take_flags_over_their_own_values(server, tmp_path, cl
     assert (tmp_path / "runs" / "matrix" / "matrix.html").exists() and "| a | smoke |" in out
 
 
-def test_readme_gate_files_are_valid():
+def test_the_docs_gate_files_are_valid():
     import re
     import tomllib
 
     from verifier.cli import gatefile
 
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = [text.split(f"### {title}", 1)[1] for title in ("Gate files", "A vendor matrix")]
+    text = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    blocks = [re.split(rf"^#+ {title}$", text, maxsplit=1, flags=re.M)[1] for title in ("Gate files", "A vendor matrix")]
     for block in blocks:
         doc = tomllib.loads(re.search(r"```toml\n(.*?)```", block, re.S).group(1))
-        flags, endpoints = gatefile.translate(doc)
-        assert flags["golden"].startswith("goldens/") and (ROOT / flags["golden"] / "golden.json").exists()
-        assert endpoints and all(e["base_url"] and e["model"] for e in endpoints)
+        shared, endpoints = gatefile.options(doc, ROOT / "gate.toml")
+        assert shared.golden.startswith("goldens/") and (ROOT / shared.golden / "golden.json").exists()
+        assert endpoints and all(e.base_url and e.model for _, e in endpoints)
 
 
 @pytest.mark.parametrize("text,key", [
@@ -182,7 +182,24 @@ def test_the_gate_file_schema_is_versioned_and_knows_every_key():
     props = gatefile_schema.GATE["properties"]
     assert gatefile_schema.GATE["$id"].endswith(f"/{gatefile_schema.SCHEMA_VERSION}")
     assert set(props) == gatefile.TOP
-    for table, keys in (("sampling", gatefile.SAMPLING), ("budgets", gatefile.BUDGETS), ("outputs", gatefile.OUTPUTS),
-                        ("endpoint", gatefile.ENDPOINT)):
-        assert set(props[table]["properties"]) == set(keys), table
+    # Every key the schema admits is read into the options: leaving any one out changes them.
+    full = {"golden": "g", "suites": ["s"], "modes": ["chat"], "limit": 2, "data": "d",
+            "sampling": {"temperature": 0.5, "top_p": 0.9, "max_tokens": 7, "seed": 3, "logprobs": 2, "extra_body": {"x": 1}},
+            "budgets": {"infra": 0.1, "allow_inconclusive": True, "sequential": True, "looks": 3, "probes": False},
+            "margins": {"s/accuracy": {"value": 0.1, "reason": "why"}},
+            "outputs": {"dir": "o", "report": "r.html", "junit": "j.xml", "markdown": "m.md", "matrix": "mx"},
+            "endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "K", "concurrency": 2,
+                         "timeout": 5, "max_retries": 1}}
+    for table in ("sampling", "budgets", "outputs", "endpoint"):
+        assert set(props[table]["properties"]) - {"name"} == set(full[table]), table
+    assert gatefile_schema.problem(full) is None
+    whole = gatefile.options(full, ROOT / "gate.toml")
+    for key in full:
+        for sub in (full[key] if isinstance(full[key], dict) and key != "margins" else [None]):
+            doc = json.loads(json.dumps(full))
+            if sub is None:
+                del doc[key]
+            else:
+                del doc[key][sub]
+            assert gatefile.options(doc, ROOT / "gate.toml") != whole, (key, sub)
     assert gatefile_schema.problem({"golden": "g", "budgets": {"allow_inconclusive": False, "infra": 0.05}}) is None

@@ -101,10 +101,9 @@ def test_every_shipped_golden_is_current_and_self_contained():
         return conv.records(sample) if conv is not None else [sample.id]
 
     for p in golden.packaged():
-        g, obs = golden.load(p)
-        inputs = golden.load_inputs(p, g, obs)
-        assert g["golden_format"] == golden.FORMAT
-        assert {(o["suite"], o["sample_id"]) for o in obs} <= {(s, r) for s, xs in inputs.items() for x in xs for r in record_ids(s, x)}, p.name
+        g = golden.load(p)
+        assert g.header.document["golden_format"] == golden.FORMAT
+        assert {(o.suite, o.sample_id) for o in g.observations} <= {(s, r) for s, xs in g.inputs.items() for x in xs for r in record_ids(s, x)}, p.name
     assert (ROOT / "goldens").resolve() == PACKAGED.resolve()  # the checkout's goldens/ are the packaged ones
 
 
@@ -148,13 +147,17 @@ def test_python_api(server, tmp_path):
     from verifier.errors import UsageError
 
     g = verifier.load_golden("demo-smoke")
-    assert g.name == "demo-smoke" and g.suites == ["smoke"] and len(g.inputs["smoke"]) == 20 and g.margins
+    assert g.name == "demo-smoke" and g.suites == ("smoke",) and len(g.inputs["smoke"]) == 20 and g.margins
     doc = verifier.gate("demo-smoke", base_url=server.url, model="m", out=tmp_path / "gate")
     assert doc["status"] == "pass" and doc["exit_code"] == 0 and (tmp_path / "gate" / "report.html").exists()
-    r = verifier.run("smoke", base_url=server.url, model="m", smoke=True, modes=("chat", "chat-stream"), out=tmp_path / "run")
+    # The README's example: run the golden's modes (run's default is the reference mode alone), compare with the loaded golden.
+    assert verifier.run("smoke", base_url=server.url, model="m", smoke=True, limit=1, out=tmp_path / "one").run_dir
+    assert json.loads((tmp_path / "one" / "run.json").read_text())["modes"] == ["chat"]
+    r = verifier.run("smoke", base_url=server.url, model="m", smoke=True, modes=g.modes, out=tmp_path / "run")
     assert r.run_dir == tmp_path / "run" and r.summary["suites"]["smoke"]["metrics"]["accuracy"]["value"] == 1.0
     again = verifier.compare(tmp_path / "run", "demo-smoke", write=False)
     assert again["status"] == "pass" and not (tmp_path / "run" / "comparison.json").exists()
+    assert verifier.compare(tmp_path / "run", g, write=False)["status"] == "pass"
     with pytest.raises(UsageError):
         verifier.load_golden(tmp_path / "nope")
 

@@ -85,8 +85,8 @@ def candidate(tmp_path_factory, calibrated_golden):
 def test_the_shipped_goldens_match_the_schema():
     for d in sorted(DEMO.parent.iterdir()):
         if (d / "golden.json").exists():
-            g, obs = golden_mod.load(d)
-            assert g["golden_format"] == SCHEMA_VERSION and obs
+            g = golden_mod.load(d)
+            assert g.header.document["golden_format"] == SCHEMA_VERSION and g.observations
 
 
 def test_the_schema_is_versioned():

@@ -137,7 +137,8 @@ def test_an_edited_row_is_not_trusted(world, tmp_path, cli):
     # The forger copies the golden's own rows over the candidate's: trusted, they would pass.
     from verifier.attribution import compare as attribution
 
-    g, gobs = store.load(world["golden"])
+    golden = store.load(world["golden"])
+    g, gobs = golden.header, golden.rows()
     theirs = {(o["suite"], o["sample_id"], o["epoch"], o["mode"]): o for o in gobs}
     forged = [json.dumps(theirs.get((r["suite"], r["sample_id"], r["epoch"], r["mode"]), r))
               for r in map(json.loads, rows)]

@@ -47,7 +47,7 @@ def test_hub_dataset_offline_is_a_usage_error(server, tmp_path, suite, name):
     assert name in lines[0] and "127.0.0.1" in lines[0] and "--data" in lines[0] and "--smoke" in lines[0]
     assert "internal error" not in p.stderr and "Retrying" not in p.stderr
     # Bounded by the 3 s connect probe, not a 30-40 s retry loop; a loaded CI machine adds start-up time, so the
-    # bound here is loose and the figure itself (about 3 s) is measured in README, not timed in a test.
+    # bound here is loose and the figure itself (about 3 s) is a measurement, not timed in a test.
     assert took < 20, f"took {took:.1f}s"
     assert not (tmp_path / "run").exists()  # nothing half-written
 
@@ -61,7 +61,7 @@ def test_hub_offline_mode_cache_miss_is_a_usage_error(server, tmp_path):
     assert p.returncode == 2, p.stderr
     assert "openai/gsm8k" in p.stderr and "--data PATH" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     # Bounded by the 3 s connect probe, not a 30-40 s retry loop; a loaded CI machine adds start-up time, so the
-    # bound here is loose and the figure itself (about 3 s) is measured in README, not timed in a test.
+    # bound here is loose and the figure itself (about 3 s) is a measurement, not timed in a test.
     assert took < 20, f"took {took:.1f}s"
 
 
@@ -74,7 +74,7 @@ def test_lm_eval_task_offline_is_a_usage_error(server, tmp_path):
     assert "--smoke" not in line  # lm-eval has no --smoke: the hint would be false
     assert "internal error" not in p.stderr
     # Bounded by the 3 s connect probe, not a 30-40 s retry loop; a loaded CI machine adds start-up time, so the
-    # bound here is loose and the figure itself (about 3 s) is measured in README, not timed in a test.
+    # bound here is loose and the figure itself (about 3 s) is a measurement, not timed in a test.
     assert took < 20, f"took {took:.1f}s"
 
 

@@ -87,8 +87,8 @@ def test_entry_point_objects(monkeypatch):
     assert suites.origin("smoke") == "builtin"
 
 
-def test_readme_shows_the_tested_example():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_docs_show_the_tested_example():
+    readme = (ROOT / "docs" / "extending.md").read_text(encoding="utf-8")
     module = (EXAMPLE / "verifier_example_suite.py").read_text(encoding="utf-8")
     assert f"```python\n{module.rstrip()}\n```" in readme
     assert len(module.splitlines()) <= 40

@@ -11,6 +11,7 @@ import pytest
 
 from verifier.attribution import compare
 from verifier.golden import store as golden_mod
+from verifier.golden.model import margins_from_json
 from verifier.run import probe_results
 from verifier.wire.endpoint import Endpoint, EndpointConfig
 from verifier.run.probes import CATALOGUE, PROBES, catalogue_table, run_probes
@@ -132,8 +133,8 @@ def probe_golden(tmp_path_factory):
                      "--max-retries", "0", "--probes", "--base-url", srv.url, "--out", str(root / "ref")]) == 0
     g = root / "golden"
     assert main(["bless", str(root / "ref"), "--to", str(g)]) == 0
-    _, gobs = golden_mod.load(g)
-    golden_mod.save_margins(g, compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2}))
+    gobs = golden_mod.load(g).observations
+    golden_mod.save_margins(g, margins_from_json(compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2})))
     return g
 
 
@@ -224,8 +225,8 @@ def test_a_probe_the_reference_fails_is_reported_not_blamed(tmp_path, cli):
                      "--max-retries", "0", "--probes", "--base-url", ref.url, "--out", str(tmp_path / "ref")]) == 0
         g = tmp_path / "g"
         assert main(["bless", str(tmp_path / "ref"), "--to", str(g)]) == 0
-        _, gobs = golden_mod.load(g)
-        golden_mod.save_margins(g, compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2}))
+        gobs = golden_mod.load(g).observations
+        golden_mod.save_margins(g, margins_from_json(compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2})))
         code, doc, out = _gate(cli, g, ref.url, tmp_path / "c")
     assert code == 0, out
     st = {r["key"]: r for r in doc["conformance"]}
@@ -257,10 +258,10 @@ def test_a_gate_without_the_golden_probes_is_incomplete(probe_golden, tmp_path, 
     assert {r["status"] for r in doc["conformance"] if r["surface"] == "messages"} == {"not_run"}
 
 
-def test_readme_lists_the_catalogue_as_declared():
+def test_the_probes_page_lists_the_catalogue_as_declared():
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "probes.md").read_text(encoding="utf-8")
     rows = [f"| `{n}` | {s} | {se} | {c} | {comp} |" for n, s, se, c, comp in catalogue_table()]
     missing = [r for r in rows if r not in readme]
     assert not missing, missing

@@ -120,7 +120,8 @@ def test_schema_that_breaks_the_validator_is_na_not_a_failure():
     s = Sample(id="x/y/strict", messages=[], response_format={"type": "json_schema", "json_schema": {"name": "y", "schema": schema, "strict": True}},
                meta={"variant": "strict"})
     v = st.score(s, parsed('{"a": 1}'))
-    assert v.outcome == "content" and v.metrics == {"valid_json": 1.0} and v.findings == ()
+    assert v.outcome == "content" and v.metrics == {"valid_json": 1.0}
+    assert [(f.code, f.detail) for f in v.findings] == [("schema_not_checkable", "dangling $ref #/$defs/nope")]
 
 
 # ---------------------------------------------------------------- end to end through the CLI

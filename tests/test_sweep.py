@@ -30,7 +30,7 @@ def _median(xs):
     return perf.percentile(xs, 50)
 
 
-# The 5% accuracy claim is a benchmark (bench/perf_probe.py prints it on a quiet machine); this test holds the
+# The 5% accuracy claim is a benchmark (bench/perf/perf_probe.py prints it on a quiet machine); this test holds the
 # probe to the same definitions with a tolerance a loaded 2-core CI machine keeps: client and server share this
 # process, and a busy scheduler delays either side by tens of milliseconds.
 TOLERANCE = 0.3
@@ -232,11 +232,11 @@ def test_combine_refuses_what_is_not_a_configuration_directory(cli, tmp_path):
     assert code == 2 and "not a sweep configuration directory" in err
 
 
-def test_the_readme_sweep_file_is_valid(tmp_path):
+def test_the_docs_sweep_file_is_valid(tmp_path):
     from verifier.cli import sweep as sweepfile
 
     root = Path(__file__).resolve().parent.parent
-    text = (root / "README.md").read_text(encoding="utf-8").split("### Sweeps", 1)[1]
+    text = (root / "docs" / "sweeps.md").read_text(encoding="utf-8")
     block = re.search(r"```toml\n(.*?)```", text, re.S).group(1)
     f = tmp_path / "sweep.toml"
     f.write_text(block)

@@ -5,55 +5,37 @@ builds (verifier/app/collect.py, verifier/app/gate.py); each call returns the do
     g = verifier.load_golden("demo-smoke")                  # a directory, or a packaged golden by name
     doc = verifier.gate("demo-smoke", base_url="http://127.0.0.1:8080/v1", model="test", out="runs/api-gate")
     print(doc["status"], doc["exit_code"])                  # the comparison.json document
+    run = verifier.run("smoke", base_url="http://127.0.0.1:8080/v1", model="test", smoke=True, modes=g.modes)
+    verifier.compare(run.run_dir, g, write=False)           # the loaded golden: not read again
+
+`load_golden` returns the typed Golden (verifier/golden/model.py); `gate` and `compare` return the comparison
+document as a dict (comparison.json); its typed form is `verifier.attribution.document.Comparison.from_dict(doc)`.
 
 Errors are `verifier.errors.UsageError` (bad input; the CLI's exit 2); nothing here prints unless `quiet=False`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from verifier.app.spec import GateSpec
+from verifier.errors import UsageError
+from verifier.golden.model import Golden as Golden, Margin
+from verifier.surfaces.registry import REFERENCE_MODE
 
-@dataclass(frozen=True)
-class Golden:
-    """A golden as loaded and validated: its header, its observations and its own samples."""
 
-    path: Path
-    """The directory it was read from."""
-    header: dict[str, Any]
-    """golden.json: suites and versions, modes, epochs, sampling, probes, margins."""
-    observations: list[dict[str, Any]]
-    """samples.jsonl: one observation per (suite, sample, epoch, mode)."""
-    inputs: dict[str, list[Any]]
-    """inputs.jsonl: the samples themselves (verifier.types.Sample) per suite, as the reference sent them."""
-
-    @property
-    def name(self) -> str:
-        return str(self.header.get("name") or self.path.name)
-
-    @property
-    def suites(self) -> list[str]:
-        return list(self.header["suites"])
-
-    @property
-    def modes(self) -> list[str]:
-        return list(self.header.get("modes") or ["chat"])
-
-    @property
-    def margins(self) -> dict[str, Any]:
-        return dict(self.header.get("margins") or {})
+ENDPOINT_FIELDS = frozenset({"concurrency", "timeout_s", "max_retries", "max_response_bytes", "max_stream_events",
+                             "request_deadline_s", "info_deadline_s", "model_check"})
+"""EndpointSpec's other fields, which `run` and `gate` take as keyword arguments."""
 
 
 def load_golden(name: str | Path) -> Golden:
-    """A golden directory, or a packaged golden by name (see `verifier list-goldens`)."""
-    from verifier.golden import store as golden_mod
-    from verifier.app.gate import golden_inputs, load_golden as _load
+    """A golden directory, or a packaged golden by name (see `verifier list-goldens`): the typed, validated value
+    (verifier.golden.model.Golden: header, observations, inputs), the one `gate` and `compare` use."""
+    from verifier.app.gate import load_golden as _load
 
-    path = golden_mod.resolve(name)
-    g, obs = _load(path)
-    return Golden(path=path, header=g, observations=obs, inputs=golden_inputs(path, g, obs))
+    return _load(name)
 
 
 def _endpoint(base_url: str, model: str, api_key_env: str | None, headers: Mapping[str, str] | None, **kw: Any):
@@ -62,54 +44,82 @@ def _endpoint(base_url: str, model: str, api_key_env: str | None, headers: Mappi
     return EndpointSpec(base_url=base_url, model=model, api_key_env=api_key_env, headers=dict(headers or {}), **kw)
 
 
-def _overrides(logprobs: int | None, sampling: Mapping[str, Any] | None) -> dict[str, Any]:
-    out = dict(sampling or {})
-    if logprobs:
-        out.update({"logprobs": True, "top_logprobs": int(logprobs)})
-    return out
-
-
 def run(suites: str | Iterable[str], *, base_url: str, model: str, out: str | Path | None = None,
-        modes: Iterable[str] = ("chat",), smoke: bool = False, limit: int | None = None, data: str | None = None,
+        modes: Iterable[str] = (REFERENCE_MODE,), smoke: bool = False, limit: int | None = None, data: str | None = None,
         epochs: int = 1, logprobs: int | None = None, sampling: Mapping[str, Any] | None = None, probes: bool = False,
         api_key_env: str | None = "OPENAI_API_KEY", headers: Mapping[str, str] | None = None, quiet: bool = True,
         **endpoint: Any):
     """`verifier run`: collect and score; returns app.Collected (run_dir, summary, sent, errors).
-    `endpoint` takes EndpointSpec's other fields (concurrency, timeout_s, max_retries, model_check...)."""
+    `modes` defaults to the reference mode (the registry's first); to compare with a golden later, run its modes
+    (`modes=verifier.load_golden(G).modes`). `endpoint` takes EndpointSpec's other fields (concurrency, timeout_s,
+    max_retries, model_check...)."""
     from verifier.app.collect import RunSpec, collect
+    from verifier.app.spec import api_key_env as key_env, sampling as _sampling
+
+    if api_key_env is not None:
+        key_env(api_key_env, "api_key_env")
 
     names = (suites,) if isinstance(suites, str) else tuple(suites)
     spec = RunSpec(endpoint=_endpoint(base_url, model, api_key_env, headers, **endpoint),
                    suites=tuple(s for n in names for s in n.split(",") if s), modes=tuple(modes),
-                   overrides=_overrides(logprobs, sampling), data=data, smoke=smoke, limit=limit, epochs=epochs,
+                   overrides={**(sampling or {}), **_sampling(logprobs=logprobs)}, data=data, smoke=smoke, limit=limit, epochs=epochs,
                    out=Path(out) if out else None, probes=probes, quiet=quiet)
     return collect(spec)
 
 
-def compare(run_dir: str | Path, golden: str | Path, *, infra_budget: float = 0.02, allow_subset: bool = False,
+def compare(run_dir: str | Path, golden: str | Path | Golden, *, infra_budget: float = 0.02, allow_subset: bool = False,
             write: bool = True) -> dict[str, Any]:
-    """`verifier compare`: the comparison document (written to RUN_DIR/comparison.json unless write=False)."""
+    """`verifier compare`: the comparison document (written to RUN_DIR/comparison.json unless write=False).
+    `golden`: a directory, a packaged name, or a Golden from `load_golden` (not loaded again)."""
     from verifier.app.gate import compare_run
 
-    return compare_run(Path(run_dir), golden, None, infra_budget, allow_subset=allow_subset, write=write).to_dict()
+    loaded = golden if isinstance(golden, Golden) else None
+    path = loaded.path if loaded is not None else golden
+    return compare_run(Path(run_dir), path, None, infra_budget, loaded, allow_subset=allow_subset, write=write).to_dict()
 
 
-def gate(golden: str | Path, *, base_url: str, model: str, out: str | Path | None = None, suites: Iterable[str] = (),
-         modes: Iterable[str] = (), margins: Iterable[str] = (), logprobs: int | None = None,
-         sampling: Mapping[str, Any] | None = None, infra_budget: float = 0.02, probes: bool = False,
-         api_key_env: str | None = "OPENAI_API_KEY", headers: Mapping[str, str] | None = None, reports: bool = True,
-         quiet: bool = True, **endpoint: Any) -> dict[str, Any]:
+def gate_spec(golden: str | Path, *, base_url: str, model: str, out: str | Path | None = None,
+              suites: str | Iterable[str] | None = None, modes: str | Iterable[str] | None = None, limit: int | None = None,
+              margins: Mapping[str, Any] | Iterable[Margin] | None = None, logprobs: int | None = None,
+              sampling: Mapping[str, Any] | None = None, extra_body: Mapping[str, Any] | None = None,
+              infra_budget: float | None = None, probes: bool | None = None, sequential: bool | None = None,
+              looks: int | None = None, data: str | None = None, api_key_env: str | None = None,
+              headers: Mapping[str, str] | None = None, quiet: bool = True, **endpoint: Any) -> GateSpec:
+    """The GateSpec `gate` runs for these arguments (the API's door: app/spec.py). Every argument means what the
+    same flag or gate-file key means: `suites`/`modes` narrow the golden (default: all of its suites and modes),
+    `limit` takes the first N samples per suite, `probes` None reruns exactly the golden's probes, True runs and
+    compares them, False leaves them out; `margins` is {KEY: {"value": V, "reason": WHY}} (or Margin values), over
+    the golden's; `endpoint` takes EndpointSpec's other fields (concurrency, timeout_s, max_retries...)."""
+    from verifier.app.spec import GateOptions, Probes, api_key_env as key_env, margins_from_table, names, sampling as _sampling
+
+    if margins is not None and not isinstance(margins, Mapping):
+        margins = {m.key: m for m in margins}
+    unknown = sorted(set(endpoint) - ENDPOINT_FIELDS)
+    if unknown:
+        raise UsageError(f"gate() got an unexpected keyword argument {unknown[0]!r}")
+    return GateOptions(
+        golden=str(golden), base_url=base_url, model=model, out=str(out) if out else None,
+        suites=names(suites, "suites") if suites else None, modes=names(modes, "modes") if modes else None, limit=limit,
+        margins=margins_from_table(margins, "gate", "margins") if margins else None,
+        sampling={**(sampling or {}), **_sampling(logprobs=logprobs)} or None,
+        extra_body=dict(extra_body) if extra_body is not None else None, infra_budget=infra_budget,
+        probes=Probes.of(probes) if probes is not None else None, sequential=sequential, looks=looks, data=data,
+        api_key_env=key_env(api_key_env, "api_key_env") if api_key_env is not None else None,
+        headers=dict(headers) if headers else None, quiet=quiet, **endpoint).spec()
+
+
+def gate(golden: str | Path, *, reports: bool = True, **options: Any) -> dict[str, Any]:
     """`verifier gate`: run the golden's own samples against the endpoint and compare; returns the comparison
-    document (status, exit_code, evidence, diagnosis...). With `reports`, report.html, junit.xml, summary.md and
-    samples.csv go into the run directory, as the command writes them."""
-    from verifier.app.gate import GateSpec, gate as _gate
+    document (status, exit_code, evidence, diagnosis...). `options` are `gate_spec`'s (base_url and model
+    required). With `reports`, report.html, junit.xml, summary.md and samples.csv go into the run directory, as
+    the command writes them."""
+    from verifier.app import gate as app_gate
 
-    spec = GateSpec(golden=Path(golden), endpoint=_endpoint(base_url, model, api_key_env, headers, **endpoint),
-                    overrides=_overrides(logprobs, sampling), out=Path(out) if out else None, infra_budget=infra_budget,
-                    probes=probes, quiet=quiet, suites=tuple(suites), modes=tuple(modes), margins=tuple(margins))
-    doc = _gate(spec)
+    spec = gate_spec(golden, **options)
+    loaded = app_gate.gate_golden(spec)  # loaded once: the gate compares with it, the report shows it
+    doc = app_gate.gate(spec, loaded)
     if reports:
         from verifier.app import report_files as report
 
-        report.write_all(Path((doc.run or {})["run_dir"]), doc)  # compare_run always records it
+        report.write_all(Path((doc.run or {})["run_dir"]), doc, golden=loaded)  # compare_run always records it
     return doc.to_dict()

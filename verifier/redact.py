@@ -132,9 +132,9 @@ class Redactor:
 
     @classmethod
     def from_config(cls, cfg: Any) -> "Redactor":
-        """From an EndpointConfig-like object: its `api_key` and every header value."""
+        """From an EndpointConfig-like object: its `api_key`, every header value and the base URL's query values."""
         headers = getattr(cfg, "headers", None) or {}
-        return cls([getattr(cfg, "api_key", None), *headers.values()])
+        return cls([getattr(cfg, "api_key", None), *headers.values(), *url_query_values(getattr(cfg, "base_url", None))])
 
     def __bool__(self) -> bool:
         return bool(self.parts)
@@ -321,3 +321,18 @@ def _cut(s: str, start: int, spans: list[tuple[int, int]]) -> tuple[str, bool]:
         if a >= start:
             keep[lo - start] = MASK
     return "".join(keep), changed
+
+
+def url_query_values(url: str | None) -> list[str]:
+    """The credentials in a URL's query (`?api_key=K`, `?sig=<long opaque value>`): sent with every request, and a
+    server may echo them. A credential-named key's value, or any value of 16+ characters without spaces; not
+    `?format=json` or `?api-version=2024-02-01`, which masked everywhere would blank ordinary words."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    if not url:
+        return []
+    try:
+        pairs = parse_qsl(urlsplit(url).query, keep_blank_values=False)
+    except ValueError:
+        return []
+    return [v for k, v in pairs if credential_key(k) or (len(v) >= 16 and not any(c.isspace() for c in v))]

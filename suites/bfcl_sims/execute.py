@@ -1,7 +1,7 @@
 """Running calls on simulator instances: one call by function name, with the error results a real API gives.
 
 Owns: `execute` (find the instance offering the function, check it is allowed this turn, validate the arguments
-against the function doc's parameter schema with jsonschema, run it, and turn any failure into an error result,
+against the function doc's parameter schema (verifier/judge/schemacheck.py), run it, and turn any failure into an error result,
 never an exception), `parse_gt_call` (BFCL's ground-truth call strings, parsed with `ast`, literals only, never
 evaluated) and `instances_for` (fresh loaded instances for an entry).
 """
@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+from verifier.judge import schemacheck
 
 from suites.bfcl import data_dir as resolve_data_dir
 from suites.bfcl import to_json_schema
@@ -27,6 +27,16 @@ MAX_ERROR_CHARS = 500
 """An error result quotes the exception or validation message, cut to this length."""
 MAX_CALL_CHARS = 1_000_000
 """The longest ground-truth call string parse_gt_call accepts (the long-context ones are ~8 KB)."""
+MAX_ARG_CHARS = 1_000_000
+"""A call's arguments, as JSON, at most this long: whatever a simulator does with them (echo into a file, search a
+list) then stays bounded."""
+MAX_ARG_DEPTH = 16
+"""Arguments nest at most this deep (the docs' deepest is 3: a dict of lists)."""
+MAX_ARG_INT = 2**63
+"""Integers in arguments lie in (-MAX_ARG_INT, MAX_ARG_INT), as a real API's would: a simulator's arithmetic on an
+unbounded Python integer (an exponent, a repeat count) would otherwise run for hours."""
+MAX_RESULT_CHARS = 16_000_000
+"""A result longer than this, as JSON, is an error result (the long-context padding is ~1 MB)."""
 INFRA_METHODS = frozenset(dir(Simulator))
 """Methods every simulator has that are not API functions (load_scenario, state, ...)."""
 
@@ -81,6 +91,32 @@ def _coerce_integers(schema: dict, args: dict) -> dict:
             else v for k, v in args.items()}
 
 
+def argument_problem(args: Any) -> str | None:
+    """Why these arguments are out of bounds (None when within them): size, depth, integer range. Every call is
+    checked here, before the schema and the simulator see it, so no argument can make a simulator loop or
+    allocate without bound; the simulators add their own guards for what depends on their state."""
+    stack: list[tuple[Any, int]] = [(args, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_ARG_DEPTH:
+            return f"arguments nested deeper than {MAX_ARG_DEPTH}"
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int) and not -MAX_ARG_INT < value < MAX_ARG_INT:
+            return "an integer argument is out of range (|n| < 2**63)"
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    try:
+        size = len(json.dumps(args, allow_nan=False))
+    except (TypeError, ValueError):
+        return "arguments are not JSON"
+    if size > MAX_ARG_CHARS:
+        return f"arguments longer than {MAX_ARG_CHARS} characters"
+    return None
+
+
 def execute(instances: dict[str, object], name: str, args: dict, allowed: set[str] | None = None) -> dict:
     """Run one call `name(**args)` on whichever instance offers it; always a dict, an error as {"error": ...}.
 
@@ -104,10 +140,14 @@ def _execute(instances: dict[str, object], name: str, args: dict, allowed: set[s
         args = {}
     if not isinstance(args, dict):
         return _error(f"{name}: arguments must be a JSON object, got {type(args).__name__}.")
+    if (problem := argument_problem(args)) is not None:
+        return _error(f"{name}: {problem}")
     method = getattr(inst, name)
     checker = _checkers_for(inst).get(name)
     if checker is not None:
         schema, validator = checker
+        if isinstance(validator, schemacheck.NotCheckable):
+            return _error(f"{name}: the function's parameter schema cannot be checked: {validator.reason}")
         required = set(schema.get("required") or ())
         # A null for an optional parameter means "not given" (what models send for unset optionals).
         args = {k: v for k, v in args.items() if v is not None or k in required}
@@ -117,6 +157,8 @@ def _execute(instances: dict[str, object], name: str, args: dict, allowed: set[s
             where = ".".join(str(p) for p in first.path)
             return _error(f"{name}: invalid arguments: {where + ': ' if where else ''}{first.message}")
         args = _coerce_integers(schema, args)
+        if (problem := argument_problem(args)) is not None:  # 1e300 made an integer is out of range too
+            return _error(f"{name}: {problem}")
     elif (problem := _signature_problem(method, args)) is not None:
         return _error(f"{name}: {problem}")
     try:
@@ -125,25 +167,31 @@ def _execute(instances: dict[str, object], name: str, args: dict, allowed: set[s
         return _error(f"{name}: {type(e).__name__}: {e}")
     if not isinstance(result, dict):
         result = {"result": result}
+    # A detached JSON copy: what the model is shown is what is compared, and later calls cannot alter it.
     try:
-        # A detached JSON copy: what the model is shown is what is compared, and later calls cannot alter it.
-        return json.loads(json.dumps(result, allow_nan=False))
+        text = json.dumps(result, allow_nan=False)
     except (TypeError, ValueError) as e:
         return _error(f"{name}: result is not JSON-serializable: {e}")
+    if len(text) > MAX_RESULT_CHARS:
+        return _error(f"{name}: the result is longer than {MAX_RESULT_CHARS} characters")
+    return json.loads(text)
 
 
 # ---- function docs per instance ----
 
 Checkers = dict[str, tuple[dict, Any]]
-"""Function name -> (its closed parameters schema, a jsonschema validator for it)."""
+"""Function name -> (its closed parameters schema, a jsonschema validator for it or why there is none)."""
 
 
 def _checkers(docs: list[dict]) -> Checkers:
     out: Checkers = {}
     for doc in docs:
         schema = parameters_schema(doc)
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        out[doc["name"]] = (schema, cls(schema))
+        try:
+            found: Any = schemacheck.validator(schema)  # no $ref fetch, no backtracking regex
+        except schemacheck.NotCheckable as e:
+            found = e  # every call to it is then an error result naming why
+        out[doc["name"]] = (schema, found)
     return out
 
 
@@ -181,7 +229,7 @@ def is_long_context(entry: dict) -> bool:
 
 def instances_for(entry: dict, data_dir: str | Path | None = None) -> dict[str, Simulator]:
     """Fresh instances of the entry's involved classes, loaded from its initial_config (long context when the
-    entry is a long_context one). An unknown class is a data error (ValueError)."""
+    entry is a long_context one). An unknown class or a malformed initial_config is a data error (ValueError)."""
     config = entry.get("initial_config") or {}
     out: dict[str, Simulator] = {}
     for class_name in entry.get("involved_classes") or []:
@@ -189,7 +237,11 @@ def instances_for(entry: dict, data_dir: str | Path | None = None) -> dict[str, 
         if cls is None:
             raise ValueError(f"{entry.get('id')}: no simulator for class {class_name!r}")
         inst = cls()
-        inst.load_scenario(config.get(class_name) or {}, long_context=is_long_context(entry))
+        try:
+            inst.load_scenario(config.get(class_name) or {}, long_context=is_long_context(entry))
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as e:  # a malformed scenario: data error
+            raise ValueError(f"{str(entry.get('id'))[:80]}: initial_config for {class_name} is malformed: "
+                             f"{type(e).__name__}: {str(e)[:120]}") from None
         attach_docs(inst, data_dir)
         out[class_name] = inst
     return out

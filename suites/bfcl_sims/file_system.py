@@ -99,6 +99,8 @@ class GorillaFileSystem(Simulator):
         self._cwd = self._root
 
     def _load(self, directory: Directory, contents: dict) -> None:
+        if _depth(directory) > MAX_DEPTH:  # a golden's tree: every later walk (find, du, state) recurses as deep
+            raise ValueError(f"GorillaFileSystem: the initial tree nests deeper than {MAX_DEPTH} directories")
         has_subdir = False
         untouched = padding_get("FILES_TAIL_USED") if self.long_context else ()
         for name, spec in contents.items():

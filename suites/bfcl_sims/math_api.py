@@ -19,6 +19,9 @@ IMPERIAL_FACTORS = {
 MAX_PRECISION = 1000
 """A hostile precision must not make decimal allocate without bound."""
 MAX_RESULT_BITS = 4096
+MAX_DECIMAL_PLACES = 400
+"""round_number's decimal_places at most this far from 0: round(5, -10**9) computes 10**(10**9) (hours, 415 MB);
+a float has no more than ~330 meaningful decimal places either way."""
 
 
 def _numbers(values: object) -> list[float] | None:
@@ -122,6 +125,8 @@ class MathAPI(Simulator):
         return {"result": abs(number)}
 
     def round_number(self, number: float, decimal_places: int = 0) -> dict:
+        if not isinstance(decimal_places, int) or abs(decimal_places) > MAX_DECIMAL_PLACES:
+            return error(f"decimal_places must be an integer between -{MAX_DECIMAL_PLACES} and {MAX_DECIMAL_PLACES}")
         return {"result": round(number, decimal_places)}
 
     def percentage(self, part: float, whole: float) -> dict:

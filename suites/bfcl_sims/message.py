@@ -10,6 +10,11 @@ from __future__ import annotations
 from ._base import Simulator, error
 
 DEFAULT_SEED = 200191
+ID_RANGE = (10000, 99999)
+"""Message ids are drawn from this range (inclusive), as BFCL draws them."""
+MAX_DRAWS = 1000
+"""Random draws before the smallest free id is taken instead: a golden whose generated_ids fill the range must
+not loop forever (BFCL's loop would); with real data a draw never collides this often."""
 DEFAULT_USERS = {"Alice": "USR001", "Bob": "USR002", "Catherine": "USR003", "Daniel": "USR004"}
 DEFAULT_INBOX = [
     {"USR002": "My name is Alice. I want to connect."},
@@ -38,10 +43,18 @@ class MessageAPI(Simulator):
         self.message_count = self._take(config, "message_count", 3)
         self.current_user = self._take(config, "current_user", None)
 
-    def _new_id(self) -> int:
-        new_id = self._random.randint(10000, 99999)
-        while new_id in self.generated_ids:
-            new_id = self._random.randint(10000, 99999)
+    def _new_id(self) -> int | None:
+        """A fresh message id, drawn as BFCL draws it; None when every id of the range is taken."""
+        for _ in range(MAX_DRAWS):
+            new_id = self._random.randint(*ID_RANGE)
+            if new_id not in self.generated_ids:
+                break
+        else:
+            free = (i for i in range(ID_RANGE[0], ID_RANGE[1] + 1) if i not in self.generated_ids)
+            found = next(free, None)
+            if found is None:
+                return None
+            new_id = found
         self.generated_ids.add(new_id)
         return new_id
 
@@ -68,6 +81,8 @@ class MessageAPI(Simulator):
         if receiver_id not in self.user_map.values():
             return error(f"Receiver ID '{receiver_id}' not found.")
         message_id = self._new_id()
+        if message_id is None:
+            return error("No message id left: every id of the workspace is taken.")
         self.inbox.append({receiver_id: message})
         self.message_count += 1
         return {"sent_status": True, "message_id": {"new_id": message_id},

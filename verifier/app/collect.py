@@ -26,10 +26,11 @@ from verifier.run.rundir import RunDir
 from verifier import scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
 from verifier.errors import UsageError, did_you_mean
-from verifier.surfaces.registry import MODES, mode_of, surfaces_of
+from verifier.surfaces.registry import MODES, REFERENCE_MODE, mode_of, surfaces_of
 from verifier.types import RunHeader, Sample, Suite, owner_ids
 
 if TYPE_CHECKING:
+    from verifier.golden.model import Golden
     from verifier.wire.endpoint import Endpoint, EndpointConfig
 
 
@@ -71,7 +72,7 @@ class RunSpec:
     """The endpoint under test."""
     suites: tuple[str, ...] = ()
     """Suite names (empty on resume: the journal names them)."""
-    modes: tuple[str, ...] = ("chat",)
+    modes: tuple[str, ...] = (REFERENCE_MODE,)
     """Wire modes."""
     overrides: Mapping[str, Any] = field(default_factory=dict)
     """User sampling overrides (temperature, top_p, max_tokens, seed, logprobs...), over the suites' defaults."""
@@ -113,33 +114,34 @@ class RunSpec:
     """Write into `out` even when it is a golden directory (`--force`)."""
 
     @classmethod
-    def for_golden(cls, g: dict[str, Any], gobs: list[dict[str, Any]], endpoint: EndpointSpec, out: Path, *,
+    def for_golden(cls, golden: "Golden", endpoint: EndpointSpec, out: Path, *,
                    overrides: Mapping[str, Any] | None = None, extra_body: Mapping[str, Any] | None = None,
                    data: str | None = None, looks: int = 5, probes: bool = False, quiet: bool = False,
-                   inputs: Mapping[str, list[Sample]] | None = None, force: bool = False) -> "RunSpec":
+                   force: bool = False) -> "RunSpec":
         """A run that reproduces the golden's selection, sampling and modes against another endpoint: from the
-        golden's own samples (`inputs`), or, with `data` (or no inputs), reloaded from the dataset."""
+        golden's own samples (inputs.jsonl), or, with `data`, reloaded from the dataset."""
+        h = golden.header
         ids: dict[str, set[str]] = {}
         owners: dict[str, set[str]] = {}  # the sample ids the golden's records belong to (a conversation's turns)
-        for o in gobs:
-            ids.setdefault(o["suite"], set()).add(o["sample_id"])
-            owners.setdefault(o["suite"], set()).update(owner_ids(o["sample_id"]))
+        for o in golden.observations:
+            ids.setdefault(o.suite, set()).add(o.sample_id)
+            owners.setdefault(o.suite, set()).update(owner_ids(o.sample_id))
         from verifier.redact import credential_values
 
-        if extra_body is None and credential_values(g["source"].get("extra_body") or {}):
+        if extra_body is None and credential_values(dict(h.source.extra_body or {})):
             raise UsageError("the golden's extra_body holds credentials, masked when it was blessed: pass --extra-body")
         samples = None
-        if inputs is not None and not data:
-            samples = {name: tuple(x for x in inputs.get(name, ()) if x.id in owners.get(name, ())) for name in g["suites"]}
-        base = dict((g["source"].get("sampling") or {}).get("overrides", {}))
+        if not data:
+            samples = {name: tuple(x for x in golden.inputs.get(name, ()) if x.id in owners.get(name, ())) for name in h.suites}
+        base = h.source.sampling_overrides
         base.update(overrides or {})
         return cls(
-            endpoint=endpoint, suites=tuple(g["suites"]), modes=tuple(g.get("modes", ["chat"])), overrides=base,
-            extra_body=dict(extra_body) if extra_body is not None else dict(g["source"].get("extra_body") or {}),
-            data=data, smoke=g.get("selection", {}).get("smoke", False), epochs=g.get("epochs", 1),
+            endpoint=endpoint, suites=tuple(h.suites), modes=h.modes, overrides=base,
+            extra_body=dict(extra_body) if extra_body is not None else dict(h.source.extra_body or {}),
+            data=data, smoke=h.smoke, epochs=h.epochs,
             only_ids={k: frozenset(v) for k, v in ids.items()}, samples=samples, out=out, looks=looks,
-            probes=probes or bool(g.get("probes")), quiet=quiet, context_probe=bool(g.get("context_probe")),
-            context_lengths=tuple(g["context_probe"]["lengths"]) if g.get("context_probe") else None, force=force,
+            probes=probes or bool(h.probes), quiet=quiet, context_probe=bool(h.context_probe),
+            context_lengths=h.context_lengths, force=force,
         )
 
 
@@ -190,6 +192,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConfig":
+    from verifier.redact import url_query_values
     from verifier.wire.endpoint import EndpointConfig, check_base_url
 
     if ep.concurrency < 1:
@@ -197,6 +200,7 @@ def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConf
     check_base_url(ep.base_url)
     api_key = os.environ.get(ep.api_key_env) if ep.api_key_env else None
     scrub.register_endpoint(api_key, dict(ep.headers))  # first: the checks below must not print them either
+    scrub.register(*url_query_values(ep.base_url))  # `?api_key=K` is a secret too: a server may echo it
     # A control character cannot go into an HTTP header (the client raises mid-run), and a newline would split one.
     if api_key is not None and _CONTROL.search(api_key):
         raise UsageError(f"${ep.api_key_env} holds a control character (a trailing newline?); strip it")
@@ -350,7 +354,8 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
         # Scored as it is journaled (the records of a resumed run first), beside the requests: see run/live.py.
         live = Follower(run_dir, get_suites())
         following = asyncio.create_task(live.follow())
-        extra = resumed_extra_body(spec, hdr)  # run.json's copy has its credentials masked
+        # run.json's copy has its credentials masked; the model, transport and prompt are the spec's (runner.IDENTITY_KEYS)
+        extra = runner.without_identity(resumed_extra_body(spec, hdr))
         if spec.probes:
             from verifier.run.probes import FILE, run_probes
 
@@ -389,6 +394,12 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
 def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list[tuple[Suite, list[Sample]]],
                info: dict[str, Any], template: str | None, stack: contextlib.ExitStack) -> tuple[dict[str, Any], list[Any]]:
     modes, extra, sampling = list(spec.modes), dict(spec.extra_body), _sampling(spec)
+    dropped = sorted({k for s, xs in suites for x in xs for k in runner.identity_overrides(s, x, extra, sampling["overrides"])})
+    if dropped:  # a golden or requests file must not change what is measured: said once, the spec's values are sent
+        print(f"warning: ignored {', '.join(dropped)[:200]}: the model, stream mode, prompt and the suite's tools and "
+              f"schema are the spec's, never a golden's, an input's or a requests file's", file=sys.stderr)
+    extra = runner.without_identity(extra)
+    sampling = {**sampling, "overrides": runner.without_identity(dict(sampling["overrides"]))}
     try:
         work = runner.plan(suites, cfg.model, sampling, extra, spec.epochs, modes, template=template)
     except ValueError as e:  # e.g. a template that does not render: before anything is written

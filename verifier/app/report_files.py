@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from verifier.attribution.document import Comparison
 from verifier.golden import store as golden_mod
+from verifier.golden.model import Golden
 from verifier.run import journal
 from verifier.run.rundir import RunDir
 from verifier import scrub
@@ -48,13 +49,18 @@ def read_run(run_dir: Path) -> RunData:
     return RunData(run_dir, header, summary, rows, finds, exchanges, shown)
 
 
+def golden_data(golden: Golden) -> GoldenData:
+    """What the report shows of a loaded golden (its golden.json as this gate saw it, and its observations)."""
+    return GoldenData(golden.header.to_json(), list(golden.observations))
+
+
 def read_golden(path: str | Path) -> GoldenData | None:
     """The golden, or None when it is gone or broken (the report still shows the comparison made against it)."""
     try:
-        meta, obs = golden_mod.load(golden_mod.resolve(path))
+        golden = golden_mod.load(golden_mod.resolve(path))
     except golden_mod.BadGolden:
         return None
-    return GoldenData.of(meta, obs)
+    return golden_data(golden)
 
 
 def comparison(run_dir: Path, golden_path: str | Path) -> Comparison:
@@ -96,9 +102,13 @@ def render_html(run_dir: Path | str, golden_path: str | Path | None, doc: Compar
 
 
 def write_all(run_dir: Path | str, doc: Comparison | Mapping[str, Any], html: str | Path | None = None, junit: str | Path | None = None,
-              markdown: str | Path | None = None, csv: str | Path | None = None, golden: GoldenData | None = None) -> dict[str, Path]:
-    """Everything CI keeps from a gate: report.html, junit.xml, summary.md (+ $GITHUB_STEP_SUMMARY), samples.csv."""
+              markdown: str | Path | None = None, csv: str | Path | None = None,
+              golden: GoldenData | Golden | None = None) -> dict[str, Path]:
+    """Everything CI keeps from a gate: report.html, junit.xml, summary.md (+ $GITHUB_STEP_SUMMARY), samples.csv.
+    `golden`: the golden the gate compared with, when the caller has it loaded (a gate loads it once)."""
     run_dir = Path(run_dir)
+    if isinstance(golden, Golden):
+        golden = golden_data(golden)
     paths = RunDir(run_dir).report_paths(html, junit, markdown, csv)
     for p in paths.values():
         p.parent.mkdir(parents=True, exist_ok=True)

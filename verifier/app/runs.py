@@ -16,6 +16,7 @@ from verifier.types import owner_ids
 
 if TYPE_CHECKING:
     from verifier.attribution.document import Comparison
+    from verifier.golden.model import Golden
 
 MAX_DEPTH = 3  # runs/<id>, runs/<gate-matrix>/<provider>, runs/<demo>/<healthy>
 
@@ -118,24 +119,29 @@ def list_runs(q: RunsQuery) -> list[dict[str, Any]]:
     return rows[: q.limit] if q.limit else rows
 
 
-def recompare(run_dir: Path, golden_path: str | Path, loaded: tuple[dict[str, Any], list[dict[str, Any]]],
-              recorded: Mapping[str, Any]) -> "Comparison":
+def recompare(run_dir: Path, golden_path: str | Path, loaded: "Golden", recorded: Mapping[str, Any]) -> "Comparison":
     """The comparison the run's own evidence gives against this golden, narrowed as the gate that wrote `recorded`
     was (the samples the run planned and its modes, probes left out when it left them out; its infra budget; an
     early sequential stop judges what was sent). Nothing is written. What the matrix checks a run's
     comparison.json against: a document edited by hand does not survive it."""
+    import dataclasses
+
     from verifier.app.gate import compare_run
 
-    g, gobs = loaded
     rd = RunDir(run_dir)
     hdr = rd.header()
     planned = set(rd.samples())
-    gobs = [o for o in gobs if o.get("mode") in hdr.modes and o.get("suite") in hdr.suites
-            and any((o.get("suite"), sid) in planned for sid in owner_ids(str(o.get("sample_id"))))]
+    h = loaded.header
     limited = recorded.get("limited")
-    if isinstance(limited, dict) and limited.get("probes_left_out"):
-        g = {**g, "probes": None}
+    probes_left_out = isinstance(limited, dict) and bool(limited.get("probes_left_out"))
+    narrowed = dataclasses.replace(
+        loaded,
+        header=dataclasses.replace(h, suites={k: v for k, v in h.suites.items() if k in hdr.suites},
+                                   modes=tuple(m for m in h.modes if m in hdr.modes),
+                                   probes=None if probes_left_out else h.probes),
+        observations=tuple(o for o in loaded.observations if o.mode in hdr.modes and o.suite in hdr.suites
+                           and any((o.suite, sid) in planned for sid in owner_ids(o.sample_id))))
     infra = recorded.get("infra")
     budget = infra.get("budget") if isinstance(infra, dict) else None
     return compare_run(Path(run_dir), golden_path, None, float(budget) if isinstance(budget, (int, float)) else 0.02,
-                       (g, gobs), allow_subset=bool(recorded.get("sequential")), write=False)
+                       narrowed, allow_subset=bool(recorded.get("sequential")), write=False)

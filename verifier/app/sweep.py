@@ -27,7 +27,9 @@ from verifier.run import journal, perf
 from verifier.run.layout import NotARunDir, read_document
 from verifier.run.rundir import RunDir
 from verifier.app.collect import EndpointSpec
+from verifier.app.spec import GateOptions, GateSpec
 from verifier.errors import UsageError
+from verifier.golden.model import Golden
 
 Launcher = Callable[[], ContextManager[tuple[str, str]]]
 """Starts an engine and yields (base URL, model name); leaving the context stops it."""
@@ -61,8 +63,9 @@ class SweepSpec:
     """The sweep directory."""
     perf: perf.PerfSpec = perf.PerfSpec()
     """The performance probe's ladder."""
-    gate_options: Mapping[str, Any] = field(default_factory=dict)
-    """GateSpec fields every gate shares (suites, modes, probes, infra_budget, margins, overrides, data)."""
+    gate: GateOptions = GateOptions()
+    """What every configuration's gate shares (suites, modes, limit, probes, infra budget, margins, sampling...):
+    the sweep file's [gate] table, merged under each configuration's endpoint (`gate_spec`)."""
     quiet: bool = False
 
 
@@ -82,11 +85,18 @@ def _started(cfg: SweepConfig) -> Iterator[EndpointSpec]:
         yield replace(cfg.endpoint, base_url=url, model=model)
 
 
-def run_config(spec: SweepSpec, cfg: SweepConfig, log: Callable[[str], None]) -> dict[str, Any]:
+def gate_spec(spec: SweepSpec, ep: EndpointSpec, out: Path) -> GateSpec:
+    """One configuration's gate: the sweep's shared [gate] options against this (started) endpoint."""
+    return replace(spec.gate.over(GateOptions(golden=str(spec.golden), base_url=ep.base_url, model=ep.model,
+                                              out=str(out), quiet=spec.quiet)).spec(), endpoint=ep)
+
+
+def run_config(spec: SweepSpec, cfg: SweepConfig, log: Callable[[str], None], golden: Golden | None = None) -> dict[str, Any]:
     """Gate and probe one configuration into OUT/<name>/; returns its row source (config.json's content).
     Whatever stops this configuration (an engine that does not start, an unreachable endpoint, a failing probe)
-    is recorded as its error; what would stop every configuration (the golden) is checked before the first."""
-    from verifier.app.gate import GateSpec, gate
+    is recorded as its error; what would stop every configuration (the golden) is checked before the first.
+    `golden`: the sweep's golden, loaded once for every configuration."""
+    from verifier.app.gate import gate, gate_golden
 
     d = spec.out / cfg.name
     d.mkdir(parents=True, exist_ok=True)
@@ -96,8 +106,8 @@ def run_config(spec: SweepSpec, cfg: SweepConfig, log: Callable[[str], None]) ->
         with _started(cfg) as ep:
             info["endpoint"] = _public_endpoint(ep)
             log(f"sweep: {cfg.name}: gating against {spec.golden}")
-            opts = dict(spec.gate_options)
-            gate(GateSpec(golden=spec.golden, endpoint=ep, out=d / "gate", quiet=spec.quiet, **opts))
+            gspec = gate_spec(spec, ep, d / "gate")
+            gate(gspec, gate_golden(gspec, golden))
             log(f"sweep: {cfg.name}: performance probe")
             assert ep.base_url and ep.model
             journal.write_json(d / "perf.json", perf.probe(ep.base_url, ep.model, spec.perf, ep.api_key_env, ep.headers))
@@ -116,13 +126,15 @@ def run(spec: SweepSpec, only: Sequence[str] = (), log: Callable[[str], None] | 
     unknown = [n for n in only if n not in names]
     if unknown:
         raise UsageError(f"--only: no configuration {unknown[0]!r} in the sweep file; it has: {', '.join(names)}")
-    from verifier.app.gate import load_golden, require_margins
+    from verifier.app.gate import gate_golden, load_golden
 
-    require_margins(load_golden(spec.golden)[0], spec.golden)  # a bad golden stops the sweep before anything starts
+    golden = load_golden(spec.golden)
+    # A bad golden or a [gate] table it cannot satisfy (no such suite, no margins) stops the sweep before anything starts.
+    gate_golden(spec.gate.over(GateOptions(golden=str(spec.golden))).spec(endpoint_required=False), golden)
     say = log or (lambda s: None)
     for cfg in spec.configs:
         if not only or cfg.name in only:
-            run_config(spec, cfg, say)
+            run_config(spec, cfg, say, golden)
     return combine([spec.out / n for n in names if (spec.out / n / "config.json").exists()], spec.out)
 
 
@@ -136,6 +148,14 @@ def _read(path: Path) -> Any:
         raise UsageError(f"{e}") from None
     except OSError as e:
         raise UsageError(f"{path}: not readable JSON ({type(e).__name__})") from None
+
+
+def _comparison(gate_dir: Path) -> dict[str, Any] | None:
+    """A configuration's gate comparison (None when it was never compared), read through RunDir."""
+    try:
+        return RunDir(gate_dir).comparison()
+    except NotARunDir as e:
+        raise UsageError(str(e)) from None
 
 
 def _parting(comparison: Mapping[str, Any]) -> dict[str, Any]:
@@ -163,10 +183,7 @@ def row(config_dir: Path) -> dict[str, Any]:
     info = _read(config_dir / "config.json")
     if not isinstance(info, dict) or info.get("format") != FORMAT:
         raise UsageError(f"{config_dir} is not a sweep configuration directory (no config.json of format {FORMAT})")
-    try:
-        comp = RunDir(config_dir / "gate").comparison() or {}
-    except NotARunDir as e:
-        raise UsageError(str(e)) from None
+    comp = _comparison(config_dir / "gate") or {}
     perf_doc = _read(config_dir / "perf.json") or {}
     diag = (comp.get("diagnosis") or [])
     parting = _parting(comp) if comp else {"count": 0, "n": 0, "rate": None, "reference_rate": None}
@@ -231,6 +248,12 @@ def combine(config_dirs: Sequence[Path], out: Path) -> dict[str, Any]:
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
         raise UsageError(f"two configuration directories are both named {dup!r}")
+    gated = {(str(g.get("name")), str(g.get("source_run"))): d for d in config_dirs
+             if isinstance(g := (_comparison(Path(d) / "gate") or {}).get("golden"), dict)}
+    if len(gated) > 1:  # one Pareto front across goldens would compare what was measured against different references
+        (a, da), (b, db) = sorted(gated.items())[:2]
+        raise UsageError(f"{da} and {db} were gated against different goldens ({a[0]} from run {a[1]}, "
+                         f"{b[0]} from run {b[1]}): combine configurations of one golden only")
     pareto(rows)
     goldens = sorted({str((_read(Path(d) / "config.json") or {}).get("golden")) for d in config_dirs})
     doc = {"format": FORMAT, "golden": goldens[0] if len(goldens) == 1 else goldens, "rows": rows,

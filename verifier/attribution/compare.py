@@ -21,6 +21,7 @@ from verifier import stats
 from verifier.attribution.document import Absent, Comparison, Drift, MetricResult, Side, SignalResult, SuiteResult
 from verifier.attribution.numerics import DivergenceCount, DriftMeasure, PairedMetric
 from verifier.attribution.surface_signals import mode_note
+from verifier.golden.model import GoldenHeader, Margin
 from verifier.judge.contract import MODEL_BEHAVIOUR
 from verifier.surfaces.registry import surface_for
 from verifier.types import Evidence, Observation
@@ -192,12 +193,10 @@ def paired_signals(golden: Rows, cand: Rows) -> dict[str, PairedSuite]:
     return {suite: _suite_signals(G[suite], C[suite]) for suite in sorted(set(G) & set(C))}
 
 
-def _margin(margins: dict[str, Any], key: str) -> float | None:
+def _margin(margins: Mapping[str, Margin], key: str) -> float | None:
     """The calibrated margin, or None where the golden predates the key (a signal added after it was calibrated)."""
     m = margins.get(key)
-    if m is None:
-        return None
-    return float(m["value"] if isinstance(m, dict) else m)
+    return None if m is None else m.value
 
 
 UNCALIBRATED = "uncalibrated"
@@ -228,7 +227,7 @@ def _combine(verdicts: Iterable[str]) -> str:
     return "pass"
 
 
-def _quality(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, MetricResult], list[Evidence]]:
+def _quality(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) -> tuple[dict[str, MetricResult], list[Evidence]]:
     """Per-metric verdicts on the clean paired samples, and their evidence."""
     if not s["metrics"]:
         if s["golden_clean"] == 0:
@@ -259,7 +258,7 @@ def _quality(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[
     return mets, ev
 
 
-def _signal_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[dict[str, SignalResult], list[Evidence], list[Evidence]]:
+def _signal_verdicts(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) -> tuple[dict[str, SignalResult], list[Evidence], list[Evidence]]:
     """Event-rate verdicts for every signal of the table: (per-signal blocks, frontend evidence, numerics evidence)."""
     sigs: dict[str, SignalResult] = {}
     fe: list[Evidence] = []
@@ -288,7 +287,7 @@ def _signal_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tup
     return sigs, fe, q
 
 
-def _drift_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[Drift, list[Evidence]]:
+def _drift_evidence(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) -> tuple[Drift, list[Evidence]]:
     key = f"{suite}/drift"
     calibrated = _margin(margins, key)
     d = numerics.drift_state(s["drift"], calibrated or 0.0)
@@ -304,7 +303,7 @@ def _drift_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tupl
                                 f"(noise floor {d.margin}); median first divergence at token {d.first_divergence_median}{note}")]
 
 
-def _divergence_evidence(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[SignalResult | None, list[Evidence]]:
+def _divergence_evidence(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) -> tuple[SignalResult | None, list[Evidence]]:
     """How often the candidate's greedy output parts from the golden's, against how often the reference's own
     reruns parted (calibrated): the second, independent line of numerics evidence beside the drift."""
     dv = s["divergence"]
@@ -387,7 +386,7 @@ def _followup_confounded(suite: str, td: dict[str, Any] | None, sigs: dict[str, 
     return sigs, fe
 
 
-def _suite_verdicts(suite: str, s: PairedSuite, margins: dict[str, Any]) -> tuple[SuiteResult, list[Evidence], list[Evidence]]:
+def _suite_verdicts(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) -> tuple[SuiteResult, list[Evidence], list[Evidence]]:
     """One suite's block of comparison.json, with its frontend and numerics evidence."""
     mets, q = _quality(suite, s, margins)
     sigs, fe, q_sig = _signal_verdicts(suite, s, margins)
@@ -449,14 +448,15 @@ def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], incom
     return status, frontend, quant
 
 
-def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra_budget: float = 0.02,
+def compare(golden_meta: GoldenHeader | Mapping[str, Any], golden_obs: Rows, cand_obs: Rows, infra_budget: float = 0.02,
             probes: dict[str, Any] | None = None, allow_subset: bool = False,
             probe_table: list[dict[str, Any]] | None = None) -> Comparison:
     """The comparison document (DESIGN.md, "Machine-readable outputs"), typed; `to_dict()` is comparison.json. `probes`: run-wide evidence items (probe
     verdicts, the context probe); `probe_table`: the probes' conformance rows (probe_results.judge)."""
     from verifier.attribution import coverage, diagnosis, explain
 
-    margins = golden_meta.get("margins") or {}
+    header = GoldenHeader.of(golden_meta)  # a typed header (store.load), or a hand-built golden.json fragment
+    margins = header.margins
     golden_obs, cand_obs = as_observations(golden_obs), as_observations(cand_obs)
     sig = paired_signals(golden_obs, cand_obs)
     if not sig or all(s["paired"] == 0 for s in sig.values()):
@@ -473,7 +473,7 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
         cov = coverage.coverage(golden_obs, cand_obs, {r["key"]: r for r in probe_table if r["reference"] is not None},
                                 {r["key"]: r for r in probe_table if r["candidate"] not in (None, "infra")}, allow_subset)
     else:
-        cov = coverage.coverage(golden_obs, cand_obs, golden_meta.get("probes"), probes, allow_subset)
+        cov = coverage.coverage(golden_obs, cand_obs, dict(header.probes) if header.probes else None, probes, allow_subset)
     fe: list[Evidence] = []
     q: list[Evidence] = []
     suites_out: dict[str, SuiteResult] = {}
@@ -502,7 +502,7 @@ def compare(golden_meta: dict[str, Any], golden_obs: Rows, cand_obs: Rows, infra
     # The diagnosis reads the verdicts; reasons and checks read the diagnosis too (the document so far).
     doc = dataclasses.replace(doc, diagnosis=tuple(diagnosis.diagnose(doc)))
     reasons = explain.reasons(doc)
-    checks = tuple(explain.checks(doc, golden_meta, golden_obs))
+    checks = tuple(explain.checks(doc, header, golden_obs))
     return dataclasses.replace(doc, reasons=reasons, reason=reasons[0] if reasons else None, checks=checks)
 
 

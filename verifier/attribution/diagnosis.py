@@ -1,7 +1,7 @@
 """Diagnosis: which frontend component a failing comparison implicates, and where an engineer should look.
 
 ONE table (TABLE) maps every contract finding code and every frontend signal to a component; the
-README's diagnosis table is this one. Its finding codes are written here (FINDINGS); its signals are read
+docs/reference/attribution.md's diagnosis table is this one. Its finding codes are written here (FINDINGS); its signals are read
 from their declarations (signals.SIGNALS: component, meaning, and the variants on streams or surfaces only),
 so a declared signal always reaches the diagnosis. `diagnose` turns a comparison document's failing frontend
 evidence into the `diagnosis` list of comparison.json, biggest first, which the console summary,

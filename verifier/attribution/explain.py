@@ -15,6 +15,7 @@ from verifier.attribution.diagnosis import component_of, headline
 from verifier.attribution.numerics import DRIFT_FLOOR
 from verifier.attribution import signals
 from verifier.attribution.document import Check, Comparison, SuiteResult
+from verifier.golden.model import GoldenHeader
 from verifier.surfaces.registry import surface_for
 from verifier.types import Evidence, Observation
 
@@ -158,11 +159,11 @@ def _check(name: str, cls: str, ev: Evidence | None, default: str = "not measure
     return Check(name, cls, ev.verdict, ev.summary, samples=list(ev.samples or ()), qualifier=ev.qualifier or None)
 
 
-def checks(doc: Comparison, golden_meta: dict[str, Any], golden_obs: list[Observation]) -> list[Check]:
+def checks(doc: Comparison, golden: GoldenHeader, golden_obs: list[Observation]) -> list[Check]:
     """Every check the golden defines, named by (suite, signal, metric) only."""
     ev = {(e.suite, e.signal, e.metric): e for e in doc.evidence}
     out = []
-    for suite in sorted(golden_meta.get("suites") or {}):
+    for suite in sorted(golden.suites):
         star = ev.get((suite, "quality", "*"))
         for m in _metrics_of(golden_obs, suite):
             out.append(_check(f"{suite}: quality/{m}", "verifier.quantization", ev.get((suite, "quality", m)) or star))
@@ -175,7 +176,7 @@ def checks(doc: Comparison, golden_meta: dict[str, Any], golden_obs: list[Observ
                           "not measured: no output tokens on one side (rerun with `verifier gate --logprobs 5`)"))
     rows = doc.conformance
     if rows is None:  # a document from before the conformance table
-        for name in sorted(golden_meta.get("probes") or {}):
+        for name in sorted(golden.probes or {}):
             out.append(_check(f"*: probe:{name}", "verifier.frontend", ev.get(("*", f"probe:{name}", None)), "probe not run (rerun with `verifier gate --probes`)"))
     for r in rows or []:  # the conformance table, failing rows first: one check per probe x surface
         out.append(probe_check(r))

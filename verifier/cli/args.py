@@ -22,35 +22,69 @@ if TYPE_CHECKING:
 from ..surfaces.registry import MODES as MODE_NAMES, REFERENCE_MODE  # the registry is pure Python: --help stays cheap
 
 
-def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True, url_from_env: bool = True) -> None:
-    """`url_from_env=False` where --base-url is an action of its own (calibrate: make reruns), not a setting."""
-    # Environment defaults (README "Environment"): flags win. OPENAI_BASE_URL as the openai SDK reads it;
+def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True, url_from_env: bool = True,
+                      unset: bool = False) -> None:
+    """`url_from_env=False` where --base-url is an action of its own (calibrate: make reruns), not a setting.
+    `unset=True` (gate): no defaults at all, every flag not given is None, so the command can merge the flags over a
+    gate file and the environment as values (app/spec.py); the defaults are filled after the merge."""
+    # Environment defaults (docs/reference/cli.md "Environment"): flags win. OPENAI_BASE_URL as the openai SDK reads it;
     # string defaults go through `type`, so a bad VERIFIER_* value is argparse's usual exit-2 error.
-    env = os.environ.get
+    env = (lambda name, default=None: None) if unset else os.environ.get
+    dflt = (lambda value: None) if unset else (lambda value: value)
     base_url = env("OPENAI_BASE_URL") if url_from_env else None
     g = p.add_argument_group("endpoint")
     g.add_argument("--base-url", required=required and not base_url, default=base_url,
                    help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1" + (" (default $OPENAI_BASE_URL)" if url_from_env else ""))
     g.add_argument("--model", required=required and not env("VERIFIER_MODEL"), default=env("VERIFIER_MODEL"),
                    help="model name sent in every request (default $VERIFIER_MODEL)")
-    g.add_argument("--api-key-env", default=env("VERIFIER_API_KEY_ENV", "OPENAI_API_KEY"), help="name of the environment variable holding the API key (default OPENAI_API_KEY; the key is never written anywhere)")
+    g.add_argument("--api-key-env", type=_api_key_env, default=dflt(env("VERIFIER_API_KEY_ENV", "OPENAI_API_KEY")), help="name of the environment variable holding the API key (default OPENAI_API_KEY; the key is never written anywhere)")
     g.add_argument("--header", action="append", metavar="'NAME: VALUE'", help="extra HTTP header (repeatable); values are never written")
     g.add_argument("--extra-body", metavar="JSON|@FILE", help="JSON object merged into every request body, e.g. '{\"chat_template_kwargs\": {\"enable_thinking\": false}}'")
-    g.add_argument("--concurrency", type=T.positive_int, default=env("VERIFIER_CONCURRENCY", 8), help="requests in flight (default 8, or $VERIFIER_CONCURRENCY)")
-    g.add_argument("--timeout", type=T.positive_float, default=env("VERIFIER_TIMEOUT", 600.0), help="per-request timeout, seconds (default 600, or $VERIFIER_TIMEOUT)")
-    g.add_argument("--max-retries", type=T.nonneg_int, default=env("VERIFIER_MAX_RETRIES", 3), help="retries on 429/5xx/connect/read errors (default 3, or $VERIFIER_MAX_RETRIES)")
-    g.add_argument("--max-response-mb", type=T.positive_float, default=64.0, help="cap on one response's decoded size, MiB (default 64)")
-    g.add_argument("--max-stream-events", type=T.positive_int, default=250_000, help="cap on the events of one streamed response; past it the stream is cut and judged `stream_too_many_events` (default 250000)")
+    g.add_argument("--concurrency", type=T.positive_int, default=dflt(env("VERIFIER_CONCURRENCY", 8)), help="requests in flight (default 8, or $VERIFIER_CONCURRENCY)")
+    g.add_argument("--timeout", type=T.positive_float, default=dflt(env("VERIFIER_TIMEOUT", 600.0)), help="per-request timeout, seconds (default 600, or $VERIFIER_TIMEOUT)")
+    g.add_argument("--max-retries", type=T.nonneg_int, default=dflt(env("VERIFIER_MAX_RETRIES", 3)), help="retries on 429/5xx/connect/read errors (default 3, or $VERIFIER_MAX_RETRIES)")
+    g.add_argument("--max-response-mb", type=T.positive_float, default=dflt(64.0), help="cap on one response's decoded size, MiB (default 64)")
+    g.add_argument("--max-stream-events", type=T.positive_int, default=dflt(250_000), help="cap on the events of one streamed response; past it the stream is cut and judged `stream_too_many_events` (default 250000)")
     g.add_argument("--request-deadline", type=T.positive_float, help="total seconds per request, retries and whole stream included (default 10 x --timeout)")
-    g.add_argument("--no-model-check", dest="model_check", action="store_false",
+    g.add_argument("--no-model-check", dest="model_check", action="store_false", default=dflt(True),
                    help="send --model even when the server's /v1/models does not list it (gateways that alias names)")
-    g.add_argument("--info-deadline", type=T.positive_float, default=10.0, help="total seconds for the start-up /models, /props, /version calls (default 10)")
+    g.add_argument("--info-deadline", type=T.positive_float, default=dflt(10.0), help="total seconds for the start-up /models, /props, /version calls (default 10)")
     s = p.add_argument_group("sampling (override suite defaults)")
     s.add_argument("--temperature", type=T.finite_float)
     s.add_argument("--top-p", dest="top_p", type=T.finite_float)
     s.add_argument("--max-tokens", dest="max_tokens", type=T.positive_int)
     s.add_argument("--seed", type=int)
     s.add_argument("--logprobs", type=T.nonneg_int, metavar="N", help="request logprobs with N top alternatives (feeds the logprob-drift signal)")
+
+
+def _api_key_env(text: str) -> str:
+    """--api-key-env takes a variable's name; a key given there is refused and never echoed or written."""
+    from verifier.app.spec import api_key_env
+
+    try:
+        return api_key_env(text, "--api-key-env")
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--api-key-env: ")) from None
+
+
+def options_from_env(environ: Mapping[str, str] | None = None):  # -> app.spec.GateOptions
+    """The endpoint settings the environment gives (README "Environment"): below a gate file and the flags."""
+    from verifier.app.spec import GateOptions, api_key_env
+
+    env = os.environ if environ is None else environ
+
+    def conv(name: str, fn: Any) -> Any:
+        if not env.get(name):
+            return None
+        try:
+            return fn(env[name])
+        except (TypeError, ValueError, argparse.ArgumentTypeError) as e:
+            raise UsageError(f"${name}: {e}") from None
+
+    return GateOptions(base_url=env.get("OPENAI_BASE_URL") or None, model=env.get("VERIFIER_MODEL") or None,
+                       api_key_env=conv("VERIFIER_API_KEY_ENV", lambda v: api_key_env(v, "$VERIFIER_API_KEY_ENV")),
+                       concurrency=conv("VERIFIER_CONCURRENCY", T.positive_int), timeout_s=conv("VERIFIER_TIMEOUT", T.positive_float),
+                       max_retries=conv("VERIFIER_MAX_RETRIES", T.nonneg_int))
 
 
 def add_selection_args(p: argparse.ArgumentParser) -> None:
@@ -112,10 +146,9 @@ def endpoint_from_args(a: argparse.Namespace):  # -> app.EndpointSpec
 
 def overrides_from_args(a: argparse.Namespace) -> dict[str, Any]:
     """The sampling flags the user set (unset ones leave the suite's or the golden's values)."""
-    overrides = {k: getattr(a, k) for k in ("temperature", "top_p", "max_tokens", "seed") if getattr(a, k) is not None}
-    if a.logprobs:
-        overrides.update({"logprobs": True, "top_logprobs": a.logprobs})
-    return overrides
+    from verifier.app.spec import sampling
+
+    return sampling(a.temperature, a.top_p, a.max_tokens, a.seed, a.logprobs)
 
 
 def run_spec_from_args(a: argparse.Namespace):  # -> app.RunSpec

@@ -20,6 +20,6 @@ def handle(a: argparse.Namespace) -> int:
 
     run_dir, to = Path(a.run_dir), Path(a.to)
     g = bless_run(run_dir, to, force=a.force, epochs_as_reruns=a.epochs_as_reruns)
-    n = sum(x["samples"] for x in g["suites"].values())
-    print(f"blessed {run_dir} -> {to} ({n} samples)" + ("" if g["margins"] else "; next: verifier calibrate"))
+    n = sum(s.samples or 0 for s in g.suites.values())
+    print(f"blessed {run_dir} -> {to} ({n} samples)" + ("" if g.margins else "; next: verifier calibrate"))
     return 0

@@ -24,11 +24,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def handle(a: argparse.Namespace) -> int:
     from verifier.app.gate import CalibrateSpec, calibrate
+    from verifier.app.spec import margin_from_flag
     from .args import endpoint_from_args, overrides_from_args, parse_extra_body
 
     spec = CalibrateSpec(
         golden=Path(a.golden), runs=tuple(Path(r) for r in a.runs or ()), k=a.k, out_prefix=a.out_prefix,
-        manual=tuple(a.margin or ()), data=a.data, quiet=a.quiet,
+        manual=tuple(margin_from_flag(m, "manual") for m in a.margin or ()), data=a.data, quiet=a.quiet,
         endpoint=endpoint_from_args(a) if a.base_url else None, overrides=overrides_from_args(a),
         extra_body=parse_extra_body(a.extra_body) if a.extra_body else None,
     )

@@ -23,16 +23,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from verifier.app.gate import compare_run
+    from verifier.app.gate import compare_run, load_golden
     from verifier.cli.text import print_comparison
     from .args import exit_code
 
-    doc = compare_run(Path(a.run_dir), a.golden, Path(a.out) if a.out else None, a.infra_budget, allow_subset=a.allow_subset)
+    golden = load_golden(a.golden)  # once: the comparison and the report read the same value
+    doc = compare_run(Path(a.run_dir), a.golden, Path(a.out) if a.out else None, a.infra_budget, golden,
+                      allow_subset=a.allow_subset)
     print_comparison(doc)
     if a.ci_outputs:
         from .gate import print_outputs, write_ci_outputs
 
-        print_outputs(Path(a.run_dir), write_ci_outputs(Path(a.run_dir), doc, None, None, None))
+        print_outputs(Path(a.run_dir), write_ci_outputs(Path(a.run_dir), doc, None, None, None, golden))
     else:
         from verifier.run.rundir import RunDir
 

@@ -12,6 +12,7 @@ from .types import fraction, positive_int
 
 if TYPE_CHECKING:
     from verifier.attribution.document import Comparison
+    from verifier.golden.model import Golden
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,90 +26,78 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", help="reload the samples from this dataset instead of the golden's own inputs.jsonl (rarely needed)")
     p.add_argument("--out", help="run directory (default runs/<timestamp>-gate)")
     p.add_argument("--force", action="store_true", help="write the run into --out even when it is a golden directory")
-    p.add_argument("--infra-budget", type=fraction, default=0.02)
-    p.add_argument("--allow-inconclusive", action="store_true", help="exit 0 instead of 20 when inconclusive (never for 13, a significant quality drop of unattributed cause)")
+    p.add_argument("--infra-budget", type=fraction, help="infra error rate above which the run is incomplete (default 0.02)")
+    p.add_argument("--allow-inconclusive", action="store_true", default=None, help="exit 0 instead of 20 when inconclusive (never for 13, a significant quality drop of unattributed cause)")
     p.add_argument("--report", help="HTML report path (default RUN_DIR/report.html)")
     p.add_argument("--junit", help="JUnit XML path (default RUN_DIR/junit.xml)")
     p.add_argument("--markdown", help="Markdown summary path (default RUN_DIR/summary.md; also appended to $GITHUB_STEP_SUMMARY)")
     p.add_argument("--matrix", metavar="DIR", help="gate files with several endpoints: where matrix.html and matrix.md go (default OUT/matrix)")
-    p.add_argument("--quiet", action="store_true")
-    p.add_argument("--probes", action="store_true", help="run the parameter-contract probes (default: when the golden has them)")
-    p.add_argument("--no-probes", action="store_true", help="leave the golden's probes out: judge its samples only (comparison.json says so)")
-    p.add_argument("--sequential", action="store_true", help="send samples in batches and stop once a regression is decided (reports samples saved)")
-    p.add_argument("--looks", type=positive_int, default=5, help="with --sequential: number of batches / interim looks (default 5)")
-    add_endpoint_args(p, required=False)
+    p.add_argument("--quiet", action="store_true", default=None)
+    p.add_argument("--probes", action="store_true", default=None, help="run the parameter-contract probes and compare them (default: exactly the golden's probes, when it has them)")
+    p.add_argument("--no-probes", action="store_true", default=None, help="leave the golden's probes out: judge its samples only (comparison.json says so)")
+    p.add_argument("--sequential", action="store_true", default=None, help="send samples in batches and stop once a regression is decided (reports samples saved)")
+    p.add_argument("--looks", type=positive_int, help="with --sequential: number of batches / interim looks (default 5)")
+    # No defaults and no environment here: the flags are merged over the gate file and the environment as values.
+    add_endpoint_args(p, required=False, unset=True)
     p.set_defaults(fn=handle, check=check)
 
 
 def check(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
-    if a.config:
-        return  # the file may supply them; checked after merging
     if a.probes and a.no_probes:
-        raise UsageError("--probes and --no-probes contradict each other: give one")
-    missing = [f for f, v in (("--golden", a.golden), ("--base-url", a.base_url), ("--model", a.model)) if not v]
-    if missing:
-        ap.error(f"the following arguments are required: {', '.join(missing)} (or --config GATE.toml)")
+        ap.error("--probes and --no-probes contradict each other: give one")
+
+
+def options_from_flags(a: argparse.Namespace):  # -> app.spec.GateOptions
+    """The command line's door: what the flags given say, None for every flag not given."""
+    from verifier.app.spec import GateOptions, Probes, margin_from_flag, names, sampling
+    from .args import parse_extra_body, parse_headers
+
+    probes = Probes.ON if a.probes else Probes.OFF if a.no_probes else None
+    return GateOptions(
+        golden=a.golden, suites=names(a.suite, "--suite") if a.suite else None,
+        modes=names(a.mode, "--mode") if a.mode else None, limit=a.limit, data=a.data,
+        margins=tuple(margin_from_flag(m, "gate") for m in a.margin) if a.margin else None, probes=probes,
+        sequential=a.sequential, looks=a.looks, infra_budget=a.infra_budget, allow_inconclusive=a.allow_inconclusive,
+        quiet=a.quiet, base_url=a.base_url, model=a.model, api_key_env=a.api_key_env,
+        headers=parse_headers(a.header) if a.header else None, concurrency=a.concurrency, timeout_s=a.timeout,
+        max_retries=a.max_retries, max_response_bytes=int(a.max_response_mb * 2**20) if a.max_response_mb else None,
+        max_stream_events=a.max_stream_events, request_deadline_s=a.request_deadline, info_deadline_s=a.info_deadline,
+        model_check=a.model_check, sampling=sampling(a.temperature, a.top_p, a.max_tokens, a.seed, a.logprobs) or None,
+        extra_body=parse_extra_body(a.extra_body) if a.extra_body else None, out=a.out, report=a.report,
+        junit=a.junit, markdown=a.markdown, matrix=a.matrix)
 
 
 def handle(a: argparse.Namespace) -> int:
-    from .args import exit_code
+    from .args import exit_code, options_from_env
 
-    endpoints: list[argparse.Namespace] = []
+    flags, env = options_from_flags(a), options_from_env()
+    endpoints: list[tuple[str, Any]] = []
+    merged = flags
     if a.config:
-        a, endpoints = merge_config(a)
-    if len(endpoints) > 1:
-        return gate_many(a, endpoints)
-    spec = spec_from_args(a)
+        import verifier.cli.gatefile as gatefile
+        from verifier.app.collect import default_run_dir
+
+        file_opts, endpoints = gatefile.options(gatefile.read(a.config), Path(a.config))
+        if len(endpoints) == 1:
+            file_opts = endpoints[0][1].over(file_opts)
+        out = flags.out or file_opts.out or str(default_run_dir("gate" if len(endpoints) <= 1 else "gate-matrix"))
+        file_opts = gatefile.resolve_outputs(file_opts, out, Path(a.config))
+        if len(endpoints) > 1:
+            return gate_many(flags, file_opts, endpoints, env)
+        merged = flags.over(file_opts)
+    opts = merged.over(env)
+    spec = opts.spec()
+    if a.force:  # --force names the intent to write into a golden directory (RunDir.claim_for_write)
+        import dataclasses
+
+        spec = dataclasses.replace(spec, force=True)
     from verifier.run.journal import check_writable
 
-    for path in (a.report, a.junit, a.markdown):  # every output checked before the first request
+    for path in (opts.report, opts.junit, opts.markdown):  # every output checked before the first request
         if path:
             check_writable(Path(path))
-    doc = run_gate(spec, html=a.report, junit=a.junit, markdown=a.markdown)
-    return exit_code(doc, a.allow_inconclusive)
-
-
-def merge_config(a: argparse.Namespace) -> tuple[argparse.Namespace, list[argparse.Namespace]]:
-    """Flags over the gate file over the environment: the merged flags, and with several [[endpoints]] one
-    merged namespace per endpoint (its `name` in `.endpoint_name`)."""
-    import verifier.cli.gatefile as gatefile
-
-    from verifier.app.collect import default_run_dir
-
-    flags, endpoints = gatefile.translate(gatefile.read(a.config))
-    sub = gatefile.subparser(a.parser, "gate")
-    given = gatefile.explicit_dests(a.parser, a.argv, "gate")
-    out = a.out if "out" in given else flags.get("out") or str(default_run_dir("gate" if len(endpoints) <= 1 else "gate-matrix"))
-    flags = gatefile.resolve_outputs(flags, out)
-    if len(endpoints) == 1:
-        flags.update({k: v for k, v in endpoints[0].items() if k != "name"})
-    merged = gatefile.apply(a, flags, given, sub)
-    per_endpoint = []
-    if len(endpoints) > 1:
-        for ep in endpoints:
-            ns = gatefile.apply(merged, {k: v for k, v in ep.items() if k != "name"}, given, sub)
-            ns.endpoint_name = ep["name"]
-            per_endpoint.append(ns)
-    return merged, per_endpoint
-
-
-def spec_from_args(a: argparse.Namespace):  # -> app_gate.GateSpec
-    from verifier.app.gate import GateSpec
-    from ..errors import UsageError
-    from .args import endpoint_from_args, names, overrides_from_args, parse_extra_body
-
-    if a.probes and a.no_probes:
-        raise UsageError("--probes and --no-probes contradict each other: give one")
-    missing = [f for f, v in (("--golden", a.golden), ("--base-url", a.base_url), ("--model", a.model)) if not v]
-    if missing:
-        raise UsageError(f"gate needs {', '.join(missing)} (on the command line or in the gate file)")
-    return GateSpec(
-        golden=Path(a.golden), endpoint=endpoint_from_args(a), overrides=overrides_from_args(a),
-        extra_body=parse_extra_body(a.extra_body) if a.extra_body else None, data=a.data,
-        out=Path(a.out) if a.out else None, infra_budget=a.infra_budget, sequential=a.sequential, looks=a.looks,
-        probes=a.probes, quiet=a.quiet, suites=names(a.suite), modes=names(a.mode), margins=tuple(a.margin or ()),
-        limit=a.limit, skip_probes=a.no_probes, force=bool(getattr(a, "force", False)),
-    )
+    doc = run_gate(spec, html=opts.report, junit=opts.junit, markdown=opts.markdown)
+    return exit_code(doc, bool(opts.allow_inconclusive))
 
 
 def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markdown: str | None = None,
@@ -117,13 +106,11 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
     from verifier.app import gate as app_gate
     from verifier.cli.text import print_comparison
 
-    doc = app_gate.gate(spec)
+    golden = app_gate.gate_golden(spec)  # loaded once: the gate compares with it, the report shows it
+    doc = app_gate.gate(spec, golden)
     run_dir = Path((doc.run or {})["run_dir"])  # compare_run always records it
-    narrowed = None
-    if spec.narrows:  # the report shows the golden this gate compared with
-        narrowed = app_gate.narrow(app_gate.load_golden(spec.golden), spec)
     # Files first: a reader that stops early (`verifier gate | head`) must not cost the report.
-    paths = write_ci_outputs(run_dir, doc, html, junit, markdown, narrowed)
+    paths = write_ci_outputs(run_dir, doc, html, junit, markdown, golden)
     lim = doc.limited
     if lim and echo:
         part = f"the golden's first {lim['limit']} samples per suite" if lim["limit"] else "the golden's samples"
@@ -150,18 +137,18 @@ def print_outputs(run_dir: Path, paths: dict[str, Path] | None) -> None:
 
 
 def write_ci_outputs(run_dir: Path, doc: Comparison, html: str | None, junit: str | None, markdown: str | None,
-                     golden: tuple[dict[str, Any], list[dict[str, Any]]] | None = None) -> dict[str, Path] | None:
+                     golden: Golden | None = None) -> dict[str, Path] | None:
     """HTML report, JUnit XML and Markdown summary, where the report module offers them; their paths."""
     try:
         from verifier.app import report_files as report
     except ImportError:
         return None
-    data = report.GoldenData.of(*golden) if golden is not None else None
-    return report.write_all(run_dir, doc, html=html, junit=junit, markdown=markdown, golden=data)
+    return report.write_all(run_dir, doc, html=html, junit=junit, markdown=markdown, golden=golden)
 
 
-def gate_many(a: argparse.Namespace, endpoints: list[argparse.Namespace]) -> int:
+def gate_many(flags: Any, file_opts: Any, endpoints: list[tuple[str, Any]], env: Any) -> int:
     """Gate every endpoint of a gate file concurrently (one thread each, quiet), then write the matrix."""
+    import dataclasses
     from concurrent.futures import ThreadPoolExecutor
 
     from verifier import scrub
@@ -170,13 +157,14 @@ def gate_many(a: argparse.Namespace, endpoints: list[argparse.Namespace]) -> int
     from ..errors import UsageError
     from .matrix import finish
 
-    root = Path(a.out) if a.out else default_run_dir("gate-matrix")
-    specs = {}
-    for ns in endpoints:
-        ns.out, ns.quiet = str(root / ns.endpoint_name), True
-        specs[ns.endpoint_name] = spec_from_args(ns)  # every endpoint checked before anything is sent
-    if a.report or a.junit or a.markdown:
+    if flags.report or flags.junit or flags.markdown or file_opts.report or file_opts.junit or file_opts.markdown:
         raise UsageError("with several endpoints, reports go into each OUT/<name>/; use [outputs] matrix for the summary")
+    root = Path(flags.out or file_opts.out or default_run_dir("gate-matrix"))
+    specs = {}
+    for name, ep in endpoints:  # every endpoint checked before anything is sent
+        opts = flags.over(ep.over(file_opts)).over(env)
+        specs[name] = dataclasses.replace(opts.spec(), out=root / name, quiet=True)
+    matrix = flags.matrix or file_opts.matrix
 
     def one(name: str) -> tuple[Path, Comparison, scrub.Secrets]:
         with scrub.command() as secrets:  # each gate's secrets its own: no thread writes with another's
@@ -191,4 +179,5 @@ def gate_many(a: argparse.Namespace, endpoints: list[argparse.Namespace]) -> int
     for _, _, secrets in done.values():
         scrub.current().adopt(secrets)  # the matrix holds every gate's documents: scrubbed of every gate's secrets
     docs = {name: (run_dir, doc) for name, (run_dir, doc, _) in done.items()}
-    return finish(docs, Path(a.matrix) if a.matrix else root / "matrix", a.allow_inconclusive)
+    allow = flags.allow_inconclusive if flags.allow_inconclusive is not None else file_opts.allow_inconclusive
+    return finish(docs, Path(matrix) if matrix else root / "matrix", bool(allow))

@@ -1,12 +1,14 @@
 """`verifier gate --config gate.toml`: a gate as a file to review in a pull request.
 
-The file is read with the stdlib's tomllib and translated into the very flags `verifier gate` takes, so a
-file and the equivalent command line build the same GateSpec (tests/test_gatefile.py checks the two give the
-same comparison.json). Precedence: a flag given on the command line > the file > the environment > defaults.
+The file is read with the stdlib's tomllib, checked against its schema (gatefile_schema.py) and read once into
+typed values (app/spec.GateOptions), the same values the flags give, so a file and the equivalent command line build
+the same GateSpec (tests/test_spec_doors.py, tests/test_gatefile.py). Precedence, merged as values: a flag given on
+the command line > the file > the environment > defaults.
 
     golden = "goldens/demo-smoke"
     suites = ["smoke"]                  # a subset of the golden's suites (default: all)
     modes = ["chat", "chat-stream"]     # a subset of the golden's modes (default: all)
+    limit = 5                           # the first N samples of each suite (default: all)
     data = "data/"                      # when the golden's suites need a local dataset
 
     [endpoint]                          # or several [[endpoints]], each with a `name`: gated concurrently
@@ -28,12 +30,13 @@ same comparison.json). Precedence: a flag given on the command line > the file >
     allow_inconclusive = false
     sequential = false
     looks = 5
-    probes = false
+    probes = false                      # true: run and compare the probes; false: none (no probes.json); unset: the golden's
 
     [margins]                           # over the golden's calibrated margins; each needs its reason
     "smoke/accuracy" = { value = 0.05, reason = "release notes allow 5 points on arithmetic" }
 
-    [outputs]                           # report, junit, markdown, matrix: relative to the run directory
+    [outputs]                           # report, junit, markdown, matrix: relative to the run directory, never outside
+                                        # it and the gate file's own directory
     dir = "runs/gate"                   # one endpoint: the run directory; several: one run directory each (--out wins)
     report = "report.html"
     junit = "junit.xml"
@@ -43,177 +46,98 @@ same comparison.json). Precedence: a flag given on the command line > the file >
 
 from __future__ import annotations
 
-import argparse
-import json
-import re
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
 
-TOP = {"golden", "suites", "modes", "data", "endpoint", "endpoints", "sampling", "budgets", "margins", "outputs"}
-ENDPOINT = {"name": None, "base_url": "base_url", "model": "model", "api_key_env": "api_key_env",
-            "concurrency": "concurrency", "timeout": "timeout", "max_retries": "max_retries"}
-SAMPLING = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens", "seed": "seed",
-            "logprobs": "logprobs", "extra_body": "extra_body"}
-BUDGETS = {"infra": "infra_budget", "allow_inconclusive": "allow_inconclusive", "sequential": "sequential",
-           "looks": "looks", "probes": "probes"}
-OUTPUTS = {"dir": "out", "report": "report", "junit": "junit", "markdown": "markdown", "matrix": "matrix"}
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+TOP = {"golden", "suites", "modes", "limit", "data", "endpoint", "endpoints", "sampling", "budgets", "margins", "outputs"}
+MAX_BYTES = 1024 * 1024
+"""A gate file is a page of TOML; anything larger is refused before it is parsed."""
 
 
 def read(path: str | Path) -> dict[str, Any]:
     """The TOML document; unreadable or invalid files are usage errors naming the file."""
     import tomllib
 
+    from verifier import safeio
+
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
+        return tomllib.loads(safeio.read_text(path, max_bytes=MAX_BYTES))
+    except safeio.UnsafeFile as e:
+        raise UsageError(f"--config: {e}") from None
     except OSError as e:
         raise UsageError(f"--config: cannot read {path}: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"--config {path}: not valid TOML: {e}") from None
 
 
-def _check_keys(table: Any, known: set[str] | dict[str, Any], where: str) -> dict[str, Any]:
-    if not isinstance(table, dict):
-        raise UsageError(f"gate file: [{where}] must be a table")
-    unknown = sorted(set(table) - set(known))
-    if unknown:
-        raise UsageError(f"gate file: unknown key {where + '.' if where else ''}{unknown[0]}; known: {', '.join(sorted(known))}")
-    return table
+def endpoint_options(t: dict[str, Any], where: str):  # -> app.spec.GateOptions
+    from verifier.app.spec import GateOptions, api_key_env
+
+    return GateOptions(base_url=t.get("base_url"), model=t.get("model"),
+                       api_key_env=api_key_env(t["api_key_env"], f"gate file: {where}.api_key_env") if "api_key_env" in t else None,
+                       concurrency=t.get("concurrency"), timeout_s=float(t["timeout"]) if "timeout" in t else None,
+                       max_retries=t.get("max_retries"))
 
 
-def _csv(value: Any, key: str) -> str:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-        raise UsageError(f"gate file: {key} must be a list of names")
-    return ",".join(value)
-
-
-def _margins(table: Any) -> list[str]:
-    """`[margins] "suite/metric" = {value, reason}` -> the `--margin KEY=VALUE:reason` strings."""
-    out = []
-    for key, m in _check_keys(table, set(table) if isinstance(table, dict) else set(), "margins").items():
-        if not isinstance(m, dict) or set(m) != {"value", "reason"} or not isinstance(m["value"], (int, float)) \
-                or isinstance(m["value"], bool) or not isinstance(m["reason"], str) or not m["reason"].strip():
-            raise UsageError(f"gate file: margin {key!r} must be {{ value = NUMBER, reason = \"why\" }}")
-        out.append(f"{key}={float(m['value']):.12f}".rstrip("0") + f":{m['reason'].strip()}")
-    return out
-
-
-def _section(doc: dict[str, Any], name: str, keys: dict[str, Any]) -> dict[str, Any]:
-    """The flags one table sets, as {argparse dest: value in the form argparse would produce}."""
-    table = _check_keys(doc.get(name, {}), keys, name)
-    out: dict[str, Any] = {}
-    for k, v in table.items():
-        dest = keys[k]
-        if dest == "extra_body":
-            if not isinstance(v, dict):
-                raise UsageError("gate file: sampling.extra_body must be a table")
-            v = json.dumps(v)
-        if dest is not None:
-            out[dest] = v
-    return out
-
-
-def endpoint_flags(table: Any, where: str) -> dict[str, Any]:
-    return _section({where: table}, where, ENDPOINT)
-
-
-def translate(doc: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The gate file -> ({dest: value} for the shared flags, [{dest: value, "name": ...} per endpoint])."""
+def options(doc: dict[str, Any], path: Path):  # -> tuple[GateOptions, list[tuple[str, GateOptions]]]
+    """The gate file's door: the shared options, and one (name, endpoint options) per [endpoint] / [[endpoints]].
+    Checked first against the gate file's schema (every key's type and range), then read once into values."""
+    from verifier.app.spec import GateOptions, Probes, margins_from_table, names, sampling
     from .gatefile_schema import problem
 
-    why = problem(doc)  # every key's type and range first: a wrong type never reaches argparse or changes a meaning
+    why = problem(doc)  # every key's type and range first: a wrong type never changes a meaning
     if why:
         raise UsageError(f"gate file: {why}")
-    _check_keys(doc, TOP, "")
-    flags: dict[str, Any] = {}
-    if "golden" in doc:
-        flags["golden"] = str(doc["golden"])
-    if "data" in doc:
-        flags["data"] = str(doc["data"])
-    if "suites" in doc:
-        flags["suite"] = _csv(doc["suites"], "suites")
-    if "modes" in doc:
-        flags["mode"] = _csv(doc["modes"], "modes")
-    for name, keys in (("sampling", SAMPLING), ("budgets", BUDGETS), ("outputs", OUTPUTS)):
-        flags.update(_section(doc, name, keys))
-    if "margins" in doc:
-        flags["margin"] = _margins(doc["margins"])
     if "endpoint" in doc and "endpoints" in doc:
         raise UsageError("gate file: give [endpoint] or [[endpoints]], not both")
-    endpoints = []
+    smp, bud, outs = doc.get("sampling") or {}, doc.get("budgets") or {}, doc.get("outputs") or {}
+    shared = GateOptions(
+        golden=doc.get("golden"), suites=names(doc["suites"], "gate file: suites") if "suites" in doc else None,
+        modes=names(doc["modes"], "gate file: modes") if "modes" in doc else None, limit=doc.get("limit"),
+        data=doc.get("data"),
+        margins=margins_from_table(doc["margins"], "gate", "gate file: [margins]") if "margins" in doc else None,
+        probes=Probes.of(bud["probes"]) if "probes" in bud else None, sequential=bud.get("sequential"),
+        looks=bud.get("looks"), infra_budget=float(bud["infra"]) if "infra" in bud else None,
+        allow_inconclusive=bud.get("allow_inconclusive"),
+        sampling=sampling(smp.get("temperature"), smp.get("top_p"), smp.get("max_tokens"), smp.get("seed"),
+                          smp.get("logprobs")) or None,
+        extra_body=dict(smp["extra_body"]) if "extra_body" in smp else None,
+        out=outs.get("dir"), report=outs.get("report"), junit=outs.get("junit"), markdown=outs.get("markdown"),
+        matrix=outs.get("matrix"))
+    endpoints: list[tuple[str, GateOptions]] = []
     if "endpoint" in doc:
-        endpoints = [endpoint_flags(doc["endpoint"], "endpoint")]
+        endpoints = [("", endpoint_options(doc["endpoint"], "endpoint"))]
     elif "endpoints" in doc:
-        tables = doc["endpoints"]
-        if not isinstance(tables, list) or not tables:
-            raise UsageError("gate file: [[endpoints]] must list at least one endpoint")
-        names = []
-        for t in tables:
-            e = endpoint_flags(t, "endpoints")
-            name = t.get("name") if isinstance(t, dict) else None
-            if not isinstance(name, str) or not NAME.match(name):
-                raise UsageError("gate file: every [[endpoints]] entry needs a `name` (letters, digits, _ . -)")
-            names.append(name)
-            endpoints.append({**e, "name": name})
-        if len(set(names)) != len(names):
+        seen = [t["name"] for t in doc["endpoints"]]
+        if len(set(seen)) != len(seen):
             raise UsageError("gate file: [[endpoints]] names must be unique")
-    return flags, endpoints
+        endpoints = [(t["name"], endpoint_options(t, f"endpoints.{t['name']}")) for t in doc["endpoints"]]
+    return shared, endpoints
 
 
-def resolve_outputs(flags: dict[str, Any], out: str) -> dict[str, Any]:
+def resolve_outputs(opts: Any, out: str, config: Path):  # -> GateOptions
     """[outputs] report/junit/markdown/matrix follow the run the gate makes: a relative path is relative to the
     run directory `out` (the file's `dir`, or `--out`, which wins), and one written under the file's own `dir`
     (`runs/gate/report.html`) is read as relative to it, so `--out runs/gate2` never writes into runs/gate.
-    An absolute path elsewhere is kept as given."""
-    file_dir = Path(flags["out"]) if flags.get("out") else None
-    resolved = dict(flags, out=out)
-    for dest in ("report", "junit", "markdown", "matrix"):
-        value = flags.get(dest)
+    A path that leads outside both the run directory and the gate file's own directory is refused: a reviewed
+    file must not write elsewhere on the machine (`report = "../../x.html"`)."""
+    import dataclasses
+
+    file_dir = Path(opts.out) if opts.out else None
+    roots = [Path(out).resolve(), Path(config).resolve().parent]
+    resolved: dict[str, Any] = {"out": out}
+    for key in ("report", "junit", "markdown", "matrix"):
+        value = getattr(opts, key)
         if not value:
             continue
         path = Path(value)
         if file_dir is not None and path.is_relative_to(file_dir) and path != file_dir:
             path = path.relative_to(file_dir)
-        resolved[dest] = str(path if path.is_absolute() else Path(out) / path)
-    return resolved
-
-
-def explicit_dests(ap: argparse.ArgumentParser, argv: list[str], command: str) -> set[str]:
-    """The dests the user set on the command line for `command` (defaults do not count)."""
-    sub = subparser(ap, command)
-    saved = [(act, act.default, act.required) for act in sub._actions]
-    try:
-        for act in sub._actions:
-            act.default, act.required = argparse.SUPPRESS, False
-        ns, _ = ap.parse_known_args(argv)
-    finally:
-        for act, default, required in saved:
-            act.default, act.required = default, required
-    return set(vars(ns)) & {act.dest for act in sub._actions}
-
-
-def apply(a: argparse.Namespace, flags: dict[str, Any], given: set[str], sub: argparse.ArgumentParser) -> argparse.Namespace:
-    """A copy of `a` with the file's values wherever the command line did not set the flag, each converted
-    by its flag's own type (so `timeout = 600` is the float that `--timeout 600` gives)."""
-    types = {act.dest: act.type for act in sub._actions}
-    merged = argparse.Namespace(**vars(a))
-    for dest, value in flags.items():
-        if dest in given:
-            continue
-        conv = types.get(dest)
-        if conv is not None and value is not None and not isinstance(value, (bool, list, dict)):
-            try:
-                value = conv(value)
-            except (TypeError, ValueError, argparse.ArgumentTypeError):  # the last from verifier.cli.types
-                raise UsageError(f"gate file: {dest} = {value!r} is not a valid {getattr(conv, '__name__', 'value')}") from None
-        setattr(merged, dest, value)
-    return merged
-
-
-def subparser(ap: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
-    return next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+        path = path if path.is_absolute() else Path(out) / path
+        if not any(path.resolve().is_relative_to(r) for r in roots):
+            raise UsageError(f"gate file: [outputs] {key} = {value!r} leads outside the run directory and the gate "
+                             "file's directory")
+        resolved[key] = str(path)
+    return dataclasses.replace(opts, **resolved)

@@ -23,7 +23,7 @@ _ENDPOINT_PROPS = {
     "name": _NAME,
     "base_url": _STR,
     "model": _STR,
-    "api_key_env": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"},
+    "api_key_env": {"type": "string", "minLength": 1, "maxLength": 128},  # the name's form: app/spec.api_key_env (never echoed)
     "concurrency": {"type": "integer", "minimum": 1, "maximum": 4096},
     "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400},
     "max_retries": {"type": "integer", "minimum": 0, "maximum": 100},
@@ -39,6 +39,7 @@ GATE = {
         "golden": _STR,
         "suites": _NAMES,
         "modes": _NAMES,
+        "limit": {"type": "integer", "minimum": 1, "maximum": 10_000_000},
         "data": _STR,
         "endpoint": _ENDPOINT,
         "endpoints": {"type": "array", "minItems": 1, "items": {**_ENDPOINT, "required": ["name"]}},

@@ -95,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     cmd = command_parser(ap, a)
     if extra:  # reported by the command's own parser, so "did you mean" knows its flags
         cmd.error(f"unrecognized arguments: {' '.join(extra)}")
-    # gate --config tells flags given on the command line from defaults by parsing them again.
-    a.argv, a.parser, a.command_parser = list(sys.argv[1:] if argv is None else argv), ap, cmd
+    # The error line names only flags this command has (cli/parser.py render / check_line).
+    a.parser, a.command_parser = ap, cmd
     check = getattr(a, "check", None)
     if check is not None:
         check(cmd, a)  # argparse-level errors (exit 2, one line), as argparse itself reports them

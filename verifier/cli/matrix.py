@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
     from verifier.attribution.document import Comparison
+    from verifier.golden.model import GoldenHeader
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,7 +55,7 @@ def handle(a: argparse.Namespace) -> int:
     docs: dict[str, tuple[Path, Comparison | dict[str, Any]]] = {}
     links: dict[str, Path] = {}
     for name, run_dir in parse_runs(a.runs):
-        recorded = existing_comparison(run_dir, loaded[0])
+        recorded = existing_comparison(run_dir, loaded.header)
         if recorded is None:
             made = app_gate.compare_run(run_dir, a.golden, None, a.infra_budget, loaded, write=False)
         else:
@@ -73,7 +74,7 @@ def handle(a: argparse.Namespace) -> int:
     return finish(docs, out, a.allow_inconclusive, links)
 
 
-def existing_comparison(run_dir: Path, g: dict[str, Any]) -> dict[str, Any] | None:
+def existing_comparison(run_dir: Path, g: GoldenHeader) -> dict[str, Any] | None:
     """RUN_DIR/comparison.json when it was made against this golden (same name and source run), else None.
     A corrupt one is None (compared again); a planted special file is refused (exit 2)."""
     from verifier.run.layout import NotARunDir, RefusedFile
@@ -88,7 +89,7 @@ def existing_comparison(run_dir: Path, g: dict[str, Any]) -> dict[str, Any] | No
     made = doc.get("golden") if isinstance(doc, dict) else None
     if not isinstance(made, dict) or "status" not in doc:
         return None
-    if made.get("name") != g.get("name") or made.get("source_run") != (g.get("source") or {}).get("run_id"):
+    if made.get("name") != g.name or made.get("source_run") != g.source.run_id:
         return None
     return doc
 

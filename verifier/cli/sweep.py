@@ -38,6 +38,19 @@ SCHEMA: dict[str, Any] = {
             "suites": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
             "modes": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
             "probes": {"type": "boolean"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 10_000_000},
+            "sequential": {"type": "boolean"},
+            "looks": {"type": "integer", "minimum": 1, "maximum": 100},
+            "margins": {"type": "object", "additionalProperties": {
+                "type": "object", "additionalProperties": False, "required": ["value", "reason"],
+                "properties": {"value": {"type": "number", "minimum": 0}, "reason": {"type": "string", "pattern": r"\S"}}}},
+            "sampling": {"type": "object", "additionalProperties": False, "properties": {
+                "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+                "top_p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+                "max_tokens": {"type": "integer", "minimum": 1},
+                "seed": {"type": "integer"},
+                "logprobs": {"type": "integer", "minimum": 0, "maximum": 20},
+                "extra_body": {"type": "object"}}},
             "infra_budget": {"type": "number", "minimum": 0, "maximum": 1},
             "concurrency": {"type": "integer", "minimum": 1, "maximum": 4096},
             "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400},
@@ -58,7 +71,7 @@ SCHEMA: dict[str, Any] = {
                 "engine": {"enum": ["llama", "vllm"]},
                 "model": {"type": "string", "minLength": 1},
                 "base_url": {"type": "string", "minLength": 1},
-                "api_key_env": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+                "api_key_env": {"type": "string", "minLength": 1, "maxLength": 128},  # form: app/spec.api_key_env
                 "options": _OPTIONS,
                 "args": {"type": "array", "items": {"type": "string"}, "maxItems": 256},
                 "lossless": {"type": "boolean"}},
@@ -86,9 +99,12 @@ def read(path: str) -> dict[str, Any]:
 
     from ..errors import UsageError
 
+    from verifier import safeio
+
     try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
+        doc = tomllib.loads(safeio.read_text(path, max_bytes=1024 * 1024))  # a regular file of at most 1 MiB
+    except safeio.UnsafeFile as e:
+        raise UsageError(f"sweep: {e}") from None
     except OSError as e:
         raise UsageError(f"sweep: cannot read {path}: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
@@ -153,18 +169,35 @@ def _vllm(model: str, options: dict[str, Any], args: list[str]):
     return launch
 
 
+def gate_options(g: dict[str, Any]):  # -> app.spec.GateOptions
+    """The sweep's door: its [gate] table (schema-checked by `read`) as the values every configuration's gate shares."""
+    from verifier.app.spec import GateOptions, Probes, margins_from_table, sampling
+
+    smp = g.get("sampling") or {}
+    return GateOptions(
+        suites=tuple(g["suites"]) if "suites" in g else None, modes=tuple(g["modes"]) if "modes" in g else None,
+        limit=g.get("limit"), data=g.get("data"), probes=Probes.of(g["probes"]) if "probes" in g else None,
+        sequential=g.get("sequential"), looks=g.get("looks"),
+        infra_budget=float(g["infra_budget"]) if "infra_budget" in g else None,
+        margins=margins_from_table(g["margins"], "gate", "sweep: [gate.margins]") if "margins" in g else None,
+        concurrency=g.get("concurrency"), timeout_s=float(g["timeout"]) if "timeout" in g else None,
+        max_retries=g.get("max_retries"),
+        sampling=sampling(smp.get("temperature"), smp.get("top_p"), smp.get("max_tokens"), smp.get("seed"),
+                          smp.get("logprobs")) or None,
+        extra_body=dict(smp["extra_body"]) if "extra_body" in smp else None)
+
+
 def spec_from_file(doc: dict[str, Any], out: Path, quiet: bool):  # -> sweep.SweepSpec
     from verifier.run import perf
-    from verifier.app.collect import EndpointSpec
+    from verifier.app.spec import GateOptions, api_key_env
     from ..errors import UsageError
     from verifier.app.sweep import SweepConfig, SweepSpec
 
-    g = doc.get("gate") or {}
+    shared = gate_options(doc.get("gate") or {})
     configs = []
     for c in doc["config"]:
-        ep = EndpointSpec(base_url=c.get("base_url"), model=c.get("model"), api_key_env=c.get("api_key_env", "OPENAI_API_KEY"),
-                          concurrency=g.get("concurrency", 8), timeout_s=float(g.get("timeout", 600)),
-                          max_retries=g.get("max_retries", 3))
+        key_env = api_key_env(c["api_key_env"], f"sweep: configuration {c['name']!r}: api_key_env") if "api_key_env" in c else None
+        ep = GateOptions(base_url=c.get("base_url"), model=c.get("model"), api_key_env=key_env).over(shared).endpoint()
         launcher = None
         describe: dict[str, Any] = {}
         if c.get("engine"):
@@ -189,11 +222,7 @@ def spec_from_file(doc: dict[str, Any], out: Path, quiet: bool):  # -> sweep.Swe
                           output_tokens=p.get("output_tokens", d.output_tokens), requests=p.get("requests", d.requests),
                           repeats=p.get("repeats", d.repeats), warmup=p.get("warmup", d.warmup),
                           ignore_eos=p.get("ignore_eos", d.ignore_eos), timeout_s=float(p.get("timeout", d.timeout_s)))
-    gate_options = {k: v for k, v in (("suites", tuple(g.get("suites") or ())), ("modes", tuple(g.get("modes") or ())),
-                                      ("probes", bool(g.get("probes", False))), ("infra_budget", float(g.get("infra_budget", 0.02))),
-                                      ("data", g.get("data")))}
-    return SweepSpec(golden=Path(doc["golden"]), configs=tuple(configs), out=out, perf=pspec, gate_options=gate_options,
-                     quiet=quiet)
+    return SweepSpec(golden=Path(doc["golden"]), configs=tuple(configs), out=out, perf=pspec, gate=shared, quiet=quiet)
 
 
 def _say(quiet: bool):
@@ -214,14 +243,17 @@ def print_table(doc: dict[str, Any], out: Path) -> None:
 
 
 def _stop_on_sigterm() -> None:
-    """A CI job cancelled mid-sweep gets SIGTERM: turn it into SystemExit so every `with` unwinds and the engine
-    the sweep started is stopped, not orphaned (Python's default SIGTERM ends the process with no cleanup)."""
+    """A CI job cancelled mid-sweep gets SIGTERM, a closed terminal SIGHUP: turn either into SystemExit so every
+    `with` unwinds and the engine the sweep started is stopped, not orphaned (Python's default for both ends the
+    process with no cleanup). SIGKILL cannot be caught: engines die with their parent (testbed die_with_parent)."""
     import signal
 
     def stop(signum: int, frame: Any) -> None:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
+    if hasattr(signal, "SIGHUP"):  # not on Windows
+        signal.signal(signal.SIGHUP, stop)
 
 
 def handle(a: argparse.Namespace) -> int:

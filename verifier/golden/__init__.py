@@ -1,3 +1,4 @@
-"""Goldens: making, loading and resolving one (store.py) and the golden.json schema (schema.py).
-Imports base, judge and run (a golden is made from a scored run). The shipped goldens are data in verifier/goldens/.
+"""Goldens: the typed value (model.py: Golden, Margin, narrow), making and loading one (store.py: the validated
+boundary) and the golden.json schema with its bounds (schema.py).
+Imports base, surfaces, judge and run (a golden is made from a scored run). The shipped goldens are data in verifier/goldens/.
 """

@@ -8,20 +8,49 @@ JSON Schema cannot say "finite", so non-finite numbers (NaN, Infinity) are refus
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
 from typing import Any, Iterator
 
-from verifier.types import OUTCOMES
+from verifier.run.observations import MAX_CONTENT, MAX_LOGPROBS, MAX_TOP
+from verifier.surfaces.registry import MODES
+from verifier.types import OUTCOMES, Observation
 
 SCHEMA_VERSION = 2
 """Bump with golden.FORMAT when the shape changes; the schema's $id names it."""
 
+# Bounds (issue: a golden travels; every count, length and size in it is capped here, at the one boundary, so a
+# hostile golden cannot make a gate build a 91 MB request or 10**9 epochs). Generous against every real golden.
+MAX_EPOCHS = 100
+MAX_SUITES = 64
+MAX_NAME = 256
+"""Names, ids, versions, reasons: one line each."""
+MAX_TEXT = 65_536
+"""Free text of one field (a probe's detail)."""
+MAX_COUNT = 10_000_000
+"""Recorded sample and request counts."""
+MAX_CONTEXT_LENGTHS = 16
+MAX_CONTEXT_TOKENS = 262_144
+"""The longest prompt the context-truncation probe may build (tokens): ~1 MB of request body."""
+MAX_MARGINS = 10_000
+MAX_PROBES = 1_000
+MAX_FINDINGS = 256
+MAX_MESSAGES = 4_096
+MAX_TOOLS = 1_024
+MAX_ROWS = 2_000_000
+"""Observation rows in samples.jsonl, samples in inputs.jsonl."""
+MAX_GOLDEN_BYTES = 16 * 1024 * 1024
+MAX_SAMPLES_BYTES = 512 * 1024 * 1024
+MAX_INPUTS_BYTES = 512 * 1024 * 1024
+
 _NUM = {"type": "number"}
 _NONNEG = {"type": "number", "minimum": 0}
 _NONNEG_INT = {"type": "integer", "minimum": 0}
-_STR = {"type": "string"}
+_COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
+_STR = {"type": "string", "maxLength": MAX_NAME}
+_TEXT = {"type": "string", "maxLength": MAX_TEXT}
 
 
 def _nullable(s: dict[str, Any]) -> dict[str, Any]:
@@ -30,7 +59,7 @@ def _nullable(s: dict[str, Any]) -> dict[str, Any]:
 
 _MARGIN = {"anyOf": [
     _NONNEG,
-    {"type": "object", "required": ["value"], "properties": {"value": _NONNEG, "source": _STR, "reason": _STR}},
+    {"type": "object", "required": ["value"], "properties": {"value": _NONNEG, "source": _STR, "reason": _TEXT}},
 ]}
 
 GOLDEN = {
@@ -41,22 +70,54 @@ GOLDEN = {
     "properties": {
         "golden_format": {"const": SCHEMA_VERSION},
         "name": _STR,
-        "suites": {"type": "object", "minProperties": 1, "additionalProperties": {
-            "type": "object", "required": ["version"],
-            "properties": {"version": _STR, "samples": _NONNEG_INT, "requests": _NONNEG_INT, "dataset_sha256": _STR}}},
+        "suites": {"type": "object", "minProperties": 1, "maxProperties": MAX_SUITES,
+                   "propertyNames": {"maxLength": MAX_NAME}, "additionalProperties": {
+                       "type": "object", "required": ["version"],
+                       "properties": {"version": _STR, "samples": _COUNT, "requests": _COUNT,
+                                      "dataset_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}}},
         "source": {"type": "object", "properties": {
-            "run_id": _nullable(_STR), "endpoint": _nullable({"type": "object"}), "sampling": _nullable({"type": "object"}),
+            "run_id": _nullable(_STR), "endpoint": _nullable({"type": "object"}),
+            "sampling": _nullable({"type": "object", "properties": {
+                "overrides": _nullable({"type": "object"}), "defaults": _nullable({"type": "object"})}}),
             "extra_body": _nullable({"type": "object"}), "server_info": _nullable({"type": "object"})}},
-        "selection": {"type": "object", "properties": {"smoke": {"type": "boolean"}, "limit": _nullable(_NONNEG_INT)}},
-        "epochs": {"type": "integer", "minimum": 1},
-        "modes": {"type": "array", "minItems": 1, "items": _STR},
-        "summary": {"type": "object"},
-        "margins": _nullable({"type": "object", "additionalProperties": _MARGIN}),
-        "probes": _nullable({"type": "object", "additionalProperties": {
+        "selection": {"type": "object", "properties": {"smoke": {"type": "boolean"}, "limit": _nullable(_COUNT)}},
+        "epochs": {"type": "integer", "minimum": 1, "maximum": MAX_EPOCHS},
+        "modes": {"type": "array", "minItems": 1, "maxItems": len(MODES), "uniqueItems": True, "items": {"enum": list(MODES)}},
+        "summary": {"type": "object", "properties": {"suites": {"type": "object"}}},
+        "margins": _nullable({"type": "object", "maxProperties": MAX_MARGINS, "propertyNames": {"maxLength": MAX_NAME},
+                              "additionalProperties": _MARGIN}),
+        "probes": _nullable({"type": "object", "maxProperties": MAX_PROBES, "propertyNames": {"maxLength": MAX_NAME},
+                             "additionalProperties": {
             # keyed `<probe>@<surface>` (bare names: chat results of goldens from before surfaces)
-            "type": "object", "required": ["passed"], "properties": {"passed": {"type": "boolean"}, "detail": _STR,
+            "type": "object", "required": ["passed"], "properties": {"passed": {"type": "boolean"}, "detail": _TEXT,
                                                                      "probe": _STR, "surface": _STR, "component": _STR}}}),
+        "context_probe": _nullable({"type": "object", "required": ["lengths"], "properties": {
+            "lengths": {"type": "array", "minItems": 1, "maxItems": MAX_CONTEXT_LENGTHS,
+                        "items": {"type": "integer", "minimum": 1, "maximum": MAX_CONTEXT_TOKENS}},
+            "max_tokens": {"type": "integer", "minimum": 1, "maximum": 4096},
+            "results": {"type": "array", "maxItems": MAX_CONTEXT_LENGTHS, "items": {"type": "object"}}}}),
     },
+}
+
+_PAIR = {"type": "array", "minItems": 2, "maxItems": 2, "prefixItems": [_nullable(_TEXT), _nullable(_NUM)]}
+_ROW_FIELDS: dict[str, dict[str, Any]] = {
+    # One schema per field of verifier.types.Observation (the row's one definition): the table below must name
+    # exactly its fields (OBSERVATION is built from them), so a field added there is checked here or fails import.
+    "suite": _STR, "sample_id": {"type": "string", "maxLength": 1024}, "epoch": {"type": "integer", "minimum": 0, "maximum": MAX_EPOCHS},
+    "mode": {"enum": list(MODES)},
+    "outcome": {"enum": list(OUTCOMES)},
+    "score": _nullable(_NUM),
+    "metrics": {"type": "object", "maxProperties": 256, "additionalProperties": _NUM},
+    "answer": {},
+    "reason": _nullable(_TEXT),
+    "findings": {"type": "array", "maxItems": MAX_FINDINGS, "items": _STR},
+    "prompt_tokens": _nullable(_NONNEG_INT), "completion_tokens": _nullable(_NONNEG_INT),
+    "finish_reason": _nullable(_STR), "tool_triggered": _nullable({"type": "boolean"}),
+    "tool_call_id_style": _nullable({"type": "array", "maxItems": 1024, "items": _STR}),
+    "latency_ms": _nullable(_NONNEG), "content": _nullable({"type": "string", "maxLength": MAX_CONTENT}),
+    "logprobs": _nullable({"type": "array", "maxItems": MAX_LOGPROBS, "items": _PAIR}),
+    "top_logprobs": _nullable({"type": "array", "maxItems": MAX_LOGPROBS,
+                               "items": {"type": "array", "maxItems": MAX_TOP, "items": _PAIR}}),
 }
 
 OBSERVATION = {
@@ -64,21 +125,7 @@ OBSERVATION = {
     "$id": f"https://verifier.invalid/schemas/golden-observation/{SCHEMA_VERSION}",
     "type": "object",
     "required": ["suite", "sample_id", "epoch", "mode", "outcome"],
-    "properties": {
-        "suite": _STR, "sample_id": _STR, "epoch": _NONNEG_INT, "mode": _STR,
-        "outcome": {"enum": list(OUTCOMES)},
-        "score": _nullable(_NUM),
-        "metrics": {"type": "object", "additionalProperties": _NUM},
-        "reason": _nullable(_STR),
-        "findings": {"type": "array", "items": _STR},
-        "prompt_tokens": _nullable(_NONNEG_INT), "completion_tokens": _nullable(_NONNEG_INT),
-        "finish_reason": _nullable(_STR), "tool_triggered": _nullable({"type": "boolean"}),
-        "latency_ms": _nullable(_NONNEG), "content": _nullable(_STR),
-        "logprobs": _nullable({"type": "array", "items": {
-            "type": "array", "minItems": 2, "maxItems": 2, "prefixItems": [_nullable(_STR), _nullable(_NUM)]}}),
-        "top_logprobs": _nullable({"type": "array", "items": {"type": "array", "items": {
-            "type": "array", "minItems": 2, "maxItems": 2, "prefixItems": [_nullable(_STR), _nullable(_NUM)]}}}),
-    },
+    "properties": {f.name: _ROW_FIELDS[f.name] for f in dataclasses.fields(Observation)},
 }
 
 
@@ -89,9 +136,9 @@ INPUT = {
     "required": ["suite", "id", "messages"],
     "additionalProperties": False,
     "properties": {
-        "suite": _STR, "id": _STR,
-        "messages": {"type": "array", "items": {"type": "object"}},
-        "tools": _nullable({"type": "array", "items": {"type": "object"}}),
+        "suite": _STR, "id": {"type": "string", "maxLength": 1024},
+        "messages": {"type": "array", "maxItems": MAX_MESSAGES, "items": {"type": "object"}},
+        "tools": _nullable({"type": "array", "maxItems": MAX_TOOLS, "items": {"type": "object"}}),
         "response_format": _nullable({"type": "object"}),
         "target": {},
         "meta": {"type": "object"},
@@ -148,12 +195,14 @@ def _logprobs_problem(lp: Any) -> str | None:
         return None
     if not isinstance(lp, list):
         return f"$.logprobs: {json.dumps(lp)[:80]} is not of type 'array'"
+    if len(lp) > MAX_LOGPROBS:
+        return f"$.logprobs: {len(lp)} entries, over the maximum of {MAX_LOGPROBS}"
     for i, pair in enumerate(lp):
         if not isinstance(pair, list) or len(pair) != 2:
             return f"$.logprobs[{i}]: {json.dumps(pair)[:80]} is not a [token, logprob] pair"
         token, value = pair
-        if token is not None and not isinstance(token, str):
-            return f"$.logprobs[{i}][0]: {json.dumps(token)[:80]} is not of type 'string'"
+        if token is not None and (not isinstance(token, str) or len(token) > MAX_TEXT):
+            return f"$.logprobs[{i}][0]: {json.dumps(token)[:80]} is not a string of at most {MAX_TEXT} characters"
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             return f"$.logprobs[{i}][1]: {json.dumps(value)[:80]} is not of type 'number'"
     return None

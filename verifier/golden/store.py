@@ -10,21 +10,24 @@ Goldens shipped with the package live in verifier/goldens/ (package data) and ar
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
 import re
+import secrets
 import shutil
-import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Mapping
 
 from verifier.run import journal, scoring
 from verifier.run import observations as observe
 from verifier.run.rundir import RunDir
 from verifier.run.observations import MAX_CONTENT as MAX_CONTENT, MAX_LOGPROBS as MAX_LOGPROBS, MAX_TOP as MAX_TOP  # a golden's caps
-from verifier.types import Sample, owner_ids
-from verifier import jsonsafe, scrub
+from verifier.types import Observation, Sample, owner_ids
+from verifier import jsonsafe, safeio, scrub
+from verifier.golden.model import Golden, GoldenHeader, Margin
+from verifier.surfaces.registry import REFERENCE_MODE
 
 FORMAT = 2
 """2: inputs.jsonl (the samples) is part of the golden. Bump with golden/schema.SCHEMA_VERSION."""
@@ -63,7 +66,7 @@ def portable(obj: Any) -> Any:
     return obj
 
 
-def bless(run_dir: Path, to: Path, margins: dict[str, Any] | None = None) -> dict[str, Any]:
+def bless(run_dir: Path, to: Path, margins: Mapping[str, Margin] | None = None) -> GoldenHeader:
     hdr = journal.check_run_dir(run_dir)
     scrub.register_run(hdr)  # the golden is scrubbed of the key its run was made with
     summary_path = Path(run_dir) / scoring.SUMMARY
@@ -83,9 +86,9 @@ def bless(run_dir: Path, to: Path, margins: dict[str, Any] | None = None) -> dic
         "suites": hdr["suites"],
         "selection": hdr.get("selection", {}),
         "epochs": hdr.get("epochs", 1),
-        "modes": hdr.get("modes", ["chat"]),
+        "modes": hdr.get("modes", [REFERENCE_MODE]),
         "summary": RunDir(run_dir).summary(),
-        "margins": margins,
+        "margins": {k: m.to_json() for k, m in margins.items()} if margins is not None else None,
         "probes": RunDir(run_dir).probes(),
         "context_probe": RunDir(run_dir).context(),
     }
@@ -97,7 +100,7 @@ def bless(run_dir: Path, to: Path, margins: dict[str, Any] | None = None) -> dic
         journal.write_json(tmp / GOLDEN, g)
 
     _swap_in(to, fill)
-    return g
+    return GoldenHeader.from_json(g)
 
 
 def _swap_in(to: Path, fill: Callable[[Path], None]) -> None:
@@ -111,7 +114,10 @@ def _swap_in(to: Path, fill: Callable[[Path], None]) -> None:
     to = Path(to)
     to.parent.mkdir(parents=True, exist_ok=True)
     recover(to)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{to.name}.new-{os.getpid()}-", dir=to.parent))
+    # os.mkdir, not mkdtemp: the golden directory gets the umask's mode like any other the user makes (mkdtemp's
+    # 0700 would lock out the team that reviews it); the random part keeps two blesses apart.
+    tmp = to.parent / f".{to.name}.new-{os.getpid()}-{secrets.token_hex(6)}"
+    os.mkdir(tmp)
     old = to.with_name(f".{to.name}.old-{os.getpid()}")
     try:
         fill(tmp)
@@ -179,21 +185,40 @@ def recover(to: Path) -> None:
             return
 
 
-def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A golden, validated against its schema (golden/schema.py): anything malformed is a BadGolden naming the field."""
-    from verifier.golden.schema import problem
+def _rows(path: Path, max_bytes: int, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) of a JSONL file of the golden, read as a regular file under its cap (safeio)."""
+    from verifier.golden.schema import MAX_ROWS
+
+    n = 0
+    for n, raw in enumerate(safeio.iter_lines(path, max_bytes=max_bytes, within=path.parent), 1):
+        if n > MAX_ROWS:
+            raise BadGolden(f"golden {path.parent}: {what} has more than {MAX_ROWS} lines")
+        if not raw.endswith(b"\n"):
+            return  # a torn tail (killed mid-write)
+        if raw.isspace():
+            continue
+        yield n, journal.decode_line(raw, path, n)
+
+
+def load(path: Path) -> Golden:
+    """A golden, validated once against its schema (golden/schema.py: types and bounds of every field) and its own
+    invariants: anything malformed is a BadGolden naming the file, line and field. This is the trust boundary:
+    every value above it is typed and checked."""
+    from verifier.golden.schema import MAX_GOLDEN_BYTES, MAX_SAMPLES_BYTES, problem
 
     path = Path(path)
     recover(path)
     gp = path / GOLDEN
-    if not gp.is_file():
+    if not gp.exists() and not gp.is_symlink() or gp.is_dir():  # a FIFO, device or link is refused by safeio below
         known = ", ".join(p.name for p in packaged())
         raise BadGolden(f"{path} is not a golden (no {GOLDEN})" + (f"; packaged goldens: {known} (verifier list-goldens)" if known else ""))
     try:
-        g = jsonsafe.loads(gp.read_text(encoding="utf-8"))
-        obs = list(journal.read_jsonl(path / OBS))
+        g = jsonsafe.loads(safeio.read_text(gp, max_bytes=MAX_GOLDEN_BYTES, within=path))
+        rows = list(_rows(path / OBS, MAX_SAMPLES_BYTES, OBS)) if (path / OBS).exists() or (path / OBS).is_symlink() else []
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, journal.NotARunDir) as e:
         raise BadGolden(f"golden {path} is corrupt: {getattr(e, 'msg', None) or e}") from None
+    except (safeio.UnsafeFile, OSError) as e:
+        raise BadGolden(f"golden {path}: {e}") from None
     if not isinstance(g, dict) or not isinstance(g.get("golden_format"), int) or isinstance(g.get("golden_format"), bool):
         raise BadGolden(f"golden {path} is corrupt: {GOLDEN} has no golden_format")
     if g["golden_format"] != FORMAT:
@@ -204,38 +229,43 @@ def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     why = problem(g, "golden")
     if why:
         raise BadGolden(f"golden {path}: {GOLDEN} {why}")
+    header = GoldenHeader.from_json(g)
     seen: set[tuple[Any, ...]] = set()
-    for n, o in enumerate(obs, 1):
+    obs: list[Observation] = []
+    for n, o in rows:
         why = problem(o, "observation")
-        if why is None and o["suite"] not in g["suites"]:
+        if why is None and o["suite"] not in header.suites:
             why = f"$.suite: {o['suite']!r} is not one of the golden's suites"
-        if why is None and o["mode"] not in g.get("modes", ["chat"]):
+        if why is None and o["mode"] not in header.modes:
             why = f"$.mode: {o['mode']!r} is not one of the golden's modes"
+        if why is None and o["epoch"] >= header.epochs:
+            why = f"$.epoch: {o['epoch']} is not below the golden's epochs ({header.epochs})"
         key = (o.get("suite"), o.get("sample_id"), o.get("epoch"), o.get("mode"))
         if why is None and key in seen:
             why = "duplicate record (suite, sample_id, epoch, mode)"
         if why:
             raise BadGolden(f"golden {path}: {OBS} line {n}: {why}")
         seen.add(key)
+        obs.append(Observation.from_dict(o))
     if not obs:
         raise BadGolden(f"golden {path} has no samples")
-    return g, obs
+    return Golden(path=path, header=header, observations=tuple(obs), inputs=_inputs(path, header, obs))
 
 
-def load_inputs(path: Path, g: dict[str, Any], obs: list[dict[str, Any]]) -> dict[str, list[Sample]]:
-    """The golden's samples per suite, in the order the reference sent them, validated: every record against the
-    schema, every observed sample present, and each suite's samples hashing to the dataset_sha256 the run recorded
-    (an edited prompt would gate something the reference never answered)."""
-    from verifier.golden.schema import problem
+def _inputs(path: Path, header: GoldenHeader, obs: list[Observation]) -> dict[str, tuple[Sample, ...]]:
+    """The golden's samples per suite, in the order the reference sent them, validated against the golden's whole
+    suite list: every record against the schema, every observed sample present, and each suite's samples hashing
+    to the dataset_sha256 the run recorded (an edited prompt would gate something the reference never answered)."""
+    from verifier.golden.schema import MAX_INPUTS_BYTES, problem
     from verifier.run.runner import dataset_sha256
 
-    path = Path(path)
-    if not (path / INPUTS).is_file():
+    ip = path / INPUTS
+    if not ip.exists() and not ip.is_symlink():
         raise BadGolden(f"golden {path} has no {INPUTS} (its samples); re-bless it from its reference run")
-    out: dict[str, list[Sample]] = {name: [] for name in g["suites"]}
+    out: dict[str, list[Sample]] = {name: [] for name in header.suites}
     seen: set[tuple[str, str]] = set()
     try:
-        for n, rec in enumerate(journal.read_jsonl(path / INPUTS), 1):
+        for n, rec in _rows(ip, MAX_INPUTS_BYTES, INPUTS):
             why = problem(rec, "input")
             if why is None and rec["suite"] not in out:
                 why = f"$.suite: {rec['suite']!r} is not one of the golden's suites"
@@ -249,21 +279,22 @@ def load_inputs(path: Path, g: dict[str, Any], obs: list[dict[str, Any]]) -> dic
                 out[suite].append(Sample.from_json(rec))
             except TypeError as e:
                 raise BadGolden(f"golden {path}: {INPUTS} line {n}: {e}") from None
-    except journal.NotARunDir as e:
-        raise BadGolden(f"golden {path} is corrupt: {e}") from None
-    missing = sorted((o["suite"], o["sample_id"]) for o in obs
-                     if not any((o["suite"], sid) in seen for sid in owner_ids(o["sample_id"])))
+    except (journal.NotARunDir, json.JSONDecodeError, RecursionError) as e:
+        raise BadGolden(f"golden {path} is corrupt: {getattr(e, 'msg', None) or e}") from None
+    except (safeio.UnsafeFile, OSError) as e:
+        raise BadGolden(f"golden {path}: {e}") from None
+    missing = sorted((o.suite, o.sample_id) for o in obs if not any((o.suite, sid) in seen for sid in owner_ids(o.sample_id)))
     if missing:
         raise BadGolden(f"golden {path}: {INPUTS} lacks sample {missing[0][0]}/{missing[0][1]} "
                         f"({len(missing)} observed samples have no input)")
     for name, samples in out.items():
         if name.startswith("lm_eval:"):  # imported lm-eval runs hash lm-eval's own documents, not these samples
             continue
-        want = g["suites"][name].get("dataset_sha256")
+        want = header.suites[name].dataset_sha256
         if want and dataset_sha256(samples) != want:
             raise BadGolden(f"golden {path}: {INPUTS} suite {name} does not hash to the golden's dataset_sha256 "
                             "(edited or from another run)")
-    return out
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def packaged() -> list[Path]:
@@ -286,10 +317,8 @@ def resolve(name: str | Path) -> Path:
     return path
 
 
-def save_margins(path: Path, margins: dict[str, Any]) -> None:
-    g, _ = load(path)
-    g["margins"] = margins
-    journal.write_json(Path(path) / GOLDEN, g)
-
-
-MARGIN_ARG = re.compile(r"^(?P<key>[\w:./-]+)=(?P<value>[0-9.]+):(?P<reason>.+)$")
+def save_margins(path: Path, margins: Mapping[str, Margin]) -> None:
+    """Write `margins` into the golden at `path` (calibrate), everything else in golden.json unchanged."""
+    golden = load(path)
+    header = dataclasses.replace(golden.header, margins=dict(margins))
+    journal.write_json(Path(path) / GOLDEN, header.to_json())

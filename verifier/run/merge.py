@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from verifier.run import journal
 from verifier.run.layout import CONTEXT, PROBES
-from verifier.run.resume import endpoint_place
+from verifier.run.resume import endpoint_place, served_models
 from verifier.run.rundir import RunDir
 from verifier import scrub
 from verifier.errors import UsageError
@@ -63,6 +63,9 @@ def merge_headers(run_id: str, headers: list[tuple[Path, dict[str, Any]]]) -> di
         for k in SAME:
             if h.get(k) != first.get(k):
                 raise _usage(f"shard {d} differs from {first_dir} in {k}: {h.get(k)!r} vs {first.get(k)!r}")
+        a, b = served_models(first.get("server_info") or {}), served_models(h.get("server_info") or {})
+        if a is not None and b is not None and a != b:  # one run's evidence must come from one served model
+            raise _usage(f"shard {d}'s endpoint served models {b}, shard {first_dir}'s served {a}: merge shards of one endpoint")
         for name, info in h["suites"].items():
             seen = versions.setdefault(name, (info["version"], d))
             if seen[0] != info["version"]:
@@ -71,6 +74,9 @@ def merge_headers(run_id: str, headers: list[tuple[Path, dict[str, Any]]]) -> di
     ends = [h.get("finished") for _, h in headers]
     named = {f.name for f in fields(RunHeader)}
     rest = {k: v for k, v in first.items() if k not in named}  # server_info and whatever else the first shard had
+    endpoints = sorted({str((h.get("endpoint") or {}).get("base_url")) for _, h in headers})
+    if len(endpoints) > 1:  # e.g. one server per CI job on its own port: the same model, said in run.json
+        rest["endpoints"] = endpoints
     rest.update(
         selection={"smoke": all((h.get("selection") or {}).get("smoke") for _, h in headers), "limit": None, "sample_seed": None,
                    "ids": any((h.get("selection") or {}).get("ids") for _, h in headers)},

@@ -17,7 +17,7 @@ Repeats give an interval: every figure is the mean over rounds with a 95% t inte
 by intervals that do not overlap.
 
 The harness must not be the bottleneck: the probe measures its own CPU time per request and the share of one
-core it used, and says when a figure may be the client's (README, "Sweeps").
+core it used, and says when a figure may be the client's (docs/sweeps.md).
 """
 
 from __future__ import annotations
@@ -268,7 +268,9 @@ client against a server whose TTFT is tens of milliseconds, though none of it ha
 async def probe_async(base_url: str, model: str, spec: PerfSpec, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
     import aiohttp
 
-    url = base_url.rstrip("/") + "/chat/completions"
+    from verifier.wire.endpoint import endpoint_url
+
+    url = endpoint_url(base_url, "/chat/completions")  # the base's query (a key) stays the query
     levels = []
     conn = aiohttp.TCPConnector(limit=max(spec.concurrencies) + 1, force_close=False)
     async with aiohttp.ClientSession(connector=conn, trust_env=False) as session:

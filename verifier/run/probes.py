@@ -324,7 +324,7 @@ def verdicts(candidate: dict[str, Any], golden: dict[str, Any] | None) -> dict[s
 
 
 def catalogue_table() -> list[tuple[str, str, str, str, str]]:
-    """(probe, surfaces, what it sends, what it checks, component): the README's catalogue table."""
+    """(probe, surfaces, what it sends, what it checks, component): the table of docs/reference/probes.md (scripts/probe_catalogue.py)."""
     return [(p.name, ", ".join(p.surfaces), p.sends, p.checks, p.component) for p in CATALOGUE]
 
 

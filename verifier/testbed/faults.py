@@ -1,6 +1,6 @@
 """The catalogue of frontend faults: what the fault-injection proxy can do to traffic, as pure data.
 
-Each fault reproduces a real bug (docs/FRONTEND_BUGS.md) and names the verifier signal
+Each fault reproduces a real bug (docs/frontend-bugs.md) and names the verifier signal
 that should flag it (`catches`). Its mutations are pure functions on a parsed request
 body, a parsed response body, or one SSE `data:` payload at a time (see mutation.py);
 the proxy (proxy.py) only moves bytes and calls them.

@@ -165,7 +165,7 @@ class Fault:
     description: str
     """What the proxy does to the traffic."""
     mimics: str
-    """The real bug it reproduces (FRONTEND_BUGS.md)."""
+    """The real bug it reproduces (the public reports it was modelled on; docs/frontend-bugs.md)."""
     catches: str
     """The verifier signal that should flag it (a contract finding code, or a compare signal)."""
     request: Callable[[dict[str, Any]], Change | None] | None = None

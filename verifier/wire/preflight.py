@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from verifier.surfaces.registry import mode_of
-from verifier.wire.endpoint import redact_url
+from verifier.wire.endpoint import endpoint_url, redact_url
 from verifier.errors import UsageError
 
 if TYPE_CHECKING:
@@ -57,14 +57,14 @@ async def check(ep: "Endpoint", model: str, modes: list[str], key_env: str | Non
 
     A server that lists its models must list the one asked for: llama-server answers any name with its one
     model, so a wrong `--model` would otherwise pass silently. Gateways that alias names opt out (model_check)."""
-    base = ep.cfg.base_url.rstrip("/")
-    mstatus, listing = await ep.get(base + "/models")
+    models_url = endpoint_url(ep.cfg.base_url, "/models")
+    mstatus, listing = await ep.get(models_url)
     listed = model_ids(listing) if mstatus == 200 else []
     if mstatus in (401, 403):
-        raise UsageError(f"preflight: GET {redact_url(base + '/models')} -> HTTP {mstatus}: "
+        raise UsageError(f"preflight: GET {redact_url(models_url)} -> HTTP {mstatus}: "
                          + str(hint(mstatus, model, listed, None, key_env)))
     if model_check and listed and model not in listed:
-        raise UsageError(f"preflight: model {model!r} is not in GET {redact_url(base + '/models')}: "
+        raise UsageError(f"preflight: model {model!r} is not in GET {redact_url(models_url)}: "
                          f"{', '.join(listed[:20])}{' ...' if len(listed) > 20 else ''}",
                          hints=("pass --model with one of them", "--no-model-check for a gateway that aliases model names"))
     seen: dict[str, Any] = {"models": listed, "models_status": mstatus, "modes": {}}
@@ -73,6 +73,6 @@ async def check(ep: "Endpoint", model: str, modes: list[str], key_env: str | Non
         seen["modes"][mode] = r.status
         why = hint(r.status, model, listed, r.body, key_env)
         if why:
-            url = redact_url(base + mode_of(mode).path)
+            url = redact_url(endpoint_url(ep.cfg.base_url, mode_of(mode).path))
             raise UsageError(f"preflight: mode {mode}: POST {url} -> HTTP {r.status}: {why}")
     return seen

@@ -1,0 +1,109 @@
+"""The golden is validated once, at load (golden/store.load -> golden/model.Golden): a field of the wrong type or
+over its maximum is exit 2 in one line naming the field, never an internal error, and nothing is sent."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from verifier.golden import schema, store
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "goldens" / "demo-smoke"
+
+
+def edited(tmp_path: Path, edit) -> Path:
+    g = tmp_path / "g"
+    shutil.copytree(DEMO, g)
+    doc = json.loads((g / "golden.json").read_text())
+    edit(doc)
+    (g / "golden.json").write_text(json.dumps(doc))
+    return g
+
+
+@pytest.mark.parametrize("edit,field", [
+    (lambda d: d.update(context_probe={"lengths": "ab"}), "$.context_probe.lengths"),
+    (lambda d: d.update(context_probe={"lengths": [20_000_000]}), "$.context_probe.lengths[0]"),
+    (lambda d: d.update(context_probe={"lengths": list(range(1, 40))}), "$.context_probe.lengths"),
+    (lambda d: d.update(epochs=10**9), "$.epochs"),
+    (lambda d: d["summary"].update(suites="x"), "$.summary.suites"),
+    (lambda d: d["source"]["sampling"].update(overrides="x"), "$.source.sampling.overrides"),
+    (lambda d: d.update(modes=["chat", "telnet"]), "$.modes[1]"),
+    (lambda d: d.update(name="n" * 100_000), "$.name"),
+    (lambda d: d["suites"]["smoke"].update(samples=10**12), "$.suites.smoke.samples"),
+    (lambda d: d.update(margins={f"s/m{i}": 0.1 for i in range(schema.MAX_MARGINS + 1)}), "$.margins"),
+    (lambda d: d.update(probes={"p": {"passed": True, "detail": "x" * (schema.MAX_TEXT + 1)}}), "$.probes.p.detail"),
+])
+def test_a_wrong_type_or_an_oversized_field_is_exit_2_naming_it(edit, field, tmp_path, cli):
+    g = edited(tmp_path, edit)
+    code, out, err = cli("gate", "--golden", g, "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--out", tmp_path / "o")
+    assert code == 2 and field in err and err.count("\n") == 1 and "internal" not in err, err
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(store.BadGolden, match=field.replace("$", r"\$").replace("[", r"\[").replace("]", r"\]")):
+        store.load(g)
+
+
+def test_oversized_observation_rows_are_refused(tmp_path):
+    g = tmp_path / "g"
+    shutil.copytree(DEMO, g)
+    rows = [json.loads(x) for x in (g / "samples.jsonl").read_text().splitlines()]
+    rows[0]["content"] = "x" * 100_000
+    (g / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(store.BadGolden, match=r"samples.jsonl line 1: \$.content"):
+        store.load(g)
+    rows[0]["content"] = None
+    rows[0]["epoch"] = 3  # the golden has one epoch
+    (g / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(store.BadGolden, match=r"line 1: \$.epoch"):
+        store.load(g)
+
+
+@pytest.mark.parametrize("name", ["samples.jsonl", "inputs.jsonl", "golden.json"])
+def test_special_files_in_a_golden_are_refused_without_waiting(name, tmp_path, cli):
+    g = tmp_path / "g"
+    shutil.copytree(DEMO, g)
+    (g / name).unlink()
+    os.mkfifo(g / name)  # no writer: a plain open would wait forever
+    with pytest.raises(store.BadGolden, match="FIFO"):
+        store.load(g)
+    (g / name).unlink()
+    (g / name).symlink_to("/dev/zero")
+    code, _, err = cli("compare", DEMO, "--golden", g)
+    assert code == 2 and name in err and err.count("\n") == 1, err
+
+
+def test_a_multi_suite_golden_narrows_after_validating_its_whole_inputs():
+    from verifier.golden.model import Margin
+
+    whole = store.load(ROOT / "goldens" / "gemma3-270m-smoke")
+    assert set(whole.suites) == {"replay", "smoke"}
+    one = whole.narrow(suites=["smoke"], modes=["chat"], limit=3, probes=False,
+                       margins=[Margin("smoke/accuracy", 0.3, "why", "gate")])
+    assert one.suites == ("smoke",) and one.modes == ("chat",) and set(one.inputs) == {"smoke"}
+    assert {o.suite for o in one.observations} == {"smoke"} and {o.mode for o in one.observations} == {"chat"}
+    assert len({o.sample_id for o in one.observations}) == 3 and one.header.probes is None
+    assert one.margins["smoke/accuracy"].value == 0.3 and whole.margins["smoke/accuracy"].value != 0.3  # pure
+    assert one.narrowed == {"limit": 3, "golden_records": whole.records(), "gated_records": 3,
+                            "probes_left_out": bool(whole.header.probes)}
+    with pytest.raises(ValueError, match="no suite 'bfcl'"):
+        whole.narrow(suites=["bfcl"])
+
+
+def test_the_header_round_trips_golden_json():
+    for d in sorted((ROOT / "goldens").iterdir()):
+        g = store.load(d)
+        assert g.header.to_json() == json.loads((d / "golden.json").read_text()), d.name
+
+
+def test_bless_keeps_the_umask_mode(calibrated_golden, tmp_path, cli):
+    old = os.umask(0o022)
+    try:
+        assert cli("bless", calibrated_golden["ref"], "--to", tmp_path / "goldens" / "g")[0] == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "goldens" / "g").stat().st_mode) == 0o755

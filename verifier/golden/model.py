@@ -1,0 +1,232 @@
+"""The golden as a typed value: `Golden` (header, observations, inputs), built once by `store.load`, never mutated.
+
+`store.load` is the trust boundary: it checks golden.json, samples.jsonl and inputs.jsonl against the schema
+(schema.py: every count, length and size bounded) and builds these values; everything above reads typed fields,
+never the JSON. `Golden.narrow` is the only way to see less of a golden (suites, modes, first N samples, no probes,
+other margins), and it returns a new value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+
+from verifier.surfaces.registry import REFERENCE_MODE
+from verifier.types import Observation, Sample, owner_ids
+
+
+@dataclass(frozen=True)
+class Margin:
+    """How far a metric or signal may move from the golden's before it counts as a regression, and why.
+
+    `source` says who set it: `calibrate` (reference reruns), `manual` (calibrate --margin), `gate` (a gate's own
+    margin over the golden's). `provenance` keeps what calibration recorded (method, k, runs, created)."""
+
+    key: str
+    """`suite/metric`, `suite/signal:NAME`, `suite/drift`, `suite/divergence`."""
+    value: float
+    reason: str | None = None
+    source: str | None = None
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+    bare: bool = False
+    """Written in golden.json as a bare number (goldens made by hand); kept so a rewrite changes nothing else."""
+
+    @staticmethod
+    def from_json(key: str, raw: Any) -> "Margin":
+        """One `margins` entry of golden.json (a number, or {value, source, reason, ...}), already schema-checked."""
+        if isinstance(raw, Mapping):
+            rest = {k: v for k, v in raw.items() if k not in ("value", "reason", "source")}
+            return Margin(key, float(raw["value"]), raw.get("reason"), raw.get("source"), MappingProxyType(rest))
+        return Margin(key, float(raw), bare=True)
+
+    def to_json(self) -> Any:
+        if self.bare and self.reason is None and self.source is None and not self.provenance:
+            return self.value
+        out: dict[str, Any] = {"value": self.value}
+        if self.source is not None:
+            out["source"] = self.source
+        if self.reason is not None:
+            out["reason"] = self.reason
+        out.update(self.provenance)
+        return out
+
+
+def margins_from_json(raw: Mapping[str, Any] | None) -> dict[str, Margin]:
+    return {k: Margin.from_json(k, v) for k, v in (raw or {}).items()}
+
+
+@dataclass(frozen=True)
+class SuiteInfo:
+    """What the reference recorded of one suite."""
+
+    version: str
+    samples: int | None = None
+    requests: int | None = None
+    dataset_sha256: str | None = None
+    document: Mapping[str, Any] = field(default_factory=dict)
+    """The entry as blessed (written back unchanged)."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """The reference run the golden was blessed from."""
+
+    run_id: str | None
+    endpoint: Mapping[str, Any] | None
+    sampling: Mapping[str, Any] | None
+    extra_body: Mapping[str, Any] | None
+    server_info: Mapping[str, Any] | None
+    document: Mapping[str, Any] = field(default_factory=dict)
+    """The whole `source` object (harness, start and end times...), as blessed."""
+
+    @property
+    def model(self) -> str | None:
+        m = (self.endpoint or {}).get("model")
+        return m if isinstance(m, str) else None
+
+    @property
+    def sampling_overrides(self) -> dict[str, Any]:
+        """The sampling the reference's user set over the suites' defaults (a gate starts from these)."""
+        return dict((self.sampling or {}).get("overrides") or {})
+
+
+@dataclass(frozen=True)
+class GoldenHeader:
+    """golden.json as typed fields."""
+
+    name: str | None
+    suites: Mapping[str, SuiteInfo]
+    modes: tuple[str, ...]
+    epochs: int
+    source: Source
+    smoke: bool
+    """The reference ran each suite's smoke subset (selection.smoke)."""
+    summary: Mapping[str, Any]
+    margins: Mapping[str, Margin]
+    probes: Mapping[str, Mapping[str, Any]] | None
+    """Probe results keyed `<probe>@<surface>` (bare names: chat), as run/probes.judge reads them."""
+    context_probe: Mapping[str, Any] | None
+    document: Mapping[str, Any] = field(default_factory=dict)
+    """golden.json as read (for keys this verifier does not know: kept on a rewrite)."""
+
+    @property
+    def context_lengths(self) -> tuple[int, ...] | None:
+        return tuple(self.context_probe["lengths"]) if self.context_probe else None
+
+    def suite_summary(self, suite: str) -> Mapping[str, Any]:
+        return ((self.summary.get("suites") or {}).get(suite)) or {}
+
+    @staticmethod
+    def from_json(g: Mapping[str, Any]) -> "GoldenHeader":
+        """A schema-checked golden.json (store.load checks it first)."""
+        src = g.get("source") or {}
+        return GoldenHeader(
+            name=g.get("name"),
+            suites={k: SuiteInfo(v.get("version", ""), v.get("samples"), v.get("requests"), v.get("dataset_sha256"), v)
+                    for k, v in (g.get("suites") or {}).items()},
+            modes=tuple(g.get("modes") or (REFERENCE_MODE,)), epochs=int(g.get("epochs", 1)),
+            source=Source(src.get("run_id"), src.get("endpoint"), src.get("sampling"), src.get("extra_body"),
+                          src.get("server_info"), src),
+            smoke=bool((g.get("selection") or {}).get("smoke", False)), summary=g.get("summary") or {},
+            margins=margins_from_json(g.get("margins")), probes=g.get("probes") or None,
+            context_probe=g.get("context_probe") or None, document=g)
+
+    @staticmethod
+    def of(header: "GoldenHeader | Mapping[str, Any]") -> "GoldenHeader":
+        """A header, or a hand-built golden.json fragment (tests, benches): missing fields take their defaults."""
+        return header if isinstance(header, GoldenHeader) else GoldenHeader.from_json(header)
+
+    def to_json(self) -> dict[str, Any]:
+        """golden.json for this header: the blessed document with the typed fields written back (so a narrowed or
+        recalibrated header reads as what it is)."""
+        out = dict(self.document)
+        out["suites"] = {k: dict(v.document) or {"version": v.version} for k, v in self.suites.items()}
+        if "modes" in out or self.modes != (REFERENCE_MODE,):
+            out["modes"] = list(self.modes)
+        if self.margins or out.get("margins"):
+            out["margins"] = {k: m.to_json() for k, m in self.margins.items()}
+        if self.probes:
+            out["probes"] = dict(self.probes)
+        elif out.get("probes"):  # left out by a narrowing
+            out["probes"] = None
+        return out
+
+
+@dataclass(frozen=True)
+class Golden:
+    """A golden as loaded and validated: its header, its observations and its own samples."""
+
+    path: Path
+    """The directory it was read from."""
+    header: GoldenHeader
+    observations: tuple[Observation, ...]
+    """samples.jsonl: one observation per (suite, sample, epoch, mode)."""
+    inputs: Mapping[str, tuple[Sample, ...]]
+    """inputs.jsonl: the samples themselves per suite, in the order the reference sent them."""
+    narrowed: Mapping[str, Any] | None = None
+    """Set by `narrow` when it left part of the golden out: what comparison.json's `limited` reports."""
+
+    @property
+    def name(self) -> str:
+        return self.header.name or self.path.name
+
+    @property
+    def suites(self) -> tuple[str, ...]:
+        return tuple(self.header.suites)
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return self.header.modes
+
+    @property
+    def margins(self) -> Mapping[str, Margin]:
+        return self.header.margins
+
+    def records(self) -> int:
+        """Distinct (suite, sample) records observed."""
+        return len({(o.suite, o.sample_id) for o in self.observations})
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The observations as samples.jsonl rows."""
+        return [o.to_dict() for o in self.observations]
+
+    def narrow(self, *, suites: Iterable[str] = (), modes: Iterable[str] = (), limit: int | None = None,
+               probes: bool = True, margins: Iterable[Margin] = ()) -> "Golden":
+        """The golden as a gate sees it: only these suites and modes (empty: all), the first `limit` samples of each
+        suite in the order the reference sent them (a multi-turn conversation whole), without its probes when
+        `probes` is False, and `margins` over its own. Pure: a new value; unknown names are a ValueError naming them."""
+        from verifier.errors import did_you_mean
+
+        suites, modes, margins = tuple(suites), tuple(modes), tuple(margins)
+        for what, chosen, have in (("suite", suites, self.suites), ("mode", modes, self.modes)):
+            missing = [x for x in chosen if x not in have]
+            if missing:
+                raise ValueError(f"golden {self.path} has no {what} {missing[0]!r}; {did_you_mean(missing[0], list(have))}"
+                                 f"it has: {', '.join(have)}")
+        unknown = [m.key for m in margins if m.key not in self.margins]
+        if unknown:
+            raise ValueError(f"golden {self.path} has no margin {unknown[0]!r}; known: {', '.join(sorted(self.margins))}")
+        if not (suites or modes or limit or not probes or margins):
+            return self
+        keep_suites = set(suites or self.suites)
+        keep_modes = set(modes or self.modes)
+        inputs = {k: v for k, v in self.inputs.items() if k in keep_suites}
+        obs = [o for o in self.observations if o.suite in keep_suites and o.mode in keep_modes]
+        if limit:
+            inputs = {k: v[:limit] for k, v in inputs.items()}
+            keep = {(k, x.id) for k, v in inputs.items() for x in v}
+            obs = [o for o in obs if any((o.suite, sid) in keep for sid in owner_ids(o.sample_id))]
+        h = self.header
+        header = dataclasses.replace(
+            h, suites={k: v for k, v in h.suites.items() if k in keep_suites},
+            modes=tuple(m for m in h.modes if m in keep_modes), probes=h.probes if probes else None,
+            margins={**h.margins, **{m.key: m for m in margins}})
+        narrowed = None
+        if limit or not probes:  # a reviewer must see that this gate judged part of the golden, and which part
+            narrowed = {"limit": limit, "golden_records": self.records(),
+                        "gated_records": len({(o.suite, o.sample_id) for o in obs}),
+                        "probes_left_out": bool(not probes and h.probes)}
+        return dataclasses.replace(self, header=header, observations=tuple(obs), inputs=inputs, narrowed=narrowed)

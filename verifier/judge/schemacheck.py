@@ -1,0 +1,282 @@
+"""Validating an instance against a JSON Schema that came from untrusted input (a golden, a sample, a `--requests`
+tool declaration): the one place the core builds a jsonschema validator for such a schema.
+
+What it guarantees, whatever the schema says:
+- No network, no file: `$ref` resolves only inside the schema's own document. The validator gets a
+  `referencing.Registry` whose retrieve function refuses every URI (jsonschema's default would fetch it with
+  `urlopen`), and `$ref`s that are not `#...` are refused before any validation.
+- No catastrophic backtracking: `pattern`, `patternProperties` (and `additionalProperties`, which consults the
+  patternProperties' regexes) match with RE2, which runs in time linear in the input. A regex RE2 cannot compile
+  (backreferences, lookaround, repetition counts over 1,000) makes the schema not checkable: Python's `re` has no
+  per-match time budget inside a thread, and a worker process per match would cost more than the check, while
+  none of JSONSchemaBench's 2,986 patterns needs it. Each regex gets 1 MiB of RE2 memory (MAX_REGEX_MEMORY).
+  `unevaluatedProperties` next to `patternProperties` (which jsonschema evaluates with `re`) is not checkable for
+  the same reason.
+- No quadratic `uniqueItems`: items are compared by their canonical JSON text in a set, not pairwise.
+- No format assertions (format is an annotation since 2019-09) and so no format checker runs at all.
+
+A schema that cannot be checked is `NotCheckable(reason)`: callers make it a finding on that sample
+(`schema_not_checkable`), never an internal error. The reason is short and never quotes anything but the schema.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import referencing
+import referencing.exceptions
+from jsonschema import Draft202012Validator, ValidationError, validators
+from jsonschema.exceptions import SchemaError
+
+MAX_REGEX_MEMORY = 1 << 20
+"""RE2's memory budget per compiled regex (its default is 8 MiB): every JSONSchemaBench pattern fits in 1 MiB, and a
+golden of many huge patterns cannot hold gigabytes in the cache. Over it, the pattern is not checkable."""
+MAX_REASON = 120
+"""A reason quotes at most this many characters."""
+_ECMA_U_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u([0-9A-Fa-f]{4})")
+
+
+class NotCheckable(Exception):
+    """This schema cannot be checked safely; `reason` says why in one short line."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason[:MAX_REASON])
+        self.reason = reason[:MAX_REASON]
+
+
+def _refuse(uri: str) -> referencing.Resource[Any]:
+    """The registry's retrieve function: nothing outside the document is ever fetched or read."""
+    raise referencing.exceptions.NoSuchResource(ref=uri)
+
+
+REGISTRY: referencing.Registry[Any] = referencing.Registry(retrieve=_refuse)  # type: ignore[call-arg]
+
+
+# ---- regexes: RE2 only ----
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_regex(pattern: str) -> Any:
+    """An RE2 regex for an ECMA-262 pattern (its `\\uXXXX` escapes written as RE2's `\\x{XXXX}`)."""
+    import re2  # google-re2
+
+    options = re2.Options()
+    options.log_errors = False  # a refused pattern is our finding, not a line on stderr
+    options.max_mem = MAX_REGEX_MEMORY
+    try:
+        return re2.compile(_ECMA_U_ESCAPE.sub(r"\1\\x{\2}", pattern), options)
+    except Exception as e:  # noqa: BLE001 - re2.error and friends: any refusal is the same answer
+        detail = str(e.args[0] if e.args else e).strip("b'\"")
+        raise NotCheckable(f"pattern {pattern[:40]!r} cannot be matched in linear time (RE2: {detail[:50]})") from None
+
+
+def _search(pattern: str, text: str) -> bool:
+    return compile_regex(pattern).search(text) is not None
+
+
+def _pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _search(patrn, instance):
+        yield ValidationError(f"{instance!r} does not match {patrn!r}")
+
+
+def _pattern_properties(validator: Any, pattern_properties: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in pattern_properties.items():
+        for k, v in instance.items():
+            if _search(pattern, k):
+                yield from validator.descend(v, subschema, path=k, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, ap: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    """jsonschema's additionalProperties, with the patternProperties' regexes matched by RE2."""
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    extras = [k for k in instance if k not in properties and not any(_search(p, k) for p in patterns)]
+    if validator.is_type(ap, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], ap, path=extra)
+    elif not ap and extras:
+        shown = ", ".join(repr(e) for e in sorted(extras)[:5])
+        if patterns:
+            yield ValidationError(f"{shown} do(es) not match any of the regexes: {', '.join(map(repr, sorted(patterns)))}")
+        else:
+            yield ValidationError(f"Additional properties are not allowed ({shown} unexpected)")
+
+
+def _canonical(x: Any) -> Any:
+    """A JSON value with the equality JSON Schema uses: 1 == 1.0, true != 1, objects equal whatever their key order."""
+    if isinstance(x, float) and x.is_integer():
+        return int(x)
+    if isinstance(x, dict):
+        return {k: _canonical(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_canonical(v) for v in x]
+    return x
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    """jsonschema's uniqueItems compares unsortable items (objects) pairwise: an endpoint answering 500,000 distinct
+    objects would take ~10**11 comparisons. One canonical JSON text per item and a set: linear in the answer."""
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: set[str] = set()
+    for item in instance:
+        key = json.dumps(_canonical(item), sort_keys=True)
+        if key in seen:
+            yield ValidationError(f"array has non-unique elements ({key[:60]} repeats)")
+            return
+        seen.add(key)
+
+
+@functools.lru_cache(maxsize=None)
+def _safe_class(base: type) -> Any:
+    return validators.extend(base, {"pattern": _pattern, "patternProperties": _pattern_properties,
+                                    "additionalProperties": _additional_properties, "uniqueItems": _unique_items})
+
+
+# ---- the document ----
+
+
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+"""Keywords whose values are instances, not schemas: a "$ref" or "pattern" inside them means nothing."""
+
+
+def _walk(node: Any) -> Iterator[tuple[str, Any]]:
+    """Every (key, value) of every object in the document."""
+    stack = [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, dict):
+            for k, v in cur.items():
+                yield k, v
+                if k not in _DATA_KEYWORDS:
+                    stack.append(v)
+        elif isinstance(cur, list):
+            stack.extend(cur)
+
+
+def _static_problem(schema: Any) -> str | None:
+    """Refuse, before validating anything, what would need the outside world or an unbounded regex."""
+    has_pattern_properties = has_unevaluated = False
+    anchors = {v for k, v in _walk(schema) if k in ("$anchor", "$dynamicAnchor") and isinstance(v, str)}
+    anchors |= {v[1:] for k, v in _walk(schema) if k in ("$id", "id") and isinstance(v, str) and v.startswith("#")}
+    for key, value in _walk(schema):
+        if key in ("$ref", "$dynamicRef", "$recursiveRef") and isinstance(value, str):
+            if not value.startswith("#"):
+                return f"non-local {key} {value[:60]} (only in-document references are resolved)"
+            if value.startswith("#/") and not _pointer_resolves(schema, value):
+                return f"dangling {key} {value[:60]}"
+            if len(value) > 1 and not value.startswith("#/") and value[1:] not in anchors:
+                return f"dangling {key} {value[:60]} (no such anchor)"
+        elif key == "pattern" and isinstance(value, str):
+            compile_regex(value)
+        elif key == "patternProperties" and isinstance(value, dict):
+            has_pattern_properties = True
+            for p in value:
+                compile_regex(p)
+        elif key == "unevaluatedProperties":
+            has_unevaluated = True
+    if has_pattern_properties and has_unevaluated:
+        return "unevaluatedProperties with patternProperties has no linear-time matcher here"
+    return None
+
+
+def _pointer_resolves(root: Any, ref: str) -> bool:
+    from urllib.parse import unquote
+
+    cur = root
+    for tok in unquote(ref[2:]).split("/"):
+        tok = tok.replace("~1", "/").replace("~0", "~")
+        if isinstance(cur, dict) and tok in cur:
+            cur = cur[tok]
+        elif isinstance(cur, list) and tok.isdigit() and int(tok) < len(cur):
+            cur = cur[int(tok)]
+        else:
+            return False
+    return True
+
+
+def _build(schema: Any) -> Any:
+    if not isinstance(schema, (dict, bool)):
+        raise NotCheckable(f"a schema must be an object, not {type(schema).__name__}")
+    try:
+        base = validators.validator_for(schema, default=Draft202012Validator)
+        base.check_schema(schema)
+        problem = _static_problem(schema)
+    except NotCheckable:
+        raise
+    except SchemaError as e:
+        raise NotCheckable(f"invalid schema: {e.message[:80]}") from None
+    except RecursionError:
+        raise NotCheckable("schema nested too deep") from None
+    except Exception as e:  # noqa: BLE001 - whatever stops reading the schema makes it not checkable
+        raise NotCheckable(f"invalid schema: {type(e).__name__}") from None
+    if problem:
+        raise NotCheckable(problem)
+    return _safe_class(base)(schema, registry=REGISTRY, format_checker=None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _validator_for_text(schema_json: str) -> Any:
+    try:
+        return _build(json.loads(schema_json))
+    except NotCheckable as e:
+        return e.reason  # cached too: a refused schema is refused once (its reason, not the exception and its traceback)
+
+
+def validator(schema: Any) -> Any:
+    """A validator that cannot reach the network, the file system or a backtracking regex; NotCheckable if none."""
+    try:
+        key = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):
+        raise NotCheckable("schema is not JSON") from None
+    found = _validator_for_text(key)
+    if isinstance(found, str):
+        raise NotCheckable(found)
+    return found
+
+
+def problem(schema: Any) -> str | None:
+    """Why this schema cannot be checked (None when it can), with an empty instance smoke-tested too."""
+    try:
+        first_error(schema, {})
+    except NotCheckable as e:
+        return e.reason
+    return None
+
+
+def first_error(schema: Any, instance: Any) -> ValidationError | None:
+    """The first validation error (None: valid). NotCheckable when the schema cannot be checked safely."""
+    v = validator(schema)
+    try:
+        return next(iter(v.iter_errors(instance)), None)
+    except NotCheckable:
+        raise
+    except (referencing.exceptions.Unresolvable, referencing.exceptions.Unretrievable) as e:
+        raise NotCheckable(f"unresolvable $ref ({type(e).__name__})") from None
+    except RecursionError:
+        raise NotCheckable("schema or instance nested too deep") from None
+    except Exception as e:  # noqa: BLE001 - the schema, not the endpoint, failed inside the validator
+        if "Unresolvable" in type(e).__name__ or "RefResolution" in type(e).__name__:
+            raise NotCheckable("unresolvable $ref") from None
+        raise NotCheckable(f"validator error: {type(e).__name__}") from None
+
+
+def errors(schema: Any, instance: Any) -> list[ValidationError]:
+    """All validation errors, sorted by path. NotCheckable as first_error."""
+    v = validator(schema)
+    try:
+        return sorted(v.iter_errors(instance), key=lambda e: [str(p) for p in e.path])
+    except NotCheckable:
+        raise
+    except RecursionError:
+        raise NotCheckable("schema or instance nested too deep") from None
+    except Exception as e:  # noqa: BLE001
+        raise NotCheckable(f"validator error: {type(e).__name__}") from None
