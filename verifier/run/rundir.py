@@ -93,11 +93,11 @@ class RunDir:
         return self._document(layout.CONTEXT)
 
     def comparison(self) -> dict[str, Any] | None:
-        """comparison.json as a checked JSON object with a string `status` (None when the run was never compared).
-        What it says is the writer's claim: the matrix re-compares before it shows it (cli/matrix.py)."""
+        """comparison.json as a JSON object whose `status`, when present, is a string (None when the run was never
+        compared). What it says is the writer's claim: the matrix re-compares before it shows it (cli/matrix.py)."""
         doc = self._document(layout.COMPARISON)
-        if doc is not None and not isinstance(doc.get("status"), str):
-            raise layout.NotARunDir(f"{self.file(layout.COMPARISON)} is corrupt: no status")
+        if doc is not None and "status" in doc and not isinstance(doc["status"], str):
+            raise layout.NotARunDir(f"{self.file(layout.COMPARISON)} is corrupt: its status is not a string")
         return doc
 
     def samples(self) -> dict[tuple[str, str], Sample]:
