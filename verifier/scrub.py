@@ -17,8 +17,8 @@ was sent that this command does not hold (a `--header`, or a key whose variable 
 token-like string it writes is masked as well (`TOKEN_LIKE`): a secret the journal writer missed cannot be printed
 by a process that cannot recognise it.
 
-Code that runs outside any command (the Python API, a test calling the application directly) uses one fallback
-`Secrets` for the process; `reset()` empties it.
+The Python API's run, compare and gate each run inside `command()` as well. Code outside any command (a test
+calling the application directly) uses one fallback `Secrets` for the process; `reset()` empties it.
 """
 
 from __future__ import annotations
