@@ -296,8 +296,9 @@ def run(spec: lm_eval_files.LmEvalSpec) -> tuple[Path, dict[str, Any]]:
         _import_file(spec, tasks, out)
     else:
         _run_and_import(spec, tasks, out)
-    verdicts, summary = score_imported(out)
-    scoring.write_scores(out, verdicts, summary)
+    # With its observations: compare, bless and the report read an imported run as they read any other.
+    verdicts, summary, observed = scoring.score_journal(out, {SUITE.name: SUITE})
+    scoring.write_scores(out, verdicts, summary, observed)
     return out, summary
 
 

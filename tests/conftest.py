@@ -85,8 +85,8 @@ def http_ready(url: str, proc: subprocess.Popen | None = None, deadline_s: float
 
 @pytest.fixture(autouse=True)
 def _fresh_secrets():
-    """Each test starts as a new process would: no secrets held, no run's credential marks (verifier.scrub is
-    per process, and the `cli` fixture runs many commands in this one)."""
+    """Each test starts as a new process would. CLI commands hold their own secrets (scrub.command()); this empties
+    the process fallback that tests calling the application directly (outside any command) register into."""
     from verifier import scrub
 
     scrub.reset()

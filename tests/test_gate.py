@@ -209,10 +209,17 @@ def test_sequential_stops_early_on_a_large_regression(golden, tmp_path, cli):
     assert len(sent) == 5
 
 
-def test_sequential_runs_everything_when_nothing_regresses(golden, tmp_path, cli):
+def test_sequential_runs_everything_when_nothing_regresses(golden, tmp_path, cli, monkeypatch):
+    from verifier.run import scoring
+
+    journals = []  # the journal is never scored again at a look: the looks read the live scorer's verdicts
+    real = scoring.score_journal
+    monkeypatch.setattr(scoring, "score_journal", lambda *a, **k: journals.append(a) or real(*a, **k))
     code, doc, out = gate(cli, golden, reference, tmp_path / "c", "--sequential", "--looks", "4")
     assert code == 0, out
     assert doc["sequential"]["used_samples"] == 20 and len(doc["sequential"]["looks"]) == 4
+    assert [look["status"] for look in doc["sequential"]["looks"]] == ["pass"] * 4
+    assert journals == []
 
 
 def test_dual_path_separates_chat_frontend_from_the_model(tmp_path, cli):

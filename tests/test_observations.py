@@ -1,8 +1,10 @@
 """Parse once (issue 23): scoring writes observations.jsonl; bless, compare and the report read it instead of parsing
-the journal again, and parse the journal as before (with the same bytes out) when it is missing or stale."""
+the journal again. One reader (issue 36): when it is missing, stale or edited, the run is scored again (the file is
+rebuilt from the journal), with the same bytes out; there is no second way to parse the journal."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -18,8 +20,7 @@ from verifier.run import journal, observations as observe, scoring
 from verifier.testbed.server import Reply, Script, TestServer
 
 # Every module that imports parse_exchange under its own name, on the paths from a scored run to a document.
-PARSERS = ["verifier.judge.parse", "verifier.run.scoring", "verifier.run.observations", "verifier.golden.store",
-           "verifier.app.report_files", "verifier.report.views", "verifier.report.pictures"]
+PARSERS = ["verifier.judge.parse", "verifier.run.scoring", "verifier.run.observations"]
 
 
 def candidate(req):
@@ -84,13 +85,15 @@ def test_score_writes_observations_beside_verdicts_byte_identical_twice(world, t
     first = {f: (run / f).read_bytes() for f in (observe.OBSERVATIONS, scoring.VERDICTS, scoring.SUMMARY)}
     assert cli("score", run)[0] == 0
     assert {f: (run / f).read_bytes() for f in first} == first
-    head, *rows = [json.loads(line) for line in first[observe.OBSERVATIONS].splitlines()]
+    lines = first[observe.OBSERVATIONS].splitlines(keepends=True)
+    head, *rows, seal = [json.loads(line) for line in lines]
     assert head == {"observations": observe.FORMAT, "responses": journal.file_digest(run / journal.RESPONSES),
                     "verdicts": journal.file_digest(run / journal.VERDICTS)}
+    assert seal == {observe.SEAL: hashlib.sha256(b"".join(lines[:-1])).hexdigest(), "rows": len(rows)}
     verdicts = scoring.read_verdicts(run)
     assert [(r["suite"], r["sample_id"], r["epoch"], r["mode"]) for r in rows] == [(v.suite, v.sample_id, v.epoch, v.mode) for v in verdicts]
-    # The rows bless and compare read are exactly those a parse of the journal gives, key for key and in order.
-    assert json.dumps(store.observations(run)) == json.dumps(store.from_journal(run))
+    # The rows bless and compare read are the file's, key for key and in order.
+    assert json.dumps(store.observations(run)) == json.dumps([observe.golden_row(r) for r in rows])
     assert any("tool_calls" in (r.get("shown") or {}) for r in rows)
     assert any(r["outcome"] == "unsupported" for r in rows)
 
@@ -108,15 +111,43 @@ def test_fresh_observations_mean_no_parse_and_the_same_documents(world, tmp_path
     assert (tmp_path / "g" / store.OBS).read_bytes() == (tmp_path / "g2" / store.OBS).read_bytes()
 
 
-def test_without_observations_the_journal_is_parsed_with_the_same_result(world, tmp_path, monkeypatch, cli):
+def test_without_observations_the_run_is_scored_again_with_the_same_result(world, tmp_path, monkeypatch, cli):
     run = copy_run(world["cand"], tmp_path / "run")
     assert cli("score", run)[0] == 0
     fresh = outputs(run, world["golden"])
+    scored = (run / observe.OBSERVATIONS).read_bytes()
     (run / observe.OBSERVATIONS).unlink()  # a run scored before observations.jsonl existed
+    with pytest.raises(journal.NotARunDir, match="verifier score"):
+        store.observations(run)  # the golden store never parses the journal itself
     calls = count_parses(monkeypatch)
     assert outputs(run, world["golden"]) == fresh
-    assert calls[0] > 0
-    assert not (run / observe.OBSERVATIONS).exists()  # compare and report never write into the run
+    assert calls[0] > 0  # by the scorer, which rebuilt the file byte for byte
+    assert (run / observe.OBSERVATIONS).read_bytes() == scored
+
+
+def test_an_edited_row_is_not_trusted(world, tmp_path, cli):
+    """Issue 37 item 8: rewriting observations.jsonl's rows while keeping its header digests (the verdicts and the
+    journal untouched) must not change what compare says: the seal does not match, the run is scored again."""
+    run = copy_run(world["cand"], tmp_path / "run")
+    assert cli("score", run)[0] == 0
+    fresh = outputs(run, world["golden"])
+    assert json.loads(fresh[0])["status"] != "pass"
+    path = run / observe.OBSERVATIONS
+    head, *rows, seal = path.read_text(encoding="utf-8").splitlines()
+    # The forger copies the golden's own rows over the candidate's: trusted, they would pass.
+    from verifier.attribution import compare as attribution
+
+    golden = store.load(world["golden"])
+    g, gobs = golden.header, golden.rows()
+    theirs = {(o["suite"], o["sample_id"], o["epoch"], o["mode"]): o for o in gobs}
+    forged = [json.dumps(theirs.get((r["suite"], r["sample_id"], r["epoch"], r["mode"]), r))
+              for r in map(json.loads, rows)]
+    assert attribution.compare(g, gobs, [json.loads(r) for r in forged]).status == "pass"
+    path.write_text("\n".join([head, *forged, seal]) + "\n", encoding="utf-8")
+    assert observe.read(run) is None
+    assert outputs(run, world["golden"]) == fresh
+    code, _, err = cli("compare", run, "--golden", world["golden"])
+    assert code == json.loads(fresh[0])["exit_code"], err
 
 
 def test_stale_observations_are_not_trusted(world, tmp_path, monkeypatch, cli):
@@ -127,9 +158,11 @@ def test_stale_observations_are_not_trusted(world, tmp_path, monkeypatch, cli):
     vs = (run / scoring.VERDICTS).read_text(encoding="utf-8").splitlines(keepends=True)
     (run / scoring.VERDICTS).write_text("".join(vs[1:]), encoding="utf-8")
     assert observe.read(run) is None
+    from verifier.app.collect import observations
+
     calls = count_parses(monkeypatch)
-    store.observations(run)
-    assert calls[0] > 0
+    observations(run)  # scored again: verdicts, observations and summary rebuilt from the journal
+    assert calls[0] > 0 and observe.read(run) is not None
     monkeypatch.undo()
     # A resume appended to the journal after scoring: stale until scored again, then fresh.
     assert cli("score", run)[0] == 0
@@ -160,7 +193,9 @@ def test_merged_runs_get_observations_from_their_own_journal(world, tmp_path, cl
         pytest.skip(f"merge refused these runs: {err.strip()[:200]}")
     m = tmp_path / "m"
     assert observe.read(m) is not None
-    assert json.dumps(store.observations(m)) == json.dumps(store.from_journal(m))
+    before = (m / observe.OBSERVATIONS).read_bytes()
+    assert cli("score", m)[0] == 0  # what merge scored is what scoring the merged journal again gives
+    assert (m / observe.OBSERVATIONS).read_bytes() == before
 
 
 def test_shown_logprobs_cover_the_report_token_diff():

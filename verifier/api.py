@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from verifier import scrub
 from verifier.app.spec import GateSpec
 from verifier.errors import UsageError
 from verifier.golden.model import Golden as Golden, Margin
@@ -64,7 +65,8 @@ def run(suites: str | Iterable[str], *, base_url: str, model: str, out: str | Pa
                    suites=tuple(s for n in names for s in n.split(",") if s), modes=tuple(modes),
                    overrides={**(sampling or {}), **_sampling(logprobs=logprobs)}, data=data, smoke=smoke, limit=limit, epochs=epochs,
                    out=Path(out) if out else None, probes=probes, quiet=quiet)
-    return collect(spec)
+    with scrub.command():  # this call's secrets, as a CLI command's: they end with it, no other thread sees them
+        return collect(spec)
 
 
 def compare(run_dir: str | Path, golden: str | Path | Golden, *, infra_budget: float = 0.02, allow_subset: bool = False,
@@ -75,7 +77,8 @@ def compare(run_dir: str | Path, golden: str | Path | Golden, *, infra_budget: f
 
     loaded = golden if isinstance(golden, Golden) else None
     path = loaded.path if loaded is not None else golden
-    return compare_run(Path(run_dir), path, None, infra_budget, loaded, allow_subset=allow_subset, write=write).to_dict()
+    with scrub.command():
+        return compare_run(Path(run_dir), path, None, infra_budget, loaded, allow_subset=allow_subset, write=write).to_dict()
 
 
 def gate_spec(golden: str | Path, *, base_url: str, model: str, out: str | Path | None = None,
@@ -116,10 +119,11 @@ def gate(golden: str | Path, *, reports: bool = True, **options: Any) -> dict[st
     from verifier.app import gate as app_gate
 
     spec = gate_spec(golden, **options)
-    loaded = app_gate.gate_golden(spec)  # loaded once: the gate compares with it, the report shows it
-    doc = app_gate.gate(spec, loaded)
-    if reports:
-        from verifier.app import report_files as report
+    with scrub.command():  # this call's secrets, as a CLI command's: they end with it, no other thread sees them
+        loaded = app_gate.gate_golden(spec)  # loaded once: the gate compares with it, the report shows it
+        doc = app_gate.gate(spec, loaded)
+        if reports:
+            from verifier.app import report_files as report
 
-        report.write_all(Path((doc.run or {})["run_dir"]), doc, golden=loaded)  # compare_run always records it
-    return doc.to_dict()
+            report.write_all(Path((doc.run or {})["run_dir"]), doc, golden=loaded)  # compare_run always records it
+        return doc.to_dict()

@@ -1,30 +1,35 @@
-"""The process's secrets, and the one redaction pass every file writer goes through.
+"""Each command's secrets, and the one redaction pass every file writer goes through.
 
 `verifier.redact.Redactor` knows how to find a secret (whole value, token-like parts, escaped, split across
-stream chunks); this module knows which secrets this process holds. They are registered once, where the
-endpoint configuration is built (the environment key's value, each `--header` value); `journal.write_json`,
-`write_jsonl` and `write_text` (run.json, probes.json, goldens, comparison, reports, CSV, JUnit, Markdown)
-then scrub every string they write. The journal's own records go through its Redactor as they are appended.
+stream chunks); a `Secrets` value knows which secrets one command holds. The CLI runs each command inside
+`scrub.command()`, which gives it a fresh `Secrets` (held in a context variable: the command's asyncio tasks share
+it, another thread does not see it, and nothing outlives the command). Secrets are registered where the endpoint
+configuration is built (the environment key's value, each `--header` value); `journal.write_json`, `write_jsonl`
+and `write_text` (run.json, probes.json, goldens, comparison, reports, CSV, JUnit, Markdown) then scrub every
+string they write with the current command's. The journal's own records go through its Redactor as they are
+appended. `gate` with several endpoints runs each gate in its own thread under its own `command()` and adds each
+one's secrets to its own before it writes the matrix (`adopt`).
 
-Offline commands (bless, compare, report, matrix) never saw a `--header`, so they register what they can still
-know: the value of the run's `api_key_env` variable (journal.check_run_dir does it for every run read). When the
-run header says a credential was sent that this process does not hold (a `--header`, or a key whose variable is
-not set here), every token-like string they write is masked as well (`TOKEN_LIKE`): a secret the journal writer
-missed cannot be printed by a process that cannot recognise it.
+Offline commands (bless, compare, report, matrix, score, merge) never saw a `--header`, so they register what they
+can still know of the run they write from: `register_run(header)` (the value of the run's `api_key_env` variable).
+Reading a run registers nothing: the command that writes from it says so. When the run header says a credential
+was sent that this command does not hold (a `--header`, or a key whose variable is not set here), every
+token-like string it writes is masked as well (`TOKEN_LIKE`): a secret the journal writer missed cannot be printed
+by a process that cannot recognise it.
+
+The Python API's run, compare and gate each run inside `command()` as well. Code outside any command (a test
+calling the application directly) uses one fallback `Secrets` for the process; `reset()` empties it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
-from typing import Any
+from typing import Any, Iterator
 
 from .redact import MASK, MIN_SECRET, Redactor
-
-_secrets: set[str] = set()
-_active = Redactor(())
-_live_headers: set[str] = set()
-_mask_token_like = False
 
 TOKEN_LIKE = re.compile(
     r"(?<![A-Za-z0-9_\-])(?!sha(?:256|384|512)-)(?:"  # not a CSP / integrity hash (`sha256-...`): those are ours
@@ -35,64 +40,117 @@ TOKEN_LIKE = re.compile(
 upper case and digits. Digests (lower-case hex), run ids and words do not match."""
 
 
+class Secrets:
+    """The secrets of one command, and its redaction of what it writes (`text`, `obj`)."""
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+        self._live_headers: set[str] = set()
+        self.mask_token_like = False
+        self._redactor = Redactor(())
+
+    def register(self, *secrets: str | None) -> None:
+        """Add secrets; every later write of this command is scrubbed of them."""
+        new = {s for s in secrets if s and len(s.strip()) >= MIN_SECRET} - self._values
+        if new:
+            self._values.update(new)
+            self._redactor = Redactor(sorted(self._values))
+
+    def register_endpoint(self, api_key: str | None, headers: dict[str, str]) -> None:
+        """The credentials this command sends: registered as secrets, and their header names known as held."""
+        self.register(api_key, *headers.values())
+        self._live_headers.update(k.lower() for k in headers)
+
+    def register_env(self, name: str | None) -> None:
+        """The value of environment variable `name`, if it is set here."""
+        if name and isinstance(name, str):
+            self.register(os.environ.get(name))
+
+    def register_run(self, hdr: dict[str, Any]) -> None:
+        """A run this command writes from: its key variable's value if set here; token-like masking on when the
+        run sent a credential this command does not hold (`endpoint.header_names`, `endpoint.api_key_sent`)."""
+        ep = hdr.get("endpoint") if isinstance(hdr, dict) else None
+        if not isinstance(ep, dict):
+            return
+        env = ep.get("api_key_env") if isinstance(ep.get("api_key_env"), str) else None
+        self.register_env(env)
+        names = {str(n).lower() for n in ep.get("header_names") or () if isinstance(n, str)}
+        key_unknown = bool(ep.get("api_key_sent")) and not (env and os.environ.get(env))
+        if key_unknown or names - self._live_headers:
+            self.mask_token_like = True
+
+    def adopt(self, other: "Secrets") -> None:
+        """Everything `other` (another thread's command) holds, added to this one."""
+        self.register(*other._values)
+        self._live_headers.update(other._live_headers)
+        self.mask_token_like = self.mask_token_like or other.mask_token_like
+
+    def secrets(self) -> list[str]:
+        return sorted(self._values)
+
+    def text(self, s: str) -> str:
+        s = self._redactor.text(s)
+        return TOKEN_LIKE.sub(MASK, s) if self.mask_token_like and isinstance(s, str) else s
+
+    def obj(self, o: Any) -> Any:
+        o = self._redactor.obj(o)
+        return _token_walk(o, 0) if self.mask_token_like else o
+
+
+_FALLBACK = Secrets()
+_current: contextvars.ContextVar[Secrets | None] = contextvars.ContextVar("verifier_secrets", default=None)
+
+
+def current() -> Secrets:
+    """The running command's secrets (the process fallback outside any command)."""
+    s = _current.get()
+    return s if s is not None else _FALLBACK
+
+
+@contextlib.contextmanager
+def command() -> Iterator[Secrets]:
+    """Run one command with secrets of its own: nothing registered inside outlives it or reaches another thread."""
+    mine = Secrets()
+    token = _current.set(mine)
+    try:
+        yield mine
+    finally:
+        _current.reset(token)
+
+
 def register(*secrets: str | None) -> None:
-    """Add secrets of this process; every later write is scrubbed of them."""
-    global _active
-    new = {s for s in secrets if s and len(s.strip()) >= MIN_SECRET} - _secrets
-    if new:
-        _secrets.update(new)
-        _active = Redactor(sorted(_secrets))
+    current().register(*secrets)
 
 
 def register_endpoint(api_key: str | None, headers: dict[str, str]) -> None:
-    """The credentials this process sends: registered as secrets, and their header names known as held."""
-    register(api_key, *headers.values())
-    _live_headers.update(k.lower() for k in headers)
+    current().register_endpoint(api_key, headers)
 
 
 def register_run(hdr: dict[str, Any]) -> None:
-    """A run header read by this process: its key variable's value if set here; token-like masking on when the
-    run sent a credential this process does not hold (`endpoint.header_names`, `endpoint.api_key_sent`)."""
-    global _mask_token_like
-    ep = hdr.get("endpoint") if isinstance(hdr, dict) else None
-    if not isinstance(ep, dict):
-        return
-    env = ep.get("api_key_env") if isinstance(ep.get("api_key_env"), str) else None
-    register_env(env)
-    names = {str(n).lower() for n in ep.get("header_names") or () if isinstance(n, str)}
-    key_unknown = bool(ep.get("api_key_sent")) and not (env and os.environ.get(env))
-    if key_unknown or names - _live_headers:
-        _mask_token_like = True
+    current().register_run(hdr)
 
 
 def register_env(name: str | None) -> None:
-    """The value of environment variable `name`, if it is set here."""
-    if name and isinstance(name, str):
-        register(os.environ.get(name))
+    current().register_env(name)
 
 
 def secrets() -> list[str]:
-    """Every secret this process holds (the journal's Redactor is built from them)."""
-    return sorted(_secrets)
+    """Every secret the running command holds (the journal's Redactor is built from them)."""
+    return current().secrets()
 
 
 def reset() -> None:
-    """Forget every secret (tests: one process plays several commands)."""
-    global _active, _mask_token_like
-    _secrets.clear()
-    _live_headers.clear()
-    _mask_token_like = False
-    _active = Redactor(())
+    """Forget every secret of the process fallback (tests call the application outside a command)."""
+    global _FALLBACK
+    _FALLBACK = Secrets()
 
 
 def text(s: str) -> str:
-    s = _active.text(s)
-    return TOKEN_LIKE.sub(MASK, s) if _mask_token_like and isinstance(s, str) else s
+    return current().text(s)
 
 
 def obj(o: Any) -> Any:
-    o = _active.obj(o)
-    return _token_walk(o, 0) if _mask_token_like else o
+    return current().obj(o)
 
 
 def _token_walk(o: Any, depth: int) -> Any:

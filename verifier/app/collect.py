@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from verifier.run import journal, runner, scoring
 from verifier.run.live import Follower
+from verifier.run.layout import OBSERVATIONS
+from verifier.run.rundir import RunDir
 from verifier import scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
 from verifier.errors import Interrupted, UsageError, did_you_mean
@@ -117,11 +119,14 @@ class RunSpec:
     golden: str | None = None
     """A gate's rerun: the golden's name, recorded in run.json (`gate_of`) so a gate killed before it compared is
     still listed as a gate (`verifier runs`)."""
+    force: bool = False
+    """Write into `out` even when it is a golden directory (`--force`)."""
 
     @classmethod
     def for_golden(cls, golden: "Golden", endpoint: EndpointSpec, out: Path, *,
                    overrides: Mapping[str, Any] | None = None, extra_body: Mapping[str, Any] | None = None,
-                   data: str | None = None, looks: int = 5, probes: bool = False, quiet: bool = False) -> "RunSpec":
+                   data: str | None = None, looks: int = 5, probes: bool = False, quiet: bool = False,
+                   force: bool = False) -> "RunSpec":
         """A run that reproduces the golden's selection, sampling and modes against another endpoint: from the
         golden's own samples (inputs.jsonl), or, with `data`, reloaded from the dataset."""
         h = golden.header
@@ -149,7 +154,7 @@ class RunSpec:
             only_ids={k: frozenset(v) for k, v in ids.items()}, samples=samples, out=out, looks=looks,
             probes=probes or bool(h.probes), probe_only=None if probes else selection(dict(h.probes or {})),
             quiet=quiet, golden=h.name or golden.path.name, context_probe=bool(h.context_probe),
-            context_lengths=h.context_lengths,
+            context_lengths=h.context_lengths, force=force,
         )
 
 
@@ -286,6 +291,7 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, d
     run_dir = Path(spec.resume)
     try:
         hdr = journal.check_run_dir(run_dir)
+        scrub.register_run(hdr)
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
     check_resume(spec, hdr, run_dir)
@@ -315,6 +321,8 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, d
 
 
 def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]], "EndpointConfig"]:
+    if spec.out is not None:  # before anything is loaded or sent: a golden is not a place for a run's files
+        RunDir(spec.out).claim_for_write(flag="--out", force=spec.force, own_run=True)  # a run there: refused below
     suites_ = resolve_suites(spec.suites)
     # Samples before the endpoint module: a dataset that cannot be had is reported without loading the openai SDK.
     samples = load_suite_samples(suites_, spec)
@@ -382,8 +390,10 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
             sent["errors"] += r["errors"]
             for k, n in r["error_classes"].items():
                 sent["error_classes"][k] = sent["error_classes"].get(k, 0) + n
-            if stop_check is not None and stop_check(run_dir):
-                break
+            if stop_check is not None:
+                _interim_scores(run_dir, live)
+                if stop_check(run_dir):
+                    break
     except BaseException:
         if live is not None:
             live.close()  # nothing is scored: an interrupted run is left to --resume or `verifier score`, as ever
@@ -464,6 +474,16 @@ def batches(work: list[Any], looks: int) -> list[list[Any]]:
     return out
 
 
+def _interim_scores(run_dir: Path, live: "Follower | None") -> None:
+    """Before a look: the live scorer's verdicts of every record journaled so far, written as `score` writes them,
+    so the look (a compare) reads them instead of scoring the journal again. A follower that failed leaves the files
+    stale, and the look scores afresh, which reports the failure as `score` does."""
+    if live is None or live.failed is not None:
+        return
+    live.step(float("inf"))  # the batch is in: catch up with its last records (nothing is being sent now)
+    scoring.write_scores(run_dir, *live.scorer.result())
+
+
 def _score_followed(run_dir: Path, live: "Follower | None") -> dict[str, Any]:
     """The scores of a run judged as it was collected: only the aggregation is left. Anything the follower could
     not judge (a corrupt line, a scorer's exception) is left to a fresh `score`, which reports it as it always has."""
@@ -480,6 +500,7 @@ def _score_followed(run_dir: Path, live: "Follower | None") -> dict[str, Any]:
 def score(run_dir: Path) -> dict[str, Any]:
     """Score a run directory offline: verdicts.jsonl, observations.jsonl and summary.json; returns the summary."""
     try:
+        scrub.register_run(RunDir(run_dir).header_dict())  # what scoring writes is scrubbed of the run's key
         verdicts, summary, observed = scoring.score_journal(run_dir, get_suites())
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
@@ -489,14 +510,26 @@ def score(run_dir: Path) -> dict[str, Any]:
     return summary
 
 
-def observations(run_dir: Path) -> list[dict[str, Any]]:
-    """The run's observation rows (scoring it first when it has not been)."""
-    from verifier.golden import store as golden
-
+def observed_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """observations.jsonl's rows (with the report's `shown`), the one reader of what scoring parsed: a run not
+    scored, scored from another journal, or whose observations.jsonl is missing or does not match its seal (a row
+    edited after scoring) is scored again first, rebuilding the file from the journal."""
+    rd = RunDir(run_dir)
     try:
-        journal.check_run_dir(run_dir)
-        if journal.stale(run_dir):
+        scrub.register_run(rd.header_dict())  # what the caller writes from these rows is scrubbed of the run's key
+        rows = None if rd.stale() else rd.observations()
+        if rows is None:
             score(run_dir)
-        return golden.observations(run_dir)
+            rows = rd.observations()
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
+    if rows is None:
+        raise UsageError(f"{run_dir}: scoring wrote no {OBSERVATIONS} (a run its suite cannot score again?)")
+    return rows
+
+
+def observations(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's observation rows as compare and bless read them (without the report's extras)."""
+    from verifier.run.observations import golden_row
+
+    return [golden_row(r) for r in observed_rows(run_dir)]

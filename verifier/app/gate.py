@@ -9,13 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verifier.run import journal, runner, scoring
-from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir, observations, score, suite_named
+from verifier.run import journal, runner
+from verifier.run.rundir import RunDir
+from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir, observations, suite_named
 from verifier.attribution.document import Comparison, SuiteResult
 from verifier.app.spec import CalibrateSpec, GateSpec, Probes
 from verifier.errors import UsageError
 from verifier.golden.model import Golden, GoldenHeader, margins_from_json
-from verifier import jsonsafe
+from verifier import jsonsafe, scrub
+from verifier.types import RunHeader
 
 # Sequential stopping ends a run early only on a decided regression: a large one shows within
 # the first batches, while a pass needs every sample (no flips in 20% of them is weak evidence).
@@ -56,11 +58,12 @@ def gate(spec: GateSpec, golden: Golden | None = None) -> Comparison:
         golden = gate_golden(spec)
     out = spec.out or default_run_dir("gate")
     run = RunSpec.for_golden(golden, spec.endpoint, out, overrides=spec.overrides, extra_body=spec.extra_body,
-                             data=spec.data, looks=spec.looks, probes=spec.probes is Probes.ON, quiet=spec.quiet)
+                             data=spec.data, looks=spec.looks, probes=spec.probes is Probes.ON, quiet=spec.quiet,
+                             force=spec.force)
     looks: list[dict[str, Any]] = []
 
     def decided(run_dir: Path) -> bool:
-        score(run_dir)
+        # The live scorer's verdicts (collect wrote them before this look); a stale run is scored by compare_run.
         # An interim look covers part of the golden by design: judge what was sent.
         doc = compare_run(run_dir, spec.golden, None, spec.infra_budget, golden, allow_subset=True)
         looks.append({"status": doc.status, "samples": sum(s.paired for s in doc.suites.values())})
@@ -76,7 +79,7 @@ def gate(spec: GateSpec, golden: Golden | None = None) -> Comparison:
         used = looks[-1]["samples"] if looks else 0
         doc = dataclasses.replace(doc, sequential={"looks": looks, "used_samples": used, "total_samples": total_samples,
                                                    "saved_samples": total_samples - used})
-    journal.write_json(out / "comparison.json", doc.to_dict())
+    RunDir(out).write_comparison(doc.to_dict())
     return doc
 
 
@@ -116,6 +119,7 @@ def bless_run(run_dir: Path, to: Path, force: bool = False, epochs_as_reruns: bo
 
     if (to / golden.GOLDEN).exists() and not force:
         raise UsageError(f"{to} already holds a golden; pass --force to replace it")
+    RunDir(to).claim_for_write(flag="--to", force=force)  # a run directory: its samples.jsonl would be replaced
     refuse_broken_reference(observations(run_dir), run_dir, force)
     margins = margins_from_json(margins_from_epochs(run_dir)) if epochs_as_reruns else None
     return golden.bless(run_dir, to, margins)
@@ -199,23 +203,25 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
     golden = loaded or load_golden(golden_path)
     h = golden.header
     require_margins(golden, golden_path)
-    hdr = journal.read_header(run_dir) if (run_dir / journal.HEADER).exists() else None
-    if hdr is None:
+    rd = RunDir(run_dir)
+    if not rd.is_run():
         raise UsageError(f"{run_dir} is not a run directory (no {journal.HEADER})")
+    raw = rd.header_dict()
+    scrub.register_run(raw)  # the comparison is scrubbed of the key the run was made with
+    hdr = RunHeader.from_dict(raw)
     for name in hdr.suites:
         if name in h.suites and hdr.suite_version(name) != h.suites[name].version:
             raise UsageError(f"run {run_dir} used {name} version {hdr.suite_version(name)}, golden has {h.suites[name].version}")
     cobs = observations(run_dir)
-    probes_path = run_dir / "probes.json"
+    ran = RunDir(run_dir).probes()
     probes, table = None, None
-    if probes_path.exists() or h.probes:
+    if ran is not None or h.probes:
         from verifier.run import probe_results
         from verifier.run.probes import judge
 
         # The conformance table: every probe x surface either side ran; a golden probe the run lacks is `not_run`.
-        table = judge(jsonsafe.loads(probes_path.read_text()) if probes_path.exists() else {},
-                      dict(h.probes) if h.probes else None)
-        probes = probe_results.evidence(table) if probes_path.exists() else None
+        table = judge(ran or {}, dict(h.probes) if h.probes else None)
+        probes = probe_results.evidence(table) if ran is not None else None
     ctx = _context_verdict(run_dir, h)
     if ctx:  # joins the probe evidence under its own signal name, and keeps its details in the document
         probes = {**(probes or {}), "context_truncated": ctx}
@@ -233,9 +239,7 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
         run={"run_dir": str(run_dir), "run_id": hdr.run_id or None, "endpoint": hdr.endpoint or None},
         context_truncation=ctx or None)
     if write:
-        if out is not None:
-            Path(out).parent.mkdir(parents=True, exist_ok=True)
-        journal.write_json(out or run_dir / "comparison.json", doc.to_dict())
+        RunDir(run_dir).write_comparison(doc.to_dict(), out)
     return doc
 
 
@@ -244,8 +248,7 @@ def _with_tool_call_scores(doc: Comparison, h: GoldenHeader, run_dir: Path) -> d
     (key `tool_calls`)."""
     from verifier.attribution import numerics
 
-    sp = run_dir / scoring.SUMMARY
-    cand = json.loads(sp.read_text(encoding="utf-8")) if sp.exists() else {}
+    cand = RunDir(run_dir).summary() or {}
     out = dict(doc.suites)
     for suite, block in doc.suites.items():
         scores = numerics.tool_call_scores(h.suite_summary(suite).get("extra"),
@@ -259,8 +262,8 @@ def _context_verdict(run_dir: Path, h: GoldenHeader) -> dict[str, Any] | None:
     """The context-truncation probe's verdict (context_probe.verdict), when the run has one."""
     from verifier.run import context_probe as cp
 
-    path = run_dir / cp.FILE
-    return cp.verdict(jsonsafe.loads(path.read_text()), dict(h.context_probe) if h.context_probe else None) if path.exists() else None
+    ran = RunDir(run_dir).context()
+    return cp.verdict(ran, dict(h.context_probe) if h.context_probe else None) if ran is not None else None
 
 
 def _provenance(h: GoldenHeader) -> dict[str, Any]:

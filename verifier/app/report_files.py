@@ -17,51 +17,35 @@ from typing import Any, Mapping
 from verifier.attribution.document import Comparison
 from verifier.golden import store as golden_mod
 from verifier.golden.model import Golden
-from verifier.run import journal, scoring
-from verifier.run import observations as observe
+from verifier.run import journal
+from verifier.run.rundir import RunDir
 from verifier import scrub
 from verifier.errors import UsageError
-from verifier.judge.parse import MalformedBody, parse_exchange
 from verifier.types import Observation
 import verifier.report.ci as ci
 import verifier.report.html as html
-from verifier.report.data import MAX_CONTENT, GoldenData, Inputs, RunData, Shown, inputs
-from verifier import jsonsafe
+from verifier.report.data import GoldenData, Inputs, RunData, Shown, inputs
 
 
 def read_run(run_dir: Path) -> RunData:
-    """Verdicts joined with the parsed journal, read once; scores the run first when it has no verdicts yet
-    or they were scored from another journal. The parsed part comes from observations.jsonl (scoring parsed
-    each exchange once); a run scored before that file existed is parsed here, with the same result."""
-    run_dir = Path(run_dir)
-    header = journal.check_run_dir(run_dir)
-    if journal.stale(run_dir):
-        from verifier.app.collect import score  # application step
+    """Verdicts joined with what scoring parsed of the journal (observations.jsonl), read once. A run not scored,
+    scored from another journal, or whose observations.jsonl is missing or edited is scored again first
+    (app.collect.observed_rows): the report never parses the journal a second way."""
+    from verifier.app.collect import observed_rows  # application step
 
-        score(run_dir)
-    exchanges = journal.read_exchanges(run_dir)
-    verdicts = scoring.read_verdicts(run_dir)
+    run_dir = Path(run_dir)
+    rd = RunDir(run_dir)
+    header = rd.header_dict()
+    scrub.register_run(header)  # the report is scrubbed of the key its run was made with
+    observed = observed_rows(run_dir)
+    exchanges = rd.exchanges()
+    verdicts = rd.verdicts()
     finds = [{"suite": v.suite, "sample_id": v.sample_id, "mode": v.mode, "code": f.code, "detail": f.detail[:300]}
              for v in verdicts for f in v.findings]
-    observed = observe.read(run_dir)
-    shown: dict[tuple[str, str, int, str], Shown] | None = None
-    if observed is not None and len(observed) == len(verdicts):
-        # The report shows no logprobs in its rows; the token diffs read them from `shown`.
-        rows = [dataclasses.replace(Observation.from_dict(o), logprobs=None, top_logprobs=None) for o in observed]
-        shown = {(o["suite"], o["sample_id"], o["epoch"], o["mode"]): Shown.of(o) for o in observed if "shown" in o}
-    else:
-        rows = []
-        for v in verdicts:
-            ex = exchanges.get((v.suite, v.sample_id, v.epoch, v.mode))
-            content = None
-            if ex is not None and v.outcome in ("content", "contract"):
-                try:
-                    content = (parse_exchange(ex).content or "")[:MAX_CONTENT]
-                except MalformedBody:
-                    pass
-            rows.append(Observation.from_verdict(v, content))
-    sp = run_dir / scoring.SUMMARY
-    summary = jsonsafe.loads(sp.read_text(encoding="utf-8")) if sp.exists() else {"suites": {}}
+    # The report shows no logprobs in its rows; the token diffs read them from `shown`.
+    rows = [dataclasses.replace(Observation.from_dict(o), logprobs=None, top_logprobs=None) for o in observed]
+    shown = {(o["suite"], o["sample_id"], o["epoch"], o["mode"]): Shown.of(o) for o in observed if "shown" in o}
+    summary = rd.summary() or {"suites": {}}
     return RunData(run_dir, header, summary, rows, finds, exchanges, shown)
 
 
@@ -81,10 +65,9 @@ def read_golden(path: str | Path) -> GoldenData | None:
 
 def comparison(run_dir: Path, golden_path: str | Path) -> Comparison:
     """RUN_DIR/comparison.json when it was made against this golden; otherwise compare now (without overwriting it)."""
-    cp = run_dir / "comparison.json"
-    if cp.exists():
-        doc = jsonsafe.loads(cp.read_text(encoding="utf-8"))
-        if (doc.get("golden") or {}).get("name") == Path(golden_path).name:
+    doc = RunDir(run_dir).comparison()
+    if doc is not None:
+        if isinstance(doc.get("golden"), dict) and doc["golden"].get("name") == Path(golden_path).name:
             try:
                 return Comparison.from_dict(doc)
             except KeyError:  # written by an older verifier, without a block this one reads: compare again, as below
@@ -126,8 +109,7 @@ def write_all(run_dir: Path | str, doc: Comparison | Mapping[str, Any], html: st
     run_dir = Path(run_dir)
     if isinstance(golden, Golden):
         golden = golden_data(golden)
-    paths = {"html": Path(html) if html else run_dir / "report.html", "junit": Path(junit) if junit else run_dir / "junit.xml",
-             "markdown": Path(markdown) if markdown else run_dir / "summary.md", "csv": Path(csv) if csv else run_dir / "samples.csv"}
+    paths = RunDir(run_dir).report_paths(html, junit, markdown, csv)
     for p in paths.values():
         p.parent.mkdir(parents=True, exist_ok=True)
     inp = load(run_dir, None, doc, golden)
@@ -157,7 +139,7 @@ def write_report(run_dir: Path | str, golden: str | Path | None = None, out: str
         inp = load(run_dir, golden, None)
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
-    path = Path(out) if out else run_dir / "report.html"
+    path = Path(out) if out else RunDir(run_dir).report_html()
     path.parent.mkdir(parents=True, exist_ok=True)
     journal.write_text(path, _html.render_inputs(inp))
     if csv:

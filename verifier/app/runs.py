@@ -4,13 +4,20 @@ run, comparison.json (status, exit code, golden). Nothing is indexed or cached: 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from verifier.errors import UsageError
+from verifier.run.layout import NotARunDir, RefusedFile
+from verifier.run.rundir import RunDir
+from verifier.types import owner_ids
+from verifier.surfaces.registry import REFERENCE_MODE
+
+if TYPE_CHECKING:
+    from verifier.attribution.document import Comparison
+    from verifier.golden.model import Golden
 
 MAX_DEPTH = 3  # runs/<id>, runs/<gate-matrix>/<provider>, runs/<demo>/<healthy>
 
@@ -35,7 +42,7 @@ class RunsQuery:
 
 
 def _run_dirs(root: Path, depth: int = 0) -> Iterator[Path]:
-    if (root / "run.json").is_file():
+    if RunDir(root).is_run():
         yield root
     if depth >= MAX_DEPTH:
         return
@@ -45,14 +52,6 @@ def _run_dirs(root: Path, depth: int = 0) -> Iterator[Path]:
         return
     for p in children:
         yield from _run_dirs(p, depth + 1)
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
 
 
 def since_cutoff(text: str, now: dt.datetime | None = None) -> dt.datetime:
@@ -78,20 +77,30 @@ def _started(row: dict[str, Any]) -> dt.datetime | None:
 
 
 def describe(run_dir: Path) -> dict[str, Any] | None:
-    """One row from a run directory's own headers; None when run.json is unreadable."""
-    hdr = _read(run_dir / "run.json")
-    if hdr is None or not isinstance(hdr.get("suites"), dict):
+    """One row from a run directory's own headers; None when run.json is not a run header or is corrupt JSON.
+    A planted special file or a symlink out of the directory is refused (UsageError naming it), never read."""
+    rd = RunDir(run_dir)
+    try:
+        hdr = rd.header_dict()
+    except RefusedFile as e:
+        raise UsageError(str(e)) from None
+    except NotARunDir:
         return None
     ep = hdr.get("endpoint") if isinstance(hdr.get("endpoint"), dict) else {}
-    cmp = _read(run_dir / "comparison.json")
+    try:
+        cmp = rd.comparison()
+    except RefusedFile as e:
+        raise UsageError(str(e)) from None
+    except NotARunDir:
+        cmp = None  # corrupt: listed as a run never compared, as before
     golden = (cmp or {}).get("golden") if isinstance((cmp or {}).get("golden"), dict) else {}
     return {
         "run_dir": str(run_dir), "run_id": hdr.get("run_id"), "started": hdr.get("started"), "finished": hdr.get("finished"),
         "endpoint": ep.get("base_url"), "model": ep.get("model"), "suites": sorted(hdr["suites"]),
-        "modes": hdr.get("modes") or ["chat"], "kind": "gate" if cmp or hdr.get("gate_of") else "run",
+        "modes": hdr.get("modes") or [REFERENCE_MODE], "kind": "gate" if cmp or hdr.get("gate_of") else "run",
         "status": str(cmp.get("status")) if cmp else "run" if hdr.get("finished") and not hdr.get("gate_of") else "interrupted",
         "exit_code": cmp.get("exit_code") if cmp else None,
-        "golden": golden.get("name") or hdr.get("gate_of"), "scored": (run_dir / "summary.json").is_file(),
+        "golden": golden.get("name") or hdr.get("gate_of"), "scored": rd.scored(),
     }
 
 
@@ -111,3 +120,31 @@ def list_runs(q: RunsQuery) -> list[dict[str, Any]]:
         rows = [r for r in rows if (_started(r) or dt.datetime.min.replace(tzinfo=dt.timezone.utc)) >= cutoff]
     rows.sort(key=lambda r: (_started(r) or dt.datetime.min.replace(tzinfo=dt.timezone.utc), r["run_dir"]), reverse=True)
     return rows[: q.limit] if q.limit else rows
+
+
+def recompare(run_dir: Path, golden_path: str | Path, loaded: "Golden", recorded: Mapping[str, Any]) -> "Comparison":
+    """The comparison the run's own evidence gives against this golden, narrowed as the gate that wrote `recorded`
+    was (the samples the run planned and its modes, probes left out when it left them out; its infra budget; an
+    early sequential stop judges what was sent). Nothing is written. What the matrix checks a run's
+    comparison.json against: a document edited by hand does not survive it."""
+    import dataclasses
+
+    from verifier.app.gate import compare_run
+
+    rd = RunDir(run_dir)
+    hdr = rd.header()
+    planned = set(rd.samples())
+    h = loaded.header
+    limited = recorded.get("limited")
+    probes_left_out = isinstance(limited, dict) and bool(limited.get("probes_left_out"))
+    narrowed = dataclasses.replace(
+        loaded,
+        header=dataclasses.replace(h, suites={k: v for k, v in h.suites.items() if k in hdr.suites},
+                                   modes=tuple(m for m in h.modes if m in hdr.modes),
+                                   probes=None if probes_left_out else h.probes),
+        observations=tuple(o for o in loaded.observations if o.mode in hdr.modes and o.suite in hdr.suites
+                           and any((o.suite, sid) in planned for sid in owner_ids(o.sample_id))))
+    infra = recorded.get("infra")
+    budget = infra.get("budget") if isinstance(infra, dict) else None
+    return compare_run(Path(run_dir), golden_path, None, float(budget) if isinstance(budget, (int, float)) else 0.02,
+                       narrowed, allow_subset=bool(recorded.get("sequential")), write=False)

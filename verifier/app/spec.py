@@ -79,6 +79,8 @@ class GateSpec:
     """Margins over the golden's, each recorded with its reason (source `gate`)."""
     limit: int | None = None
     """Gate only the first N of each suite's samples, in the order the reference sent them (a conversation whole)."""
+    force: bool = False
+    """Write the run into `out` even when it is a golden directory (`--force`)."""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ The application takes specs: an engine configuration arrives as a callable that 
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 import traceback
 from dataclasses import dataclass, field, replace
@@ -25,6 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
 
 from verifier.run import journal, perf
+from verifier.run.layout import NotARunDir, read_document
+from verifier.run.rundir import RunDir
 from verifier.app.collect import EndpointSpec
 from verifier.app.spec import GateOptions, GateSpec
 from verifier.errors import UsageError
@@ -140,12 +141,21 @@ def run(spec: SweepSpec, only: Sequence[str] = (), log: Callable[[str], None] | 
 # ----------------------------------------------------------------------------------------------- the table
 
 def _read(path: Path) -> Any:
+    """A JSON file of a configuration directory (None when absent), through safeio like every run file."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
+        return read_document(path, within=path.parent)
+    except NotARunDir as e:
+        raise UsageError(f"{e}") from None
+    except OSError as e:
         raise UsageError(f"{path}: not readable JSON ({type(e).__name__})") from None
+
+
+def _comparison(gate_dir: Path) -> dict[str, Any] | None:
+    """A configuration's gate comparison (None when it was never compared), read through RunDir."""
+    try:
+        return RunDir(gate_dir).comparison()
+    except NotARunDir as e:
+        raise UsageError(str(e)) from None
 
 
 def _parting(comparison: Mapping[str, Any]) -> dict[str, Any]:
@@ -173,7 +183,7 @@ def row(config_dir: Path) -> dict[str, Any]:
     info = _read(config_dir / "config.json")
     if not isinstance(info, dict) or info.get("format") != FORMAT:
         raise UsageError(f"{config_dir} is not a sweep configuration directory (no config.json of format {FORMAT})")
-    comp = _read(config_dir / "gate" / "comparison.json") or {}
+    comp = _comparison(config_dir / "gate") or {}
     perf_doc = _read(config_dir / "perf.json") or {}
     diag = (comp.get("diagnosis") or [])
     parting = _parting(comp) if comp else {"count": 0, "n": 0, "rate": None, "reference_rate": None}
@@ -239,7 +249,7 @@ def combine(config_dirs: Sequence[Path], out: Path) -> dict[str, Any]:
     if dup:
         raise UsageError(f"two configuration directories are both named {dup!r}")
     gated = {(str(g.get("name")), str(g.get("source_run"))): d for d in config_dirs
-             if isinstance(g := (_read(Path(d) / "gate" / "comparison.json") or {}).get("golden"), dict)}
+             if isinstance(g := (_comparison(Path(d) / "gate") or {}).get("golden"), dict)}
     if len(gated) > 1:  # one Pareto front across goldens would compare what was measured against different references
         (a, da), (b, db) = sorted(gated.items())[:2]
         raise UsageError(f"{da} and {db} were gated against different goldens ({a[0]} from run {a[1]}, "

@@ -166,6 +166,7 @@ def run_spec_from_args(a: argparse.Namespace):  # -> app.RunSpec
         data=data, smoke=a.smoke, limit=a.limit, sample_seed=a.sample_seed, shard=a.shard, epochs=a.epochs,
         chat_template=a.chat_template, out=Path(a.out) if a.out else None, resume=Path(a.resume) if a.resume else None,
         probes=a.probes, quiet=a.quiet, context_probe=getattr(a, "context_probe", False),
+        force=bool(getattr(a, "force", False)),
     )
 
 

@@ -36,5 +36,7 @@ def handle(a: argparse.Namespace) -> int:
 
         print_outputs(Path(a.run_dir), write_ci_outputs(Path(a.run_dir), doc, None, None, None, golden))
     else:
-        print(f"comparison: {Path(a.out) if a.out else Path(a.run_dir) / 'comparison.json'}")
+        from verifier.run.rundir import RunDir
+
+        print(f"comparison: {Path(a.out) if a.out else RunDir(Path(a.run_dir)).comparison_path()}")
     return exit_code(doc, a.allow_inconclusive)

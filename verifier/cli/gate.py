@@ -25,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--margin", action="append", metavar="KEY=VALUE:reason", help="margin over the golden's, e.g. smoke/accuracy=0.05:why (repeatable)")
     p.add_argument("--data", help="reload the samples from this dataset instead of the golden's own inputs.jsonl (rarely needed)")
     p.add_argument("--out", help="run directory (default runs/<timestamp>-gate)")
+    p.add_argument("--force", action="store_true", help="write the run into --out even when it is a golden directory")
     p.add_argument("--infra-budget", type=fraction, help="infra error rate above which the run is incomplete (default 0.02)")
     p.add_argument("--allow-inconclusive", action="store_true", default=None, help="exit 0 instead of 20 when inconclusive (never for 13, a significant quality drop of unattributed cause)")
     p.add_argument("--report", help="HTML report path (default RUN_DIR/report.html)")
@@ -86,6 +87,10 @@ def handle(a: argparse.Namespace) -> int:
         merged = flags.over(file_opts)
     opts = merged.over(env)
     spec = opts.spec()
+    if a.force:  # --force names the intent to write into a golden directory (RunDir.claim_for_write)
+        import dataclasses
+
+        spec = dataclasses.replace(spec, force=True)
     from verifier.run.journal import check_writable
 
     for path in (opts.report, opts.junit, opts.markdown):  # every output checked before the first request
@@ -135,10 +140,12 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
 
 def print_outputs(run_dir: Path, paths: dict[str, Path] | None) -> None:
     """Where the report went: the last lines a person (or a CI log) reads."""
-    print(f"report: {paths['html']}" if paths else f"comparison: {run_dir / 'comparison.json'}")
+    from verifier.run.rundir import RunDir
+
+    print(f"report: {paths['html']}" if paths else f"comparison: {RunDir(run_dir).comparison_path()}")
     if paths:
         print(f"  junit {paths['junit']}, summary {paths['markdown']}, samples {paths['csv']}, "
-              f"comparison {run_dir / 'comparison.json'}")
+              f"comparison {RunDir(run_dir).comparison_path()}")
 
 
 def write_ci_outputs(run_dir: Path, doc: Comparison, html: str | None, junit: str | None, markdown: str | None,
@@ -156,7 +163,9 @@ def gate_many(flags: Any, file_opts: Any, endpoints: list[tuple[str, Any]], env:
     import dataclasses
     from concurrent.futures import ThreadPoolExecutor
 
+    from verifier import scrub
     from verifier.app.collect import default_run_dir
+    from verifier.run.rundir import RunDir
     from ..errors import UsageError
     from .matrix import finish
 
@@ -169,14 +178,18 @@ def gate_many(flags: Any, file_opts: Any, endpoints: list[tuple[str, Any]], env:
         specs[name] = dataclasses.replace(opts.spec(), out=root / name, quiet=True)
     matrix = flags.matrix or file_opts.matrix
 
-    def one(name: str) -> tuple[Path, Comparison]:
-        doc = run_gate(specs[name], echo=False)
-        run_dir = Path((doc.run or {})["run_dir"])  # compare_run always records it
-        print(f"{name}: {doc.status} (exit {doc.exit_code}); report: {run_dir / 'report.html'}", file=sys.stderr)
-        return run_dir, doc
+    def one(name: str) -> tuple[Path, Comparison, scrub.Secrets]:
+        with scrub.command() as secrets:  # each gate's secrets its own: no thread writes with another's
+            doc = run_gate(specs[name], echo=False)
+            run_dir = Path((doc.run or {})["run_dir"])  # compare_run always records it
+            print(f"{name}: {doc.status} (exit {doc.exit_code}); report: {RunDir(run_dir).report_html()}", file=sys.stderr)
+        return run_dir, doc, secrets
 
     with ThreadPoolExecutor(max_workers=len(specs)) as pool:
         futures = {name: pool.submit(one, name) for name in specs}
-        docs = {name: f.result() for name, f in futures.items()}
+        done = {name: f.result() for name, f in futures.items()}
+    for _, _, secrets in done.values():
+        scrub.current().adopt(secrets)  # the matrix holds every gate's documents: scrubbed of every gate's secrets
+    docs = {name: (run_dir, doc) for name, (run_dir, doc, _) in done.items()}
     allow = flags.allow_inconclusive if flags.allow_inconclusive is not None else file_opts.allow_inconclusive
     return finish(docs, Path(matrix) if matrix else root / "matrix", bool(allow))

@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = Printable(_PipeSafe(stdout)), Printable(stderr)
     try:
-        return _run(a)
+        with scrub.command():  # this command's secrets: registered while it runs, gone when it returns
+            return _run(a)
     finally:
         sys.stdout.flush()  # what is still buffered meets a closed pipe here, not at interpreter exit
         sys.stdout, sys.stderr = stdout, stderr

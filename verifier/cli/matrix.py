@@ -40,9 +40,14 @@ def parse_runs(items: list[str]) -> list[tuple[str, Path]]:
 
 
 def handle(a: argparse.Namespace) -> int:
-    """Reads only: a run already compared with this golden keeps its own comparison (the margins its gate used);
-    any other is compared in memory, and that comparison goes into OUT/comparisons/, never into the run."""
+    """Reads only. A run already compared with this golden keeps its own comparison (the margins its gate used)
+    once the run's own evidence, compared again in memory, gives the same status and exit code; otherwise (a
+    comparison.json edited by hand, or made from other files) the matrix shows the comparison made now, saying so.
+    A run never compared is compared in memory. Comparisons made here go into OUT/comparisons/, never into the run."""
+    import dataclasses
+
     from verifier.app import gate as app_gate
+    from verifier.app.runs import recompare
     from verifier.run import journal
 
     loaded = app_gate.load_golden(a.golden)
@@ -50,25 +55,36 @@ def handle(a: argparse.Namespace) -> int:
     docs: dict[str, tuple[Path, Comparison | dict[str, Any]]] = {}
     links: dict[str, Path] = {}
     for name, run_dir in parse_runs(a.runs):
-        doc: Comparison | dict[str, Any] | None = existing_comparison(run_dir, loaded.header)
-        if doc is None:
+        recorded = existing_comparison(run_dir, loaded.header)
+        if recorded is None:
             made = app_gate.compare_run(run_dir, a.golden, None, a.infra_budget, loaded, write=False)
-            links[name] = out / "comparisons" / f"{name}.json"
-            links[name].parent.mkdir(parents=True, exist_ok=True)
-            journal.write_json(links[name], made.to_dict())
-            doc = made
-        docs[name] = (run_dir, doc)
+        else:
+            made = recompare(run_dir, a.golden, loaded, recorded)
+            if (recorded.get("status"), recorded.get("exit_code")) == (made.status, made.exit_code):
+                docs[name] = (run_dir, recorded)
+                continue
+            why = (f"unverified {run_dir}/comparison.json: it says {recorded.get('status')}, the run's own evidence "
+                   f"says {made.status}; shown as compared now")
+            print(f"verifier: matrix: {name}: {why}", file=sys.stderr)
+            made = dataclasses.replace(made, reasons=[why, *(made.reasons or [])], reason=why)
+        links[name] = out / "comparisons" / f"{name}.json"
+        links[name].parent.mkdir(parents=True, exist_ok=True)
+        journal.write_json(links[name], made.to_dict())
+        docs[name] = (run_dir, made)
     return finish(docs, out, a.allow_inconclusive, links)
 
 
 def existing_comparison(run_dir: Path, g: GoldenHeader) -> dict[str, Any] | None:
-    """RUN_DIR/comparison.json when it was made against this golden (same name and source run), else None."""
-    import json
+    """RUN_DIR/comparison.json when it was made against this golden (same name and source run), else None.
+    A corrupt one is None (compared again); a planted special file is refused (exit 2)."""
+    from verifier.run.layout import NotARunDir, RefusedFile
+    from verifier.run.rundir import RunDir
 
-    path = run_dir / "comparison.json"
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = RunDir(run_dir).comparison()
+    except RefusedFile:
+        raise
+    except NotARunDir:
         return None
     made = doc.get("golden") if isinstance(doc, dict) else None
     if not isinstance(made, dict) or "status" not in doc:

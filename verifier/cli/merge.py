@@ -11,6 +11,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("shards", nargs="+", metavar="SHARD_RUN_DIR", help="run directories made by the shard jobs")
     p.add_argument("--out", required=True, help="merged run directory to create")
     p.add_argument("--allow-partial", action="store_true", help="merge an incomplete shard set (compare still reports what is missing)")
+    p.add_argument("--force", action="store_true", help="write into --out even when it is a golden directory (replacing its samples.jsonl)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=handle)
 
@@ -21,7 +22,7 @@ def handle(a: argparse.Namespace) -> int:
     from verifier.cli.text import print_summary
 
     out = Path(a.out)
-    hdr = merge.merge([Path(s) for s in a.shards], out, allow_partial=a.allow_partial)
+    hdr = merge.merge([Path(s) for s in a.shards], out, allow_partial=a.allow_partial, force=a.force)
     summary = app.score(out)
     if not a.quiet:
         print_summary(summary)

@@ -15,6 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_selection_args(p)
     add_endpoint_args(p, required=False)
     p.add_argument("--out", help="run directory to create (default runs/<timestamp>-<suites>)")
+    p.add_argument("--force", action="store_true", help="write the run into --out even when it is a golden directory")
     p.add_argument("--resume", metavar="RUN_DIR", help="re-send only what is missing or ended in an infra error")
     p.add_argument("--requests", metavar="FILE.jsonl", help="replay raw chat-completions request bodies as-is (K2-Vendor-Verifier format); same as --suite replay --data FILE")
     p.add_argument("--quiet", action="store_true", help="no progress bar (for CI)")
@@ -63,16 +64,18 @@ def resume_command(run_dir: Any, a: argparse.Namespace) -> str:
 
 def journal_state(run_dir: Path) -> str:
     """What an interrupt left in the journal: whole records, and whether a torn last line is there (a resume drops it)."""
-    path = Path(run_dir) / "responses.jsonl"
+    from verifier import safeio
+    from verifier.run.layout import RESPONSES
+
+    path = Path(run_dir) / RESPONSES
     if not path.exists():
         return "no record journaled yet"
     whole = torn = 0
-    with open(path, "rb") as f:
-        for line in f:
-            try:
-                json.loads(line)
-                whole += 1 if line.endswith(b"\n") else 0
-                torn += 0 if line.endswith(b"\n") else 1
-            except ValueError:
-                torn += 1
+    for line in safeio.iter_lines(path, within=run_dir):
+        try:
+            json.loads(line)
+            whole += 1 if line.endswith(b"\n") else 0
+            torn += 0 if line.endswith(b"\n") else 1
+        except ValueError:
+            torn += 1
     return f"the journal is consistent: {whole} whole record(s)" + (f", {torn} torn line(s) a resume drops" if torn else "")

@@ -11,7 +11,6 @@ Goldens shipped with the package live in verifier/goldens/ (package data) and ar
 from __future__ import annotations
 
 import dataclasses
-import functools
 import glob
 import json
 import os
@@ -23,10 +22,10 @@ from typing import Any, Callable, Iterator, Mapping
 
 from verifier.run import journal, scoring
 from verifier.run import observations as observe
+from verifier.run.rundir import RunDir
 from verifier.run.observations import MAX_CONTENT as MAX_CONTENT, MAX_LOGPROBS as MAX_LOGPROBS, MAX_TOP as MAX_TOP  # a golden's caps
-from verifier.judge.parse import parse_exchange
-from verifier.types import JUDGED, Observation, Sample, owner_ids
-from verifier import jsonsafe, safeio
+from verifier.types import Observation, Sample, owner_ids
+from verifier import jsonsafe, safeio, scrub
 from verifier.golden.model import Golden, GoldenHeader, Margin
 from verifier.surfaces.registry import REFERENCE_MODE
 
@@ -46,28 +45,14 @@ class BadGolden(ValueError):
 def observations(run_dir: Path) -> list[dict[str, Any]]:
     """Everything compare needs from a run, per record: verdict facts plus text and logprobs from the journal.
 
-    Read from RUN_DIR/observations.jsonl, which scoring wrote from its one parse of the journal; a run scored
-    before that file existed, or whose file no longer matches its journal and verdicts, is parsed again here
-    (`from_journal`), with the same rows."""
+    Read from RUN_DIR/observations.jsonl, which scoring wrote from its one parse of the journal. A run whose file
+    is missing or no longer matches its journal, verdicts and seal is refused here: the app re-scores it first
+    (app.collect.observations); there is no second way to parse the journal."""
     rows = observe.read(run_dir)
-    if rows:
-        return [observe.golden_row(r) for r in rows]
-    return from_journal(run_dir)
-
-
-def from_journal(run_dir: Path) -> list[dict[str, Any]]:
-    """`observations` the old way: the verdicts joined with a fresh parse of the journal."""
-    verdicts = scoring.read_verdicts(run_dir)
-    if not verdicts:
-        raise journal.NotARunDir(f"{run_dir} has not been scored (no {scoring.VERDICTS}); run `verifier score {run_dir}`")
-    judged = {(v.suite, v.sample_id, v.epoch, v.mode) for v in verdicts if v.outcome in JUDGED}
-    texts: dict[tuple[str, str, int, str], tuple[Any, Any, Any]] = {}
-    for ex in journal.iter_exchanges(run_dir):  # streamed: only the cut text and logprobs of each record are kept
-        if ex.key not in judged:
-            continue
-        texts[ex.key] = observe.cut(functools.partial(parse_exchange, ex), ex)
-    return [Observation.from_verdict(v, *texts.get((v.suite, v.sample_id, v.epoch, v.mode), (None, None, None))).to_dict()
-            for v in verdicts]
+    if rows is None:
+        raise journal.NotARunDir(f"{run_dir}: {observe.OBSERVATIONS} is missing or does not match the journal; "
+                                 f"run `verifier score {run_dir}`")
+    return [observe.golden_row(r) for r in rows]
 
 
 def portable(obj: Any) -> Any:
@@ -83,6 +68,7 @@ def portable(obj: Any) -> Any:
 
 def bless(run_dir: Path, to: Path, margins: Mapping[str, Margin] | None = None) -> GoldenHeader:
     hdr = journal.check_run_dir(run_dir)
+    scrub.register_run(hdr)  # the golden is scrubbed of the key its run was made with
     summary_path = Path(run_dir) / scoring.SUMMARY
     if not summary_path.exists():
         raise journal.NotARunDir(f"{run_dir} has not been scored; run `verifier score {run_dir}`")
@@ -101,10 +87,10 @@ def bless(run_dir: Path, to: Path, margins: Mapping[str, Margin] | None = None) 
         "selection": hdr.get("selection", {}),
         "epochs": hdr.get("epochs", 1),
         "modes": hdr.get("modes", [REFERENCE_MODE]),
-        "summary": jsonsafe.loads(summary_path.read_text(encoding="utf-8")),
+        "summary": RunDir(run_dir).summary(),
         "margins": {k: m.to_json() for k, m in margins.items()} if margins is not None else None,
-        "probes": jsonsafe.loads((Path(run_dir) / "probes.json").read_text()) if (Path(run_dir) / "probes.json").exists() else None,
-        "context_probe": jsonsafe.loads((Path(run_dir) / "context.json").read_text()) if (Path(run_dir) / "context.json").exists() else None,
+        "probes": RunDir(run_dir).probes(),
+        "context_probe": RunDir(run_dir).context(),
     }
     inputs = [{"suite": suite, **journal.sample_fields(x)} for (suite, _), x in journal.read_samples(run_dir).items()
               if suite in g["suites"]]

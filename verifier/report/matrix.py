@@ -13,13 +13,13 @@ is what the comparison said, cut per suite:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 from verifier.run import journal
-from verifier import jsonsafe
+from verifier.run.rundir import RunDir
+from verifier import scrub
 from verifier.attribution.document import Comparison, SuiteResult
 
 from verifier.report import colours
@@ -48,22 +48,23 @@ class Entry:
 
 def read_entry(provider: str, run_dir: Path) -> Entry:
     """An Entry from a compared run directory (ValueError when it holds no comparison.json)."""
-    cp = run_dir / "comparison.json"
-    if not cp.is_file():
-        raise ValueError(f"{run_dir} holds no comparison.json: compare or gate it first")
-    if (run_dir / journal.HEADER).is_file():
+    rd = RunDir(run_dir)
+    doc = rd.comparison()
+    if doc is None:
+        raise ValueError(f"{run_dir} holds no {rd.comparison_path().name}: compare or gate it first")
+    if rd.is_run():
         with contextlib.suppress(journal.NotARunDir):
-            journal.check_run_dir(run_dir)  # the run's key and credential marks: what matrix writes is scrubbed of them
-    sp = run_dir / "summary.json"
-    summary = jsonsafe.loads(sp.read_text(encoding="utf-8")) if sp.is_file() else None
-    return Entry(provider, run_dir, Comparison.read(cp), summary)
+            scrub.register_run(rd.header_dict())  # the run's key and credential marks: what matrix writes is scrubbed of them
+    return Entry(provider, run_dir, Comparison.from_dict(doc), rd.summary())
 
 
 def entry(provider: str, run_dir: Path, comparison: Comparison | Mapping[str, Any], link: Path | None = None) -> Entry:
     """An Entry from a comparison already in hand (read, or made in memory), with the run's summary.json."""
-    sp = run_dir / "summary.json"
-    summary = json.loads(sp.read_text(encoding="utf-8")) if sp.is_file() else None
-    return Entry(provider, run_dir, Comparison.of(comparison), summary, link)
+    rd = RunDir(run_dir)
+    if rd.is_run():
+        with contextlib.suppress(journal.NotARunDir):
+            scrub.register_run(rd.header_dict())  # the run's key and credential marks: what matrix writes is scrubbed of them
+    return Entry(provider, run_dir, Comparison.of(comparison), rd.summary(), link)
 
 
 def side_verdict(doc: Comparison, side: str, suite: str) -> str:
@@ -140,11 +141,12 @@ def _latency(e: Entry, suite: str) -> dict[str, float] | None:
 
 def _report_link(e: Entry, out_dir: Path) -> str:
     """The provider's full report, relative to the matrix page (the comparison when no report was rendered)."""
-    target = e.run_dir / "report.html"
+    rd = RunDir(e.run_dir)
+    target = rd.report_html()
     if e.link is not None:
         target = e.link
     elif not target.exists():
-        target = e.run_dir / "comparison.json"
+        target = rd.comparison_path()
     return Path(os.path.relpath(target.resolve(), out_dir.resolve())).as_posix()
 
 

@@ -18,7 +18,6 @@ from typing import Any
 
 from verifier.report import colours
 from ..jsonsafe import is_finite_number
-from verifier.judge.parse import MalformedBody, parse_exchange
 from verifier.surfaces.registry import REFERENCE_MODE
 from .data import Inputs, anchor, fmt
 
@@ -246,17 +245,10 @@ def sample_token_diff(inp: Inputs, suite: str, sample_id: str, golden_obs: dict[
     ex = inp.exchanges.get((suite, sample_id, g.epoch, g.mode))
     if ex is None:
         return None
-    if inp.shown is not None:  # parsed once, by scoring (observations.jsonl)
-        shown = inp.shown.get((suite, sample_id, g.epoch, g.mode))
-        if shown is None:
-            return None
-        cl = shown.token_logprobs(len(g.logprobs) + TOKEN_CONTEXT * 4)
-    else:
-        try:
-            lps = parse_exchange(ex).logprobs or []
-        except MalformedBody:
-            return None
-        cl = [[t.get("token"), t.get("logprob")] for t in lps[:len(g.logprobs) + TOKEN_CONTEXT * 4] if isinstance(t, dict)]
+    shown = (inp.shown or {}).get((suite, sample_id, g.epoch, g.mode))  # parsed once, by scoring (observations.jsonl)
+    if shown is None:
+        return None
+    cl = shown.token_logprobs(len(g.logprobs) + TOKEN_CONTEXT * 4)
     s = inp.doc.suites.get(suite) if inp.doc is not None else None
     floor = s.drift.margin if s is not None else None
     return token_diff(g.logprobs, cl, floor)

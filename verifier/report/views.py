@@ -12,7 +12,6 @@ import pandas as pd
 
 from ..attribution.document import MetricResult
 from ..version import __version__
-from verifier.judge.parse import MalformedBody, parse_exchange
 from verifier.surfaces.registry import REFERENCE_MODE
 from .data import Inputs, anchor
 from .pictures import parting
@@ -230,14 +229,8 @@ def flip_cards(inp: Inputs) -> tuple[list[dict[str, Any]], int]:
         if ex is not None:
             raw = ex.body if ex.body is not None else "\n".join(ex.chunks or [])
             req = json.dumps(ex.request, indent=1, ensure_ascii=False)
-            if inp.shown is not None:  # parsed once, by scoring (observations.jsonl)
-                tool_calls = getattr(inp.shown.get((r["suite"], r["sample_id"], r["epoch"], r["mode"])), "tool_calls", None)
-            else:
-                try:
-                    tc = parse_exchange(ex).tool_calls
-                    tool_calls = json.dumps(tc, indent=1, ensure_ascii=False) if tc else None
-                except MalformedBody:
-                    pass
+            # parsed once, by scoring (observations.jsonl)
+            tool_calls = getattr((inp.shown or {}).get((r["suite"], r["sample_id"], r["epoch"], r["mode"])), "tool_calls", None)
         raw_t, raw_cut = _cut(raw, RAW_BYTES)
         req_t, req_cut = _cut(req, RAW_BYTES * 2)
         cards.append({**r, "raw": raw_t, "raw_cut": raw_cut, "raw_len": len(raw or ""), "request": req_t, "request_cut": req_cut,

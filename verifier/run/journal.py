@@ -10,10 +10,10 @@ import contextlib
 import dataclasses
 import datetime as dt
 import fcntl
-import hashlib
 import json
 import os
 import secrets
+import stat
 import subprocess
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
@@ -26,20 +26,9 @@ from verifier.redact import Redactor
 from verifier.types import Exchange, RunHeader, Sample
 from verifier import jsonsafe
 
-HEADER = "run.json"
-SAMPLES = "samples.jsonl"
-RESPONSES = "responses.jsonl"
-LOCK = ".lock"
-VERDICTS = "verdicts.jsonl"  # written by run/scoring.py
-SUMMARY = "summary.json"  # likewise; holds the digest of the responses.jsonl it was scored from
-
-
-class NotARunDir(ValueError):
-    """Not a (scored) run directory: the CLI reports it as a usage error, exit 2."""
-
-
-class CorruptFile(NotARunDir):
-    """A JSONL file with a bad line before its end (a torn last line is not corrupt: it is skipped)."""
+# The names of a run directory's files and their safe readers live in run/layout.py; the journal re-exports its own.
+from verifier.run.layout import (HEADER as HEADER, SAMPLES as SAMPLES, RESPONSES as RESPONSES, LOCK as LOCK, VERDICTS as VERDICTS, SUMMARY as SUMMARY, CorruptFile as CorruptFile, NotARunDir as NotARunDir, decode_line as decode_line, file_digest as file_digest, read_jsonl as read_jsonl,
+                                  RefusedFile as RefusedFile, read_document)
 
 
 def now() -> str:
@@ -171,59 +160,22 @@ def write_text(path: Path, text: str) -> None:
         f.write(scrub.text(text))
 
 
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Yields complete records; a torn last line (killed mid-write) is skipped, a corrupt one before it is refused."""
-    if not path.exists():
-        return
-    with path.open("rb") as f:
-        for n, raw in enumerate(f, 1):
-            if not raw.endswith(b"\n"):
-                return  # torn tail
-            if raw.isspace():
-                continue
-            rec = decode_line(raw, path, n)
-            raw = b""  # only the record is kept while it is in use
-            yield rec
-            rec = None
-
-
-def decode_line(raw: bytes, path: Path, n: int) -> dict[str, Any]:
-    """One complete, non-blank line of a JSONL file as read_jsonl reads it (run/live.py follows the journal
-    with it, so a record scored live is the record `verifier score` reads)."""
-    try:
-        rec = jsonsafe.loads(raw)  # from the bytes: no decoded and stripped copies of a 64 MB line beside it
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        why = getattr(e, "msg", None) or getattr(e, "reason", None) or "nested too deep"
-        raise CorruptFile(f"{path}: line {n} is not valid JSON ({why})") from None
-    if not isinstance(rec, dict):
-        raise CorruptFile(f"{path}: line {n} is not a JSON object")
-    return rec
-
-
-def file_digest(path: Path) -> dict[str, Any] | None:
-    """Size and sha256 of a file (None when absent): what the verdicts were scored from."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    h = hashlib.sha256()
-    size = 0
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-            size += len(block)
-    return {"size": size, "sha256": h.hexdigest()}
-
-
 @contextlib.contextmanager
 def locked(run_dir: Path) -> Iterator[None]:
     """One writer per run directory: a second `run`/`--resume` on it is refused, not interleaved.
 
     flock on RUN_DIR/.lock: the kernel drops it when the holder dies, so a SIGKILLed run never leaves it stale.
     """
+    # O_NONBLOCK: a .lock planted as a FIFO fails to open (or is refused below) instead of waiting for a reader.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        f = os.fdopen(os.open(Path(run_dir) / LOCK, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o666), "a")
+        fd = os.open(Path(run_dir) / LOCK, flags, 0o666)
     except OSError as e:
         raise UsageError(f"cannot lock run directory {run_dir}: {e.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UsageError(f"cannot lock run directory {run_dir}: {LOCK} is not a regular file")
+    f = os.fdopen(fd, "a")
     try:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -273,22 +225,19 @@ def check_writable(path: Path, directory: bool = False) -> None:
 
 
 def check_run_dir(run_dir: Path) -> dict[str, Any]:
+    """run.json as a dict, checked: present, a regular file inside the directory, JSON, with a `suites` object."""
     p = Path(run_dir) / HEADER
-    if not p.is_file():
+    if not p.exists() and not p.is_symlink():
         raise NotARunDir(f"{run_dir} is not a run directory (no {HEADER})")
-    try:
-        hdr = jsonsafe.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-        raise NotARunDir(f"{p} is corrupt: {getattr(e, 'msg', None) or e}") from None
+    hdr = read_document(p, within=Path(run_dir))
     if not isinstance(hdr, dict) or not isinstance(hdr.get("suites"), dict):
         raise NotARunDir(f"{p} is corrupt: not a run header (no suites)")
-    # Every reader of a run passes here: an offline bless or report still scrubs the key its run was made with.
-    scrub.register_run(hdr)
+    # Reading registers nothing (scrub.py): a command that writes from this run calls scrub.register_run itself.
     return hdr
 
 
 def read_header(run_dir: Path) -> RunHeader:
-    """run.json, typed (check_run_dir's checks and scrub registration included)."""
+    """run.json, typed (check_run_dir's checks included)."""
     return RunHeader.from_dict(check_run_dir(run_dir))
 
 
@@ -298,7 +247,7 @@ def read_samples(run_dir: Path) -> dict[tuple[str, str], Sample]:
 
 def iter_samples(run_dir: Path) -> Iterator[tuple[tuple[str, str], Sample]]:
     """samples.jsonl one sample at a time, keyed (suite, sample id)."""
-    for d in read_jsonl(Path(run_dir) / SAMPLES):
+    for d in read_jsonl(Path(run_dir) / SAMPLES, within=Path(run_dir)):
         suite = d.pop("suite")
         s = Sample.from_json(d)
         yield (suite, s.id), s
@@ -317,11 +266,11 @@ def write_samples(run_dir: Path, pairs: Iterable[tuple[str, Sample]]) -> None:
 def iter_exchanges(run_dir: Path) -> Iterator[Exchange]:
     """Every record in journal order, one at a time (a later one for the same key supersedes an earlier one):
     what scoring and bless walk, so their memory does not grow with the journal."""
-    for d in read_jsonl(Path(run_dir) / RESPONSES):
+    for d in read_jsonl(Path(run_dir) / RESPONSES, within=Path(run_dir)):
         ex = Exchange.from_json(d)
-        d = None
+        del d  # only the exchange is kept while it is in use
         yield ex
-        ex = None
+        del ex
 
 
 def read_exchanges(run_dir: Path) -> dict[tuple[str, str, int, str], Exchange]:
@@ -394,9 +343,13 @@ def stale(run_dir: Path) -> bool:
     if not (Path(run_dir) / VERDICTS).exists():
         return True
     try:
-        summary = jsonsafe.loads((Path(run_dir) / SUMMARY).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        summary = read_document(Path(run_dir) / SUMMARY, within=Path(run_dir))
+    except RefusedFile:
+        raise  # planted (a FIFO, a device, a symlink out): refused, not scored over
+    except NotARunDir:
         return True
-    if not isinstance(summary, dict) or "responses_digest" not in summary:
+    if not isinstance(summary, dict):
+        return True
+    if "responses_digest" not in summary:
         return False  # scored before digests were recorded: trusted as before (it may be a read-only checkout)
-    return summary["responses_digest"] != file_digest(Path(run_dir) / RESPONSES)
+    return bool(summary["responses_digest"] != file_digest(Path(run_dir) / RESPONSES))

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from verifier.run import journal
-from verifier.run.resume import served_models
+from verifier.run.layout import CONTEXT, PROBES
+from verifier.run.resume import endpoint_place, served_models
+from verifier.run.rundir import RunDir
 from verifier import scrub
 from verifier.errors import UsageError
 from verifier.types import RunHeader, Sample
@@ -49,10 +51,15 @@ def _usage(msg: str, hints: tuple[str, ...] = ()) -> Exception:
 def merge_headers(run_id: str, headers: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
     first_dir, first = headers[0]
     model = first["endpoint"]["model"]
+    where = endpoint_place(str(first["endpoint"].get("base_url") or ""))
     versions: dict[str, tuple[str, Path]] = {}
     for d, h in headers:
         if h["endpoint"]["model"] != model:
             raise _usage(f"shard {d} used model {h['endpoint']['model']!r}, shard {first_dir} used {model!r}")
+        # Another endpoint is another system under test (a port may differ: a local server restarted, as --resume allows).
+        if endpoint_place(str(h["endpoint"].get("base_url") or "")) != where:
+            raise _usage(f"shard {d} ran against {h['endpoint'].get('base_url')!r}, shard {first_dir} against "
+                         f"{first['endpoint'].get('base_url')!r}: shards of one run share one endpoint")
         for k in SAME:
             if h.get(k) != first.get(k):
                 raise _usage(f"shard {d} differs from {first_dir} in {k}: {h.get(k)!r} vs {first.get(k)!r}")
@@ -114,17 +121,20 @@ def shard_set(headers: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
     return {"inputs": [sp for sp, _ in specs], "n": n, "missing": [f"{i}/{n}" for i in missing], "complete": not missing}
 
 
-def merge(shards: list[Path], out: Path, allow_partial: bool = False) -> dict[str, Any]:
+def merge(shards: list[Path], out: Path, allow_partial: bool = False, force: bool = False) -> dict[str, Any]:
     """Write the merged run dir (header, samples union, responses concatenated); returns the header. Does not score.
 
     An incomplete shard set (2/4 and 4/4 of four) is refused unless `allow_partial`; the header records
-    the set either way, and compare counts what is missing against the golden."""
+    the set either way, and compare counts what is missing against the golden. `out` may not be a golden
+    directory unless `force` (it would replace the golden's samples.jsonl)."""
     if len(shards) < 1:
         raise _usage("merge needs at least one shard run directory")
+    RunDir(out).claim_for_write(flag="--out", force=force, own_run=True)  # a run there is refused below, naming --resume
     headers = []
     for d in shards:
         try:
             headers.append((d, journal.check_run_dir(d)))
+            scrub.register_run(headers[-1][1])  # the merged files are scrubbed of each shard's key
         except journal.NotARunDir as e:
             raise _usage(str(e)) from None
     _refuse_repeats(shards)
@@ -162,23 +172,16 @@ def merge(shards: list[Path], out: Path, allow_partial: bool = False) -> dict[st
     return hdr
 
 
-PROBES, CONTEXT = "probes.json", "context.json"  # app.collect writes them beside the journal
-
-
 def _merge_probes(headers: list[tuple[Path, dict[str, Any]]], out: Path, hdr: dict[str, Any]) -> None:
     """The parameter-contract probes and the context probe are part of the run: a merge without them could
     never cover a golden that has them. Each probe's result comes from the first shard that ran it; shards
     that disagree on one make it failed (a failure seen on the endpoint is not outvoted), naming both."""
-    import json
-
-    def read(d: Path, name: str) -> Any:
-        p = Path(d) / name
-        return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
-
     probes: dict[str, Any] = {}
     sources: dict[str, list[str]] = {}
     for d, _ in headers:
-        for name, result in (read(d, PROBES) or {}).items():
+        for name, result in (RunDir(d).probes() or {}).items():
+            if not isinstance(result, dict):
+                raise _usage(f"{RunDir(d).file(PROBES)} is corrupt: probe {name!r} is not an object")
             sources.setdefault(PROBES, [])
             if str(d) not in sources[PROBES]:
                 sources[PROBES].append(str(d))
@@ -190,7 +193,7 @@ def _merge_probes(headers: list[tuple[Path, dict[str, Any]]], out: Path, hdr: di
     if probes:
         journal.write_json(out / PROBES, probes)
     for d, _ in headers:
-        ctx = read(d, CONTEXT)
+        ctx = RunDir(d).context()
         if ctx is not None:
             journal.write_json(out / CONTEXT, ctx)
             sources[CONTEXT] = [str(d)]

@@ -10,24 +10,32 @@ journal again for is kept here.
                exchange with the record's key exists and parses: what the report shows beyond the row
                (`tool_calls`, the flip card's text of them; `lp`, the logprobs past the row's, up to SHOWN_LOGPROBS, for token
                diffs; `skip`, positions whose entry was not an object).
+    last line  {"sealed": <sha256 of every line before this one>, "rows": <count>}
 
 A pure function of the journal: the same journal gives the same bytes. It is trusted only while both digests
-match the files beside it (`read`); otherwise (a resume, a merge or an older verifier rewrote one of them, or a
-run scored before this file existed) readers parse the journal as before, with the same results.
+match the files beside it and its lines hash to its seal (`read`); otherwise (a resume, a merge or an older
+verifier rewrote a file, a row was edited after scoring, or the run was scored before this file existed) the
+reader re-scores the run (app.collect.observations): there is no second way to parse the journal. The seal binds
+each row to the header's digests of the journal and the verdicts; it is no signature: a forger who rewrites the
+verdicts, this file and its seal alike is caught only by scoring the journal again (`verifier score`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from verifier.judge.parse import MalformedBody, parse_exchange
-from verifier.run import journal
+from verifier import safeio, scrub
+from verifier.run import journal, layout
 from verifier.types import JUDGED, Exchange, Observation, Parsed, Verdict
 
-OBSERVATIONS = "observations.jsonl"
-FORMAT = 1
+from verifier.run.layout import OBSERVATIONS as OBSERVATIONS
+FORMAT = 2
+"""2: the file ends in a seal line (the sha256 of every line before it): a row edited after scoring is not trusted."""
+SEAL = "sealed"
 MAX_CONTENT = 4000
 MAX_LOGPROBS = 512
 MAX_TOP = 5
@@ -150,9 +158,18 @@ def header(run_dir: Path) -> dict[str, Any]:
 
 
 def write(run_dir: Path, collected: Collector) -> None:
-    """After verdicts.jsonl is written: rows from the verdicts as read back (what bless used to start from)."""
+    """After verdicts.jsonl is written: rows from the verdicts as read back (what bless used to start from),
+    between the header and the seal."""
     verdicts = (Verdict.from_json(d) for d in journal.read_jsonl(Path(run_dir) / journal.VERDICTS))
-    journal.write_jsonl(Path(run_dir) / OBSERVATIONS, _with_header(header(run_dir), collected.rows(verdicts)))
+    with journal.atomic_write(Path(run_dir) / OBSERVATIONS) as f:
+        seal = hashlib.sha256()
+        n = 0
+        for i, row in enumerate(_with_header(header(run_dir), collected.rows(verdicts))):
+            line = journal.dumps(scrub.obj(row)) + "\n"
+            seal.update(line.encode("utf-8", "backslashreplace"))
+            f.write(line)
+            n += i > 0
+        f.write(journal.dumps({SEAL: seal.hexdigest(), "rows": n}) + "\n")
 
 
 def _with_header(head: dict[str, Any], rows: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
@@ -169,20 +186,41 @@ def discard(run_dir: Path) -> None:
 
 
 def read(run_dir: Path) -> list[dict[str, Any]] | None:
-    """The rows (with `shown`), or None when the file is absent, unreadable or not made from the journal and the
-    verdicts beside it: the caller then parses the journal as before."""
+    """The rows (with `shown`), or None when the file is absent, unreadable, not made from the journal and the
+    verdicts beside it, or its lines do not hash to its seal (a row edited after scoring): the caller then
+    re-scores. A special file or a symlink out of the run is refused (NotARunDir), never read."""
     path = Path(run_dir) / OBSERVATIONS
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None
     try:
-        it = journal.read_jsonl(path)
-        head = next(it, None)
-        if not isinstance(head, dict) or head != header(run_dir):
-            return None
-        rows = list(it)
-    except journal.NotARunDir:
+        f = safeio.open_regular(path, max_bytes=layout.MAX_JSONL, within=Path(run_dir))
+    except safeio.UnsafeFile as e:
+        raise layout.RefusedFile(str(e)) from None
+    seal = hashlib.sha256()
+    records: list[Any] = []
+    prev = b""
+    with f:
+        n = 0
+        while True:
+            raw = f.readline(layout.MAX_LINE + 1)
+            if not raw:
+                break
+            n += 1
+            if not raw.endswith(b"\n"):
+                return None  # torn or over-long: not the file scoring wrote
+            if records:  # every line before the last (the seal) is sealed
+                seal.update(prev)
+            try:
+                records.append(layout.decode_line(raw, path, n))
+            except journal.CorruptFile:
+                return None
+            prev = raw
+    if len(records) < 2:
         return None
-    return rows if all(isinstance(r, dict) for r in rows) else None
+    head, rows, last = records[0], records[1:-1], records[-1]
+    if head != header(run_dir) or last != {SEAL: seal.hexdigest(), "rows": len(rows)}:
+        return None
+    return rows
 
 
 _ROW_KEYS = tuple(Observation.__dataclass_fields__)

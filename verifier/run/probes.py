@@ -29,7 +29,7 @@ from verifier.surfaces.registry import REFERENCE_SURFACE, SURFACE_NAMES, mode_na
 if TYPE_CHECKING:
     from verifier.wire.endpoint import Endpoint
 
-FILE = "probes.json"
+from verifier.run.layout import PROBES as FILE
 ALL = SURFACE_NAMES
 CHAT_ONLY = (REFERENCE_SURFACE,)
 

@@ -25,7 +25,7 @@ def _refuse(run_dir: Path, flag: str, given: Any, recorded: Any) -> UsageError:
                       f"(omit {flag} to continue with the run's value, or start a new run)")
 
 
-def _place(url: str) -> tuple[str, str, str]:
+def endpoint_place(url: str) -> tuple[str, str, str]:
     """Scheme, host and path: a local server restarted on another port is the same endpoint (the served
     models are compared once it answers, see `served_models`)."""
     parts = urlsplit(url)
@@ -57,7 +57,7 @@ def mismatches(spec: Any, hdr: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     ep = hdr.get("endpoint") or {}
     if spec.endpoint.model and spec.endpoint.model != ep.get("model"):
         out.append(("--model", spec.endpoint.model, ep.get("model")))
-    if spec.endpoint.base_url and ep.get("base_url") and _place(redact_url(spec.endpoint.base_url)) != _place(str(ep["base_url"])):
+    if spec.endpoint.base_url and ep.get("base_url") and endpoint_place(redact_url(spec.endpoint.base_url)) != endpoint_place(str(ep["base_url"])):
         out.append(("--base-url", redact_url(spec.endpoint.base_url), ep["base_url"]))
     if spec.suites and sorted(spec.suites) != sorted(hdr.get("suites") or {}):
         out.append(("--suite", ",".join(spec.suites), ",".join(sorted(hdr.get("suites") or {}))))

@@ -282,4 +282,4 @@ def write_scores(run_dir: Path, verdicts: list[Verdict], summary: dict[str, Any]
 
 
 def read_verdicts(run_dir: Path) -> list[Verdict]:
-    return [Verdict.from_json(d) for d in journal.read_jsonl(Path(run_dir) / VERDICTS)]
+    return [Verdict.from_json(d) for d in journal.read_jsonl(Path(run_dir) / VERDICTS, within=Path(run_dir))]

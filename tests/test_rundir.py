@@ -1,0 +1,262 @@
+"""RunDir (issue 36) and the hostile run directory (issue 37, items 6, 7 and 8).
+
+- One module spells every file name of a run directory; every reader goes through `RunDir`.
+- A run file planted as a FIFO, a device (a symlink to /dev/zero) or a symlink leaving the run is refused by every
+  command that reads it, in one line with exit 2: never a hang, never a MemoryError (peak RSS measured in a
+  subprocess), never a file from elsewhere.
+- No command writes into a golden, or into a run it did not make, without --force.
+- A comparison.json edited by hand is not shown by `matrix` as what it claims.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import SMOKE_RUN, reference_reply
+from verifier.run import layout
+from verifier.run.rundir import RunDir
+from verifier.testbed.server import Reply, Script, TestServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_each_run_file_name_is_spelled_in_one_module():
+    # The data files (the report outputs' names also appear in the gate file's documented example).
+    names = [v for k, v in vars(layout).items() if k.isupper() and isinstance(v, str) and v.endswith((".json", ".jsonl"))]
+    assert {"run.json", "samples.jsonl", "responses.jsonl", "comparison.json", "observations.jsonl"} <= set(names)
+    spelled: dict[str, set[str]] = {}
+    for p in (ROOT / "verifier").rglob("*.py"):
+        if "testbed" in p.parts:
+            continue  # the test bed plays servers, not run directories
+        text = p.read_text(encoding="utf-8")
+        for name in names:
+            if f'"{name}"' in text:
+                spelled.setdefault(name, set()).add(p.relative_to(ROOT).as_posix())
+    # samples.jsonl is also a golden's file name (golden/store.OBS): another directory, another module.
+    allowed = {"verifier/run/layout.py", "verifier/golden/store.py"}
+    assert {n: m for n, m in spelled.items() if m - allowed or (n != layout.SAMPLES and len(m) > 1)} == {}
+
+
+def cli_rss(*args, timeout=120):
+    """`verifier ARGS` in a fresh interpreter: (exit code, peak RSS in MB, stderr). A hang fails the test."""
+    script = ("import json, resource, sys\nfrom verifier.cli import main\ncode = main(sys.argv[1:])\n"
+              "print(json.dumps({'code': code, 'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))")
+    p = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    last = json.loads(p.stdout.strip().splitlines()[-1])
+    return last["code"], last["rss_mb"], p.stderr
+
+
+def plant(path: Path, kind: str, outside: Path) -> None:
+    path.unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "zero":
+        path.symlink_to("/dev/zero")
+    else:  # a symlink to a file outside the run: its content must never be read, let alone quoted
+        outside.write_text('{"suites": {"smoke": {"version": "1"}}, "secret": "OUTSIDE-CONTENT"}\n')
+        path.symlink_to(outside)
+
+
+@pytest.fixture(scope="module")
+def scored(calibrated_golden, tmp_path_factory):
+    """A scored and compared copy of the reference run (read-only here: each test copies it)."""
+    from verifier.cli import main
+
+    d = tmp_path_factory.mktemp("rundir") / "run"
+    shutil.copytree(calibrated_golden["ref"], d)
+    assert main(["compare", str(d), "--golden", str(calibrated_golden["golden"])]) == 0
+    return d
+
+
+# (command, the file planted): every offline reader of a run directory.
+CASES = [
+    ("score", layout.RESPONSES), ("score", layout.SAMPLES),
+    ("report", layout.RESPONSES), ("report", layout.SUMMARY), ("report", layout.HEADER),
+    ("compare", layout.RESPONSES), ("compare", layout.PROBES), ("compare", layout.CONTEXT),
+    ("bless", layout.RESPONSES), ("bless", layout.OBSERVATIONS),
+    ("merge", layout.RESPONSES), ("merge", layout.SAMPLES),
+    ("runs", layout.COMPARISON), ("runs", layout.HEADER),
+    ("matrix", layout.COMPARISON),
+]
+
+
+def command(cmd: str, run: Path, golden: Path, tmp: Path) -> list[str]:
+    return {"score": ["score", run], "report": ["report", run],
+            "compare": ["compare", run, "--golden", golden, "--out", tmp / "c.json"],
+            "bless": ["bless", run, "--to", tmp / "g"], "merge": ["merge", run, "--out", tmp / "m"],
+            "runs": ["runs", run.parent], "matrix": ["matrix", "--golden", golden, "--out", tmp / "mx", run]}[cmd]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "outside"])
+@pytest.mark.parametrize("cmd,name", CASES)
+def test_a_planted_special_file_is_refused_in_one_line(scored, calibrated_golden, tmp_path, cmd, name, kind):
+    run = tmp_path / "runs" / "run"
+    shutil.copytree(scored, run)
+    plant(run / name, kind, tmp_path / "outside.json")
+    code, rss, err = cli_rss(*command(cmd, run, calibrated_golden["golden"], tmp_path))
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("verifier: error:") and name in lines[0], err
+    assert "OUTSIDE-CONTENT" not in err
+    assert rss < 400, f"peak RSS {rss:.0f} MB"
+    if cmd in ("compare", "bless", "merge"):
+        assert not (tmp_path / "g").exists() and not (tmp_path / "m").exists() and not (tmp_path / "c.json").exists()
+
+
+def test_rundir_reads_typed_values(scored):
+    rd = RunDir(scored)
+    assert rd.is_run() and rd.scored() and not rd.stale()
+    assert list(rd.header().suites) == ["smoke"]
+    assert rd.comparison()["status"] == "pass"
+    rows = rd.observations()
+    assert rows and len(rows) == len(rd.verdicts())
+    assert rd.probes() is None and rd.context() is None
+
+
+# ------------------------------------------------------------------------------------------------ item 7
+
+
+def files(d: Path) -> dict[str, bytes]:
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_no_command_writes_into_a_golden_or_another_run_without_force(calibrated_golden, scored, tmp_path, cli):
+    golden = tmp_path / "golden"
+    shutil.copytree(calibrated_golden["golden"], golden)
+    run = tmp_path / "run"
+    shutil.copytree(scored, run)
+    before_g, before_r = files(golden), files(run)
+    script = Script(reference_reply)
+    with TestServer(script) as srv:
+        attempts = [
+            ("--out", ["gate", "--golden", calibrated_golden["golden"], "--base-url", srv.url, "--model", "m", "--quiet",
+                       "--out", golden]),
+            ("--out", ["run", *SMOKE_RUN, "--base-url", srv.url, "--out", golden]),
+            ("--out", ["merge", run, "--out", golden]),
+            ("--to", ["bless", run, "--to", run]),
+            ("--to", ["bless", calibrated_golden["r2"], "--to", run]),
+        ]
+        for flag, args in attempts:
+            code, out, err = cli(*args)
+            assert code == 2, (args, err)
+            line = err.strip()
+            assert "\n" not in line and "--force" in line and flag in line, line
+            assert files(golden) == before_g and files(run) == before_r, args
+            assert script.requests == [] and script.preflight == [], args  # refused before anything is sent
+        # --force names the intent: the gate then runs there (and the golden's samples.jsonl is the run's)
+        code, _, err = cli("gate", "--golden", calibrated_golden["golden"], "--base-url", srv.url, "--model", "m",
+                           "--quiet", "--out", golden, "--force")
+        assert code == 0, err
+    assert files(golden) != before_g
+
+
+# ------------------------------------------------------------------------------------------------ item 8
+
+
+def wrong(req):
+    m = re.search(r"What is (-?\d+) \+ (-?\d+)", req["messages"][-1]["content"])
+    return Reply(content=str(int(m.group(1)) + int(m.group(2)) + 1))
+
+
+def test_matrix_does_not_show_a_hand_edited_comparison_as_pass(calibrated_golden, tmp_path, cli):
+    golden = calibrated_golden["golden"]
+    with TestServer(Script(wrong)) as srv:
+        code, _, err = cli("gate", "--golden", golden, "--base-url", srv.url, "--model", "m", "--quiet",
+                           "--out", tmp_path / "bad")
+    assert code not in (0, 2), err
+    cp = tmp_path / "bad" / layout.COMPARISON
+    doc = json.loads(cp.read_text())
+    assert doc["status"] != "pass"
+    doc.update(status="pass", exit_code=0, reason="all good")
+    cp.write_text(json.dumps(doc))
+    code, out, err = cli("matrix", "--golden", golden, "--out", tmp_path / "mx", f"bad={tmp_path / 'bad'}")
+    assert code != 0
+    m = json.loads((tmp_path / "mx" / "matrix.json").read_text())
+    assert {r["status"] for r in m["rows"]} != {"pass"}
+    assert "unverified" in err and "bad" in err
+    shown = json.loads((tmp_path / "mx" / "comparisons" / "bad.json").read_text())
+    assert shown["status"] != "pass" and "unverified" in shown["reason"]
+    assert json.loads(cp.read_text())["status"] == "pass"  # the run itself is not rewritten
+
+
+# ------------------------------------------------------------------------------------------------ item 5 of issue 36
+
+
+def test_reading_a_run_registers_nothing(scored, tmp_path, monkeypatch):
+    from verifier import scrub
+
+    run = tmp_path / "run"
+    shutil.copytree(scored, run)
+    hdr = json.loads((run / layout.HEADER).read_text())
+    hdr["endpoint"] = {**hdr["endpoint"], "api_key_env": "RUNDIR_TEST_KEY", "api_key_sent": True, "header_names": ["x-key"]}
+    (run / layout.HEADER).write_text(json.dumps(hdr))
+    monkeypatch.setenv("RUNDIR_TEST_KEY", "sk-rundir-secret-value-0123456789")
+    rd = RunDir(run)
+    rd.header(), rd.summary(), rd.comparison(), rd.observations(), rd.verdicts()
+    assert scrub.secrets() == [] and not scrub.current().mask_token_like
+    with scrub.command() as mine:  # a command that writes from the run says so
+        scrub.register_run(rd.header_dict())
+        assert mine.secrets() == ["sk-rundir-secret-value-0123456789"] and mine.mask_token_like
+    assert scrub.secrets() == [] and not scrub.current().mask_token_like  # gone with the command
+
+
+def test_a_commands_secrets_end_with_it_and_threads_do_not_share_them(tmp_path, cli):
+    import threading
+
+    from verifier import scrub
+
+    with TestServer(Script(reference_reply)) as srv:
+        code, _, err = cli("run", "--suite", "smoke", "--smoke", "--base-url", srv.url, "--model", "m", "--quiet",
+                           "--header", "X-Secret: hdr-secret-value-0123456789", "--out", tmp_path / "r")
+    assert code == 0, err
+    assert scrub.secrets() == []  # the run's --header was the run's only
+    seen: dict[str, list[str]] = {}
+
+    def gate(name: str, secret: str, ready: threading.Barrier) -> None:
+        with scrub.command() as mine:
+            scrub.register(secret)
+            ready.wait()  # both registered: neither may see the other's
+            seen[name] = scrub.secrets()
+            seen[name + " text"] = [scrub.text(f"a {secret} b")]
+        seen[name + " after"] = mine.secrets()
+
+    ready = threading.Barrier(2)
+    threads = [threading.Thread(target=gate, args=(n, f"{n}-secret-0123456789", ready)) for n in ("one", "two")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen["one"] == ["one-secret-0123456789"] and seen["two"] == ["two-secret-0123456789"]
+    assert seen["one text"] == seen["two text"] == ["a *** b"]
+    assert scrub.secrets() == []
+    parent = scrub.Secrets()
+    for n in ("one", "two"):
+        other = scrub.Secrets()
+        other.register(*seen[n + " after"])
+        parent.adopt(other)
+    assert parent.secrets() == ["one-secret-0123456789", "two-secret-0123456789"]
+
+
+def test_merge_refuses_shards_from_different_endpoints(scored, tmp_path, cli):
+    """Issue 37 (medium): shards from different endpoints merged silently into one run."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(scored, a)
+    shutil.copytree(scored, b)
+    hdr = json.loads((b / layout.HEADER).read_text())
+    hdr["endpoint"]["base_url"] = "http://other.example:8000/v1"
+    hdr["run_id"] = "other"
+    (b / layout.HEADER).write_text(json.dumps(hdr))
+    with (b / layout.RESPONSES).open("a") as f:  # not the same journal (merge refuses a shard given twice)
+        f.write((b / layout.RESPONSES).read_text().splitlines()[0] + "\n")
+    code, _, err = cli("merge", a, b, "--out", tmp_path / "m")
+    assert code == 2 and "other.example" in err and "one endpoint" in err, err
+    assert not (tmp_path / "m").exists()

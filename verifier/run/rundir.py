@@ -1,0 +1,156 @@
+"""`RunDir`: a run directory as one object. Every reader in the app, the report and the CLI goes through it.
+
+It knows every file of a run directory (the names are spelled in run/layout.py) and returns each as a checked
+value: `header()` a RunHeader, `summary()`, `probes()`, `context()` and `comparison()` JSON objects,
+`observations()` the rows scoring wrote (None when missing, stale or forged: the caller re-scores, there is no
+second way to parse the journal). Every file is read through `verifier.safeio` (see run/layout.py), so a planted
+FIFO, device, oversized file or symlink out of the directory is a `NotARunDir` naming it (exit 2, one line),
+never a hang, a MemoryError or a file from elsewhere.
+
+Writing: `claim_for_write` refuses to write into a directory that holds a golden, or a run this command did not
+make, unless the caller says it means to (`--force`).
+
+The typed Comparison document lives above this floor (attribution/document.py): `comparison()` returns the checked
+JSON object, and the app wraps it (`Comparison.from_dict`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from verifier.errors import UsageError
+from verifier.run import journal, layout
+from verifier.run import observations as observe
+from verifier.types import Exchange, RunHeader, Sample, Verdict
+
+GOLDEN_MARK = "golden.json"
+"""The file that makes a directory a golden (golden/store.GOLDEN; spelled here because run/ is below golden/)."""
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A run directory on disk (it need not exist yet: `claim_for_write` makes one)."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    def file(self, name: str) -> Path:
+        """The path of one of its files (a name from run/layout.py)."""
+        return self.path / name
+
+    # ------------------------------------------------------------------ what it is
+    def is_run(self) -> bool:
+        """Whether it holds a run header (cheap: nothing is read; a planted special file counts, and is refused
+        when read)."""
+        return self.has(layout.HEADER)
+
+    def is_golden(self) -> bool:
+        return (self.path / GOLDEN_MARK).is_file()
+
+    def scored(self) -> bool:
+        return self.file(layout.SUMMARY).is_file()
+
+    def has(self, name: str) -> bool:
+        return self.file(name).exists() or self.file(name).is_symlink()
+
+    def stale(self) -> bool:
+        """No verdicts, or verdicts scored from another responses.jsonl: re-score before use."""
+        return journal.stale(self.path)
+
+    # ------------------------------------------------------------------ readers
+    def header_dict(self) -> dict[str, Any]:
+        """run.json, checked (NotARunDir when absent, unsafe or not a run header)."""
+        return journal.check_run_dir(self.path)
+
+    def header(self) -> RunHeader:
+        return RunHeader.from_dict(self.header_dict())
+
+    def _document(self, name: str) -> dict[str, Any] | None:
+        doc = layout.read_document(self.file(name), within=self.path)
+        if doc is None:
+            return None
+        if not isinstance(doc, dict):
+            raise layout.NotARunDir(f"{self.file(name)} is corrupt: not a JSON object")
+        return doc
+
+    def summary(self) -> dict[str, Any] | None:
+        """summary.json (None before scoring)."""
+        doc = self._document(layout.SUMMARY)
+        if doc is not None and not isinstance(doc.get("suites", {}), dict):
+            raise layout.NotARunDir(f"{self.file(layout.SUMMARY)} is corrupt: `suites` is not an object")
+        return doc
+
+    def probes(self) -> dict[str, Any] | None:
+        """probes.json: the parameter-contract probes' results (None when the run ran none)."""
+        return self._document(layout.PROBES)
+
+    def context(self) -> dict[str, Any] | None:
+        """context.json: the context-truncation probe's results (None when it did not run)."""
+        return self._document(layout.CONTEXT)
+
+    def comparison(self) -> dict[str, Any] | None:
+        """comparison.json as a JSON object whose `status`, when present, is a string (None when the run was never
+        compared). What it says is the writer's claim: the matrix re-compares before it shows it (cli/matrix.py)."""
+        doc = self._document(layout.COMPARISON)
+        if doc is not None and "status" in doc and not isinstance(doc["status"], str):
+            raise layout.NotARunDir(f"{self.file(layout.COMPARISON)} is corrupt: its status is not a string")
+        return doc
+
+    def samples(self) -> dict[tuple[str, str], Sample]:
+        return journal.read_samples(self.path)
+
+    def iter_exchanges(self) -> Iterator[Exchange]:
+        return journal.iter_exchanges(self.path)
+
+    def exchanges(self) -> dict[tuple[str, str, int, str], Exchange]:
+        return journal.read_exchanges(self.path)
+
+    def verdicts(self) -> list[Verdict]:
+        return [Verdict.from_json(d) for d in journal.read_jsonl(self.file(layout.VERDICTS), within=self.path)]
+
+    def observations(self) -> list[dict[str, Any]] | None:
+        """observations.jsonl's rows (with the report's `shown`), or None when the file is absent, stale, or does
+        not match its own row digest: the caller then re-scores the run (app.collect.observations)."""
+        return observe.read(self.path)
+
+    # ------------------------------------------------------------------ outputs
+    def report_paths(self, html: str | Path | None = None, junit: str | Path | None = None,
+                     markdown: str | Path | None = None, csv: str | Path | None = None) -> dict[str, Path]:
+        """Where a gate's CI outputs go: the given paths, else the run's own report.html, junit.xml, summary.md,
+        samples.csv."""
+        return {"html": Path(html) if html else self.file(layout.REPORT_HTML),
+                "junit": Path(junit) if junit else self.file(layout.JUNIT),
+                "markdown": Path(markdown) if markdown else self.file(layout.SUMMARY_MD),
+                "csv": Path(csv) if csv else self.file(layout.SAMPLES_CSV)}
+
+    def report_html(self) -> Path:
+        return self.file(layout.REPORT_HTML)
+
+    def comparison_path(self) -> Path:
+        return self.file(layout.COMPARISON)
+
+    def write_comparison(self, doc: dict[str, Any], out: Path | None = None) -> Path:
+        """comparison.json (or `out`), written whole and scrubbed."""
+        target = Path(out) if out is not None else self.comparison_path()
+        if out is not None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        journal.write_json(target, doc)
+        return target
+
+    # ------------------------------------------------------------------ writing into it
+    def claim_for_write(self, *, flag: str, force: bool = False, own_run: bool = False) -> None:
+        """Refuse to write into a directory that is a golden, or that holds a run `own_run` does not cover (a
+        run this command did not make), unless `force`: a one-line UsageError (exit 2) naming the directory and
+        --force. `flag` is the option that named the directory (e.g. `--out`)."""
+        if force:
+            return
+        if self.is_golden():
+            raise UsageError(f"{flag} {self.path} is a golden directory: writing there would replace it "
+                             f"(pass --force if that is what you mean)", hints=("another " + flag,))
+        if self.is_run() and not own_run:
+            raise UsageError(f"{flag} {self.path} already holds a run this command did not make: writing there would "
+                             f"replace its files (pass --force if that is what you mean)", hints=("another " + flag,))
