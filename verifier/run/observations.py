@@ -42,11 +42,11 @@ Key = tuple[str, str, int, str]
 class Once:
     """One exchange, parsed at most once: scoring's judge, the observation row and the report's extras share it."""
 
-    def __init__(self, ex: Exchange):
+    def __init__(self, ex: Exchange, parsed: tuple[Parsed | None, BaseException | None] | None = None):
+        """`parsed`: what parse_exchange already returned (or raised) for this very exchange (run/live.py)."""
         self.ex = ex
-        self._done = False
-        self._parsed: Parsed | None = None
-        self._error: BaseException | None = None
+        self._done = parsed is not None
+        self._parsed, self._error = parsed if parsed is not None else (None, None)
 
     def __call__(self) -> Parsed:
         if not self._done:
