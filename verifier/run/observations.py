@@ -143,16 +143,19 @@ class Collector:
             yield row
 
 
-def header(run_dir: Path) -> dict[str, Any]:
-    """The first line: the files this one was made from, as they are now on disk."""
-    return {"observations": FORMAT, "responses": journal.file_digest(Path(run_dir) / journal.RESPONSES),
+def header(run_dir: Path, responses: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The first line: the files this one was made from, as they are now on disk (`responses`: the journal's
+    digest, when the caller has just taken it)."""
+    return {"observations": FORMAT,
+            "responses": responses if responses is not None else journal.file_digest(Path(run_dir) / journal.RESPONSES),
             "verdicts": journal.file_digest(Path(run_dir) / journal.VERDICTS)}
 
 
-def write(run_dir: Path, collected: Collector) -> None:
-    """After verdicts.jsonl is written: rows from the verdicts as read back (what bless used to start from)."""
+def write(run_dir: Path, collected: Collector, responses: dict[str, Any] | None = None) -> None:
+    """After verdicts.jsonl is written: rows from the verdicts as read back (what bless used to start from).
+    `responses`: the journal's digest, taken by the caller after the journal's last write (not hashed twice)."""
     verdicts = (Verdict.from_json(d) for d in journal.read_jsonl(Path(run_dir) / journal.VERDICTS))
-    journal.write_jsonl(Path(run_dir) / OBSERVATIONS, _with_header(header(run_dir), collected.rows(verdicts)))
+    journal.write_jsonl(Path(run_dir) / OBSERVATIONS, _with_header(header(run_dir, responses), collected.rows(verdicts)))
 
 
 def _with_header(head: dict[str, Any], rows: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:

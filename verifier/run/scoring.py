@@ -277,7 +277,7 @@ def write_scores(run_dir: Path, verdicts: list[Verdict], summary: dict[str, Any]
     if observed is None:
         observe.discard(run_dir)
     else:
-        observe.write(run_dir, observed)
+        observe.write(run_dir, observed, digest)
     journal.write_json(Path(run_dir) / SUMMARY, {**summary, "responses_digest": digest})
 
 
