@@ -320,8 +320,9 @@ def run_dirs(roots: list[str]) -> list[Path]:
 def journals(a: argparse.Namespace) -> int:
     """Score copies of every journal under the roots with the base checkout and with this one (each in one process
     of its own, `verifier.app.collect.score` per directory) and compare verdicts.jsonl, observations.jsonl and
-    summary.json byte for byte, not normalized (and what each run said when scoring failed). Also compares them with
-    the files the run wrote itself, when it had them (a live-scored run: same bytes as `score`)."""
+    summary.json byte for byte, not normalized (and what each run said when scoring failed). Also counts how many
+    match the files the run wrote itself (a live-scored run: the bytes `score` writes), for information: a run made
+    with a key scores with its token-like text masked when its key is not in the environment (scrub.register_run)."""
     import subprocess
 
     dirs = run_dirs(a.roots)

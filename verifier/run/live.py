@@ -71,6 +71,8 @@ class Follower:
         self._pos = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._slices: queue.SimpleQueue[asyncio.Future[bool] | None] = queue.SimpleQueue()
+        """Slices handed to the scoring thread (`follow`), each a future the thread resolves; None ends it."""
         self._offered: collections.deque[tuple[bytes, tuple[Any, BaseException | None]]] = collections.deque()
         self._offered_bytes = 0
         self._offer_lock = threading.Lock()
@@ -150,23 +152,23 @@ class Follower:
         loop: a thread left to judge freely held the GIL whenever the loop woke up (a bfcl run's request phase took
         60% longer on a loaded 2-core machine)."""
         loop = asyncio.get_running_loop()
-        slices: queue.SimpleQueue[asyncio.Future[bool] | None] = queue.SimpleQueue()
+        slices = self._slices
 
         def judge_slices() -> None:
             while (done := slices.get()) is not None:
                 try:
                     finished = self.step(SLICE_S)
-                except Exception as e:  # noqa: BLE001 - kept: the run is scored afresh, which reports it as `score` would
+                except BaseException as e:  # noqa: BLE001 - kept: the run is scored afresh, which reports it as `score` would
                     self.failed, finished = e, True
                 try:
                     loop.call_soon_threadsafe(_resolve, done, finished)
                 except RuntimeError:  # the loop is closed: nobody waits
                     return
 
-        self._thread = threading.Thread(target=judge_slices, name="verifier-live-scoring", daemon=True)
-        self._thread.start()
+        thread = self._thread = threading.Thread(target=judge_slices, name="verifier-live-scoring", daemon=True)
+        thread.start()
         try:
-            while not self._stop.is_set() and self.failed is None:
+            while not self._stop.is_set() and self.failed is None and thread.is_alive():
                 done: asyncio.Future[bool] = loop.create_future()
                 slices.put(done)
                 finished = await asyncio.shield(done)
@@ -178,7 +180,9 @@ class Follower:
         self._stop.set()
 
     def _join(self, timeout_s: float | None = None) -> bool:
-        """Wait for the scoring thread (told to end by `follow`); False if it is still inside a record after `timeout_s`."""
+        """End the scoring thread and wait for it; False if it is still inside a record after `timeout_s`."""
+        self._stop.set()
+        self._slices.put(None)  # it ends after the slice it is in
         if self._thread is not None:
             self._thread.join(timeout_s)
             return not self._thread.is_alive()
