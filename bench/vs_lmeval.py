@@ -182,11 +182,14 @@ def main() -> None:
         # What the server alone allows: every wave of CONCURRENCY requests waits one latency.
         print(f"the server's own floor for the requests: {-(-rows // CONCURRENCY)} waves x {latency * 1000:.0f} ms = "
               f"{-(-rows // CONCURRENCY) * latency:.2f} s", flush=True)
-    names = [n for n in a.order.split(",")] + [f"verifier@{d}" for d in a.verifier_root]
+    # Other checkouts are named by their directory's name (results files never name a path of this machine).
+    other_roots = {f"verifier@{Path(d).resolve().name}": Path(d).resolve() for d in a.verifier_root}
+    names = [n for n in a.order.split(",")] + list(other_roots)
     times: dict[str, list[float]] = {n: [] for n in names}
     cpus: dict[str, list[float]] = {n: [] for n in names}
     report = [f"# verifier vs lm-eval, full gsm8k ({time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC)", "",
-              f"command: python bench/vs_lmeval.py {' '.join(shlex.quote(x) for x in sys.argv[1:])}".replace(a.data, "GSM8K"),
+              "command: python bench/vs_lmeval.py " + " ".join(
+                  "GSM8K" if x == a.data else Path(x).resolve().name if x in a.verifier_root else shlex.quote(x) for x in sys.argv[1:]),
               f"machine: {machine()}", f"server: {what}, concurrency {CONCURRENCY}, {rows} questions", "",
               "| run | client | wall s | client CPU s | CPU ms/request | load before |", "|---|---|---:|---:|---:|---:|"]
     scores: dict[str, dict[str, float]] = {}
@@ -203,7 +206,7 @@ def main() -> None:
                         wall, scores[name] = run_lm_eval(url, a.data, work, env, model)
                         detail = ""
                     else:
-                        root = Path(name.split("@", 1)[1]).resolve() if "@" in name else ROOT
+                        root = other_roots.get(name, ROOT)
                         wall, scores[name], outcomes, phases = run_verifier(url, a.data, work, env, model, root)
                         detail = "; " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items())
                     times[name].append(wall)
