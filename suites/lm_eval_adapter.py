@@ -139,22 +139,56 @@ def chat_stop(task: Any) -> list[str]:
     return [until] if isinstance(until, str) else list(until)[:4]
 
 
+_STATELESS_FILTERS = ("lm_eval.filters.extraction.RegexFilter", "lm_eval.filters.extraction.WhitespaceFilter",
+                      "lm_eval.filters.selection.TakeFirstFilter", "lm_eval.filters.transformation.LowercaseFilter",
+                      "lm_eval.filters.transformation.UppercaseFilter")
+"""lm-eval filters whose `apply` reads nothing but its arguments and the constructor's (compiled) settings: built once
+per ensemble and reused for every generation (FilterEnsemble.apply builds each filter anew per call, which for a
+regex filter means compiling its pattern again). Any other filter is built per call, as lm-eval does."""
+_BUILT: dict[int, tuple[Any, list[Any] | None]] = {}
+
+
+def _built_filters(ensemble: Any) -> list[Any] | None:
+    """The ensemble's filters, built once, when every one is stateless; None: build them per call (lm-eval's way)."""
+    hit = _BUILT.get(id(ensemble))
+    if hit is not None and hit[0] is ensemble:
+        return hit[1]
+    built: list[Any] | None = []
+    for f in ensemble.filters:
+        cls = getattr(f, "func", None)
+        if not isinstance(cls, type) or f"{cls.__module__}.{cls.__qualname__}" not in _STATELESS_FILTERS:
+            built = None
+            break
+        built.append(f())  # type: ignore[union-attr]
+    _BUILT[id(ensemble)] = (ensemble, built)  # the ensemble is held here: its id is never reused for another
+    return built
+
+
 def lm_eval_judge(task: Any, doc: dict[str, Any], text: str | None) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """lm-eval's post-processing of one generation: {filter: {metric: value}}, {filter: filtered answer}.
 
     Exactly what lm-eval's evaluator does per doc: FilterEnsemble.apply on an Instance, then
-    task.process_results(doc, [filtered_resps[filter]]). Pure for a given lm-eval version.
+    task.process_results(doc, [filtered_resps[filter]]). Pure for a given lm-eval version. An ensemble of
+    stateless filters runs FilterEnsemble.apply's own loop on filters built once (`_built_filters`).
     """
-    from lm_eval.api.instance import Instance
-
-    inst = Instance(request_type="generate_until", doc=doc, arguments=("", {}), idx=0, resps=[text])
     metrics: dict[str, dict[str, Any]] = {}
     filtered: dict[str, Any] = {}
     with compiled_templates():
         for ensemble in task._filters:
-            ensemble.apply([inst])
-            filtered[ensemble.name] = inst.filtered_resps[ensemble.name]
-            metrics[ensemble.name] = task.process_results(doc, [inst.filtered_resps[ensemble.name]])
+            built = _built_filters(ensemble)
+            if built is None:
+                from lm_eval.api.instance import Instance
+
+                inst = Instance(request_type="generate_until", doc=doc, arguments=("", {}), idx=0, resps=[text])
+                ensemble.apply([inst])
+                out = inst.filtered_resps[ensemble.name]
+            else:
+                resps: Any = [[text]]  # FilterEnsemble.apply: one instance's resps, then each filter in turn
+                for f in built:
+                    resps = f.apply(resps, [doc])
+                out = next(iter(resps))
+            filtered[ensemble.name] = out
+            metrics[ensemble.name] = task.process_results(doc, [out])
     return metrics, filtered
 
 

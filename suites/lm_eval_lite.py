@@ -26,6 +26,9 @@ from typing import Any, Callable
 UNSUPPORTED = ("doc_to_choice", "use_prompt", "doc_to_image", "doc_to_audio", "process_docs")
 # Index keys that are not TaskConfig fields (what local_task drops too).
 NOT_CONFIG = ("tag", "group", "task_list")
+MAX_RENDERS = 65_536
+"""Rendered (template, doc) pairs a task keeps: every gsm8k prompt renders the same 8 few-shot docs (16 Jinja
+renders of ~25 us), and every judgement renders its doc's target again."""
 
 
 @lru_cache(maxsize=1)
@@ -74,6 +77,7 @@ class YamlTask:
         from lm_eval.api import samplers
         from lm_eval.config.task import TaskConfig
 
+        self._renders: dict[tuple[str, tuple[Any, ...]], Any] = {}
         cfg = {k: v for k, v in cfg.items() if k not in NOT_CONFIG}
         why = supports(cfg)
         if why:
@@ -94,38 +98,47 @@ class YamlTask:
             raise ValueError(f"task {self.config.task} has list targets: build it with lm_eval_adapter.local_task")
         self.multiple_target = 0
 
-    # ------------------------------------------------------------ prompt (ConfigurableTask.fewshot_context)
-
-    @staticmethod
-    def resolve_field(doc: dict[str, Any], field: str | None = None) -> Any:
+    def _apply(self, source: str, doc: dict[str, Any]) -> Any:
+        """lm-eval's `utils.apply_template(source, doc)`, remembered per (template, doc content): a Jinja render of a
+        YAML template is a pure function of the two. A doc with unhashable values is rendered every time."""
         from lm_eval import utils
 
+        key = (source, tuple(doc.items()))
+        try:
+            out = self._renders.get(key)
+        except TypeError:  # a list or dict among the doc's values
+            return utils.apply_template(source, doc)
+        if out is None:
+            out = utils.apply_template(source, doc)
+            if len(self._renders) < MAX_RENDERS:
+                self._renders[key] = out
+        return out
+
+    # ------------------------------------------------------------ prompt (ConfigurableTask.fewshot_context)
+
+    def resolve_field(self, doc: dict[str, Any], field: str | None = None) -> Any:
         if field:
-            return doc[field] if field in doc else utils.apply_template(field, doc)
+            return doc[field] if field in doc else self._apply(field, doc)
         return None
 
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> Any:
-        from lm_eval import utils
-
         source = doc_to_text if doc_to_text is not None else self.config.doc_to_text
         if isinstance(source, int):
             return source
         if isinstance(source, str):
-            return doc[source] if source in self.features else utils.apply_template(source, doc)
+            return doc[source] if source in self.features else self._apply(source, doc)
         if callable(source):
             return source(doc)
         raise TypeError(f"doc_to_text: {type(source).__name__}")
 
     def doc_to_target(self, doc: dict[str, Any], doc_to_target: Any = None) -> Any:
-        from lm_eval import utils
-
         source = doc_to_target if doc_to_target is not None else self.config.doc_to_target
         if isinstance(source, (int, list)):
             return source
         if isinstance(source, str):
             if source in self.features:
                 return doc[source]
-            text = utils.apply_template(source, doc)
+            text = self._apply(source, doc)
             if len(text) >= 2 and text[0] == "[" and text[-1] == "]":
                 try:
                     return ast.literal_eval(text)

@@ -154,9 +154,11 @@ def test_a_follower_that_fails_leaves_the_run_to_a_fresh_score(tmp_path, cli, mo
 
     def failing_step(self, budget_s):
         calls["step"] += 1
-        if calls["step"] == 3:
+        done = real_step(self, budget_s)
+        if self.scorer.records and "failed" not in calls:  # once some records are judged, in whichever slice
+            calls["failed"] = calls["step"]
             raise RuntimeError("a scorer's bug")
-        return real_step(self, budget_s)
+        return done
 
     def counted(*a, **k):
         calls["score"] += 1
@@ -168,7 +170,7 @@ def test_a_follower_that_fails_leaves_the_run_to_a_fresh_score(tmp_path, cli, mo
         m.setattr(scoring, "score_journal", counted)
         code, _, err = cli(*run_args(srv.url, out, "--mode", "chat,chat-stream"))
     assert code == 0, err
-    assert calls["step"] >= 3 and calls["score"] == 1
+    assert calls["failed"] >= 1 and calls["score"] == 1
     same_as_score(out, cli)
 
 
@@ -210,3 +212,64 @@ def test_verdicts_are_written_from_their_fields_as_to_json_writes_them(tmp_path)
     assert b"NaN" not in (tmp_path / "new.jsonl").read_bytes() and b'"answer":{"code":"nested"' in (tmp_path / "new.jsonl").read_bytes()
     with pytest.raises(TypeError):
         journal.write_jsonl(tmp_path / "bad.jsonl", [{"x": object()}], nested_dataclasses=True)
+
+
+def test_a_slow_scorer_never_stops_the_requests_or_their_deadline(tmp_path, cli, monkeypatch):
+    """Judging runs off the event loop's thread: while a scorer spends seconds in Python code on the first record,
+    the other requests go out, and a request the server holds is cut at --request-deadline, not after the scorer."""
+    import time
+
+    busy: dict[str, float] = {}
+    real_judge = scoring.judge
+
+    def slow_judge(*a, **k):
+        if "start" not in busy:
+            busy["start"] = time.monotonic()
+            while time.monotonic() - busy["start"] < 3.0:  # Python code, as a runaway scorer or simulator would be
+                pass
+            busy["end"] = time.monotonic()
+        return real_judge(*a, **k)
+
+    arrivals: list[float] = []
+
+    def held(req):
+        arrivals.append(time.monotonic())
+        a, b = map(int, re.search(r"What is (-?\d+) \+ (-?\d+)", req["messages"][-1]["content"]).groups())
+        return Reply(content=str(a + b), delay_s=5.0 if a + b == 15 else 0.05 if len(arrivals) > 1 else 0.0)
+
+    out = tmp_path / "r"
+    monkeypatch.setattr(scoring, "judge", slow_judge)
+    with TestServer(Script(held)) as srv:
+        code, _, err = cli(*run_args(srv.url, out, "--concurrency", "2", "--request-deadline", "1"))
+    assert code == 0, err
+    assert busy["end"] - busy["start"] >= 3.0
+    during = [t for t in arrivals if busy["start"] < t < busy["end"]]
+    assert len(during) >= 10, (len(during), len(arrivals))  # 20 smoke requests: most of them sent while it judged
+    held_rec = next(json.loads(line) for line in (out / journal.RESPONSES).read_text().splitlines()
+                    if json.loads(line)["error"] == "timeout")
+    assert held_rec["latency_ms"] < 2500  # the deadline fired at ~1 s, inside the scorer's 3 s
+    same_as_score(out, cli)
+
+
+def test_each_exchange_is_parsed_once_with_a_key_set(tmp_path, cli, monkeypatch):
+    """With a key, the journal writer parses each record for its leak check; the scorer uses that parse for the line
+    it wrote instead of parsing the same bytes again (run/live.Follower.offer): one parse per exchange."""
+    from verifier.judge import parse
+
+    calls = [0]
+    real = parse.parse_exchange
+
+    def counting(ex):
+        calls[0] += 1
+        return real(ex)
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-scoring-test-key-0123")
+    monkeypatch.setattr(parse, "parse_exchange", counting)
+    monkeypatch.setattr(observe, "parse_exchange", counting)
+    out = tmp_path / "r"
+    with TestServer(Script(mixed)) as srv, scored_as_it_goes(monkeypatch):
+        code, _, err = cli(*run_args(srv.url, out, "--mode", "chat,chat-stream", "--logprobs", "2"))
+    assert code == 0, err
+    records = (out / journal.RESPONSES).read_text().splitlines()
+    assert len(records) == 40 and calls[0] == len(records)
+    same_as_score(out, cli)

@@ -1,4 +1,4 @@
-"""Byte identity on every wire mode: bench/byte_identity.py's shipped goldens speak chat and chat-stream only, so
+"""Byte identity on every wire mode: bench/identity/byte_identity.py's shipped goldens speak chat and chat-stream only, so
 this builds goldens on all seven modes (chat, chat-stream, completions, responses, responses-stream, messages,
 messages-stream) against the scripted test server, with the probes, and gates against them healthy and behind
 faults, on single-turn suites (bfcl, gsm8k, structured: tool calls, answers, JSON) and on the multi-turn suite
@@ -6,7 +6,7 @@ faults, on single-turn suites (bfcl, gsm8k, structured: tool calls, answers, JSO
 body sent (responses.jsonl `request`), normalized as byte_identity.py does.
 
     python bench/identity/surface_identity.py snapshot OUT.json [--checkout DIR] [--keep DIR]
-    python bench/byte_identity.py diff A.json B.json
+    python bench/identity/byte_identity.py diff A.json B.json
 
 The responders are the tests' own (tests/test_surfaces_gate.py `oracle`, tests/test_multiturn.py `kimi_like`),
 read from the checkout under test.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CHECKOUT = HERE.parents[1]
-BYTE_IDENTITY = (HERE, HERE.parent)  # bench/byte_identity.py, wherever it lives (bench/ now, bench/identity/ later)
+BYTE_IDENTITY = (HERE, HERE.parent)  # bench/identity/byte_identity.py, wherever it lives (bench/ now, bench/identity/ later)
 ALL = "chat,chat-stream,completions,responses,responses-stream,messages,messages-stream"
 SURFACES_ONLY = "chat,responses,messages,chat-stream,responses-stream,messages-stream"
 SETS = {

@@ -385,7 +385,7 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
             journal.write_json(run_dir / cp.FILE, await cp.run(ep, cfg.model, extra, lengths))
         sent: dict[str, Any] = {"sent": 0, "errors": 0, "error_classes": {}}
         for batch in ([work] if stop_check is None else batches(work, spec.looks)):
-            r = await runner.execute(run_dir, batch, cfg, quiet=spec.quiet, endpoint=ep, journaled=done)
+            r = await runner.execute(run_dir, batch, cfg, quiet=spec.quiet, endpoint=ep, journaled=done, written=live.offer)
             sent["sent"] += r["sent"]
             sent["errors"] += r["errors"]
             for k, n in r["error_classes"].items():

@@ -16,7 +16,7 @@ import secrets
 import stat
 import subprocess
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 from verifier import scrub
 from verifier.version import __version__
@@ -295,9 +295,14 @@ def _heal_torn_tail(fd: int) -> None:
 
 
 class Journal:
-    """Append-only writer, flushed per record so a SIGKILL loses at most the line being written."""
+    """Append-only writer, flushed per record so a SIGKILL loses at most the line being written.
 
-    def __init__(self, run_dir: Path, scrub: Iterable[str] = ()):
+    `written(line, parsed)`, when given, is called with each record's line as it is about to be written (its bytes
+    without the newline) and, when the writer parsed the record for its leak check, `(Parsed or None, exception or None)`:
+    run/live.py judges the line with that parse instead of parsing the same bytes again."""
+
+    def __init__(self, run_dir: Path, scrub: Iterable[str] = (),
+                 written: Callable[[bytes, tuple[Any, BaseException | None] | None], None] | None = None):
         self.path = Path(run_dir) / RESPONSES
         # O_NOFOLLOW: a responses.jsonl planted as a symlink is refused, not healed or appended through.
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o666)
@@ -306,35 +311,61 @@ class Journal:
         except OSError:
             os.close(fd)
             raise
-        self._f = os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace")
+        self._fd: int | None = fd
         # Secrets never reach disk, even if a server echoes them back (split, escaped or bare).
         self._redact = Redactor(scrub)
+        self._written = written
 
     def append(self, ex: Exchange) -> None:
         rec = self._redact.record(ex.to_json())
-        if self._redact and self._parsed_leak(rec):
-            rec = self._redact.blank_texts(rec)
-        line = dumps(rec)
+        parsed = None
+        if self._redact:
+            parsed = self._parse(rec)
+            if self._parsed_leak(parsed[0]):
+                rec, parsed = self._redact.blank_texts(rec), None
+        # Encoded once (backslashreplace: a lone surrogate is written as its JSON escape, as the text file did).
+        data = dumps(rec).encode("utf-8", "backslashreplace")
         rec = {}
-        self._f.write(line)  # not `line + "\n"`: a 64 MB body would be copied once more
-        self._f.write("\n")
-        self._f.flush()
+        if self._written is not None:  # before the write: a reader of the file must find it offered already
+            self._written(data, parsed)
+        _write_line(self._fd, data)
 
-    def _parsed_leak(self, rec: dict[str, Any]) -> bool:
-        """Whether the answer parsed from the redacted record (what score, bless and report will show, in processes
-        that may not hold the key) still spells a secret: the raw pass missed a split the parser rejoins."""
+    @staticmethod
+    def _parse(rec: dict[str, Any]) -> tuple[Any, BaseException | None]:
+        """The record's answer as score, bless and report will parse it: (Parsed, None) or (None, what it raised)."""
         from verifier.judge.parse import parse_exchange
 
         try:
-            p = parse_exchange(Exchange.from_json(rec))
-        except Exception:  # noqa: BLE001 - a record the parser refuses shows no text to anyone
+            return parse_exchange(Exchange.from_json(rec)), None
+        except Exception as e:  # noqa: BLE001 - kept for the scorer, which reports it as parsing again would
+            return None, e
+
+    def _parsed_leak(self, p: Any) -> bool:
+        """Whether the answer parsed from the redacted record (what score, bless and report will show, in processes
+        that may not hold the key) still spells a secret: the raw pass missed a split the parser rejoins. A record
+        the parser refuses shows no text to anyone."""
+        if p is None:
             return False
         texts = [p.content, p.reasoning, dumps(p.tool_calls) if p.tool_calls else None,
                  "".join(t.get("token") or "" for t in p.logprobs if isinstance(t, dict)) if isinstance(p.logprobs, list) else None]
         return any(isinstance(t, str) and self._redact.text(t) != t for t in texts)
 
     def close(self) -> None:
-        self._f.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _write_line(fd: int | None, data: bytes) -> None:
+    """`data` and its newline in one write to the unbuffered descriptor (not `data + b"\\n"`: a 64 MB body would be
+    copied once more); the rest written after a short write."""
+    if fd is None:
+        raise ValueError("write to a closed journal")
+    n = os.writev(fd, (data, b"\n"))
+    if n < len(data) + 1:
+        rest = memoryview(data + b"\n")[n:]
+        while rest:
+            rest = rest[os.write(fd, rest):]
 
 
 def stale(run_dir: Path) -> bool:

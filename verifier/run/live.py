@@ -6,12 +6,25 @@ The follower reads responses.jsonl itself, complete line by complete line, with 
 the same records in the same order, whatever wrote them (this run, the run it resumes, a torn tail healed by the
 journal writer), so the files it writes are the bytes `verifier score` writes on the same directory afterwards.
 It never buffers a partial line: the journal writer may cut a torn tail (journal._heal_torn_tail) and write over it.
+
+The judging runs in a thread of its own, never on the event loop's thread, one slice at a time handed over by the
+loop (`follow`): a slow scorer (a schema's pattern, a simulator call) cannot stop the requests or keep `--timeout`
+and `--request-deadline` from firing, since Python code in that thread gives the GIL to the loop every switch
+interval (5 ms) while the loop goes on. What a thread cannot do is interrupt one long call into C code that holds
+the GIL (Python's `re` matching a backtracking pattern does): such a call must be bounded where it is made (a
+linear-time regex engine). No process hop: the records are judged where they are read.
+
+Each exchange is parsed once: when the journal writer parsed a record (its leak check, with a key set), it hands
+the parse over with the line's bytes (`offer`), and the follower uses it for the line that has exactly those bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
+import queue
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -22,12 +35,20 @@ from verifier.types import Exchange, Sample, Suite, Verdict
 CHUNK = 1 << 22
 """Bytes read at a time: a resumed 300 MB journal is followed in pieces, as score streams it."""
 SLICE_S = 0.0005
-"""Judging time between two returns to the event loop (at least one record; a gsm8k record takes ~0.6 ms): the
-answers that arrive meanwhile wait at most about this long. Measured on full gsm8k against bench/lean_server.py
-(68 ms, concurrency 32), the request phase took 2.97-3.03 s without scoring, 3.01-3.08 s with 0.5 ms slices,
-3.06-3.11 s with 2 ms and 3.10-3.16 s with 10 ms (a worker thread instead: as 2 ms; the GIL hands over every 5 ms)."""
+"""Judging time of one slice (at least one record): the answers that arrive meanwhile wait for the GIL at most about
+this long. Measured on full gsm8k against bench/perf/lean_server.py (68 ms, concurrency 32) when the slices ran inside the
+loop, the request phase took 2.97-3.03 s without scoring, 3.01-3.08 s with 0.5 ms slices, 3.06-3.11 s with 2 ms
+and 3.10-3.16 s with 10 ms."""
 IDLE_S = 0.02
 """Pause when every journaled record is judged."""
+OFFERED_MAX = 4096
+OFFERED_BYTES = 32 * 2**20
+"""Parses handed over by the journal writer and not yet used: past either bound a line is parsed again instead."""
+
+
+def _resolve(done: "asyncio.Future[bool]", finished: bool) -> None:
+    if not done.done():
+        done.set_result(finished)
 
 
 class Follower:
@@ -48,7 +69,35 @@ class Follower:
         self._fd: int | None = None
         self._buf = b""
         self._pos = 0
-        self._stop = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._slices: queue.SimpleQueue[asyncio.Future[bool] | None] = queue.SimpleQueue()
+        """Slices handed to the scoring thread (`follow`), each a future the thread resolves; None ends it."""
+        self._offered: collections.deque[tuple[bytes, tuple[Any, BaseException | None]]] = collections.deque()
+        self._offered_bytes = 0
+        self._offer_lock = threading.Lock()
+
+    def offer(self, line: bytes, parsed: tuple[Any, BaseException | None] | None) -> None:
+        """journal.Journal's `written`: the parse the writer made of the line it wrote (None: it made none)."""
+        if parsed is None:
+            return
+        with self._offer_lock:
+            if len(self._offered) >= OFFERED_MAX or self._offered_bytes + len(line) > OFFERED_BYTES:
+                return  # the follower is far behind: it parses this line itself
+            self._offered.append((line, parsed))
+            self._offered_bytes += len(line)
+
+    def _taken(self, raw: bytes) -> tuple[Any, BaseException | None] | None:
+        """The writer's parse of the line `raw` (its newline included), when the next one offered has its very bytes."""
+        if not self._offered:
+            return None
+        line, parsed = self._offered[0]
+        if len(raw) != len(line) + 1 or not raw.startswith(line):
+            return None  # a record this process did not write (a resumed run's), or one not offered
+        with self._offer_lock:
+            self._offered.popleft()
+            self._offered_bytes -= len(line)
+        return parsed
 
     def _fill(self) -> bool:
         """Read the complete lines appended since the last read; False when there is none yet."""
@@ -91,25 +140,59 @@ class Follower:
             self.lines += 1
             if raw.isspace():
                 continue
-            self.scorer.add(Exchange.from_json(journal.decode_line(raw, self.path, self.lines)))
+            ex = Exchange.from_json(journal.decode_line(raw, self.path, self.lines))
+            self.scorer.add(ex, self._taken(raw))
             if time.perf_counter() >= end:
                 return False
 
     async def follow(self) -> None:
-        """In the run's event loop, beside the requests: a slice of judging, then the loop's turn."""
+        """Beside the requests until `stop`: the loop hands the scoring thread one slice at a time and goes on with
+        its own work meanwhile; the next slice is handed over once the loop has had its turn. Judging never runs on
+        the loop's thread, yet it takes the GIL only in slices between the loop's turns, as when it ran inside the
+        loop: a thread left to judge freely held the GIL whenever the loop woke up (a bfcl run's request phase took
+        60% longer on a loaded 2-core machine)."""
+        loop = asyncio.get_running_loop()
+        slices = self._slices
+
+        def judge_slices() -> None:
+            while (done := slices.get()) is not None:
+                try:
+                    finished = self.step(SLICE_S)
+                except BaseException as e:  # noqa: BLE001 - kept: the run is scored afresh, which reports it as `score` would
+                    self.failed, finished = e, True
+                try:
+                    loop.call_soon_threadsafe(_resolve, done, finished)
+                except RuntimeError:  # the loop is closed: nobody waits
+                    return
+
+        thread = self._thread = threading.Thread(target=judge_slices, name="verifier-live-scoring", daemon=True)
+        thread.start()
         try:
-            while not self._stop:
-                done = self.step(SLICE_S)
-                await asyncio.sleep(IDLE_S if done else 0)
-        except Exception as e:  # noqa: BLE001 - kept: the run is scored afresh, which reports it as `score` would
-            self.failed = e
+            while not self._stop.is_set() and self.failed is None and thread.is_alive():
+                done: asyncio.Future[bool] = loop.create_future()
+                slices.put(done)
+                finished = await asyncio.shield(done)
+                await asyncio.sleep(IDLE_S if finished else 0)
+        finally:
+            slices.put(None)  # the thread ends after the slice it is in
 
     def stop(self) -> None:
-        self._stop = True
+        self._stop.set()
+
+    def _join(self, timeout_s: float | None = None) -> bool:
+        """End the scoring thread and wait for it; False if it is still inside a record after `timeout_s`."""
+        self._stop.set()
+        self._slices.put(None)  # it ends after the slice it is in
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            return not self._thread.is_alive()
+        return True
 
     def result(self) -> tuple[list[Verdict], dict[str, Any], observe.Collector]:
-        """Once nothing more is appended: the records left, then the scorer's result."""
+        """Once nothing more is appended: the records left (in this thread, the scoring thread ended), then the
+        scorer's result."""
         try:
+            self._join()
             if self.failed is not None:
                 raise self.failed
             self.step(float("inf"))
@@ -118,6 +201,10 @@ class Follower:
             self.close()
 
     def close(self) -> None:
+        """Nothing more is judged. The descriptor is closed once the scoring thread is out of its record (a scorer
+        still busy after a second keeps it: the process is ending, and a closed number could be reused under it)."""
+        if not self._join(1.0):
+            return
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -50,11 +50,11 @@ Key = tuple[str, str, int, str]
 class Once:
     """One exchange, parsed at most once: scoring's judge, the observation row and the report's extras share it."""
 
-    def __init__(self, ex: Exchange):
+    def __init__(self, ex: Exchange, parsed: tuple[Parsed | None, BaseException | None] | None = None):
+        """`parsed`: what parse_exchange already returned (or raised) for this very exchange (run/live.py)."""
         self.ex = ex
-        self._done = False
-        self._parsed: Parsed | None = None
-        self._error: BaseException | None = None
+        self._done = parsed is not None
+        self._parsed, self._error = parsed if parsed is not None else (None, None)
 
     def __call__(self) -> Parsed:
         if not self._done:
@@ -151,20 +151,23 @@ class Collector:
             yield row
 
 
-def header(run_dir: Path) -> dict[str, Any]:
-    """The first line: the files this one was made from, as they are now on disk."""
-    return {"observations": FORMAT, "responses": journal.file_digest(Path(run_dir) / journal.RESPONSES),
+def header(run_dir: Path, responses: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The first line: the files this one was made from, as they are now on disk (`responses`: the journal's
+    digest, when the caller has just taken it)."""
+    return {"observations": FORMAT,
+            "responses": responses if responses is not None else journal.file_digest(Path(run_dir) / journal.RESPONSES),
             "verdicts": journal.file_digest(Path(run_dir) / journal.VERDICTS)}
 
 
-def write(run_dir: Path, collected: Collector) -> None:
+def write(run_dir: Path, collected: Collector, responses: dict[str, Any] | None = None) -> None:
     """After verdicts.jsonl is written: rows from the verdicts as read back (what bless used to start from),
-    between the header and the seal."""
+    between the header and the seal. `responses`: the journal's digest, taken by the caller after the journal's last
+    write (not hashed twice)."""
     verdicts = (Verdict.from_json(d) for d in journal.read_jsonl(Path(run_dir) / journal.VERDICTS))
     with journal.atomic_write(Path(run_dir) / OBSERVATIONS) as f:
         seal = hashlib.sha256()
         n = 0
-        for i, row in enumerate(_with_header(header(run_dir), collected.rows(verdicts))):
+        for i, row in enumerate(_with_header(header(run_dir, responses), collected.rows(verdicts))):
             line = journal.dumps(scrub.obj(row)) + "\n"
             seal.update(line.encode("utf-8", "backslashreplace"))
             f.write(line)

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO
 
 from verifier.run import journal
 from verifier import scrub
@@ -164,15 +164,17 @@ async def execute(
     quiet: bool = False,
     endpoint: Endpoint | None = None,
     journaled: dict[tuple[str, str, int, str], Exchange] | None = None,
+    written: Callable[[bytes, Any], None] | None = None,
 ) -> dict[str, int]:
     """Send every (suite, sample, epoch, mode, body) and journal each Exchange as it completes.
 
     `journaled`: the answered records of the run being resumed; a conversation replays them instead of
-    re-sending (Suite.conversation), so only its missing steps go out."""
+    re-sending (Suite.conversation), so only its missing steps go out. `written`: journal.Journal's hook, called
+    with each line written (run/live.Follower.offer)."""
     from verifier.wire.endpoint import Endpoint
 
     ep = endpoint or Endpoint(cfg)
-    jr = journal.Journal(run_dir, scrub=[cfg.api_key or "", *cfg.headers.values(), *scrub.secrets()])
+    jr = journal.Journal(run_dir, scrub=[cfg.api_key or "", *cfg.headers.values(), *scrub.secrets()], written=written)
     progress = Progress(sum(w[1].meta.get("turns", 1) if w[0].followup or w[0].conversation else 1 for w in work), quiet)
     classes: dict[str, int] = {}
     journaled = journaled or {}

@@ -165,15 +165,15 @@ class Scorer:
         self.seen = observe.Collector()
         self.records = 0
 
-    def add(self, ex: Exchange) -> None:
-        """The next record of the journal."""
+    def add(self, ex: Exchange, parsed: tuple[Parsed | None, BaseException | None] | None = None) -> None:
+        """The next record of the journal; `parsed`: parse_exchange's result (or exception) for it, when known."""
         self.records += 1
         suites = self.suites
         suite = suites.get(ex.suite) or suites[ex.suite.split(":", 1)[0]]
         if suite.conversation:
             self.conv_latest[ex.key] = ex
             return
-        once = observe.Once(ex)
+        once = observe.Once(ex, parsed)
         v = self.latest[ex.key] = judge(suite, self.samples[(ex.suite, ex.sample_id)], ex, once)
         self.seen.add(ex, once, observe.judged(v))
 
@@ -277,7 +277,7 @@ def write_scores(run_dir: Path, verdicts: list[Verdict], summary: dict[str, Any]
     if observed is None:
         observe.discard(run_dir)
     else:
-        observe.write(run_dir, observed)
+        observe.write(run_dir, observed, digest)
     journal.write_json(Path(run_dir) / SUMMARY, {**summary, "responses_digest": digest})
 
 

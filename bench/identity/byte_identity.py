@@ -1,8 +1,9 @@
 """Byte identity across a refactor: the documents every shipped golden gives, hashed, volatile fields normalized.
 
-    python bench/byte_identity.py snapshot OUT.json [--keep DIR] [--golden NAME ...] [--scenario NAME ...]
-    python bench/byte_identity.py snapshot OUT.json --replay DIR     # offline: re-score + re-compare kept runs
-    python bench/byte_identity.py diff A.json B.json                 # prints the differing files, exit 1 if any
+    python bench/identity/byte_identity.py snapshot OUT.json [--keep DIR] [--golden NAME ...] [--scenario NAME ...]
+    python bench/identity/byte_identity.py snapshot OUT.json --replay DIR     # offline: re-score + re-compare kept runs
+    python bench/identity/byte_identity.py diff A.json B.json                 # prints the differing files, exit 1 if any
+    python bench/identity/byte_identity.py journals --base DIR ROOT...        # raw bytes: every run under ROOT scored by both
 
 `snapshot` starts the project's scripted test server (verifier/testbed, the `arithmetic` responder, as
 `verifier demo` does) in this process, and for every golden shipped in verifier/goldens/ and every scenario
@@ -36,7 +37,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 # Faults served through the proxy, one scenario each: reasoning-parser, usage, request-side (prompt tokens),
 # response-format, tool-call parser and stream-assembly breaks, and two faults at once (one at a rate: the proxy's
@@ -288,6 +289,90 @@ def diff(a: argparse.Namespace) -> int:
     return 1 if differ else 0
 
 
+SCORE_ALL = """
+import json, shutil, sys
+from pathlib import Path
+from verifier.app.collect import score
+from verifier import scrub
+out = {}
+for d in json.loads(sys.argv[1]):
+    scrub.reset()
+    try:
+        score(Path(d))
+        out[d] = "ok"
+    except BaseException as e:  # noqa: BLE001 - what went wrong is part of what is compared
+        out[d] = "%s: %s" % (type(e).__name__, e)
+print(json.dumps(out))
+"""
+
+
+def run_dirs(roots: list[str]) -> list[Path]:
+    """Every directory under the roots that holds a journal (run.json, samples.jsonl and responses.jsonl)."""
+    found = set()
+    for root in roots:
+        for p in Path(root).rglob("responses.jsonl"):
+            d = p.parent
+            if (d / "run.json").is_file() and (d / "samples.jsonl").is_file() and not p.is_symlink():
+                found.add(d.resolve())
+    return sorted(found)
+
+
+def journals(a: argparse.Namespace) -> int:
+    """Score copies of every journal under the roots with the base checkout and with this one (each in one process
+    of its own, `verifier.app.collect.score` per directory) and compare verdicts.jsonl, observations.jsonl and
+    summary.json byte for byte, not normalized (and what each run said when scoring failed). Also counts how many
+    match the files the run wrote itself (a live-scored run: the bytes `score` writes), for information: a run made
+    with a key scores with its token-like text masked when its key is not in the environment (scrub.register_run)."""
+    import subprocess
+
+    dirs = run_dirs(a.roots)
+    work = Path(tempfile.mkdtemp(prefix="byte_identity_journals-"))
+    scored: dict[str, dict[str, str]] = {}
+    copies: dict[str, list[Path]] = {"base": [], "this": []}
+    try:
+        for side in copies:
+            for i, d in enumerate(dirs):
+                dest = work / side / f"{i:04d}"
+                shutil.copytree(d, dest, symlinks=True, ignore=shutil.ignore_patterns(*SCORED_FILES, ".lock"))
+                copies[side].append(dest)
+        for side, root in (("base", Path(a.base).resolve()), ("this", CHECKOUT)):
+            r = subprocess.run([sys.executable, "-c", SCORE_ALL, json.dumps([str(c) for c in copies[side]])],
+                               capture_output=True, text=True, cwd=root,
+                               env={**__import__("os").environ, "PYTHONPATH": str(root)})
+            if r.returncode != 0:
+                raise SystemExit(f"scoring with {root} failed: {r.stderr[-2000:]}")
+            # an error names the copy scored: the same name on both sides
+            scored[side] = {Path(k).name: v.replace(k, "<run>") for k, v in json.loads(r.stdout.strip().splitlines()[-1]).items()}
+        differ, same_files, live_same, live_checked = [], 0, 0, 0
+        for i, d in enumerate(dirs):
+            name = f"{i:04d}"
+            base, this = copies["base"][i], copies["this"][i]
+            if scored["base"][name] != scored["this"][name]:
+                differ.append(f"{d}: scoring said {scored['base'][name]!r} (base) vs {scored['this'][name]!r}")
+            for f in SCORED_FILES:
+                x, y = base / f, this / f
+                bx = x.read_bytes() if x.is_file() else None
+                by = y.read_bytes() if y.is_file() else None
+                if bx != by:
+                    differ.append(f"{d}: {f} differs (base {len(bx or b'')} bytes, this {len(by or b'')} bytes)")
+                else:
+                    same_files += by is not None
+                live = d / f
+                if live.is_file() and by is not None and (d / "summary.json").is_file():
+                    live_checked += 1
+                    live_same += live.read_bytes() == by
+        for line in differ:
+            print(line)
+        print(f"{len(dirs)} journals, scored by {a.base} and by {CHECKOUT}: {same_files} files byte-identical, "
+              f"{len(differ)} difference(s); {live_same}/{live_checked} files as the run itself wrote them")
+        return 1 if differ else 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+SCORED_FILES = ("verdicts.jsonl", "observations.jsonl", "summary.json")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -303,9 +388,13 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("a")
     d.add_argument("b")
     d.set_defaults(fn=diff)
+    j = sub.add_parser("journals", help="score every run directory under ROOT with --base and with this checkout; raw bytes")
+    j.add_argument("--base", required=True, help="the base checkout, e.g. `git archive main | tar -x -C DIR`")
+    j.add_argument("roots", nargs="+")
+    j.set_defaults(fn=journals)
     a = ap.parse_args(argv)
     if a.cmd == "snapshot":
-        # the checkout under test first on the path: `python bench/byte_identity.py` would otherwise put bench/ there
+        # the checkout under test first on the path: `python bench/identity/byte_identity.py` would otherwise put bench/ there
         # and import whatever verifier is installed
         sys.path.insert(0, str(Path(a.checkout).resolve() if a.checkout else CHECKOUT))
     return int(a.fn(a))

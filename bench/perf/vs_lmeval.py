@@ -1,19 +1,21 @@
 """verifier vs lm-eval, end to end, on the same full gsm8k against the same server.
 
-    python bench/vs_lmeval.py --data PATH/TO/gsm8k/test.jsonl    (or VERIFIER_GSM8K=PATH)
+    python bench/perf/vs_lmeval.py --data PATH/TO/gsm8k/test.jsonl    (or VERIFIER_GSM8K=PATH)
 
-One process tree: this script starts the test server (20 ms latency, a deterministic mix of right,
-wrong and unformatted answers), then runs, one after the other, each as its own process:
+One process tree: this script starts bench/perf/lean_server.py (a server outside the package: one fixed completion
+20 ms after each request, nothing else), then runs, one after the other, each as its own process:
 - lm-eval's CLI, `local-chat-completions`, task gsm8k_cot_llama with --apply_chat_template
   --fewshot_as_multiturn, the data read from PATH (a task YAML that includes lm-eval's own), concurrency 32;
 - `verifier run --suite gsm8k --data PATH --concurrency 32` (collect and score).
-Prints both wall times, the ratio, and both scores, which must be identical (exit 1 if not).
+Prints both wall times, the ratio, each client's CPU per request (user + system of its process, from
+getrusage's children counter around it) and both scores, which must be identical (exit 1 if not), and writes
+them with the machine, the load and the command to bench/results/vs_lmeval.md (`--out`).
 
-    python bench/vs_lmeval.py --data PATH --server lean [--latency 0.068] [--repeat 3]
+    python bench/perf/vs_lmeval.py --data PATH --server testbed [--repeat 3]
 
-The same against a server outside verifier's test bed: `--server lean` starts bench/lean_server.py (one fixed
-completion, `--latency` seconds after each request, nothing else), `--base-url URL --model NAME` uses a server
-that is already running. `--repeat N` alternates the runs N times, each line with the load average before it;
+`--server testbed` uses verifier's own test server instead (20 ms, a deterministic mix of right, wrong and
+unformatted answers, so both lm-eval filters see every outcome); `--latency` sets the lean server's delay;
+`--base-url URL --model NAME` uses a server that is already running. `--repeat N` alternates the runs N times, each line with the load average before it;
 `--verifier-root DIR` times another checkout of verifier (e.g. the commit before a change) beside this one.
 Each verifier run is split by its files' times: start-up (to samples.jsonl, written after the preflight, before
 the first request), requests (to the last journal record) and the rest (scoring left after the last answer, the
@@ -26,17 +28,20 @@ import argparse
 import json
 import os
 import re
+import resource
+import shlex
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchlib import free_port, machine, wait_http  # bench/ is on the path: run as a script
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))  # benchlib
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchlib import free_port, machine, wait_http  # noqa: E402
 LATENCY_S = 0.02
-LEAN_LATENCY_S = 0.068
+LEAN_LATENCY_S = 0.02
 CONCURRENCY = 32
 PROBLEM = re.compile(r"Problem: (.*?)\nYour response", re.S)
 
@@ -78,10 +83,21 @@ class _Discard(list):
         pass
 
 
+CPU: dict[str, float] = {}
+"""CPU seconds (user + system) of the last timed process, all its threads and waited children."""
+
+
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, subprocess.CompletedProcess]:
+    c0 = children_cpu()
     t0 = time.perf_counter()
     r = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    CPU["last"] = children_cpu() - c0
     if r.returncode != 0:
         sys.exit(f"failed ({r.returncode}): {' '.join(cmd[:4])} ...\n{r.stderr[-3000:]}")
     return wall, r
@@ -130,14 +146,15 @@ def main() -> None:
     ap.add_argument("--data", default=os.environ.get("VERIFIER_GSM8K"), help="gsm8k test.jsonl (or set VERIFIER_GSM8K)")
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # internal: run as the server process
     ap.add_argument("--order", default="lm-eval,verifier", help="which runs first (both are timed alike)")
-    ap.add_argument("--server", choices=("testbed", "lean"), default="testbed",
-                    help="testbed: verifier's test server with gsm8k answers (default); lean: bench/lean_server.py")
+    ap.add_argument("--server", choices=("testbed", "lean"), default="lean",
+                    help="lean: bench/perf/lean_server.py (default); testbed: verifier's test server with gsm8k answers")
     ap.add_argument("--latency", type=float, help=f"seconds per answer (default {LATENCY_S} testbed, {LEAN_LATENCY_S} lean)")
     ap.add_argument("--base-url", help="a running OpenAI-compatible server to use instead of starting one")
     ap.add_argument("--model", default="bench", help="model name with --base-url (lean: its own)")
     ap.add_argument("--repeat", type=int, default=1, help="alternate the runs this many times")
     ap.add_argument("--verifier-root", action="append", default=[], metavar="DIR",
                     help="also time the verifier checkout in DIR (repeatable); named verifier@DIR")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "vs_lmeval.md"), help="the results file ('' for none)")
     a = ap.parse_args()
     if not a.data or not Path(a.data).is_file():
         ap.error("--data PATH/TO/gsm8k/test.jsonl (or VERIFIER_GSM8K) is required")
@@ -152,8 +169,8 @@ def main() -> None:
     else:
         port = free_port()
         if a.server == "lean":
-            srv = subprocess.Popen([sys.executable, str(ROOT / "bench" / "lean_server.py"), str(port), str(latency)], env=env)
-            model, what = "lean", f"bench/lean_server.py, {latency * 1000:.0f} ms latency"
+            srv = subprocess.Popen([sys.executable, str(ROOT / "bench" / "perf" / "lean_server.py"), str(port), str(latency)], env=env)
+            model, what = "lean", f"bench/perf/lean_server.py, {latency * 1000:.0f} ms latency"
         else:
             if a.latency is not None:
                 ap.error("--latency is for --server lean (the test server's is fixed at 20 ms)")
@@ -166,8 +183,16 @@ def main() -> None:
         # What the server alone allows: every wave of CONCURRENCY requests waits one latency.
         print(f"the server's own floor for the requests: {-(-rows // CONCURRENCY)} waves x {latency * 1000:.0f} ms = "
               f"{-(-rows // CONCURRENCY) * latency:.2f} s", flush=True)
-    names = [n for n in a.order.split(",")] + [f"verifier@{d}" for d in a.verifier_root]
+    # Other checkouts are named by their directory's name (results files never name a path of this machine).
+    other_roots = {f"verifier@{Path(d).resolve().name}": Path(d).resolve() for d in a.verifier_root}
+    names = [n for n in a.order.split(",")] + list(other_roots)
     times: dict[str, list[float]] = {n: [] for n in names}
+    cpus: dict[str, list[float]] = {n: [] for n in names}
+    report = [f"# verifier vs lm-eval, full gsm8k ({time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC)", "",
+              "command: python bench/perf/vs_lmeval.py " + " ".join(
+                  "GSM8K" if x == a.data else Path(x).resolve().name if x in a.verifier_root else shlex.quote(x) for x in sys.argv[1:]),
+              f"machine: {machine()}", f"server: {what}, concurrency {CONCURRENCY}, {rows} questions", "",
+              "| run | client | wall s | client CPU s | CPU ms/request | load before |", "|---|---|---:|---:|---:|---:|"]
     scores: dict[str, dict[str, float]] = {}
     try:
         if srv is not None:
@@ -182,26 +207,37 @@ def main() -> None:
                         wall, scores[name] = run_lm_eval(url, a.data, work, env, model)
                         detail = ""
                     else:
-                        root = Path(name.split("@", 1)[1]).resolve() if "@" in name else ROOT
+                        root = other_roots.get(name, ROOT)
                         wall, scores[name], outcomes, phases = run_verifier(url, a.data, work, env, model, root)
                         detail = "; " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items())
                     times[name].append(wall)
-                    print(f"[{rep + 1}/{a.repeat}] {name}: {wall:.1f} s (load {load:.1f} before){detail}; scores {scores[name]}",
-                          flush=True)
+                    cpus[name].append(CPU["last"])
+                    print(f"[{rep + 1}/{a.repeat}] {name}: {wall:.1f} s (load {load:.1f} before), client CPU {CPU['last']:.2f} s = "
+                          f"{1000 * CPU['last'] / rows:.2f} ms/request{detail}; scores {scores[name]}", flush=True)
+                    report.append(f"| {rep + 1} | {name} | {wall:.2f} | {CPU['last']:.2f} | {1000 * CPU['last'] / rows:.2f} | {load:.2f} |")
     finally:
         if srv is not None:
             srv.terminate()
             srv.wait()
+    lines = []
     for name in names:
-        ts = sorted(times[name])
-        print(f"{name}: best {ts[0]:.1f} s, median {ts[len(ts) // 2]:.1f} s over {len(ts)}")
+        ts, cs = sorted(times[name]), sorted(cpus[name])
+        lines.append(f"{name}: best {ts[0]:.1f} s, median {ts[len(ts) // 2]:.1f} s over {len(ts)}; client CPU median "
+                     f"{cs[len(cs) // 2]:.2f} s = {1000 * cs[len(cs) // 2] / rows:.2f} ms/request (whole process, start-up included)")
     if "lm-eval" in times:
         lm = sorted(times["lm-eval"])
         for name in names:
             if name != "lm-eval":
                 v = sorted(times[name])
-                print(f"{name} vs lm-eval: {lm[0] / v[0]:.2f}x (best vs best), {lm[len(lm) // 2] / v[len(v) // 2]:.2f}x (median vs median)")
-    print(f"load average now {os.getloadavg()[0]:.1f}")
+                lines.append(f"{name} vs lm-eval end to end: {lm[0] / v[0]:.2f}x (best vs best), "
+                             f"{lm[len(lm) // 2] / v[len(v) // 2]:.2f}x (median vs median)")
+    lines.append(f"load average now {os.getloadavg()[0]:.1f}")
+    print("\n".join(lines))
+    if a.out:
+        report += ["", *(f"- {line}" for line in lines), ""]
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text("\n".join(report) + "\n", encoding="utf-8")
+        print(f"-> {a.out}")
     ref = scores.get("lm-eval")
     same = ref is None or all(all(abs(ref[k] - s[k]) < 1e-9 for k in ref) for s in scores.values())
     print("scores identical to lm-eval's" if ref and same else "" if same else f"SCORES DIFFER: {scores}")

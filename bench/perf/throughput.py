@@ -1,12 +1,12 @@
 """Client throughput, latency efficiency and memory, against the local test server.
 
-    python bench/throughput.py [--only zero,latency,scale]
+    python bench/perf/throughput.py [--only zero,latency,scale]
 
 Prints:
 - zero: req/s and the client's CPU per request at zero latency (3,000 requests, concurrency 64);
 - latency: wall time vs the ideal n*latency/concurrency at 200 ms, 1,000 requests, concurrency 64 (target >= 95%),
   beside a raw-socket client's wall on the same server (the server's own ceiling), on the test server and on a
-  lean fixed-latency server (bench/lean_server.py);
+  lean fixed-latency server (bench/perf/lean_server.py);
 - scale: `verifier run` for 10,000 requests at concurrency 256 and zero latency, in its own process: request-phase
   req/s (target >= 1,000), end-to-end wall time (start-up + requests + scoring) and that process's peak RSS
   (target < 300 MB); the journal is flushed per record as in every run.
@@ -28,8 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]  # the repository; bench/ for benchlib
 
 from suites import BUILTIN as SUITES  # noqa: E402
 from verifier.run import runner  # noqa: E402
@@ -44,9 +44,9 @@ RSS_WRAPPER = ("import resource, sys; from verifier.cli import main; rc = main(s
 
 @contextlib.contextmanager
 def server(delay: float, lean: bool = False):
-    """The test server (or bench/lean_server.py) in its own process; yields its base URL."""
+    """The test server (or bench/perf/lean_server.py) in its own process; yields its base URL."""
     port = free_port()
-    cmd = ([str(ROOT / "bench" / "lean_server.py"), str(port), str(delay)] if lean else
+    cmd = ([str(ROOT / "bench" / "perf" / "lean_server.py"), str(port), str(delay)] if lean else
            ["-m", "verifier.testbed.server", "--port", str(port), "--responder", "arithmetic", "--delay", str(delay)])
     p = subprocess.Popen([sys.executable, *cmd], cwd=ROOT)
     url = f"http://127.0.0.1:{port}/v1"
@@ -85,7 +85,7 @@ def zero_latency() -> None:
 
 def latency() -> None:
     """Verifier against the 16-wave ideal, beside the raw-socket ceiling on the same server (what any client can
-    reach there), on the project's test server and on bench/lean_server.py (a server that adds no CPU of its own)."""
+    reach there), on the project's test server and on bench/perf/lean_server.py (a server that adds no CPU of its own)."""
     import openai  # noqa: F401
 
     n, c = 1000, 64
