@@ -19,8 +19,9 @@ from verifier.surfaces.registry import surface_for
 from verifier.testbed.faults import FAULTS
 from verifier.testbed.proxy import Proxy
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic
+from verifier.surfaces import registry
 
-MODES = "chat,chat-stream,responses,responses-stream,messages,messages-stream"
+MODES = ",".join(m for m in registry.MODES if not registry.mode_of(m).dual_path)  # every mode but the dual path
 
 # probe -> the fault that breaks exactly it
 BREAKS = {
