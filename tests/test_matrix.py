@@ -97,7 +97,8 @@ def test_matrix_without_out_writes_into_reports_matrix_under_the_current_directo
     code, out, err = cli("matrix", "--golden", DEMO, *[f"{n}={tmp / 'runs' / n}" for n in PROVIDERS])
     assert code == 10, err
     written = json.loads((tmp_path / "reports" / "matrix" / "matrix.json").read_text())
-    assert [r["provider"] for r in written["rows"]] == [r["provider"] for r in json.loads((tmp / "matrix" / "matrix.json").read_text())["rows"]]
+    first = json.loads((tmp / "matrix" / "matrix.json").read_text())
+    assert [r["provider"] for r in written["rows"]] == [r["provider"] for r in first["rows"]]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["reports"]
 
 
