@@ -17,8 +17,9 @@ from verifier.testbed.faults import ALL_FAULTS, WIRE_FAULTS, run_stream
 from verifier.testbed.proxy import Proxy
 from verifier.testbed.server import Reply, Script, TestServer, last_user_text, stream_chunks
 from verifier.types import Observation, Parsed
+from verifier.surfaces import registry
 
-MODES = "chat,chat-stream,responses,responses-stream,messages,messages-stream"
+MODES = ",".join(m for m in registry.MODES if not registry.mode_of(m).dual_path)  # every mode but the dual path
 SUITES = "gsm8k,bfcl,structured"
 
 

@@ -21,11 +21,12 @@ from verifier.run import journal
 from verifier.testbed.faults import HISTORY_FAULTS
 from verifier.testbed.proxy import Proxy
 from verifier.testbed.server import Script, TestServer
+from verifier.surfaces import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("VERIFIER_SHARED_DATA", ROOT.parent / "shared" / "data"))
 BFCL = SHARED / "bfcl"
-SURFACES = "chat,chat-stream,responses,responses-stream,messages,messages-stream"
+SURFACES = ",".join(m for m in registry.MODES if not registry.mode_of(m).dual_path)  # every mode but the dual path
 
 pytestmark = pytest.mark.skipif(not (BFCL / "BFCL_v4_multi_turn_base.json").is_file(), reason=f"BFCL data not found under {SHARED}")
 

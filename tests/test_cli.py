@@ -191,7 +191,9 @@ def test_cli_mode_names_are_the_registry_s():
     from verifier.wire.endpoint import MODES
 
     assert MODE_NAMES is REGISTRY and tuple(MODES) == REGISTRY
-    assert REGISTRY == ("chat", "chat-stream", "completions", "responses", "responses-stream", "messages", "messages-stream")
+    from verifier.surfaces.registry import SURFACES
+
+    assert REGISTRY == tuple(m.name for s in SURFACES for m in s.modes) and len(set(REGISTRY)) == len(REGISTRY)
 
 
 def test_version_and_errors_map_to_exit_codes(tmp_path, cli, monkeypatch):

@@ -17,10 +17,11 @@ from verifier.run.probes import judge, run_probes
 from verifier.testbed.proxy import Proxy
 
 from conftest import engine_server
+from verifier.surfaces import registry
 
 pytestmark = pytest.mark.e2e
 
-SURFACES = ("chat", "responses", "messages")
+SURFACES = registry.SURFACE_NAMES  # every surface
 
 
 @pytest.fixture(scope="module")

@@ -15,11 +15,12 @@ import pytest
 from conftest import engine_server
 
 from verifier.run import journal
+from verifier.surfaces import registry
 
 
 pytestmark = pytest.mark.e2e
 
-MODES = "chat,responses,messages,chat-stream,responses-stream,messages-stream"
+MODES = ",".join(m for m in registry.MODES if not registry.mode_of(m).dual_path)  # every mode but the dual path
 
 
 @pytest.fixture(scope="module")

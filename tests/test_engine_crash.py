@@ -36,7 +36,7 @@ def test_engine_start_reports_sigill_in_words_with_the_portable_build_hint(tmp_p
     assert engines.start_foreground(config) == 1
     err = capsys.readouterr().err
     assert "llama-server was killed by SIGILL (illegal instruction) while starting" in err, err
-    assert "rebuild it without native CPU flags (CMAKE_ARGS=-DGGML_NATIVE=OFF), see README" in err, err
+    assert "rebuild it without native CPU flags (CMAKE_ARGS=-DGGML_NATIVE=OFF), see docs/engines.md" in err, err
     assert "exited with -4" not in err
     assert "llama threadpool init" in err  # the last log line, so the user sees where it died
     assert err.count("\n") == 2  # "starting ..." and the one-line error

@@ -150,7 +150,7 @@ def test_python_api(server, tmp_path):
     assert g.name == "demo-smoke" and g.suites == ("smoke",) and len(g.inputs["smoke"]) == 20 and g.margins
     doc = verifier.gate("demo-smoke", base_url=server.url, model="m", out=tmp_path / "gate")
     assert doc["status"] == "pass" and doc["exit_code"] == 0 and (tmp_path / "gate" / "report.html").exists()
-    # The README's example: run the golden's modes (run's default is the reference mode alone), compare with the loaded golden.
+    # docs/python-api.md's example: run the golden's modes (run's default is the reference mode alone), compare with the loaded golden.
     assert verifier.run("smoke", base_url=server.url, model="m", smoke=True, limit=1, out=tmp_path / "one").run_dir
     assert json.loads((tmp_path / "one" / "run.json").read_text())["modes"] == ["chat"]
     r = verifier.run("smoke", base_url=server.url, model="m", smoke=True, modes=g.modes, out=tmp_path / "run")

@@ -91,6 +91,17 @@ def test_matrix_command_on_run_dirs_gives_the_same_rows(five, tmp_path, cli):
     assert code == 2 and "unique" in err
 
 
+def test_matrix_without_out_writes_into_reports_matrix_under_the_current_directory(five, tmp_path, cli, monkeypatch):
+    tmp, _, _ = five
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("matrix", "--golden", DEMO, *[f"{n}={tmp / 'runs' / n}" for n in PROVIDERS])
+    assert code == 10, err
+    written = json.loads((tmp_path / "reports" / "matrix" / "matrix.json").read_text())
+    first = json.loads((tmp / "matrix" / "matrix.json").read_text())
+    assert [r["provider"] for r in written["rows"]] == [r["provider"] for r in first["rows"]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["reports"]
+
+
 def test_matrix_escapes_what_endpoints_say(tmp_path):
     from verifier.report import matrix
 

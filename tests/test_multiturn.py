@@ -10,8 +10,9 @@ from suites import multiturn
 from verifier.testbed.proxy import Proxy
 from verifier.testbed.surface_faults import DROP_REASONING_HISTORY
 from verifier.testbed.server import Reply, Script, TestServer, last_user_text
+from verifier.surfaces import registry
 
-MODES = "chat,responses,messages,chat-stream,responses-stream,messages-stream"
+MODES = ",".join(m for m in registry.MODES if not registry.mode_of(m).dual_path)  # every mode but the dual path
 KIMI_ID = re.compile(r"functions\.\w+:\d+$")
 
 

@@ -19,8 +19,9 @@ from verifier.surfaces.registry import surface_for
 from verifier.testbed.faults import FAULTS
 from verifier.testbed.proxy import Proxy
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic
+from verifier.surfaces import registry
 
-MODES = "chat,chat-stream,responses,responses-stream,messages,messages-stream"
+MODES = ",".join(m for m in registry.MODES if not registry.mode_of(m).dual_path)  # every mode but the dual path
 
 # probe -> the fault that breaks exactly it
 BREAKS = {
@@ -89,7 +90,7 @@ def test_every_probe_has_a_breaking_fault_that_names_it():
 def test_the_test_server_passes_every_probe_on_every_surface():
     """The healthy reference: every probe passes where it applies, each result names its surface and component."""
     with TestServer(reference()) as srv:
-        res = asyncio.run(_probe(srv.url, ("chat", "responses", "messages")))
+        res = asyncio.run(_probe(srv.url, registry.SURFACE_NAMES))
     assert set(res) == {probe_results.key(p.name, s) for p in CATALOGUE for s in p.surfaces}
     failed = {k: v["detail"] for k, v in res.items() if not v["passed"]}
     assert not failed, failed
@@ -172,7 +173,7 @@ def test_each_fault_fails_its_probe_with_its_component_on_its_surface_only(probe
     assert f"probe:{probe}" in d["findings"] and surface in d["modes"]
     for e in doc["frontend"]["evidence"]:  # whatever else fired, fired on the faulted surface
         if e["verdict"] == "fail":
-            assert {surface_for(m).name if m not in ("chat", "responses", "messages") else m for m in e.get("modes") or {}} <= {surface}, e
+            assert {surface_for(m).name if m not in registry.SURFACE_NAMES else m for m in e.get("modes") or {}} <= {surface}, e
 
 
 def test_conformance_table_in_summary_junit_and_report(probe_golden, tmp_path, cli):

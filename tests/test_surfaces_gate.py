@@ -8,8 +8,9 @@ import pytest
 from suites import bfcl, gsm8k, structured
 from verifier.testbed.proxy import Proxy
 from verifier.testbed.server import Reply, Script, TestServer, last_user_text
+from verifier.surfaces import registry
 
-MODES = "chat,responses,messages,chat-stream,responses-stream,messages-stream"
+MODES = ",".join(m for m in registry.MODES if not registry.mode_of(m).dual_path)  # every mode but the dual path
 SUITES = "bfcl,gsm8k,structured"
 
 

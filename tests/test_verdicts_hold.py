@@ -13,6 +13,7 @@ from conftest import SMOKE_RUN
 from verifier.judge import contract
 from verifier.attribution import signals
 from verifier.testbed.server import Reply, Script, TestServer, last_user_text, prompt_tokens
+from verifier.surfaces import registry
 
 
 def comparison(path: Path) -> dict:
@@ -263,7 +264,7 @@ def test_batch_shape_drift_is_not_frontend_blame(sentence_golden, tmp_path, cli)
 # ----------------------------------------------------------------------------- diagnosis names the root cause
 
 
-ALL_MODES = "chat,chat-stream,responses,responses-stream,messages,messages-stream"
+ALL_MODES = ",".join(m for m in registry.MODES if not registry.mode_of(m).dual_path)  # every mode but the dual path
 WIDE_RUN = ["--suite", "smoke", "--model", "m", "--quiet", "--mode", ALL_MODES, "--max-retries", "0"]
 
 

@@ -51,7 +51,7 @@ STEPS = [
     (["gate", "--config", "gate.toml", "--out", "runs/gate2"], ["runs/gate2"]),
     (["gate", "--config", "gate.toml"], ["runs/gate-file"]),
     (["gate", "--config", "many.toml"], ["runs/many"]),
-    (["matrix", "--golden", "goldens/mine", "--out", "reports/matrix", "a=runs/gate", "b=runs/cal-1"], ["reports/matrix"]),
+    (["matrix", "--golden", "goldens/mine", "a=runs/gate", "b=runs/cal-1"], ["reports/matrix"]),  # the default --out
     (["report", "runs/cal-2", "--golden", "goldens/mine", "-o", "reports/cal2.html", "--csv", "reports/cal2.csv"],
      ["reports/cal2.html", "reports/cal2.csv"]),
     (["run", "--suite", "smoke", "--smoke", "--shard", "1/2", "--out", "runs/s1", "{EP}"], ["runs/s1"]),

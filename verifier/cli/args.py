@@ -69,7 +69,7 @@ def _api_key_env(text: str) -> str:
 
 
 def options_from_env(environ: Mapping[str, str] | None = None):  # -> app.spec.GateOptions
-    """The endpoint settings the environment gives (README "Environment"): below a gate file and the flags."""
+    """The endpoint settings the environment gives (docs/reference/cli.md, "Environment"): below a gate file and the flags."""
     from verifier.app.spec import GateOptions, api_key_env
 
     env = os.environ if environ is None else environ

@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     def model_args(q: argparse.ArgumentParser) -> None:
         q.add_argument("--engine", choices=ENGINES, default="llamacpp",
-                       help="llamacpp (llama-server, the default) or vllm (vLLM's OpenAI server, from its own venv: README)")
+                       help="llamacpp (llama-server, the default) or vllm (vLLM's OpenAI server, from its own venv: docs/engines.md)")
         q.add_argument("--model", choices=sorted(MODELS), help="packaged model (default smollm2; qwen0.5b with --engine vllm)")
         q.add_argument("--quant", choices=QUANTS, help="llama.cpp: requantize with llama-quantize --allow-requantize (cached), e.g. Q2_K")
         q.add_argument("--models-dir", help="cache for assembled/requantized models (default $VERIFIER_MODELS_DIR or ./models)")

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("gate", help="run the golden's samples against an endpoint, compare, report; CI exit code")
-    p.add_argument("--config", metavar="GATE.toml", help="gate file (see README 'Gate files'); flags given here override it")
+    p.add_argument("--config", metavar="GATE.toml", help="gate file (see docs/ci.md, 'Gate files'); flags given here override it")
     p.add_argument("--golden", help="golden directory, or the name of a packaged golden (verifier list-goldens)")
     p.add_argument("--suite", help="comma-separated: gate only these of the golden's suites (default all)")
     p.add_argument("--mode", help=f"comma-separated: gate only these of the golden's wire modes ({', '.join(MODE_NAMES)}; default all)")

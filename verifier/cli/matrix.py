@@ -16,11 +16,16 @@ if TYPE_CHECKING:
     from verifier.golden.model import GoldenHeader
 
 
+DEFAULT_OUT = "reports/matrix"
+"""The design's reports/ folder, relative to the current directory: where a matrix goes when --out is not given."""
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("matrix", help="N candidate runs (one per provider) vs one golden -> matrix.html + matrix.md")
     p.add_argument("runs", nargs="+", metavar="[NAME=]RUN_DIR", help="candidate run directories; NAME= sets the provider name (default: the directory name)")
     p.add_argument("--golden", required=True, help="the golden every run is compared with")
-    p.add_argument("--out", required=True, metavar="DIR", help="where matrix.html, matrix.md and matrix.json go")
+    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                   help=f"where matrix.html, matrix.md and matrix.json go (default {DEFAULT_OUT}, under the current directory)")
     p.add_argument("--infra-budget", type=float, default=0.02)
     p.add_argument("--allow-inconclusive", action="store_true", help="inconclusive providers count as passing for the exit code (regression_unattributed, 13, never does)")
     p.set_defaults(fn=handle)

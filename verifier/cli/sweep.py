@@ -83,7 +83,7 @@ SCHEMA: dict[str, Any] = {
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="gate and speed-probe each serving configuration of a sweep file; one table and one page")
-    p.add_argument("file", nargs="?", metavar="SWEEP.toml", help="the sweep file (README 'Sweeps')")
+    p.add_argument("file", nargs="?", metavar="SWEEP.toml", help="the sweep file (see docs/sweeps.md)")
     p.add_argument("--only", help="comma-separated configuration names: run only these (one CI job each)")
     p.add_argument("--out", help="sweep directory (default: the file's `out`, else runs/<timestamp>-sweep)")
     p.add_argument("--combine", nargs="+", metavar="DIR", help="join configuration directories from several jobs into --out")
@@ -156,7 +156,7 @@ def _vllm_server(model: str, args: list[str]):  # -> vllm_engine.VllmServer, not
     try:
         from ..testbed import vllm_engine
     except ImportError:
-        raise UsageError("sweep: engine = \"vllm\" needs the vLLM engine (README 'vLLM'); it is not in this build") from None
+        raise UsageError("sweep: engine = \"vllm\" needs the vLLM engine (docs/engines.md, 'vLLM'); it is not in this build") from None
     return vllm_engine.VllmServer(model, extra_args=args)
 
 

@@ -97,7 +97,7 @@ def variant_name(key: str, quant: str | None = None, kv_cache: str | None = None
 SIGNAL_HINTS = {
     # A build with GGML_NATIVE=ON uses every instruction the build machine advertises (AMX, AVX-512); a VM
     # that advertises but blocks them kills the server at its first compute (issue #9).
-    signal.SIGILL: "rebuild it without native CPU flags (CMAKE_ARGS=-DGGML_NATIVE=OFF), see README",
+    signal.SIGILL: "rebuild it without native CPU flags (CMAKE_ARGS=-DGGML_NATIVE=OFF), see docs/engines.md",
 }
 
 
