@@ -1,4 +1,4 @@
-"""The probe catalogue of docs/reference/probes.md, generated from the declarations (verifier/run/probes.py), so the
+"""The probe catalogue of docs/reference/probes.md, generated from the declarations (verifier/execution/probes.py), so the
 page cannot drift from the code: the table between the page's BEGIN/END markers is rewritten from `catalogue_table()`.
 
     python scripts/probe_catalogue.py            # rewrite the table in docs/reference/probes.md
@@ -22,7 +22,7 @@ END = "<!-- END probe catalogue -->"
 def table() -> str:
     """The catalogue as a Markdown table, one row per declared probe, in declaration order."""
     sys.path.insert(0, str(ROOT))
-    from verifier.run.probes import catalogue_table
+    from verifier.execution.probes import catalogue_table
 
     rows = ["| probe | surfaces | sends | checks | component |", "| --- | --- | --- | --- | --- |"]
     rows += [f"| `{name}` | {surfaces} | {sends} | {checks} | {component} |"

@@ -168,7 +168,7 @@ def _gen_to_request(gen: dict[str, Any]) -> dict[str, Any]:
 def stable_sha256(samples: Iterable[Sample]) -> str:
     """Dataset fingerprint over what does not depend on the responses (id, messages, target):
     meta holds this run's lm-eval metric values, which must not make two runs' datasets differ."""
-    from verifier.run import journal
+    from verifier.execution import journal
 
     h = hashlib.sha256()
     for s in samples:
@@ -190,7 +190,7 @@ def import_samples(
 ) -> Path:
     """Write lm-eval per-sample logs as a run directory. `samples` is one task's list, or
     `results["samples"]` ({task: list}) with `task=None` for all of them. Returns the run dir."""
-    from verifier.run import journal
+    from verifier.execution import journal
     from verifier import scrub
 
     scrub.register_env(api_key_env)  # an echoed key in lm-eval's logged responses never reaches the run
@@ -219,7 +219,7 @@ def import_samples(
 def run_header(run_id: str, model: str, base_url: str, api_key_env: str | None,
                suites_hdr: dict[str, Any], lm_eval_config: dict[str, Any] | None) -> dict[str, Any]:
     """run.json of an imported run: the shape runner.header writes, plus where the data came from."""
-    from verifier.run import journal
+    from verifier.execution import journal
     from verifier.wire.endpoint import redact_url
 
     try:
@@ -284,7 +284,7 @@ SUITE = Suite(
 def run(spec: lm_eval_files.LmEvalSpec) -> tuple[Path, dict[str, Any]]:
     """`verifier lm-eval`: run (or import) lm-eval tasks into a run directory, then score it.
     Returns (run directory, summary)."""
-    from verifier.run import scoring
+    from verifier.execution import scoring
 
     tasks = [t.strip() for t in spec.tasks if t.strip()]
     if not tasks:
@@ -304,7 +304,7 @@ def run(spec: lm_eval_files.LmEvalSpec) -> tuple[Path, dict[str, Any]]:
 
 def _new_run_dir(path: Path) -> None:
     """Refuse to import over an existing run; the directory must be writable before lm-eval runs for minutes."""
-    from verifier.run import journal
+    from verifier.execution import journal
 
     journal.ensure_writable_new_dir(path, resumable=False)
 
@@ -346,6 +346,6 @@ def _evaluate(a: lm_eval_files.LmEvalSpec, tasks: list[str], url: str, tracker: 
 
 def score_imported(run_dir: Path) -> tuple[list[Verdict], dict[str, Any]]:
     """score_run for an imported run: the engine scores every `lm_eval:<task>` with the `lm_eval` suite."""
-    from verifier.run import scoring
+    from verifier.execution import scoring
 
     return scoring.score_run(run_dir, {SUITE.name: SUITE})

@@ -10,7 +10,7 @@ from typing import Callable
 import pytest
 
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic
-from verifier.run import journal as _journal
+from verifier.execution import journal as _journal
 
 # Every comparison document the suite writes through the journal is read back as the typed Comparison first: its
 # to_dict() must give the same document, key order included (issue 23: the typed documents keep today's bytes).

@@ -71,7 +71,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("surfaces", ("verifier.surfaces",)),
     ("wire", ("verifier.wire",)),
     ("judge", ("verifier.judge",)),
-    ("run", ("verifier.run",)),
+    ("execution", ("verifier.execution",)),
     ("suites", ("suites",)),
     ("golden", ("verifier.golden",)),
     ("attribution", ("verifier.attribution",)),
@@ -121,8 +121,8 @@ def test_the_core_never_imports_the_app_cli_or_testbed():
 
 
 def test_the_floor_check_finds_an_upward_import():
-    assert upward_imports({"verifier.judge.parse": {"verifier.run.journal", "verifier.types"}}) == {
-        "verifier.judge.parse": ["verifier.run.journal"]}
+    assert upward_imports({"verifier.judge.parse": {"verifier.execution.journal", "verifier.types"}}) == {
+        "verifier.judge.parse": ["verifier.execution.journal"]}
     assert upward_imports({"verifier.cli.main": {"verifier.app.gate"}}) == {}
     assert floor_of("verifier") == floor_of("verifier.api") and floor_of("verifier.version") == 0
 

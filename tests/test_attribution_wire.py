@@ -385,7 +385,7 @@ def test_a_probe_failing_off_chat_only_names_the_layer_between(probe_golden, tmp
 def test_server_side_penalty_defaults_show_on_a_long_repetition(probe_golden, tmp_path, cli):
     """repetition_penalty 1.1 added where the request sets none: the neutral-defaults probe asks for a repetition long
     enough for every penalty to show, with and without explicit neutral values."""
-    from verifier.run.probes import PROBES
+    from verifier.execution.probes import PROBES
     from verifier.testbed.server import arithmetic
 
     reqs = PROBES["neutral_sampling_defaults"].requests

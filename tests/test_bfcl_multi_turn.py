@@ -17,7 +17,7 @@ import pytest
 
 from bfcl_mt_helpers import gt_table, key_of, replayer
 from suites import bfcl_multi_turn as mt
-from verifier.run import journal
+from verifier.execution import journal
 from verifier.testbed.faults import HISTORY_FAULTS
 from verifier.testbed.proxy import Proxy
 from verifier.testbed.server import Script, TestServer

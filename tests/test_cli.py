@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import http_ready, wait_until
-from verifier.run import journal
+from verifier.execution import journal
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic
 
 
@@ -200,7 +200,7 @@ def test_version_and_errors_map_to_exit_codes(tmp_path, cli, monkeypatch):
     from verifier import __version__
     from verifier.app import collect as app
     from verifier.cli import main
-    from verifier.run.journal import NotARunDir
+    from verifier.execution.journal import NotARunDir
 
     with pytest.raises(SystemExit) as e:
         main(["--version"])

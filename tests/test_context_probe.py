@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from verifier.run import context_probe as cp
+from verifier.execution import context_probe as cp
 from verifier.testbed.context import ContextLimit, apply, limited
 from verifier.testbed.server import Reply, Script, TestServer, last_user_text, prompt_tokens
 

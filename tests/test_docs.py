@@ -81,7 +81,7 @@ def test_the_probe_catalogue_page_equals_the_declarations():
 
     page = probe_catalogue.PAGE.read_text(encoding="utf-8")
     assert probe_catalogue.render(page) == page, "run python scripts/probe_catalogue.py"
-    from verifier.run.probes import CATALOGUE
+    from verifier.execution.probes import CATALOGUE
 
     assert page.count("\n| `") == len(CATALOGUE)
 
@@ -105,7 +105,7 @@ def test_the_readme_is_short_undated_and_holds_the_two_commands():
 
 def test_the_bug_catalogue_names_only_real_faults_findings_signals_and_probes():
     from verifier.attribution import diagnosis, signals
-    from verifier.run.probes import CATALOGUE
+    from verifier.execution.probes import CATALOGUE
     from verifier.testbed.faults import ALL_FAULTS
 
     readers = set(diagnosis.TABLE) | {s.name for s in signals.SIGNALS} | {p.name for p in CATALOGUE}

@@ -11,7 +11,7 @@ import pytest
 
 from verifier.attribution import compare, explain, signals
 from verifier.attribution.document import ABSENT, Check, Comparison, DiagnosisEntry, MetricResult, SignalResult
-from verifier.run import journal
+from verifier.execution import journal
 from verifier.types import Evidence, Observation, RunHeader
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from verifier.run import journal
+from verifier.execution import journal
 from verifier.judge.parse import parse_exchange
 from verifier.testbed import engines
 

@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from verifier.run import context_probe as cp
+from verifier.execution import context_probe as cp
 from verifier.wire.endpoint import Endpoint, EndpointConfig
 
 from conftest import engine_server

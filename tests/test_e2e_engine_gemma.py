@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from verifier.wire import dualpath
-from verifier.run import journal
+from verifier.execution import journal
 from verifier.testbed import engines
 
 from conftest import engine_server

@@ -16,7 +16,7 @@ import json
 
 import pytest
 
-from verifier.run import journal
+from verifier.execution import journal
 from verifier.testbed import engines
 
 from conftest import require_engine

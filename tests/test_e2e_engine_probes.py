@@ -11,9 +11,9 @@ import asyncio
 
 import pytest
 
-from verifier.run import probe_results
+from verifier.execution import probe_results
 from verifier.wire.endpoint import Endpoint, EndpointConfig
-from verifier.run.probes import judge, run_probes
+from verifier.execution.probes import judge, run_probes
 from verifier.testbed.proxy import Proxy
 
 from conftest import engine_server

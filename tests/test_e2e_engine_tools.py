@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from verifier.run import journal
+from verifier.execution import journal
 from verifier.judge.parse import parse_exchange
 from verifier.testbed.engine_tools import TOOL_CALL_PREFILL
 from verifier.testbed.proxy import Proxy

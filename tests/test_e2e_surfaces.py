@@ -14,7 +14,7 @@ import json
 import pytest
 from conftest import engine_server
 
-from verifier.run import journal
+from verifier.execution import journal
 from verifier.surfaces import registry
 
 

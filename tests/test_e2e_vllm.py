@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from verifier.run import journal
+from verifier.execution import journal
 from verifier.judge.parse import parse_exchange
 from verifier.testbed.engine_tools import TOOL_CHOICE_REQUIRED
 from verifier.testbed.proxy import Proxy

@@ -3,7 +3,7 @@
 import io
 import json
 
-from verifier.run import runner
+from verifier.execution import runner
 
 
 def test_openai_base_url_and_verifier_env_are_read(server, tmp_path, cli, monkeypatch):

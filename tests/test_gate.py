@@ -210,7 +210,7 @@ def test_sequential_stops_early_on_a_large_regression(golden, tmp_path, cli):
 
 
 def test_sequential_runs_everything_when_nothing_regresses(golden, tmp_path, cli, monkeypatch):
-    from verifier.run import scoring
+    from verifier.execution import scoring
 
     journals = []  # the journal is never scored again at a look: the looks read the live scorer's verdicts
     real = scoring.score_journal

@@ -10,7 +10,7 @@ import pytest
 
 from suites import BUILTIN as SUITES, gsm8k
 from suites import lm_eval_adapter as le
-from verifier.run import runner
+from verifier.execution import runner
 from verifier.testbed.server import Reply, Script, TestServer
 from verifier.types import Parsed
 

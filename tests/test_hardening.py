@@ -16,7 +16,7 @@ from aiohttp import web
 
 from conftest import SMOKE_RUN, reference_reply
 from verifier.golden import store as golden_mod
-from verifier.run import journal
+from verifier.execution import journal
 from verifier import scrub
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic, make_app
 

@@ -19,7 +19,7 @@ from verifier.cli.parser import FLAG, foreign_flags, option_strings, own_flags, 
 ROOT = Path(__file__).resolve().parent.parent
 ERRORS = {"UsageError", "HubUnavailable", "error", "hinted", "unavailable", "_usage", "_refuse", "ConfigError"}
 # Modules reached by one command only: their messages may name that command's flags.
-ONE_COMMAND = {"verifier/run/resume.py": "run", "suites/lm_eval_files.py": "lm-eval", "suites/lm_eval_import.py": "lm-eval",
+ONE_COMMAND = {"verifier/execution/resume.py": "run", "suites/lm_eval_files.py": "lm-eval", "suites/lm_eval_import.py": "lm-eval",
                "verifier/testbed/proxy.py": "proxy", "verifier/testbed/engines.py": "engine"}
 
 

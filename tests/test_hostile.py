@@ -15,7 +15,7 @@ import pytest
 from hostile_server import DEEP, HostileServer
 from verifier.judge import contract
 from verifier.wire import dualpath
-from verifier.run import journal
+from verifier.execution import journal
 from verifier.attribution.numerics import logprob_drift
 from verifier.wire.endpoint import Endpoint, EndpointConfig
 from verifier.jsonsafe import TooDeep, dumps_strict, loads_bounded
@@ -335,7 +335,7 @@ def test_dumps_strict_never_writes_bare_nan():
 
 def test_mid_stream_error_event_is_retried_then_infra(tmp_path):
     from suites import BUILTIN as SUITES
-    from verifier.run.scoring import judge
+    from verifier.execution.scoring import judge
 
     with HostileServer("stream_error") as srv:
         r = send(EndpointConfig(srv.url, "m", max_retries=2), "chat-stream")
@@ -353,7 +353,7 @@ def test_an_error_event_with_a_client_error_code_is_a_refusal_never_retried():
     server's answer to the request as sent: unsupported like the non-streamed 400 of the same request, not an infra
     failure retried and charged to the infra budget (which made a gate `incomplete` instead of naming the refusal)."""
     from suites import BUILTIN as SUITES
-    from verifier.run.scoring import judge
+    from verifier.execution.scoring import judge
 
     suite = SUITES["smoke"]
     sample = suite.load(None, True)[0]
@@ -769,7 +769,7 @@ def test_22_7_a_planted_temp_symlink_is_never_followed(tmp_path, cli, server):
     assert (out / "rep.html").is_file() and not (out / "rep.html").is_symlink()
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()]  # no temp file left behind
     # The lock and the journal are opened O_NOFOLLOW too: a symlinked responses.jsonl is refused, not appended through.
-    from verifier.run import journal as j
+    from verifier.execution import journal as j
 
     (out / "responses.jsonl").unlink()
     (out / "responses.jsonl").symlink_to(victim)

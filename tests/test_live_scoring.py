@@ -17,7 +17,7 @@ import pytest
 
 from conftest import SHARED, http_ready, wait_until
 from verifier.app.catalog import get_suites
-from verifier.run import journal, live, observations as observe, scoring
+from verifier.execution import journal, live, observations as observe, scoring
 from verifier.testbed.server import Reply, Script, TestServer
 
 SCORED = (scoring.VERDICTS, observe.OBSERVATIONS, scoring.SUMMARY)

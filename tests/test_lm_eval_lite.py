@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBE = """
 import json, sys
 from suites import BUILTIN as SUITES
-from verifier.run import runner
+from verifier.execution import runner
 from verifier.types import Parsed
 suite = SUITES[sys.argv[1]]
 samples = suite.load(sys.argv[2], False)[:5]

@@ -13,7 +13,7 @@ import pytest
 from suites import BUILTIN as SUITES, gsm8k
 from suites import lm_eval_adapter as adapter
 from suites import lm_eval_import as le
-from verifier.run import journal, scoring
+from verifier.execution import journal, scoring
 from verifier.cli import lm_eval as cli_lm_eval
 from verifier.testbed.server import Reply, Script, TestServer
 

@@ -105,7 +105,7 @@ def test_scripted_faults_fire_the_multiturn_checks(mt_golden, tmp_path, cli, fau
 
 
 def test_later_turns_are_only_sent_after_the_turn_before_and_resume_resends_a_broken_conversation():
-    from verifier.run import runner
+    from verifier.execution import runner
 
     samples = multiturn.SUITE.load(None, True)
     sampling = {"overrides": {}}

@@ -16,11 +16,11 @@ from conftest import SMOKE_RUN
 from verifier.app import report_files
 from verifier.app.collect import get_suites
 from verifier.golden import store
-from verifier.run import journal, observations as observe, scoring
+from verifier.execution import journal, observations as observe, scoring
 from verifier.testbed.server import Reply, Script, TestServer
 
 # Every module that imports parse_exchange under its own name, on the paths from a scored run to a document.
-PARSERS = ["verifier.judge.parse", "verifier.run.scoring", "verifier.run.observations"]
+PARSERS = ["verifier.judge.parse", "verifier.execution.scoring", "verifier.execution.observations"]
 
 
 def candidate(req):

@@ -6,8 +6,8 @@ from verifier.golden.model import margins_from_json
 from verifier.attribution import compare
 from verifier.golden import store as golden_mod
 
-from verifier.run import probe_results
-from verifier.run.probes import run_probes, selection, wanted
+from verifier.execution import probe_results
+from verifier.execution.probes import run_probes, selection, wanted
 from verifier.testbed.server import Script, TestServer, arithmetic
 from verifier.wire.endpoint import Endpoint, EndpointConfig
 
@@ -113,7 +113,7 @@ def _system_probe(url):
 
 
 def test_system_prompt_probe_passes_on_a_template_with_a_longer_default_system_prompt():
-    from verifier.run.probes import SYSTEM_TEXT
+    from verifier.execution.probes import SYSTEM_TEXT
     from verifier.testbed.wire import prompt_tokens
 
     hello = [{"role": "user", "content": "Say hello in one word."}]

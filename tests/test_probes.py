@@ -12,9 +12,9 @@ import pytest
 from verifier.attribution import compare
 from verifier.golden import store as golden_mod
 from verifier.golden.model import margins_from_json
-from verifier.run import probe_results
+from verifier.execution import probe_results
 from verifier.wire.endpoint import Endpoint, EndpointConfig
-from verifier.run.probes import CATALOGUE, PROBES, catalogue_table, run_probes
+from verifier.execution.probes import CATALOGUE, PROBES, catalogue_table, run_probes
 from verifier.surfaces.registry import surface_for
 from verifier.testbed.faults import FAULTS
 from verifier.testbed.proxy import Proxy
@@ -242,7 +242,7 @@ def test_a_probe_the_reference_fails_is_reported_not_blamed(tmp_path, cli):
 
 def test_a_gate_without_the_golden_probes_is_incomplete(probe_golden, tmp_path, cli):
     """Probes the golden has and the candidate never ran are missing coverage (exit 30), never a pass."""
-    from verifier.run import probes as probes_mod
+    from verifier.execution import probes as probes_mod
 
     real = probes_mod.run_probes
 

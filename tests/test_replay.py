@@ -5,7 +5,7 @@ import json
 import pytest
 
 from suites import BUILTIN as SUITES, replay
-from verifier.run.runner import build_request
+from verifier.execution.runner import build_request
 from verifier.testbed.server import Reply, Script, TestServer
 from verifier.types import Parsed
 

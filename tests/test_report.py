@@ -12,7 +12,7 @@ import pytest
 
 from verifier import report
 from verifier.app import report_files
-from verifier.run.merge import parse_shard, take_shard
+from verifier.execution.merge import parse_shard, take_shard
 from verifier.testbed.server import Reply, Script, TestServer
 
 XSS = '<script>window.__xss=1</script><img src=x onerror="window.__xss=2"> <a href="javascript:window.__xss=3">click</a>'

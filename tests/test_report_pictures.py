@@ -175,7 +175,7 @@ def test_unmeasured_is_grey_and_reference_failures_are_not_green(gates, tmp_path
 
 
 def test_probe_verdicts_mark_a_shared_failure():
-    from verifier.run.probes import verdicts
+    from verifier.execution.probes import verdicts
 
     v = verdicts({"a": {"passed": False, "detail": "x"}, "b": {"passed": False, "detail": "y"}, "c": {"passed": True, "detail": "z"}},
                  {"a": {"passed": False, "detail": "x"}, "b": {"passed": True, "detail": "y"}, "c": {"passed": False, "detail": "z"}})

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from conftest import SMOKE_RUN, reference_reply
-from verifier.run import layout
-from verifier.run.rundir import RunDir
+from verifier.execution import layout
+from verifier.execution.rundir import RunDir
 from verifier.testbed.server import Reply, Script, TestServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +41,7 @@ def test_each_run_file_name_is_spelled_in_one_module():
             if f'"{name}"' in text:
                 spelled.setdefault(name, set()).add(p.relative_to(ROOT).as_posix())
     # samples.jsonl is also a golden's file name (golden/store.OBS): another directory, another module.
-    allowed = {"verifier/run/layout.py", "verifier/golden/store.py"}
+    allowed = {"verifier/execution/layout.py", "verifier/golden/store.py"}
     assert {n: m for n, m in spelled.items() if m - allowed or (n != layout.SAMPLES and len(m) > 1)} == {}
 
 

@@ -235,7 +235,7 @@ def test_limit_validates_only_the_selected_schemas(shared_data, monkeypatch):
 
 def test_scorer_returns_a_judgement_and_scoring_attaches_identity():
     """The scorer knows nothing of epochs and modes; scoring.judge is where a Verdict gets them."""
-    from verifier.run import scoring
+    from verifier.execution import scoring
     from verifier.types import Exchange, Judgement
 
     s = next(x for x in st.load(None, smoke=True) if x.id == "extract/person/strict")
@@ -257,7 +257,7 @@ def test_a_golden_gates_with_the_schema_key_order_its_reference_sent(tmp_path, c
     (a sorted copy made a fresh vLLM write `age` where its golden wrote `name`: a false frontend regression)."""
     from pathlib import Path
 
-    from verifier.run import journal
+    from verifier.execution import journal
 
     def schema_orders(run: Path) -> dict[tuple[str, str], list[str]]:
         out = {}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SMOKE_RUN, reference_reply
-from verifier.run import perf
+from verifier.execution import perf
 from verifier.app import sweep
 from verifier.testbed.server import Reply, Script, TestServer
 from verifier.testbed.server import _usage as usage_of

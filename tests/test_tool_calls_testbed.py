@@ -17,7 +17,7 @@ from verifier.golden.model import margins_from_json
 from verifier.attribution import compare
 from verifier.golden import store as golden_mod
 from verifier.judge.parse import parse_exchange
-from verifier.run import journal
+from verifier.execution import journal
 from verifier.testbed.proxy import Proxy
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic
 from verifier.testbed.wire import raw_call_text

@@ -26,7 +26,7 @@ from suites import replay
 from suites import structured as st
 from suites.bfcl_sims import execute as ex
 from verifier.judge import schemacheck
-from verifier.run import journal
+from verifier.execution import journal
 from verifier.testbed.server import Reply, Script, TestServer
 from verifier.types import Parsed, Sample
 

@@ -31,9 +31,9 @@ from verifier.app import report_files  # noqa: E402
 from verifier.app.collect import score  # noqa: E402
 from verifier.app.gate import compare_run  # noqa: E402
 from verifier.judge import parse  # noqa: E402
-from verifier.run import observations as observe  # noqa: E402
+from verifier.execution import observations as observe  # noqa: E402
 
-PARSERS = ["verifier.judge.parse", "verifier.run.scoring", "verifier.run.observations"]
+PARSERS = ["verifier.judge.parse", "verifier.execution.scoring", "verifier.execution.observations"]
 CALLS = [0]
 REAL = parse.parse_exchange
 

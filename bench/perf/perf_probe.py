@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]  # the repository; bench/ for benchlib
 
 from benchlib import machine  # noqa: E402
-from verifier.run import perf  # noqa: E402
+from verifier.execution import perf  # noqa: E402
 from verifier.testbed.server import Reply, Script, TestServer  # noqa: E402
 from verifier.testbed.server import _usage as usage_of  # noqa: E402
 

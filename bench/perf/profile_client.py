@@ -59,18 +59,18 @@ RUNS: dict[str, dict[str, Any]] = {
 # Phase -> the functions it runs, as (module, attribute path). A name missing in the checkout measured is skipped,
 # so the same table times the code before and after a change. Exclusive: a phase nested in another is its own.
 PHASES: list[tuple[str, list[tuple[str, str]]]] = [
-    ("journal encode + write", [("verifier.run.journal", "Journal.append"), ("verifier.run.journal", "Journal.append_line")]),
-    ("journal read-back (live)", [("verifier.run.live", "Follower._fill"), ("verifier.run.journal", "decode_line"),
+    ("journal encode + write", [("verifier.execution.journal", "Journal.append"), ("verifier.execution.journal", "Journal.append_line")]),
+    ("journal read-back (live)", [("verifier.execution.live", "Follower._fill"), ("verifier.execution.journal", "decode_line"),
                                   ("verifier.types", "Exchange.from_json")]),
     ("parse", [("verifier.judge.parse", "parse_exchange")]),
     ("contract checks", [("verifier.judge.contract", "check"), ("verifier.judge.contract_surfaces", "error_findings")]),
     ("lm-eval filter pipeline", [("suites.lm_eval_adapter", "lm_eval_judge"), ("suites.lm_eval_adapter", "Judge.__call__")]),
-    ("scoring (suite + verdict)", [("verifier.run.scoring", "judge")]),
-    ("observations", [("verifier.run.observations", "Collector.add")]),
-    ("live scorer loop", [("verifier.run.live", "Follower.step"), ("verifier.run.scoring", "Scorer.add")]),
-    ("aggregation + files", [("verifier.run.scoring", "Scorer.result"), ("verifier.run.scoring", "write_scores")]),
-    ("request bodies (plan)", [("verifier.run.runner", "plan")]),
-    ("samples.jsonl", [("verifier.run.journal", "write_samples")]),
+    ("scoring (suite + verdict)", [("verifier.execution.scoring", "judge")]),
+    ("observations", [("verifier.execution.observations", "Collector.add")]),
+    ("live scorer loop", [("verifier.execution.live", "Follower.step"), ("verifier.execution.scoring", "Scorer.add")]),
+    ("aggregation + files", [("verifier.execution.scoring", "Scorer.result"), ("verifier.execution.scoring", "write_scores")]),
+    ("request bodies (plan)", [("verifier.execution.runner", "plan")]),
+    ("samples.jsonl", [("verifier.execution.journal", "write_samples")]),
 ]
 
 
@@ -110,7 +110,7 @@ class Timers:
 def install(timers: Timers) -> None:
     import importlib
 
-    for name in ("verifier.app.collect", "verifier.run.live", "verifier.run.scoring", "verifier.run.runner", "suites",
+    for name in ("verifier.app.collect", "verifier.execution.live", "verifier.execution.scoring", "verifier.execution.runner", "suites",
                  "suites.gsm8k", "suites.bfcl", "suites.structured", "suites.lm_eval_adapter", "verifier.wire.endpoint"):
         importlib.import_module(name)
     for phase, targets in PHASES:
@@ -142,7 +142,7 @@ def child(a: argparse.Namespace) -> None:
     marks: dict[str, float] = {"start": cpu()}
     walls: dict[str, float] = {"start": time.perf_counter()}
     timers = Timers()
-    from verifier.run import runner
+    from verifier.execution import runner
 
     install(timers)
     at: dict[str, dict[str, float]] = {}

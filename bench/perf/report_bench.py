@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from verifier.attribution import compare, signals  # noqa: E402
 from verifier.golden import store as golden  # noqa: E402
-from verifier.run import journal, scoring  # noqa: E402
+from verifier.execution import journal, scoring  # noqa: E402
 from verifier.app import report_files  # noqa: E402
 from verifier.types import Exchange, Finding, Verdict  # noqa: E402
 

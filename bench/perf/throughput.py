@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]  # the repository; bench/ for benchlib
 
 from suites import BUILTIN as SUITES  # noqa: E402
-from verifier.run import runner  # noqa: E402
+from verifier.execution import runner  # noqa: E402
 from verifier.wire.endpoint import EndpointConfig  # noqa: E402
 
 from benchlib import free_port, machine, raw_ceiling, wait_http  # noqa: E402  (bench/ is on the path: run as a script)

@@ -222,9 +222,9 @@ def refresh_probes(b: Bench, srv: Server) -> None:
     import asyncio
 
     from verifier.golden import store as golden
-    from verifier.run import journal
+    from verifier.execution import journal
     from verifier.wire.endpoint import Endpoint, EndpointConfig
-    from verifier.run.probes import run_probes
+    from verifier.execution.probes import run_probes
 
     async def go() -> dict:
         ep = Endpoint(EndpointConfig(srv.url, MODEL))

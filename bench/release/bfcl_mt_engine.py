@@ -39,7 +39,7 @@ sys.path.append(str(Path(__file__).resolve().parent))  # acceptance_rows, when r
 
 from acceptance_rows import Row, gate, verifier  # noqa: E402
 
-from verifier.run import journal  # noqa: E402
+from verifier.execution import journal  # noqa: E402
 from verifier.types import Exchange, Parsed  # noqa: E402
 from verifier.judge.parse import MalformedBody, parse_exchange  # noqa: E402
 from verifier.testbed.engine_tools import TURN_CALL_PREFILL, TURN_CALL_REQUIRED  # noqa: E402

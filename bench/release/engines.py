@@ -24,7 +24,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from verifier.run import journal  # noqa: E402
+from verifier.execution import journal  # noqa: E402
 from verifier.cli import main as verifier_main  # noqa: E402
 from verifier.testbed import engines  # noqa: E402
 

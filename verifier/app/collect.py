@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from verifier.run import journal, runner, scoring
-from verifier.run.live import Follower
-from verifier.run.layout import OBSERVATIONS
-from verifier.run.rundir import RunDir
+from verifier.execution import journal, runner, scoring
+from verifier.execution.live import Follower
+from verifier.execution.layout import OBSERVATIONS
+from verifier.execution.rundir import RunDir
 from verifier import scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
 from verifier.errors import Interrupted, UsageError, did_you_mean
@@ -144,8 +144,8 @@ class RunSpec:
             samples = {name: tuple(x for x in golden.inputs.get(name, ()) if x.id in owners.get(name, ())) for name in h.suites}
         base = h.source.sampling_overrides
         base.update(overrides or {})
-        from verifier.run.probes import selection
-        from verifier.run.resume import recorded_concurrency
+        from verifier.execution.probes import selection
+        from verifier.execution.resume import recorded_concurrency
 
         return cls(
             endpoint=recorded_concurrency(endpoint, {"endpoint": dict(h.source.endpoint or {})}, "the golden's rerun"), suites=tuple(h.suites), modes=h.modes, overrides=base,
@@ -231,7 +231,7 @@ def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConf
 
 
 def load_suite_samples(suites: list[Suite], spec: RunSpec) -> list[tuple[Suite, list[Sample]]]:
-    from verifier.run.merge import take_shard
+    from verifier.execution.merge import take_shard
 
     out = []
     for s in suites:
@@ -286,7 +286,7 @@ async def _server_facts(ep: "Endpoint", spec: RunSpec, modes: list[str]) -> tupl
 
 
 def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, dict[str, Any], list[tuple[Suite, list[Sample]]], "EndpointConfig", dict[Any, Any]]:
-    from verifier.run.resume import check_resume
+    from verifier.execution.resume import check_resume
 
     run_dir = Path(spec.resume)
     try:
@@ -304,7 +304,7 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, d
         if suite.version != header.suite_version(name):
             raise UsageError(f"run was made with {name} version {header.suite_version(name)}, this harness has {suite.version}")
         suites.append((suite, [s for (sn, _), s in samples.items() if sn == name]))
-    from verifier.run.resume import recorded_concurrency
+    from verifier.execution.resume import recorded_concurrency
 
     cfg = endpoint_config(recorded_concurrency(spec.endpoint, hdr, f"--resume {run_dir}"), spec.endpoint.model or header.endpoint["model"])
     if not spec.endpoint.base_url:
@@ -357,10 +357,10 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
     live: Follower | None = None
     try:
         info, template = await _server_facts(ep, spec, modes)
-        from verifier.run.resume import resumed_extra_body
+        from verifier.execution.resume import resumed_extra_body
 
         if spec.resume:
-            from verifier.run.resume import check_same_server
+            from verifier.execution.resume import check_same_server
 
             check_same_server(run_dir, hdr.get("server_info") or {}, info)
             hdr["server_info"] = info
@@ -374,12 +374,12 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
         # run.json's copy has its credentials masked; the model, transport and prompt are the spec's (runner.IDENTITY_KEYS)
         extra = runner.without_identity(resumed_extra_body(spec, hdr))
         if spec.probes:
-            from verifier.run.probes import FILE, run_probes
+            from verifier.execution.probes import FILE, run_probes
 
             # Every surface the run speaks (a gate: every surface the golden records), each result naming its surface.
             journal.write_json(run_dir / FILE, await run_probes(ep, cfg.model, extra, surfaces_of(modes), only=spec.probe_only))
         if spec.context_probe:
-            from verifier.run import context_probe as cp
+            from verifier.execution import context_probe as cp
 
             lengths = list(spec.context_lengths or cp.lengths_for(cp.n_ctx_of(info)))
             journal.write_json(run_dir / cp.FILE, await cp.run(ep, cfg.model, extra, lengths))
@@ -530,6 +530,6 @@ def observed_rows(run_dir: Path) -> list[dict[str, Any]]:
 
 def observations(run_dir: Path) -> list[dict[str, Any]]:
     """The run's observation rows as compare and bless read them (without the report's extras)."""
-    from verifier.run.observations import golden_row
+    from verifier.execution.observations import golden_row
 
     return [golden_row(r) for r in observed_rows(run_dir)]

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verifier.run import journal, runner
-from verifier.run.rundir import RunDir
+from verifier.execution import journal, runner
+from verifier.execution.rundir import RunDir
 from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir, observations, suite_named
 from verifier.attribution.document import Comparison, SuiteResult
 from verifier.app.spec import CalibrateSpec, GateSpec, Probes
@@ -216,8 +216,8 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
     ran = RunDir(run_dir).probes()
     probes, table = None, None
     if ran is not None or h.probes:
-        from verifier.run import probe_results
-        from verifier.run.probes import judge
+        from verifier.execution import probe_results
+        from verifier.execution.probes import judge
 
         # The conformance table: every probe x surface either side ran; a golden probe the run lacks is `not_run`.
         table = judge(ran or {}, dict(h.probes) if h.probes else None)
@@ -260,7 +260,7 @@ def _with_tool_call_scores(doc: Comparison, h: GoldenHeader, run_dir: Path) -> d
 
 def _context_verdict(run_dir: Path, h: GoldenHeader) -> dict[str, Any] | None:
     """The context-truncation probe's verdict (context_probe.verdict), when the run has one."""
-    from verifier.run import context_probe as cp
+    from verifier.execution import context_probe as cp
 
     ran = RunDir(run_dir).context()
     return cp.verdict(ran, dict(h.context_probe) if h.context_probe else None) if ran is not None else None

@@ -17,8 +17,8 @@ from typing import Any, Mapping
 from verifier.attribution.document import Comparison
 from verifier.golden import store as golden_mod
 from verifier.golden.model import Golden
-from verifier.run import journal
-from verifier.run.rundir import RunDir
+from verifier.execution import journal
+from verifier.execution.rundir import RunDir
 from verifier import scrub
 from verifier.errors import UsageError
 from verifier.types import Observation

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from verifier.errors import UsageError
-from verifier.run.layout import NotARunDir, RefusedFile
-from verifier.run.rundir import RunDir
+from verifier.execution.layout import NotARunDir, RefusedFile
+from verifier.execution.rundir import RunDir
 from verifier.types import owner_ids
 from verifier.surfaces.registry import REFERENCE_MODE
 

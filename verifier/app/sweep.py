@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
 
-from verifier.run import journal, perf
-from verifier.run.layout import NotARunDir, read_document
-from verifier.run.rundir import RunDir
+from verifier.execution import journal, perf
+from verifier.execution.layout import NotARunDir, read_document
+from verifier.execution.rundir import RunDir
 from verifier.app.collect import EndpointSpec
 from verifier.app.spec import GateOptions, GateSpec
 from verifier.errors import UsageError

@@ -36,7 +36,7 @@ def handle(a: argparse.Namespace) -> int:
 
         print_outputs(Path(a.run_dir), write_ci_outputs(Path(a.run_dir), doc, None, None, None, golden))
     else:
-        from verifier.run.rundir import RunDir
+        from verifier.execution.rundir import RunDir
 
         print(f"comparison: {Path(a.out) if a.out else RunDir(Path(a.run_dir)).comparison_path()}")
     return exit_code(doc, a.allow_inconclusive)

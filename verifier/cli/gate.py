@@ -91,7 +91,7 @@ def handle(a: argparse.Namespace) -> int:
         import dataclasses
 
         spec = dataclasses.replace(spec, force=True)
-    from verifier.run.journal import check_writable
+    from verifier.execution.journal import check_writable
 
     for path in (opts.report, opts.junit, opts.markdown):  # every output checked before the first request
         if path:
@@ -140,7 +140,7 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
 
 def print_outputs(run_dir: Path, paths: dict[str, Path] | None) -> None:
     """Where the report went: the last lines a person (or a CI log) reads."""
-    from verifier.run.rundir import RunDir
+    from verifier.execution.rundir import RunDir
 
     print(f"report: {paths['html']}" if paths else f"comparison: {RunDir(run_dir).comparison_path()}")
     if paths:
@@ -165,7 +165,7 @@ def gate_many(flags: Any, file_opts: Any, endpoints: list[tuple[str, Any]], env:
 
     from verifier import scrub
     from verifier.app.collect import default_run_dir
-    from verifier.run.rundir import RunDir
+    from verifier.execution.rundir import RunDir
     from ..errors import UsageError
     from .matrix import finish
 

@@ -44,7 +44,7 @@ def handle(a: argparse.Namespace) -> int:
 
     from suites import lm_eval_import
     from suites.lm_eval_files import LmEvalSpec
-    from verifier.run.scoring import summary_lines
+    from verifier.execution.scoring import summary_lines
     from .args import names
 
     spec = LmEvalSpec(names(a.task), out=a.out, base_url=a.base_url, model=a.model, limit=a.limit,

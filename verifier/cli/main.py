@@ -151,7 +151,7 @@ def _run(a: argparse.Namespace) -> int:
     except KeyboardInterrupt as e:
         return _interrupted(e, terminated)
     except Exception as e:  # noqa: BLE001 - the contract is one line and exit 1
-        from verifier.run.journal import NotARunDir
+        from verifier.execution.journal import NotARunDir
 
         if isinstance(e, NotARunDir):
             _error(a, str(e))

@@ -53,7 +53,7 @@ def handle(a: argparse.Namespace) -> int:
 
     from verifier.app import gate as app_gate
     from verifier.app.runs import recompare
-    from verifier.run import journal
+    from verifier.execution import journal
 
     loaded = app_gate.load_golden(a.golden)
     out = Path(a.out)
@@ -82,8 +82,8 @@ def handle(a: argparse.Namespace) -> int:
 def existing_comparison(run_dir: Path, g: GoldenHeader) -> dict[str, Any] | None:
     """RUN_DIR/comparison.json when it was made against this golden (same name and source run), else None.
     A corrupt one is None (compared again); a planted special file is refused (exit 2)."""
-    from verifier.run.layout import NotARunDir, RefusedFile
-    from verifier.run.rundir import RunDir
+    from verifier.execution.layout import NotARunDir, RefusedFile
+    from verifier.execution.rundir import RunDir
 
     try:
         doc = RunDir(run_dir).comparison()

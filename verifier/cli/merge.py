@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def handle(a: argparse.Namespace) -> int:
     from verifier.app import collect as app
-    from verifier.run import merge
+    from verifier.execution import merge
     from verifier.cli.text import print_summary
 
     out = Path(a.out)

@@ -65,7 +65,7 @@ def resume_command(run_dir: Any, a: argparse.Namespace) -> str:
 def journal_state(run_dir: Path) -> str:
     """What an interrupt left in the journal: whole records, and whether a torn last line is there (a resume drops it)."""
     from verifier import safeio
-    from verifier.run.layout import RESPONSES
+    from verifier.execution.layout import RESPONSES
 
     path = Path(run_dir) / RESPONSES
     if not path.exists():

@@ -188,7 +188,7 @@ def gate_options(g: dict[str, Any]):  # -> app.spec.GateOptions
 
 
 def spec_from_file(doc: dict[str, Any], out: Path, quiet: bool):  # -> sweep.SweepSpec
-    from verifier.run import perf
+    from verifier.execution import perf
     from verifier.app.spec import GateOptions, api_key_env
     from ..errors import UsageError
     from verifier.app.sweep import SweepConfig, SweepSpec

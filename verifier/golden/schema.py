@@ -14,7 +14,7 @@ import json
 import math
 from typing import Any, Iterator
 
-from verifier.run.observations import MAX_CONTENT, MAX_LOGPROBS, MAX_TOP
+from verifier.execution.observations import MAX_CONTENT, MAX_LOGPROBS, MAX_TOP
 from verifier.surfaces.registry import MODES
 from verifier.types import OUTCOMES, Observation
 

@@ -20,10 +20,10 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from verifier.run import journal, scoring
-from verifier.run import observations as observe
-from verifier.run.rundir import RunDir
-from verifier.run.observations import MAX_CONTENT as MAX_CONTENT, MAX_LOGPROBS as MAX_LOGPROBS, MAX_TOP as MAX_TOP  # a golden's caps
+from verifier.execution import journal, scoring
+from verifier.execution import observations as observe
+from verifier.execution.rundir import RunDir
+from verifier.execution.observations import MAX_CONTENT as MAX_CONTENT, MAX_LOGPROBS as MAX_LOGPROBS, MAX_TOP as MAX_TOP  # a golden's caps
 from verifier.types import Observation, Sample, owner_ids
 from verifier import jsonsafe, safeio, scrub
 from verifier.golden.model import Golden, GoldenHeader, Margin
@@ -261,7 +261,7 @@ def _inputs(path: Path, header: GoldenHeader, obs: list[Observation]) -> dict[st
     suite list: every record against the schema, every observed sample present, and each suite's samples hashing
     to the dataset_sha256 the run recorded (an edited prompt would gate something the reference never answered)."""
     from verifier.golden.schema import MAX_INPUTS_BYTES, problem
-    from verifier.run.runner import dataset_sha256
+    from verifier.execution.runner import dataset_sha256
 
     ip = path / INPUTS
     if not ip.exists() and not ip.is_symlink():

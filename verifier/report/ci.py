@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from verifier.run import journal
+from verifier.execution import journal
 from verifier.report import colours
 from verifier.attribution.document import Comparison
 from verifier.attribution.explain import cut_words
@@ -160,7 +160,7 @@ def markdown(doc: Comparison | Mapping[str, Any], report_path: str | None = None
             lines.append(f"| {_md(suite)} | {_md(m)} | {_md(v.golden)} | {_md(v.candidate)} | {_md(v.delta)} | {_md(v.ci)} | "
                          f"{_md(v.margin)} | {_md(v.p_value)} | {_icon(v.verdict)} {v.verdict} |")
     from verifier.attribution.explain import tool_call_line
-    from verifier.run.probe_results import markdown as probe_table
+    from verifier.execution.probe_results import markdown as probe_table
 
     tools = [(suite, tool_call_line(s.tool_calls)) for suite, s in doc.suites.items()]
     lines += [""] + [f"- **{_md(suite)}** {_md(line, 400)}" for suite, line in tools if line] if any(t for _, t in tools) else []

@@ -17,8 +17,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
-from verifier.run import journal
-from verifier.run.rundir import RunDir
+from verifier.execution import journal
+from verifier.execution.rundir import RunDir
 from verifier import scrub
 from verifier.attribution.document import Comparison, SuiteResult
 

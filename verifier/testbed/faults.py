@@ -87,7 +87,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in [
     Fault("stream_garble", "streams only: the first visible character of every content delta becomes U+FFFD U+FFFD",
           "detokenizer splits multibyte characters (vLLM #8627)", "stream parity (streamed vs non-streamed answer)",
           stream=per_chunk(text.text_edit(text.garble))),
-    # -- each breaks one request option; `catches` names the feature-contract probe that fails (verifier/run/probes.py)
+    # -- each breaks one request option; `catches` names the feature-contract probe that fails (verifier/execution/probes.py)
     Fault("sampling_params_clamped", "request: out-of-range temperature / top_p clamped into range instead of refused",
           "engines and gateways that clamp (a validation layer skipped)", "probe:rejects_negative_temperature, probe:rejects_top_p_above_1",
           request=pf.clamp_sampling),

@@ -14,10 +14,10 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Sequence
 
-from verifier.run import journal
-from verifier.run.layout import CONTEXT, PROBES
-from verifier.run.resume import endpoint_place, served_models
-from verifier.run.rundir import RunDir
+from verifier.execution import journal
+from verifier.execution.layout import CONTEXT, PROBES
+from verifier.execution.resume import endpoint_place, served_models
+from verifier.execution.rundir import RunDir
 from verifier import scrub
 from verifier.errors import UsageError
 from verifier.types import RunHeader, Sample

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from verifier.judge import contract, contract_surfaces
-from verifier.run import journal
+from verifier.execution import journal
 from verifier import stats
 from verifier.wire.bodyread import STREAM_REFUSED, TOO_MANY_EVENTS
 from verifier.judge.parse import MalformedBody, parse_exchange
-from verifier.run import observations as observe
+from verifier.execution import observations as observe
 from verifier.types import Exchange, Finding, Judgement, Parsed, Sample, Suite, Verdict
 from verifier import jsonsafe
 

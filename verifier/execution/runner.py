@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO
 
-from verifier.run import journal
+from verifier.execution import journal
 from verifier import scrub
 from verifier.surfaces.registry import mode_of, surface_for
 if TYPE_CHECKING:  # the endpoint module loads the openai SDK (~1 s): only when a request is sent

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from verifier.run import journal, observations as observe, scoring
+from verifier.execution import journal, observations as observe, scoring
 from verifier.types import Exchange, Sample, Suite, Verdict
 
 CHUNK = 1 << 22

@@ -29,10 +29,10 @@ from typing import Any, Callable, Iterable
 
 from verifier.judge.parse import MalformedBody, parse_exchange
 from verifier import safeio, scrub
-from verifier.run import journal, layout
+from verifier.execution import journal, layout
 from verifier.types import JUDGED, Exchange, Observation, Parsed, Verdict
 
-from verifier.run.layout import OBSERVATIONS as OBSERVATIONS
+from verifier.execution.layout import OBSERVATIONS as OBSERVATIONS
 FORMAT = 2
 """2: the file ends in a seal line (the sha256 of every line before it): a row edited after scoring is not trusted."""
 SEAL = "sealed"

@@ -27,7 +27,7 @@ from verifier.types import Exchange, RunHeader, Sample
 from verifier import jsonsafe
 
 # The names of a run directory's files and their safe readers live in run/layout.py; the journal re-exports its own.
-from verifier.run.layout import (HEADER as HEADER, SAMPLES as SAMPLES, RESPONSES as RESPONSES, LOCK as LOCK, VERDICTS as VERDICTS, SUMMARY as SUMMARY, CorruptFile as CorruptFile, NotARunDir as NotARunDir, decode_line as decode_line, file_digest as file_digest, read_jsonl as read_jsonl,
+from verifier.execution.layout import (HEADER as HEADER, SAMPLES as SAMPLES, RESPONSES as RESPONSES, LOCK as LOCK, VERDICTS as VERDICTS, SUMMARY as SUMMARY, CorruptFile as CorruptFile, NotARunDir as NotARunDir, decode_line as decode_line, file_digest as file_digest, read_jsonl as read_jsonl,
                                   RefusedFile as RefusedFile, read_document)
 
 

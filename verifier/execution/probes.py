@@ -20,8 +20,8 @@ import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from verifier.run import probe_checks as pc
-from verifier.run import probe_results
+from verifier.execution import probe_checks as pc
+from verifier.execution import probe_results
 from verifier import scrub
 from verifier.surfaces.messages import to_messages
 from verifier.surfaces.registry import REFERENCE_SURFACE, SURFACE_NAMES, mode_named, translate
@@ -29,7 +29,7 @@ from verifier.surfaces.registry import REFERENCE_SURFACE, SURFACE_NAMES, mode_na
 if TYPE_CHECKING:
     from verifier.wire.endpoint import Endpoint
 
-from verifier.run.layout import PROBES as FILE
+from verifier.execution.layout import PROBES as FILE
 ALL = SURFACE_NAMES
 CHAT_ONLY = (REFERENCE_SURFACE,)
 

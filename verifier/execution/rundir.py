@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from verifier.errors import UsageError
-from verifier.run import journal, layout
-from verifier.run import observations as observe
+from verifier.execution import journal, layout
+from verifier.execution import observations as observe
 from verifier.types import Exchange, RunHeader, Sample, Verdict
 
 GOLDEN_MARK = "golden.json"

@@ -18,7 +18,7 @@ from typing import Any
 from verifier.wire.endpoint import Endpoint
 from verifier.judge.parse import MalformedBody, parse_body
 
-from verifier.run.layout import CONTEXT as FILE
+from verifier.execution.layout import CONTEXT as FILE
 """Where a run keeps the probe's results; a golden keeps them as `context_probe`."""
 LENGTHS = (1000, 2000, 4000, 8000)
 """Target prompt sizes in tokens (approximate: about one token per word or punctuation mark)."""
