@@ -114,7 +114,7 @@ class RunSpec:
     quiet: bool = False
     """No progress on stderr."""
     probe_only: frozenset[str] | None = None
-    """With `probes`: the `<probe>@<surface>` results to run (a gate's rerun: exactly the golden's, run/probes.selection);
+    """With `probes`: the `<probe>@<surface>` results to run (a gate's rerun: exactly the golden's, execution/probes.selection);
     None: the whole catalogue (`run --probes`, `gate --probes`)."""
     golden: str | None = None
     """A gate's rerun: the golden's name, recorded in run.json (`gate_of`) so a gate killed before it compared is
@@ -368,7 +368,7 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
         else:
             hdr, work = _start_new(spec, run_dir, cfg, suites, info, template, stack)
         journal.write_json(run_dir / journal.HEADER, hdr)
-        # Scored as it is journaled (the records of a resumed run first), beside the requests: see run/live.py.
+        # Scored as it is journaled (the records of a resumed run first), beside the requests: see execution/live.py.
         live = Follower(run_dir, get_suites())
         following = asyncio.create_task(live.follow())
         # run.json's copy has its credentials masked; the model, transport and prompt are the spec's (runner.IDENTITY_KEYS)
@@ -438,7 +438,7 @@ def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list
 
 
 def collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None = None) -> Collected:
-    """Collect (or resume) a run, scored as it goes (run/live.py): once the last answer is in, only the aggregation is left.
+    """Collect (or resume) a run, scored as it goes (execution/live.py): once the last answer is in, only the aggregation is left.
 
     With `stop_check`, work is sent in `spec.looks` sample-aligned batches (seeded order) and
     `stop_check(run_dir)` is asked after each whether the answer is already decided.

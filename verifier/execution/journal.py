@@ -26,7 +26,7 @@ from verifier.redact import Redactor
 from verifier.types import Exchange, RunHeader, Sample
 from verifier import jsonsafe
 
-# The names of a run directory's files and their safe readers live in run/layout.py; the journal re-exports its own.
+# The names of a run directory's files and their safe readers live in execution/layout.py; the journal re-exports its own.
 from verifier.execution.layout import (HEADER as HEADER, SAMPLES as SAMPLES, RESPONSES as RESPONSES, LOCK as LOCK, VERDICTS as VERDICTS, SUMMARY as SUMMARY, CorruptFile as CorruptFile, NotARunDir as NotARunDir, decode_line as decode_line, file_digest as file_digest, read_jsonl as read_jsonl,
                                   RefusedFile as RefusedFile, read_document)
 
@@ -299,7 +299,7 @@ class Journal:
 
     `written(line, parsed)`, when given, is called with each record's line as it is about to be written (its bytes
     without the newline) and, when the writer parsed the record for its leak check, `(Parsed or None, exception or None)`:
-    run/live.py judges the line with that parse instead of parsing the same bytes again."""
+    execution/live.py judges the line with that parse instead of parsing the same bytes again."""
 
     def __init__(self, run_dir: Path, scrub: Iterable[str] = (),
                  written: Callable[[bytes, tuple[Any, BaseException | None] | None], None] | None = None):

@@ -170,7 +170,7 @@ async def execute(
 
     `journaled`: the answered records of the run being resumed; a conversation replays them instead of
     re-sending (Suite.conversation), so only its missing steps go out. `written`: journal.Journal's hook, called
-    with each line written (run/live.Follower.offer)."""
+    with each line written (execution/live.Follower.offer)."""
     from verifier.wire.endpoint import Endpoint
 
     ep = endpoint or Endpoint(cfg)
