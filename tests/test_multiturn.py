@@ -104,18 +104,39 @@ def test_scripted_faults_fire_the_multiturn_checks(mt_golden, tmp_path, cli, fau
         assert set(e["modes"]) == {surface, f"{surface}-stream"}, e
 
 
-def test_later_turns_are_only_sent_after_the_turn_before_and_resume_resends_a_broken_conversation():
-    from verifier.execution import runner
+def test_a_conversation_is_one_sample_and_resume_sends_only_its_missing_turns(tmp_path, cli):
+    """multiturn is a conversation suite: one work item per conversation, and a resume of a run killed after a
+    conversation's first turns replays the journaled turns (bit-identical bodies) and sends only the missing ones."""
+    from verifier.execution import journal, runner
 
     samples = multiturn.SUITE.load(None, True)
     sampling = {"overrides": {}}
     work = runner.plan([(multiturn.SUITE, samples)], "m", sampling, {}, 1, ["chat"])
-    assert [w[1].id for w in work] == [f"{c}/t1" for c in multiturn.CONVERSATIONS]
-    done = {("multiturn", s.id, 0, "chat") for s in samples if not s.id.startswith("weather/t3")}
-    again = runner.plan([(multiturn.SUITE, samples)], "m", sampling, {}, 1, ["chat"], done)
-    assert [w[1].id for w in again] == ["weather/t1"]
+    assert [w[1].id for w in work] == list(multiturn.CONVERSATIONS)
+    assert multiturn.SUITE.conversation.records(samples[0]) == ["weather/t1", "weather/t2", "weather/t3"]
     body = runner.build_request(multiturn.SUITE, samples[0], "m", sampling, {"chat_template_kwargs": {"x": 1}}, "messages-stream")
     assert body["chat_template_kwargs"] == {"x": 1} and body["stream"] is True and body["system"] == multiturn.SYSTEM
+
+    out = tmp_path / "r"
+    with TestServer(Script(kimi_like)) as srv:
+        code, _, err = cli("run", "--suite", "multiturn", "--base-url", srv.url, "--model", "m", "--out", out, "--quiet",
+                           "--mode", "chat", "--max-retries", "0")
+        assert code == 0, err
+        lines = (out / "responses.jsonl").read_text().splitlines()
+        ids = [json.loads(x)["sample_id"] for x in lines]
+        assert ids.index("weather/t1") < ids.index("weather/t2") < ids.index("weather/t3")  # each after the one before
+        # The run was killed before weather's last turn and currency's second: drop them from the journal.
+        cut = {"weather/t3", "currency/t2", "currency/t3"}
+        (out / "responses.jsonl").write_text("".join(x + "\n" for x in lines if json.loads(x)["sample_id"] not in cut))
+        before = len(srv.script.requests)
+        code, _, err = cli("run", "--resume", out, "--base-url", srv.url, "--quiet")
+        assert code == 0, err
+        resent = [r for r in srv.script.requests[before:] if any(m.get("role") == "tool" for m in r.get("messages", []))
+                  or len(r.get("messages", [])) > 2]
+    assert len(resent) == len(cut), resent  # the missing turns only, each replaying the answers journaled before it
+    verdicts = [json.loads(x) for x in (out / "verdicts.jsonl").read_text().splitlines()]
+    assert len(verdicts) == 3 * len(multiturn.CONVERSATIONS) and all(v["score"] == 1.0 for v in verdicts), verdicts
+    assert len({(r.sample_id, r.epoch, r.mode) for r in journal.iter_exchanges(out)}) == 3 * len(multiturn.CONVERSATIONS)
 
 
 def test_limit_keeps_conversations_whole():
@@ -123,12 +144,11 @@ def test_limit_keeps_conversations_whole():
     from verifier.app.collect import select
 
     samples = multiturn.load()
-    for limit, seed in ((5, None), (1, None), (4, 3), (7, 11)):
+    for limit, seed in ((1, None), (2, None), (3, 3), (4, 11)):
         chosen = select(samples, limit, seed)
-        ids = {s.id for s in chosen}
-        convs = {s.meta["conversation"] for s in chosen}
-        assert chosen and all(f"{c}/t{k}" in ids for c in convs for k in (1, 2, 3)), (limit, seed, sorted(ids))
-        assert len(ids) == 3 * len(convs)
+        assert len(chosen) == limit and all(s.id in multiturn.CONVERSATIONS for s in chosen), (limit, seed)
+        recs = [r for s in chosen for r in multiturn.SUITE.conversation.records(s)]
+        assert recs == [f"{s.id}/t{k}" for s in chosen for k in (1, 2, 3)]
 
 
 def test_limit_builds_only_the_selected_samples_of_a_lazy_suite():
