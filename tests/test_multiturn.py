@@ -165,3 +165,58 @@ def test_limit_builds_only_the_selected_samples_of_a_lazy_suite():
 
     chosen = select(LazySamples([], range(1000), make), 5, None)
     assert [s.id for s in chosen] == ["0", "1", "2", "3", "4"] and len(built) <= 5, len(built)
+
+
+def _followup_era_rows(samples):
+    """samples.jsonl rows as multiturn wrote them when it used Suite.followup (before it was a conversation suite):
+    one row per turn, `<conversation>/t<k>`, the first with meta.turn_ids, the later ones with meta.after."""
+    rows = []
+    for s in samples:
+        for k, tid in enumerate(s.meta["turn_ids"], 1):
+            meta = {"conversation": s.meta["conversation"], "turn": k, "turns": s.meta["turns"]}
+            meta.update({"turn_ids": s.meta["turn_ids"]} if k == 1 else {"after": s.meta["turn_ids"][k - 2]})
+            rows.append({"suite": "multiturn", **{**s.to_json(), "id": tid, "target": s.target[k - 1], "meta": meta}})
+    return rows
+
+
+def test_runs_and_goldens_of_the_followup_era_still_score_and_gate(tmp_path, cli):
+    """A run whose samples.jsonl holds one row per turn (the followup-era shape) scores to the same verdicts, and a
+    golden blessed from it keeps its rows as recorded (its dataset_sha256 still checks) and gates a rerun."""
+    from verifier.execution import journal
+    from verifier.types import Sample
+
+    samples = multiturn.load()
+    rows = _followup_era_rows(samples)
+    converted = [s for _, s in journal.legacy_turn_samples(("multiturn", Sample.from_json({k: v for k, v in r.items() if k != "suite"})) for r in rows)]
+    assert converted == samples  # the conversation sample the suite builds today
+    out = tmp_path / "old"
+    with TestServer(Script(kimi_like)) as srv:
+        code, _, err = cli("run", "--suite", "multiturn", "--base-url", srv.url, "--model", "m", "--out", out, "--quiet",
+                           "--mode", "chat,responses", "--max-retries", "0")
+        assert code == 0, err
+        now = (out / "verdicts.jsonl").read_text()
+        (out / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        hdr = json.loads((out / "run.json").read_text())
+        hdr["suites"]["multiturn"].update(samples=len(rows), dataset_sha256=runner_sha(rows))
+        (out / "run.json").write_text(json.dumps(hdr))
+        code, _, err = cli("score", out)
+        assert code == 0, err
+        assert (out / "verdicts.jsonl").read_text() == now
+        code, _, err = cli("bless", out, "--to", tmp_path / "golden")
+        assert code == 0, err
+        code, _, err = cli("run", "--suite", "multiturn", "--base-url", srv.url, "--model", "m", "--out", tmp_path / "r2",
+                           "--quiet", "--mode", "chat,responses", "--max-retries", "0")
+        assert code == 0, err
+        code, _, err = cli("calibrate", tmp_path / "golden", "--runs", tmp_path / "r2", out)
+        assert code == 0, err
+        assert [json.loads(x)["id"] for x in (tmp_path / "golden" / "inputs.jsonl").read_text().splitlines()] == [r["id"] for r in rows]
+        code, stdout, err = cli("gate", "--golden", tmp_path / "golden", "--base-url", srv.url, "--model", "m",
+                                "--out", tmp_path / "g", "--quiet")
+    assert code == 0 and json.loads((tmp_path / "g" / "comparison.json").read_text())["status"] == "pass", stdout + err
+
+
+def runner_sha(rows):
+    from verifier.execution.runner import dataset_sha256
+    from verifier.types import Sample
+
+    return dataset_sha256([Sample.from_json({k: v for k, v in r.items() if k != "suite"}) for r in rows])
