@@ -220,3 +220,28 @@ def runner_sha(rows):
     from verifier.types import Sample
 
     return dataset_sha256([Sample.from_json({k: v for k, v in r.items() if k != "suite"}) for r in rows])
+
+
+@pytest.mark.parametrize("broken,outcome,reason", [
+    (Reply(status=400), "unsupported", "not_reached:http_400"),
+    (Reply(body="{not json"), "contract", "not_reached:malformed_body"),
+])
+def test_a_failed_turn_ends_its_conversation_and_the_turns_after_it_carry_its_outcome(tmp_path, cli, broken, outcome, reason):
+    """The turn that failed is judged as any request; the turns after it are never sent and say why (not scored as
+    wrong answers, nor as infra when the server broke the contract)."""
+    def server(req):
+        if any(m.get("role") == "tool" for m in req.get("messages", [])) and "Paris" in json.dumps(req):
+            return broken  # weather's second turn
+        return kimi_like(req)
+
+    with TestServer(Script(server)) as srv:
+        code, _, err = cli("run", "--suite", "multiturn", "--base-url", srv.url, "--model", "m", "--out", tmp_path / "r",
+                           "--quiet", "--mode", "chat", "--max-retries", "0")
+        verdicts = {v["sample_id"]: v for v in map(json.loads, (tmp_path / "r" / "verdicts.jsonl").read_text().splitlines())}
+        sent = [r for r in srv.script.requests if "Paris" in json.dumps(r)]
+    assert len(verdicts) == 3 * len(multiturn.CONVERSATIONS), (code, err)
+    assert verdicts["weather/t1"]["outcome"] == "content"
+    assert verdicts["weather/t2"]["outcome"] == outcome
+    assert (verdicts["weather/t3"]["outcome"], verdicts["weather/t3"]["reason"]) == (outcome, reason)
+    assert all(verdicts[f"{c}/t{k}"]["score"] == 1.0 for c in ("currency", "order") for k in (1, 2, 3))
+    assert not any("Is it sunny" in json.dumps(r) for r in sent)  # weather's third turn was never sent
