@@ -104,18 +104,39 @@ def test_scripted_faults_fire_the_multiturn_checks(mt_golden, tmp_path, cli, fau
         assert set(e["modes"]) == {surface, f"{surface}-stream"}, e
 
 
-def test_later_turns_are_only_sent_after_the_turn_before_and_resume_resends_a_broken_conversation():
-    from verifier.execution import runner
+def test_a_conversation_is_one_sample_and_resume_sends_only_its_missing_turns(tmp_path, cli):
+    """multiturn is a conversation suite: one work item per conversation, and a resume of a run killed after a
+    conversation's first turns replays the journaled turns (bit-identical bodies) and sends only the missing ones."""
+    from verifier.execution import journal, runner
 
     samples = multiturn.SUITE.load(None, True)
     sampling = {"overrides": {}}
     work = runner.plan([(multiturn.SUITE, samples)], "m", sampling, {}, 1, ["chat"])
-    assert [w[1].id for w in work] == [f"{c}/t1" for c in multiturn.CONVERSATIONS]
-    done = {("multiturn", s.id, 0, "chat") for s in samples if not s.id.startswith("weather/t3")}
-    again = runner.plan([(multiturn.SUITE, samples)], "m", sampling, {}, 1, ["chat"], done)
-    assert [w[1].id for w in again] == ["weather/t1"]
+    assert [w[1].id for w in work] == list(multiturn.CONVERSATIONS)
+    assert multiturn.SUITE.conversation.records(samples[0]) == ["weather/t1", "weather/t2", "weather/t3"]
     body = runner.build_request(multiturn.SUITE, samples[0], "m", sampling, {"chat_template_kwargs": {"x": 1}}, "messages-stream")
     assert body["chat_template_kwargs"] == {"x": 1} and body["stream"] is True and body["system"] == multiturn.SYSTEM
+
+    out = tmp_path / "r"
+    with TestServer(Script(kimi_like)) as srv:
+        code, _, err = cli("run", "--suite", "multiturn", "--base-url", srv.url, "--model", "m", "--out", out, "--quiet",
+                           "--mode", "chat", "--max-retries", "0")
+        assert code == 0, err
+        lines = (out / "responses.jsonl").read_text().splitlines()
+        ids = [json.loads(x)["sample_id"] for x in lines]
+        assert ids.index("weather/t1") < ids.index("weather/t2") < ids.index("weather/t3")  # each after the one before
+        # The run was killed before weather's last turn and currency's second: drop them from the journal.
+        cut = {"weather/t3", "currency/t2", "currency/t3"}
+        (out / "responses.jsonl").write_text("".join(x + "\n" for x in lines if json.loads(x)["sample_id"] not in cut))
+        before = len(srv.script.requests)
+        code, _, err = cli("run", "--resume", out, "--base-url", srv.url, "--quiet")
+        assert code == 0, err
+        resent = [r for r in srv.script.requests[before:] if any(m.get("role") == "tool" for m in r.get("messages", []))
+                  or len(r.get("messages", [])) > 2]
+    assert len(resent) == len(cut), resent  # the missing turns only, each replaying the answers journaled before it
+    verdicts = [json.loads(x) for x in (out / "verdicts.jsonl").read_text().splitlines()]
+    assert len(verdicts) == 3 * len(multiturn.CONVERSATIONS) and all(v["score"] == 1.0 for v in verdicts), verdicts
+    assert len({(r.sample_id, r.epoch, r.mode) for r in journal.iter_exchanges(out)}) == 3 * len(multiturn.CONVERSATIONS)
 
 
 def test_limit_keeps_conversations_whole():
@@ -123,12 +144,11 @@ def test_limit_keeps_conversations_whole():
     from verifier.app.collect import select
 
     samples = multiturn.load()
-    for limit, seed in ((5, None), (1, None), (4, 3), (7, 11)):
+    for limit, seed in ((1, None), (2, None), (3, 3), (4, 11)):
         chosen = select(samples, limit, seed)
-        ids = {s.id for s in chosen}
-        convs = {s.meta["conversation"] for s in chosen}
-        assert chosen and all(f"{c}/t{k}" in ids for c in convs for k in (1, 2, 3)), (limit, seed, sorted(ids))
-        assert len(ids) == 3 * len(convs)
+        assert len(chosen) == limit and all(s.id in multiturn.CONVERSATIONS for s in chosen), (limit, seed)
+        recs = [r for s in chosen for r in multiturn.SUITE.conversation.records(s)]
+        assert recs == [f"{s.id}/t{k}" for s in chosen for k in (1, 2, 3)]
 
 
 def test_limit_builds_only_the_selected_samples_of_a_lazy_suite():
@@ -145,3 +165,83 @@ def test_limit_builds_only_the_selected_samples_of_a_lazy_suite():
 
     chosen = select(LazySamples([], range(1000), make), 5, None)
     assert [s.id for s in chosen] == ["0", "1", "2", "3", "4"] and len(built) <= 5, len(built)
+
+
+def _followup_era_rows(samples):
+    """samples.jsonl rows as multiturn wrote them when it used Suite.followup (before it was a conversation suite):
+    one row per turn, `<conversation>/t<k>`, the first with meta.turn_ids, the later ones with meta.after."""
+    rows = []
+    for s in samples:
+        for k, tid in enumerate(s.meta["turn_ids"], 1):
+            meta = {"conversation": s.meta["conversation"], "turn": k, "turns": s.meta["turns"]}
+            meta.update({"turn_ids": s.meta["turn_ids"]} if k == 1 else {"after": s.meta["turn_ids"][k - 2]})
+            rows.append({"suite": "multiturn", **{**s.to_json(), "id": tid, "target": s.target[k - 1], "meta": meta}})
+    return rows
+
+
+def test_runs_and_goldens_of_the_followup_era_still_score_and_gate(tmp_path, cli):
+    """A run whose samples.jsonl holds one row per turn (the followup-era shape) scores to the same verdicts, and a
+    golden blessed from it keeps its rows as recorded (its dataset_sha256 still checks) and gates a rerun."""
+    from verifier.execution import journal
+    from verifier.types import Sample
+
+    samples = multiturn.load()
+    rows = _followup_era_rows(samples)
+    converted = [s for _, s in journal.legacy_turn_samples(("multiturn", Sample.from_json({k: v for k, v in r.items() if k != "suite"})) for r in rows)]
+    assert converted == samples  # the conversation sample the suite builds today
+    out = tmp_path / "old"
+    with TestServer(Script(kimi_like)) as srv:
+        code, _, err = cli("run", "--suite", "multiturn", "--base-url", srv.url, "--model", "m", "--out", out, "--quiet",
+                           "--mode", "chat,responses", "--max-retries", "0")
+        assert code == 0, err
+        now = (out / "verdicts.jsonl").read_text()
+        (out / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        hdr = json.loads((out / "run.json").read_text())
+        hdr["suites"]["multiturn"].update(samples=len(rows), dataset_sha256=runner_sha(rows))
+        (out / "run.json").write_text(json.dumps(hdr))
+        code, _, err = cli("score", out)
+        assert code == 0, err
+        assert (out / "verdicts.jsonl").read_text() == now
+        code, _, err = cli("bless", out, "--to", tmp_path / "golden")
+        assert code == 0, err
+        code, _, err = cli("run", "--suite", "multiturn", "--base-url", srv.url, "--model", "m", "--out", tmp_path / "r2",
+                           "--quiet", "--mode", "chat,responses", "--max-retries", "0")
+        assert code == 0, err
+        code, _, err = cli("calibrate", tmp_path / "golden", "--runs", tmp_path / "r2", out)
+        assert code == 0, err
+        assert [json.loads(x)["id"] for x in (tmp_path / "golden" / "inputs.jsonl").read_text().splitlines()] == [r["id"] for r in rows]
+        code, stdout, err = cli("gate", "--golden", tmp_path / "golden", "--base-url", srv.url, "--model", "m",
+                                "--out", tmp_path / "g", "--quiet")
+    assert code == 0 and json.loads((tmp_path / "g" / "comparison.json").read_text())["status"] == "pass", stdout + err
+
+
+def runner_sha(rows):
+    from verifier.execution.runner import dataset_sha256
+    from verifier.types import Sample
+
+    return dataset_sha256([Sample.from_json({k: v for k, v in r.items() if k != "suite"}) for r in rows])
+
+
+@pytest.mark.parametrize("broken,outcome,reason", [
+    (Reply(status=400), "unsupported", "not_reached:http_400"),
+    (Reply(body="{not json"), "contract", "not_reached:malformed_body"),
+])
+def test_a_failed_turn_ends_its_conversation_and_the_turns_after_it_carry_its_outcome(tmp_path, cli, broken, outcome, reason):
+    """The turn that failed is judged as any request; the turns after it are never sent and say why (not scored as
+    wrong answers, nor as infra when the server broke the contract)."""
+    def server(req):
+        if any(m.get("role") == "tool" for m in req.get("messages", [])) and "Paris" in json.dumps(req):
+            return broken  # weather's second turn
+        return kimi_like(req)
+
+    with TestServer(Script(server)) as srv:
+        code, _, err = cli("run", "--suite", "multiturn", "--base-url", srv.url, "--model", "m", "--out", tmp_path / "r",
+                           "--quiet", "--mode", "chat", "--max-retries", "0")
+        verdicts = {v["sample_id"]: v for v in map(json.loads, (tmp_path / "r" / "verdicts.jsonl").read_text().splitlines())}
+        sent = [r for r in srv.script.requests if "Paris" in json.dumps(r)]
+    assert len(verdicts) == 3 * len(multiturn.CONVERSATIONS), (code, err)
+    assert verdicts["weather/t1"]["outcome"] == "content"
+    assert verdicts["weather/t2"]["outcome"] == outcome
+    assert (verdicts["weather/t3"]["outcome"], verdicts["weather/t3"]["reason"]) == (outcome, reason)
+    assert all(verdicts[f"{c}/t{k}"]["score"] == 1.0 for c in ("currency", "order") for k in (1, 2, 3))
+    assert not any("Is it sunny" in json.dumps(r) for r in sent)  # weather's third turn was never sent

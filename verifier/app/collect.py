@@ -173,19 +173,12 @@ class Collected:
 
 
 def select(samples: list[Sample], limit: int | None, seed: int | None) -> list[Sample]:
-    """Shuffle (seeded), then limit; a multi-turn conversation is kept whole or dropped whole, since a later turn
-    replays the answers of the turns before it (`turn_ids` / `after` in Sample.meta)."""
+    """Shuffle (seeded), then limit. A conversation is one sample (Suite.conversation): it is kept or dropped whole."""
     pool = samples  # may be lazy (built per sample on access): slicing keeps unselected samples unbuilt
     if seed is not None:
         pool = list(pool)
         random.Random(seed).shuffle(pool)
-    chosen = pool[:limit] if limit else pool
-    if not any(x.meta.get("turn_ids") or x.meta.get("after") for x in chosen):
-        return chosen
-    firsts = {x.id for x in chosen if x.meta.get("turn_ids")}
-    keep = {t for x in chosen if x.meta.get("turn_ids") for t in x.meta["turn_ids"]}
-    # A later turn whose first turn was cut is dropped with its conversation; the others come in whole.
-    return [x for x in pool if x.id in keep or (x.id in firsts)]
+    return pool[:limit] if limit else pool
 
 
 def data_for(data: str | None, suite: str) -> str | None:

@@ -107,6 +107,8 @@ def judge_conversation(suite: Suite, sample: Sample, steps: list[Exchange],
     conv = suite.conversation
     base_steps = [judge(suite, sample, ex, parses[i] if parses else None) for i, ex in enumerate(steps)]
     stopped = next((v for v in base_steps if v.outcome in ("infra", "unsupported")), None)
+    if stopped is None and base_steps and base_steps[-1].outcome == "contract":
+        stopped = base_steps[-1]  # e.g. an answer that could not be parsed: nothing to build the next request on
     out = []
     for record, j, covered in conv.score(sample, steps):
         if not steps:
