@@ -1,5 +1,5 @@
 """Peak RSS and wall time of whole `verifier` commands against the hostile server (issue #22), each in a fresh
-process. Too slow for the fast tier (tests/test_hostile.py measures the read paths in one child instead):
+process. Too slow for the fast tier (tests/test_wire_hostile_endpoints.py measures the read paths in one child instead):
 
     python bench/perf/hostile_memory.py
 

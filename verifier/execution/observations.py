@@ -42,7 +42,7 @@ MAX_TOP = 5
 """Alternatives kept per token (top_logprobs), on greedy records: enough to see the reference's token at a parting."""
 SHOWN_LOGPROBS = MAX_LOGPROBS + 48
 """Candidate logprobs the report's token diff reads: the golden's (at most MAX_LOGPROBS) plus 4 x
-report.pictures.TOKEN_CONTEXT (checked by tests/test_observations.py)."""
+report.pictures.TOKEN_CONTEXT (checked by tests/test_run_observations.py)."""
 
 Key = tuple[str, str, int, str]
 

@@ -121,7 +121,7 @@ def test_a_killed_run_resumed_scores_like_score(tmp_path, cli, monkeypatch):
 
 
 def test_follow_ups_are_scored_as_they_go(tmp_path, cli, monkeypatch):
-    from test_multiturn import MODES, kimi_like
+    from test_suite_multiturn import MODES, kimi_like
 
     out = tmp_path / "mt"
     with TestServer(Script(kimi_like)) as srv, scored_as_it_goes(monkeypatch):
