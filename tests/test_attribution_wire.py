@@ -450,7 +450,8 @@ def _caller(changed=False, with_logprobs=True):
         if changed and sum(map(ord, s.id)) % 3:  # other argument values on two samples in three: changed numerics
             calls = [{**c, "arguments": json.dumps({k: "other" for k in json.loads(c["arguments"])})} for c in calls]
         return Reply(content=None, tool_calls=calls,
-                     logprob_entries=_call_tokens(calls, 0.3 if changed else 0.0) if with_logprobs else None)
+                     # without: none at all (the test server otherwise derives them from the calls' raw text)
+                     logprob_entries=_call_tokens(calls, 0.3 if changed else 0.0) if with_logprobs else [])
 
     return answer
 
