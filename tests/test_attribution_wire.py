@@ -2,6 +2,7 @@
 gate and the clean test server, fails the gate (exit 10) on each suite it acts on, with the component to fix named
 first; the clean server still passes."""
 
+import dataclasses
 import json
 import re
 
@@ -400,11 +401,25 @@ def test_server_side_penalty_defaults_show_on_a_long_repetition(probe_golden, tm
     assert first["component"] == "API validation" and "probe:neutral_sampling_defaults" in first["findings"], doc["diagnosis"]
 
 
-def test_modes_whose_tool_calls_carry_no_logprobs_are_named(goldens, tmp_path, cli):
-    """The test server returns logprobs for text but none for tool calls: the comparison says so per mode, and
-    the drift over text answers is still measured."""
-    with server() as srv:
-        code, doc, out = gate(cli, goldens["bfcl"], srv.url, tmp_path / "g")
+def test_modes_whose_tool_calls_carry_no_logprobs_are_named(tmp_path, cli):
+    """A server that returns logprobs for text but none for tool calls (the test server derives them from the calls'
+    raw text unless a reply says otherwise), golden and candidate alike: the comparison says so per mode."""
+    from verifier.cli import main
+
+    answer = oracle()
+
+    def no_call_logprobs(req):
+        reply = answer(req)
+        return dataclasses.replace(reply, logprob_entries=[]) if reply.tool_calls else reply
+
+    with TestServer(Script(no_call_logprobs, honour_sampling=True)) as srv:
+        assert main(["run", "--suite", "bfcl", "--smoke", "--base-url", srv.url, "--model", "m", "--out", str(tmp_path / "ref"),
+                     "--quiet", "--mode", MODES, "--logprobs", "2", "--max-retries", "0"]) == 0
+        g = tmp_path / "golden"
+        assert main(["bless", str(tmp_path / "ref"), "--to", str(g)]) == 0
+        gobs = golden_mod.load(g).observations
+        golden_mod.save_margins(g, margins_from_json(compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2})))
+        code, doc, out = gate(cli, g, srv.url, tmp_path / "g")
     assert code == 0, out
     missing = doc["tool_call_logprobs_missing_modes"]
     assert {"chat", "chat-stream"} <= set(missing) and "messages" not in missing  # Messages has no logprobs at all
@@ -536,7 +551,7 @@ def test_probe_exchange_evidence_is_judged_and_ranked():
     assert srow["evidence_code"] == "prompt_tokens_mismatch"
 
 
-def test_a_passing_probe_s_moved_text_ranks_below_sample_level_evidence():
+def test_a_passing_probes_moved_text_ranks_below_sample_level_evidence():
     g = [Observation(suite="s", sample_id="a", epoch=0, mode="chat", outcome="content", score=1.0, metrics={"m": 1.0}, answer="1")]
     c = [Observation(suite="s", sample_id="a", epoch=0, mode="chat", outcome="contract", answer="1", findings=("reasoning_in_content",))]
     table = [{"key": f"p{i}@{s}", "probe": f"p{i}", "surface": s, "component": "API validation", "reference": "pass",
