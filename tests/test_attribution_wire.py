@@ -604,3 +604,28 @@ def test_no_new_false_alarm_on_the_clean_server(tmp_path, cli, suite):
     assert rows and {r["surface"] for r in rows} == set(registry.SURFACE_NAMES)
     assert not [r for r in rows if r["status"] in ("regression", "not_run", "infra")], rows
     assert not doc["diagnosis"]
+
+
+def test_a_passing_probes_moved_text_is_inconclusive_where_the_numerics_moved():
+    """Greedy outputs of the workload part from the golden's (other tokens, same answers): a probe's moved greedy text
+    is no frontend evidence then; a moved prompt-token count still is."""
+    def o(i, tokens):
+        return Observation(suite="s", sample_id=f"x{i}", epoch=0, mode="chat", outcome="content", score=1.0,
+                           metrics={"m": 1.0}, answer="1", content="".join(tokens), logprobs=[[t, -0.1] for t in tokens])
+
+    g = [o(i, ["The", " answer", " is", " 1"]) for i in range(20)]
+    c = [o(i, ["So", " it", " is", " 1"]) for i in range(20)]
+
+    def probes(qualifier):
+        return {"p@chat": {"signal": "probe:p", "surface": "chat", "component": "API validation", "verdict": "fail",
+                           "summary": "moved", "qualifier": qualifier}}
+
+    table = [{"key": "p@chat", "probe": "p", "surface": "chat", "component": "API validation", "reference": "pass",
+              "candidate": "pass", "status": "regression", "candidate_detail": "moved", "reference_detail": "", "weak": True}]
+    margins = {"margins": {"s/m": 0.0, "s/divergence": 0.0}}
+    doc = compare.compare(margins, g, c, probes=probes("exchange_text"), probe_table=table)
+    assert doc.suites["s"].divergence is not None and doc.suites["s"].divergence.verdict == "fail"
+    ev = next(e for e in doc.frontend.evidence if e.signal == "probe:p")
+    assert ev.verdict == "inconclusive" and not any(d.component == "API validation" for d in doc.diagnosis)
+    doc = compare.compare(margins, g, c, probes=probes("exchange_fingerprint"), probe_table=table)
+    assert next(e for e in doc.frontend.evidence if e.signal == "probe:p").verdict == "fail"
