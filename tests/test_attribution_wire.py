@@ -2,6 +2,7 @@
 gate and the clean test server, fails the gate (exit 10) on each suite it acts on, with the component to fix named
 first; the clean server still passes."""
 
+import dataclasses
 import json
 import re
 
@@ -349,8 +350,10 @@ def test_a_probe_the_reference_fails_too_is_still_judged_by_its_exchanges(weak_r
     first = doc["diagnosis"][0]
     assert first["component"] == "chat template & tokenization", doc["diagnosis"]
     rows = [r for r in doc["conformance"] if r["status"] == "regression"]
-    assert rows and all(r["reference"] == "fail" and r["evidence_code"] == "prompt_tokens_mismatch" for r in rows), rows
-    assert all("prompt_tokens" in r["candidate_detail"] for r in rows)
+    assert rows and all(r["evidence_code"] == "prompt_tokens_mismatch" for r in rows), rows
+    assert any(r["reference"] == "fail" for r in rows) and all("prompt_tokens" in r["candidate_detail"] for r in rows)
+    # the probes whose check passed on both sides (tool_choice_none: no call either way) moved too: weak evidence
+    assert all(r.get("weak") for r in rows if r["reference"] == "pass" and r["candidate"] == "pass")
 
 
 @pytest.fixture(scope="module")
@@ -398,11 +401,25 @@ def test_server_side_penalty_defaults_show_on_a_long_repetition(probe_golden, tm
     assert first["component"] == "API validation" and "probe:neutral_sampling_defaults" in first["findings"], doc["diagnosis"]
 
 
-def test_modes_whose_tool_calls_carry_no_logprobs_are_named(goldens, tmp_path, cli):
-    """The test server returns logprobs for text but none for tool calls: the comparison says so per mode, and
-    the drift over text answers is still measured."""
-    with server() as srv:
-        code, doc, out = gate(cli, goldens["bfcl"], srv.url, tmp_path / "g")
+def test_modes_whose_tool_calls_carry_no_logprobs_are_named(tmp_path, cli):
+    """A server that returns logprobs for text but none for tool calls (the test server derives them from the calls'
+    raw text unless a reply says otherwise), golden and candidate alike: the comparison says so per mode."""
+    from verifier.cli import main
+
+    answer = oracle()
+
+    def no_call_logprobs(req):
+        reply = answer(req)
+        return dataclasses.replace(reply, logprob_entries=[]) if reply.tool_calls else reply
+
+    with TestServer(Script(no_call_logprobs, honour_sampling=True)) as srv:
+        assert main(["run", "--suite", "bfcl", "--smoke", "--base-url", srv.url, "--model", "m", "--out", str(tmp_path / "ref"),
+                     "--quiet", "--mode", MODES, "--logprobs", "2", "--max-retries", "0"]) == 0
+        g = tmp_path / "golden"
+        assert main(["bless", str(tmp_path / "ref"), "--to", str(g)]) == 0
+        gobs = golden_mod.load(g).observations
+        golden_mod.save_margins(g, margins_from_json(compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2})))
+        code, doc, out = gate(cli, g, srv.url, tmp_path / "g")
     assert code == 0, out
     missing = doc["tool_call_logprobs_missing_modes"]
     assert {"chat", "chat-stream"} <= set(missing) and "messages" not in missing  # Messages has no logprobs at all
@@ -448,7 +465,8 @@ def _caller(changed=False, with_logprobs=True):
         if changed and sum(map(ord, s.id)) % 3:  # other argument values on two samples in three: changed numerics
             calls = [{**c, "arguments": json.dumps({k: "other" for k in json.loads(c["arguments"])})} for c in calls]
         return Reply(content=None, tool_calls=calls,
-                     logprob_entries=_call_tokens(calls, 0.3 if changed else 0.0) if with_logprobs else None)
+                     # without: none at all (the test server otherwise derives them from the calls' raw text)
+                     logprob_entries=_call_tokens(calls, 0.3 if changed else 0.0) if with_logprobs else [])
 
     return answer
 
@@ -477,3 +495,137 @@ def test_numerics_on_a_tool_call_suite_read_the_tool_call_tokens(calls_golden, t
         code, doc, out = gate(cli, calls_golden, srv.url, tmp_path / "g")
     assert doc["status"] == status, out
     assert "chat-stream" in (doc.get("tool_call_logprobs_missing_modes") or []) + (doc.get("logprobs_missing_modes") or [])
+
+
+def test_a_server_default_penalty_fails_the_repeats_probe_on_every_surface(probe_golden, tmp_path, cli):
+    """The test server itself applies repetition_penalty 1.1 to every request that sets no penalty (a generation-config
+    default, on every surface): the probe whose output must repeat tokens, sent with and without the neutral values,
+    differs, and the gate names API validation with it; the clean server passes it."""
+    from verifier.execution.probes import PROBES
+    from verifier.testbed.server import arithmetic
+
+    first, neutral = PROBES["neutral_defaults_on_repeats"].requests
+    assert not any(k in first.body for k in ("repetition_penalty", "presence_penalty", "frequency_penalty"))
+    assert neutral.body["repetition_penalty"] == 1.0 and neutral.body["frequency_penalty"] == 0.0
+    with TestServer(Script(arithmetic, honour_sampling=True)) as srv:
+        code, doc, out = gate(cli, probe_golden, srv.url, tmp_path / "clean")
+    assert code == 0 and doc["status"] == "pass", out
+    row = next(r for r in doc["conformance"] if r["key"] == "neutral_defaults_on_repeats@chat")
+    assert row["status"] == "pass" and "20 repeated word(s) without the neutral values, 20 with them" in row["candidate_detail"], row
+    with TestServer(Script(arithmetic, honour_sampling=True, generation_defaults={"repetition_penalty": 1.1})) as srv:
+        code, doc, out = gate(cli, probe_golden, srv.url, tmp_path / "g")
+    assert code == 10 and doc["status"] == "frontend_regression", out
+    first_d = doc["diagnosis"][0]
+    assert first_d["component"] == "API validation" and "probe:neutral_defaults_on_repeats" in first_d["findings"], doc["diagnosis"]
+    row = next(r for r in doc["conformance"] if r["key"] == "neutral_defaults_on_repeats@chat")
+    assert row["status"] == "regression" and "0 repeated word(s) without the neutral values, 20 with them" in row["candidate_detail"]
+
+
+def test_probe_exchange_evidence_is_judged_and_ranked():
+    """Every probe request against the golden's same request: a new contract finding counts with its component whatever
+    the probe's own check said; a passing probe whose prompt tokens or greedy text moved is weak evidence."""
+    from verifier.execution import probe_results
+
+    def res(passed, *exchanges):
+        return {"passed": passed, "detail": "d", "exchanges": list(exchanges)}
+
+    ex = {"findings": [], "prompt_tokens": 10, "text": "1 2 3", "stream": False}
+    gold = {f"{k}@chat": res(True, ex) for k in "abcd"}
+    cand = {"a@chat": res(True, {**ex, "findings": ["tool_name_undeclared"]}), "b@chat": res(True, {**ex, "text": "1 2"}),
+            "c@chat": res(True, ex), "d@chat": res(False, {**ex, "findings": ["tool_name_undeclared"]})}
+    rows = {r["key"]: r for r in probe_results.judge(cand, gold, {k: "API validation" for k in "abcd"})}
+    assert rows["a@chat"]["status"] == "regression" and rows["a@chat"]["evidence_code"] == "tool_name_undeclared"
+    assert not rows["a@chat"].get("weak")
+    assert rows["b@chat"]["status"] == "regression" and rows["b@chat"]["weak"] and "evidence_code" not in rows["b@chat"]
+    assert rows["c@chat"]["status"] == "pass"
+    assert rows["d@chat"]["exchange_finding"] == "tool_name_undeclared" and "evidence_code" not in rows["d@chat"]
+    ev = probe_results.evidence(list(rows.values()))
+    assert ev["b@chat"]["verdict"] == "fail" and ev["b@chat"]["qualifier"] == "exchange_text"
+    # a streamed request's other prompt-token count, where no non-streamed request moved: the stream's usage report
+    sg = {"s@messages": res(True, {**ex, "stream": True}), "n@chat": res(True, ex)}
+    sc = {"s@messages": res(True, {**ex, "stream": True, "prompt_tokens": 17}), "n@chat": res(True, ex)}
+    srow = next(r for r in probe_results.judge(sc, sg) if r["key"] == "s@messages")
+    assert srow["evidence_code"] == "prompt_tokens_mismatch:stream" and srow["weak"]
+    sc["n@chat"] = res(True, {**ex, "prompt_tokens": 12})
+    srow = next(r for r in probe_results.judge(sc, sg) if r["key"] == "s@messages")
+    assert srow["evidence_code"] == "prompt_tokens_mismatch"
+
+
+def test_a_passing_probes_moved_text_ranks_below_sample_level_evidence():
+    g = [Observation(suite="s", sample_id="a", epoch=0, mode="chat", outcome="content", score=1.0, metrics={"m": 1.0}, answer="1")]
+    c = [Observation(suite="s", sample_id="a", epoch=0, mode="chat", outcome="contract", answer="1", findings=("reasoning_in_content",))]
+    table = [{"key": f"p{i}@{s}", "probe": f"p{i}", "surface": s, "component": "API validation", "reference": "pass",
+              "candidate": "pass", "status": "regression", "candidate_detail": "text moved", "reference_detail": "", "weak": True}
+             for i in range(3) for s in ("chat", "responses", "messages")]
+    probes = {r["key"]: {"signal": f"probe:{r['probe']}", "surface": r["surface"], "component": r["component"], "verdict": "fail",
+                         "summary": "text moved", "qualifier": "exchange_text"} for r in table}
+    doc = compare.compare({"margins": {"s/signal:new_findings": 0.0, "s/m": 0.0}}, g, c, probes=probes, probe_table=table)
+    comps = [d.component for d in doc.diagnosis]
+    assert comps == ["reasoning parser", "API validation"], comps  # 3 surfaces each, still below one sample's finding
+
+
+CLEAN_SUITES = ["smoke", "gsm8k", "bfcl", "structured", "vision"]
+
+
+def clean_reference():
+    """The clean test server on every suite: the oracle's answers, the arithmetic responder's (sums, probe prompts,
+    BFCL ground truth) for the rest."""
+    from verifier.testbed.server import arithmetic
+
+    known = oracle()
+
+    def answer(req):
+        reply = known(req)
+        if reply.content == "I cannot help with that request, sorry.":
+            return arithmetic(req)
+        return reply
+
+    return Script(answer, honour_sampling=True)
+
+
+@pytest.mark.parametrize("suite", CLEAN_SUITES)
+def test_no_new_false_alarm_on_the_clean_server(tmp_path, cli, suite):
+    """A golden of the clean test server, gated against the same clean server: every suite (its smoke set) on every
+    mode, with the probes on every surface, passes; no probe row regresses (no exchange evidence from a healthy
+    server)."""
+    from verifier.cli import main
+
+    args = ["--suite", suite] + ([] if suite == "smoke" else ["--smoke"])
+    with TestServer(clean_reference()) as srv:
+        assert main(["run", *args, "--base-url", srv.url, "--model", "m", "--out", str(tmp_path / "ref"), "--quiet",
+                     "--mode", MODES, "--logprobs", "2", "--max-retries", "0", "--probes"]) == 0
+        g = tmp_path / "golden"
+        assert main(["bless", str(tmp_path / "ref"), "--to", str(g)]) == 0
+        gobs = golden_mod.load(g).observations
+        golden_mod.save_margins(g, margins_from_json(compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2})))
+        code, doc, out = gate(cli, g, srv.url, tmp_path / "gate")
+    assert code == 0 and doc["status"] == "pass", out
+    rows = doc["conformance"]
+    assert rows and {r["surface"] for r in rows} == set(registry.SURFACE_NAMES)
+    assert not [r for r in rows if r["status"] in ("regression", "not_run", "infra")], rows
+    assert not doc["diagnosis"]
+
+
+def test_a_passing_probes_moved_text_is_inconclusive_where_the_numerics_moved():
+    """Greedy outputs of the workload part from the golden's (other tokens, same answers): a probe's moved greedy text
+    is no frontend evidence then; a moved prompt-token count still is."""
+    def o(i, tokens):
+        return Observation(suite="s", sample_id=f"x{i}", epoch=0, mode="chat", outcome="content", score=1.0,
+                           metrics={"m": 1.0}, answer="1", content="".join(tokens), logprobs=[[t, -0.1] for t in tokens])
+
+    g = [o(i, ["The", " answer", " is", " 1"]) for i in range(20)]
+    c = [o(i, ["So", " it", " is", " 1"]) for i in range(20)]
+
+    def probes(qualifier):
+        return {"p@chat": {"signal": "probe:p", "surface": "chat", "component": "API validation", "verdict": "fail",
+                           "summary": "moved", "qualifier": qualifier}}
+
+    table = [{"key": "p@chat", "probe": "p", "surface": "chat", "component": "API validation", "reference": "pass",
+              "candidate": "pass", "status": "regression", "candidate_detail": "moved", "reference_detail": "", "weak": True}]
+    margins = {"margins": {"s/m": 0.0, "s/divergence": 0.0}}
+    doc = compare.compare(margins, g, c, probes=probes("exchange_text"), probe_table=table)
+    assert doc.suites["s"].divergence is not None and doc.suites["s"].divergence.verdict == "fail"
+    ev = next(e for e in doc.frontend.evidence if e.signal == "probe:p")
+    assert ev.verdict == "inconclusive" and not any(d.component == "API validation" for d in doc.diagnosis)
+    doc = compare.compare(margins, g, c, probes=probes("exchange_fingerprint"), probe_table=table)
+    assert next(e for e in doc.frontend.evidence if e.signal == "probe:p").verdict == "fail"

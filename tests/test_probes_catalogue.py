@@ -31,6 +31,7 @@ BREAKS = {
     "max_completion_tokens_honoured": "max_completion_tokens_ignored",
     "temperature_0_deterministic": "temperature_zero_ignored",
     "neutral_sampling_defaults": "generation_config_defaults",
+    "neutral_defaults_on_repeats": "generation_config_defaults",
     "stop_honoured": "stop_ignored",
     "n_honoured": "n_ignored",
     "seed_reproducible": "seed_ignored",

@@ -313,15 +313,19 @@ def test_temperature_ignored_is_api_validation_first(wide_golden, tmp_path, cli)
 def test_prompt_tokens_wrong_on_streams_only_is_usage_reporting(wide_golden, tmp_path, cli):
     def stream_usage_off(req):
         pt = prompt_tokens(req)
-        return Reply(content=str(_sum(req)), stream_usage={"prompt_tokens": pt + 7, "completion_tokens": 1, "total_tokens": pt + 8})
+        # the reference's answers (a probe's counting prompt too: probe texts are compared with the golden's), only
+        # the streamed usage wrong
+        text = str(_sum(req)) if "What is" in last_user_text(req) else " ".join(map(str, range(1, 31)))
+        return Reply(content=text, stream_usage={"prompt_tokens": pt + 7, "completion_tokens": 1, "total_tokens": pt + 8})
 
     code, out, doc = gate(cli, wide_golden, stream_usage_off, tmp_path / "u", honour_sampling=True)
     assert code == 10, out
     first = doc["diagnosis"][0]
     assert first["component"] == "response formatting & usage", doc["diagnosis"]
     assert "prompt_tokens_mismatch:stream" in first["findings"]
-    # streamed records only; the probe that compares streamed with non-streamed usage names its surface (chat) too
-    assert set(first["modes"]) - {"chat"} == {"chat-stream", "responses-stream", "messages-stream"}
+    # streamed records only; the probes name their surfaces: the one that compares streamed with non-streamed usage
+    # (chat), and the streamed probe requests on Responses / Messages whose usage reports the same wrong prompt tokens
+    assert set(first["modes"]) - {"chat", "responses", "messages"} == {"chat-stream", "responses-stream", "messages-stream"}
     assert "probe:stream_usage_last_chunk" in first["findings"]
     assert not any(d["component"] == "chat template & tokenization" for d in doc["diagnosis"])
 

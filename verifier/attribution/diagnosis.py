@@ -173,12 +173,22 @@ class _Implicated:
     suites: set[str] = field(default_factory=set)
     modes: set[str] = field(default_factory=set)
     examples: list[str] = field(default_factory=list)
+    ranked: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    """The counts it ranks by: all but a passing probe's moved fingerprint or text (probe_results `weak`), which
+    is shown and ranks a component only below every component with other evidence."""
+    causes: set[str] = field(default_factory=set)
+    """The codes that may explain other components' (EXPLAINS): not a finding read on a probe request alone (one
+    request whose own check may pass is a symptom to report, never the root cause of the workload's failures)."""
 
 
 def _add(acc: dict[str, _Implicated], comp: str, code: str, suite: str, count: int, samples: Sequence[str],
-         modes: Sequence[str]) -> None:
+         modes: Sequence[str], weak: bool = False, cause: bool = True) -> None:
     d = acc.setdefault(comp, _Implicated())
     d.findings[code] += count
+    if not weak:
+        d.ranked[code] += count
+    if cause:
+        d.causes.add(code)
     if suite != "*":
         d.suites.add(suite)
     d.modes.update(modes)
@@ -237,18 +247,29 @@ def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
             # the suite-level form (zero drift on every shared prefix), when the per-sample one did not fail
             samples = list(e.samples or [])
             _add(acc, component_of("decoding_changed")[0], "decoding_changed", e.suite, len(samples), samples, [])
-    on_chat = {r["probe"] for r in rows or [] if r["surface"] == REFERENCE_SURFACE and r["status"] in ("pass", "improved")}
+    failed_probes = {(e.signal, m) for e in doc.frontend.evidence if e.verdict == "fail" and e.signal.startswith("probe:")
+                     for m in (e.modes or {})}
+    on_chat = {r["probe"] for r in rows or [] if r["surface"] == REFERENCE_SURFACE and (r["status"] in ("pass", "improved") or r.get("weak"))}
     for r in rows or []:  # each probe names its own component, and the surface it failed on
-        if r["status"] == "regression" and r["surface"] != REFERENCE_SURFACE and r["probe"] in on_chat \
-                and r["component"] != "surface translation":
-            # the same request passes on chat: what differs is the surface's layer (it explains the probe's failure)
+        if r["status"] != "regression":
+            continue
+        weak = bool(r.get("weak"))
+        if weak and (f"probe:{r['probe']}", r["surface"]) not in failed_probes:
+            continue  # a moved greedy text held inconclusive (the numerics moved too): no frontend evidence
+        if not weak and not r.get("evidence_code") and r["surface"] != REFERENCE_SURFACE and r["probe"] in on_chat and r["component"] != "surface translation":
+            # the probe's own check fails here and passes on chat: what differs is the surface's layer (it explains
+            # the probe's failure; a request's contract finding names its own component instead)
             _add(acc, "surface translation", f"probe:{r['probe']}{SURFACE_ONLY}", "*", 1, [], [r["surface"]])
-        if r["status"] == "regression":
-            # a probe request that went otherwise than the reference's names the finding's component (a contract
-            # finding, the prompt-token fingerprint), else the probe's own
-            via = r.get("evidence_code")
-            comp = component_of(via)[0] if isinstance(via, str) and via in TABLE else str(r["component"])
-            _add(acc, comp, f"probe:{r['probe']}", "*", 1, [], [r["surface"]])
+        # a probe request that went otherwise than the reference's names the finding's component (a contract
+        # finding, the prompt-token fingerprint), else the probe's own
+        via = r.get("evidence_code")
+        comp = component_of(via)[0] if isinstance(via, str) and via in TABLE else str(r["component"])
+        _add(acc, comp, f"probe:{r['probe']}", "*", 1, [], [r["surface"]], weak=weak, cause=not via)
+        found = r.get("exchange_finding")
+        if isinstance(found, str) and found != via:
+            # a contract finding on a probe request whose own check failed too: the finding counts, with its
+            # component, beside the probe's (the same finding on several probes adds up, as on samples)
+            _add(acc, component_of(found)[0], found, "*", 1, [], [r["surface"]], cause=False)
     findings = {comp: _ranked(d.findings) for comp, d in acc.items()}
     out = []
     for comp, d in acc.items():
@@ -257,7 +278,8 @@ def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
         explanation = f"{component_of(lead)[1]} ({lead} on {max(d.findings.values())} sample(s)){_length_note(doc, lead)}; " \
                       f"look at {COMPONENTS.get(comp, comp)}"
         explained = {c for other, cs in findings.items() if other != comp for c in cs}
-        causes = sorted(code for code in codes if _explained_by(code) & explained)
+        # (a passing probe whose text moved is no root cause: only the evidence it ranks by explains)
+        causes = sorted(code for code in codes if code in d.causes and _explained_by(code) & explained)
         explains = None
         if causes:
             explains = sorted({other for other, cs in findings.items()
@@ -269,7 +291,11 @@ def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
     # Ties on the most affected samples: evidence seen on the suites' samples before evidence from probes alone
     # (a probe is one request; a sample-level finding is the server's behaviour on the workload), then more
     # distinct findings, then the name (a stable order).
-    out.sort(key=lambda x: (not x.explains, -max(x.counts.values()), not x.suites, -len(x.findings), x.component))
+    # A component named only by passing probes whose fingerprint or text moved ranks below every other; their
+    # counts rank no component.
+    ranked = {comp: (max(d.ranked.values(), default=0), len(d.ranked)) for comp, d in acc.items()}
+    out.sort(key=lambda x: (not x.explains, not ranked[x.component][0], -ranked[x.component][0], -max(x.counts.values()),
+                            not x.suites, -ranked[x.component][1], -len(x.findings), x.component))
     return out
 
 

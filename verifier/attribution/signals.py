@@ -356,13 +356,23 @@ def stream_calls_modes(g: Obs, c: Obs) -> set[str] | None:
         # arguments are the assembly's or another finding's; a parser that drops calls leaves a well-formed stream.
         if None in (gn, gs, n, s) or gn != gs or not n or not cs.clean:
             continue
-        if cn.logprobs and cs.logprobs and tokens_part(cn.tokens, cs.tokens):
-            continue  # the two paths generated different tokens (batch shape): another generation, not a lost call
+        if cn.logprobs and cs.logprobs and _tokens_differ(cn.tokens, cs.tokens):
+            # the two paths generated different tokens (batch shape): another generation, not a lost call. (A streamed
+            # token list that is a prefix of the other is the same generation whose later calls' deltas, with the
+            # logprobs of their tokens, were dropped.)
+            continue
         measured = True
         kept = _calls(cs) or []
         if s < n and kept == (_calls(cn) or [])[: len(kept)]:  # type: ignore[operator]
             fired.add(key[0])  # the calls the stream kept are the first ones of the same generation
     return fired if measured else None
+
+
+def _tokens_differ(a: list[str], b: list[str]) -> bool:
+    """A comparable token differs within the length both lists have (a prefix is no difference)."""
+    x, y = ([tok for _, tok, _ in comparable([[v, None] for v in t])] for t in (a, b))
+    n = min(len(x), len(y))
+    return x[:n] != y[:n]
 
 
 def stream_tool_calls_dropped(g: Obs, c: Obs) -> bool | None:

@@ -96,6 +96,22 @@ def neutral_same_as_none(a: list[Answer]) -> Seen:
     return r
 
 
+def repeats(text: str | None) -> int:
+    """How many words of the text repeat the word before them ("1 1 2 2" has 2)."""
+    words = (text or "").split()
+    return sum(1 for x, y in zip(words, words[1:]) if x == y)
+
+
+def neutral_same_on_repeats(a: list[Answer]) -> Seen:
+    """The output asked to repeat tokens is the same with and without explicit neutral values; the detail counts
+    the repeats each kept (a default penalty drops them from the request that sets none)."""
+    r = neutral_same_as_none(a)
+    if not (a[0].ok and a[1].ok):
+        return r
+    none_sent, neutral = repeats(a[0].parsed.content), repeats(a[1].parsed.content)  # type: ignore[union-attr]
+    return Seen(r.passed, f"{r.detail}; {none_sent} repeated word(s) without the neutral values, {neutral} with them")
+
+
 def forced_schema(a: list[Answer]) -> Seen:
     p = a[0].parsed
     if p is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from verifier.judge import contract
+from verifier.surfaces.registry import mode_of
 from verifier.types import Parsed
 
 TEXT_CHARS = 400
@@ -78,29 +79,56 @@ def exchange_facts(sent: dict[str, Any], parsed: Parsed | None, mode: str) -> di
     codes = {f.code for f in contract.check(sent, parsed, mode)} - contract.MODEL_BEHAVIOUR - contract.SIGNAL_JUDGED
     greedy = sent.get("temperature") == 0 and not sent.get("n")
     return {"findings": sorted(codes), "prompt_tokens": parsed.prompt_tokens,
-            "text": (parsed.content or "")[:TEXT_CHARS] if greedy else None}
+            "text": (parsed.content or "")[:TEXT_CHARS] if greedy else None, "stream": mode_of(mode).stream}
+
+
+def _fingerprint_moved(c: dict[str, Any], g: dict[str, Any], stream: bool) -> bool:
+    """Some request of this probe (streamed ones, or the others) counted other prompt tokens than the golden's."""
+    ce, ge = c.get("exchanges"), g.get("exchanges")
+    if not isinstance(ce, list) or not isinstance(ge, list):
+        return False
+    return any(isinstance(a, dict) and isinstance(b, dict) and bool(b.get("stream")) == stream
+               and isinstance(a.get("prompt_tokens"), int) and isinstance(b.get("prompt_tokens"), int)
+               and a["prompt_tokens"] != b["prompt_tokens"] for a, b in zip(ge, ce))
+
+
+def exchange_changes(c: dict[str, Any], g: dict[str, Any], template_moved: bool = True
+                     ) -> tuple[tuple[str, str] | None, tuple[str, str | None] | None]:
+    """How the candidate's probe requests went otherwise than the golden's same requests, as two answers:
+    (the first new contract finding: (what, its code)) and (the first other prompt-token count or other greedy text:
+    (what, `prompt_tokens_mismatch` or None for the probe's own component)). Each None: the same, or not comparable (a
+    golden from before this). A finding is looked for on every request before the fingerprint and the text.
+    `template_moved`: some non-streamed probe request of the run counted other prompt tokens; where none did, a
+    streamed request's other count is the stream's usage report (`prompt_tokens_mismatch:stream`), not the prompt."""
+    ce, ge = c.get("exchanges"), g.get("exchanges")
+    if not isinstance(ce, list) or not isinstance(ge, list):
+        return None, None
+    pairs = [(i, a, b) for i, (a, b) in enumerate(zip(ge, ce), 1) if isinstance(a, dict) and isinstance(b, dict)]
+    finding = None
+    for i, a, b in pairs:
+        new = sorted(set(b.get("findings") or []) - set(a.get("findings") or []))
+        if new:
+            finding = (f"request {i}: {new[0]} (the reference's same request had none)", new[0])
+            break
+    moved: tuple[str, str | None] | None = None
+    for i, a, b in pairs:
+        pa, pb = a.get("prompt_tokens"), b.get("prompt_tokens")
+        if isinstance(pa, int) and isinstance(pb, int) and pa != pb:
+            code = "prompt_tokens_mismatch:stream" if b.get("stream") and not template_moved else "prompt_tokens_mismatch"
+            moved = (f"request {i}: prompt_tokens {pb}, the reference's {pa}", code)
+            break
+        ta, tb = a.get("text"), b.get("text")
+        if isinstance(ta, str) and isinstance(tb, str) and ta != tb:
+            moved = (f"request {i}: temperature-0 text {tb[:40]!r}, the reference's {ta[:40]!r}", None)
+            break
+    return finding, moved
 
 
 def exchange_change(c: dict[str, Any], g: dict[str, Any]) -> tuple[str, str | None] | None:
-    """The first way the candidate's probe requests went otherwise than the golden's same requests: (what, the
-    finding code or signal that names the component, or None for the probe's own). A new contract finding, other
-    prompt tokens, or another greedy text. None: the same, or not comparable (a golden from before this)."""
-    ce, ge = c.get("exchanges"), g.get("exchanges")
-    if not isinstance(ce, list) or not isinstance(ge, list):
-        return None
-    for i, (a, b) in enumerate(zip(ge, ce), 1):
-        if not isinstance(a, dict) or not isinstance(b, dict):
-            continue
-        new = sorted(set(b.get("findings") or []) - set(a.get("findings") or []))
-        if new:
-            return f"request {i}: {new[0]} (the reference's same request had none)", new[0]
-        pa, pb = a.get("prompt_tokens"), b.get("prompt_tokens")
-        if isinstance(pa, int) and isinstance(pb, int) and pa != pb:
-            return f"request {i}: prompt_tokens {pb}, the reference's {pa}", "prompt_tokens_mismatch"
-        ta, tb = a.get("text"), b.get("text")
-        if isinstance(ta, str) and isinstance(tb, str) and ta != tb:
-            return f"request {i}: temperature-0 text {tb[:40]!r}, the reference's {ta[:40]!r}", None
-    return None
+    """The first way the candidate's probe requests went otherwise than the golden's (a finding before a moved
+    fingerprint or text): (what, the finding code or signal that names the component, or None for the probe's own)."""
+    finding, moved = exchange_changes(c, g, template_moved)
+    return finding or moved
 
 
 def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
@@ -109,6 +137,7 @@ def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
     """The conformance table, failing rows first. `components` names a probe's component where a result does not
     (old goldens); `comparators` compare a measured value (prompt tokens, packet sizes) with the reference's."""
     cand, gold = normalize(candidate), normalize(golden)
+    template_moved = any(_fingerprint_moved(cand[k], gold[k], stream=False) for k in set(cand) & set(gold))
     rows = []
     for k in sorted(set(cand) | set(gold)):
         c, g = cand.get(k), gold.get(k)
@@ -131,21 +160,35 @@ def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
             status = "pass" if g["passed"] else "improved"
         else:
             status = "regression" if g["passed"] else "reference_fails"
-        evidence_code = None
-        if c and g and status == "reference_fails" and not c.get("infra"):
-            # The check fails as the reference's did, which alone blames nothing; the requests themselves may still
-            # have gone otherwise than the reference's (reasoning moved, tools dropped from the prompt, server
-            # defaults). (A passing check is left as it is: its own contract is what the probe measures.)
-            change = exchange_change(c, g)
-            if change is not None:
-                status, evidence_code = "regression", change[1]
-                why = f"{why}; but {change[0]}" if why else change[0]
+        evidence_code, exchange_finding, weak = None, None, False
+        if c and g and status in ("regression", "reference_fails", "pass") and not c.get("infra"):
+            # Every probe request goes through the contract findings and the prompt-token fingerprint against the
+            # golden's same request, and at temperature 0 its text, whatever the probe's own check said:
+            # - a new contract finding always counts, with the finding's component (a check that fails as the
+            #   reference's did, or passes, blames nothing by itself: the finding does);
+            # - where the check failed as the reference's did, a moved fingerprint or text is the evidence
+            #   (reasoning moved, tools dropped from the prompt, server defaults);
+            # - where it passed on both sides, a moved fingerprint or text is evidence too, ranked below the
+            #   sample-level evidence (`weak`: one request, whose greedy text also moves with the numerics).
+            finding, moved = exchange_changes(c, g, template_moved)
+            if finding is not None:
+                exchange_finding = finding[1]
+                if status != "regression":
+                    evidence_code = finding[1]
+                why = f"{why}; {finding[0]}" if why else finding[0]
+            elif moved is not None and status != "regression":
+                evidence_code, weak = moved[1], status == "pass"
+                why = f"{why}; but {moved[0]}" if why else moved[0]
+            if status != "regression" and (finding is not None or moved is not None):
+                status = "regression"
         rows.append({
             "key": k, "probe": name, "surface": surface, "component": comp,
             "reference": None if g is None else "infra" if g.get("infra") else ("pass" if g["passed"] else "fail"),
             "candidate": None if c is None else "infra" if c.get("infra") else ("pass" if c_ok else "fail"),
             "status": status, "candidate_detail": why, "reference_detail": (g or {}).get("detail", ""),
             **({"evidence_code": evidence_code} if evidence_code else {}),
+            **({"exchange_finding": exchange_finding} if exchange_finding else {}),
+            **({"weak": True} if weak else {}),
         })
     rows.sort(key=lambda r: (STATUS_ORDER.index(r["status"]), r["probe"], r["surface"]))
     return rows
@@ -167,6 +210,10 @@ def evidence(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                                     f"({r['candidate_detail']}; {ref}) [{r['component']}]"}
         if r["status"] == "reference_fails":
             out[r["key"]]["qualifier"] = "reference_fails"  # a pass only because the golden cannot do it either
+        elif r.get("weak"):
+            # the check passed on both sides; only the request's fingerprint or greedy text moved (compare.py
+            # holds a moved text as inconclusive where the numerics moved too: it is no frontend evidence then)
+            out[r["key"]]["qualifier"] = "exchange_text" if r.get("evidence_code") is None else "exchange_fingerprint"
     return out
 
 

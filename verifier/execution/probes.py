@@ -67,6 +67,9 @@ HELLO = [{"role": "user", "content": "Say hello in one word."}]
 # 30 repeats of one word: every penalty on repeated tokens (repetition, presence, frequency) grows with the output
 # and shows; five repeats of a strongly predicted word went through a repetition_penalty of 1.1 unchanged.
 REPEAT = [{"role": "user", "content": "Repeat the word hello 30 times, separated by spaces."}]
+# Counting with every number written twice: an output that must repeat tokens all along (and numbers, not one word a
+# model predicts whatever the penalty), so a penalty on repeated tokens applied by default shows on it.
+PAIRS = [{"role": "user", "content": "Write each number from 1 to 20 twice, separated by spaces."}]
 ASK_WEATHER = [{"role": "user", "content": "Call get_weather for Paris."}]
 ASK_TWO = [{"role": "user", "content": "Call get_weather for Paris, then call get_weather for Lyon."}]
 SUM = [{"role": "user", "content": "What is 2 + 3? Reply with the number only."}]
@@ -171,6 +174,11 @@ CATALOGUE: tuple[Probe, ...] = (
           "the same output (a server applying generation-config defaults when they are absent fails)",
           (Req({**G, "max_tokens": 80, "messages": REPEAT}), Req({**G, **NEUTRAL, "max_tokens": 80, "messages": REPEAT})),
           pc.neutral_same_as_none),
+    Probe("neutral_defaults_on_repeats", "API validation",
+          "counting with each number written twice (\"1 1 2 2 ...\"), without sampling extensions, then with the neutral values",
+          "the same output, its repeats kept (a penalty a server applies when the request sets none drops them)",
+          (Req({**G, "max_tokens": 128, "messages": PAIRS}), Req({**G, **NEUTRAL, "max_tokens": 128, "messages": PAIRS})),
+          pc.neutral_same_on_repeats),
     Probe("stop_honoured", "API validation", "counting without stop, then with stop [\"5\"] (Messages: stop_sequences)",
           "the output ends where the stop string would start, without it; finish_reason stop",
           (Req({**G, "max_tokens": 64, "messages": COUNT}), Req({**G, "max_tokens": 64, "stop": ["5"], "messages": COUNT})),

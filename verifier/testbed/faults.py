@@ -100,7 +100,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in [
           "a falsy 0 read as 'not set' (vLLM #15241)", "probe:temperature_0_deterministic",
           request=pf.drop_when("temperature", lambda v: v == 0, "temperature 0 read as unset")),
     Fault("generation_config_defaults", "request: repetition_penalty 1.1 added where the request sends none",
-          "generation_config.json defaults applied silently (vLLM --generation-config auto)", "probe:neutral_sampling_defaults",
+          "generation_config.json defaults applied silently (vLLM --generation-config auto)", "probe:neutral_sampling_defaults; probe:neutral_defaults_on_repeats",
           request=pf.generation_defaults),
     Fault("stop_ignored", "request: stop removed (Messages: stop_sequences)", "stop sequences dropped in translation",
           "probe:stop_honoured", request=text.drop_keys("stop")),

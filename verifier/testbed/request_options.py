@@ -17,6 +17,15 @@ from typing import Any
 NEUTRAL = {"repetition_penalty": (1, 1.0), "presence_penalty": (0, 0.0), "frequency_penalty": (0, 0.0),
            "top_k": (-1, 0), "min_p": (0, 0.0)}
 """Sampling extensions at the values that change nothing; anything else is applied (and changes the output)."""
+PENALTIES = ("repetition_penalty", "presence_penalty", "frequency_penalty")
+
+
+def with_server_defaults(req: dict[str, Any], defaults: dict[str, Any] | None) -> dict[str, Any]:
+    """The request as an engine with generation-config defaults serves it: each default applied where the request
+    sets no penalty at all (vLLM's --generation-config auto, vLLM #17075; Ollama's repeat_penalty)."""
+    if not defaults or any(k in req for k in PENALTIES):
+        return req
+    return {**req, **defaults}
 THINKING = "Let me think about this step by step before I answer."
 EFFORT_WORDS = {"minimal": 2, "low": 4, "medium": 12, "high": 32}
 
@@ -209,6 +218,9 @@ def scripted_text(text: str) -> str | None:
     if c := re.search(r"Count from (\d+) to (\d+)", text):
         lo = int(c.group(1))
         return " ".join(str(i) for i in range(lo, min(int(c.group(2)), lo + 200) + 1))
+    if w := re.search(r"Write each number from (\d+) to (\d+) twice", text):
+        lo = int(w.group(1))
+        return " ".join(f"{i} {i}" for i in range(lo, min(int(w.group(2)), lo + 100) + 1))
     if r := re.search(r"Repeat the word (\w+) (\d+) times", text):
         return " ".join([r.group(1)] * min(int(r.group(2)), 50))
     return None

@@ -27,7 +27,7 @@ from aiohttp import web
 
 from .sampling import apply_sampling, delay_or_drop  # noqa: F401  (public names)
 from .wire import call_token_counts, logprobs_of as _logprobs, prompt_tokens, usage_of as _usage  # noqa: F401  (public names)
-from .request_options import engine_reply, n_choices, scripted_text
+from .request_options import engine_reply, n_choices, scripted_text, with_server_defaults
 from .surface_server import add_routes
 from .tool_answers import DEFAULT as DEFAULT_TOOL_ANSWERS, ToolAnswers
 
@@ -117,13 +117,17 @@ RESPONDERS: dict[str, Callable[[dict[str, Any]], Reply]] = {"arithmetic": arithm
 
 class Script:
     def __init__(self, responder: Callable[[dict[str, Any]], Reply] = echo, honour_sampling: bool = False,
-                 models: tuple[str, ...] | None = None, listed: tuple[str, ...] = ()):
+                 models: tuple[str, ...] | None = None, listed: tuple[str, ...] = (),
+                 generation_defaults: dict[str, Any] | None = None):
         self.models = models  # like vLLM: only these names (others 404); None: any name, like llama-server
         self.listed = listed  # with models=None: what /v1/models lists while any name is served (a llama-server alias)
         self.preflight: list[dict[str, Any]] = []  # the verifier's preflight pings, kept out of `requests`
         self.honour_sampling = honour_sampling
         """Behave like a real engine about sampling: 400 on out-of-range temperature/top_p, truncate at
         max_tokens, sample (add noise) unless temperature is 0 (default 0.8), honour request options (request_options.py)."""
+        self.generation_defaults = generation_defaults
+        """A fault of the server itself, on every surface (with honour_sampling): penalties it applies where the request
+        sets none, like an engine reading the model's generation config (e.g. {"repetition_penalty": 1.1})."""
         self.queue: deque[Reply] = deque()
         self.rules: list[tuple[re.Pattern, Reply]] = []
         self.responder = responder
@@ -278,7 +282,8 @@ def make_app(script: Script) -> web.Application:
         script.headers.append(dict(request.headers))
         reply = script.next(req)
         if script.honour_sampling and reply.status == 200 and reply.body is None:
-            sampled = engine_reply(reply, req)  # request options and sampling, as a real engine applies them
+            # request options and sampling, as a real engine applies them (its own defaults where the request is silent)
+            sampled = engine_reply(reply, with_server_defaults(req, script.generation_defaults))
             if isinstance(sampled, str):
                 return web.json_response({"error": {"message": sampled, "type": "invalid_request_error"}}, status=400)
             reply = sampled

@@ -62,7 +62,7 @@ def add_routes(app: web.Application, script: Any) -> None:
                 chat_req["messages"] = stored[prev] + [m for m in chat_req["messages"] if m.get("role") != "system"]
             reply = script.next(chat_req)
             if script.honour_sampling and reply.status == 200 and reply.body is None:
-                sampled = server.engine_reply(reply, chat_req)
+                sampled = server.engine_reply(reply, server.with_server_defaults(chat_req, script.generation_defaults))
                 if isinstance(sampled, str):
                     return web.json_response(error_body(surface, 400, sampled), status=400)
                 reply = sampled
