@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from verifier import jsonsafe
-from verifier.judge import schemacheck
 from verifier.types import Finding
 
 # BFCL type name -> the Python type a JSON-decoded value must have (BFCL's PYTHON_TYPE_MAPPING;
@@ -236,6 +235,8 @@ def schema_valid(call: dict[str, Any], declared: dict[str, dict[str, Any]]) -> b
     args = decode_args(fn.get("arguments"))
     if not isinstance(args, dict):
         return False
+    from verifier.judge import schemacheck  # here: jsonschema costs ~50 ms to import, and only a bfcl run needs it
+
     try:
         return schemacheck.first_error(declared[name], args) is None
     except schemacheck.NotCheckable:
@@ -244,6 +245,8 @@ def schema_valid(call: dict[str, Any], declared: dict[str, dict[str, Any]]) -> b
 
 def unchecked_schemas(tools: list[dict[str, Any]] | None, tool_calls: list[Any] | None) -> list[str]:
     """`name: why` for each called tool whose declared parameters schema cannot be checked safely."""
+    from verifier.judge import schemacheck  # here, as in schema_valid
+
     declared = tools_by_name(tools)
     out = []
     for name in sorted({str(((c or {}).get("function") or {}).get("name")) for c in tool_calls or [] if isinstance(c, dict)}):

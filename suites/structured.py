@@ -40,7 +40,6 @@ from verifier.types import Finding, Judgement, Parsed, Sample, Suite, Verdict
 import suites.hub as hub
 from .lazy import LazySamples
 from verifier import jsonsafe
-from verifier.judge import schemacheck
 
 NAME = "structured"
 HUB = "epfl-dlab/JSONSchemaBench"
@@ -98,6 +97,8 @@ def unusable(schema: Any) -> str | None:
     """Why a schema cannot judge an endpoint (None when usable). Checked at load so bad data never scores: an
     invalid schema, a `$ref` outside the document or dangling, a regex without a linear-time matcher
     (verifier/judge/schemacheck.py)."""
+    from verifier.judge import schemacheck  # here: jsonschema costs ~50 ms to import, and other suites' runs never use it
+
     if not isinstance(schema, dict):
         return "not an object"
     return schemacheck.problem(schema)
@@ -106,6 +107,8 @@ def unusable(schema: Any) -> str | None:
 def compliance(schema: dict[str, Any], instance: Any) -> tuple[bool | None, str]:
     """(True | False | None = not checkable, first error or why not checkable). Pure; the validator cache only
     saves time. A schema a golden carries is checked without the network, files or backtracking regexes."""
+    from verifier.judge import schemacheck
+
     try:
         err = schemacheck.first_error(schema, instance)
     except schemacheck.NotCheckable as e:

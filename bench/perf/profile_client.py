@@ -41,8 +41,6 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from benchlib import free_port, machine, wait_http  # noqa: E402
-
 GSM8K = os.environ.get("VERIFIER_GSM8K") or os.path.join(os.environ.get("VERIFIER_SHARED_DATA", ""), "gsm8k", "test.jsonl")
 SHARED = os.environ.get("VERIFIER_SHARED_DATA", "")
 API_KEY = "lean-bench-key-0123456789"
@@ -241,6 +239,10 @@ def main() -> None:
     a = ap.parse_args()
     if a.child:
         return child(a)
+    # Here, not at the top: benchlib imports this checkout's verifier, which a child measuring `--root` must not have
+    # loaded before it puts that checkout first (it then timed this checkout whatever `--root` said).
+    from benchlib import free_port, machine, wait_http
+
     root = Path(a.root).resolve()
     lines = [f"# Client CPU per request, by phase ({dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC)", "",
              f"machine: {machine()}", f"checkout: {'this one' if root == ROOT else root.name}",
