@@ -35,20 +35,30 @@ def read_run(run_dir: Path, with_exchanges: bool = True) -> RunData:
 
     `with_exchanges=False` leaves the journal's records out (`load` then draws only the flip cards' records, so
     memory does not grow with the journal); callers that render a RunData themselves keep the default."""
-    from verifier.app.collect import observed_rows  # application step
+    from verifier.app.collect import each_observed_row  # application step
 
     run_dir = Path(run_dir)
     rd = RunDir(run_dir)
     header = rd.header_dict()
     scrub.register_run(header)  # the report is scrubbed of the key its run was made with
-    observed = observed_rows(run_dir)
+    # The report shows no logprobs in its rows; the token diffs read them from `shown`. Row by row: the file's
+    # rows are never all held as dicts beside what the report keeps of them.
+    rows: list[Observation] = []
+    shown: dict[tuple[str, str, int, str], Shown] = {}
+
+    def take(o: dict[str, Any]) -> None:
+        rows.append(dataclasses.replace(Observation.from_dict(o), logprobs=None, top_logprobs=None))
+        if "shown" in o:
+            shown[(o["suite"], o["sample_id"], o["epoch"], o["mode"])] = Shown.of(o)
+
+    def drop() -> None:
+        rows.clear()
+        shown.clear()
+
+    each_observed_row(run_dir, take, drop)
     exchanges = rd.exchanges() if with_exchanges else {}
     finds = [{"suite": v.suite, "sample_id": v.sample_id, "mode": v.mode, "code": f.code, "detail": f.detail[:300]}
              for v in rd.iter_verdicts() for f in v.findings]  # streamed: only the findings are kept
-    # The report shows no logprobs in its rows; the token diffs read them from `shown`.
-    rows = [dataclasses.replace(Observation.from_dict(o), logprobs=None, top_logprobs=None) for o in observed]
-    shown = {(o["suite"], o["sample_id"], o["epoch"], o["mode"]): Shown.of(o) for o in observed if "shown" in o}
-    del observed  # the rows and `shown` hold what the report uses of them
     summary = rd.summary() or {"suites": {}}
     return RunData(run_dir, header, summary, rows, finds, exchanges, shown)
 
