@@ -192,6 +192,18 @@ def _instances(sample: Sample) -> dict[str, Any]:
     return instances
 
 
+def check(sample: Sample) -> str | None:
+    """A golden's sample, before anything is sent: its simulators load from its initial_config (a wrong shape is
+    a one-line problem naming the sample and the field, never an internal error once scoring reaches it)."""
+    meta = sample.meta if isinstance(sample.meta, dict) else {}
+    try:
+        _sims().instances_for({"id": sample.id, "involved_classes": meta.get("involved_classes"),
+                               "initial_config": meta.get("initial_config")})
+    except ValueError as e:
+        return f"$.meta of sample {e}"
+    return None
+
+
 def _run(instances: dict[str, Any], name: str, args: Any, allowed: set[str]) -> dict[str, Any]:
     if not isinstance(args, dict):
         return {"error": f"arguments of {name} are not a JSON object"}
@@ -444,14 +456,14 @@ def summarize(verdicts: list[Verdict]) -> dict[str, Any]:
 
 SUITE = Suite(
     name=NAME, version=VERSION, load=load, request=request, score=score, summarize=summarize,
-    conversation=Conversation(step=step, score=score_conversation, records=records),
+    conversation=Conversation(step=step, score=score_conversation, records=records), check=check,
     description="BFCL v4 multi-turn: conversations executed on stateful API simulators, state + response check per turn",
     defaults={"max_tokens": 512},
 )
 
 CHAINED = Suite(
     name=f"{NAME}-chained", version=VERSION, load=load, request=request, score=score, summarize=summarize,
-    conversation=Conversation(step=step_chained, score=score_conversation, records=records),
+    conversation=Conversation(step=step_chained, score=score_conversation, records=records), check=check,
     description="bfcl-multi-turn with Responses follow-ups chained by previous_response_id (other surfaces: whole history)",
     defaults={"max_tokens": 512},
 )

@@ -371,6 +371,10 @@ class Suite:
     conversation: Conversation | None = None
     """Conversation suites (a variable number of requests per sample, e.g. agent loops with tool
     execution): drives and scores the sample instead of one request per sample (see Conversation)."""
+    check: Callable[[Sample], str | None] | None = None
+    """A sample this suite did not load itself (a golden's inputs.jsonl) checked before anything is sent: a
+    one-line problem naming the sample and the field (the caller exits 2), or None. For data a scorer would only
+    trip on later, e.g. the simulators' initial state of a conversation suite."""
 
 
 # ----------------------------------------------------------------------------- R3: records after scoring

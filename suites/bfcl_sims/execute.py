@@ -231,11 +231,16 @@ def instances_for(entry: dict, data_dir: str | Path | None = None) -> dict[str, 
     """Fresh instances of the entry's involved classes, loaded from its initial_config (long context when the
     entry is a long_context one). An unknown class or a malformed initial_config is a data error (ValueError)."""
     config = entry.get("initial_config") or {}
+    classes = entry.get("involved_classes") or []
+    if not isinstance(config, dict):
+        raise ValueError(f"{str(entry.get('id'))[:80]}: initial_config is not an object")
+    if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
+        raise ValueError(f"{str(entry.get('id'))[:80]}: involved_classes is not a list of class names")
     out: dict[str, Simulator] = {}
-    for class_name in entry.get("involved_classes") or []:
+    for class_name in classes:
         cls = CLASSES.get(class_name)
         if cls is None:
-            raise ValueError(f"{entry.get('id')}: no simulator for class {class_name!r}")
+            raise ValueError(f"{str(entry.get('id'))[:80]}: no simulator for class {class_name[:80]!r}")
         inst = cls()
         try:
             inst.load_scenario(config.get(class_name) or {}, long_context=is_long_context(entry))

@@ -142,6 +142,13 @@ class RunSpec:
         samples = None
         if not data:
             samples = {name: tuple(x for x in golden.inputs.get(name, ()) if x.id in owners.get(name, ())) for name in h.suites}
+            table = get_suites()
+            for name, chosen in samples.items():
+                check = table[name].check if name in table else None
+                for sample in chosen if check is not None else ():
+                    problem = check(sample)
+                    if problem is not None:  # data a scorer would trip on: refused before anything is sent
+                        raise UsageError(f"golden {golden.path}: inputs.jsonl: {problem}")
         base = h.source.sampling_overrides
         base.update(overrides or {})
         from verifier.execution.probes import selection
