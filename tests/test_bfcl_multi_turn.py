@@ -486,3 +486,17 @@ def test_a_golden_whose_initial_config_has_the_wrong_shape_is_exit_2_naming_it(t
     assert code == 2 and "initial_config" in err and victim["id"] in err and err.count("\n") == 1, err
     assert "internal" not in err.lower()
     assert script.requests == []  # refused before anything was sent
+
+
+def test_a_run_directory_whose_initial_config_has_the_wrong_shape_is_exit_2_when_scored(tmp_path, cli, mt_golden):
+    """A run directory is untrusted too (a CI shard, a reviewer's copy): `score` refuses its samples.jsonl in one
+    line naming the sample and the field, never an internal error from a simulator."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(mt_golden["ref"], run)
+    rows = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
+    rows[0]["meta"]["initial_config"] = ["not", "an", "object"]
+    (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, _, err = cli("score", run)
+    assert code == 2 and "initial_config" in err and rows[0]["id"] in err and err.count("\n") == 1, err
