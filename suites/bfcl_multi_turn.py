@@ -183,13 +183,11 @@ def _sims():
 
 def _instances(sample: Sample) -> dict[str, Any]:
     """Fresh simulator instances, validating calls against the function docs the sample itself carries (not a
-    data dir looked up at scoring time: the score is a function of the run directory alone)."""
-    instances = _sims().instances_for({"id": sample.id, "involved_classes": sample.meta["involved_classes"],
-                                       "initial_config": sample.meta["initial_config"]})
-    docs = {t["function"]["name"]: t["function"] for t in _tools_at(sample, sample.meta["turns"])}
-    for inst in instances.values():
-        inst._function_docs = docs  # execute.attach_docs reads docs from a data dir; these are the sample's own
-    return instances
+    data dir looked up at scoring time: the score is a function of the run directory alone, and scoring reads no
+    file beyond it)."""
+    docs = [t["function"] for t in _tools_at(sample, sample.meta["turns"])]
+    return _sims().instances_for({"id": sample.id, "involved_classes": sample.meta["involved_classes"],
+                                  "initial_config": sample.meta["initial_config"]}, docs=docs)
 
 
 def check(sample: Sample) -> str | None:
@@ -198,7 +196,7 @@ def check(sample: Sample) -> str | None:
     meta = sample.meta if isinstance(sample.meta, dict) else {}
     try:
         _sims().instances_for({"id": sample.id, "involved_classes": meta.get("involved_classes"),
-                               "initial_config": meta.get("initial_config")})
+                               "initial_config": meta.get("initial_config")}, docs=[])
     except ValueError as e:
         return f"$.meta of sample {e}"
     return None

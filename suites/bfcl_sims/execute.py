@@ -227,9 +227,13 @@ def is_long_context(entry: dict) -> bool:
     return "long_context" in entry_id or "composite" in entry_id
 
 
-def instances_for(entry: dict, data_dir: str | Path | None = None) -> dict[str, Simulator]:
+def instances_for(entry: dict, data_dir: str | Path | None = None, docs: list[dict] | None = None) -> dict[str, Simulator]:
     """Fresh instances of the entry's involved classes, loaded from its initial_config (long context when the
-    entry is a long_context one). An unknown class or a malformed initial_config is a data error (ValueError)."""
+    entry is a long_context one). An unknown class or a malformed initial_config is a data error (ValueError).
+
+    Calls are validated against `docs` when given (the function docs the caller holds, e.g. a sample's own tools:
+    nothing is read), else against the docs in `data_dir` (attach_docs)."""
+    checkers = None if docs is None else _checkers(docs)
     config = entry.get("initial_config") or {}
     classes = entry.get("involved_classes") or []
     if not isinstance(config, dict):
@@ -247,7 +251,10 @@ def instances_for(entry: dict, data_dir: str | Path | None = None) -> dict[str, 
         except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as e:  # a malformed scenario: data error
             raise ValueError(f"{str(entry.get('id'))[:80]}: initial_config for {class_name} is malformed: "
                              f"{type(e).__name__}: {str(e)[:120]}") from None
-        attach_docs(inst, data_dir)
+        if checkers is None:
+            attach_docs(inst, data_dir)
+        else:
+            inst._checkers = checkers
         out[class_name] = inst
     return out
 
