@@ -25,6 +25,7 @@ from typing import Any, Iterable
 
 from verifier.errors import UsageError
 from verifier.types import Exchange, Judgement, Parsed, Sample, Suite, Verdict
+from verifier.surfaces.registry import REFERENCE_MODE
 
 import suites.hub as hub
 import suites.lm_eval_adapter as adapter
@@ -233,7 +234,7 @@ def run_header(run_id: str, model: str, base_url: str, api_key_env: str | None,
         run_id,
         endpoint={"base_url": redact_url(base_url), "model": model, "api_key_env": api_key_env, "header_names": []},
         sampling={"defaults": {}, "overrides": {}, "note": "set by lm-eval per task; see each request"},
-        extra_body={}, epochs=1, modes=["chat"], suites=suites_hdr, started=stamp, finished=stamp,
+        extra_body={}, epochs=1, modes=[REFERENCE_MODE], suites=suites_hdr, started=stamp, finished=stamp,
         imported_from={"tool": "lm-eval", "version": lm_version, "configs": _jsonable(lm_eval_config or {})},
     )
 

@@ -10,8 +10,8 @@ its filter ensembles and its metric registry. What is re-stated from `Configurab
 (`fewshot_context`, `build_qa_turn`, `doc_to_text`/`doc_to_target`, the generate_until branch of
 `process_results`), line for line, and only for the configurations that glue covers: anything else (choices,
 promptsource prompts, images, few-shot examples from a dataset split, process_docs, list targets) is refused,
-and suites/lm_eval_adapter.local_task builds the real task instead. tests/test_gsm8k.py and
-tests/test_lm_eval_task.py hold prompts, filtered answers and scores equal to the real `ConfigurableTask`'s.
+and suites/lm_eval_adapter.local_task builds the real task instead. tests/test_suite_gsm8k.py and
+tests/test_lm_eval_import.py hold prompts, filtered answers and scores equal to the real `ConfigurableTask`'s.
 """
 
 from __future__ import annotations

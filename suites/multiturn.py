@@ -1,7 +1,8 @@
 """Multi-turn tool use, replayed on every surface: user -> tool call -> tool result -> answer -> second user turn.
 
-Each conversation is three samples, sent in order by the runner (`Suite.followup`), each turn replaying
-the server's previous answer exactly as it was emitted (verifier/judge/history.py):
+Each conversation is one sample driven by the runner as a conversation (verifier.types.Conversation): three
+requests, each turn replaying the server's previous answer exactly as it was emitted (verifier/judge/history.py).
+Its records are the turns (`<conversation>/t<k>`), each covering its one request:
 
     t1  user asks; the model should call the declared tool          metric tool_called
     t2  history + the server's own tool call + our tool result      metric uses_tool_result
@@ -27,7 +28,7 @@ from typing import Any
 
 from verifier.judge.parse import MalformedBody, parse_exchange
 from verifier.judge.history import assistant_turn, extend, tool_results, user_turn
-from verifier.types import Exchange, Judgement, Parsed, Sample, Suite
+from verifier.types import Conversation, Exchange, Judgement, Parsed, Sample, Suite
 from verifier import jsonsafe
 
 SYSTEM = "You are a helpful assistant. Use the tools when they can answer. Keep answers short."
@@ -62,20 +63,17 @@ CONVERSATIONS: dict[str, dict[str, Any]] = {
 TURNS = 3
 
 
-def _sample(conv: str, turn: int) -> Sample:
+def _sample(conv: str) -> Sample:
+    """One conversation: the first request's prompt, and per turn what its answer must hold (`target[k - 1]`)."""
     c = CONVERSATIONS[conv]
-    meta: dict[str, Any] = {"conversation": conv, "turn": turn, "turns": TURNS}
-    if turn == 1:
-        meta["turn_ids"] = [f"{conv}/t{k}" for k in range(1, TURNS + 1)]
-    else:
-        meta["after"] = f"{conv}/t{turn - 1}"
-    target = {1: [t["function"]["name"] for t in c["tools"]][:1], 2: c["facts2"], 3: [c["fact3"]]}[turn]
-    return Sample(id=f"{conv}/t{turn}", messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": c["user1"]}],
-                  tools=c["tools"], target=target, meta=meta)
+    target = [[t["function"]["name"] for t in c["tools"]][:1], list(c["facts2"]), [c["fact3"]]]
+    return Sample(id=conv, messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": c["user1"]}],
+                  tools=c["tools"], target=target,
+                  meta={"conversation": conv, "turns": TURNS, "turn_ids": [f"{conv}/t{k}" for k in range(1, TURNS + 1)]})
 
 
 def load(data: str | None = None, smoke: bool = True) -> list[Sample]:
-    return [_sample(conv, t) for conv in CONVERSATIONS for t in range(1, TURNS + 1)]
+    return [_sample(conv) for conv in CONVERSATIONS]
 
 
 def request(sample: Sample) -> dict[str, Any]:
@@ -96,29 +94,36 @@ def run_tool(conv: str, call: dict[str, Any]) -> str:
     return json.dumps({"error": f"nothing found for {fn.get('name')} {args}"})
 
 
-def followup(sample: Sample, ex: Exchange) -> tuple[Sample, dict[str, Any] | None] | None:
-    """The next turn, replaying this exchange's answer in the shape the server emitted it."""
-    conv, turn = sample.meta["conversation"], sample.meta["turn"]
-    if turn >= TURNS:
+def step(sample: Sample, first: dict[str, Any], steps: list[Exchange]) -> tuple[str, dict[str, Any]] | None:
+    """Turn k is one request: the first as the runner built it, each later one replaying the answer before it in
+    the shape the server emitted it. An answer that cannot be parsed ends the conversation (nothing to replay)."""
+    turn_ids, conv = sample.meta["turn_ids"], sample.meta["conversation"]
+    if not steps:
+        return turn_ids[0], first
+    if len(steps) >= len(turn_ids):
         return None
-    nxt = _sample(conv, turn + 1)
-    if ex.error is not None or ex.status != 200:
-        return nxt, None
+    ex = steps[-1]
     try:
         calls = parse_exchange(ex).tool_calls or []
     except MalformedBody:
-        return nxt, None
+        return None
     body = extend(ex.mode, ex.request, assistant_turn(ex))
-    if turn == 1:
+    if len(steps) == 1:
         results = [(c.get("id"), run_tool(conv, c)) for c in calls if isinstance(c, dict)]
         entries = tool_results(ex.mode, results) if results else user_turn(ex.mode, NUDGE)
     else:
         entries = user_turn(ex.mode, CONVERSATIONS[conv]["user2"])
-    return nxt, extend(ex.mode, body, entries)
+    return turn_ids[len(steps)], extend(ex.mode, body, entries)
 
 
 def score(sample: Sample, parsed: Parsed) -> Judgement:
-    turn = sample.meta["turn"]
+    """One request's own judgement (its envelope is what the framework checks); the turns are judged in
+    score_conversation, which knows which turn a request is."""
+    return Judgement(reason="step")
+
+
+def score_turn(sample: Sample, turn: int, parsed: Parsed) -> Judgement:
+    target = sample.target[turn - 1]
     calls = parsed.tool_calls if isinstance(parsed.tool_calls, list) else []
     if turn == 1:
         names = sorted({(c.get("function") or {}).get("name") for c in calls if isinstance(c, dict)})
@@ -126,12 +131,34 @@ def score(sample: Sample, parsed: Parsed) -> Judgement:
         return Judgement(score=float(ok), answer=names, reason="called_tool" if ok else "no_tool_call",
                          metrics={"tool_called": float(ok)})
     text = (parsed.content or "").lower()
-    ok = not calls and all(f.lower() in text for f in sample.target)
+    ok = not calls and all(f.lower() in text for f in target)
     metric = "uses_tool_result" if turn == 2 else "history_recall"
     reason = "correct" if ok else ("called_tool_again" if calls else "fact_missing")
     return Judgement(score=float(ok), answer=ok, reason=reason, metrics={metric: float(ok)})
 
 
-SUITE = Suite(name="multiturn", version="1", load=load, request=request, score=score, followup=followup,
+def score_conversation(sample: Sample, steps: list[Exchange]) -> list[tuple[str, Judgement, list[int]]]:
+    """One record per turn, covering that turn's one request; a turn never sent covers none (scoring.judge_conversation
+    then reports it as not reached), nor does one whose answer could not be parsed (its request's own verdict says why)."""
+    out: list[tuple[str, Judgement, list[int]]] = []
+    for k, record in enumerate(sample.meta["turn_ids"]):
+        if k >= len(steps):
+            out.append((record, Judgement(reason="not_reached"), []))
+            continue
+        try:
+            parsed = parse_exchange(steps[k])
+        except MalformedBody:
+            out.append((record, Judgement(reason="malformed_body"), [k]))
+            continue
+        out.append((record, score_turn(sample, k + 1, parsed), [k]))
+    return out
+
+
+def records(sample: Sample) -> list[str]:
+    return list(sample.meta["turn_ids"])
+
+
+SUITE = Suite(name="multiturn", version="1", load=load, request=request, score=score,
+              conversation=Conversation(step=step, score=score_conversation, records=records),
               description="tool call -> tool result -> answer -> second user turn, replayed as the server emitted it",
               defaults={"max_tokens": 256})

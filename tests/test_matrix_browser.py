@@ -1,4 +1,4 @@
-"""The vendor matrix in headless Chromium (like tests/test_browser.py): CSP intact, rows sortable, report links work."""
+"""The vendor matrix in headless Chromium (like tests/test_report_browser.py): CSP intact, rows sortable, report links work."""
 
 from __future__ import annotations
 

@@ -225,7 +225,7 @@ def test_report_size_stays_bounded(gates):
 @pytest.fixture(scope="module")
 def bfcl_gate(tmp_path_factory):
     """A bfcl golden of a perfect model (calibrated on two reruns) and a gate of the imperfect oracle against it."""
-    from test_bfcl import SMOKE_ROWS, _right_reply, _user_text, oracle_script
+    from test_suite_bfcl import SMOKE_ROWS, _right_reply, _user_text, oracle_script
 
     from verifier.cli import main
     from verifier.testbed.server import last_user_text

@@ -46,9 +46,10 @@ def test_each_run_file_name_is_spelled_in_one_module():
 
 
 def cli_rss(*args, timeout=120):
-    """`verifier ARGS` in a fresh interpreter: (exit code, peak RSS in MB, stderr). A hang fails the test."""
+    """`verifier ARGS` in a fresh interpreter: (exit code, peak RSS in MB, stderr). A hang fails the test. VmHWM is
+    this process's own peak; ru_maxrss would carry the forking pytest process's peak across exec."""
     script = ("import json, resource, sys\nfrom verifier.cli import main\ncode = main(sys.argv[1:])\n"
-              "print(json.dumps({'code': code, 'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))")
+              "print(json.dumps({'code': code, 'rss_mb': int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024}))")
     p = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=timeout,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     last = json.loads(p.stdout.strip().splitlines()[-1])

@@ -363,18 +363,14 @@ class Suite:
     """Whether an error status with this body means 'feature unsupported' (e.g. images on a text-only server)."""
     summarize: Callable[[list[Verdict]], dict[str, Any]] | None = None
     """Extra suite-level metrics that are not means of per-sample values."""
-    followup: Callable[[Sample, Exchange], tuple[Sample, dict[str, Any] | None] | None] | None = None
-    """Multi-turn suites: the next turn (its Sample and full request body, built from this exchange as
-    the server answered it) or None when the conversation is over. The body is None when this turn
-    failed: the next turn is then journaled with this turn's status and error, unsent. Samples with
-    `meta["after"]` are only ever sent this way."""
     conversation: Conversation | None = None
-    """Conversation suites (a variable number of requests per sample, e.g. agent loops with tool
-    execution): drives and scores the sample instead of one request per sample (see Conversation)."""
+    """Multi-turn suites (several requests per sample, each built from the answers before it: replayed history,
+    agent loops with tool execution): drives and scores the sample instead of one request per sample (see
+    Conversation). The one multi-turn mechanism."""
     check: Callable[[Sample], str | None] | None = None
-    """A sample this suite did not load itself (a golden's inputs.jsonl) checked before anything is sent: a
-    one-line problem naming the sample and the field (the caller exits 2), or None. For data a scorer would only
-    trip on later, e.g. the simulators' initial state of a conversation suite."""
+    """A sample this suite did not load itself (a golden's inputs.jsonl, a run directory's samples.jsonl) checked
+    before anything is sent or scored: a one-line problem naming the sample and the field (the caller exits 2), or
+    None. For data a scorer would only trip on later, e.g. the simulators' initial state of a conversation suite."""
 
 
 # ----------------------------------------------------------------------------- R3: records after scoring

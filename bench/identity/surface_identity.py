@@ -8,7 +8,7 @@ body sent (responses.jsonl `request`), normalized as byte_identity.py does.
     python bench/identity/surface_identity.py snapshot OUT.json [--checkout DIR] [--keep DIR]
     python bench/identity/byte_identity.py diff A.json B.json
 
-The responders are the tests' own (tests/test_surfaces_gate.py `oracle`, tests/test_multiturn.py `kimi_like`),
+The responders are the tests' own (tests/test_surfaces_gate.py `oracle`, tests/test_suite_multiturn.py `kimi_like`),
 read from the checkout under test.
 """
 

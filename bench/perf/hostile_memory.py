@@ -1,5 +1,5 @@
 """Peak RSS and wall time of whole `verifier` commands against the hostile server (issue #22), each in a fresh
-process. Too slow for the fast tier (tests/test_hostile.py measures the read paths in one child instead):
+process. Too slow for the fast tier (tests/test_wire_hostile_endpoints.py measures the read paths in one child instead):
 
     python bench/perf/hostile_memory.py
 
@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from hostile_server import HostileServer  # noqa: E402
 
 SCRIPT = ("import json, resource, sys\nfrom verifier.cli import main\ncode = main(sys.argv[1:])\n"
-          "print(json.dumps({'code': code, 'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))")
+          "print(json.dumps({'code': code, 'rss_mb': int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024}))")
 
 
 def cli(*args: object) -> tuple[int, float, float]:

@@ -114,7 +114,7 @@ class RunSpec:
     quiet: bool = False
     """No progress on stderr."""
     probe_only: frozenset[str] | None = None
-    """With `probes`: the `<probe>@<surface>` results to run (a gate's rerun: exactly the golden's, run/probes.selection);
+    """With `probes`: the `<probe>@<surface>` results to run (a gate's rerun: exactly the golden's, execution/probes.selection);
     None: the whole catalogue (`run --probes`, `gate --probes`)."""
     golden: str | None = None
     """A gate's rerun: the golden's name, recorded in run.json (`gate_of`) so a gate killed before it compared is
@@ -180,19 +180,12 @@ class Collected:
 
 
 def select(samples: list[Sample], limit: int | None, seed: int | None) -> list[Sample]:
-    """Shuffle (seeded), then limit; a multi-turn conversation is kept whole or dropped whole, since a later turn
-    replays the answers of the turns before it (`turn_ids` / `after` in Sample.meta)."""
+    """Shuffle (seeded), then limit. A conversation is one sample (Suite.conversation): it is kept or dropped whole."""
     pool = samples  # may be lazy (built per sample on access): slicing keeps unselected samples unbuilt
     if seed is not None:
         pool = list(pool)
         random.Random(seed).shuffle(pool)
-    chosen = pool[:limit] if limit else pool
-    if not any(x.meta.get("turn_ids") or x.meta.get("after") for x in chosen):
-        return chosen
-    firsts = {x.id for x in chosen if x.meta.get("turn_ids")}
-    keep = {t for x in chosen if x.meta.get("turn_ids") for t in x.meta["turn_ids"]}
-    # A later turn whose first turn was cut is dropped with its conversation; the others come in whole.
-    return [x for x in pool if x.id in keep or (x.id in firsts)]
+    return pool[:limit] if limit else pool
 
 
 def data_for(data: str | None, suite: str) -> str | None:
@@ -375,7 +368,7 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
         else:
             hdr, work = _start_new(spec, run_dir, cfg, suites, info, template, stack)
         journal.write_json(run_dir / journal.HEADER, hdr)
-        # Scored as it is journaled (the records of a resumed run first), beside the requests: see run/live.py.
+        # Scored as it is journaled (the records of a resumed run first), beside the requests: see execution/live.py.
         live = Follower(run_dir, get_suites())
         following = asyncio.create_task(live.follow())
         # run.json's copy has its credentials masked; the model, transport and prompt are the spec's (runner.IDENTITY_KEYS)
@@ -445,7 +438,7 @@ def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list
 
 
 def collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None = None) -> Collected:
-    """Collect (or resume) a run, scored as it goes (run/live.py): once the last answer is in, only the aggregation is left.
+    """Collect (or resume) a run, scored as it goes (execution/live.py): once the last answer is in, only the aggregation is left.
 
     With `stop_check`, work is sent in `spec.looks` sample-aligned batches (seeded order) and
     `stop_check(run_dir)` is asked after each whether the answer is already decided.

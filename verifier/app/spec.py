@@ -4,7 +4,7 @@ Each door parses its own syntax once, at its edge, into `GateOptions`: typed val
 nothing. Doors are merged as values (`flags.over(file).over(env)`: the first that set a field wins) and
 `GateOptions.spec()` fills the defaults and builds the one `GateSpec` the application runs. Nothing is ever
 formatted into flag strings and parsed again, so an option means the same whichever door it came through
-(tests/test_spec_doors.py sends each option through each door and compares the specs).
+(tests/test_gate_spec_doors.py sends each option through each door and compares the specs).
 """
 
 from __future__ import annotations

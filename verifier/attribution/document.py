@@ -11,7 +11,7 @@ Optional keys: a field that is None where the document may lack the key is left 
 field); where the key may also hold null (`MetricResult.samples_needed`) the absence is its own value, `ABSENT`.
 
 Blocks whose shape is owned elsewhere stay mappings: `infra`, `coverage` (coverage.py), `golden`, `run`
-(app/gate.py), `conformance` rows (run/probe_results.py), `tool_trigger`, `tool_calls`, `turn_diff`, flips and
+(app/gate.py), `conformance` rows (execution/probe_results.py), `tool_trigger`, `tool_calls`, `turn_diff`, flips and
 finding counts (numerics.py, compare.py).
 """
 

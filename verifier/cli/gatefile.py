@@ -2,7 +2,7 @@
 
 The file is read with the stdlib's tomllib, checked against its schema (gatefile_schema.py) and read once into
 typed values (app/spec.GateOptions), the same values the flags give, so a file and the equivalent command line build
-the same GateSpec (tests/test_spec_doors.py, tests/test_gatefile.py). Precedence, merged as values: a flag given on
+the same GateSpec (tests/test_gate_spec_doors.py, tests/test_gate_file.py). Precedence, merged as values: a flag given on
 the command line > the file > the environment > defaults.
 
     golden = "goldens/demo-smoke"

@@ -1,7 +1,7 @@
 """`verifier testbed serve`: the scripted OpenAI-compatible test endpoint, so every command can be tried without a model.
 
 It prints its base URL on stdout (one line, flushed) once it accepts connections, and serves until
-Ctrl-C or SIGTERM. Flags are declared here so `--help` does not load aiohttp; tests/test_cli.py
+Ctrl-C or SIGTERM. Flags are declared here so `--help` does not load aiohttp; tests/test_cli_commands.py
 checks they match verifier/testbed/server.py's.
 """
 

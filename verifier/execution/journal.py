@@ -26,7 +26,7 @@ from verifier.redact import Redactor
 from verifier.types import Exchange, RunHeader, Sample
 from verifier import jsonsafe
 
-# The names of a run directory's files and their safe readers live in run/layout.py; the journal re-exports its own.
+# The names of a run directory's files and their safe readers live in execution/layout.py; the journal re-exports its own.
 from verifier.execution.layout import (HEADER as HEADER, SAMPLES as SAMPLES, RESPONSES as RESPONSES, LOCK as LOCK, VERDICTS as VERDICTS, SUMMARY as SUMMARY, CorruptFile as CorruptFile, NotARunDir as NotARunDir, decode_line as decode_line, file_digest as file_digest, read_jsonl as read_jsonl,
                                   RefusedFile as RefusedFile, read_document)
 
@@ -241,16 +241,45 @@ def read_header(run_dir: Path) -> RunHeader:
     return RunHeader.from_dict(check_run_dir(run_dir))
 
 
-def read_samples(run_dir: Path) -> dict[tuple[str, str], Sample]:
-    return dict(iter_samples(run_dir))
+def read_samples(run_dir: Path, legacy: bool = True) -> dict[tuple[str, str], Sample]:
+    return dict(iter_samples(run_dir, legacy))
 
 
-def iter_samples(run_dir: Path) -> Iterator[tuple[tuple[str, str], Sample]]:
-    """samples.jsonl one sample at a time, keyed (suite, sample id)."""
-    for d in read_jsonl(Path(run_dir) / SAMPLES, within=Path(run_dir)):
-        suite = d.pop("suite")
-        s = Sample.from_json(d)
+def iter_samples(run_dir: Path, legacy: bool = True) -> Iterator[tuple[tuple[str, str], Sample]]:
+    """samples.jsonl one sample at a time, keyed (suite, sample id). `legacy`: one-sample-per-turn conversations of
+    older runs are read as the conversation samples they are now (legacy_turn_samples); bless keeps the rows as
+    the run recorded them (its dataset_sha256 hashes those)."""
+    rows = ((d.pop("suite"), Sample.from_json(d)) for d in read_jsonl(Path(run_dir) / SAMPLES, within=Path(run_dir)))
+    for suite, s in legacy_turn_samples(rows) if legacy else rows:
         yield (suite, s.id), s
+
+
+def _is_turn_row(s: Sample) -> bool:
+    return "/" in s.id and (bool(s.meta.get("after")) or (s.meta.get("turn") == 1 and isinstance(s.meta.get("turn_ids"), list)))
+
+
+def legacy_turn_samples(rows: Iterable[tuple[str, Sample]]) -> Iterator[tuple[str, Sample]]:
+    """Samples as the suites make them now, from rows written before multi-turn suites were conversations
+    (Suite.conversation): the multiturn suite then wrote one row per turn, `<conversation>/t<k>`, the first with
+    `meta.turn_ids`, the later ones with `meta.after`. The turns of one conversation become one sample: the
+    first turn's prompt, tools and meta (without `turn`) and the turns' targets in turn order, which is the
+    sample the suite builds today, so the journal's records (`<conversation>/t<k>`, bodies unchanged) score as
+    they did. Other rows pass through, in order; a conversation whose turn rows are incomplete stays as it was."""
+    turns: dict[tuple[str, str], dict[str, Sample]] = {}
+    for suite, s in rows:
+        if _is_turn_row(s):
+            turns.setdefault((suite, s.id.split("/", 1)[0]), {})[s.id] = s
+        else:
+            yield suite, s
+    for (suite, conv), by_id in turns.items():
+        first = next((s for s in by_id.values() if not s.meta.get("after")), None)
+        ids = first.meta["turn_ids"] if first is not None else []
+        if first is None or not all(isinstance(t, str) and t in by_id for t in ids) or len(by_id) != len(ids):
+            yield from ((suite, s) for s in by_id.values())
+            continue
+        meta = {k: v for k, v in first.meta.items() if k != "turn"}
+        yield suite, Sample(id=conv, messages=first.messages, tools=first.tools, response_format=first.response_format,
+                            target=[by_id[t].target for t in ids], meta=meta, params=first.params)
 
 
 def sample_fields(s: Sample) -> dict[str, Any]:
@@ -299,7 +328,7 @@ class Journal:
 
     `written(line, parsed)`, when given, is called with each record's line as it is about to be written (its bytes
     without the newline) and, when the writer parsed the record for its leak check, `(Parsed or None, exception or None)`:
-    run/live.py judges the line with that parse instead of parsing the same bytes again."""
+    execution/live.py judges the line with that parse instead of parsing the same bytes again."""
 
     def __init__(self, run_dir: Path, scrub: Iterable[str] = (),
                  written: Callable[[bytes, tuple[Any, BaseException | None] | None], None] | None = None):

@@ -1,6 +1,6 @@
-"""The names of a run directory's files and the one way each is read (the floor under `run/rundir.RunDir`).
+"""The names of a run directory's files and the one way each is read (the floor under `execution/rundir.RunDir`).
 
-Every file name of a run directory is spelled here and nowhere else; `RunDir` (run/rundir.py) is the object the
+Every file name of a run directory is spelled here and nowhere else; `RunDir` (execution/rundir.py) is the object the
 rest of the program reads a run through. A run directory may come from someone else (a CI shard, a reviewer's
 copy): every read goes through `verifier.safeio` (regular files only, no symlink leading out of the directory, a
 size cap, a FIFO never waited on), and any refusal is a `NotARunDir`, which the CLI reports in one line, exit 2.
@@ -105,7 +105,7 @@ def read_jsonl(path: Path, *, within: Path | None = None) -> Iterator[dict[str, 
 
 
 def decode_line(raw: bytes, path: Path, n: int) -> dict[str, Any]:
-    """One complete, non-blank line of a JSONL file as read_jsonl reads it (run/live.py follows the journal
+    """One complete, non-blank line of a JSONL file as read_jsonl reads it (execution/live.py follows the journal
     with it, so a record scored live is the record `verifier score` reads)."""
     try:
         rec = jsonsafe.loads(raw)  # from the bytes: no decoded and stripped copies of a 64 MB line beside it

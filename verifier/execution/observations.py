@@ -1,6 +1,6 @@
 """observations.jsonl: each scored record as compare, bless and the report read it, parsed once, by scoring.
 
-RUN_DIR/observations.jsonl is written by `verifier score` beside verdicts.jsonl (run/scoring.write_scores), from
+RUN_DIR/observations.jsonl is written by `verifier score` beside verdicts.jsonl (execution/scoring.write_scores), from
 the same walk of the journal that judged it: the exchange is parsed once, and what later steps used to parse the
 journal again for is kept here.
 
@@ -42,7 +42,7 @@ MAX_TOP = 5
 """Alternatives kept per token (top_logprobs), on greedy records: enough to see the reference's token at a parting."""
 SHOWN_LOGPROBS = MAX_LOGPROBS + 48
 """Candidate logprobs the report's token diff reads: the golden's (at most MAX_LOGPROBS) plus 4 x
-report.pictures.TOKEN_CONTEXT (checked by tests/test_observations.py)."""
+report.pictures.TOKEN_CONTEXT (checked by tests/test_run_observations.py)."""
 
 Key = tuple[str, str, int, str]
 
@@ -51,7 +51,7 @@ class Once:
     """One exchange, parsed at most once: scoring's judge, the observation row and the report's extras share it."""
 
     def __init__(self, ex: Exchange, parsed: tuple[Parsed | None, BaseException | None] | None = None):
-        """`parsed`: what parse_exchange already returned (or raised) for this very exchange (run/live.py)."""
+        """`parsed`: what parse_exchange already returned (or raised) for this very exchange (execution/live.py)."""
         self.ex = ex
         self._done = parsed is not None
         self._parsed, self._error = parsed if parsed is not None else (None, None)

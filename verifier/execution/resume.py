@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from verifier.errors import UsageError
 from verifier.redact import credential_values, mask_credentials
+from verifier.surfaces.registry import REFERENCE_MODE
 
 # RunSpec.overrides key -> the flag that sets it.
 SAMPLING_FLAGS = {"temperature": "--temperature", "top_p": "--top-p", "max_tokens": "--max-tokens", "seed": "--seed",
@@ -61,8 +62,8 @@ def mismatches(spec: Any, hdr: dict[str, Any]) -> list[tuple[str, Any, Any]]:
         out.append(("--base-url", redact_url(spec.endpoint.base_url), ep["base_url"]))
     if spec.suites and sorted(spec.suites) != sorted(hdr.get("suites") or {}):
         out.append(("--suite", ",".join(spec.suites), ",".join(sorted(hdr.get("suites") or {}))))
-    if spec.modes and list(spec.modes) != list(hdr.get("modes") or ["chat"]):
-        out.append(("--mode", ",".join(spec.modes), ",".join(hdr.get("modes") or ["chat"])))
+    if spec.modes and list(spec.modes) != list(hdr.get("modes") or [REFERENCE_MODE]):
+        out.append(("--mode", ",".join(spec.modes), ",".join(hdr.get("modes") or [REFERENCE_MODE])))
     # Credential values are masked in run.json: compared masked (a resume cannot check a key it never kept).
     if spec.extra_body and mask_credentials(dict(spec.extra_body)) != mask_credentials(hdr.get("extra_body") or {}):
         out.append(("--extra-body", mask_credentials(dict(spec.extra_body)), hdr.get("extra_body") or {}))

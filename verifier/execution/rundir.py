@@ -1,9 +1,9 @@
 """`RunDir`: a run directory as one object. Every reader in the app, the report and the CLI goes through it.
 
-It knows every file of a run directory (the names are spelled in run/layout.py) and returns each as a checked
+It knows every file of a run directory (the names are spelled in execution/layout.py) and returns each as a checked
 value: `header()` a RunHeader, `summary()`, `probes()`, `context()` and `comparison()` JSON objects,
 `observations()` the rows scoring wrote (None when missing, stale or forged: the caller re-scores, there is no
-second way to parse the journal). Every file is read through `verifier.safeio` (see run/layout.py), so a planted
+second way to parse the journal). Every file is read through `verifier.safeio` (see execution/layout.py), so a planted
 FIFO, device, oversized file or symlink out of the directory is a `NotARunDir` naming it (exit 2, one line),
 never a hang, a MemoryError or a file from elsewhere.
 
@@ -39,7 +39,7 @@ class RunDir:
         object.__setattr__(self, "path", Path(self.path))
 
     def file(self, name: str) -> Path:
-        """The path of one of its files (a name from run/layout.py)."""
+        """The path of one of its files (a name from execution/layout.py)."""
         return self.path / name
 
     # ------------------------------------------------------------------ what it is

@@ -170,12 +170,12 @@ async def execute(
 
     `journaled`: the answered records of the run being resumed; a conversation replays them instead of
     re-sending (Suite.conversation), so only its missing steps go out. `written`: journal.Journal's hook, called
-    with each line written (run/live.Follower.offer)."""
+    with each line written (execution/live.Follower.offer)."""
     from verifier.wire.endpoint import Endpoint
 
     ep = endpoint or Endpoint(cfg)
     jr = journal.Journal(run_dir, scrub=[cfg.api_key or "", *cfg.headers.values(), *scrub.secrets()], written=written)
-    progress = Progress(sum(w[1].meta.get("turns", 1) if w[0].followup or w[0].conversation else 1 for w in work), quiet)
+    progress = Progress(sum(len(w[0].conversation.records(w[1])) if w[0].conversation else 1 for w in work), quiet)
     classes: dict[str, int] = {}
     journaled = journaled or {}
 
@@ -206,17 +206,9 @@ async def execute(
             if ex.error is not None or ex.status is None or ex.status >= 400:
                 return  # no answer to build on: scoring reports the rest of the conversation as not reached
 
-    async def one(suite: Suite, sample: Sample, epoch: int, mode: str, body: dict[str, Any] | None,
-                  prev: Exchange | None = None) -> None:
-        if body is None and prev is not None:  # the turn before failed: this one is recorded as failing with it
-            ex = Exchange(suite.name, sample.id, epoch, mode, {}, prev.status, None, None, prev.error, 0.0, 0)
-        else:
-            r = await ep.send(mode, body)
-            ex = Exchange(suite.name, sample.id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts)
-        record(ex)
-        nxt = suite.followup(sample, ex) if suite.followup else None
-        if nxt is not None:  # multi-turn: the next turn replays this answer, so it waits for it
-            await one(suite, nxt[0], epoch, mode, nxt[1], ex)
+    async def one(suite: Suite, sample: Sample, epoch: int, mode: str, body: dict[str, Any]) -> None:
+        r = await ep.send(mode, body)
+        record(Exchange(suite.name, sample.id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts))
 
     async def worker(queue: Iterator[tuple[Suite, Sample, int, str, dict[str, Any]]]) -> None:
         for w in queue:
@@ -254,13 +246,9 @@ def plan(
                 work += [(suite, s, e, m, build_request(suite, s, model, sampling, extra_body, m, template))
                          for e in range(epochs) for m in modes]
                 continue
-            if s.meta.get("after"):
-                continue  # a later turn: sent after the turn before it answered (Suite.followup)
-            turns = s.meta.get("turn_ids") or [s.id]
             for e in range(epochs):
                 for m in modes:
-                    # A conversation is re-sent whole when any of its turns is missing: later turns replay earlier answers.
-                    if any((suite.name, t, e, m) not in done for t in turns):
+                    if (suite.name, s.id, e, m) not in done:
                         work.append((suite, s, e, m, build_request(suite, s, model, sampling, extra_body, m, template)))
     return work
 

@@ -41,7 +41,7 @@ def judge(suite: Suite, sample: Sample, ex: Exchange, parse: Callable[[], Parsed
 
     The only place a Verdict is built: identity (suite, sample, epoch, mode) comes from the
     Exchange, never from the scorer, whose Judgement knows nothing of epochs or wire modes.
-    `parse` (run/observations.Once) shares one parse of the exchange with the observation row.
+    `parse` (execution/observations.Once) shares one parse of the exchange with the observation row.
     """
     base = dict(suite=ex.suite, sample_id=ex.sample_id, epoch=ex.epoch, mode=ex.mode)
     if ex.status is not None and ex.status >= 400 and suite.unsupported and suite.unsupported(sample, ex.status, ex.body or ""):
@@ -107,6 +107,8 @@ def judge_conversation(suite: Suite, sample: Sample, steps: list[Exchange],
     conv = suite.conversation
     base_steps = [judge(suite, sample, ex, parses[i] if parses else None) for i, ex in enumerate(steps)]
     stopped = next((v for v in base_steps if v.outcome in ("infra", "unsupported")), None)
+    if stopped is None and base_steps and base_steps[-1].outcome == "contract":
+        stopped = base_steps[-1]  # e.g. an answer that could not be parsed: nothing to build the next request on
     out = []
     for record, j, covered in conv.score(sample, steps):
         if not steps:
@@ -156,7 +158,7 @@ def score_journal(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict
 class Scorer:
     """score_journal's walk of the journal, one record at a time: `add` every record in journal order, then
     `result`. `verifier score` feeds it the whole journal at once; `verifier run` feeds it each record as it is
-    journaled (run/live.py), so that when the last answer arrives only `result` is left. Same records in the
+    journaled (execution/live.py), so that when the last answer arrives only `result` is left. Same records in the
     same order, same bytes out."""
 
     def __init__(self, run_dir: Path, suites: dict[str, Suite], samples: dict[tuple[str, str], Sample]):

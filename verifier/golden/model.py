@@ -107,7 +107,7 @@ class GoldenHeader:
     summary: Mapping[str, Any]
     margins: Mapping[str, Margin]
     probes: Mapping[str, Mapping[str, Any]] | None
-    """Probe results keyed `<probe>@<surface>` (bare names: chat), as run/probes.judge reads them."""
+    """Probe results keyed `<probe>@<surface>` (bare names: chat), as execution/probes.judge reads them."""
     context_probe: Mapping[str, Any] | None
     document: Mapping[str, Any] = field(default_factory=dict)
     """golden.json as read (for keys this verifier does not know: kept on a rewrite)."""

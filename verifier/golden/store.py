@@ -92,7 +92,7 @@ def bless(run_dir: Path, to: Path, margins: Mapping[str, Margin] | None = None) 
         "probes": RunDir(run_dir).probes(),
         "context_probe": RunDir(run_dir).context(),
     }
-    inputs = [{"suite": suite, **journal.sample_fields(x)} for (suite, _), x in journal.read_samples(run_dir).items()
+    inputs = [{"suite": suite, **journal.sample_fields(x)} for (suite, _), x in journal.read_samples(run_dir, legacy=False).items()
               if suite in g["suites"]]
     def fill(tmp: Path) -> None:
         journal.write_jsonl(tmp / OBS, obs)
@@ -298,7 +298,8 @@ def _inputs(path: Path, header: GoldenHeader, obs: list[Observation]) -> dict[st
         if want and dataset_sha256(samples) != want:
             raise BadGolden(f"golden {path}: {INPUTS} suite {name} does not hash to the golden's dataset_sha256 "
                             "(edited or from another run)")
-    return {k: tuple(v) for k, v in out.items()}
+    # Checked as recorded, read as the suites make samples now (older multi-turn goldens: journal.legacy_turn_samples).
+    return {k: tuple(s for _, s in journal.legacy_turn_samples((k, x) for x in v)) for k, v in out.items()}
 
 
 def packaged() -> list[Path]:

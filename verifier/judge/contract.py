@@ -70,7 +70,7 @@ BYTE_MARKERS = str.maketrans({"Ġ": " ", "Ċ": "\n", "ĉ": "\t", "▁": " "})
 def sides(code: str) -> set[str]:
     """Which side of a comparison judges a finding code: `frontend` (a new one fails the frontend signal
     new_findings) unless it is model behaviour, `metrics` (the sample stays in the quality metrics, scored on
-    what it says) unless it is blocking. Never neither: tests/test_verdicts_hold.py enumerates every code."""
+    what it says) unless it is blocking. Never neither: tests/test_verdict_unscripted_endpoints.py enumerates every code."""
     # (SIGNAL_JUDGED codes: frontend evidence through their signal, against the golden's same record, not by themselves)
     return ({"frontend"} if code not in MODEL_BEHAVIOUR | SIGNAL_JUDGED else set()) | ({"metrics"} if code not in BLOCKING else set())
 THINK = re.compile(r"</?think>")

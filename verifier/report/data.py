@@ -46,7 +46,7 @@ class RunData:
 
 @dataclass(frozen=True)
 class Shown:
-    """What the report shows of one record beyond its row, as scoring parsed it (run/observations `shown`)."""
+    """What the report shows of one record beyond its row, as scoring parsed it (execution/observations `shown`)."""
 
     tool_calls: str | None = None
     """The parsed tool calls as a flip card prints them (indented JSON), None when there are none."""

@@ -93,7 +93,7 @@ def test_lm_eval_goldens_compare_and_say_how_to_gate(tmp_path, cli):
 def test_lm_eval_gsm8k_results_file_matches_ours(tmp_path, cli, shared_data):
     """The issue's line, on gsm8k: lm-eval's gsm8k_cot_llama over the shared test file (no hub), 8 docs."""
     from suites import lm_eval_adapter as adapter
-    from test_lm_eval_task import N, responder_for
+    from test_lm_eval_import import N, responder_for
 
     rows = [json.loads(line) for line in (shared_data / "gsm8k" / "test.jsonl").read_text().splitlines()[:N]]
     task = tmp_path / "gsm8k_local.yaml"

@@ -1,4 +1,4 @@
-"""A gate reruns exactly the golden's probes by default (run/probes.py `selection`, `wanted`)."""
+"""A gate reruns exactly the golden's probes by default (execution/probes.py `selection`, `wanted`)."""
 
 import asyncio
 

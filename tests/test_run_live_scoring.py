@@ -1,4 +1,4 @@
-"""`verifier run` scores as it goes (run/live.py): each record is judged as soon as it is journaled, and the files the
+"""`verifier run` scores as it goes (execution/live.py): each record is judged as soon as it is journaled, and the files the
 run writes (verdicts, observations, summary) are the bytes `verifier score` writes on the same directory afterwards:
 new runs, resumed runs (a torn tail, infra errors, a SIGKILL), follow-ups, conversations, and a follower that fails."""
 
@@ -121,7 +121,7 @@ def test_a_killed_run_resumed_scores_like_score(tmp_path, cli, monkeypatch):
 
 
 def test_follow_ups_are_scored_as_they_go(tmp_path, cli, monkeypatch):
-    from test_multiturn import MODES, kimi_like
+    from test_suite_multiturn import MODES, kimi_like
 
     out = tmp_path / "mt"
     with TestServer(Script(kimi_like)) as srv, scored_as_it_goes(monkeypatch):
@@ -253,7 +253,7 @@ def test_a_slow_scorer_never_stops_the_requests_or_their_deadline(tmp_path, cli,
 
 def test_each_exchange_is_parsed_once_with_a_key_set(tmp_path, cli, monkeypatch):
     """With a key, the journal writer parses each record for its leak check; the scorer uses that parse for the line
-    it wrote instead of parsing the same bytes again (run/live.Follower.offer): one parse per exchange."""
+    it wrote instead of parsing the same bytes again (execution/live.Follower.offer): one parse per exchange."""
     from verifier.judge import parse
 
     calls = [0]

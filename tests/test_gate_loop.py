@@ -183,7 +183,7 @@ def test_probes_catch_ignored_sampling_params(tmp_path, cli):
         for name in ("ref", "r2", "r3"):
             assert cli("run", *RUN, "--base-url", srv.url, "--out", tmp_path / name, "--probes")[0] == 0
         probes = json.loads((tmp_path / "ref" / "probes.json").read_text())
-        # The scripted server honours every option a probe sends (tests/test_probes.py), on the run's one surface.
+        # The scripted server honours every option a probe sends (tests/test_probes_catalogue.py), on the run's one surface.
         assert all(p["passed"] for p in probes.values()) and all(k.endswith("@chat") for k in probes), probes
         g = tmp_path / "golden"
         assert cli("bless", tmp_path / "ref", "--to", g)[0] == 0

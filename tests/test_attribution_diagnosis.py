@@ -36,7 +36,7 @@ EXPECTED = {
     "drop_response_format": ("structured", "structured-output backend"),
     "drop_sampling_params": ("probes", "API validation"),
     "prompt_front_truncated": ("context", "context handling"),
-    # one per feature-contract probe (tests/test_probes.py breaks each on each surface)
+    # one per feature-contract probe (tests/test_probes_catalogue.py breaks each on each surface)
     "sampling_params_clamped": ("probes", "API validation"),
     "max_tokens_floored": ("probes", "API validation"),
     "max_completion_tokens_ignored": ("probes", "API validation"),

@@ -21,7 +21,7 @@ if not CHROMIUM.exists():
 
 expect = sync_api.expect
 
-from test_report import XSS, XSS_SAMPLE, build_world  # noqa: E402  (tests/ is on sys.path via conftest's rootdir)
+from test_report_ci_outputs import XSS, XSS_SAMPLE, build_world  # noqa: E402  (tests/ is on sys.path via conftest's rootdir)
 from test_report_pictures import gates  # noqa: E402,F401  (module-scoped: the wordy golden and three gates)
 
 

@@ -173,7 +173,7 @@ async def go(url, n):
         await ep.aclose()
     return [r.error for r in rs]
 errors = asyncio.run(go(sys.argv[1], 1)) + asyncio.run(go(sys.argv[2], 4))
-print(json.dumps({"errors": errors, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({"errors": errors, "rss_mb": int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024}))
 """
 
 
@@ -410,7 +410,7 @@ def test_nan_end_to_end_is_a_frontend_finding_with_strict_json_outputs(tmp_path,
 def _cli_rss(*args, env=None, timeout=600):
     """`verifier ARGS` in a fresh interpreter: (exit code, peak RSS in MB, stdout, stderr)."""
     script = ("import json, resource, sys\nfrom verifier.cli import main\ncode = main(sys.argv[1:])\n"
-              "print(json.dumps({'code': code, 'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))")
+              "print(json.dumps({'code': code, 'rss_mb': int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024}))")
     p = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=timeout,
                        env=env or {**os.environ, "PYTHONPATH": str(ROOT)})
     last = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else {"code": None, "rss_mb": None}
@@ -439,7 +439,7 @@ async def go(models_url, events_url, body_url):
             await ep.aclose()
     return out
 out = asyncio.run(go(*sys.argv[1:4]))
-print(json.dumps({**out, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({**out, "rss_mb": int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024}))
 """
 
 
@@ -789,7 +789,7 @@ with Proxy(sys.argv[1], ["usage_dropped"], seed=0) as proxy:
     with httpx.stream("POST", proxy.url + "/chat/completions", json={"model": "m", "messages": []}, timeout=120) as r:
         for b in r.iter_raw():
             n += len(b)
-print(json.dumps({"bytes": n, "status": r.status_code, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({"bytes": n, "status": r.status_code, "rss_mb": int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024}))
 """
 
 

@@ -54,7 +54,7 @@ def test_other_4xx_is_a_result_not_retried():
 @pytest.mark.parametrize("mode", ["chat", "chat-stream"])
 def test_a_408_is_not_now_in_both_places_a_server_can_say_it(mode):
     """HTTP 408 is retried and, if it persists, ends as infra: the same rule as an error event with code 408 inside a
-    200 stream (tests/test_hostile.py), so "request timeout" is never judged a refusal of the request."""
+    200 stream (tests/test_wire_hostile_endpoints.py), so "request timeout" is never judged a refusal of the request."""
     from verifier.wire.bodyread import is_refusal
 
     with TestServer() as srv:
