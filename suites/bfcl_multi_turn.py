@@ -183,13 +183,23 @@ def _sims():
 
 def _instances(sample: Sample) -> dict[str, Any]:
     """Fresh simulator instances, validating calls against the function docs the sample itself carries (not a
-    data dir looked up at scoring time: the score is a function of the run directory alone)."""
-    instances = _sims().instances_for({"id": sample.id, "involved_classes": sample.meta["involved_classes"],
-                                       "initial_config": sample.meta["initial_config"]})
-    docs = {t["function"]["name"]: t["function"] for t in _tools_at(sample, sample.meta["turns"])}
-    for inst in instances.values():
-        inst._function_docs = docs  # execute.attach_docs reads docs from a data dir; these are the sample's own
-    return instances
+    data dir looked up at scoring time: the score is a function of the run directory alone, and scoring reads no
+    file beyond it)."""
+    docs = [t["function"] for t in _tools_at(sample, sample.meta["turns"])]
+    return _sims().instances_for({"id": sample.id, "involved_classes": sample.meta["involved_classes"],
+                                  "initial_config": sample.meta["initial_config"]}, docs=docs)
+
+
+def check(sample: Sample) -> str | None:
+    """A golden's sample, before anything is sent: its simulators load from its initial_config (a wrong shape is
+    a one-line problem naming the sample and the field, never an internal error once scoring reaches it)."""
+    meta = sample.meta if isinstance(sample.meta, dict) else {}
+    try:
+        _sims().instances_for({"id": sample.id, "involved_classes": meta.get("involved_classes"),
+                               "initial_config": meta.get("initial_config")}, docs=[])
+    except ValueError as e:
+        return f"$.meta of sample {e}"
+    return None
 
 
 def _run(instances: dict[str, Any], name: str, args: Any, allowed: set[str]) -> dict[str, Any]:
@@ -444,14 +454,14 @@ def summarize(verdicts: list[Verdict]) -> dict[str, Any]:
 
 SUITE = Suite(
     name=NAME, version=VERSION, load=load, request=request, score=score, summarize=summarize,
-    conversation=Conversation(step=step, score=score_conversation, records=records),
+    conversation=Conversation(step=step, score=score_conversation, records=records), check=check,
     description="BFCL v4 multi-turn: conversations executed on stateful API simulators, state + response check per turn",
     defaults={"max_tokens": 512},
 )
 
 CHAINED = Suite(
     name=f"{NAME}-chained", version=VERSION, load=load, request=request, score=score, summarize=summarize,
-    conversation=Conversation(step=step_chained, score=score_conversation, records=records),
+    conversation=Conversation(step=step_chained, score=score_conversation, records=records), check=check,
     description="bfcl-multi-turn with Responses follow-ups chained by previous_response_id (other surfaces: whole history)",
     defaults={"max_tokens": 512},
 )

@@ -456,3 +456,47 @@ def test_gate_limit_keeps_whole_conversations(tmp_path, cli, mt_golden):
     assert sent and {s.split("/")[0] for s in sent} == {first} and any("/t2/" in s for s in sent), sent
     td = doc["suites"]["bfcl-multi-turn"]["turn_diff"]
     assert td["conversations"] == 1 and set(td["by_surface"]) == {"chat", "messages"}, td
+
+
+# ---------------------------------------------------------------- a hostile golden's simulator state
+
+@pytest.mark.parametrize("config", [[1, 2], "x", {"GorillaFileSystem": [1]}], ids=["list", "string", "class-list"])
+def test_a_golden_whose_initial_config_has_the_wrong_shape_is_exit_2_naming_it(tmp_path, cli, mt_golden, config):
+    """The simulators' state comes from the golden (inputs.jsonl): a wrong shape is refused before anything is sent
+    (exit 2, one line naming the sample and the field), never an internal error when scoring reaches it."""
+    import shutil
+
+    from verifier.execution.runner import dataset_sha256
+    from verifier.types import Sample
+
+    g = tmp_path / "hostile"
+    shutil.copytree(mt_golden["golden"], g)
+    rows = [json.loads(x) for x in (g / "inputs.jsonl").read_text().splitlines()]
+    victim = next(r for r in rows if "GorillaFileSystem" in r["meta"]["involved_classes"])
+    victim["meta"]["initial_config"] = config
+    (g / "inputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    meta = json.loads((g / "golden.json").read_text())  # a consistent forgery: the dataset hash follows the edit
+    samples = [Sample.from_json({k: v for k, v in r.items() if k != "suite"}) for r in rows]
+    meta["suites"]["bfcl-multi-turn"]["dataset_sha256"] = dataset_sha256(samples)
+    (g / "golden.json").write_text(json.dumps(meta))
+    script = Script(replayer(gt_table(mt_golden["samples"])))
+    with TestServer(script) as srv:
+        code, _, err = cli("gate", "--golden", g, "--base-url", srv.url, "--model", "m", "--out", tmp_path / "c",
+                           "--quiet", "--max-retries", "0")
+    assert code == 2 and "initial_config" in err and victim["id"] in err and err.count("\n") == 1, err
+    assert "internal" not in err.lower()
+    assert script.requests == []  # refused before anything was sent
+
+
+def test_a_run_directory_whose_initial_config_has_the_wrong_shape_is_exit_2_when_scored(tmp_path, cli, mt_golden):
+    """A run directory is untrusted too (a CI shard, a reviewer's copy): `score` refuses its samples.jsonl in one
+    line naming the sample and the field, never an internal error from a simulator."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(mt_golden["ref"], run)
+    rows = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
+    rows[0]["meta"]["initial_config"] = ["not", "an", "object"]
+    (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, _, err = cli("score", run)
+    assert code == 2 and "initial_config" in err and rows[0]["id"] in err and err.count("\n") == 1, err

@@ -607,3 +607,75 @@ def test_a_gate_with_a_hostile_structured_golden_opens_no_file_and_no_socket(tmp
     for f in out.rglob("*"):
         if f.is_file():
             assert "CANARY" not in f.read_text(errors="replace"), f
+
+
+# Every suite's gate under the guard: nothing opened outside the code, the interpreter, the system's libraries and
+# the gate's own run and golden directories; no connection but to the endpoint.
+STRICT_GUARD = r"""
+import json, os, sys, tempfile
+allowed = [os.path.realpath(p) for p in json.loads(sys.argv[1])]
+tempfile.gettempdir()  # the standard library's one-time probe of the temp directory (a random name it creates)
+endpoint_port = int(sys.argv[2])
+seen = []
+
+def outside(path):
+    try:
+        p = os.path.realpath(os.fsdecode(path))
+    except (TypeError, ValueError):
+        return False  # a file descriptor, not a path
+    return not any(p == a or p.startswith(a + os.sep) for a in allowed)
+
+def guard(event, args):
+    if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)) and outside(args[0]):
+        seen.append("open " + os.fsdecode(args[0]))
+    if event == "socket.connect" and len(args) > 1 and isinstance(args[1], tuple) and len(args[1]) > 1 \
+            and args[1][1] != endpoint_port:
+        seen.append("connect " + str(args[1]))
+
+sys.addaudithook(guard)
+from verifier.cli import main
+code = main(sys.argv[3:])
+print(json.dumps({"code": code, "seen": seen}))
+"""
+
+SUITE_RUNS = {  # suite -> the run flags of its reference and calibration runs (smoke sets; no dataset beyond them)
+    "structured": ["--suite", "structured", "--smoke"],
+    "bfcl": ["--suite", "bfcl", "--smoke"],
+    "bfcl-multi-turn": ["--suite", "bfcl-multi-turn", "--data", str(SHARED / "bfcl" / "BFCL_v4_multi_turn_base.json"),
+                        "--limit", "4", "--sample-seed", "5"],
+    "vision": ["--suite", "vision", "--smoke"],
+    "gsm8k": ["--suite", "gsm8k", "--smoke"],
+}
+
+
+@pytest.mark.parametrize("suite", sorted(SUITE_RUNS))
+def test_every_suites_gate_opens_nothing_beyond_its_directories_and_connects_only_to_the_endpoint(suite, tmp_path, cli):
+    import site
+    import sysconfig
+
+    with TestServer(Script(structured_answer)) as srv:
+        run = [*SUITE_RUNS[suite], "--model", "m", "--quiet", "--max-retries", "0", "--base-url", srv.url]
+        for name in ("ref", "r2", "r3"):
+            code, _, err = cli("run", *run, "--out", tmp_path / name)
+            assert code == 0, err
+        golden = tmp_path / "golden"
+        assert cli("bless", tmp_path / "ref", "--to", golden)[0] == 0
+        assert cli("calibrate", golden, "--runs", tmp_path / "r2", tmp_path / "r3")[0] == 0
+        out = tmp_path / "outs" / "gate"
+        out.parent.mkdir()
+        # The code, the interpreter and its libraries, the system's shared libraries and devices, and the gate's
+        # own directories. Not the shared data directory (datasets, BFCL docs), not the rest of tmp_path.
+        allowed = [str(ROOT), sys.prefix, sys.base_prefix, *site.getsitepackages(), site.getusersitepackages(),
+                   sysconfig.get_paths()["stdlib"], "/usr", "/lib", "/lib64", "/etc", "/proc", "/sys", "/dev",
+                   str(golden), str(out.parent)]  # out's parent: the gate checks it may write there
+        r = subprocess.run([sys.executable, "-c", STRICT_GUARD, json.dumps(allowed), str(urlsplit(srv.url).port),
+                            "gate", "--golden", str(golden), "--base-url", srv.url, "--model", "m", "--out", str(out),
+                            "--quiet", "--max-retries", "0"],
+                           # A BFCL data dir is known: scoring must still read nothing there (the sample carries its docs)
+                           env={**os.environ, "PYTHONPATH": str(ROOT), "VERIFIER_BFCL_DATA": str(SHARED / "bfcl")},
+                           capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.stdout.strip(), r.stderr[-2000:]
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["code"] in (0, 10, 20), r.stderr[-2000:]
+    assert (out / "verdicts.jsonl").stat().st_size > 0
+    assert result["seen"] == [], result["seen"][:10]

@@ -367,6 +367,10 @@ class Suite:
     """Multi-turn suites (several requests per sample, each built from the answers before it: replayed history,
     agent loops with tool execution): drives and scores the sample instead of one request per sample (see
     Conversation). The one multi-turn mechanism."""
+    check: Callable[[Sample], str | None] | None = None
+    """A sample this suite did not load itself (a golden's inputs.jsonl, a run directory's samples.jsonl) checked
+    before anything is sent or scored: a one-line problem naming the sample and the field (the caller exits 2), or
+    None. For data a scorer would only trip on later, e.g. the simulators' initial state of a conversation suite."""
 
 
 # ----------------------------------------------------------------------------- R3: records after scoring

@@ -227,22 +227,34 @@ def is_long_context(entry: dict) -> bool:
     return "long_context" in entry_id or "composite" in entry_id
 
 
-def instances_for(entry: dict, data_dir: str | Path | None = None) -> dict[str, Simulator]:
+def instances_for(entry: dict, data_dir: str | Path | None = None, docs: list[dict] | None = None) -> dict[str, Simulator]:
     """Fresh instances of the entry's involved classes, loaded from its initial_config (long context when the
-    entry is a long_context one). An unknown class or a malformed initial_config is a data error (ValueError)."""
+    entry is a long_context one). An unknown class or a malformed initial_config is a data error (ValueError).
+
+    Calls are validated against `docs` when given (the function docs the caller holds, e.g. a sample's own tools:
+    nothing is read), else against the docs in `data_dir` (attach_docs)."""
+    checkers = None if docs is None else _checkers(docs)
     config = entry.get("initial_config") or {}
+    classes = entry.get("involved_classes") or []
+    if not isinstance(config, dict):
+        raise ValueError(f"{str(entry.get('id'))[:80]}: initial_config is not an object")
+    if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
+        raise ValueError(f"{str(entry.get('id'))[:80]}: involved_classes is not a list of class names")
     out: dict[str, Simulator] = {}
-    for class_name in entry.get("involved_classes") or []:
+    for class_name in classes:
         cls = CLASSES.get(class_name)
         if cls is None:
-            raise ValueError(f"{entry.get('id')}: no simulator for class {class_name!r}")
+            raise ValueError(f"{str(entry.get('id'))[:80]}: no simulator for class {class_name[:80]!r}")
         inst = cls()
         try:
             inst.load_scenario(config.get(class_name) or {}, long_context=is_long_context(entry))
         except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as e:  # a malformed scenario: data error
             raise ValueError(f"{str(entry.get('id'))[:80]}: initial_config for {class_name} is malformed: "
                              f"{type(e).__name__}: {str(e)[:120]}") from None
-        attach_docs(inst, data_dir)
+        if checkers is None:
+            attach_docs(inst, data_dir)
+        else:
+            inst._checkers = checkers
         out[class_name] = inst
     return out
 

@@ -142,6 +142,13 @@ class RunSpec:
         samples = None
         if not data:
             samples = {name: tuple(x for x in golden.inputs.get(name, ()) if x.id in owners.get(name, ())) for name in h.suites}
+            table = get_suites()
+            for name, chosen in samples.items():
+                check = table[name].check if name in table else None
+                for sample in chosen if check is not None else ():
+                    problem = check(sample)
+                    if problem is not None:  # data a scorer would trip on: refused before anything is sent
+                        raise UsageError(f"golden {golden.path}: inputs.jsonl: {problem}")
         base = h.source.sampling_overrides
         base.update(overrides or {})
         from verifier.execution.probes import selection
@@ -507,18 +514,30 @@ def observed_rows(run_dir: Path) -> list[dict[str, Any]]:
     """observations.jsonl's rows (with the report's `shown`), the one reader of what scoring parsed: a run not
     scored, scored from another journal, or whose observations.jsonl is missing or does not match its seal (a row
     edited after scoring) is scored again first, rebuilding the file from the journal."""
+    rows: list[dict[str, Any]] = []
+    each_observed_row(run_dir, rows.append, rows.clear)
+    return rows
+
+
+def each_observed_row(run_dir: Path, take: Callable[[dict[str, Any]], None], drop: Callable[[], None]) -> None:
+    """`observed_rows`, one row at a time (the report keeps a little of each, never the whole list): each row goes
+    to `take`; when the file turns out not to be sealed, `drop` forgets what `take` kept and the run is scored
+    again first, as in observed_rows."""
+    from verifier.execution import observations as observe
+
     rd = RunDir(run_dir)
     try:
         scrub.register_run(rd.header_dict())  # what the caller writes from these rows is scrubbed of the run's key
-        rows = None if rd.stale() else rd.observations()
-        if rows is None:
-            score(run_dir)
-            rows = rd.observations()
+        if not rd.stale() and observe.read_each(rd.path, take):
+            return
+        drop()
+        score(run_dir)
+        if observe.read_each(rd.path, take):
+            return
+        drop()
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
-    if rows is None:
-        raise UsageError(f"{run_dir}: scoring wrote no {OBSERVATIONS} (a run its suite cannot score again?)")
-    return rows
+    raise UsageError(f"{run_dir}: scoring wrote no {OBSERVATIONS} (a run its suite cannot score again?)")
 
 
 def observations(run_dir: Path) -> list[dict[str, Any]]:

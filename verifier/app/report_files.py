@@ -24,27 +24,41 @@ from verifier.errors import UsageError
 from verifier.types import Observation
 import verifier.report.ci as ci
 import verifier.report.html as html
-from verifier.report.data import GoldenData, Inputs, RunData, Shown, inputs
+import verifier.report.views as views
+from verifier.report.data import Drawn, GoldenData, Inputs, RunData, Shown, inputs
 
 
-def read_run(run_dir: Path) -> RunData:
+def read_run(run_dir: Path, with_exchanges: bool = True) -> RunData:
     """Verdicts joined with what scoring parsed of the journal (observations.jsonl), read once. A run not scored,
     scored from another journal, or whose observations.jsonl is missing or edited is scored again first
-    (app.collect.observed_rows): the report never parses the journal a second way."""
-    from verifier.app.collect import observed_rows  # application step
+    (app.collect.observed_rows): the report never parses the journal a second way.
+
+    `with_exchanges=False` leaves the journal's records out (`load` then draws only the flip cards' records, so
+    memory does not grow with the journal); callers that render a RunData themselves keep the default."""
+    from verifier.app.collect import each_observed_row  # application step
 
     run_dir = Path(run_dir)
     rd = RunDir(run_dir)
     header = rd.header_dict()
     scrub.register_run(header)  # the report is scrubbed of the key its run was made with
-    observed = observed_rows(run_dir)
-    exchanges = rd.exchanges()
-    verdicts = rd.verdicts()
+    # The report shows no logprobs in its rows; the token diffs read them from `shown`. Row by row: the file's
+    # rows are never all held as dicts beside what the report keeps of them.
+    rows: list[Observation] = []
+    shown: dict[tuple[str, str, int, str], Shown] = {}
+
+    def take(o: dict[str, Any]) -> None:
+        rows.append(dataclasses.replace(Observation.from_dict(o), logprobs=None, top_logprobs=None))
+        if "shown" in o:
+            shown[(o["suite"], o["sample_id"], o["epoch"], o["mode"])] = Shown.of(o)
+
+    def drop() -> None:
+        rows.clear()
+        shown.clear()
+
+    each_observed_row(run_dir, take, drop)
+    exchanges = rd.exchanges() if with_exchanges else {}
     finds = [{"suite": v.suite, "sample_id": v.sample_id, "mode": v.mode, "code": f.code, "detail": f.detail[:300]}
-             for v in verdicts for f in v.findings]
-    # The report shows no logprobs in its rows; the token diffs read them from `shown`.
-    rows = [dataclasses.replace(Observation.from_dict(o), logprobs=None, top_logprobs=None) for o in observed]
-    shown = {(o["suite"], o["sample_id"], o["epoch"], o["mode"]): Shown.of(o) for o in observed if "shown" in o}
+             for v in rd.iter_verdicts() for f in v.findings]  # streamed: only the findings are kept
     summary = rd.summary() or {"suites": {}}
     return RunData(run_dir, header, summary, rows, finds, exchanges, shown)
 
@@ -84,7 +98,7 @@ def load(run_dir: Path | str, golden_path: str | Path | None, doc: Comparison | 
     Without either, a comparison's recorded golden path is used: older callers pass only the document.
     """
     run_dir = Path(run_dir)
-    run = read_run(run_dir)
+    run = read_run(run_dir, with_exchanges=False)
     typed = None if doc is None else Comparison.of(doc)
     if golden is None:
         if golden_path is None and typed is not None:
@@ -93,7 +107,20 @@ def load(run_dir: Path | str, golden_path: str | Path | None, doc: Comparison | 
             if typed is None:
                 typed = comparison(run_dir, golden_path)
             golden = read_golden(golden_path)
-    return inputs(run, golden, typed)
+    inp = inputs(run, golden, typed)
+    inp.drawn = draw(run_dir, views.card_keys(inp))
+    return inp
+
+
+def draw(run_dir: Path, keys: set[tuple[str, str, int, str]]) -> dict[tuple[str, str, int, str], Drawn]:
+    """The flip cards' records, cut as a card shows them: one pass over the journal keeping nothing else (the
+    latest record of a key wins, as in journal.read_exchanges)."""
+    out: dict[tuple[str, str, int, str], Drawn] = {}
+    if keys:
+        for ex in RunDir(run_dir).iter_exchanges():
+            if ex.key in keys:
+                out[ex.key] = views.drawn(ex)
+    return out
 
 
 def render_html(run_dir: Path | str, golden_path: str | Path | None, doc: Comparison | Mapping[str, Any] | None) -> str:

@@ -192,15 +192,25 @@ def read(run_dir: Path) -> list[dict[str, Any]] | None:
     """The rows (with `shown`), or None when the file is absent, unreadable, not made from the journal and the
     verdicts beside it, or its lines do not hash to its seal (a row edited after scoring): the caller then
     re-scores. A special file or a symlink out of the run is refused (NotARunDir), never read."""
+    rows: list[dict[str, Any]] = []
+    return rows if read_each(run_dir, rows.append) else None
+
+
+def read_each(run_dir: Path, take: Callable[[dict[str, Any]], None]) -> bool:
+    """`read`, one row at a time: each row is handed to `take` as it is read (memory follows what `take` keeps,
+    not the file). False when `read` would return None; `take` may then have seen rows of a file that is not
+    sealed, and the caller drops what it kept of them."""
     path = Path(run_dir) / OBSERVATIONS
     if not path.exists() and not path.is_symlink():
-        return None
+        return False
     try:
         f = safeio.open_regular(path, max_bytes=layout.MAX_JSONL, within=Path(run_dir))
     except safeio.UnsafeFile as e:
         raise layout.RefusedFile(str(e)) from None
     seal = hashlib.sha256()
-    records: list[Any] = []
+    head: Any = None
+    held: Any = None  # the latest line's record: a row, unless it is the last line (the seal)
+    rows = 0
     prev = b""
     with f:
         n = 0
@@ -210,20 +220,23 @@ def read(run_dir: Path) -> list[dict[str, Any]] | None:
                 break
             n += 1
             if not raw.endswith(b"\n"):
-                return None  # torn or over-long: not the file scoring wrote
-            if records:  # every line before the last (the seal) is sealed
+                return False  # torn or over-long: not the file scoring wrote
+            if n > 1:  # every line before the last (the seal) is sealed
                 seal.update(prev)
             try:
-                records.append(layout.decode_line(raw, path, n))
+                rec = layout.decode_line(raw, path, n)
             except journal.CorruptFile:
-                return None
+                return False
+            if n == 1:
+                head = rec
+                if head != header(run_dir):
+                    return False
+            elif held is not None:
+                take(held)
+                rows += 1
+            held = rec if n > 1 else None
             prev = raw
-    if len(records) < 2:
-        return None
-    head, rows, last = records[0], records[1:-1], records[-1]
-    if head != header(run_dir) or last != {SEAL: seal.hexdigest(), "rows": len(rows)}:
-        return None
-    return rows
+    return n >= 2 and held == {SEAL: seal.hexdigest(), "rows": rows}
 
 
 _ROW_KEYS = tuple(Observation.__dataclass_fields__)

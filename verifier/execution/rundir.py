@@ -109,8 +109,11 @@ class RunDir:
     def exchanges(self) -> dict[tuple[str, str, int, str], Exchange]:
         return journal.read_exchanges(self.path)
 
+    def iter_verdicts(self) -> Iterator[Verdict]:
+        return (Verdict.from_json(d) for d in journal.read_jsonl(self.file(layout.VERDICTS), within=self.path))
+
     def verdicts(self) -> list[Verdict]:
-        return [Verdict.from_json(d) for d in journal.read_jsonl(self.file(layout.VERDICTS), within=self.path)]
+        return list(self.iter_verdicts())
 
     def observations(self) -> list[dict[str, Any]] | None:
         """observations.jsonl's rows (with the report's `shown`), or None when the file is absent, stale, or does

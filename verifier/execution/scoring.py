@@ -142,7 +142,13 @@ def score_run(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], d
 def score_journal(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], dict[str, Any], observe.Collector]:
     """Verdicts, the summary, and what observations.jsonl keeps of each record, from one parse per exchange."""
     journal.check_run_dir(run_dir)
-    scorer = Scorer(run_dir, suites, journal.read_samples(run_dir))
+    samples = journal.read_samples(run_dir)
+    for (name, _), sample in samples.items():  # a run directory may come from someone else: its samples too
+        check = suites[name].check if name in suites else None
+        problem = check(sample) if check is not None else None
+        if problem is not None:
+            raise journal.NotARunDir(f"{run_dir}: {journal.SAMPLES}: {problem}")
+    scorer = Scorer(run_dir, suites, samples)
     # One record at a time: only verdicts are kept (a 300 MB journal cost 446 MB when it was loaded whole).
     for ex in journal.iter_exchanges(run_dir):
         scorer.add(ex)

@@ -66,6 +66,19 @@ class Shown:
 
 
 @dataclass(frozen=True)
+class Drawn:
+    """What a flip card shows of one journal record (views.drawn cuts it): the raw response and the request as
+    text, each cut, and the raw response's whole length. The report keeps this, not the record: memory follows
+    the cards drawn, never the journal."""
+
+    raw: str
+    raw_cut: bool
+    raw_len: int
+    request: str
+    request_cut: bool
+
+
+@dataclass(frozen=True)
 class GoldenData:
     """A loaded golden: golden.json and its observations."""
 
@@ -91,6 +104,7 @@ class Inputs:
     findings: pd.DataFrame                  # candidate findings with detail: suite, sample_id, mode, code, detail
     golden_obs: list[Observation] = field(default_factory=list)   # with logprobs: the token diffs read them
     shown: dict[tuple[str, str, int, str], Shown] | None = None    # RunData.shown
+    drawn: dict[tuple[str, str, int, str], Drawn] | None = None    # the flip cards' records, cut (app.report_files.load)
 
 
 def j(x: Any) -> str | None:

@@ -242,10 +242,8 @@ def sample_token_diff(inp: Inputs, suite: str, sample_id: str, golden_obs: dict[
     g = _reference_row(golden_obs.get((suite, sample_id), []))
     if g is None or not g.logprobs:
         return None
-    ex = inp.exchanges.get((suite, sample_id, g.epoch, g.mode))
-    if ex is None:
-        return None
-    shown = (inp.shown or {}).get((suite, sample_id, g.epoch, g.mode))  # parsed once, by scoring (observations.jsonl)
+    # parsed once, by scoring, from the journal's record (observations.jsonl): no record, no `shown`
+    shown = (inp.shown or {}).get((suite, sample_id, g.epoch, g.mode))
     if shown is None:
         return None
     cl = shown.token_logprobs(len(g.logprobs) + TOKEN_CONTEXT * 4)

@@ -13,7 +13,8 @@ import pandas as pd
 from ..attribution.document import MetricResult
 from ..version import __version__
 from verifier.surfaces.registry import REFERENCE_MODE
-from .data import Inputs, anchor
+from ..types import Exchange
+from .data import Drawn, Inputs, anchor
 from .pictures import parting
 from .. import jsonsafe
 
@@ -213,7 +214,7 @@ def _cut(text: str | None, n: int) -> tuple[str, bool]:
     return (text[:n], len(text) > n)
 
 
-def flip_cards(inp: Inputs) -> tuple[list[dict[str, Any]], int]:
+def _card_rows(inp: Inputs) -> tuple[list[dict[str, Any]], int]:
     df = inp.frame
     flipped = df[df["flip"] != ""]
     # One card per sample: a record whose own mode flipped (a streamed-only flip shows its stream), the chat/epoch-0
@@ -221,19 +222,38 @@ def flip_cards(inp: Inputs) -> tuple[list[dict[str, Any]], int]:
     flipped = flipped.assign(_pref=[(0 if here else 2) + (0 if (m == REFERENCE_MODE and e == 0) else 1)
                                     for here, m, e in zip(flipped["flip_here"], flipped["mode"], flipped["epoch"])])
     flipped = flipped.sort_values(["flip", "_pref"], ascending=[False, True], kind="stable").drop_duplicates(["suite", "sample_id"])
-    total = len(flipped)
+    return flipped.head(MAX_FLIP_CARDS).to_dict("records"), len(flipped)
+
+
+def card_keys(inp: Inputs) -> set[tuple[str, str, int, str]]:
+    """The journal records the flip cards show (at most MAX_FLIP_CARDS): the only ones the report reads bodies of."""
+    if inp.doc is None:
+        return set()
+    return {(r["suite"], r["sample_id"], r["epoch"], r["mode"]) for r in _card_rows(inp)[0]}
+
+
+def drawn(ex: Exchange) -> Drawn:
+    """A journal record as its flip card shows it, cut to RAW_BYTES (response) and 2 * RAW_BYTES (request)."""
+    raw = ex.body if ex.body is not None else "\n".join(ex.chunks or [])
+    raw_t, raw_cut = _cut(raw, RAW_BYTES)
+    req_t, req_cut = _cut(json.dumps(ex.request, indent=1, ensure_ascii=False), RAW_BYTES * 2)
+    return Drawn(raw_t, raw_cut, len(raw), req_t, req_cut)
+
+
+def flip_cards(inp: Inputs) -> tuple[list[dict[str, Any]], int]:
+    rows, total = _card_rows(inp)
     cards = []
-    for r in flipped.head(MAX_FLIP_CARDS).to_dict("records"):
-        ex = inp.exchanges.get((r["suite"], r["sample_id"], r["epoch"], r["mode"]))
-        raw = req = tool_calls = None
-        if ex is not None:
-            raw = ex.body if ex.body is not None else "\n".join(ex.chunks or [])
-            req = json.dumps(ex.request, indent=1, ensure_ascii=False)
-            # parsed once, by scoring (observations.jsonl)
-            tool_calls = getattr((inp.shown or {}).get((r["suite"], r["sample_id"], r["epoch"], r["mode"])), "tool_calls", None)
-        raw_t, raw_cut = _cut(raw, RAW_BYTES)
-        req_t, req_cut = _cut(req, RAW_BYTES * 2)
-        cards.append({**r, "raw": raw_t, "raw_cut": raw_cut, "raw_len": len(raw or ""), "request": req_t, "request_cut": req_cut,
+    for r in rows:
+        key = (r["suite"], r["sample_id"], r["epoch"], r["mode"])
+        d = (inp.drawn or {}).get(key)
+        if d is None and key in inp.exchanges:
+            d = drawn(inp.exchanges[key])
+        tool_calls = None
+        if d is not None:
+            tool_calls = getattr((inp.shown or {}).get(key), "tool_calls", None)  # parsed once, by scoring (observations.jsonl)
+        else:
+            d = Drawn("", False, 0, "", False)
+        cards.append({**r, "raw": d.raw, "raw_cut": d.raw_cut, "raw_len": d.raw_len, "request": d.request, "request_cut": d.request_cut,
                       "tool_calls": tool_calls, "diff": answer_diff(r["g_answer"], r["c_answer"])})
     return cards, total
 
