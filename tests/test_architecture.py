@@ -327,3 +327,17 @@ def test_the_surface_branch_finder_finds_branches():
             'd = surface_for(m).name != REFERENCE_SURFACE\n'
             'e = ("chat", "responses")\n')
     assert surface_branches(fine, names) == []
+
+
+def test_verifier_run_is_the_api_function_whatever_was_imported_before():
+    """No module is made callable: the run package is verifier.execution, so importing it (and everything the CLI
+    imports) can never rebind `verifier.run`; verifier/__init__.py rewrites no class."""
+    code = ("import inspect, verifier.execution.runner, verifier.execution.journal, verifier.app.collect, verifier.cli.main\n"
+            "import verifier, verifier.api\n"
+            "assert inspect.isfunction(verifier.run) and verifier.run is verifier.api.run, verifier.run\n"
+            "assert type(verifier) is type(inspect), type(verifier)\n"
+            "print('ok')")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
+    source = (ROOT / "verifier" / "__init__.py").read_text()
+    assert "__class__" not in source and "ModuleType" not in source
