@@ -86,7 +86,7 @@ def comparison(run_dir: Path, golden_path: str | Path) -> Comparison:
                 return Comparison.from_dict(doc)
             except KeyError:  # written by an older verifier, without a block this one reads: compare again, as below
                 pass
-    from verifier.app.gate import compare_run  # application step; pulls in the openai SDK (~2 s)
+    from verifier.app.gate import compare_run  # an application step, imported only when a report must compare
 
     return compare_run(run_dir, str(golden_path), None, 0.02, write=False)  # a report never writes into the run
 

@@ -124,13 +124,6 @@ def exchange_changes(c: dict[str, Any], g: dict[str, Any], template_moved: bool 
     return finding, moved
 
 
-def exchange_change(c: dict[str, Any], g: dict[str, Any]) -> tuple[str, str | None] | None:
-    """The first way the candidate's probe requests went otherwise than the golden's (a finding before a moved
-    fingerprint or text): (what, the finding code or signal that names the component, or None for the probe's own)."""
-    finding, moved = exchange_changes(c, g, template_moved)
-    return finding or moved
-
-
 def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
           components: dict[str, str] | None = None,
           comparators: dict[str, Callable[[Any, Any], tuple[bool, str]]] | None = None) -> list[dict[str, Any]]:
