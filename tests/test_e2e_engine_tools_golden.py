@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from verifier.execution import journal
+from verifier.golden import store
 from verifier.judge.parse import parse_exchange
 from verifier.testbed.engine_tools import TOOL_CALL_PREFILL
 from verifier.testbed.proxy import Proxy
@@ -55,6 +56,12 @@ def test_the_shipped_tool_golden_passes_a_rerun_and_a_tool_call_fault_names_the_
     code, doc, out = gate(cli, px.url, srv.name, tmp_path / "rerun")
     assert code == 0 and doc["status"] == "pass", out
     assert doc["frontend"]["verdict"] == "pass", out
+    # Exactly the golden's probes were rerun; those the reference itself could not get (llama-server answers the image
+    # prompt and the tool-result turn behind the prefill with HTTP 500) are no evidence either way, never missing coverage.
+    recorded = set(store.load(store.resolve(GOLDEN)).header.probes)
+    assert {r["key"] for r in doc["conformance"]} == recorded, out
+    assert doc["coverage"]["missing"] == 0, doc["coverage"]
+    assert "prompt_tokens_oracle@chat" in doc["coverage"]["probes_reference_infra"], doc["coverage"]
     parsed = [parse_exchange(ex) for ex in journal.read_exchanges(tmp_path / "rerun").values() if ex.status == 200]
     with_calls = [p for p in parsed if p.tool_calls]
     # The server's own parser produced the calls, on both modes: tool_calls with JSON-object arguments. Where the
