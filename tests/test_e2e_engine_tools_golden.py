@@ -71,6 +71,16 @@ def test_the_shipped_tool_golden_passes_a_rerun_and_a_tool_call_fault_names_the_
     assert len(with_calls) >= 10 and len(with_calls) >= len(parsed) - 1, [(p.content, p.tool_calls) for p in parsed]
     assert all(isinstance(json.loads(c["function"]["arguments"]), dict) for p in with_calls for c in p.tool_calls)
 
+    # Blessed with probes on llama-server, a golden passes against its own run (offline: no engine time): the probe
+    # requests its reference met a 500 with are reference infra on both sides, not missing coverage.
+    own = tmp_path / "own-golden"
+    assert cli("bless", tmp_path / "rerun", "--to", own)[0] == 0
+    assert cli("calibrate", own, "--runs", tmp_path / "rerun", tmp_path / "rerun")[0] == 0
+    code, stdout, err = cli("compare", tmp_path / "rerun", "--golden", own, "--out", tmp_path / "own.json")
+    self_doc = json.loads((tmp_path / "own.json").read_text())
+    assert code == 0 and self_doc["coverage"]["missing"] == 0, stdout + err
+    assert self_doc["coverage"]["probes_reference_infra"] == doc["coverage"]["probes_reference_infra"]
+
     with Proxy(px.url, ["tool_args_invalid_json"], seed=0) as bad:
         code, doc, out = gate(cli, bad.url, srv.name, tmp_path / "fault", "--no-probes")
     assert code == 10 and doc["frontend"]["verdict"] == "fail", out
