@@ -30,11 +30,11 @@ def qwen(tmp_path_factory):
         yield srv
 
 
-def _run(url, model, only=None):
+def _run(url, model, only=None, surfaces=SURFACES):
     async def go():
         ep = Endpoint(EndpointConfig(base_url=url, model=model, max_retries=1, timeout_s=120))
         try:
-            return await run_probes(ep, model, {}, SURFACES, only)
+            return await run_probes(ep, model, {}, surfaces, only)
         finally:
             await ep.aclose()
 
@@ -58,3 +58,16 @@ def test_llama_server_probe_table_is_stable_and_a_fault_fails_its_probe(qwen, ca
         broken = _run(px.url, qwen.name, {"stop_honoured"})
     bad = probe_results.failing(judge(broken, first))
     assert "stop_honoured@chat" in {r["key"] for r in bad} and {r["surface"] for r in bad} == {"chat"}, bad
+
+
+def test_system_prompt_honoured_passes_on_qwens_template_and_fails_when_dropped(qwen):
+    """Qwen2.5's template inserts a long default system prompt when there is none, so "with it vs without" cannot tell;
+    the probe compares a short system prompt with a longer one: it passes on the real template, and fails when the
+    frontend really drops the system prompt (the proxy's drop_system_prompt)."""
+    ok = _run(qwen.url, qwen.name, {"system_prompt_honoured"}, ("chat",))
+    assert ok["system_prompt_honoured@chat"]["passed"], ok["system_prompt_honoured@chat"]
+    with Proxy(qwen.url, ["drop_system_prompt"], surfaces={"chat"}) as px:
+        dropped = _run(px.url, qwen.name, {"system_prompt_honoured"}, ("chat",))
+    assert not dropped["system_prompt_honoured@chat"]["passed"], dropped["system_prompt_honoured@chat"]
+    bad = probe_results.failing(judge(dropped, ok))
+    assert "system_prompt_honoured@chat" in {r["key"] for r in bad}, bad
