@@ -570,13 +570,19 @@ def _spreads(s: PairedSuite, suite: str) -> dict[str, float]:
 
 
 def calibrate_margins(runs: list[Rows], provenance: dict[str, Any]) -> dict[str, Any]:
-    """Margins = the largest run-to-run spread seen between reference runs, per metric and signal."""
+    """Margins = the largest run-to-run spread seen between reference runs, per metric and signal.
+
+    Every ordered pair: a signal read within one run (stream parity: its chat and its stream answers) is counted on
+    the pair's candidate side, so each run, the blessed one included, must be a candidate once, or its own rate
+    would never reach the margin and the golden would fail against the very run it was blessed from."""
     if len(runs) < 2:
         raise ValueError("calibration needs at least 2 reference runs (k >= 3 recommended)")
     runs = [as_observations(r) for r in runs]
     spread: dict[str, float] = {}
     for i in range(len(runs)):
-        for j in range(i + 1, len(runs)):
+        for j in range(len(runs)):
+            if i == j:
+                continue
             for suite, s in paired_signals(runs[i], runs[j]).items():
                 for key, v in _spreads(s, suite).items():
                     spread[key] = max(spread.get(key, 0.0), v)
