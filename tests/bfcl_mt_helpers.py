@@ -13,6 +13,7 @@ from typing import Any
 
 from suites import bfcl_multi_turn as mt
 from suites.bfcl_sims.execute import parse_gt_call
+from verifier.testbed.tool_answers import answered_ids  # the test server's own rule: one definition
 from verifier.testbed.server import Reply
 
 MAX_REPEATS = 3
@@ -58,7 +59,7 @@ def replayer(table, skip: set[tuple[Any, ...]] = frozenset()):
             calls = calls[:-1]
         n = len(users)
         after = msgs[users[-1] + 1:]
-        answered = _answered(after)
+        answered = answered_ids(after)
         asked = sum(1 for m in after if m.get("role") == "assistant")
         pending = [(i, c) for i, c in enumerate(calls) if f"call_{n}_{i}" not in answered]
         if pending and asked < MAX_REPEATS:
@@ -69,20 +70,3 @@ def replayer(table, skip: set[tuple[Any, ...]] = frozenset()):
     return respond
 
 
-def _answered(after: list[dict[str, Any]]) -> set[Any]:
-    """The call ids whose results the model can use: each run of tool results must answer the calls of the
-    assistant message before it, in the order they were made (a model reading results by position)."""
-    out: set[Any] = set()
-    for i, m in enumerate(after):
-        if m.get("role") != "assistant" or not m.get("tool_calls"):
-            continue
-        ids = [c.get("id") for c in m["tool_calls"] if isinstance(c, dict)]
-        results = []
-        for r in after[i + 1:]:
-            if r.get("role") != "tool":
-                break
-            results.append(r.get("tool_call_id"))
-        for pos, cid in enumerate(results):
-            if pos < len(ids) and ids[pos] == cid:
-                out.add(cid)
-    return out
