@@ -143,6 +143,17 @@ def build_calibrated_golden(tmp: Path) -> dict[str, Path]:
     return {"golden": golden, "ref": tmp / "ref", "r2": tmp / "r2", "r3": tmp / "r3"}
 
 
+def zero_margins(golden: Path) -> None:
+    """Margins calibrated from the golden's own observations against themselves: every margin 0 (a test's golden
+    made on a deterministic test server, where any difference is the fault under test)."""
+    from verifier.attribution import compare
+    from verifier.golden import store
+    from verifier.golden.model import margins_from_json
+
+    rows = store.load(golden).observations
+    store.save_margins(golden, margins_from_json(compare.calibrate_margins([rows, rows], {"method": "test", "k": 2})))
+
+
 @pytest.fixture(scope="session")
 def calibrated_golden(tmp_path_factory):
     """Built once per session and shared by every module: treat it as read-only (copy it before changing it)."""

@@ -9,10 +9,10 @@ import re
 import pytest
 
 from suites import bfcl, gsm8k, structured
+from conftest import zero_margins
 from verifier.attribution import compare, signals
-from verifier.attribution.diagnosis import COMPONENTS, TABLE, diagnose
+from verifier.attribution.diagnosis import COMPONENTS, TABLE
 from verifier.golden import store as golden_mod
-from verifier.golden.model import margins_from_json
 from verifier.judge import contract
 from verifier.testbed.faults import ALL_FAULTS, WIRE_FAULTS, run_stream
 from verifier.testbed.proxy import Proxy
@@ -66,8 +66,7 @@ def goldens(tmp_path_factory):
                          "--quiet", "--mode", MODES, "--logprobs", "2", "--max-retries", "0"]) == 0
             g = tmp / "goldens" / suite
             assert main(["bless", str(tmp / suite), "--to", str(g)]) == 0
-            gobs = golden_mod.load(g).observations
-            golden_mod.save_margins(g, margins_from_json(compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2})))
+            zero_margins(g)
             out[suite] = g
     return out
 
@@ -277,7 +276,7 @@ def cut_golden(tmp_path_factory):
     assert main(["bless", str(tmp / "ref"), "--to", str(g)]) == 0
     gobs = golden_mod.load(g).observations
     assert {o.finish_reason for o in gobs} == {"length"}
-    golden_mod.save_margins(g, margins_from_json(compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2})))
+    zero_margins(g)
     return g
 
 
@@ -331,8 +330,7 @@ def weak_reference(tmp_path_factory):
                      "--mode", "chat,chat-stream", "--max-retries", "0", "--probes"]) == 0
     g = tmp / "golden"
     assert main(["bless", str(tmp / "ref"), "--to", str(g)]) == 0
-    gobs = golden_mod.load(g).observations
-    golden_mod.save_margins(g, margins_from_json(compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2})))
+    zero_margins(g)
     return g
 
 
@@ -367,8 +365,7 @@ def probe_golden(tmp_path_factory):
                      "--mode", "chat,messages", "--max-retries", "0", "--probes"]) == 0
     g = tmp / "golden"
     assert main(["bless", str(tmp / "ref"), "--to", str(g)]) == 0
-    gobs = golden_mod.load(g).observations
-    golden_mod.save_margins(g, margins_from_json(compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2})))
+    zero_margins(g)
     return g
 
 
@@ -417,8 +414,7 @@ def test_modes_whose_tool_calls_carry_no_logprobs_are_named(tmp_path, cli):
                      "--quiet", "--mode", MODES, "--logprobs", "2", "--max-retries", "0"]) == 0
         g = tmp_path / "golden"
         assert main(["bless", str(tmp_path / "ref"), "--to", str(g)]) == 0
-        gobs = golden_mod.load(g).observations
-        golden_mod.save_margins(g, margins_from_json(compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2})))
+        zero_margins(g)
         code, doc, out = gate(cli, g, srv.url, tmp_path / "g")
     assert code == 0, out
     missing = doc["tool_call_logprobs_missing_modes"]
@@ -481,8 +477,7 @@ def calls_golden(tmp_path_factory):
                      "--mode", "chat,chat-stream", "--logprobs", "2", "--max-retries", "0"]) == 0
     g = tmp / "golden"
     assert main(["bless", str(tmp / "ref"), "--to", str(g)]) == 0
-    gobs = golden_mod.load(g).observations
-    golden_mod.save_margins(g, margins_from_json(compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2})))
+    zero_margins(g)
     return g
 
 
@@ -596,8 +591,7 @@ def test_no_new_false_alarm_on_the_clean_server(tmp_path, cli, suite):
                      "--mode", MODES, "--logprobs", "2", "--max-retries", "0", "--probes"]) == 0
         g = tmp_path / "golden"
         assert main(["bless", str(tmp_path / "ref"), "--to", str(g)]) == 0
-        gobs = golden_mod.load(g).observations
-        golden_mod.save_margins(g, margins_from_json(compare.calibrate_margins([gobs, gobs], {"method": "test", "k": 2})))
+        zero_margins(g)
         code, doc, out = gate(cli, g, srv.url, tmp_path / "gate")
     assert code == 0 and doc["status"] == "pass", out
     rows = doc["conformance"]
