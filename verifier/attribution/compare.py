@@ -475,6 +475,38 @@ def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], incom
     return status, frontend, quant
 
 
+def _probe_evidence(probes: Mapping[str, Any], numerics_moved: bool) -> list[Evidence]:
+    """The run-wide evidence items (probe verdicts, the context probe) as frontend Evidence: context_truncated names
+    itself; a probe's evidence names its component and the surface it ran on."""
+    out: list[Evidence] = []
+    for name, p in sorted(probes.items()):
+        verdict, summary = p["verdict"], p["summary"]
+        if verdict == "fail" and p.get("qualifier") == "exchange_text" and numerics_moved:
+            # only a probe's greedy text moved, and on the suites the logprobs drifted above the noise or greedy
+            # outputs parted beyond the reruns' rate: the numerics change greedy texts too, so this text is no
+            # evidence against the frontend
+            verdict, summary = "inconclusive", f"{summary}; the numerics moved too (drift or greedy parting on the suites)"
+        out.append(Evidence(p.get("signal", f"probe:{name}"), "*", verdict, summary, component=p.get("component"),
+                            modes={p["surface"]: 1} if p.get("surface") else None, qualifier=p.get("qualifier")))
+    return out
+
+
+def _logprob_gaps(golden_obs: list[Observation], cand_obs: list[Observation],
+                  sampling: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(wire modes with no logprobs at all on the candidate where the golden has them on some mode, the tool-call
+    modes whose calls carry none where logprobs were asked for). Drift and decoding changes are not measured there,
+    and the document says so rather than guess (the Messages API has none)."""
+    c_lp = {o.mode for o in cand_obs if o.logprobs}
+    missing_lp = sorted({o.mode for o in cand_obs if o.judged} - c_lp) if any(o.logprobs for o in golden_obs) else []
+    # Tool-call answers are measured from the logprobs of their generated tokens where the engine returns them; the
+    # modes where it returned none for them (while it did for text) are said, not guessed over.
+    calls = [o for o in cand_obs if o.judged and isinstance(o.answer, list) and o.answer and isinstance(o.answer[0], dict)]
+    asked = bool(c_lp) or bool((sampling.get("overrides") or {}).get("logprobs"))
+    tool_lp_missing = sorted(m for m in {o.mode for o in calls} - {o.mode for o in calls if o.logprobs} - set(missing_lp)
+                             if not surface_for(m).no_logprobs) if asked else []
+    return missing_lp, tool_lp_missing
+
+
 def compare(golden_meta: GoldenHeader | Mapping[str, Any], golden_obs: Rows, cand_obs: Rows, infra_budget: float = 0.02,
             probes: dict[str, Any] | None = None, allow_subset: bool = False,
             probe_table: list[dict[str, Any]] | None = None) -> Comparison:
@@ -517,28 +549,10 @@ def compare(golden_meta: GoldenHeader | Mapping[str, Any], golden_obs: Rows, can
     drift_states = {s.drift.state for s in suites_out.values()}
     numerics_moved = "fired" in drift_states or any(s.divergence is not None and s.divergence.verdict == "fail"
                                                     for s in suites_out.values())
-    for name, p in sorted((probes or {}).items()):
-        # context_truncated names itself; a probe's evidence names its component and the surface it ran on
-        verdict, summary = p["verdict"], p["summary"]
-        if verdict == "fail" and p.get("qualifier") == "exchange_text" and numerics_moved:
-            # only a probe's greedy text moved, and on the suites the logprobs drifted above the noise or greedy
-            # outputs parted beyond the reruns' rate: the numerics change greedy texts too, so this text is no
-            # evidence against the frontend
-            verdict, summary = "inconclusive", f"{summary}; the numerics moved too (drift or greedy parting on the suites)"
-        fe.append(Evidence(p.get("signal", f"probe:{name}"), "*", verdict, summary, component=p.get("component"),
-                           modes={p["surface"]: 1} if p.get("surface") else None, qualifier=p.get("qualifier")))
+    fe += _probe_evidence(probes or {}, numerics_moved)
     changed = any(s.drift.numerics_changed for s in suites_out.values())
     status, frontend, quant = _decide(fe, q, drift_states, infra_rate > infra_budget or cov["rate"] > infra_budget, changed)
-    # Wire modes with no logprobs at all on the candidate where the golden has them on some mode (the Messages API
-    # has none): drift and decoding changes are not measured there, and the document says so rather than guess.
-    c_lp = {o.mode for o in cand_obs if o.logprobs}
-    missing_lp = sorted({o.mode for o in cand_obs if o.judged} - c_lp) if any(o.logprobs for o in golden_obs) else []
-    # Tool-call answers are measured from the logprobs of their generated tokens where the engine returns them; the
-    # modes where it returned none for them (while it did for text) are said, not guessed over.
-    calls = [o for o in cand_obs if o.judged and isinstance(o.answer, list) and o.answer and isinstance(o.answer[0], dict)]
-    asked = bool(c_lp) or bool((sampling.get("overrides") or {}).get("logprobs"))
-    tool_lp_missing = sorted(m for m in {o.mode for o in calls} - {o.mode for o in calls if o.logprobs} - set(missing_lp)
-                             if not surface_for(m).no_logprobs) if asked else []
+    missing_lp, tool_lp_missing = _logprob_gaps(golden_obs, cand_obs, sampling)
     doc = Comparison(
         status=status, exit_code=EXIT[status], meaning=MEANING[EXIT[status]],
         infra={"count": infra, "total": len(cand_obs), "rate": stats.rnd(infra_rate), "budget": infra_budget,
