@@ -109,6 +109,14 @@ def _limit_memory() -> None:  # runs in the worker
     resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
 
 
+def _readable(stream: Any, timeout_s: float) -> bool:
+    """Whether `stream` has data within `timeout_s`. poll, not select: select fails outright on a descriptor numbered
+    1024 or more, which a long-lived process (a sweep, a test session) can reach."""
+    poller = select.poll()
+    poller.register(stream, select.POLLIN)
+    return bool(poller.poll(max(0.0, timeout_s) * 1000))
+
+
 class _Worker:
     """One long-lived render process (spawning per prompt would cost ~100 ms each); replaced when it fails."""
 
@@ -122,8 +130,7 @@ class _Worker:
             text=True, encoding="utf-8",
         )
         assert self.proc.stdout
-        ready, _, _ = select.select([self.proc.stdout], [], [], WORKER_START_S)
-        if not ready or self.proc.stdout.readline() != "ready\n":
+        if not _readable(self.proc.stdout, WORKER_START_S) or self.proc.stdout.readline() != "ready\n":
             self.kill()
             raise TemplateUnavailable(f"chat template failed to render: the render worker did not start within {WORKER_START_S:g} s")
 
@@ -131,8 +138,7 @@ class _Worker:
         assert self.proc.stdin and self.proc.stdout
         self.proc.stdin.write(json.dumps(payload, ensure_ascii=False) + "\n")
         self.proc.stdin.flush()
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
-        if not ready:
+        if not _readable(self.proc.stdout, timeout_s):
             raise TimeoutError
         line = self.proc.stdout.readline()
         if not line:
