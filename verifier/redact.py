@@ -30,6 +30,8 @@ MIN_SECRET = 4
 MIN_PART = 8
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-.~+/=]{%d,}" % MIN_PART)
 _SCHEMES = re.compile(r"^(?:bearer|basic|token|apikey|api-key|key)\s+", re.I)
+_ESCAPE_MARK = re.compile(r"\\[uU/]|%[0-9A-Fa-f]{2}")
+"""Where an escaped form of a secret could begin in an encoded JSON line (see `Redactor.untouched`)."""
 _MAX_WALK = 200
 """Recursion bound for `obj` (hostile server info can nest arbitrarily)."""
 
@@ -129,6 +131,8 @@ class Redactor:
         self.parts = sorted(parts, key=lambda p: (-len(p), p))
         self._escaped = (re.compile("|".join("".join(_char_pattern(c) for c in p) for p in self.parts))
                          if self.parts else None)
+        # Each part as the journal's encoder spells it inside a JSON string (a `"` or `\\` in a secret is escaped).
+        self._line_parts = sorted({json.dumps(p, ensure_ascii=False)[1:-1] for p in self.parts} | set(self.parts))
 
     @classmethod
     def from_config(cls, cfg: Any) -> "Redactor":
@@ -173,6 +177,11 @@ class Redactor:
 
     def record(self, d: dict[str, Any]) -> dict[str, Any]:
         """A journal record (Exchange.to_json()): chunks reassembled first, then every string."""
+        return self.obj(self.record_streams(d)) if self.parts else d
+
+    def record_streams(self, d: dict[str, Any]) -> dict[str, Any]:
+        """The first half of `record`: the secrets split across stream chunks (or a body's logprob tokens) cut out
+        where the parser rejoins them. What is left is `obj`'s walk, which `untouched` can show to be a no-op."""
         if not self.parts:
             return d
         d = dict(d)
@@ -181,7 +190,21 @@ class Redactor:
         if isinstance(d.get("body"), str):
             # One body, but its logprob tokens are pieces of the text too: a secret can span several.
             d["body"] = _scrub_split(self, [d["body"]])[0]
-        return self.obj(d)
+        return d
+
+    def untouched(self, line: str) -> bool:
+        """Whether `obj` would give back unchanged the value this JSON line encodes (encoded without ASCII escapes),
+        so the line can be written as it is: one scan of the encoded line instead of a walk over every string.
+
+        `text` changes a string only where a part is spelled literally (then the part, JSON-escaped as the encoder
+        escapes each character on its own, is in the line) or through an escape form of `_char_pattern`: `\\u`/`\\U`
+        (a backslash inside a string is `\\\\` in the line, still followed by the `u`), `\\/` or `%XX`. None of
+        these in the line: no string of the value changes. False is only "maybe": the caller walks the value."""
+        if not self.parts:
+            return True
+        if any(p in line for p in self._line_parts):
+            return False
+        return _ESCAPE_MARK.search(line) is None
 
     def blank_texts(self, d: dict[str, Any]) -> dict[str, Any]:
         """A journal record whose parsed answer still spells a secret after `record` (a split no stream key

@@ -92,6 +92,11 @@ class Secrets:
         s = self._redactor.text(s)
         return TOKEN_LIKE.sub(MASK, s) if self.mask_token_like and isinstance(s, str) else s
 
+    def untouched(self, line: str) -> bool:
+        """Whether `obj` would leave the value this JSON line encodes unchanged (Redactor.untouched); never when
+        token-like strings are masked too (a lookbehind does not see a string's edge inside an encoded line)."""
+        return not self.mask_token_like and self._redactor.untouched(line)
+
     def obj(self, o: Any) -> Any:
         o = self._redactor.obj(o)
         return _token_walk(o, 0) if self.mask_token_like else o

@@ -150,8 +150,11 @@ def write_jsonl(path: Path, rows: Iterable[Any], nested_dataclasses: bool = Fals
     """One JSON line per row, scrubbed. `nested_dataclasses`: a dataclass inside a row is written as asdict writes it."""
     encoder = _ROWS if nested_dataclasses else _ENCODER
     with atomic_write(path) as f:
+        secrets = scrub.current()
         for r in rows:
-            f.write(dumps(scrub.obj(r), encoder) + "\n")
+            line = dumps(r, encoder)
+            # Walked for secrets only when a scan of its encoding cannot show the walk would change nothing.
+            f.write((line if secrets.untouched(line) else dumps(secrets.obj(r), encoder)) + "\n")
 
 
 def write_text(path: Path, text: str) -> None:
@@ -346,14 +349,21 @@ class Journal:
         self._written = written
 
     def append(self, ex: Exchange) -> None:
-        rec = self._redact.record(ex.to_json())
+        rec = self._redact.record_streams(ex.to_json())
+        line = dumps(rec)
+        # The record is encoded once: the walk over every string (a gsm8k record's request holds 17 messages) runs
+        # only when a scan of the encoded line cannot show it would change nothing.
+        if not self._redact.untouched(line):
+            rec = self._redact.obj(rec)
+            line = dumps(rec)
         parsed = None
         if self._redact:
             parsed = self._parse(rec)
             if self._parsed_leak(parsed[0]):
                 rec, parsed = self._redact.blank_texts(rec), None
-        # Encoded once (backslashreplace: a lone surrogate is written as its JSON escape, as the text file did).
-        data = dumps(rec).encode("utf-8", "backslashreplace")
+                line = dumps(rec)
+        # backslashreplace: a lone surrogate is written as its JSON escape, as the text file did.
+        data = line.encode("utf-8", "backslashreplace")
         rec = {}
         if self._written is not None:  # before the write: a reader of the file must find it offered already
             self._written(data, parsed)
