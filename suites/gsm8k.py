@@ -1,11 +1,11 @@
 """GSM8K (1,319 grade-school math problems, test split) with lm-eval's prompts and scoring.
 
-Nothing here re-types lm-eval's task: prompts come from lm-eval's own task YAML, rendered with lm-eval's
-Jinja environment and prompt helpers, and answers are judged by lm-eval's own filter ensembles and
-exact_match (see suites/lm_eval_lite.py: ConfigurableTask's glue without `lm_eval.api.task`, whose
-`datasets` import delayed the first request by seconds). So `strict_match` and `flexible_extract` are
-lm-eval's `exact_match,strict-match` and `exact_match,flexible-extract`, sample for sample (the tests
-compare against the real ConfigurableTask).
+Nothing here re-types lm-eval's task: prompts come from lm-eval's own task YAML and prompt helpers, and answers
+are judged by lm-eval's own filter ensembles and exact_match. The task is built without `lm_eval.api.task`, whose
+`datasets` import delayed the first request by seconds (suites/lm_eval_lite.py), and compiled once to data that is
+checked against lm-eval's code (suites/lm_eval_compiled.py), so a run imports neither numpy nor lm-eval's task
+modules. So `strict_match` and `flexible_extract` are lm-eval's `exact_match,strict-match` and
+`exact_match,flexible-extract`, sample for sample (the tests compare against the real ConfigurableTask).
 
 Two prompt variants, one suite name each (the Suite interface has no options, and a name keeps
 the choice visible in run.json and goldens):
@@ -47,7 +47,7 @@ from verifier.types import Judgement, Parsed, Sample, Suite
 
 import suites.hub as hub
 import suites.lm_eval_adapter as le
-import suites.lm_eval_lite as lite
+import suites.lm_eval_compiled as compiled
 from .lazy import LazySamples
 
 HERE = Path(__file__).parent
@@ -80,11 +80,12 @@ _PLACEHOLDER = {"question": "placeholder", "answer": "#### 0"}
 
 
 @lru_cache(maxsize=None)
-def template_task(name: str) -> Any:
+def template_task(name: str) -> compiled.CompiledTask | compiled.LmEvalTask:
     """The lm-eval task of a variant, built once, offline. Prompts and judging only need its config, so it is
     lm-eval's YAML on lm-eval's prompt, filter and metric code without `lm_eval.api.task` and `datasets`
-    (suites/lm_eval_lite.py): the first request goes out seconds sooner."""
-    return lite.yaml_task(le.builtin_yaml(VARIANTS[name].yaml), _PLACEHOLDER)
+    (suites/lm_eval_lite.py), compiled to data and checked against that code (suites/lm_eval_compiled.py):
+    the first request goes out seconds sooner, and a run imports neither numpy nor lm-eval's task modules."""
+    return compiled.task_for(le.builtin_yaml(VARIANTS[name].yaml), _PLACEHOLDER)
 
 
 def read_rows(data: str | None, smoke: bool) -> list[tuple[int, dict[str, Any]]]:
@@ -125,27 +126,26 @@ def make_load(name: str):
         multiturn = VARIANTS[name].multiturn
 
         def make(row: tuple[int, dict[str, Any]]) -> list[Sample]:
-            with le.compiled_templates():
-                return [_sample(task, row[0], row[1], multiturn)]
+            return [_sample(task, row[0], row[1], multiturn)]
 
         return LazySamples((), rows, make)
 
     return load
 
 
-def _sample(task: Any, i: int, doc: dict[str, Any], multiturn: bool) -> Sample:
+def _sample(task: compiled.CompiledTask | compiled.LmEvalTask, i: int, doc: dict[str, Any], multiturn: bool) -> Sample:
     return Sample(
         id=f"gsm8k/{i}",
-        messages=le.chat_messages(task, doc, multiturn=multiturn),
-        target=task.doc_to_target(doc),
+        messages=task.messages(doc, multiturn),
+        target=task.target(doc),
         # The doc is what lm-eval's process_results reads; the task name and version pin the prompt.
-        meta={"doc": doc, "lm_eval_task": task.config.task, "lm_eval_task_version": task.VERSION},
+        meta={"doc": doc, "lm_eval_task": task.name, "lm_eval_task_version": task.version},
     )
 
 
 def make_request(name: str):
     def request(sample: Sample) -> dict[str, Any]:
-        return {"messages": sample.messages, "stop": le.chat_stop(template_task(name))}
+        return {"messages": sample.messages, "stop": list(template_task(name).stop)}
 
     return request
 
@@ -160,7 +160,7 @@ def response_text(parsed: Parsed) -> str:
 
 def make_score(name: str):
     def score(sample: Sample, parsed: Parsed) -> Judgement:
-        metrics, filtered = le.lm_eval_judge(template_task(name), sample.meta["doc"], response_text(parsed))
+        metrics, filtered = template_task(name).judge(sample.meta["doc"], response_text(parsed))
         ours = {METRICS[f]: float(m["exact_match"]) for f, m in metrics.items()}
         answer = {METRICS[f]: v for f, v in filtered.items()}
         ok = ours[PRIMARY] == 1.0

@@ -160,6 +160,17 @@ class YamlTask:
         system_prompt = maybe_delimit(system_instruction, description, self.config.fewshot_delimiter)
         if system_prompt:
             messages.append(Message("system", system_prompt))
+        messages += self.fewshot_turns(doc, num_fewshot)
+        messages += build_qa_turn(q=self.doc_to_text(doc), gen_prefix=gen_prefix,
+                                  tgt_delim=self.config.target_delimiter, few_delim="")
+        if apply_chat_template and chat_template:
+            res = [m.to_dict() for m in messages] if fewshot_as_multiturn else multiturn_to_singleturn(messages)
+            return chat_template(res)
+        return "".join(m.to_text() for m in messages)
+
+    def fewshot_turns(self, doc: dict[str, Any] | None, num_fewshot: int) -> list[Any]:
+        """The few-shot examples' turns that come before `doc`'s own (the loop of ConfigurableTask.fewshot_context)."""
+        messages: list[Any] = []
         if num_fewshot > 0:
             eval_doc = doc if self.fewshot_cfg.split == self.config.test_split else None
             for fs_doc in self.sampler.sample(n=num_fewshot, eval_doc=eval_doc):
@@ -169,12 +180,7 @@ class YamlTask:
                     gen_prefix=self.resolve_field(fs_doc, self.fewshot_cfg.gen_prefix),
                     tgt_delim=self.fewshot_cfg.target_delimiter, few_delim=self.fewshot_cfg.fewshot_delimiter,
                 )
-        messages += build_qa_turn(q=self.doc_to_text(doc), gen_prefix=gen_prefix,
-                                  tgt_delim=self.config.target_delimiter, few_delim="")
-        if apply_chat_template and chat_template:
-            res = [m.to_dict() for m in messages] if fewshot_as_multiturn else multiturn_to_singleturn(messages)
-            return chat_template(res)
-        return "".join(m.to_text() for m in messages)
+        return messages
 
     # ------------------------------------------------------------ judging (filters, process_results)
 

@@ -1,5 +1,6 @@
 import contextlib
 import os
+import tempfile
 import re
 import subprocess
 import sys
@@ -49,6 +50,8 @@ def pytest_terminal_summary(terminalreporter):
 ROOT = Path(__file__).resolve().parent.parent
 # Every error line any test provokes is checked: a hint naming a flag its command lacks fails loudly (cli/parser.py).
 os.environ.setdefault("VERIFIER_CHECK_HINTS", "1")
+# Compiled lm-eval tasks (suites/lm_eval_compiled.py) go to a cache of the test session's own, never the user's.
+os.environ.setdefault("VERIFIER_CACHE_DIR", tempfile.mkdtemp(prefix="verifier-test-cache-"))
 SHARED = Path(os.environ.get("VERIFIER_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 

@@ -225,8 +225,9 @@ def test_limit_renders_only_the_selected_prompts(shared_data, monkeypatch):
     full = gsm8k.SUITE.load(path, False)
     expected = [s.to_json() for s in full[:5]]
     rendered = []
-    real = le.chat_messages
-    monkeypatch.setattr(le, "chat_messages", lambda *a, **k: rendered.append(1) or real(*a, **k))
+    task = gsm8k.template_task("gsm8k")
+    real = task.messages
+    monkeypatch.setattr(task, "messages", lambda *a, **k: rendered.append(1) or real(*a, **k))
     samples = gsm8k.SUITE.load(path, False)
     assert [s.to_json() for s in samples[:5]] == expected and len(rendered) == 5
     assert len(samples) == 1319 and len(rendered) == 1319
@@ -243,6 +244,6 @@ def test_task_is_built_from_its_yaml_without_the_task_index(monkeypatch):
     gsm8k.template_task.cache_clear()
     try:
         task = gsm8k.template_task("gsm8k_cot")
-        assert task.config.task == "gsm8k_cot" and le.chat_stop(task) == ["Q:", "</s>", "<|im_end|>"]
+        assert task.name == "gsm8k_cot" and task.stop == ["Q:", "</s>", "<|im_end|>"]
     finally:
         gsm8k.template_task.cache_clear()
