@@ -203,12 +203,83 @@ def _pointer_resolves(root: Any, ref: str) -> bool:
     return True
 
 
+# ---- the metaschema check ----
+
+_META_KEYS = frozenset({"$id", "$schema", "$dynamicAnchor", "$vocabulary", "$comment"})
+_NAME_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas"})
+_VOCAB_REF = re.compile(r"meta/[a-z-]+(#/\$defs/[A-Za-z0-9]+)")
+
+
+def _one_document(node: Any, defs: dict[str, Any]) -> Any:
+    """A 2020-12 vocabulary metaschema with its references made local: `$dynamicRef: "#meta"` (which, validating
+    against the 2020-12 metaschema, always lands on its root) becomes `$ref: "#"`, `meta/<vocab>#/$defs/X` becomes
+    `#/$defs/X`, and its `$defs` are gathered into `defs`. ValueError for anything else that refers elsewhere."""
+    if isinstance(node, list):
+        return [_one_document(v, defs) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _META_KEYS:
+            continue
+        if key == "$dynamicRef":
+            if value != "#meta":
+                raise ValueError(f"$dynamicRef {value}")
+            out["$ref"] = "#"
+        elif key == "$ref":
+            local = _VOCAB_REF.fullmatch(value)
+            if not (value.startswith("#/$defs/") or local):
+                raise ValueError(f"$ref {value}")
+            out["$ref"] = local.group(1) if local else value
+        elif key == "$defs":
+            for name, sub in value.items():
+                sub = _one_document(sub, defs)
+                if defs.setdefault(name, sub) != sub:
+                    raise ValueError(f"two $defs named {name}")
+        elif key in _NAME_MAPS:  # {name: subschema}: the names ("$id", "$ref"...) are not keywords here
+            out[key] = {name: _one_document(sub, defs) for name, sub in value.items()}
+        else:
+            out[key] = _one_document(value, defs)
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _flat_metaschema() -> Any:
+    """Draft 2020-12's metaschema as one document, for a validator that resolves only plain local `$ref`s: the same
+    rules as the seven linked vocabulary documents, checked in about a third of the time (jsonschema's `$dynamicRef`
+    resolution walks the dynamic scope at every subschema: ~0.9 ms per BFCL tool schema, most of a bfcl run's
+    scoring). Built from jsonschema's own metaschema documents; None if their shape is not the one this expects, and
+    the full check runs."""
+    from jsonschema_specifications import REGISTRY as SPECIFICATIONS
+
+    meta = Draft202012Validator.META_SCHEMA
+    try:
+        defs: dict[str, Any] = {}
+        vocabularies = [_one_document(SPECIFICATIONS.contents(f"https://json-schema.org/draft/2020-12/{item['$ref']}"), defs)
+                        for item in meta["allOf"]]
+        root = _one_document({k: v for k, v in meta.items() if k != "allOf"}, defs)
+    except (KeyError, TypeError, ValueError, LookupError, referencing.exceptions.Unresolvable):
+        return None
+    flat = {**root, "allOf": vocabularies, "$defs": defs}
+    return Draft202012Validator(flat, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def check_schema(base: Any, schema: Any) -> None:
+    """`base.check_schema(schema)`, with the same verdict. A 2020-12 schema the one-document metaschema finds valid
+    is valid; any other (and every other dialect) gets jsonschema's own check, which raises its own SchemaError."""
+    if base is Draft202012Validator:
+        flat = _flat_metaschema()
+        if flat is not None and next(flat.iter_errors(schema), None) is None:
+            return
+    base.check_schema(schema)
+
+
 def _build(schema: Any) -> Any:
     if not isinstance(schema, (dict, bool)):
         raise NotCheckable(f"a schema must be an object, not {type(schema).__name__}")
     try:
         base = validators.validator_for(schema, default=Draft202012Validator)
-        base.check_schema(schema)
+        check_schema(base, schema)
         problem = _static_problem(schema)
     except NotCheckable:
         raise
