@@ -150,11 +150,16 @@ def write_jsonl(path: Path, rows: Iterable[Any], nested_dataclasses: bool = Fals
     """One JSON line per row, scrubbed. `nested_dataclasses`: a dataclass inside a row is written as asdict writes it."""
     encoder = _ROWS if nested_dataclasses else _ENCODER
     with atomic_write(path) as f:
-        secrets = scrub.current()
         for r in rows:
-            line = dumps(r, encoder)
-            # Walked for secrets only when a scan of its encoding cannot show the walk would change nothing.
-            f.write((line if secrets.untouched(line) else dumps(secrets.obj(r), encoder)) + "\n")
+            f.write(scrubbed_line(r, encoder) + "\n")
+
+
+def scrubbed_line(row: Any, encoder: json.JSONEncoder = _ENCODER) -> str:
+    """`dumps(scrub.obj(row))`: the row walked for secrets only when a scan of its encoding cannot show that the walk
+    would change nothing (Secrets.untouched)."""
+    line = dumps(row, encoder)
+    secrets = scrub.current()
+    return line if secrets.untouched(line) else dumps(secrets.obj(row), encoder)
 
 
 def write_text(path: Path, text: str) -> None:

@@ -166,7 +166,7 @@ def merge(shards: list[Path], out: Path, allow_partial: bool = False, force: boo
     with journal.atomic_write(out / journal.RESPONSES) as f:
         for d, _ in headers:
             for rec in journal.read_jsonl(d / journal.RESPONSES):
-                f.write(journal.dumps(scrub.obj(rec)) + "\n")
+                f.write(journal.scrubbed_line(rec) + "\n")
     _merge_probes(headers, out, hdr)
     journal.write_json(out / journal.HEADER, hdr)
     return hdr

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from verifier.judge.parse import MalformedBody, parse_exchange
-from verifier import safeio, scrub
+from verifier import safeio
 from verifier.execution import journal, layout
 from verifier.types import JUDGED, Exchange, Observation, Parsed, Verdict
 
@@ -168,7 +168,7 @@ def write(run_dir: Path, collected: Collector, responses: dict[str, Any] | None 
         seal = hashlib.sha256()
         n = 0
         for i, row in enumerate(_with_header(header(run_dir, responses), collected.rows(verdicts))):
-            line = journal.dumps(scrub.obj(row)) + "\n"
+            line = journal.scrubbed_line(row) + "\n"
             seal.update(line.encode("utf-8", "backslashreplace"))
             f.write(line)
             n += i > 0
