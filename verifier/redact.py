@@ -30,8 +30,10 @@ MIN_SECRET = 4
 MIN_PART = 8
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-.~+/=]{%d,}" % MIN_PART)
 _SCHEMES = re.compile(r"^(?:bearer|basic|token|apikey|api-key|key)\s+", re.I)
-_ESCAPE_MARK = re.compile(r"\\[uU/]|%[0-9A-Fa-f]{2}")
-"""Where an escaped form of a secret could begin in an encoded JSON line (see `Redactor.untouched`)."""
+_BACKSLASH_MARK = re.compile(r"\\[uU/]")
+_PERCENT_MARK = re.compile(r"%[0-9A-Fa-f]{2}")
+"""Where an escaped form of a secret could begin in an encoded JSON line (see `Redactor.untouched`). Two patterns,
+each with a one-character literal prefix the regex engine scans for quickly: one alternation of both is ~3x slower."""
 _MAX_WALK = 200
 """Recursion bound for `obj` (hostile server info can nest arbitrarily)."""
 
@@ -204,7 +206,7 @@ class Redactor:
             return True
         if any(p in line for p in self._line_parts):
             return False
-        return _ESCAPE_MARK.search(line) is None
+        return _BACKSLASH_MARK.search(line) is None and _PERCENT_MARK.search(line) is None
 
     def blank_texts(self, d: dict[str, Any]) -> dict[str, Any]:
         """A journal record whose parsed answer still spells a secret after `record` (a split no stream key
