@@ -28,9 +28,10 @@ import json
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from PIL import Image, ImageDraw, ImageFont
+if TYPE_CHECKING:  # PIL is imported where an image is drawn or read, not by every run that loads the suite list
+    from PIL import Image, ImageDraw
 
 from verifier.types import Judgement, Parsed, Sample, Suite, Verdict
 
@@ -61,6 +62,7 @@ def _draw_shape(d: ImageDraw.ImageDraw, shape: str, box: tuple[int, int, int, in
 
 def shape_image(w: int, h: int, shape: str, colour: str) -> Image.Image:
     """One shape centred, side 60% of the short edge (square box so a square stays square)."""
+    from PIL import Image, ImageDraw
     im = Image.new("RGB", (w, h), "white")
     side = max(1, int(min(w, h) * 0.6))
     x0, y0 = (w - side) // 2, (h - side) // 2
@@ -70,6 +72,7 @@ def shape_image(w: int, h: int, shape: str, colour: str) -> Image.Image:
 
 def count_image(n: int, size: int = 320) -> Image.Image:
     """n non-overlapping blue circles on a 3x3 grid, filled row by row."""
+    from PIL import Image, ImageDraw
     im = Image.new("RGB", (size, size), "white")
     d, cell = ImageDraw.Draw(im), size // 3
     for i in range(n):
@@ -81,6 +84,7 @@ def count_image(n: int, size: int = 320) -> Image.Image:
 
 def text_image(text: str, scale: int = 4) -> Image.Image:
     """PIL's built-in bitmap font (identical everywhere: no system fonts), scaled up with NEAREST so it is legible."""
+    from PIL import Image, ImageDraw, ImageFont
     font = ImageFont.load_default_imagefont()
     _, _, tw, th = font.getbbox(text)
     small = Image.new("RGB", (tw + 8, th + 8), "white")
@@ -89,6 +93,7 @@ def text_image(text: str, scale: int = 4) -> Image.Image:
 
 
 def fill_image(w: int, h: int, colour: str) -> Image.Image:
+    from PIL import Image
     return Image.new("RGB", (w, h), COLOURS[colour])
 
 
@@ -154,6 +159,8 @@ def _drawn(entry: tuple[Any, ...]) -> Sample:
 
 
 def _file_image(path: Path) -> tuple[str, str]:
+    from PIL import Image
+
     raw = path.read_bytes()
     with Image.open(io.BytesIO(raw)) as im:  # header only: the exact dataset bytes are sent, not re-encoded
         size = f"{im.width}x{im.height}"
