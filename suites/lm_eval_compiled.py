@@ -183,13 +183,14 @@ class CompiledTask:
         """lm_eval_judge: each filter ensemble in turn, then the generate_until branch of process_results."""
         metrics: dict[str, dict[str, Any]] = {}
         filtered: dict[str, Any] = {}
+        target = self.target(doc)  # rendered once: the same for every ensemble
         for name, built in self._filters:
             resps: Any = [[text]]
             for f in built:
                 resps = f.apply(resps, [doc])
             out = next(iter(resps))
             filtered[name] = out
-            gold = self.target(doc)
+            gold = target
             if type(gold) is not type(out) and not isinstance(out, list):
                 gold = type(out)(gold)
             scores: dict[str, Any] = {}
