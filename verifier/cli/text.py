@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from verifier.attribution.document import Comparison
+if TYPE_CHECKING:  # imported where a comparison is printed: `verifier run` never prints one
+    from verifier.attribution.document import Comparison
 
 
 def print_summary(summary: dict[str, Any]) -> None:
@@ -15,6 +16,8 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 
 def print_comparison(doc: Comparison | Mapping[str, Any]) -> None:
+    from verifier.attribution.document import Comparison
+
     c = Comparison.of(doc)
     print(f"status: {c.status} (exit {c.exit_code}): {c.meaning}")
     # Lead with what to fix: the diagnosis (component, finding, where to look), then why, then the evidence.
