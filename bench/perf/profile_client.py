@@ -62,7 +62,8 @@ PHASES: list[tuple[str, list[tuple[str, str]]]] = [
                                   ("verifier.types", "Exchange.from_json")]),
     ("parse", [("verifier.judge.parse", "parse_exchange")]),
     ("contract checks", [("verifier.judge.contract", "check"), ("verifier.judge.contract_surfaces", "error_findings")]),
-    ("lm-eval filter pipeline", [("suites.lm_eval_adapter", "lm_eval_judge"), ("suites.lm_eval_adapter", "Judge.__call__")]),
+    ("lm-eval filter pipeline", [("suites.lm_eval_adapter", "lm_eval_judge"), ("suites.lm_eval_adapter", "Judge.__call__"),
+                                 ("suites.lm_eval_compiled", "CompiledTask.judge")]),
     ("scoring (suite + verdict)", [("verifier.execution.scoring", "judge")]),
     ("observations", [("verifier.execution.observations", "Collector.add")]),
     ("live scorer loop", [("verifier.execution.live", "Follower.step"), ("verifier.execution.scoring", "Scorer.add")]),
@@ -107,10 +108,13 @@ class Timers:
 
 def install(timers: Timers) -> None:
     import importlib
+    import importlib.util
 
     for name in ("verifier.app.collect", "verifier.execution.live", "verifier.execution.scoring", "verifier.execution.runner", "suites",
                  "suites.gsm8k", "suites.bfcl", "suites.structured", "suites.lm_eval_adapter", "verifier.wire.endpoint"):
         importlib.import_module(name)
+    if importlib.util.find_spec("suites.lm_eval_compiled") is not None:  # a checkout before it has none
+        importlib.import_module("suites.lm_eval_compiled")
     for phase, targets in PHASES:
         for mod_name, attr in targets:
             mod = sys.modules.get(mod_name)
