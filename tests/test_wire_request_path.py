@@ -1,11 +1,13 @@
-"""The lean request path: one prepared request per body, sent straight to the SDK's transport.
+"""The lean request path: one prepared request per body, sent through aiohttp's ClientSession and nothing above it.
 
-It must still send what the client's own `send` would: the configured headers, the same bytes on every
-retry, and a cookie the server set (sticky sessions behind a load balancer).
+It must still send what a full client would: the configured headers, the same bytes on every retry, a cookie the
+server set (sticky sessions behind a load balancer), through the proxy the environment names.
 """
 
 import asyncio
 import json
+
+import pytest
 
 from verifier.wire.endpoint import Endpoint, EndpointConfig
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic
@@ -51,3 +53,60 @@ def test_stream_and_body_read_through_the_prepared_path():
         (stream,) = send_all(EndpointConfig(srv.url, "m"), [{**BODY, "stream": True}], mode="chat-stream")
     assert json.loads(chat.body)["choices"][0]["message"]["content"] == "5"
     assert stream.error is None and stream.chunks[-1] == "[DONE]"
+
+
+RUN_IMPORTS = """
+import json, sys
+from verifier.cli import main
+code = main(["run", "--suite", "smoke", "--smoke", "--base-url", sys.argv[1], "--model", "m", "--out", sys.argv[2], "--quiet"])
+print(json.dumps({"code": code, "modules": sorted(m for m in sys.modules if m.split(".")[0] in sys.argv[3].split(","))}))
+"""
+
+
+def test_a_run_imports_no_httpx_layer(server, tmp_path):
+    """`verifier run` talks through aiohttp alone: none of httpx, httpx2, httpcore2 or httpx-aiohttp is imported
+    (their imports cost ~0.1 s of CPU per process, and their Request/Response layer CPU on every request)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    watched = "httpx,httpx2,httpcore,httpcore2,httpx_aiohttp,openai,aiohttp"
+    p = subprocess.run([sys.executable, "-c", RUN_IMPORTS, server.url, str(tmp_path / "r"), watched], capture_output=True,
+                       text=True, timeout=300, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout.strip().splitlines()[-1])
+    assert doc["code"] == 0 and server.script.requests  # the run did send, through aiohttp
+    assert {m.split(".")[0] for m in doc["modules"]} == {"aiohttp"}, doc["modules"]
+
+
+def test_the_proxy_the_environment_names_is_used_and_no_proxy_honoured(server, monkeypatch):
+    """HTTP_PROXY carries the request to the proxy (here the test server, which answers it as an origin would);
+    a host NO_PROXY lists is connected to directly (here it does not resolve)."""
+    root = server.url.removesuffix("/v1")
+    monkeypatch.setenv("HTTP_PROXY", root)
+    monkeypatch.setenv("NO_PROXY", "direct.invalid")
+    for k in ("http_proxy", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(k, raising=False)
+    (proxied,) = send_all(EndpointConfig("http://upstream.invalid/v1", "m", max_retries=0), [BODY])
+    assert proxied.error is None and json.loads(proxied.body)["choices"][0]["message"]["content"] == "5"
+    (direct,) = send_all(EndpointConfig("http://direct.invalid/v1", "m", max_retries=0), [BODY])
+    assert direct.error == "dns_error"
+
+
+def test_a_declared_charset_that_is_no_text_codec_is_unknown():
+    """`charset=base64` names a codec Python has, but not one text decodes with: read as UTF-8, or refused where strict."""
+    from verifier.wire.bodyread import UnknownCharset, _charset
+
+    class Resp:
+        def __init__(self, ct):
+            self.headers = {"content-type": ct}
+
+    assert _charset(Resp("application/json"), True) == "utf-8"
+    assert _charset(Resp("application/json; charset=ISO-8859-1"), True) == "iso8859-1"
+    assert _charset(Resp('text/plain; charset="utf-16"'), True) == "utf-16"
+    for bad in ("base64", "x-no-such-codec", "rot13", ""):
+        assert _charset(Resp(f"application/json; charset={bad}"), False) == "utf-8"
+        with pytest.raises(UnknownCharset):
+            _charset(Resp(f"application/json; charset={bad}"), True)

@@ -1,9 +1,10 @@
 """OpenAI-compatible client that keeps exact wire bytes.
 
-Requests go through the pooled aiohttp-backed HTTP client the OpenAI SDK uses (httpx-aiohttp's), read as raw
-bytes so nothing is normalized away (`reasoning_content`, unknown finish reasons, extra fields). The SDK's request layer is bypassed: it
-follows redirects and reads error bodies whole, and we need a capped read of every byte (it was also slower:
-~500 vs ~900 req/s here). Retries live here: we count attempts, classify errors and bound the total.
+Requests go through one pooled aiohttp `ClientSession` (its C HTTP parser, its connection pool), read as raw bytes
+so nothing is normalized away (`reasoning_content`, unknown finish reasons, extra fields). No SDK and no request
+layer above aiohttp: the SDK's follows redirects and reads error bodies whole, and we need a capped read of every
+byte (the httpx-style Request/Response layer we had over aiohttp cost CPU on every request and ~0.1 s of imports).
+Retries live here: we count attempts, classify errors and bound the total.
 
 The server is not trusted. Every response is read with a cap on its decoded size (a gzip bomb is stopped as
 it inflates), every request has a total deadline covering all attempts and the whole stream, redirects are
@@ -18,29 +19,32 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import errno
 import json
 import random
+import socket
+import ssl
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import httpx
+import aiohttp
+from multidict import CIMultiDict
 
 from verifier.wire.bodyread import TRANSIENT_CLIENT_CODES, MAX_STREAM_EVENTS, STREAM_REFUSED, TOO_MANY_EVENTS, TooLarge, UnknownCharset, _read_sse, read_capped, sse_text  # noqa: F401 - public names of this module
 from verifier.errors import UsageError
 from verifier.jsonsafe import TooDeep, dumps_strict, loads_bounded
 from verifier.surfaces.registry import MODES as MODE_NAMES, REFERENCE_MODE, mode_of, surface_for
 
-try:  # openai >= 3 runs on httpx2; its errors and Response class are the ones we see
-    import httpx2 as hx
-except ImportError:  # pragma: no cover - older SDKs
-    hx = httpx  # type: ignore[no-redef]
-
-TRANSPORT_ERRORS = tuple({httpx.TransportError, httpx.StreamError, hx.TransportError, hx.StreamError})
-TIMEOUTS = tuple({httpx.TimeoutException, hx.TimeoutException})
-CONNECT_ERRORS = tuple({httpx.ConnectError, hx.ConnectError})
-HTTP_ERRORS = tuple({httpx.HTTPError, hx.HTTPError})
+HTTP_ERRORS: tuple[type[Exception], ...] = (aiohttp.ClientError,)
+"""Everything the client raises for a failed request (a response it could not read included)."""
+TRANSPORT_ERRORS: tuple[type[Exception], ...] = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)
+"""The connection failed, broke, or went silent: the network's fault or the server's, worth a retry."""
+TIMEOUTS: tuple[type[Exception], ...] = (aiohttp.ServerTimeoutError,)
+"""A connect or a read that outlived its timeout (aiohttp's own; they are also `TimeoutError`s)."""
+CONNECT_ERRORS: tuple[type[Exception], ...] = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+"""No connection was made: nothing was sent."""
 
 # Retried, then infra if they persist: the transient 4xx (bodyread.is_refusal's exceptions, the same rule an error
 # event inside a stream follows) and the 5xx a gateway or an overloaded server sends.
@@ -152,8 +156,8 @@ def parse_retry_after(value: str | None) -> float | None:
         return None
 
 
-# Transport error classes a person can act on, each with its hint. The SDK's aiohttp transport reports every
-# failed connect as ConnectTimeout (a refused port and an unknown host included); the cause chain says which.
+# Transport error classes a person can act on, each with its hint. A failed connect is told apart by its cause
+# chain (a refused port, an unknown host, a TLS handshake) before its aiohttp class.
 TRANSPORT_HINTS = {
     "connect_refused": "nothing listens there; is the server up and the port right?",
     "dns_error": "the host name does not resolve; check the host in the base URL",
@@ -174,27 +178,35 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return out
 
 
-def _classify(exc: BaseException) -> str:
-    import socket
-    import ssl
+def _refused(e: BaseException) -> bool:
+    # A host with several addresses all refusing comes back as one OSError "Multiple exceptions", errno kept.
+    return isinstance(e, ConnectionRefusedError) or (isinstance(e, OSError) and e.errno == errno.ECONNREFUSED)
 
+
+DECODING_ERROR = "client_error:DecodingError"
+"""A body whose Content-Encoding does not decode (not gzip though it says gzip): the same bytes fail the same way on
+a retry. The class name the journals have carried for it."""
+
+
+def _classify(exc: BaseException) -> str:
+    """The error class of a failed attempt: its cause chain first (refused, DNS, TLS), then aiohttp's class."""
     chain = _chain(exc)
     names = {c.__name__ for x in chain for c in type(x).__mro__}
-    if any(isinstance(x, ConnectionRefusedError) for x in chain):
+    if any(_refused(x) for x in chain):
         return "connect_refused"
     if any(isinstance(x, socket.gaierror) for x in chain) or "ClientConnectorDNSError" in names:
         return "dns_error"
-    if any(isinstance(x, ssl.SSLError) for x in chain) or "ClientConnectorCertificateError" in names:
+    if any(isinstance(x, ssl.SSLError) for x in chain) or isinstance(exc, aiohttp.ClientSSLError):
         return "tls_error"
-    if isinstance(exc, TIMEOUTS):
-        connecting = isinstance(exc, CONNECT_ERRORS) or "ConnectTimeout" in names
-        if connecting and not any(isinstance(x, TimeoutError) or "Timeout" in type(x).__name__ for x in chain[1:]):
-            return "connect_error"  # a connect that failed at once, reported as a timeout by the transport
-        return "connect_timeout" if connecting else "timeout"
-    if isinstance(exc, CONNECT_ERRORS):
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return "connect_timeout"
+    if isinstance(exc, TimeoutError):  # aiohttp's read timeout (a ServerTimeoutError) or the deadline's
+        return "timeout"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return DECODING_ERROR if "ContentEncodingError" in names else "read_error"
+    if isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ClientHttpProxyError)):
+        # Nothing read yet: the connection failed, or closed before the status line (a server restarting).
         return "connect_error"
-    if isinstance(exc, TRANSPORT_ERRORS):
-        return "read_error"
     return "client_error:" + type(exc).__name__
 
 
@@ -213,15 +225,35 @@ def auth_headers(cfg: EndpointConfig) -> dict[str, str]:
     return h
 
 
-def _tls(base_url: str) -> dict[str, Any]:
-    """No CA bundle for a plain-http endpoint without a proxy: loading it costs ~30 ms per client, before the
-    first request. The context then trusts nothing, so a stray https URL fails closed instead of going unverified."""
-    import ssl
-    from urllib.request import getproxies
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment names for `url` (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, with NO_PROXY honoured), or
+    None. Read once per client, not per request; aiohttp's own `trust_env` would also send ~/.netrc credentials
+    as an Authorization we did not configure."""
+    from urllib.request import getproxies, proxy_bypass
 
-    if not base_url.lower().startswith("http://") or any(getproxies().get(k) for k in ("http", "https", "all")):
-        return {}
-    return {"verify": ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)}
+    proxies = getproxies()
+    if not proxies:
+        return None
+    parts = urlsplit(url)
+    if parts.hostname and proxy_bypass(parts.hostname):
+        return None
+    return proxies.get(parts.scheme.lower()) or proxies.get("all")
+
+
+def _tls(base_url: str, proxy: str | None) -> ssl.SSLContext | bool:
+    """A context that trusts nothing for a plain-http endpoint without a proxy: a stray https URL then fails closed
+    (`tls_error`) instead of going anywhere unverified. Otherwise (https, or a proxy that may be https) the default
+    verifying context, the system's trust store (SSL_CERT_FILE / SSL_CERT_DIR honoured)."""
+    if urlsplit(base_url).scheme.lower() == "http" and proxy is None:
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return True
+
+
+class _Post(NamedTuple):
+    """One POST, built once and re-sent as-is by every retry."""
+    url: str
+    data: bytes
+    headers: CIMultiDict[str]
 
 
 MODES: dict[str, tuple[str, bool]] = {m: (mode_of(m).path, mode_of(m).stream) for m in MODE_NAMES}
@@ -229,34 +261,38 @@ MODES: dict[str, tuple[str, bool]] = {m: (mode_of(m).path, mode_of(m).stream) fo
 
 
 class Endpoint:
-    """One pooled client and one semaphore for a whole run."""
+    """One pooled client and one semaphore for a whole run. Built inside the event loop that uses it."""
 
     def __init__(self, cfg: EndpointConfig, sleep: Any = asyncio.sleep):
-        # httpx-aiohttp's httpx2 client, the one the OpenAI SDK vendors unchanged as its DefaultAioHttpClient, taken
-        # from its own package: `import openai` builds the SDK's whole type tree (~0.4 s of CPU per process) for a
-        # class that only sets the defaults passed here. Imported here, not at module level: most commands never send.
-        from httpx_aiohttp.httpx2 import Httpx2AiohttpClient
-
         self.cfg = cfg
         self._sleep = sleep
-        # aiohttp's pool: httpx's own serializes badly at high concurrency
-        # (measured here: 128 requests of 200 ms at concurrency 64 took 6 s with httpx, 0.6 s with aiohttp).
-        # Redirects are not followed: a 3xx is recorded as what it is.
-        self._http = Httpx2AiohttpClient(
-            limits=hx.Limits(max_connections=cfg.concurrency, max_keepalive_connections=cfg.concurrency),
-            timeout=hx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 30.0)),
-            follow_redirects=False,
-            **_tls(cfg.base_url),
+        self._proxy = env_proxy(cfg.base_url)
+        # aiohttp's pool, one connection per concurrent request, kept alive between them (httpx's own pool
+        # serialized badly at high concurrency: 128 requests of 200 ms at concurrency 64 took 6 s, aiohttp 0.6 s).
+        # Timeouts per call: the connect (at most 30 s) and each read; the total is the deadline in `send`.
+        # Cookies a server sets come back on the next request (sticky sessions), IP-address hosts included.
+        self._http = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=cfg.concurrency, keepalive_timeout=5.0, ssl=_tls(cfg.base_url, self._proxy)),
+            timeout=aiohttp.ClientTimeout(total=None, connect=cfg.timeout_s, sock_connect=min(cfg.timeout_s, 30.0),
+                                          sock_read=cfg.timeout_s),
+            cookie_jar=aiohttp.CookieJar(unsafe=True),
         )
         self._headers = auth_headers(cfg)
         self._sem = asyncio.Semaphore(cfg.concurrency)
-        # Prepared once (build_request parsed the URL and merged headers per request: ~0.1 ms); update() is case-insensitive.
-        self._post_headers = hx.Headers(self._http.headers)
-        self._post_headers.update({**self._headers, "Content-Type": "application/json"})
-        self._urls, self._timeout_ext = {}, {"timeout": self._http.timeout.as_dict()}
+        self._post_headers = self._merged(None)
+        self._urls: dict[str, str] = {}
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._http.close()
+
+    def _merged(self, extra_headers: dict[str, str] | None) -> CIMultiDict[str]:
+        """Our headers, then the call's own, then the JSON Content-Type; a later name replaces an earlier one
+        whatever its case. aiohttp adds Host, Content-Length, Accept, Accept-Encoding and User-Agent."""
+        h = CIMultiDict(self._headers)
+        if extra_headers:
+            h.update(extra_headers)
+        h["Content-Type"] = "application/json"
+        return h
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -264,37 +300,21 @@ class Endpoint:
         # Full jitter: spreads retries so a recovering server is not hit in lockstep.
         return random.uniform(0, min(self.cfg.backoff_max_s, self.cfg.backoff_base_s * 2 ** (attempt - 1)))
 
-    def _request(self, path: str, body: dict[str, Any], extra_headers: dict[str, str] | None = None) -> Any:
+    def _request(self, path: str, body: dict[str, Any], extra_headers: dict[str, str] | None = None) -> _Post:
         """The POST for one body, built once and re-sent as-is by every retry."""
-        # The body goes out byte-for-byte as the journal records it (strict JSON: no bare NaN on the wire).
+        # The body goes out byte-for-byte as the journal records it (strict JSON: no bare NaN on the wire), as one
+        # Content-Length body, not chunked.
         try:
             content = _WIRE.encode(body).encode()
         except ValueError:  # NaN/Infinity: null, as the journal writes it
             content = dumps_strict(body, ensure_ascii=False, separators=(",", ":")).encode()
-        url = self._urls.get(path) or self._urls.setdefault(path, hx.URL(endpoint_url(self.cfg.base_url, path)))
-        if extra_headers or self._http.cookies:  # per-call headers, or a cookie the server set: the client merges them
-            return self._http.build_request("POST", url, content=content,
-                                            headers={**self._headers, **(extra_headers or {}), "Content-Type": "application/json"})
-        # `stream=` skips httpx's per-request header defaulting (~0.05 ms); aiohttp adds Host and Content-Length.
-        req = hx.Request("POST", url, stream=hx.ByteStream(content), headers=self._post_headers, extensions=self._timeout_ext)
-        req.read()  # the transport sends `content` as one body, not as a chunked stream
-        return req
+        url = self._urls.get(path) or self._urls.setdefault(path, endpoint_url(self.cfg.base_url, path))
+        return _Post(url, content, self._merged(extra_headers) if extra_headers else self._post_headers)
 
-    async def _send(self, req: Any) -> Any:
-        """To the SDK's aiohttp transport for this URL, past the client's auth/redirect/timing layers (~5% CPU)."""
-        pick = getattr(self._http, "_transport_for_url", None)
-        if pick is None:  # pragma: no cover - an SDK without it: the public path
-            return await self._http.send(req, stream=True)
-        resp = await pick(req.url).handle_async_request(req)
-        if "set-cookie" in resp.headers:  # kept: a sticky-session cookie comes back on the next request
-            self._http.cookies.extract_cookies(resp)
-        return resp
-
-    async def _attempt(self, path: str, body: dict[str, Any], stream: bool, chunks: list[str],
-                       extra_headers: dict[str, str] | None = None, req: Any = None, mode: str = REFERENCE_MODE) -> Attempt:
-        resp = await self._send(req if req is not None else self._request(path, body, extra_headers))
-        try:
-            status = resp.status_code
+    async def _attempt(self, stream: bool, chunks: list[str], req: _Post, mode: str = REFERENCE_MODE) -> Attempt:
+        async with self._http.post(req.url, data=req.data, headers=req.headers, allow_redirects=False,
+                                   proxy=self._proxy) as resp:
+            status = resp.status
             limit = self.cfg.max_response_bytes
             if 300 <= status < 400:
                 try:
@@ -315,8 +335,6 @@ class Endpoint:
                 return Attempt(status, chunks=chunks, error=sse_text(text, chunks, mode, self.cfg.max_stream_events))
             err = await _read_sse(resp, limit, chunks, mode, self.cfg.max_stream_events)
             return Attempt(status, chunks=chunks, error=err)
-        finally:
-            await resp.aclose()
 
     async def send(self, mode: str, body: dict[str, Any], extra_headers: dict[str, str] | None = None,
                    path: str | None = None) -> Result:
@@ -332,16 +350,15 @@ class Endpoint:
                 t0 = time.perf_counter()
                 chunks: list[str] = []
                 expired = False
+                cm = asyncio.timeout(max(0.0, deadline - time.monotonic()))
                 try:
-                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())) as cm:
-                        a = await self._attempt(path, body, stream, chunks, extra_headers, req, mode)
-                except TimeoutError:
-                    expired = cm.expired()
-                    a = Attempt(None, chunks=chunks if stream else None, error="timeout")
+                    async with cm:
+                        a = await self._attempt(stream, chunks, req, mode)
                 except TooLarge:
                     a = Attempt(None, chunks=chunks if stream else None, error="response_too_large")
                 except Exception as e:  # transport failures; a stream that dies mid-way keeps what arrived
-                    a = Attempt(None, chunks=chunks if stream else None, error=_classify(e))
+                    expired = cm.expired()  # the total deadline, whatever the exception it surfaced as
+                    a = Attempt(None, chunks=chunks if stream else None, error="timeout" if expired else _classify(e))
                 latency = (time.perf_counter() - t0) * 1000
                 if a.error is None and a.status in RETRYABLE_STATUS:
                     a.error = f"http_{a.status}"
@@ -358,11 +375,8 @@ class Endpoint:
         call under one total deadline (a server that drips a byte per read timeout must not stall start-up).
         Raises TimeoutError, TooLarge or an HTTP error for the caller to judge."""
         async with asyncio.timeout(deadline_s):
-            resp = await self._http.send(self._http.build_request("GET", url, headers=self._headers), stream=True)
-            try:
-                return resp.status_code, (await read_capped(resp, limit, strict_charset) if limit is not None else None)
-            finally:
-                await resp.aclose()
+            async with self._http.get(url, headers=self._headers, allow_redirects=False, proxy=env_proxy(url)) as resp:
+                return resp.status, (await read_capped(resp, limit, strict_charset) if limit is not None else None)
 
     async def _info_one(self, url: str) -> Any:
         try:
@@ -391,10 +405,10 @@ class Endpoint:
         try:
             await self._get(endpoint_url(self.cfg.base_url, "/models"), min(timeout_s, self.cfg.info_deadline_s), limit=None)
             return None
+        except HTTP_ERRORS as e:  # before TimeoutError: aiohttp's connect and read timeouts are TimeoutErrors too
+            return f"cannot reach endpoint {redact_url(self.cfg.base_url)}: {describe_error(_classify(e))}"
         except TimeoutError:
             return f"cannot reach endpoint {redact_url(self.cfg.base_url)}: no answer within {min(timeout_s, self.cfg.info_deadline_s):g} s"
-        except (httpx.HTTPError, hx.HTTPError) as e:
-            return f"cannot reach endpoint {redact_url(self.cfg.base_url)}: {describe_error(_classify(e))}"
 
     async def server_info(self) -> dict[str, Any]:
         """What the server says about itself, allow-listed and scrubbed; each probe is optional, all
