@@ -49,12 +49,16 @@ PROBE_TEXTS = (
 """Generations judged both ways when a task is compiled ({t}: the probe doc's own target)."""
 
 
-def cache_dir() -> Path:
-    """Where compiled tasks are kept: VERIFIER_CACHE_DIR, else $XDG_CACHE_HOME/verifier, else ~/.cache/verifier."""
+def cache_dir() -> Path | None:
+    """Where compiled tasks are kept: VERIFIER_CACHE_DIR, else $XDG_CACHE_HOME/verifier, else ~/.cache/verifier;
+    None when there is no home to find (the task is then compiled in every process)."""
     mine = os.environ.get("VERIFIER_CACHE_DIR")
     if mine:
         return Path(mine)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "verifier"
+    try:
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "verifier"
+    except RuntimeError:  # no HOME and no password entry
+        return None
 
 
 # ---------------------------------------------------------------- what is re-stated from lm-eval
@@ -305,7 +309,8 @@ def task_for(yaml_path: str | Path, probe_doc: dict[str, Any]) -> CompiledTask |
     """The task of one lm-eval YAML: compiled (from the cache, or compiled and checked now), else lm-eval's."""
     cfg = lite._read_yaml(str(yaml_path))
     key = _key(cfg, probe_doc)
-    path = cache_dir() / "lm_eval_tasks" / f"{key}.json" if key else None
+    where = cache_dir()
+    path = where / "lm_eval_tasks" / f"{key}.json" if key and where is not None else None
     if path is not None:
         hit = _read(path, key or "")
         if hit is not None:

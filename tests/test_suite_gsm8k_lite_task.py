@@ -182,3 +182,13 @@ def test_once_compiled_a_process_imports_neither_numpy_nor_lm_evals_task_modules
     assert runs[0]["kind"] == runs[1]["kind"] == "CompiledTask" and runs[0]["score"] == runs[1]["score"] == 1.0
     assert "lm_eval.config" in runs[0]["heavy"]
     assert runs[1]["heavy"] == ["jinja2"]
+
+
+def test_a_cache_that_cannot_be_written_is_no_cache(tmp_path, monkeypatch):
+    """A cache directory that cannot be made (here a file stands where it would be) costs the compile, nothing else."""
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x", encoding="utf-8")
+    monkeypatch.setenv("VERIFIER_CACHE_DIR", str(blocker / "cache"))
+    task = compiled.task_for(le.builtin_yaml(gsm8k.VARIANTS["gsm8k"].yaml), gsm8k._PLACEHOLDER)
+    assert isinstance(task, compiled.CompiledTask) and blocker.read_text(encoding="utf-8") == "x"
+    assert task.judge({"question": "q", "answer": "#### 4"}, "The final answer is 4")[1]["strict-match"] == "4"
