@@ -190,6 +190,8 @@ def run_child(root: Path, verifier_args: list[str], cprofile: bool) -> dict[str,
         if r.returncode != 0 or not res.exists():
             sys.exit(f"child failed ({r.returncode}): {r.stderr[-3000:]}")
         doc = json.loads(res.read_text())
+        if doc.get("rc") not in (0, None):  # the run itself failed: its figures would time an error path
+            sys.exit(f"verifier run failed ({doc['rc']}): {r.stderr[-3000:]}")
         doc["requests"] = sum(1 for line in (out / "responses.jsonl").read_bytes().splitlines() if line.strip())
         return doc
 
