@@ -70,10 +70,13 @@ def _regex_replace(text: str, pattern: str, repl: str, count: int = 0) -> str:
 
 @lru_cache(maxsize=1)
 def _jinja() -> Any:
-    """lm-eval's `utils.env`, built the same way (lm_eval.utils itself imports numpy and requests)."""
-    from jinja2 import BaseLoader, Environment, StrictUndefined
+    """lm-eval's `utils.env` settings (lm_eval.utils itself imports numpy and requests), in Jinja's immutable sandbox:
+    a template read back from the cache is data, and must not reach Python's internals or mutate a doc. A template
+    the sandbox renders differently from lm-eval fails the compile-time check and keeps lm-eval's code."""
+    from jinja2 import BaseLoader, StrictUndefined
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    env = Environment(loader=BaseLoader, undefined=StrictUndefined, keep_trailing_newline=True)  # type: ignore[arg-type]
+    env = ImmutableSandboxedEnvironment(loader=BaseLoader, undefined=StrictUndefined, keep_trailing_newline=True)  # type: ignore[arg-type]
     env.filters["regex_replace"] = _regex_replace
     return env
 

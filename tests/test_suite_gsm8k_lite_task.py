@@ -192,3 +192,21 @@ def test_a_cache_that_cannot_be_written_is_no_cache(tmp_path, monkeypatch):
     task = compiled.task_for(le.builtin_yaml(gsm8k.VARIANTS["gsm8k"].yaml), gsm8k._PLACEHOLDER)
     assert isinstance(task, compiled.CompiledTask) and blocker.read_text(encoding="utf-8") == "x"
     assert task.judge({"question": "q", "answer": "#### 4"}, "The final answer is 4")[1]["strict-match"] == "4"
+
+
+def test_a_template_planted_in_the_cache_cannot_reach_python(tmp_path, monkeypatch):
+    """Templates read back from the cache render in Jinja's immutable sandbox: one that reaches for Python's internals
+    raises instead of running anything."""
+    from jinja2.exceptions import SecurityError
+
+    monkeypatch.setenv("VERIFIER_CACHE_DIR", str(tmp_path))
+    yaml = le.builtin_yaml(gsm8k.VARIANTS["gsm8k"].yaml)
+    good = compiled.task_for(yaml, gsm8k._PLACEHOLDER)
+    (path,) = (tmp_path / "lm_eval_tasks").glob("*.json")
+    marker = tmp_path / "ran"
+    planted = {**good.recipe, "doc_to_text": "{{ cycler.__init__.__globals__.os.system('touch %s') }}" % marker}
+    path.write_text(json.dumps(planted), encoding="utf-8")
+    task = compiled.task_for(yaml, gsm8k._PLACEHOLDER)
+    with pytest.raises(SecurityError):
+        task.messages({"question": "q", "answer": "#### 1"}, True)
+    assert not marker.exists()
