@@ -164,6 +164,14 @@ def _built_filters(ensemble: Any) -> list[Any] | None:
     return built
 
 
+def apply_filters(built: list[Any], doc: dict[str, Any], text: str | None) -> Any:
+    """FilterEnsemble.apply's loop on filters built once: one instance's responses, then each filter in turn."""
+    resps: Any = [[text]]
+    for f in built:
+        resps = f.apply(resps, [doc])
+    return next(iter(resps))
+
+
 def lm_eval_judge(task: Any, doc: dict[str, Any], text: str | None) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """lm-eval's post-processing of one generation: {filter: {metric: value}}, {filter: filtered answer}.
 
@@ -183,10 +191,7 @@ def lm_eval_judge(task: Any, doc: dict[str, Any], text: str | None) -> tuple[dic
                 ensemble.apply([inst])
                 out = inst.filtered_resps[ensemble.name]
             else:
-                resps: Any = [[text]]  # FilterEnsemble.apply: one instance's resps, then each filter in turn
-                for f in built:
-                    resps = f.apply(resps, [doc])
-                out = next(iter(resps))
+                out = apply_filters(built, doc, text)
             filtered[ensemble.name] = out
             metrics[ensemble.name] = task.process_results(doc, [out])
     return metrics, filtered

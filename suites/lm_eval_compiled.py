@@ -22,7 +22,6 @@ drop trailing NULs: so does the comparison here). The filters are lm-eval's own 
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
@@ -159,19 +158,15 @@ class CompiledTask:
             self._filters.append((name, built))
 
     def _field(self, source: Any, doc: dict[str, Any]) -> Any:
+        """YamlTask.doc_to_text / doc_to_target's lookup: a number or list as it is, a doc field, else a template."""
         if isinstance(source, (int, list)):
             return source
         return doc[source] if source in self._features else render(source, doc)
 
     def target(self, doc: dict[str, Any]) -> Any:
-        out = self._field(self.recipe["doc_to_target"], doc)
-        if isinstance(out, str) and self.recipe["doc_to_target"] not in self._features and len(out) >= 2 \
-                and out[0] == "[" and out[-1] == "]":
-            try:
-                return ast.literal_eval(out)
-            except (SyntaxError, ValueError):
-                return out
-        return out
+        source = self.recipe["doc_to_target"]
+        out = self._field(source, doc)
+        return lite.rendered_target(out) if isinstance(source, str) and source not in self._features else out
 
     def messages(self, doc: dict[str, Any], multiturn: bool) -> list[dict[str, str]]:
         """YamlTask.fewshot_context with no system instruction, for a chat endpoint (lm-eval's prompt helpers)."""
@@ -192,10 +187,7 @@ class CompiledTask:
         filtered: dict[str, Any] = {}
         target = self.target(doc)  # rendered once: the same for every ensemble
         for name, built in self._filters:
-            resps: Any = [[text]]
-            for f in built:
-                resps = f.apply(resps, [doc])
-            out = next(iter(resps))
+            out = le.apply_filters(built, doc, text)
             filtered[name] = out
             gold = target
             if type(gold) is not type(out) and not isinstance(out, list):

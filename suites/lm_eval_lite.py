@@ -138,13 +138,7 @@ class YamlTask:
         if isinstance(source, str):
             if source in self.features:
                 return doc[source]
-            text = self._apply(source, doc)
-            if len(text) >= 2 and text[0] == "[" and text[-1] == "]":
-                try:
-                    return ast.literal_eval(text)
-                except (SyntaxError, ValueError):
-                    return text
-            return text
+            return rendered_target(self._apply(source, doc))
         if callable(source):
             return source(doc)
         raise TypeError(f"doc_to_target: {type(source).__name__}")
@@ -236,6 +230,17 @@ class YamlTask:
             else:
                 out[metric] = score
         return out
+
+
+def rendered_target(text: str) -> Any:
+    """A target rendered from a template, as ConfigurableTask.doc_to_target reads it: text that spells a Python list
+    is that list."""
+    if len(text) >= 2 and text[0] == "[" and text[-1] == "]":
+        try:
+            return ast.literal_eval(text)
+        except (SyntaxError, ValueError):
+            return text
+    return text
 
 
 def build_qa_turn(*, q: Any = None, a: Any = None, gen_prefix: str | None = None, tgt_delim: str = " ",

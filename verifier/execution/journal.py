@@ -155,11 +155,18 @@ def write_jsonl(path: Path, rows: Iterable[Any], nested_dataclasses: bool = Fals
 
 
 def scrubbed_line(row: Any, encoder: json.JSONEncoder = _ENCODER) -> str:
-    """`dumps(scrub.obj(row))`: the row walked for secrets only when a scan of its encoding cannot show that the walk
-    would change nothing (Secrets.untouched)."""
+    """`dumps(scrub.obj(row))` with the current command's secrets (see `_scrubbed`)."""
+    return _scrubbed(scrub.current(), row, encoder)[1]
+
+
+def _scrubbed(secrets: Any, row: Any, encoder: json.JSONEncoder = _ENCODER) -> tuple[Any, str]:
+    """(`secrets.obj(row)`, its line): the row is encoded once, and walked for secrets (then encoded again) only when a
+    scan of that line cannot show the walk would change nothing. `secrets`: a Secrets or a Redactor (`untouched`, `obj`)."""
     line = dumps(row, encoder)
-    secrets = scrub.current()
-    return line if secrets.untouched(line) else dumps(secrets.obj(row), encoder)
+    if secrets.untouched(line):
+        return row, line
+    row = secrets.obj(row)
+    return row, dumps(row, encoder)
 
 
 def write_text(path: Path, text: str) -> None:
@@ -354,13 +361,8 @@ class Journal:
         self._written = written
 
     def append(self, ex: Exchange) -> None:
-        rec = self._redact.record_streams(ex.to_json())
-        line = dumps(rec)
-        # The record is encoded once: the walk over every string (a gsm8k record's request holds 17 messages) runs
-        # only when a scan of the encoded line cannot show it would change nothing.
-        if not self._redact.untouched(line):
-            rec = self._redact.obj(rec)
-            line = dumps(rec)
+        # A gsm8k record's request holds 17 messages: walked string by string only when the line scan cannot clear it.
+        rec, line = _scrubbed(self._redact, self._redact.record_streams(ex.to_json()))
         parsed = None
         if self._redact:
             parsed = self._parse(rec)
