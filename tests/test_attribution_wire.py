@@ -210,6 +210,93 @@ def test_stream_text_mismatch_compares_like_with_like():
     assert signals.stream_text_mismatch(g2, [obs("chat", content="abc"), obs("chat-stream", content="abbc")]) is None
 
 
+# Measured on llama-server with 4 slots at concurrency 4 (SmolLM2, gsm8k/0, 96 tokens, both cut for length): the
+# streamed generation parted from the golden's at a near-tie and met it again, the non-streamed one did not move.
+GOLDEN_0 = ("Jan Janet\u2019s ducks lay 16 eggs per day, so she has 16 x 3 = 42 eggs. She eats three for breakfast every "
+            "morning, so she has 42 - 3 = 38 eggs. She bakes muffins for her friends every day with four, so she has "
+            "38 x 4 = 180 eggs. She sells the remainder at the farmers\u2019 market daily for $2 per fresh duck")
+BATCHED_0 = ("Jan Janet\u2019s ducks lay 16 eggs per day, so she has 16 x 4 = 64 eggs. She eats three for breakfast every "
+             "morning, so she has 64 - 3 = 62 eggs. She bakes muffins for her friends every day with four, so she has "
+             "62 - 4 = 58 muffins. She sells the remainder at the farmers\u2019 market daily for $2 per fresh duck")
+
+
+def _toks(text):
+    """Word-piece tokens that spell the text (a stand-in for an engine's tokens)."""
+    import re as _re
+    return [[t, -0.1] for t in _re.findall(r" ?[^ ]+", text)]
+
+
+def test_stream_text_mismatch_tells_a_regenerated_stream_from_an_edited_one():
+    g = [obs("chat", content=GOLDEN_0), obs("chat-stream", content=GOLDEN_0)]
+    # a generation that parted and met the golden's again: new words (digits), not an edit of the golden's text
+    assert signals.stream_text_mismatch(g, [g[0], obs("chat-stream", content=BATCHED_0)]) is False
+    # the same, with tokens: they part by substitution, the streamed generation moved; like with like fails
+    gt = [obs("chat", content=GOLDEN_0, logprobs=_toks(GOLDEN_0)), obs("chat-stream", content=GOLDEN_0, logprobs=_toks(GOLDEN_0))]
+    assert signals.stream_text_mismatch(gt, [gt[0], obs("chat-stream", content=BATCHED_0, logprobs=_toks(BATCHED_0))]) is None
+    # a duplicated event carries its logprobs twice: the tokens are the golden's with one repeated, then realign
+    dup_tokens = _toks(GOLDEN_0)
+    dup_tokens.insert(2, dup_tokens[1])
+    dup_text = "".join(t for t, _ in dup_tokens)
+    assert signals.stream_text_mismatch(gt, [gt[0], obs("chat-stream", content=dup_text, logprobs=dup_tokens)]) is True
+    # a dropped event: one token and its text gone, the rest the golden's
+    drop_tokens = _toks(GOLDEN_0)
+    del drop_tokens[5]
+    drop_text = "".join(t for t, _ in drop_tokens)
+    assert signals.stream_text_mismatch(gt, [gt[0], obs("chat-stream", content=drop_text, logprobs=drop_tokens)]) is True
+    # the same tokens, other text: the stream's text was changed after generation, whatever the change looks like
+    fffd = GOLDEN_0.replace("ducks", "d\ufffdcks", 1)
+    assert signals.stream_text_mismatch(gt, [gt[0], obs("chat-stream", content=fffd, logprobs=_toks(GOLDEN_0))]) is True
+    other = GOLDEN_0.replace("16 x 3", "16 x 7", 1)
+    assert signals.stream_text_mismatch(gt, [gt[0], obs("chat-stream", content=other, logprobs=_toks(GOLDEN_0))]) is True
+    # without tokens, text alone: a repeated piece, a dropped piece and a garbled character are edits
+    assert signals.stream_text_mismatch(g, [g[0], obs("chat-stream", content=dup_text)]) is True
+    assert signals.stream_text_mismatch(g, [g[0], obs("chat-stream", content=GOLDEN_0.replace("Janet", "Jet", 1))]) is True  # a cut word
+    # a whole word missing is what a regenerated output also writes (below): text alone cannot call it an edit
+    assert signals.stream_text_mismatch(g, [g[0], obs("chat-stream", content=drop_text)]) is False
+    assert signals.stream_text_mismatch(g, [g[0], obs("chat-stream", content=fffd)]) is True
+    mojibake = GOLDEN_0.replace("\u2019", "\u2019".encode().decode("cp1252"), 1)
+    assert signals.stream_text_mismatch(g, [g[0], obs("chat-stream", content=mojibake)]) is True
+    # ...and new words in place of the golden's are a regenerated text, not an edit
+    assert signals.stream_text_mismatch(g, [g[0], obs("chat-stream", content=other)]) is False
+
+
+def test_stream_text_mismatch_a_skipped_word_at_a_near_tie_is_a_new_generation():
+    # Measured (llama-server, 4 slots, concurrency 4, gsm8k/132): the streamed output took ' used' (p=0.195) where
+    # the golden's took ' they' (p=0.195), then wrote the golden's words again; the non-streamed output did not part.
+    before = [["Each", -0.3], [" of", -0.657], [" tickets", -0.1446]]
+    golden_tail = [[" they", -1.634], [" used", -0.0405], [" is", -0.657], [" ", -0.3315], ["1", -0.5357], ["2", -0.0407]]
+    cand_tail = [[" used", -1.638], [" is", -0.815], [" ", -0.458], ["1", -0.486], ["2", -0.0379]]
+    text = lambda toks: "".join(t for t, _ in toks)
+    gs = obs("chat-stream", content=text(before + golden_tail), logprobs=before + golden_tail)
+    g = [obs("chat", content=gs.content, logprobs=gs.logprobs), gs]
+    regenerated = obs("chat-stream", content=text(before + cand_tail), logprobs=before + cand_tail)
+    assert signals.stream_text_mismatch(g, [g[0], regenerated]) is None
+    # the same word dropped in transit where the model was sure of it: an edit
+    sure = before + [[" they", -0.01]] + golden_tail[1:]
+    gs_sure = obs("chat-stream", content=text(sure), logprobs=sure)
+    g_sure = [obs("chat", content=gs_sure.content, logprobs=sure), gs_sure]
+    dropped = obs("chat-stream", content=text(before + golden_tail[1:]), logprobs=before + golden_tail[1:])
+    assert signals.stream_text_mismatch(g_sure, [g_sure[0], dropped]) is True
+    # ...unless the candidate's own non-streamed record was unsure of it there: then batch shape may have flipped it
+    unsure_own = obs("chat", content=gs_sure.content, logprobs=before + [[" they", -0.9]] + golden_tail[1:])
+    assert signals.stream_text_mismatch(g_sure, [unsure_own, dropped]) is None
+    # a word written twice by the model has a fresh logprob; an event sent twice repeats its value exactly
+    twice_by_model = before + [[" tickets", -2.2]] + golden_tail
+    assert signals.stream_text_mismatch(g, [g[0], obs("chat-stream", content=text(twice_by_model), logprobs=twice_by_model)]) is None
+
+
+def test_stream_text_mismatch_reads_truncated_token_lists_as_unknown():
+    from verifier.golden.store import MAX_LOGPROBS
+    words = [f" w{i}" for i in range(MAX_LOGPROBS + 20)]
+    long_text = "".join(words)
+    stored = _toks(long_text)[:MAX_LOGPROBS]  # rows keep at most MAX_LOGPROBS tokens: past them, tokens cannot tell
+    g = [obs("chat", content=long_text, logprobs=stored), obs("chat-stream", content=long_text, logprobs=stored)]
+    late_dup = "".join(words[:MAX_LOGPROBS + 5] + words[MAX_LOGPROBS + 4:])  # a repeated event past the stored tokens
+    assert signals.stream_text_mismatch(g, [g[0], obs("chat-stream", content=late_dup, logprobs=stored)]) is True
+    late_new = "".join(words[:MAX_LOGPROBS + 5] + [" seven"] + words[MAX_LOGPROBS + 6:])  # new words there: regenerated
+    assert signals.stream_text_mismatch(g, [g[0], obs("chat-stream", content=late_new, logprobs=stored)]) is False
+
+
 def test_tool_args_types_changed_needs_the_same_values():
     call = {"name": "f", "arguments": {"x": 2, "exact": True}}
     g = [obs(answer=[call])]

@@ -295,9 +295,9 @@ def _streamed_pairs(obs: Obs) -> dict[tuple[str, int], tuple[Observation, Observ
 def stream_text_modes(g: Obs, c: Obs) -> set[str] | None:
     """Streamed modes whose text differs from the golden's streamed text while the same surface's non-streamed text
     equals the golden's, on a sample where the golden's two paths wrote the same text: the stream's assembly
-    (a duplicated event, a split multi-byte character) changed it, whatever the logprobs say. Like with like only:
-    where the golden's paths differed, or the candidate's non-streamed text moved, nothing is measured (a greedy
-    engine's text may change with batch shape; that moves both paths)."""
+    (a duplicated event, a dropped one, a split multi-byte character) changed it. Like with like only: where the
+    golden's paths differed, the candidate's non-streamed text moved, or the streamed tokens show another generation
+    (a greedy output flipped by batch shape on the streamed path alone), nothing is measured."""
     gp, cp = _streamed_pairs(g), _streamed_pairs(c)
     measured, fired = False, set()
     for key, (cn, cs) in cp.items():
@@ -307,10 +307,67 @@ def stream_text_modes(g: Obs, c: Obs) -> set[str] | None:
         texts = (gn.content, gs.content, cn.content, cs.content)
         if not all(isinstance(t, str) for t in texts) or gn.content != gs.content or cn.content != gn.content:
             continue
+        kept = same_generation(gs, cs, cn) if cs.content != gs.content else True
+        if kept is False:
+            continue
         measured = True
-        if cs.content != gs.content and local_edit(gs.content, cs.content):  # type: ignore[arg-type]
+        # Tokens that are the golden's (up to events repeated or dropped in transit) under other text: the text was
+        # changed after generation, however it looks. Without tokens to tell, the text must read as an edit.
+        if cs.content != gs.content and (kept or assembly_edit(gs.content, cs.content)):  # type: ignore[arg-type]
             fired.add(key[0])
     return fired if measured else None
+
+
+EDIT_TOKENS = 4
+"""Most tokens one event repeated or dropped in transit carries (a delta is one token, or a few merged)."""
+REALIGN = 8
+"""Tokens that must agree again right after such an event."""
+SURE_LOGPROB = math.log(0.6)
+"""A token the model gives at least this probability is never flipped by batch-shape noise: the runner-up has at
+most 0.4, a logit gap of 0.4, where batch shape moves logits by hundredths."""
+
+
+def _pairs_of(o: Observation) -> list[tuple[Any, Any]]:
+    return [(t, lp) for _, t, lp in comparable(o.logprobs)]
+
+
+def _sure(records: Sequence[Observation], at: int, token: Any) -> bool:
+    """Every record that generated `token` at position `at` gave it at least SURE_LOGPROB (and one did)."""
+    values = [pairs[at][1] for pairs in map(_pairs_of, records) if at < len(pairs) and pairs[at][0] == token]
+    return bool(values) and all(isinstance(v, (int, float)) and v >= SURE_LOGPROB for v in values)
+
+
+def same_generation(g: Observation, c: Observation, own: Observation | None = None) -> bool | None:
+    """Whether the candidate's streamed record `c` carries the golden's streamed generation `g`, up to events
+    repeated or dropped in transit. True: the same tokens; or a few tokens inserted that are an exact copy, logprob
+    values included, of the tokens beside them (an event sent twice carries its logprobs twice, while a model that
+    writes a word again computes a fresh value); or a few tokens missing that the model was sure of (SURE_LOGPROB on
+    the golden's stream and on the candidate's own non-streamed record `own`), so no batch-shape flip skipped them;
+    and in both cases agreeing again right after. False: otherwise, the engine chose other tokens: another generation,
+    whatever text it later shares with the golden's (greedy outputs part at a near-tie and can meet again, e.g.
+    `tickets they used` against `tickets used`). None: not measurable (no logprobs, or too near the stored cap)."""
+    gt, ct = _pairs_of(g), _pairs_of(c)
+    if not gt or not ct:
+        return None
+    capped = max(len(g.logprobs or ()), len(c.logprobs or ())) >= MAX_LOGPROBS
+    gtok, ctok = [t for t, _ in gt], [t for t, _ in ct]
+    if gtok == ctok:
+        return None if capped else True  # past the cap they may still part
+    p = next((i for i, (a, b) in enumerate(zip(gtok, ctok)) if a != b), min(len(gtok), len(ctok)))
+    if capped and p + EDIT_TOKENS + REALIGN > min(len(gtok), len(ctok)):
+        return None
+
+    def realigns(rest_g: list[Any], rest_c: list[Any]) -> bool:
+        n = min(len(rest_g), len(rest_c), REALIGN)
+        return rest_g[:n] == rest_c[:n] and bool(n or (not rest_g and not rest_c))
+
+    for k in range(1, EDIT_TOKENS + 1):
+        inserted = ct[p:p + k]
+        if realigns(gtok[p:], ctok[p + k:]) and inserted in (ct[max(0, p - k):p], ct[p + k:p + 2 * k]):
+            return True
+        if realigns(gtok[p + k:], ctok[p:]) and all(_sure([g, *([own] if own else [])], p + i, gtok[p + i]) for i in range(k)):
+            return True
+    return False
 
 
 EDIT_SPAN = 32
@@ -318,16 +375,40 @@ EDIT_SPAN = 32
 SAME_TAIL = 8
 
 
-def local_edit(a: str, b: str) -> bool:
-    """b is a with pieces inserted, dropped or replaced, each at most EDIT_SPAN long, and the two end alike: the text
-    was edited after generation (a repeated delta, a garbled character). Two generations that part never meet again,
-    so a decoding change (a greedy output flipped by batch shape) leaves one long differing tail and is not this."""
+def _garbled(a: str, b: str) -> bool:
+    """b is a's characters broken in transit: a replacement character, or a's UTF-8 bytes read as a one-byte code."""
+    if "\ufffd" in b:
+        return True
+    raw = a.encode("utf-8")
+    return b in (raw.decode("cp1252", "replace"), raw.decode("latin-1"))
+
+
+def _edit_op(op: str, text_a: str, text_b: str, i1: int, i2: int, j1: int, j2: int) -> bool:
+    """One differing piece of a diff of the golden's text `text_a` and the streamed `text_b` reads as a transit edit:
+    a piece repeated beside its copy, a dropped piece that leaves a word cut, or garbled characters. New words in
+    place of the golden's, and a whole word missing, are what a greedy output that parted and met the golden's again
+    also writes: text alone cannot call them edits."""
+    a, b = text_a[i1:i2], text_b[j1:j2]
+    if max(len(a), len(b)) > EDIT_SPAN:
+        return False
+    if op == "insert":
+        n = j2 - j1
+        return text_b[j2:j2 + n] == b or text_b[max(0, j1 - n):j1] == b
+    if op == "delete":
+        cut_start = i1 > 0 and text_a[i1 - 1].isalnum() and a[0].isalnum()
+        cut_end = i2 < len(text_a) and a[-1].isalnum() and text_a[i2].isalnum()
+        return cut_start or cut_end
+    return _garbled(a, b)
+
+
+def assembly_edit(a: str, b: str) -> bool:
+    """b is a with pieces repeated, dropped or garbled, each at most EDIT_SPAN long, and the two end alike: the text
+    was edited after generation (read when no tokens tell, same_generation)."""
     if a == b:
         return False
     ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
-    edits = [op for op in ops if op[0] != "equal"]
     last = ops[-1]
-    return all(max(i2 - i1, j2 - j1) <= EDIT_SPAN for _, i1, i2, j1, j2 in edits) \
+    return all(_edit_op(op, a, b, i1, i2, j1, j2) for op, i1, i2, j1, j2 in ops if op != "equal") \
         and last[0] == "equal" and last[2] - last[1] >= min(SAME_TAIL, max(1, len(a) // 4))
 
 
