@@ -327,13 +327,14 @@ SURE_LOGPROB = math.log(0.6)
 most 0.4, a logit gap of 0.4, where batch shape moves logits by hundredths."""
 
 
-def _pairs_of(o: Observation) -> list[tuple[Any, Any]]:
+def _token_values(o: Observation) -> list[tuple[Any, Any]]:
+    """(token, logprob) of the generated tokens two engines can be compared on (contract.comparable)."""
     return [(t, lp) for _, t, lp in comparable(o.logprobs)]
 
 
 def _sure(records: Sequence[Observation], at: int, token: Any) -> bool:
     """Every record that generated `token` at position `at` gave it at least SURE_LOGPROB (and one did)."""
-    values = [pairs[at][1] for pairs in map(_pairs_of, records) if at < len(pairs) and pairs[at][0] == token]
+    values = [pairs[at][1] for pairs in map(_token_values, records) if at < len(pairs) and pairs[at][0] == token]
     return bool(values) and all(isinstance(v, (int, float)) and v >= SURE_LOGPROB for v in values)
 
 
@@ -346,7 +347,7 @@ def same_generation(g: Observation, c: Observation, own: Observation | None = No
     and in both cases agreeing again right after. False: otherwise, the engine chose other tokens: another generation,
     whatever text it later shares with the golden's (greedy outputs part at a near-tie and can meet again, e.g.
     `tickets they used` against `tickets used`). None: not measurable (no logprobs, or too near the stored cap)."""
-    gt, ct = _pairs_of(g), _pairs_of(c)
+    gt, ct = _token_values(g), _token_values(c)
     if not gt or not ct:
         return None
     capped = max(len(g.logprobs or ()), len(c.logprobs or ())) >= MAX_LOGPROBS
