@@ -307,13 +307,16 @@ def stream_text_modes(g: Obs, c: Obs) -> set[str] | None:
         texts = (gn.content, gs.content, cn.content, cs.content)
         if not all(isinstance(t, str) for t in texts) or gn.content != gs.content or cn.content != gn.content:
             continue
-        kept = same_generation(gs, cs, cn) if cs.content != gs.content else True
+        if cs.content == gs.content:
+            measured = True
+            continue
+        kept = same_generation(gs, cs, cn)
         if kept is False:
             continue
         measured = True
         # Tokens that are the golden's (up to events repeated or dropped in transit) under other text: the text was
         # changed after generation, however it looks. Without tokens to tell, the text must read as an edit.
-        if cs.content != gs.content and (kept or assembly_edit(gs.content, cs.content)):  # type: ignore[arg-type]
+        if kept or assembly_edit(gs.content, cs.content):  # type: ignore[arg-type]
             fired.add(key[0])
     return fired if measured else None
 
@@ -332,9 +335,10 @@ def _token_values(o: Observation) -> list[tuple[Any, Any]]:
     return [(t, lp) for _, t, lp in comparable(o.logprobs)]
 
 
-def _sure(records: Sequence[Observation], at: int, token: Any) -> bool:
-    """Every record that generated `token` at position `at` gave it at least SURE_LOGPROB (and one did)."""
-    values = [pairs[at][1] for pairs in map(_token_values, records) if at < len(pairs) and pairs[at][0] == token]
+def _sure(records: Sequence[list[tuple[Any, Any]]], at: int, token: Any) -> bool:
+    """Every record (its _token_values) that generated `token` at position `at` gave it at least SURE_LOGPROB (and
+    one did)."""
+    values = [pairs[at][1] for pairs in records if at < len(pairs) and pairs[at][0] == token]
     return bool(values) and all(isinstance(v, (int, float)) and v >= SURE_LOGPROB for v in values)
 
 
@@ -362,11 +366,12 @@ def same_generation(g: Observation, c: Observation, own: Observation | None = No
         n = min(len(rest_g), len(rest_c), REALIGN)
         return rest_g[:n] == rest_c[:n] and bool(n or (not rest_g and not rest_c))
 
+    sure_sides = [gt, _token_values(own)] if own else [gt]  # a dropped token must be sure on both
     for k in range(1, EDIT_TOKENS + 1):
         inserted = ct[p:p + k]
         if realigns(gtok[p:], ctok[p + k:]) and inserted in (ct[max(0, p - k):p], ct[p + k:p + 2 * k]):
             return True
-        if realigns(gtok[p + k:], ctok[p:]) and all(_sure([g, *([own] if own else [])], p + i, gtok[p + i]) for i in range(k)):
+        if realigns(gtok[p + k:], ctok[p:]) and all(_sure(sure_sides, p + i, gtok[p + i]) for i in range(k)):
             return True
     return False
 
