@@ -117,6 +117,9 @@ class WireFacts:
     """The stream event that should have carried usage and did not."""
     stream_error_event: str | None = None
     """An error event inside the stream (its message, cut at 120 characters)."""
+    usage_split: str | None = None
+    """Chat streams: usage sent in several chunks whose prompt figures disagree (a key only a later chunk carries,
+    or another value), what differed."""
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: value for f in fields(self) if (value := getattr(self, f.name)) is not None}

@@ -31,6 +31,8 @@ COMPONENTS: dict[str, str] = {
     "response formatting & usage": "response serialization: finish_reason mapping, usage block, stream_options.include_usage",
     "surface translation": "the Responses / Messages layer: request translation to the chat template, event serialization, error shape",
     "context handling": "the context window and truncation settings (--ctx-size, truncation / n_keep, gateway prompt-size caps)",
+    "engine state": "state the engine keeps between requests: the prefix cache (--enable-prefix-caching), speculative decoding "
+                    "(MTP / draft model acceptance), batching and KV-cache reuse; turn each off to find which",
     "conversation history": "how replayed history reaches the model: assistant tool calls and their ids, tool results (role, order, "
                             "tool_call_id / call_id / tool_use_id linkage), reasoning replay, system prompt placement, the template's tool branches",
 }
@@ -87,6 +89,13 @@ FINDINGS: dict[str, tuple[str, str]] = {
     "tool_input_not_object": ("tool-call parser", "an Anthropic tool_use input that is not an object"),
     "stop_reason_tool_use_without_block": ("response formatting & usage", "stop_reason tool_use without a tool_use block"),
     "thinking_signature_missing": ("reasoning parser", "a thinking block without signature where thinking was requested"),
+    # the 2026 serving classes (issue 47)
+    "tool_choice_unmet": ("API validation", "a request whose tool_choice forces a call (required, a named function) got no "
+                                            "call: the forcing tool_choice was not applied"),
+    "cached_tokens_exceed_prompt": ("response formatting & usage", "usage says more tokens were cached than the prompt has "
+                                                                   "(prompt-cache accounting)"),
+    "usage_split_across_chunks": ("response formatting & usage", "a stream's usage sent in several chunks whose prompt "
+                                                                 "figures disagree (cached_tokens only in a later one)"),
     "context_truncated": ("context handling", "long prompts are silently cut: prompt_tokens capped or the fact at their start lost"),
 }
 
@@ -132,9 +141,9 @@ MAX_EXAMPLES = 5
 # parity of the paths it was altered on). Ranking by counts alone names the loudest symptom.
 PARITY = frozenset({"stream_parity_mismatch", "surface_parity_mismatch", "dual_path_mismatch"})
 EXPLAINS: dict[str, frozenset[str]] = {
-    "probe:temperature_0_deterministic": PARITY,
-    "decoding_changed": PARITY,
-    "non_greedy_token": PARITY,
+    "probe:temperature_0_deterministic": PARITY | {"repeats_disagree"},
+    "decoding_changed": PARITY | {"repeats_disagree"},
+    "non_greedy_token": PARITY | {"repeats_disagree"},
     "stop_token_in_content": PARITY,
     "detokenize_mismatch": PARITY,
     "detokenize_mismatch:stream": PARITY,
@@ -147,6 +156,13 @@ EXPLAINS: dict[str, frozenset[str]] = {
     # the stream's text changed after generation: what the changed text breaks (JSON, the answer) on streams follows
     # (not the parity signals: where sampling is not greedy, the texts differ for that reason, whose probe ranks first)
     "stream_text_mismatch": frozenset({"json_invalid_strict", "json_schema_violation_strict", "replacement_char"}),
+    # the streaming parser lost argument content: the streamed answer differs (parity), the cut values may break the
+    # schema or the JSON
+    "stream_tool_args_changed": PARITY | {"tool_args_schema_violation", "tool_args_invalid_json"},
+    # one request answered two ways by the engine: every comparison of two paths of that request breaks with it
+    "repeats_disagree": PARITY | {"stream_text_mismatch", "stream_tool_calls_dropped", "stream_tool_args_changed"},
+    # a forcing tool_choice not applied: the call that came back as text follows from it
+    "tool_choice_unmet": PARITY | {"tool_calls_as_text"},
 }
 
 

@@ -467,6 +467,184 @@ def stream_tool_calls_dropped(g: Obs, c: Obs) -> bool | None:
     return None if m is None else bool(m)
 
 
+# ----------------------------------------------------------------------------- the 2026 serving classes (issue 47)
+
+def _norm_value(x: Any) -> Any:
+    """An argument value as a lenient reader sees it: strings without whitespace, underscores or hyphens, case folded
+    (and read as a number when they spell one), numbers as floats. Two values equal here and different as sent were
+    reformatted, not chosen otherwise by the model."""
+    if isinstance(x, bool) or x is None:
+        return x
+    if isinstance(x, (int, float)):
+        return float(x)
+    if isinstance(x, str):
+        s = re.sub(r"[\s_\-]+", "", x).casefold()
+        try:
+            return float(s.replace(",", "")) if s and re.fullmatch(r"[+\-]?[\d,]*\.?\d+(e[+\-]?\d+)?", s) else s
+        except ValueError:
+            return s
+    if isinstance(x, dict):
+        return {str(k): _norm_value(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_norm_value(v) for v in x]
+    return x
+
+
+def _call_keys(calls: list[dict[str, Any]], value: Callable[[Any], Any]) -> list[str]:
+    return sorted(json.dumps({"name": x.get("name"), "arguments": value(x.get("arguments"))}, sort_keys=True, default=str) for x in calls)
+
+
+def _values_changed(g: Observation, c: Observation) -> bool | None:
+    gc, cc = _calls(g), _calls(c)
+    if not gc or not cc or len(gc) != len(cc) or _types_changed(g, c):
+        return None  # no calls to compare, other calls, or another signal's (types converted)
+    if _call_keys(gc, _norm_value) != _call_keys(cc, _norm_value):
+        return False  # other values: the model's doing, or another signal's
+    return _call_keys(gc, lambda v: v) != _call_keys(cc, lambda v: v)
+
+
+def tool_args_values_changed(g: Obs, c: Obs) -> bool | None:
+    """The candidate's tool calls are the golden's on the same sample and mode up to formatting: string values that
+    lost whitespace, underscores or hyphens or changed case, numbers rewritten (3 -> 3.0, "1,000" -> "1000"). A parser
+    normalised the values; the model wrote the same call. Judged against the golden's values, not by BFCL's lenient
+    checker (which normalises exactly these away, so accuracy holds while a client receives other values)."""
+    measured = [x for x in (_values_changed(a, b) for a, b in _pairs(g, c)) if x is not None]
+    return any(measured) if measured else None
+
+
+def stream_args_modes(g: Obs, c: Obs) -> set[str] | None:
+    """Streamed modes whose tool calls have the non-streamed calls' names and count with other arguments, while the
+    non-streamed calls are the golden's, the text channel (content) is the non-streamed one's and the golden's two paths
+    carried the same calls: the tool-call parser's streaming path lost or changed argument content (several tokens in
+    one delta). The same generation only: where the two paths' tokens differ, nothing is measured."""
+    gp, cp = _streamed_pairs(g), _streamed_pairs(c)
+    measured, fired = False, set()
+    for key, (cn, cs) in cp.items():
+        gpair = gp.get(key)
+        if gpair is None:
+            continue
+        gn, gs = gpair
+        gcalls, ncalls, scalls = _calls(gn), _calls(cn), _calls(cs)
+        if not gcalls or gcalls != _calls(gs) or ncalls != gcalls or scalls is None:
+            continue
+        if (cn.content or "") != (cs.content or ""):
+            continue  # the text channel moved too: the stream's assembly, another signal's
+        if cn.logprobs and cs.logprobs and _tokens_differ(cn.tokens, cs.tokens):
+            continue
+        measured = True
+        if [x.get("name") for x in scalls] == [x.get("name") for x in ncalls] and scalls != ncalls:
+            fired.add(key[0])
+    return fired if measured else None
+
+
+def stream_tool_args_changed(g: Obs, c: Obs) -> bool | None:
+    m = stream_args_modes(g, c)
+    return None if m is None else bool(m)
+
+
+MAX_TEXT_CALLS = 16
+"""JSON objects read out of one content for calls written as text."""
+
+
+def _text_calls(text: str | None) -> list[dict[str, Any]]:
+    """The {"name", "arguments"} objects a content holds as JSON text (bounded: MAX_TEXT_CALLS objects)."""
+    out: list[dict[str, Any]] = []
+    if not text:
+        return out
+    dec = json.JSONDecoder()
+    i = text.find("{")
+    while i >= 0 and len(out) < MAX_TEXT_CALLS:
+        try:
+            obj, end = dec.raw_decode(text, i)
+        except (ValueError, RecursionError):
+            i = text.find("{", i + 1)
+            continue
+        items = obj if isinstance(obj, list) else [obj]
+        for x in items:
+            if isinstance(x, dict) and isinstance(x.get("name"), str):
+                args = x.get("arguments", x.get("parameters"))
+                if isinstance(args, str):
+                    try:
+                        args = json.loads(args)
+                    except ValueError:
+                        pass
+                out.append({"name": x["name"], "arguments": args})
+        i = text.find("{", end)
+    return out
+
+
+def _same_name(a: Any, b: Any) -> bool:
+    """Names equal up to the dots a benchmark's names carry and the underscores their declared spelling has."""
+    return isinstance(a, str) and isinstance(b, str) and re.sub(r"\W", "_", a) == re.sub(r"\W", "_", b)
+
+
+def _calls_as_text(g: Observation, c: Observation) -> bool | None:
+    gc, cc = _calls(g), _calls(c)
+    if not gc or cc is None:
+        return None
+    if cc:
+        return False
+    written = _text_calls(c.content)
+    return len(written) >= len(gc) and all(
+        any(_same_name(x["name"], w["name"]) and _norm_value(x.get("arguments")) == _norm_value(w["arguments"]) for w in written)
+        for x in gc)
+
+
+def tool_calls_as_text(g: Obs, c: Obs) -> bool | None:
+    """The golden's record made tool calls; the candidate's same mode and epoch made none and wrote those very calls
+    (names and argument values) as text: the model chose the same call, the tool-call parser did not turn it into one
+    (or a forcing tool_choice was not applied: the contract finding tool_choice_unmet says so where it was sent).
+    A model that writes a call as text on its own writes another text than the golden's parsed call."""
+    measured = [x for x in (_calls_as_text(a, b) for a, b in _pairs(g, c)) if x is not None]
+    return any(measured) if measured else None
+
+
+def _greedy_with_tokens(obs: Obs) -> list[Observation]:
+    """Judged records with logprobs, sent at temperature 0 (the observation keeps top_logprobs on greedy records only:
+    observations.py), on a path the server renders itself (the dual path renders the prompt on the client)."""
+    return [o for o in obs if o.judged and o.logprobs and o.top_logprobs is not None and not mode_of(o.mode).dual_path]
+
+
+def _sure_parting(a: Observation, b: Observation) -> bool | None:
+    """Whether two records of one request part at a token one of them was sure of (SURE_LOGPROB): not a near-tie that
+    batch shape flips. None: they do not part (or only by events repeated or dropped in transit: same_generation)."""
+    at, bt = _token_values(a), _token_values(b)
+    p = next((i for i, (x, y) in enumerate(zip(at, bt)) if x[0] != y[0]), None)
+    if p is None:
+        return None
+    if same_generation(a, b) or same_generation(b, a):
+        return None
+    sure = [v for v in (at[p][1], bt[p][1]) if isinstance(v, (int, float))]
+    return bool(sure) and max(sure) >= SURE_LOGPROB
+
+
+def repeats_modes(g: Obs, c: Obs) -> set[str] | None:
+    """The modes whose record of a greedy request parted from another of the candidate's records of the same request at
+    a token the model was sure of, while one of the candidate's records is the golden's generation and the golden's
+    own repeats (epochs, modes) agreed: the engine answered the same request two ways, and one way is the reference's.
+    Weights and kernels compute the same thing every time; a prefix cache or a speculative decoder serving stale state
+    does not. None: not measurable (fewer than two greedy records with logprobs, or the golden's repeats disagreed)."""
+    # (the golden's rows keep no top_logprobs, bless drops them: its records are read whatever their temperature, the
+    # candidate's must be greedy, which the gate sends as the golden did)
+    grecs = [o for o in g if o.judged and o.logprobs and not mode_of(o.mode).dual_path]
+    crecs = _greedy_with_tokens(c)
+    if not grecs or len(crecs) < 2:
+        return None
+    golden = {tuple(t for t, _ in _token_values(o)) for o in grecs}
+    if len(golden) != 1:
+        return None  # the reference's own repeats disagreed (or it has no tokens here): nothing to hold the candidate to
+    ref = next(iter(golden))
+    right = [o for o in crecs if tuple(t for t, _ in _token_values(o)) == ref]
+    if not right:
+        return set()  # every record left the golden's generation: the weights' doing, the numerics judge it
+    return {o.mode for o in crecs if o not in right and any(_sure_parting(r, o) for r in right)}
+
+
+def repeats_disagree(g: Obs, c: Obs) -> bool | None:
+    m = repeats_modes(g, c)
+    return None if m is None else bool(m)
+
+
 TRANSFORM_TOL = 0.02
 """Relative residual within which one transform explains every token's logprob (rounding in transit)."""
 LOGPROB_MOVED = 1e-3
@@ -547,6 +725,9 @@ def repetition(g: Obs, c: Obs) -> bool | None:
 
 
 # ----------------------------------------------------------------------------- the declarations
+
+ENGINE_STATE = "engine state"
+"""The component of a request answered differently on a repeat (diagnosis.COMPONENTS says where to look)."""
 
 # The diagnosis component of new_findings is each new finding code's own (diagnosis.FINDINGS), not the signal's.
 BY_FINDING_CODE = "<the finding codes' components>"
@@ -650,6 +831,19 @@ SIGNALS: tuple[Signal, ...] = (
            "the golden's text was cut for length; the candidate's same text says it stopped", None, stop_reason_changed,
            on_surface_only=("surface translation", "a cut reply reported as stopped on Responses/Messages only: the "
                                                    "surface's stop-reason translation")),
+    Signal("tool_args_values_changed", "frontend", "tool-call parser",
+           "tool calls with the golden's names and values reformatted (whitespace, underscores or case stripped in "
+           "strings, numbers rewritten): the parser normalised the arguments", None, tool_args_values_changed),
+    Signal("stream_tool_args_changed", "frontend", "tool-call parser",
+           "streamed tool calls lost argument content the non-streamed calls kept, with the text channel intact: the "
+           "tool-call parser's streaming path (several tokens in one delta)", stream_args_modes, stream_tool_args_changed),
+    Signal("tool_calls_as_text", "frontend", "tool-call parser",
+           "the golden's tool calls came back as text (no parsed call): the tool-call parser did not parse them, or a "
+           "forcing tool_choice was not applied", None, tool_calls_as_text),
+    Signal("repeats_disagree", "frontend", ENGINE_STATE,
+           "the candidate answered one greedy request two ways, parting at tokens the model was sure of, one of them the "
+           "golden's, where the golden's repeats agreed: engine state (a prefix cache, speculative decoding, batching) "
+           "changes answers", repeats_modes, repeats_disagree),
     Signal("repetition", "numerics", None,
            "the candidate fell into a repetition loop where the golden did not", None, repetition),
 )

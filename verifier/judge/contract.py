@@ -32,6 +32,7 @@ BLOCKING = {
     "json_too_deep",
     "stream_ignored",
     "stream_too_many_events",
+    "tool_choice_unmet",
 } | contract_surfaces.BLOCKING
 
 # Findings about what the model chose to write rather than what the serving stack did with it: recorded
@@ -129,7 +130,9 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
         f.append(Finding("stream_index_collision", f"indexes {p.extra.index_collisions}"))
     f += _finish_findings(request, p, calls)
     f += _text_findings(p, calls)
+    f += _tool_choice_findings(request, p, calls)
     f += _usage_and_logprob_findings(p)
+    f += _usage_accounting_findings(p)
     f += _logprob_range_findings(p)
     if request.get("logprobs") is True and not p.logprobs and (p.content or "").strip():
         f.append(Finding("logprobs_ignored", "logprobs asked for, none returned"))
@@ -222,6 +225,54 @@ def _text_findings(p: Parsed, calls: list[Any]) -> list[Finding]:
             f.append(Finding("answer_in_reasoning", p.reasoning[-120:]))
         elif not (p.reasoning or "").strip() and fr != "length":
             f.append(Finding("empty_response"))
+    return f
+
+
+def forces_a_call(request: dict[str, Any]) -> str | None:
+    """The tool_choice of a request that demands a call, as sent (chat and Responses "required" or a named function,
+    Messages "any" or "tool"); None when the model may answer without one."""
+    tc = request.get("tool_choice")
+    if tc == "required":
+        return "required"
+    if isinstance(tc, dict):
+        fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+        if tc.get("type") in ("function", "tool") or isinstance(tc.get("function"), dict):
+            return f"function {str(fn.get('name'))[:80]}"
+        if tc.get("type") == "any":
+            return "any"
+    return None
+
+
+def _tool_choice_findings(request: dict[str, Any], p: Parsed, calls: list[Any]) -> list[Finding]:
+    """A request whose tool_choice forces a call answered without one: the contract the client relies on (it sent
+    `required` so that it gets a call) is broken whatever the model wrote, so the answer is unusable as sent. An
+    output cut for length may have been cut inside the call, and says so itself."""
+    forced = forces_a_call(request)
+    if forced is None or calls or p.finish_reason == "length" or not request.get("tools"):
+        return []
+    said = (p.content or "").strip()
+    return [Finding("tool_choice_unmet", f"tool_choice {forced}, no tool call" + (f"; text: {said[:80]}" if said else ""))]
+
+
+CACHED_PATHS = (("prompt_tokens", "prompt_tokens_details"), ("input_tokens", "input_tokens_details"))
+"""Where chat (prompt_tokens_details) and Responses (input_tokens_details) report cached_tokens, beside the prompt
+count they are a part of. Messages reports cache_read_input_tokens apart from input_tokens (the sum is the prompt), so
+it can never exceed it there."""
+
+
+def _usage_accounting_findings(p: Parsed) -> list[Finding]:
+    """Cached tokens are a part of the prompt: more of them than the prompt has is an accounting fault (a prefix cache
+    counting blocks twice); and a stream's usage is one object, or running counts that agree (a second usage chunk
+    that adds or changes the prompt's figures leaves a client with whichever it read)."""
+    f: list[Finding] = []
+    u = p.usage or {}
+    for total_key, details_key in CACHED_PATHS:
+        total, details = u.get(total_key), u.get(details_key)
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        if is_finite_number(total) and is_finite_number(cached) and not isinstance(cached, bool) and cached > total:
+            f.append(Finding("cached_tokens_exceed_prompt", f"cached_tokens {cached} > {total_key} {total}"))
+    if p.extra.usage_split:
+        f.append(Finding("usage_split_across_chunks", p.extra.usage_split))
     return f
 
 

@@ -89,14 +89,40 @@ class _Stream:
             slot["function"]["arguments"] += fn["arguments"]
 
 
+MAX_USAGE_CHUNKS = 64
+"""Usage objects of one stream compared for consistency (a stream with usage on every chunk is judged on its first 64)."""
+RUNNING_COUNTS = frozenset({"completion_tokens", "total_tokens", "completion_tokens_details"})
+"""Usage figures that may grow from one usage chunk to the next (continuous usage stats count the output as it goes);
+the prompt's figures are known before the first token and never change."""
+
+
+def usage_split(usages: list[dict[str, Any]]) -> str | None:
+    """What disagrees between a stream's usage chunks: a prompt figure (prompt_tokens, prompt_tokens_details and what
+    it holds, such as cached_tokens) that a later chunk adds, drops or changes. None: one usage chunk, or chunks that
+    agree on the prompt (running output counts may grow)."""
+    if len(usages) < 2:
+        return None
+    first = {k: v for k, v in usages[0].items() if k not in RUNNING_COUNTS}
+    for n, later in enumerate(usages[1:], start=2):
+        other = {k: v for k, v in later.items() if k not in RUNNING_COUNTS}
+        if other != first:
+            keys = sorted(k for k in set(first) | set(other) if first.get(k) != other.get(k))
+            return f"usage chunk {n} of {len(usages)} differs in {', '.join(keys)[:120]}"
+    return None
+
+
 def parse_stream(chunks: list[str]) -> Parsed:
     st = _Stream()
     extra = WireFacts()
+    usages: list[dict[str, Any]] = []
     for data in stream_objects(chunks, extra):
         if isinstance(data.get("usage"), dict):
             st.usage = data["usage"]
+            if len(usages) < MAX_USAGE_CHUNKS:
+                usages.append(data["usage"])
         for choice in data.get("choices") or []:
             st.add_choice(choice)
+    extra.usage_split = usage_split(usages)
     collided = sorted(i for i, ids in st.ids_per_index.items() if len(ids) > 1)
     if collided:
         extra.index_collisions = collided

@@ -19,10 +19,11 @@ from . import probe_faults as pf
 from . import text_faults as text
 from . import tool_faults as tool
 from .history_faults import HISTORY_FAULTS
+from .serving_faults import SERVING_FAULTS
 from .mutation import Chain, Change, Fault, StreamMutator, per_chunk, pure_edit, run_stream
 from .wire_faults import WIRE_FAULTS
 
-__all__ = ["ALL_FAULTS", "FAULTS", "HISTORY_FAULTS", "WIRE_FAULTS", "Chain", "Change", "Fault", "StreamMutator", "list_faults", "parse_fault_spec", "run_stream", "selected"]
+__all__ = ["ALL_FAULTS", "FAULTS", "HISTORY_FAULTS", "SERVING_FAULTS", "WIRE_FAULTS", "Chain", "Change", "Fault", "StreamMutator", "list_faults", "parse_fault_spec", "run_stream", "selected"]
 
 _INVALID = tool.args_fault(tool.drop_last_brace)
 _DOUBLE = tool.args_fault(tool.double_encode)
@@ -161,9 +162,9 @@ FAULTS: dict[str, Fault] = {f.name: f for f in [
 ]}
 
 
-ALL_FAULTS: dict[str, Fault] = {**FAULTS, **HISTORY_FAULTS, **WIRE_FAULTS}
-"""The catalogue plus the multi-turn history faults (history_faults.py) and the wire faults of issue 38
-(wire_faults.py): every name the proxy takes."""
+ALL_FAULTS: dict[str, Fault] = {**FAULTS, **HISTORY_FAULTS, **WIRE_FAULTS, **SERVING_FAULTS}
+"""The catalogue plus the multi-turn history faults (history_faults.py), the wire faults of issue 38
+(wire_faults.py) and the serving faults of issue 47 (serving_faults.py): every name the proxy takes."""
 
 
 def parse_fault_spec(spec: str) -> tuple[str, float]:

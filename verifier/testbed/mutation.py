@@ -177,6 +177,14 @@ class Fault:
     native: tuple[str, ...] = ()
     """Surfaces whose own request/response shapes the mutations edit (no chat translation); it acts on no other
     surface. Empty: written against chat shapes and translated onto every surface."""
+    when: Callable[[dict[str, Any]], bool] | None = None
+    """Which requests it acts on, read from the request as chat spells it (the proxy translates a Responses or
+    Messages request first): a bug that shows only for some requests (a forcing tool_choice, reasoning on). None:
+    every request."""
+    on_repeat: bool = False
+    """Acts only on the second and later sends of the same prompt (messages and tools, whatever the mode, the
+    surface or the transport), never on the first: a bug of engine state (a prefix cache, speculative decoding)
+    that shows once the engine has seen the prompt."""
 
     @property
     def kinds(self) -> list[str]:

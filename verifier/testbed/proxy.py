@@ -35,6 +35,7 @@ from multidict import CIMultiDict
 from ..redact import Redactor
 from .faults import ALL_FAULTS, FAULTS, Chain, Fault, StreamMutator, parse_fault_spec, selected
 from .surface_faults import PATHS, on_surface, sse_frame, surface_for
+from .surface_render import to_chat_request
 from .. import jsonsafe
 
 # Hop-by-hop and framing headers are the proxy's own business; everything else (Authorization
@@ -54,6 +55,15 @@ _SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|session|password", re
 
 def _filter_headers(h: Any) -> CIMultiDict[str]:
     return CIMultiDict((k, v) for k, v in h.items() if k.lower() not in _HOP)
+
+
+def _chat_view(surface: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A Responses or Messages request as the chat request it means (what Fault.when and Fault.on_repeat read); a
+    body too odd to translate is read as it came."""
+    try:
+        return to_chat_request(surface, body)
+    except (AttributeError, TypeError, ValueError, KeyError):
+        return body
 
 
 class Proxy:
@@ -87,6 +97,7 @@ class Proxy:
         self.mutations: list[dict[str, Any]] = []
         self.requests = 0
         self._seen: dict[str, int] = {}
+        self._prompts: dict[str, int] = {}
         self._redactors: dict[int, Redactor] = {}  # per request number, while it is in flight
         self._numbers: dict[int, int] = {}
         self._log_arg = log
@@ -110,6 +121,15 @@ class Proxy:
         n = self._seen.get(h, 0)
         self._seen[h] = n + 1
         return f"{h}:{n}"
+
+    def _prompt_seen(self, chat_request: dict[str, Any]) -> int:
+        """How many times the same prompt (messages and tools, as chat spells them) was sent before this request,
+        whatever its mode or surface: what a fault of engine state (Fault.on_repeat) reads."""
+        prompt = {k: chat_request.get(k) for k in ("messages", "tools")}
+        h = hashlib.sha256(json.dumps(prompt, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
+        n = self._prompts.get(h, 0)
+        self._prompts[h] = n + 1
+        return n
 
     def _record(self, fault: Fault, path: str, n: int, stream: bool, before: str, after: str, count: int) -> None:
         r = self._redactors.get(n)
@@ -150,7 +170,10 @@ class Proxy:
                 self._numbers[id(request)] = n
                 self._redactors[n] = Redactor(v for k, v in request.headers.items() if _SECRET_HEADER.search(k))
                 key = self._key(raw)
-                active = [on_surface(f, surface) for f, rate in self.faults if selected(self.seed, f.name, key, rate)]
+                chat_view = body if surface == "chat" else _chat_view(surface, body)
+                repeat = self._prompt_seen(chat_view) > 0
+                active = [on_surface(f, surface) for f, rate in self.faults if selected(self.seed, f.name, key, rate)
+                          and (f.when is None or f.when(chat_view)) and (repeat or not f.on_repeat)]
                 body, changed = self._apply(active, "request", body, path, n, bool(body.get("stream")))
                 if changed:
                     raw = json.dumps(body, ensure_ascii=False).encode()

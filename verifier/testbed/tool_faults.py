@@ -96,6 +96,11 @@ class _ArgsStream(_ToolCallBuffer):
 
 
 class MarkupStream(_ToolCallBuffer):
+    @staticmethod
+    def render(name: str, arguments: str) -> str:
+        """The text one call becomes in the content."""
+        return _markup(name, arguments)
+
     def transform(self, held: list[dict[str, Any]], finish: dict[str, Any] | None) -> list[dict[str, Any]]:
         calls: dict[int, dict[int, dict[str, str]]] = {}
         logprobs: dict[int, list[Any]] = {}  # the call tokens' logprobs: a parser that did not run still streams them
@@ -117,7 +122,7 @@ class MarkupStream(_ToolCallBuffer):
         envelope = {k: v for k, v in held[0].items() if k not in ("choices", "usage")}
         out: list[dict[str, Any]] = []
         for ci, per_index in calls.items():
-            text = "".join(_markup(s["name"], s["arguments"]) for s in per_index.values())
+            text = "".join(self.render(s["name"], s["arguments"]) for s in per_index.values())
             self.note(f"{len(per_index)} streamed tool_calls", text)
             choice: dict[str, Any] = {"index": ci, "delta": {"content": text}, "finish_reason": None}
             if logprobs.get(ci):
