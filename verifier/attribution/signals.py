@@ -33,7 +33,7 @@ from verifier.judge.contract import MODEL_BEHAVIOUR, SIGNAL_JUDGED, SPECIAL_TOKE
 from verifier.golden.store import MAX_LOGPROBS
 from verifier.attribution.surface_signals import by_mode, parity_modes
 from verifier.attribution.turn_diff import answer_key, first_divergence, is_followup, turn_rows
-from verifier.surfaces.registry import DUAL_PATH_MODE, REFERENCE_MODE, STREAM_PARITY_MODE, mode_of
+from verifier.surfaces.registry import DUAL_PATH_MODE, REFERENCE_MODE, STREAM_PARITY_MODE, mode_of, surface_for
 from verifier.types import Observation
 
 Obs = Sequence[Observation]
@@ -599,10 +599,10 @@ def tool_calls_as_text(g: Obs, c: Obs) -> bool | None:
     return any(measured) if measured else None
 
 
-def _greedy_with_tokens(obs: Obs) -> list[Observation]:
-    """Judged records with logprobs, sent at temperature 0 (the observation keeps top_logprobs on greedy records only:
-    observations.py), on a path the server renders itself (the dual path renders the prompt on the client)."""
-    return [o for o in obs if o.judged and o.logprobs and o.top_logprobs is not None and not mode_of(o.mode).dual_path]
+def _with_tokens(obs: Obs) -> list[Observation]:
+    """Judged records with logprobs, on a path the server renders itself (the dual path renders the prompt on the
+    client, so its prompt is another request's)."""
+    return [o for o in obs if o.judged and o.logprobs and not mode_of(o.mode).dual_path]
 
 
 def _sure_parting(a: Observation, b: Observation) -> bool | None:
@@ -619,15 +619,14 @@ def _sure_parting(a: Observation, b: Observation) -> bool | None:
 
 
 def repeats_modes(g: Obs, c: Obs) -> set[str] | None:
-    """The modes whose record of a greedy request parted from another of the candidate's records of the same request at
-    a token the model was sure of, while one of the candidate's records is the golden's generation and the golden's
+    """The modes whose record of a greedy request parted from another of the candidate's records of the same request
+    (same surface, same prompt tokens: an epoch, the streamed twin) at a token the model was sure of, while one of the candidate's records is the golden's generation and the golden's
     own repeats (epochs, modes) agreed: the engine answered the same request two ways, and one way is the reference's.
     Weights and kernels compute the same thing every time; a prefix cache or a speculative decoder serving stale state
     does not. None: not measurable (fewer than two greedy records with logprobs, or the golden's repeats disagreed)."""
-    # (the golden's rows keep no top_logprobs, bless drops them: its records are read whatever their temperature, the
-    # candidate's must be greedy, which the gate sends as the golden did)
-    grecs = [o for o in g if o.judged and o.logprobs and not mode_of(o.mode).dual_path]
-    crecs = _greedy_with_tokens(c)
+    # Greedy decoding is what makes repeats comparable: a sampled golden's own repeats disagree, and then nothing is
+    # measured; where a sampled golden's repeats happened to agree, its reruns calibrate the margin.
+    grecs, crecs = _with_tokens(g), _with_tokens(c)
     if not grecs or len(crecs) < 2:
         return None
     golden = {tuple(t for t, _ in _token_values(o)) for o in grecs}
@@ -637,7 +636,14 @@ def repeats_modes(g: Obs, c: Obs) -> set[str] | None:
     right = [o for o in crecs if tuple(t for t, _ in _token_values(o)) == ref]
     if not right:
         return set()  # every record left the golden's generation: the weights' doing, the numerics judge it
-    return {o.mode for o in crecs if o not in right and any(_sure_parting(r, o) for r in right)}
+    # Repeats of one request to the engine only: the same surface (a mode and its streamed twin, every epoch), the same
+    # prompt tokens. Another surface renders its own request (a fault in its translation is that surface's), so two
+    # surfaces answering differently is surface parity's to judge, not the engine's state.
+    return {o.mode for o in crecs if o not in right and any(_same_request(r, o) and _sure_parting(r, o) for r in right)}
+
+
+def _same_request(a: Observation, b: Observation) -> bool:
+    return surface_for(a.mode).name == surface_for(b.mode).name and a.prompt_tokens == b.prompt_tokens
 
 
 def repeats_disagree(g: Obs, c: Obs) -> bool | None:

@@ -133,6 +133,12 @@ def _json_text(name: str, arguments: str) -> str:
     return json.dumps({"name": name, "arguments": args}, ensure_ascii=False)
 
 
+def text_logprobs(text: str) -> list[dict[str, Any]]:
+    """Logprob entries that spell `text`, one per whitespace-led piece: the tokens of a call the model wrote as text
+    (not the call template's tokens, which a parser would have turned into a call)."""
+    return [{"token": t, "logprob": round(-0.01 * (i % 7), 6), "top_logprobs": []} for i, t in enumerate(FIRST_PIECE.findall(text))]
+
+
 @pure_edit
 def calls_as_json_text(body: dict[str, Any]) -> Pairs:
     """The tool calls written into the content as bare JSON, tool_calls emptied, finish_reason stop: a forcing
@@ -149,6 +155,8 @@ def calls_as_json_text(body: dict[str, Any]) -> Pairs:
         msg["content"] = text
         msg.pop("tool_calls", None)
         c["finish_reason"] = "stop"
+        if isinstance(c.get("logprobs"), dict) and isinstance(c["logprobs"].get("content"), list):
+            c["logprobs"]["content"] = text_logprobs(text)
     return pairs
 
 
@@ -158,6 +166,10 @@ class CallsAsJsonTextStream(tool.MarkupStream):
     @staticmethod
     def render(name: str, arguments: str) -> str:
         return _json_text(name, arguments)
+
+    @staticmethod
+    def retoken(text: str, logprobs: list[Any]) -> list[Any]:
+        return text_logprobs(text)
 
 
 # ----------------------------------------------------------------------------- usage accounting

@@ -101,6 +101,12 @@ class MarkupStream(_ToolCallBuffer):
         """The text one call becomes in the content."""
         return _markup(name, arguments)
 
+    @staticmethod
+    def retoken(text: str, logprobs: list[Any]) -> list[Any]:
+        """The logprob entries of the content the calls became: the calls' own tokens (the markup is what the model
+        generated; a parser that did not run passes it on)."""
+        return logprobs
+
     def transform(self, held: list[dict[str, Any]], finish: dict[str, Any] | None) -> list[dict[str, Any]]:
         calls: dict[int, dict[int, dict[str, str]]] = {}
         logprobs: dict[int, list[Any]] = {}  # the call tokens' logprobs: a parser that did not run still streams them
@@ -126,7 +132,7 @@ class MarkupStream(_ToolCallBuffer):
             self.note(f"{len(per_index)} streamed tool_calls", text)
             choice: dict[str, Any] = {"index": ci, "delta": {"content": text}, "finish_reason": None}
             if logprobs.get(ci):
-                choice["logprobs"] = {"content": logprobs[ci]}
+                choice["logprobs"] = {"content": self.retoken(text, logprobs[ci])}
             out.append({**envelope, "choices": [choice]})
         for d in kept + ([finish] if finish else []):
             for c in choices_of(d):
