@@ -14,7 +14,7 @@ from verifier.execution import probe_results
 from verifier.wire.endpoint import Endpoint, EndpointConfig
 from verifier.execution.probes import CATALOGUE, PROBES, catalogue_table, run_probes
 from verifier.surfaces.registry import surface_for
-from verifier.testbed.faults import FAULTS
+from verifier.testbed.faults import ALL_FAULTS, FAULTS
 from verifier.testbed.proxy import Proxy
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic
 from verifier.surfaces import registry
@@ -57,6 +57,8 @@ BREAKS = {
     "responses_store_false": "store_false_ignored",
     "function_call_round_trip": "tool_results_dropped",
     "stream_terminal_event": "terminal_event_as_done",
+    "state_repeat_after_shared_prefix": "state_dependent_answers",
+    "cached_tokens_on_repeat": "cached_tokens_overcounted",
 }
 
 
@@ -81,8 +83,8 @@ async def _probe(url, surfaces):
 def test_every_probe_has_a_breaking_fault_that_names_it():
     assert set(BREAKS) == set(PROBES)
     for probe, fault in BREAKS.items():
-        assert fault in FAULTS
-        assert f"probe:{probe}" in FAULTS[fault].catches or fault in ("reasoning_in_content", "drop_system_prompt"), fault
+        assert fault in ALL_FAULTS
+        assert f"probe:{probe}" in ALL_FAULTS[fault].catches or fault in ("reasoning_in_content", "drop_system_prompt"), fault
     assert len({p.name for p in CATALOGUE}) == len(CATALOGUE)
 
 

@@ -7,6 +7,7 @@ sizes) is compared with the reference's by the probe's comparator when the two a
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -435,3 +436,73 @@ def terminal_event(a: list[Answer]) -> Seen:
     ends = [k for k in kinds if k in by_name(x.surface).terminal_events]
     ok = len(ends) == 1 and kinds and kinds[-1] == ends[0] and not x.error
     return Seen(bool(ok), f"terminal events {ends}, last event {kinds[-1] if kinds else None}" + (f" ({x.error})" if x.error else ""))
+
+
+SURE_LOGPROB = math.log(0.6)
+"""A token given at least this probability is never flipped by batch-shape noise (signals.SURE_LOGPROB)."""
+
+
+def _parting(a: Parsed, b: Parsed) -> tuple[Any, Any] | None:
+    """The two records' logprobs at the first token where they part (None: no tokens to tell, or no parting)."""
+    la = [t for t in a.logprobs or [] if isinstance(t, dict)]
+    lb = [t for t in b.logprobs or [] if isinstance(t, dict)]
+    if not la or not lb:
+        return None
+    for x, y in zip(la, lb):
+        if x.get("token") != y.get("token"):
+            return x.get("logprob"), y.get("logprob")
+    return None
+
+
+def cold_equals_warm(a: list[Answer]) -> Seen:
+    """The first question's answer asked cold and asked again after another question warmed the shared prefix: one
+    text. Where they part, the tokens tell a near-tie (batch shape flips it) from a token the model was sure of (state
+    the engine kept: a stale prefix-cache block, a speculative decoder's accepted token)."""
+    cold, _, warm = a
+    if not (cold.ok and warm.ok):
+        return Seen(False, f"a request failed: {(warm if cold.ok else cold).why()}")
+    c, w = cold.parsed.content, warm.parsed.content  # type: ignore[union-attr]
+    if c == w:
+        return Seen(True, f"cold and warm answers equal: {_short(c)}")
+    at = _parting(cold.parsed, warm.parsed)  # type: ignore[arg-type]
+    if at is not None:
+        sure = [v for v in at if isinstance(v, (int, float))]
+        if sure and max(sure) < SURE_LOGPROB:
+            return Seen(True, f"cold {_short(c)} and warm {_short(w)} part at a near-tie (logprobs {at})")
+    return Seen(False, f"the warm answer {_short(w)} differs from the cold one {_short(c)}"
+                       + (f" at a token the model was sure of (logprobs {at})" if at else ""))
+
+
+CACHED_KEYS = (("prompt_tokens", "prompt_tokens_details"), ("input_tokens", "input_tokens_details"))
+
+
+def _cached(p: Parsed) -> tuple[Any, Any]:
+    """(prompt tokens, cached tokens) as the usage reports them (chat's or Responses' spelling; None where absent)."""
+    u = p.usage or {}
+    for total, details in CACHED_KEYS:
+        if total in u:
+            d = u.get(details)
+            return u.get(total), d.get("cached_tokens") if isinstance(d, dict) else None
+    return None, None
+
+
+def cached_tokens_counted(a: list[Answer]) -> Seen:
+    """No send reports more cached tokens than its prompt has; the value is what the repeat reports cached."""
+    bad = [x for x in a if not x.ok]
+    if bad:
+        return Seen(False, f"a request failed: {bad[0].why()}")
+    figures = [_cached(x.parsed) for x in a]  # type: ignore[arg-type]
+    over = [f"#{i}: cached {c} > prompt {t}" for i, (t, c) in enumerate(figures)
+            if isinstance(t, int) and isinstance(c, int) and not isinstance(c, bool) and c > t]
+    repeat = figures[-1][1] if isinstance(figures[-1][1], int) else None
+    if over:
+        return Seen(False, f"more tokens cached than the prompt has ({'; '.join(over)})", repeat)
+    return Seen(True, f"cached_tokens {[c for _, c in figures]} of prompt_tokens {[t for t, _ in figures]}", repeat)
+
+
+def cached_where_reference_cached(cand: Any, ref: Any) -> tuple[bool, str]:
+    """Where the reference's engine reported cached tokens on the repeat, the candidate reports some too."""
+    if not isinstance(ref, int) or ref <= 0:
+        return True, f"the reference reported no cached tokens on the repeat (candidate: {cand})"
+    ok = isinstance(cand, int) and cand > 0
+    return ok, f"cached_tokens on the repeat: {cand} vs the reference's {ref}"

@@ -73,6 +73,13 @@ PAIRS = [{"role": "user", "content": "Write each number from 1 to 20 twice, sepa
 ASK_WEATHER = [{"role": "user", "content": "Call get_weather for Paris."}]
 ASK_TWO = [{"role": "user", "content": "Call get_weather for Paris, then call get_weather for Lyon."}]
 SUM = [{"role": "user", "content": "What is 2 + 3? Reply with the number only."}]
+# The engine-state probe's prompts: one long shared prefix (what a prefix cache keeps and a speculative decoder reuses),
+# two questions after it. Asked cold, then after the other question warmed the prefix, then again.
+SHARED_PREFIX = ("You are a calculator. Read the question, work it out, and reply with the number only. "
+                 "Numbers may be negative; never add words, units or punctuation. ") * 4
+STATE_A = [{"role": "system", "content": SHARED_PREFIX}, {"role": "user", "content": "What is 17 + 25?"}]
+STATE_B = [{"role": "system", "content": SHARED_PREFIX}, {"role": "user", "content": "What is 38 + 46?"}]
+LP = {"logprobs": True, "top_logprobs": 1}
 
 
 def _tool(name: str, what: str) -> dict[str, Any]:
@@ -273,6 +280,15 @@ CATALOGUE: tuple[Probe, ...] = (
           "the result is accepted and answered with text; the answer's prompt_tokens equal the reference's",
           (Req({**G, "max_tokens": 48, "tools": [WEATHER], "messages": ASK_WEATHER}), Req(_tool_result)), pc.round_trip, ALL,
           pc.equal_where_measured),
+    Probe("state_repeat_after_shared_prefix", "engine state",
+          "a greedy question after a long prefix (cold), another question sharing the prefix, the first again (warm)",
+          "the first question's two answers are one text (or part only at a near-tie: logprob under log 0.6)",
+          (Req({**G, **LP, "max_tokens": 16, "messages": STATE_A}), Req({**G, **LP, "max_tokens": 16, "messages": STATE_B}),
+           Req({**G, **LP, "max_tokens": 16, "messages": STATE_A})), pc.cold_equals_warm),
+    Probe("cached_tokens_on_repeat", "response formatting & usage", "one prompt sent twice",
+          "cached_tokens never above prompt_tokens; on the repeat, cached tokens where the reference reported them",
+          (Req({**G, "max_tokens": 8, "messages": STATE_A}), Req({**G, "max_tokens": 8, "messages": STATE_A})),
+          pc.cached_tokens_counted, CHAT_ONLY, pc.cached_where_reference_cached),
     Probe("stream_terminal_event", "surface translation", "a streamed request", "exactly one terminal event, last",
           (Req({**G, "max_tokens": 8, "messages": HELLO}, stream=True),), pc.terminal_event, ("responses", "messages")),
 )

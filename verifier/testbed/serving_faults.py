@@ -228,7 +228,8 @@ SERVING_FAULTS: dict[str, Fault] = {f.name: f for f in [
           "one up, in the text, the tool-call arguments and the logprob tokens (values kept); the first send is right",
           "prefix caching or speculative decoding serving stale state (vLLM #43559: prefix caching with MTP costs ~20% "
           "accuracy; #35800: malformed calls until restart)",
-          "repeats_disagree (engine state: the candidate's repeats of one request part at tokens the model was sure of)",
+          "repeats_disagree (engine state: the candidate's repeats of one request part at tokens the model was sure of); "
+          "probe:state_repeat_after_shared_prefix",
           response=pure_edit(shift_numbers), stream=_PerChunkShift, on_repeat=True),
     Fault("stream_multi_token_args_lost", "streams only: each string value in the tool-call arguments keeps only its first "
           "word (the rest of a multi-token delta lost); the text channel and the non-streamed call intact",
@@ -245,7 +246,7 @@ SERVING_FAULTS: dict[str, Fault] = {f.name: f for f in [
     Fault("cached_tokens_overcounted", f"usage.prompt_tokens_details.cached_tokens = prompt_tokens + {CACHED_EXCESS} on "
           "repeats of a prompt; streams: usage in two chunks, cached_tokens only in the second",
           "prefix-cache accounting (cached_tokens above prompt_tokens on repeats, a second usage chunk in streams)",
-          "cached_tokens_exceed_prompt; usage_split_across_chunks (response formatting & usage)",
+          "cached_tokens_exceed_prompt; usage_split_across_chunks (response formatting & usage); probe:cached_tokens_on_repeat",
           response=overcount_cached, stream=SplitUsageStream, on_repeat=True),
     Fault("response_format_dropped_with_reasoning", "request: response_format removed when reasoning is on "
           "(chat_template_kwargs enable_thinking, reasoning_effort)", "structured output not enforced with reasoning on "
