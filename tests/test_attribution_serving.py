@@ -138,3 +138,140 @@ def test_a_parsed_call_that_comes_back_as_text_is_the_tool_call_parser(goldens, 
     assert code == 10 and doc["status"] == "frontend_regression", out
     first = doc["diagnosis"][0]
     assert first["component"] == "tool-call parser" and "tool_calls_as_text" in first["findings"], doc["diagnosis"]
+
+
+# ----------------------------------------------------------------------------- the mechanisms, pure
+
+from verifier.attribution import signals  # noqa: E402
+from verifier.execution import probe_checks as pc  # noqa: E402
+from verifier.judge import contract  # noqa: E402
+from verifier.surfaces.chat import usage_split  # noqa: E402
+from verifier.types import Observation, Parsed, WireFacts  # noqa: E402
+
+SURE, TIE = -0.01, -0.69  # probability 0.99; a near-tie (0.50)
+
+
+def rec(mode, tokens, epoch=0, prompt_tokens=10, answer=None, content=None, **kw):
+    return Observation(suite="s", sample_id="a", epoch=epoch, mode=mode, outcome="content", prompt_tokens=prompt_tokens,
+                       answer=answer, content=content if content is not None else "".join(t for t, _ in tokens),
+                       logprobs=[list(x) for x in tokens], **kw)
+
+
+ANSWER = [("The", SURE), (" answer", SURE), (" is", SURE), (" 18", SURE)]
+WRONG = [("The", SURE), (" answer", SURE), (" is", SURE), (" 29", SURE)]
+FLIPPED = [("The", SURE), (" answer", SURE), (" is", SURE), (" 19", TIE)]
+ANSWER_TIE = [("The", SURE), (" answer", SURE), (" is", SURE), (" 18", TIE)]
+
+
+def test_repeats_disagree_reads_repeats_of_one_request_against_the_golden():
+    golden = [rec("chat", ANSWER), rec("chat-stream", ANSWER)]
+    # the first send is the golden's, the repeat parts at a token the model was sure of: engine state
+    assert signals.repeats_modes(golden, [rec("chat", ANSWER), rec("chat-stream", WRONG)]) == {"chat-stream"}
+    assert signals.repeats_modes(golden, [rec("chat", ANSWER, epoch=0), rec("chat", WRONG, epoch=1)]) == {"chat"}
+    # a near-tie flipped by batch shape is no evidence
+    assert signals.repeats_disagree([rec("chat", ANSWER_TIE), rec("chat-stream", ANSWER_TIE)],
+                                    [rec("chat", ANSWER_TIE), rec("chat-stream", FLIPPED)]) is False
+    # every record left the golden's generation, and they agree: the weights' doing
+    assert signals.repeats_disagree(golden, [rec("chat", WRONG), rec("chat-stream", WRONG)]) is False
+    # the golden's own repeats disagreed: nothing to hold the candidate to
+    assert signals.repeats_disagree([rec("chat", ANSWER), rec("chat-stream", WRONG)], [rec("chat", ANSWER), rec("chat-stream", WRONG)]) is None
+    # two surfaces are two requests (surface parity's), and another prompt is another request
+    assert signals.repeats_disagree(golden + [rec("responses", ANSWER)], [rec("chat", ANSWER), rec("responses", WRONG)]) is False
+    assert signals.repeats_disagree(golden, [rec("chat", ANSWER), rec("chat-stream", WRONG, prompt_tokens=11)]) is False
+    # one record, or no logprobs: not measurable
+    assert signals.repeats_disagree(golden, [rec("chat", ANSWER)]) is None
+
+
+def test_repeats_disagree_is_not_an_event_sent_twice():
+    dup = ANSWER[:2] + [ANSWER[1]] + ANSWER[2:]  # a delta repeated in transit, its logprob with it
+    golden = [rec("chat", ANSWER), rec("chat-stream", ANSWER)]
+    assert signals.repeats_disagree(golden, [rec("chat", ANSWER), rec("chat-stream", dup)]) is False
+
+
+def call(name, **args):
+    return {"name": name, "arguments": args}
+
+
+def test_tool_args_values_changed_is_formatting_only():
+    g = [rec("chat", ANSWER, answer=[call("f", unit_id="123_456", city="New York", n=3)])]
+    assert signals.tool_args_values_changed(g, [rec("chat", ANSWER, answer=[call("f", unit_id="123456", city="NewYork", n=3.0)])])
+    assert signals.tool_args_values_changed(g, [rec("chat", ANSWER, answer=[call("f", unit_id="123_456", city="new york", n=3)])])
+    assert signals.tool_args_values_changed(g, [rec("chat", ANSWER, answer=[call("f", unit_id="123_456", city="New York", n=3)])]) is False
+    assert signals.tool_args_values_changed(g, [rec("chat", ANSWER, answer=[call("f", unit_id="999", city="Paris", n=3)])]) is False
+    # a type change alone is tool_args_types_changed's
+    assert signals.tool_args_values_changed(g, [rec("chat", ANSWER, answer=[call("f", unit_id="123_456", city="New York", n="3")])]) is None
+
+
+def test_stream_tool_args_changed_needs_the_text_channel_intact():
+    full, cut = [call("f", city="San Francisco, CA")], [call("f", city="San")]
+    g = [rec("chat", ANSWER, answer=full, content=""), rec("chat-stream", ANSWER, answer=full, content="")]
+    assert signals.stream_args_modes(g, [rec("chat", ANSWER, answer=full, content=""),
+                                         rec("chat-stream", ANSWER, answer=cut, content="")]) == {"chat-stream"}
+    # the text moved too: the stream's assembly, not the parser's
+    assert not signals.stream_args_modes(g, [rec("chat", ANSWER, answer=full, content=""),
+                                             rec("chat-stream", ANSWER, answer=cut, content="xx")])
+
+
+def test_tool_calls_as_text_wants_the_golden_calls_in_the_text():
+    g = [rec("chat", ANSWER, answer=[call("get_weather", city="Paris")])]
+    text = 'Sure: {"name": "get_weather", "arguments": {"city": "Paris"}}'
+    assert signals.tool_calls_as_text(g, [rec("chat", ANSWER, answer=[], content=text)])
+    assert signals.tool_calls_as_text(g, [rec("chat", ANSWER, answer=[], content="It is sunny in Paris.")]) is False
+    assert signals.tool_calls_as_text(g, [rec("chat", ANSWER, answer=[], content='{"name": "get_weather", "arguments": {"city": "Lyon"}}')]) is False
+    hostile = "{" * 5000 + '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    assert signals.tool_calls_as_text(g, [rec("chat", ANSWER, answer=[], content=hostile)]) is False  # bounded: gave up
+
+
+def parsed(**kw):
+    base = dict(content="ok", reasoning=None, tool_calls=None, finish_reason="stop", usage={"prompt_tokens": 5, "completion_tokens": 1},
+                logprobs=None, extra=WireFacts())
+    base.update(kw)
+    return Parsed(**base)
+
+
+def codes(request, p, mode="chat"):
+    return {f.code for f in contract.check(request, p, mode)}
+
+
+def test_a_forcing_tool_choice_answered_without_a_call_is_blocking():
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    for choice in ("required", {"type": "function", "function": {"name": "f"}}, {"type": "any"}, {"type": "tool", "name": "f"}):
+        assert "tool_choice_unmet" in codes({"tools": tools, "tool_choice": choice}, parsed())
+    assert "tool_choice_unmet" not in codes({"tools": tools, "tool_choice": "auto"}, parsed())
+    assert "tool_choice_unmet" not in codes({"tools": tools, "tool_choice": "required"}, parsed(finish_reason="length"))
+    assert contract.blocking([contract.Finding("tool_choice_unmet")])
+
+
+def test_cached_tokens_and_split_usage_are_findings():
+    over = {"prompt_tokens": 5, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 12}}
+    assert "cached_tokens_exceed_prompt" in codes({}, parsed(usage=over))
+    assert "cached_tokens_exceed_prompt" not in codes({}, parsed(usage={**over, "prompt_tokens_details": {"cached_tokens": 5}}))
+    assert "cached_tokens_exceed_prompt" in codes({}, parsed(usage={"input_tokens": 5, "input_tokens_details": {"cached_tokens": 6}}), "responses")
+    u = {"prompt_tokens": 5, "completion_tokens": 1}
+    assert usage_split([u]) is None and usage_split([u, dict(u)]) is None
+    assert usage_split([u, {**u, "completion_tokens": 4}]) is None  # running output counts may grow
+    assert "prompt_tokens_details" in usage_split([u, {**u, "prompt_tokens_details": {"cached_tokens": 3}}])
+    assert "usage_split_across_chunks" in codes({}, parsed(extra=WireFacts(usage_split="usage chunk 2 of 2 differs")))
+
+
+def answer_of(content, tokens):
+    return pc.Answer(200, None, None, None, "chat", parsed(content=content, logprobs=[{"token": t, "logprob": v} for t, v in tokens]))
+
+
+def test_the_state_probe_tells_a_near_tie_from_a_sure_token():
+    b = answer_of("84", [("84", SURE)])
+    assert pc.cold_equals_warm([answer_of("42", [("42", SURE)]), b, answer_of("42", [("42", SURE)])]).passed
+    assert not pc.cold_equals_warm([answer_of("42", [("42", SURE)]), b, answer_of("53", [("53", SURE)])]).passed
+    assert pc.cold_equals_warm([answer_of("42", [("42", TIE)]), b, answer_of("41", [("41", TIE)])]).passed
+    assert not pc.cold_equals_warm([answer_of("42", []), b, answer_of("41", [])]).passed  # no tokens to tell
+
+
+def test_the_cached_tokens_probe():
+    def a(pt, cached):
+        return pc.Answer(200, None, None, None, "chat", parsed(usage={"prompt_tokens": pt, "completion_tokens": 1,
+                                                                      "prompt_tokens_details": {"cached_tokens": cached}}))
+    seen = pc.cached_tokens_counted([a(50, 0), a(50, 48)])
+    assert seen.passed and seen.value == 48
+    assert not pc.cached_tokens_counted([a(50, 0), a(50, 57)]).passed
+    assert pc.cached_where_reference_cached(48, 48)[0] and not pc.cached_where_reference_cached(None, 48)[0]
+    assert pc.cached_where_reference_cached(None, None)[0]  # the reference's engine reported none: nothing expected

@@ -544,16 +544,20 @@ def stream_tool_args_changed(g: Obs, c: Obs) -> bool | None:
 
 MAX_TEXT_CALLS = 16
 """JSON objects read out of one content for calls written as text."""
+MAX_DECODE_ATTEMPTS = 64
+"""Positions a JSON value is tried at in one content: hostile text full of `{` costs at most this many parses."""
 
 
 def _text_calls(text: str | None) -> list[dict[str, Any]]:
-    """The {"name", "arguments"} objects a content holds as JSON text (bounded: MAX_TEXT_CALLS objects)."""
+    """The {"name", "arguments"} objects a content holds as JSON text (bounded: MAX_TEXT_CALLS objects, MAX_DECODE_ATTEMPTS
+    parses of a content that is itself capped, golden.MAX_CONTENT)."""
     out: list[dict[str, Any]] = []
     if not text:
         return out
     dec = json.JSONDecoder()
-    i = text.find("{")
-    while i >= 0 and len(out) < MAX_TEXT_CALLS:
+    i, attempts = text.find("{"), 0
+    while i >= 0 and len(out) < MAX_TEXT_CALLS and attempts < MAX_DECODE_ATTEMPTS:
+        attempts += 1
         try:
             obj, end = dec.raw_decode(text, i)
         except (ValueError, RecursionError):
