@@ -275,3 +275,25 @@ def test_the_cached_tokens_probe():
     assert not pc.cached_tokens_counted([a(50, 0), a(50, 57)]).passed
     assert pc.cached_where_reference_cached(48, 48)[0] and not pc.cached_where_reference_cached(None, 48)[0]
     assert pc.cached_where_reference_cached(None, None)[0]  # the reference's engine reported none: nothing expected
+
+
+def test_the_serving_faults_edit_only_what_they_name():
+    from verifier.testbed import serving_faults as sf
+
+    body = {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"content": "It is 19 or 90.", "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": json.dumps({"n": 9, "s": "San Francisco, CA", "u": "1_2"})}}]},
+        "logprobs": {"content": [{"token": " 19", "logprob": -0.1, "top_logprobs": [{"token": " 19", "logprob": -0.1}]}]}}]}
+    shifted = sf.SERVING_FAULTS["state_dependent_answers"].response(body).value
+    msg = shifted["choices"][0]["message"]
+    assert msg["content"] == "It is 21 or 11." and json.loads(msg["tool_calls"][0]["function"]["arguments"])["n"] == 1
+    assert shifted["choices"][0]["logprobs"]["content"][0]["token"] == " 21" and shifted["choices"][0]["logprobs"]["content"][0]["logprob"] == -0.1
+    assert json.loads(sf.mangle_values(json.dumps({"u": "123_456", "c": "New York", "n": 3}))) == {"u": "123456", "c": "NewYork", "n": 3.0}
+    assert json.loads(sf.first_token_of_strings(json.dumps({"c": "San Francisco, CA", "n": 3}))) == {"c": "San", "n": 3}
+    assert sf.first_token_of_strings(json.dumps({"c": "Paris"})) is None  # nothing to lose
+    assert sf.forces_a_call({"tool_choice": "required"}) and not sf.forces_a_call({"tool_choice": "auto"})
+    assert sf.reasoning_on({"chat_template_kwargs": {"enable_thinking": True}}) and not sf.reasoning_on({})
+    usage = {"usage": {"prompt_tokens": 5, "completion_tokens": 1}}
+    assert sf.overcount_cached(usage).value["usage"]["prompt_tokens_details"]["cached_tokens"] == 5 + sf.CACHED_EXCESS
+    split = sf.SplitUsageStream().feed(json.dumps({"choices": [], **usage}))
+    assert len(split) == 2 and "prompt_tokens_details" not in json.loads(split[0])["usage"]
+    assert sf.calls_as_json_text({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}) is None
