@@ -297,3 +297,12 @@ def test_the_serving_faults_edit_only_what_they_name():
     split = sf.SplitUsageStream().feed(json.dumps({"choices": [], **usage}))
     assert len(split) == 2 and "prompt_tokens_details" not in json.loads(split[0])["usage"]
     assert sf.calls_as_json_text({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}) is None
+
+
+def test_repeats_disagree_wants_other_answers_not_only_other_tokens():
+    long = [(f" w{i}", SURE) for i in range(16)]
+    skipped = long[:4] + long[10:]  # a stream's logprobs skipping six accepted draft tokens, its text the same
+    golden = [rec("chat", long), rec("chat-stream", long)]
+    text = "".join(t for t, _ in long)
+    assert signals.repeats_disagree(golden, [rec("chat", long), rec("chat-stream", skipped, content=text)]) is False
+    assert signals.repeats_disagree(golden, [rec("chat", long), rec("chat-stream", skipped)]) is True  # other text too

@@ -643,7 +643,14 @@ def repeats_modes(g: Obs, c: Obs) -> set[str] | None:
     # Repeats of one request to the engine only: the same surface (a mode and its streamed twin, every epoch), the same
     # prompt tokens. Another surface renders its own request (a fault in its translation is that surface's), so two
     # surfaces answering differently is surface parity's to judge, not the engine's state.
-    return {o.mode for o in crecs if o not in right and any(_same_request(r, o) and _sure_parting(r, o) for r in right)}
+    # And other answers: tokens alone that differ under the same text are the reporting's (a stream whose logprobs
+    # skip a speculative decoder's accepted tokens spells the same text: stream assembly's, detokenize_mismatch).
+    return {o.mode for o in crecs if o not in right and any(_same_request(r, o) and _answered_otherwise(r, o) and _sure_parting(r, o)
+                                                          for r in right)}
+
+
+def _answered_otherwise(a: Observation, b: Observation) -> bool:
+    return a.content != b.content or answer_key(a.answer) != answer_key(b.answer)
 
 
 def _same_request(a: Observation, b: Observation) -> bool:
