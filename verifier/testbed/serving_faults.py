@@ -14,6 +14,8 @@ import json
 import re
 from typing import Any
 
+from verifier.judge import contract
+
 from . import tool_faults as tool
 from .mutation import Fault, Pairs, StreamMutator, choices_of, pure_edit
 from .text_faults import drop_keys
@@ -117,12 +119,8 @@ _MANGLED = tool.args_fault(mangle_values)
 
 
 def forces_a_call(request: dict[str, Any]) -> bool:
-    """The request's tool_choice demands a call: "required", a named function (chat and Responses), Messages' "any"
-    or "tool"."""
-    tc = request.get("tool_choice")
-    if tc == "required":
-        return True
-    return isinstance(tc, dict) and (tc.get("type") in ("function", "any", "tool") or isinstance(tc.get("function"), dict))
+    """The request's tool_choice demands a call (the contract check's own reading of it: judge/contract.py)."""
+    return contract.forces_a_call(request) is not None
 
 
 def _json_text(name: str, arguments: str) -> str:
