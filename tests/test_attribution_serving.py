@@ -306,3 +306,17 @@ def test_repeats_disagree_wants_other_answers_not_only_other_tokens():
     text = "".join(t for t, _ in long)
     assert signals.repeats_disagree(golden, [rec("chat", long), rec("chat-stream", skipped, content=text)]) is False
     assert signals.repeats_disagree(golden, [rec("chat", long), rec("chat-stream", skipped)]) is True  # other text too
+
+
+def test_without_tokens_only_a_loss_counts_and_values_are_not_measured():
+    """Measured on the shipped goldens (llama.cpp's bfcl-tools against vLLM's bfcl-required): a path that parted at a
+    near-tie writes "Go for shopping" where the other wrote "go for shopping"; without logprobs that is no evidence."""
+    def bare(mode, answer):
+        return Observation(suite="s", sample_id="a", epoch=0, mode=mode, outcome="content", answer=answer, content="")
+
+    full = [call("todo_add", content="go for shopping at 9 pm")]
+    g = [bare("chat", full), bare("chat-stream", full)]
+    case = [call("todo_add", content="Go for shopping at 9 pm")]
+    assert not signals.stream_args_modes(g, [bare("chat", full), bare("chat-stream", case)])
+    assert signals.stream_args_modes(g, [bare("chat", full), bare("chat-stream", [call("todo_add", content="go")])]) == {"chat-stream"}
+    assert signals.tool_args_values_changed(g, [bare("chat", case), bare("chat-stream", case)]) is None

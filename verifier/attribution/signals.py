@@ -498,6 +498,11 @@ def _values_changed(g: Observation, c: Observation) -> bool | None:
     gc, cc = _calls(g), _calls(c)
     if not gc or not cc or len(gc) != len(cc) or _types_changed(g, c):
         return None  # no calls to compare, other calls, or another signal's (types converted)
+    if not (g.logprobs and c.logprobs) or tokens_part(g.tokens, c.tokens):
+        # Like with like only: the same generated tokens under other values is the parser's doing; without tokens, a
+        # value's case or spelling may be the model's own near-tie (measured across engines: "go for shopping" on
+        # one path, "Go for shopping" on the other, 133 against 133.0).
+        return None
     if _call_keys(gc, _norm_value) != _call_keys(cc, _norm_value):
         return False  # other values: the model's doing, or another signal's
     return _call_keys(gc, lambda v: v) != _call_keys(cc, lambda v: v)
@@ -505,8 +510,9 @@ def _values_changed(g: Observation, c: Observation) -> bool | None:
 
 def tool_args_values_changed(g: Obs, c: Obs) -> bool | None:
     """The candidate's tool calls are the golden's on the same sample and mode up to formatting: string values that
-    lost whitespace, underscores or hyphens or changed case, numbers rewritten (3 -> 3.0, "1,000" -> "1000"). A parser
-    normalised the values; the model wrote the same call. Judged against the golden's values, not by BFCL's lenient
+    lost whitespace, underscores or hyphens or changed case, numbers rewritten (3 -> 3.0, "1,000" -> "1000"), while
+    the generated tokens are the golden's (logprobs on both records: without them, not measured). A parser normalised
+    the values; the model wrote the same call. Judged against the golden's values, not by BFCL's lenient
     checker (which normalises exactly these away, so accuracy holds while a client receives other values)."""
     measured = [x for x in (_values_changed(a, b) for a, b in _pairs(g, c)) if x is not None]
     return any(measured) if measured else None
@@ -529,12 +535,37 @@ def stream_args_modes(g: Obs, c: Obs) -> set[str] | None:
             continue
         if (cn.content or "") != (cs.content or ""):
             continue  # the text channel moved too: the stream's assembly, another signal's
-        if cn.logprobs and cs.logprobs and _tokens_differ(cn.tokens, cs.tokens):
+        tokens = bool(cn.logprobs and cs.logprobs)
+        if tokens and _tokens_differ(cn.tokens, cs.tokens):
             continue
         measured = True
-        if [x.get("name") for x in scalls] == [x.get("name") for x in ncalls] and scalls != ncalls:
+        if [x.get("name") for x in scalls] == [x.get("name") for x in ncalls] and scalls != ncalls \
+                and (tokens or all(_lost(n.get("arguments"), s.get("arguments")) for n, s in zip(ncalls, scalls))):
+            # (without tokens to tell the same generation, only a loss counts: a value that is another word, "Go" for
+            # "go", is what a path that parted at a near-tie writes too)
             fired.add(key[0])
     return fired if measured else None
+
+
+def _subsequence(short: str, long: str) -> bool:
+    it = iter(long)
+    return all(ch in it for ch in short)
+
+
+def _lost(full: Any, streamed: Any) -> bool:
+    """The streamed arguments are the full ones with content lost: undecodable (a raw string), or each string value a
+    subsequence of the full one's, at least one shorter, nothing else changed."""
+    if full == streamed:
+        return True
+    if isinstance(streamed, str) and not isinstance(full, str):
+        return True  # the stream's arguments did not even decode
+    if isinstance(full, str) and isinstance(streamed, str):
+        return len(streamed) < len(full) and _subsequence(streamed, full)
+    if isinstance(full, dict) and isinstance(streamed, dict):
+        return set(full) == set(streamed) and all(_lost(full[k], streamed[k]) for k in full)
+    if isinstance(full, list) and isinstance(streamed, list):
+        return len(full) == len(streamed) and all(_lost(a, b) for a, b in zip(full, streamed))
+    return False
 
 
 def stream_tool_args_changed(g: Obs, c: Obs) -> bool | None:
