@@ -35,6 +35,12 @@ CATEGORIES = (
 )
 NO_ANSWER = frozenset({"irrelevance", "live_irrelevance", "live_relevance"})
 """Categories without a possible_answer file: irrelevance = no call is right, live_relevance = any call is right."""
+SKIPPED = {
+    "live_multiple_862-181-3": "every possible answer calls Trains_1_FindTrains with journey_start_time, which it does not declare",
+    "live_multiple_964-207-0": "every possible answer calls transfer_to_human_agent with question, which it does not declare (it declares statement)",
+}
+"""BFCL items no answer can pass, under bfcl-eval's checker or ours (a required answer parameter the function does not
+declare is an unexpected parameter): not loaded, so they do not count as wrong answers. docs/reference/suites.md."""
 SMOKE_FILE = Path(__file__).parent / "data" / "bfcl_smoke.jsonl"
 ENV_VAR = "VERIFIER_BFCL_DATA"
 TYPE_MAP = {"dict": "object", "float": "number", "tuple": "array"}
@@ -121,7 +127,7 @@ def load_category(root: Path, category: str) -> list[Sample]:
         missing = [e["id"] for e in entries if e["id"] not in answers]
         if missing:
             raise ValueError(f"{category}: no possible answer for {missing[:3]}")
-    return [make_sample(category, e, answers.get(e["id"])) for e in entries]
+    return [make_sample(category, e, answers.get(e["id"])) for e in entries if e["id"] not in SKIPPED]
 
 
 def stratified(groups: list[list[Sample]]) -> list[Sample]:
@@ -169,7 +175,9 @@ def request(sample: Sample) -> dict[str, Any]:
 
 
 def decoded_calls(parsed: Parsed, names: dict[str, str]) -> list[chk.Call]:
-    """Returned tool calls -> (original BFCL name, decoded arguments or the raw value when undecodable)."""
+    """Returned tool calls -> (original BFCL name, decoded arguments or the raw value when undecodable): the answer
+    as recorded (and diffed against the golden's), read leniently so that every call shows. Scoring reads the calls
+    as BFCL does instead (chk.decode_fc)."""
     out: list[chk.Call] = []
     for c in parsed.tool_calls if isinstance(parsed.tool_calls, list) else []:
         fn = (c.get("function") if isinstance(c, dict) else None) or {}
@@ -196,7 +204,7 @@ def _sort_key(call: dict[str, Any]) -> str:
 def score(sample: Sample, parsed: Parsed) -> Judgement:
     category = sample.meta["category"]
     calls = decoded_calls(parsed, sample.meta.get("names", {}))
-    r = chk.check(sample.meta["functions"], calls, sample.target, category)
+    r = chk.check(sample.meta["functions"], chk.decode_fc(parsed.tool_calls), sample.target, category)
     sig = chk.k2vv_signals(sample.tools, parsed.tool_calls, parsed.finish_reason)
     metrics = {"accuracy": float(r.ok)}
     if (accuracy := chk.schema_accuracy(sig)) is not None:

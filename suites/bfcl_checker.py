@@ -1,10 +1,16 @@
 """Tool-call checkers: BFCL's AST semantics, and the K2-Vendor-Verifier envelope metrics.
 
-The BFCL half re-implements the decisions of BFCL's `ast_checker.py` (Python
-categories only) so our accuracy is comparable with the leaderboard's:
-acceptable values are lists per parameter, `""` in a list means "may be
-omitted", ints are promoted to floats, strings are compared after BFCL's
-normalisation, parallel calls match in any order (greedily, as BFCL does).
+The BFCL half scores an answer as bfcl-eval's FC-mode checker scores an OpenAI-style model's output
+(`bfcl_eval/eval_checker/ast_eval/ast_checker.py` and the OpenAI FC handler's `decode_ast`, Python
+categories only), so our accuracy is the leaderboard's on the same outputs:
+  - decoding (`decode_fc`): every call's `arguments` must be a JSON string that decodes to an object; one call
+    that does not (an object sent as is, `""`, `{bad`, `null`, `[1]`) means the response holds no valid call;
+  - names are compared as sent, against the declared name with `.` mapped to `_` (BFCL's `convert_func_name`
+    for models that cannot send dots), so `calculus.derivative` does not match a declared `calculus_derivative`;
+  - acceptable values are lists per parameter, `""` in a list means "may be omitted", ints are promoted to
+    floats, strings are compared after BFCL's normalisation, array elements must have the declared item type,
+    parallel calls match in any order (greedily, as BFCL does).
+scripts/bfcl_parity_table.py checks this against bfcl-eval itself (tests/test_bfcl_parity.py).
 Each failure carries one stable error code so compare/report can group them.
 
 The K2VV half answers a weight-independent question (is every call well-formed
@@ -33,7 +39,7 @@ _STD = re.compile(r"[ ,./\-_*^]")
 
 # Error codes, in the order BFCL tests them.
 CODES = (
-    "correct", "no_call", "irrelevance_called", "args_invalid", "wrong_count", "wrong_func_name",
+    "correct", "no_call", "irrelevance_called", "args_invalid", "decoder_failed", "wrong_count", "wrong_func_name",
     "missing_required", "unexpected_param", "type_error", "value_error", "missing_optional",
 )
 
@@ -50,7 +56,17 @@ class Check:
 
 OK = Check(True, "correct")
 Call = tuple[str, Any]
-"""(original BFCL function name, decoded arguments): arguments may be a non-dict when they failed to parse."""
+"""(function name as the model sent it, decoded arguments)."""
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A response's tool calls as bfcl-eval's OpenAI FC handler decodes them (`decode_ast`)."""
+
+    calls: tuple[Call, ...]
+    """The calls, each with a JSON-object argument dict; empty when there is none or the decode failed."""
+    failure: str = ""
+    """Why the calls could not be decoded ("" when they were): BFCL then counts the response as holding no call."""
 
 
 def standardize(s: str) -> str:
@@ -71,7 +87,10 @@ def _answer_type(possible: list[Any]) -> type | None:
 
 
 def _type_ok(value: Any, possible: list[Any], expected: type, nested: type | None) -> tuple[bool, bool]:
-    """(valid, is_variable), as BFCL's type_checker decides (one nesting level only)."""
+    """(valid, is_variable), as BFCL's type_checker decides (one nesting level only).
+
+    An array whose elements fail the item type is invalid whatever the answers hold: BFCL's fall-through after
+    the nested check keeps `valid` False (it only records `is_variable`)."""
     ans_t = _answer_type(possible)
     is_var = ans_t is not None and ans_t is not expected
     if type(value) is expected:
@@ -80,6 +99,7 @@ def _type_ok(value: Any, possible: list[Any], expected: type, nested: type | Non
         for item in possible:
             if not isinstance(item, list) or all(_type_ok(v, item, nested, None)[0] for v in value):
                 return True, is_var
+        return False, False
     if ans_t is not None and type(value) is ans_t:
         return True, True
     return False, False
@@ -109,9 +129,18 @@ def _list_ok(value: list[Any], possible: list[Any]) -> bool:
     return any(got == [_std(x) for x in cand] for cand in possible if isinstance(cand, (list, str)))
 
 
+def bfcl_name(name: str) -> str:
+    """The name an OpenAI-style model must send for a declared BFCL function: `.` becomes `_` (BFCL's
+    convert_func_name for models whose config says underscore_to_dot, as OpenAI's does)."""
+    return name.replace(".", "_")
+
+
 def check_call(func: dict[str, Any], call: Call, expected: dict[str, dict[str, list[Any]]]) -> Check:
-    """One call against one `{name: {param: [acceptable...]}}` (BFCL's simple_function_checker)."""
-    (exp_name, answers), = expected.items()
+    """One call against one `{name: {param: [acceptable...]}}` (BFCL's simple_function_checker).
+
+    The name checked is the function doc's (`func`), mapped as `bfcl_name` does, as BFCL checks it."""
+    answers = next(iter(expected.values()))
+    exp_name = bfcl_name(str(func.get("name", next(iter(expected)))))
     name, args = call
     if name != exp_name:
         return Check(False, "wrong_func_name", f"expected {exp_name}, got {name}")
@@ -161,26 +190,61 @@ def _find(functions: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return next((f for f in functions if f.get("name") == name), {})
 
 
-def check(functions: list[dict[str, Any]], calls: list[Call], answer: list[dict[str, Any]] | None, category: str) -> Check:
-    """All calls of one response against a BFCL entry. `answer` is `ground_truth` (None: no answer file)."""
-    if "irrelevance" in category:
+def decode_fc(tool_calls: Any) -> Decoded:
+    """A response's `tool_calls` as bfcl-eval's OpenAI FC handler decodes them: each call's `arguments` goes through
+    `json.loads`, so it must be a string (an object sent as is fails the decode, `""` too); one failed call fails the
+    whole response; a decoded value that is not an object makes the output "not in function-call format", which
+    BFCL treats as no call as well. No `tool_calls` (absent, null, []) is no call."""
+    if not isinstance(tool_calls, list):
+        return Decoded(())
+    out: list[Call] = []
+    for i, c in enumerate(tool_calls):
+        fn = c.get("function") if isinstance(c, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            return Decoded((), f"call {i}: no function name")
+        name, raw = fn["name"], fn.get("arguments")
+        if not isinstance(raw, str):
+            return Decoded((), f"{name}: arguments are {type(raw).__name__}, not a JSON string")
+        try:
+            args = jsonsafe.loads(raw)
+        except (json.JSONDecodeError, RecursionError):
+            return Decoded((), f"{name}: arguments are not JSON: {raw[:60]}")
+        if not isinstance(args, dict):
+            return Decoded((), f"{name}: arguments are a JSON {type(args).__name__}, not an object")
+        out.append((name, args))
+    return Decoded(tuple(out))
+
+
+def _find(functions: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next((f for f in functions if f.get("name") == name), {})
+
+
+def check(functions: list[dict[str, Any]], decoded: Decoded, answer: list[dict[str, Any]] | None, category: str) -> Check:
+    """A decoded response against a BFCL entry, as bfcl-eval's runner and ast_checker decide it. `answer` is
+    `ground_truth` (None: a category without an answer file)."""
+    calls = list(decoded.calls)
+    if "irrelevance" in category:  # relevance categories: right when no valid call was decoded / when one was
         return OK if not calls else Check(False, "irrelevance_called", ", ".join(sorted(n for n, _ in calls)))
+    if "relevance" in category or answer is None:
+        return OK if calls else Check(False, "decoder_failed" if decoded.failure else "no_call", decoded.failure)
+    if decoded.failure:
+        return Check(False, "decoder_failed", decoded.failure)
     if not calls:
         return Check(False, "no_call")
-    if "relevance" in category or answer is None:
-        return OK  # live_relevance: any call is right
-    for name, args in calls:
-        if not isinstance(args, dict):
-            return Check(False, "args_invalid", f"{name}: arguments are not a JSON object")
+    if "parallel" not in category:
+        want = len(answer) if "multiple" in category else 1
+        if len(calls) != want:
+            return Check(False, "wrong_count", f"expected {want}, got {len(calls)}")
+        exp = answer[0]
+        # BFCL's simple categories check against the first function doc, the multiple ones against the answer's.
+        func = _find(functions, next(iter(exp))) if "multiple" in category else (functions[0] if functions else {})
+        return check_call(func, calls[0], exp)
     if len(calls) != len(answer):
         return Check(False, "wrong_count", f"expected {len(answer)}, got {len(calls)}")
-    if "parallel" not in category:
-        exp = answer[0]
-        return check_call(_find(functions, next(iter(exp))), calls[0], exp)
     matched: set[int] = set()
     for i, exp in enumerate(answer):
-        exp_name = next(iter(exp))
-        func = _find(functions, exp_name)
+        func = _find(functions, next(iter(exp)))
+        exp_name = bfcl_name(str(func.get("name", next(iter(exp)))))
         first_err: Check | None = None
         for j, call in enumerate(calls):
             if j in matched:
