@@ -23,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from verifier.types import Finding, Judgement, Parsed, Sample, Suite, Verdict
+from verifier.types import JUDGED, Finding, Judgement, Parsed, Sample, Suite, Verdict
 
 import suites.bfcl_checker as chk
 
@@ -218,10 +218,12 @@ def score(sample: Sample, parsed: Parsed) -> Judgement:
 
 
 def summarize(verdicts: list[Verdict]) -> dict[str, Any]:
-    """Per-category accuracy (content verdicts, epochs averaged per sample), K2VV schema accuracy and triggers."""
+    """Per-category accuracy as bfcl-eval counts the same outputs (every answered sample, contract verdicts included:
+    their score is BFCL's verdict on what was sent; epochs averaged per sample), K2VV schema accuracy and triggers.
+    The suite's `metrics.accuracy` keeps the project's rule instead: content verdicts only."""
     per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for v in verdicts:
-        if v.outcome == "content" and v.score is not None:
+        if v.outcome in JUDGED and v.score is not None:
             per[str(v.signals.get("category"))][v.sample_id].append(v.score)
     by_cat = {}
     for cat in sorted(per, key=lambda c: (CATEGORIES.index(c) if c in CATEGORIES else len(CATEGORIES), c)):
