@@ -278,6 +278,77 @@ def digest(cands: list[Candidate]) -> str:
     return hashlib.sha256(json.dumps(cands, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
+# ---- multi-turn candidates: whole histories (pure) ----
+
+MT_PER_CATEGORY = 5
+Step = Any
+"""One answer of a multi-turn history: a list of (name, arguments as sent) calls, or a text (no call)."""
+History = tuple[str, list[list[Step]]]
+"""(kind, per turn the answers of that turn in order)."""
+
+
+def _gt_calls(turn: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    from suites.bfcl_sims.execute import parse_gt_call
+
+    return [parse_gt_call(c) for c in turn]
+
+
+def _as_sent(calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, Any]]:
+    return [(n, json.dumps(a)) for n, a in calls]
+
+
+def mt_candidates(entry: dict[str, Any], answer: dict[str, Any]) -> list[History]:
+    """Histories built from the ground truth: replayed right (one answer per turn, or one answer per call), with
+    arguments as objects, with an undecodable call in an answer (then retried alone), a turn skipped, a call missing,
+    a call repeated, calls reordered, calls made in a turn whose ground truth calls nothing. Each turn ends with a
+    text answer, as a model's turn does."""
+    gt = [_gt_calls(t) for t in answer["ground_truth"]]
+    done = "Done."
+
+    def turns(per_turn: list[list[Step]]) -> list[list[Step]]:
+        return [steps + [done] for steps in per_turn]
+
+    right = [[_as_sent(t)] if t else [] for t in gt]
+    out: list[History] = [("mt_exact", turns(right))]
+    out.append(("mt_step_per_call", turns([[_as_sent([c]) for c in t] for t in gt])))
+    out.append(("mt_args_object", turns([[[(n, a) for n, a in t]] if t else [] for t in gt])))
+    k = next((i for i, t in enumerate(gt) if t), None)
+    if k is not None:
+        for kind, raw in (("mt_args_bad_json", "{bad"), ("mt_args_empty_string", ""), ("mt_args_null", "null"), ("mt_args_list", "[1]")):
+            bad = copy.deepcopy(right)
+            bad[k][0] = bad[k][0][:-1] + [(bad[k][0][-1][0], raw)]
+            out.append((kind, turns(bad)))
+        skipped = copy.deepcopy(right)
+        skipped[k] = []
+        out.append(("mt_turn_skipped", turns(skipped)))
+        extra = copy.deepcopy(right)
+        extra[k] = [extra[k][0] + extra[k][0][:1]]
+        out.append(("mt_call_repeated", turns(extra)))
+        split_bad = copy.deepcopy(right)
+        split_bad[k] = [[c] for c in split_bad[k][0]]
+        split_bad[k][-1] = [(split_bad[k][-1][0][0], "{bad")]
+        out.append(("mt_last_step_undecodable", turns(split_bad)))
+        retry = copy.deepcopy(right)
+        retry[k] = [retry[k][0][:-1] + [(retry[k][0][-1][0], "{bad")], retry[k][0][-1:]]
+        out.append(("mt_bad_step_then_retry", turns(retry)))
+    empty = next((i for i, t in enumerate(gt) if not t and i + 1 < len(gt) and gt[i + 1]), None)
+    if empty is not None and not entry.get("missed_function"):  # a held-back function is not offered before its turn
+        early = copy.deepcopy(right)
+        early[empty] = [_as_sent(gt[empty + 1])]
+        out.append(("mt_call_in_turn_without_ground_truth", turns(early)))
+    last = max((i for i, t in enumerate(gt) if t), default=None)
+    if last is not None:
+        missing = copy.deepcopy(right)
+        missing[last] = [missing[last][0][:-1]] if len(missing[last][0]) > 1 else []
+        out.append(("mt_last_call_missing", turns(missing)))
+    multi = next((i for i, t in enumerate(gt) if len(t) > 1), None)
+    if multi is not None:
+        rev = copy.deepcopy(right)
+        rev[multi] = [rev[multi][0][::-1]]
+        out.append(("mt_calls_reversed", turns(rev)))
+    return out
+
+
 def _kinds(category: str, entry: dict[str, Any], answer: dict[str, Any] | None) -> set[str]:
     return {k for k, _, _ in candidates(category, entry, answer)}
 
@@ -394,6 +465,25 @@ def bfcl_verdict(runner: Any, handler: Any, enums: Any, category: str, entry: di
     return bool(r["valid"])
 
 
+def mt_model_result(history: list[list[Step]]) -> list[list[Any]]:
+    """A history as the FC handler's multi-turn result file holds it: per turn, per answer `[{name: arguments}]`
+    or the answer's text."""
+    return json.loads(json.dumps([[[{n: a} for n, a in step] if isinstance(step, list) else step for step in t] for t in history]))
+
+
+def bfcl_mt_verdicts(runner: Any, handler: Any, category: str, entry: dict[str, Any], answer: dict[str, Any], history: list[list[Step]],
+                     run_id: str) -> str:
+    """bfcl-eval's multi-turn verdict on every prefix of the history (turns 1..k against ground truth 1..k): one
+    character per turn, so the turn where the check first fails is compared too."""
+    out = ""
+    for k in range(1, len(history) + 1):
+        prompt = copy.deepcopy(entry)
+        r = runner._evaluate_single_multi_turn_entry(handler, entry["id"], mt_model_result(history[:k]),
+                                                     copy.deepcopy(answer["ground_truth"][:k]), prompt, f"{run_id}_{k}", category)
+        out += "1" if r["valid"] else "0"
+    return out
+
+
 def build(site: str | None) -> dict[str, Any]:
     runner, handler, enums, root = load_bfcl_eval(site)
     table: dict[str, Any] = {"bfcl_eval": BFCL_EVAL_VERSION, "model": MODEL, "data_sha256": {}, "items": {}}
@@ -404,6 +494,20 @@ def build(site: str | None) -> dict[str, Any]:
             cands = candidates(category, e, answers.get(e["id"]))
             verdicts = "".join("1" if bfcl_verdict(runner, handler, enums, category, e, answers.get(e["id"]), c) else "0" for c in cands)
             table["items"][e["id"]] = {"category": category, "candidates": digest(cands), "bfcl": verdicts}
+    from suites import bfcl_multi_turn as mt
+
+    n = 0
+    for category in mt.CATEGORIES:
+        entries, answers = data(root, category)
+        table["data_sha256"][category] = file_sha256(root, category)
+        usable = [e for e in entries if e["id"] in answers]
+        for e in usable[::max(1, len(usable) // MT_PER_CATEGORY)][:MT_PER_CATEGORY]:
+            hists = mt_candidates(e, answers[e["id"]])
+            verdicts = []
+            for _, history in hists:
+                n += 1
+                verdicts.append(bfcl_mt_verdicts(runner, handler, category, e, answers[e["id"]], history, f"parity{n}"))
+            table["items"][e["id"]] = {"category": category, "candidates": digest(hists), "bfcl": verdicts}
     return table
 
 
@@ -421,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(table['items'])} items, {n} candidates; {len(moved)} items differ from {args.out.name}: {moved[:10]}")
         return 1 if moved or stored.get("data_sha256") != table["data_sha256"] else 0
     args.out.write_text(json.dumps(table, indent=0, sort_keys=True) + "\n")
-    print(f"wrote {args.out}: {len(table['items'])} items, {n} candidates, {sum(v['bfcl'].count('1') for v in table['items'].values())} right")
+    print(f"wrote {args.out}: {len(table['items'])} items, {n} candidates")
     return 0
 
 

@@ -15,7 +15,8 @@ import pytest
 
 from conftest import SHARED
 from suites import bfcl
-from verifier.types import Parsed
+from suites import bfcl_multi_turn as mt
+from verifier.types import Exchange, Parsed
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -91,3 +92,60 @@ def test_the_skipped_items_are_not_loaded_and_say_why(shared_data):
     assert not ids & set(bfcl.SKIPPED)
     assert len(samples) == len(parity.data(shared_data / "bfcl", "live_multiple")[0]) - 2
     assert all("does not declare" in why for why in bfcl.SKIPPED.values())
+
+
+# ---- multi-turn: whole histories, per-turn prefixes ----
+
+
+def _exchanges(entry_id: str, history: list) -> list[Exchange]:
+    out = []
+    for k, answers in enumerate(history, start=1):
+        for j, step in enumerate(answers):
+            calls = [{"id": f"call_{k}_{j}_{i}", "type": "function", "function": {"name": n, "arguments": a}}
+                     for i, (n, a) in enumerate(step)] if isinstance(step, list) else None
+            message = {"role": "assistant", "content": step if isinstance(step, str) else None, **({"tool_calls": calls} if calls else {})}
+            body = {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}]}
+            out.append(Exchange(suite=mt.NAME, sample_id=f"{entry_id}/t{k}/{j}", epoch=0, mode="chat", request={}, status=200,
+                                body=json.dumps(body)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def mt_rows():
+    if not SHARED.is_dir():
+        pytest.skip(f"shared data not found at {SHARED} (set VERIFIER_SHARED_DATA)")
+    root = SHARED / "bfcl"
+    out = []
+    for category in mt.CATEGORIES:
+        assert parity.file_sha256(root, category) == TABLE["data_sha256"][category], category
+        entries, answers = parity.data(root, category)
+        samples = {s.id: s for s in mt.load_category(root, category)}
+        for e in entries:
+            row = TABLE["items"].get(e["id"])
+            if row is None:
+                continue
+            hists = parity.mt_candidates(e, answers[e["id"]])
+            assert parity.digest(hists) == row["candidates"], f"{e['id']}: candidates changed: run scripts/bfcl_parity_table.py"
+            out += [(samples[e["id"]], h, v) for h, v in zip(hists, row["bfcl"], strict=True)]
+    return out
+
+
+def test_multi_turn_covers_every_category_and_kind(mt_rows):
+    assert {s.meta["category"] for s, _, _ in mt_rows} == set(mt.CATEGORIES)
+    kinds = {h[0] for _, h, _ in mt_rows}
+    assert {"mt_exact", "mt_args_object", "mt_args_bad_json", "mt_args_empty_string", "mt_turn_skipped", "mt_last_step_undecodable",
+            "mt_calls_reversed", "mt_last_call_missing", "mt_bad_step_then_retry", "mt_call_in_turn_without_ground_truth"} <= kinds
+    assert {v[-1] for _, _, v in mt_rows} == {"0", "1"}
+
+
+def test_multi_turn_turns_are_checked_as_bfcl_eval_does(mt_rows):
+    wrong = []
+    for sample, (kind, history), theirs in mt_rows:
+        records = mt.score_conversation(sample, _exchanges(sample.id, history))
+        passed, ours = True, ""
+        for _, j, _ in records:  # bfcl-eval's verdict on turns 1..k: every turn up to k passed
+            passed = passed and j.score == 1.0
+            ours += "1" if passed else "0"
+        if ours != theirs:
+            wrong.append(f"{sample.id} {kind}: bfcl-eval {theirs}, verifier {ours} ({[j.reason for _, j, _ in records]})")
+    assert not wrong, f"{len(wrong)} of {len(mt_rows)} histories checked unlike bfcl-eval:\n" + "\n".join(wrong[:30])
