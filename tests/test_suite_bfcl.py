@@ -373,5 +373,32 @@ def test_cli_perfect_model_scores_one(tmp_path, cli):
     assert code == 0 and cli("score", tmp_path / "r")[0] == 0
 
 
+def test_cli_scores_the_envelope_as_bfcl_eval_does(tmp_path, cli):
+    """Arguments sent as a JSON object instead of OpenAI's string, or as a JSON `null`, are no call to bfcl-eval's FC
+    decoder: wrong answers in the score, and the wire findings stay beside them."""
+    by_text = {_user_text(r): _right_reply(r) for r in SMOKE_ROWS}
+    sp = next(r for r in SMOKE_ROWS if r["category"] == "simple_python")
+    call = _right_reply(sp).tool_calls[0]
+    by_text[_user_text(sp)] = Reply(content=None, tool_calls=[{"name": call["name"], "arguments": json.loads(call["arguments"])}])
+    rel = next(r for r in SMOKE_ROWS if r["category"] == "live_relevance")
+    by_text[_user_text(rel)] = Reply(content=None, tool_calls=[{"name": _right_reply(rel).tool_calls[0]["name"], "arguments": "null"}])
+    out = tmp_path / "r"
+    with TestServer(Script(lambda req: by_text[last_user_text(req)])) as srv:
+        code, _, err = cli("run", "--suite", "bfcl", "--smoke", "--base-url", srv.url, "--model", "m", "--out", out, "--quiet")
+    assert code == 0, err
+    v = by_sample(out)
+    a = v[(f"simple_python/{sp['entry']['id']}", "chat")]
+    assert (a["outcome"], a["score"], a["reason"]) == ("content", 0.0, "decoder_failed")
+    assert [f["code"] for f in a["findings"]] == ["tool_args_not_string"]
+    b = v[(f"live_relevance/{rel['entry']['id']}", "chat")]
+    assert (b["outcome"], b["score"], b["reason"]) == ("contract", 0.0, "tool_args_not_object")
+    s = json.loads((out / "summary.json").read_text())["suites"]["bfcl"]
+    assert s["findings"] == {"tool_args_not_string": 1, "tool_args_not_object": 1}
+    n_sp = sum(r["category"] == "simple_python" for r in SMOKE_ROWS)
+    assert s["extra"]["accuracy_by_category"]["simple_python"] == {"accuracy": round((n_sp - 1) / n_sp, 6), "n": n_sp}
+    n_rel = sum(r["category"] == "live_relevance" for r in SMOKE_ROWS)
+    assert s["extra"]["accuracy_by_category"]["live_relevance"] == {"accuracy": round((n_rel - 1) / n_rel, 6), "n": n_rel}
+
+
 def test_registered():
     assert SUITES["bfcl"] is bfcl.SUITE and bfcl.SUITE.version == "1"
