@@ -43,6 +43,8 @@ BFCL_EVAL_VERSION = "2026.3.23"
 MODEL = "gpt-4o-2024-11-20-FC"
 """The bfcl-eval model entry scored as: an OpenAI FC model (`underscore_to_dot=True`)."""
 TABLE = ROOT / "tests" / "bfcl_parity_table.json"
+INSTALLED = ""
+"""The bfcl-eval version found (load_bfcl_eval)."""
 AST_CATEGORIES = tuple(c for c in bfcl.CATEGORIES if c not in bfcl.NO_ANSWER)
 PER_CATEGORY = 20
 """Items per category, evenly spaced through the file, plus the first item each otherwise unexercised kind needs."""
@@ -435,6 +437,8 @@ def load_bfcl_eval(site: str | None) -> tuple[Any, Any, Any, Path]:
             _inert_module(e.name)
             for k in [k for k in sys.modules if k.startswith("bfcl_eval.") and k != "bfcl_eval.constants.model_config"]:
                 del sys.modules[k]
+    global INSTALLED
+    INSTALLED = importlib.metadata.version("bfcl-eval")
     handler = OpenAICompletionsHandler.__new__(OpenAICompletionsHandler)
     handler.is_fc_model = True
     handler.model_name = MODEL
@@ -486,7 +490,7 @@ def bfcl_mt_verdicts(runner: Any, handler: Any, category: str, entry: dict[str, 
 
 def build(site: str | None) -> dict[str, Any]:
     runner, handler, enums, root = load_bfcl_eval(site)
-    table: dict[str, Any] = {"bfcl_eval": BFCL_EVAL_VERSION, "model": MODEL, "data_sha256": {}, "items": {}}
+    table: dict[str, Any] = {"bfcl_eval": INSTALLED, "model": MODEL, "data_sha256": {}, "items": {}}
     for category in bfcl.CATEGORIES:
         entries, answers = data(root, category)
         table["data_sha256"][category] = file_sha256(root, category)
@@ -522,8 +526,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stored = json.loads(args.out.read_text())
         moved = sorted(k for k in table["items"] if stored["items"].get(k) != table["items"][k])
-        print(f"{len(table['items'])} items, {n} candidates; {len(moved)} items differ from {args.out.name}: {moved[:10]}")
-        return 1 if moved or stored.get("data_sha256") != table["data_sha256"] else 0
+        data_moved = sorted(c for c in table["data_sha256"] if stored.get("data_sha256", {}).get(c) != table["data_sha256"][c])
+        print(f"bfcl-eval {INSTALLED} (table: {stored.get('bfcl_eval')}): {len(table['items'])} items, {n} candidates; "
+              f"{len(moved)} items with other verdicts: {moved[:10]}; data files changed: {data_moved}")
+        return 1 if moved or data_moved else 0
+    if INSTALLED != BFCL_EVAL_VERSION:
+        raise SystemExit(f"bfcl-eval {INSTALLED} is installed, the pin is {BFCL_EVAL_VERSION}: raise BFCL_EVAL_VERSION to write its table")
     args.out.write_text(json.dumps(table, indent=0, sort_keys=True) + "\n")
     print(f"wrote {args.out}: {len(table['items'])} items, {n} candidates")
     return 0
