@@ -219,12 +219,14 @@ def score(sample: Sample, parsed: Parsed) -> Judgement:
 
 def summarize(verdicts: list[Verdict]) -> dict[str, Any]:
     """Per-category accuracy as bfcl-eval counts the same outputs (every answered sample, contract verdicts included:
-    their score is BFCL's verdict on what was sent; epochs averaged per sample), K2VV schema accuracy and triggers.
+    their score is BFCL's verdict on what was sent, and one without a score, a body that could not be read, is
+    wrong; epochs averaged per sample), K2VV schema accuracy and triggers.
     The suite's `metrics.accuracy` keeps the project's rule instead: content verdicts only."""
     per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for v in verdicts:
-        if v.outcome in JUDGED and v.score is not None:
-            per[str(v.signals.get("category"))][v.sample_id].append(v.score)
+        if v.outcome in JUDGED:  # a contract verdict without a score (a malformed body) held no call: wrong to bfcl-eval
+            category = str(v.signals.get("category") or v.sample_id.split("/", 1)[0])
+            per[category][v.sample_id].append(v.score if v.score is not None else 0.0)
     by_cat = {}
     for cat in sorted(per, key=lambda c: (CATEGORIES.index(c) if c in CATEGORIES else len(CATEGORIES), c)):
         vals = [sum(x) / len(x) for x in per[cat].values()]
