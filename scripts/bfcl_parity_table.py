@@ -276,7 +276,7 @@ def candidates(category: str, entry: dict[str, Any], answer: dict[str, Any] | No
     return relevance_candidates(entry) if category in bfcl.NO_ANSWER else ast_candidates(entry, answer["ground_truth"] if answer else [])
 
 
-def digest(cands: list[Candidate]) -> str:
+def digest(cands: list[Any]) -> str:
     return hashlib.sha256(json.dumps(cands, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
@@ -507,11 +507,11 @@ def build(site: str | None) -> dict[str, Any]:
         usable = [e for e in entries if e["id"] in answers]
         for e in usable[::max(1, len(usable) // MT_PER_CATEGORY)][:MT_PER_CATEGORY]:
             hists = mt_candidates(e, answers[e["id"]])
-            verdicts = []
+            per_turn: list[str] = []  # per history, bfcl-eval's verdict on each prefix of turns
             for _, history in hists:
-                n += 1
-                verdicts.append(bfcl_mt_verdicts(runner, handler, category, e, answers[e["id"]], history, f"parity{n}"))
-            table["items"][e["id"]] = {"category": category, "candidates": digest(hists), "bfcl": verdicts}
+                n += 1  # each history checks on instances of its own (bfcl-eval keys them by model name)
+                per_turn.append(bfcl_mt_verdicts(runner, handler, category, e, answers[e["id"]], history, f"parity{n}"))
+            table["items"][e["id"]] = {"category": category, "candidates": digest(hists), "bfcl": per_turn}
     return table
 
 

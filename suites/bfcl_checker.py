@@ -215,10 +215,6 @@ def decode_fc(tool_calls: Any) -> Decoded:
     return Decoded(tuple(out))
 
 
-def _find(functions: list[dict[str, Any]], name: str) -> dict[str, Any]:
-    return next((f for f in functions if f.get("name") == name), {})
-
-
 def check(functions: list[dict[str, Any]], decoded: Decoded, answer: list[dict[str, Any]] | None, category: str) -> Check:
     """A decoded response against a BFCL entry, as bfcl-eval's runner and ast_checker decide it. `answer` is
     `ground_truth` (None: a category without an answer file)."""
