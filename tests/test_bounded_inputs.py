@@ -1,0 +1,105 @@
+"""Bounded work and memory on inputs within their caps (issue 49): schema checks with a step budget, JSON answers and
+arguments parsed within a node budget, any string JSON can carry written by every writer, big goldens and journals
+read in proportion to what is used, special files refused as data, template rendering bounded, and the timeout
+message. Memory is asserted as the peak RSS of a child process, time with a deadline (a hang detector, not a speed
+measurement: bench/ measures speed)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from suites import replay
+from suites import structured as st
+from verifier.judge import schemacheck
+from verifier.testbed.server import Reply, Script, TestServer
+from verifier.types import Parsed, Sample
+
+ROOT = Path(__file__).resolve().parent.parent
+HANG_BOUND_S = 20.0
+"""A hang detector: the 2**40 schema would take days; its budget ends it in about a second or two."""
+
+
+def exploding_schema(levels: int = 40, under: str | None = None) -> dict:
+    """2 KB of `$defs` a0..a<levels>, each an `allOf` of two refs to the one before: 2**levels subschemas, at the
+    root or (`under`) only for an answer that has that property (so the schema passes the checks made at load)."""
+    defs: dict = {"a0": {"type": "object"}}
+    for i in range(1, levels + 1):
+        defs[f"a{i}"] = {"allOf": [{"$ref": f"#/$defs/a{i - 1}"}, {"$ref": f"#/$defs/a{i - 1}"}]}
+    top = f"#/$defs/a{levels}"
+    if under:
+        return {"type": "object", "$defs": defs, "properties": {under: {"$ref": top}}}
+    return {"type": "object", "$defs": defs, "$ref": top}
+
+
+def strict_sample(schema: dict, sid: str = "golden/x/strict") -> Sample:
+    return Sample(id=sid, messages=[{"role": "user", "content": "x"}], meta={"variant": "strict"},
+                  response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema, "strict": True}})
+
+
+def tool_parsed(arguments: str) -> Parsed:
+    return Parsed(content=None, reasoning=None, finish_reason="tool_calls", usage=None,
+                  tool_calls=[{"id": "c0", "type": "function", "function": {"name": "f", "arguments": arguments}}])
+
+
+# --- 1. schema checks have a step budget ------------------------------------------------------------------------
+
+
+def test_an_exploding_ref_schema_is_not_checkable_within_a_deadline_and_honest_checks_still_run():
+    schema = exploding_schema()
+    assert len(json.dumps(schema)) < 4096
+    t0 = time.monotonic()
+    v = st.score(strict_sample(schema), Parsed(content="{}", reasoning=None, tool_calls=None, finish_reason="stop", usage=None))
+    assert [f.code for f in v.findings] == ["schema_not_checkable"] and "steps" in v.findings[0].detail
+    assert "schema_compliance" not in v.metrics and v.outcome == "content"  # n/a, never against the endpoint
+    tool = {"messages": [{"role": "user", "content": "x"}],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": schema}}]}
+    r = replay.score(replay.make_sample(1, tool), tool_parsed("{}"))
+    assert st.unusable(schema) and "steps" in st.unusable(schema)  # refused when a dataset is loaded
+    assert [f.code for f in r.findings] == ["schema_not_checkable"] and "f: checking needs more than" in r.findings[0].detail
+    assert "schema_accuracy" not in r.metrics and r.signals["n_schema_unchecked"] == 1
+    assert time.monotonic() - t0 < HANG_BOUND_S
+    # The budget grows with the instance: a large honest answer is still checked in full, valid and invalid.
+    items = {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "integer"}}}}
+    big = [{"a": i} for i in range(20_000)]
+    assert schemacheck.first_error(items, big) is None
+    assert schemacheck.first_error(items, big + [{"a": "x"}]) is not None
+    # Ten levels (1,024 leaves) are within the budget and checked as usual.
+    assert schemacheck.first_error(exploding_schema(10), {}) is None
+    assert schemacheck.first_error(exploding_schema(10), []) is not None
+
+
+def test_runs_with_an_exploding_schema_in_a_dataset_and_a_requests_tool_end_with_verdicts(tmp_path, cli):
+    """As data the structured suite loads (the scorer a golden's structured samples go through) and as a `--requests`
+    tool: every request is sent and answered, and the sample says why it is not checked. The explosion is under a
+    property the answer has, so the schema passes the smoke check made when data is loaded."""
+    schema = exploding_schema(under="v")
+    assert st.unusable(schema) is None
+    bench = tmp_path / "bench" / "Hostile"
+    bench.mkdir(parents=True)
+    (bench / "refs.json").write_text(json.dumps(schema))
+    body = {"messages": [{"role": "user", "content": "call f"}],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": schema}}]}
+    reqs = tmp_path / "reqs.jsonl"
+    reqs.write_text(json.dumps(body) + "\n")
+    script = Script(lambda req: Reply(content='{"v": {}}'))
+    script.rule("call f", Reply(content=None, tool_calls=[{"name": "f", "arguments": '{"v": {}}'}]))
+    t0 = time.monotonic()
+    with TestServer(script) as srv:
+        code, _, err = cli("run", "--suite", "structured", "--data", tmp_path / "bench", "--base-url", srv.url,
+                           "--model", "m", "--out", tmp_path / "s", "--quiet", "--request-deadline", "30")
+        assert code == 0, err
+        code, _, err = cli("run", "--requests", reqs, "--base-url", srv.url, "--model", "m", "--out", tmp_path / "r",
+                           "--quiet", "--request-deadline", "30")
+        assert code == 0, err
+    assert time.monotonic() - t0 < 4 * HANG_BOUND_S
+    structured = [json.loads(x) for x in (tmp_path / "s" / "verdicts.jsonl").read_text().splitlines()]
+    hostile = [v for v in structured if v["sample_id"].startswith("Hostile/")]
+    assert hostile and all(v["outcome"] != "infra" for v in hostile)
+    for v in hostile:
+        assert "schema_compliance" not in v["metrics"]
+        assert [f["code"] for f in v["findings"]] == ["schema_not_checkable"]
+    vs = [json.loads(x) for x in (tmp_path / "r" / "verdicts.jsonl").read_text().splitlines()]
+    assert [f["code"] for f in vs[0]["findings"]] == ["schema_not_checkable"] and "steps" in vs[0]["findings"][0]["detail"]
+    assert vs[0]["signals"]["n_schema_unchecked"] == 1
