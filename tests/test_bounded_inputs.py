@@ -7,8 +7,13 @@ measurement: bench/ measures speed)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
+
+from hostile_server import HostileServer
 
 from suites import replay
 from suites import structured as st
@@ -103,3 +108,57 @@ def test_runs_with_an_exploding_schema_in_a_dataset_and_a_requests_tool_end_with
     vs = [json.loads(x) for x in (tmp_path / "r" / "verdicts.jsonl").read_text().splitlines()]
     assert [f["code"] for f in vs[0]["findings"]] == ["schema_not_checkable"] and "steps" in vs[0]["findings"][0]["detail"]
     assert vs[0]["signals"]["n_schema_unchecked"] == 1
+
+
+# --- 2. JSON answers and arguments are parsed into objects within a value budget --------------------------------
+
+RSS_SCRIPT = ("import json, sys\nfrom verifier.cli import main\ncode = main(sys.argv[1:])\n"
+              "print(json.dumps({'code': code, 'rss_mb': int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024}))")
+"""`verifier ARGS` in a fresh interpreter, then its own peak RSS (VmHWM: ru_maxrss would carry pytest's peak across exec)."""
+
+
+def cli_rss(*args, timeout: float = 300) -> tuple[int | None, float | None, str]:
+    """(exit code, peak RSS in MB, stderr) of `verifier ARGS` in a child process; the timeout is the deadline."""
+    p = subprocess.run([sys.executable, "-c", RSS_SCRIPT, *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    last = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else {"code": None, "rss_mb": None}
+    return last["code"], last["rss_mb"], p.stderr
+
+
+def test_a_60_mib_structured_answer_of_empty_objects_is_a_finding_under_500_mb(tmp_path):
+    """The issue's reproduction: 60 MiB of `[{},{},...]` answering a structured sample (within the 64 MiB body cap)
+    took 148 s and 3,286 MB. Now the answer is the finding `json_too_large` on its sample, and the run goes on."""
+    t0 = time.monotonic()
+    with HostileServer("many_values", deep_where="content", pad_mb=60) as srv:
+        code, rss, err = cli_rss("run", "--suite", "structured", "--smoke", "--limit", "2", "--base-url", srv.url,
+                                 "--model", "m", "--out", tmp_path / "r", "--quiet")
+    took = time.monotonic() - t0
+    assert code == 0, err[-2000:]
+    vs = [json.loads(x) for x in (tmp_path / "r" / "verdicts.jsonl").read_text().splitlines()]
+    assert len(vs) == 2
+    for v in vs:
+        assert v["outcome"] == "contract" and v["metrics"]["valid_json"] == 0.0, v  # the answer is not parsed
+        assert v["findings"][0] == {"code": "json_too_large", "detail": "content"}
+    assert rss < 500, rss
+    assert took < 240, took
+
+
+def test_a_20_mib_tool_call_arguments_is_a_finding_under_500_mb(tmp_path):
+    """20 MiB of tool-call `arguments` took 21.5 s and 1,190 MB; streamed and not."""
+    body = {"messages": [{"role": "user", "content": "call f"}],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}
+    reqs = tmp_path / "reqs.jsonl"
+    reqs.write_text(json.dumps(body) + "\n")
+    t0 = time.monotonic()
+    with HostileServer("many_values", deep_where="tool_args", pad_mb=20) as srv:
+        code, rss, err = cli_rss("run", "--requests", reqs, "--base-url", srv.url, "--model", "m", "--out", tmp_path / "r",
+                                 "--quiet", "--mode", "chat,chat-stream")
+    took = time.monotonic() - t0
+    assert code == 0, err[-2000:]
+    vs = [json.loads(x) for x in (tmp_path / "r" / "verdicts.jsonl").read_text().splitlines()]
+    assert len(vs) == 2
+    for v in vs:
+        assert v["outcome"] == "contract" and v["reason"] == "json_too_large", v
+        assert v["findings"][0] == {"code": "json_too_large", "detail": "tool arguments"}
+    assert rss < 500, rss
+    assert took < 240, took
