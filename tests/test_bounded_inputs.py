@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -162,3 +163,65 @@ def test_a_20_mib_tool_call_arguments_is_a_finding_under_500_mb(tmp_path):
         assert v["findings"][0] == {"code": "json_too_large", "detail": "tool arguments"}
     assert rss < 500, rss
     assert took < 240, took
+
+
+# --- 3. every writer takes any string JSON can carry ------------------------------------------------------------
+
+SURROGATE_SERVER = """
+import sys, time
+from verifier.testbed.server import Reply, Script, TestServer
+with TestServer(Script(lambda req: Reply(content="\\ud800 4 \\udfff"))) as srv:
+    print(srv.url, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_lone_surrogates_in_answers_and_a_goldens_name_and_content_reach_every_output(tmp_path, calibrated_golden):
+    """`"\\ud800"` is valid JSON: in an endpoint's answers, a golden's name and its recorded content. gate (a real
+    process, its real stdout and stderr), report, bless and list-goldens complete with every output; JSON files keep
+    the escape, so the string reads back as it was."""
+    golden = tmp_path / "goldens" / "sur"
+    shutil.copytree(calibrated_golden["golden"], golden)
+    header = json.loads((golden / "golden.json").read_text())
+    (golden / "golden.json").write_text(json.dumps({**header, "name": "smoke\ud800"}, indent=1))
+    rows = [json.loads(x) for x in (golden / "samples.jsonl").read_text().splitlines()]
+    (golden / "samples.jsonl").write_text("".join(json.dumps({**r, "content": r["content"] + "\udfff"}) + "\n" for r in rows))
+    srv = subprocess.Popen([sys.executable, "-c", SURROGATE_SERVER], stdout=subprocess.PIPE, text=True,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        url = srv.stdout.readline().strip()
+        out = tmp_path / "gate"
+        p = subprocess.run([sys.executable, "-m", "verifier", "gate", "--golden", golden, "--base-url", url, "--model", "m",
+                            "--out", out, "--report", tmp_path / "r.html", "--junit", tmp_path / "j.xml",
+                            "--markdown", tmp_path / "s.md"], capture_output=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8"})
+    finally:
+        srv.kill()
+        srv.wait()
+    stdout, stderr = p.stdout.decode(), p.stderr.decode()
+    assert p.returncode == 13, stderr[-2000:]  # quality dropped to 0: a verdict, not an internal error
+    assert "UnicodeEncodeError" not in stderr + stdout
+    for f in (tmp_path / "r.html", tmp_path / "j.xml", tmp_path / "s.md", out / "samples.csv", out / "comparison.json",
+              out / "observations.jsonl", out / "verdicts.jsonl", out / "responses.jsonl"):
+        assert f.is_file() and f.stat().st_size > 0, f
+        f.read_bytes().decode("utf-8")  # strict UTF-8 on disk
+    import xml.dom.minidom
+    xml.dom.minidom.parse(str(tmp_path / "j.xml"))
+    observed = [json.loads(x) for x in (out / "observations.jsonl").read_text().splitlines()[1:-1]]
+    assert any(r.get("content") == "\ud800 4 \udfff" for r in observed)  # read back exactly as answered
+    assert "\\ud800" in (tmp_path / "r.html").read_text()
+    from verifier.cli.main import main
+    assert main(["report", str(out), "--golden", str(golden), "-o", str(tmp_path / "again")]) == 0
+    assert main(["bless", str(out), "--to", str(tmp_path / "goldens" / "blessed")]) == 0
+    blessed = [json.loads(x) for x in (tmp_path / "goldens" / "blessed" / "samples.jsonl").read_text().splitlines()]
+    assert any(r.get("content") == "\ud800 4 \udfff" for r in blessed)
+    p = subprocess.run([sys.executable, "-m", "verifier", "list-goldens", tmp_path / "goldens"], capture_output=True,
+                       timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8"})
+    assert p.returncode == 0 and b"sur" in p.stdout, p.stderr
+
+
+def test_the_console_escapes_lone_surrogates():
+    from verifier.cli.console import printable
+
+    assert printable("a\ud800b\udfff\x1b") == "a\\ud800b\\udfff\\x1b"
+    printable("\ud800").encode("utf-8")
