@@ -225,3 +225,29 @@ def test_the_console_escapes_lone_surrogates():
 
     assert printable("a\ud800b\udfff\x1b") == "a\\ud800b\\udfff\\x1b"
     printable("\ud800").encode("utf-8")
+
+
+# --- 15. special files as data are refused ----------------------------------------------------------------------
+
+
+def test_special_files_as_data_are_refused_in_one_line_before_anything_is_sent(tmp_path, cli, server):
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    for data in ("/dev/zero", str(fifo), f"gsm8k={fifo}"):
+        t0 = time.monotonic()
+        p = subprocess.run([sys.executable, "-m", "verifier", "run", "--suite", "gsm8k", "--data", data, "--base-url",
+                            server.url, "--model", "m", "--out", tmp_path / "r", "--quiet"],
+                           capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert p.returncode == 2, (data, p.stderr[-2000:])
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and "refused" in lines[0] and ("FIFO" in lines[0] or "character device" in lines[0]), lines
+        assert time.monotonic() - t0 < 60
+    assert server.script.requests == [] and not (tmp_path / "r").exists()
+    # A gate file's `data` too.
+    golden = ROOT / "goldens" / "demo-smoke"
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text(f'golden = "{golden}"\ndata = "/dev/zero"\n[endpoint]\nbase_url = "{server.url}"\nmodel = "m"\n'
+                   f'[outputs]\ndir = "{tmp_path / "g"}"\n')
+    code, _, err = cli("gate", "--config", cfg, "--quiet")
+    assert code == 2 and "/dev/zero: refused, a character device" in err and len(err.strip().splitlines()) == 1, err
+    assert server.script.requests == []

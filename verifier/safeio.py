@@ -40,6 +40,18 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def refuse_special(path: str | Path, what: str = "data") -> None:
+    """Refuse a path the user named for reading (`--data`, a gate file's `data`) that is neither a regular file nor a
+    directory: /dev/zero would be read until memory runs out, a FIFO waited on forever. Symlinks are followed (the
+    user named the path); a missing path is left to the reader, which says it is missing. Nothing is opened."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        raise UnsafeFile(f"{path}: refused, {_kind(st.st_mode)} ({what} is read from regular files and directories only)")
+
+
 def check_within(path: Path, within: Path) -> None:
     """Refuse a path whose resolved location leaves `within` (a symlinked file or parent pointing elsewhere)."""
     try:
