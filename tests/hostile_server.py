@@ -190,6 +190,19 @@ class _Handler(BaseHTTPRequestHandler):
             pass
         self.close_connection = True
 
+    def b_stall(self, stream: bool, body: Any) -> None:
+        """A stream that sends two events, then nothing more until the server stops."""
+        self._sse_head()
+        try:
+            for piece in ("la ", "la "):
+                self.wfile.write(f"data: {delta(piece)}\n\n".encode())
+                self.wfile.flush()
+            while not self.server.stopping:
+                time.sleep(0.05)
+        except OSError:
+            pass
+        self.close_connection = True
+
     def b_drip(self, stream: bool, body: Any) -> None:
         text = json.dumps(completion("slow")).encode()
         self.send_response(200)

@@ -251,3 +251,29 @@ def test_special_files_as_data_are_refused_in_one_line_before_anything_is_sent(t
     code, _, err = cli("gate", "--config", cfg, "--quiet")
     assert code == 2 and "/dev/zero: refused, a character device" in err and len(err.strip().splitlines()) == 1, err
     assert server.script.requests == []
+
+
+# --- 16. a timeout says which limit fired and what had arrived --------------------------------------------------
+
+
+def test_a_timeout_says_whether_the_stream_was_sending_and_which_limit_fired(tmp_path, cli):
+    from verifier.wire.endpoint import TIMEOUTS
+
+    flags = ["--suite", "smoke", "--smoke", "--limit", "1", "--mode", "chat-stream", "--model", "m", "--max-retries", "0"]
+    cases = (("endless", ["--timeout", "1", "--request-deadline", "2"], TIMEOUTS["deadline_streaming"]),
+             ("stall", ["--timeout", "1", "--request-deadline", "30"], TIMEOUTS["stalled"]))
+    for behaviour, limits, said in cases:
+        t0 = time.monotonic()
+        with HostileServer(behaviour) as srv:
+            code, _, err = cli("run", *flags, *limits, "--base-url", srv.url, "--out", tmp_path / behaviour)
+        assert time.monotonic() - t0 < 30
+        assert code == 0, err
+        assert f"1 x timeout: {said}" in err and "sent nothing" not in err, err
+        ex = json.loads((tmp_path / behaviour / "responses.jsonl").read_text().splitlines()[0])
+        assert ex["error"] == "timeout" and ex["chunks"]  # the journal's class is unchanged; what arrived is kept
+    # Nothing arrived within a read's --timeout: still "sent nothing" (tests/test_wire_transport_errors.py's silent server).
+    from verifier.wire.endpoint import describe_error, timed_out
+
+    assert timed_out(False, []) == "nothing" and timed_out(True, None) == "deadline"
+    assert describe_error("timeout/nothing") == describe_error("timeout") == f"timeout: {TIMEOUTS['nothing']}"
+    assert "--request-deadline" in describe_error("timeout/deadline")
