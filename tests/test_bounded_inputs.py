@@ -277,3 +277,37 @@ def test_a_timeout_says_whether_the_stream_was_sending_and_which_limit_fired(tmp
     assert timed_out(False, []) == "nothing" and timed_out(True, None) == "deadline"
     assert describe_error("timeout/nothing") == describe_error("timeout") == f"timeout: {TIMEOUTS['nothing']}"
     assert "--request-deadline" in describe_error("timeout/deadline")
+
+
+# --- 10. cached templates render within bounds ------------------------------------------------------------------
+
+HOSTILE_TEMPLATES = (
+    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",  # the issue's: 10**10 steps
+    "{% for i in xs %}{% for j in xs %}{% for k in xs %}{{ k }}{% endfor %}{% endfor %}{% endfor %}",  # a doc's own list
+    "{{ 'x' * 1500000000 }}", "{{ '%0999999999d' % 1 }}", "{{ 10 ** 1000000 }}", "{{ 'x'.ljust(1000000000) }}",
+    "{{ 'x'|center(1000000000) }}", "{{ range(100000)|join('y' * 1000) }}", "{{ question|replace('', 'z' * 100000) }}",
+    "{% for i in range(30000) %}{{ 'x' * 200 }}{% endfor %}",  # 6 M characters of output
+)
+
+
+def test_a_cached_template_renders_within_bounds_or_fails_fast_with_one_clear_line():
+    from suites import lm_eval_compiled as compiled
+    from suites.bounded_jinja import MAX_STEPS, TemplateBudget
+    from verifier.errors import UsageError
+
+    doc = {"question": "What is 2 + 2?" * 10, "xs": list(range(1000)), "answer": "x #### 4"}
+    for source in HOSTILE_TEMPLATES:
+        t0 = time.monotonic()
+        try:
+            compiled.render(source, doc)
+        except TemplateBudget as e:
+            assert isinstance(e, UsageError) and "\n" not in str(e) and "cache" in str(e), source
+        else:
+            raise AssertionError(f"rendered without a bound: {source}")
+        assert time.monotonic() - t0 < 5, source
+    # The budget is per render: honest templates render as lm-eval renders them, loops and all, again and again.
+    honest = "Q: {{question[:14]}}\n{% for x in xs[:3] %}{{loop.index}}. {{x}}\n{% endfor %}A: {{ answer.split('####')[-1].strip() }}"
+    for _ in range(3):
+        assert compiled.render(honest, doc) == "Q: What is 2 + 2?\n1. 0\n2. 1\n3. 2\nA: 4"
+    assert compiled.render("{% for i in range(" + str(MAX_STEPS // 2 - 1) + ") %}{% endfor %}ok", doc) == "ok"
+    assert compiled.render("{{ 'a'.center(5) }}|{{ ['a','b']|join(',') }}|{{ '%3d'|format(7) }}|{{ '%s!' % 'hi' }}", doc) == "  a  |a,b|  7|hi!"
