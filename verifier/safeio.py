@@ -103,11 +103,18 @@ def read_text(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: s
         raise UnsafeFile(f"{path}: not UTF-8 text (byte {e.start})") from None
 
 
-def iter_lines(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: str | Path | None = None) -> Iterator[bytes]:
-    """The file's lines as bytes (newline kept), streamed; the total read is capped at `max_bytes`."""
+def iter_lines(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: str | Path | None = None,
+               max_line: int | None = None) -> Iterator[bytes]:
+    """The file's lines as bytes (newline kept), streamed; the total read is capped at `max_bytes`, and one line at
+    `max_line` (default: `max_bytes`): a longer line is refused naming its number, after reading `max_line` + 1 bytes
+    of it, never the whole line."""
+    cap = max_bytes if max_line is None else min(max_line, max_bytes)
     with open_regular(path, max_bytes=max_bytes, within=within) as f:
-        total = 0
-        for line in f:
+        total = n = 0
+        while line := f.readline(cap + 1):
+            n += 1
+            if len(line) > cap:
+                raise UnsafeFile(f"{path}: line {n} is longer than the cap of {cap} bytes on one line")
             total += len(line)
             if total > max_bytes:
                 raise UnsafeFile(f"{path}: over the cap of {max_bytes} bytes")

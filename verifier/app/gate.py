@@ -169,7 +169,8 @@ def load_golden(path: str | Path) -> Golden:
 
 
 def describe_goldens(directory: Path | None = None) -> list[dict[str, Any]]:
-    """One row per golden in `directory` (default: the packaged ones): what `--golden NAME` would gate."""
+    """One row per golden in `directory` (default: the packaged ones): what `--golden NAME` would gate, from each
+    golden.json alone (samples: as the reference recorded them per suite)."""
     from verifier.golden import store as golden
 
     paths = golden.packaged() if directory is None else sorted(p for p in Path(directory).iterdir() if (p / golden.GOLDEN).is_file())
@@ -178,12 +179,13 @@ def describe_goldens(directory: Path | None = None) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"name": p.name, "path": str(p), "suites": [], "model": None, "modes": [], "samples": 0,
                                "probes": False, "context_probe": False, "margins": False}
         try:
-            g = golden.load(p)
+            h = golden.load_header(p)  # golden.json only: its rows are read when it is gated, not when listed
         except golden.BadGolden as e:
             rows.append({**row, "problem": str(e)})
             continue
-        h = g.header
-        row.update(suites=list(g.suites), model=h.source.model, modes=list(g.modes), samples=g.records(),
+        counts = [info.samples for info in h.suites.values()]
+        row.update(suites=list(h.suites), model=h.source.model, modes=list(h.modes),
+                   samples=sum(c for c in counts if c is not None) if None not in counts else "?",
                    probes=bool(h.probes), context_probe=bool(h.context_probe), margins=bool(h.margins))
         rows.append(row)
     return rows

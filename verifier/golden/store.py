@@ -185,12 +185,13 @@ def recover(to: Path) -> None:
             return
 
 
-def _rows(path: Path, max_bytes: int, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, record) of a JSONL file of the golden, read as a regular file under its cap (safeio)."""
+def _rows(path: Path, max_bytes: int, what: str, max_line: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) of a JSONL file of the golden, read as a regular file under its caps (safeio): the file's
+    and one line's, so a planted 500 MB line is refused after `max_line` bytes, never parsed."""
     from verifier.golden.schema import MAX_ROWS
 
     n = 0
-    for n, raw in enumerate(safeio.iter_lines(path, max_bytes=max_bytes, within=path.parent), 1):
+    for n, raw in enumerate(safeio.iter_lines(path, max_bytes=max_bytes, within=path.parent, max_line=max_line), 1):
         if n > MAX_ROWS:
             raise BadGolden(f"golden {path.parent}: {what} has more than {MAX_ROWS} lines")
         if not raw.endswith(b"\n"):
@@ -200,13 +201,15 @@ def _rows(path: Path, max_bytes: int, what: str) -> Iterator[tuple[int, dict[str
         yield n, journal.decode_line(raw, path, n)
 
 
-def load(path: Path) -> Golden:
-    """A golden, validated once against its schema (golden/schema.py: types and bounds of every field) and its own
-    invariants: anything malformed is a BadGolden naming the file, line and field. This is the trust boundary:
-    every value above it is typed and checked."""
-    from verifier.golden.schema import MAX_GOLDEN_BYTES, MAX_SAMPLES_BYTES, problem
+def load_header(path: Path) -> GoldenHeader:
+    """golden.json alone, validated as `load` validates it: what `list-goldens` shows, without reading a row (a
+    100,000-row golden is listed in milliseconds, not minutes)."""
+    return _header(Path(path))[1]
 
-    path = Path(path)
+
+def _header(path: Path) -> tuple[dict[str, Any], GoldenHeader]:
+    from verifier.golden.schema import MAX_GOLDEN_BYTES, problem
+
     recover(path)
     gp = path / GOLDEN
     if not gp.exists() and not gp.is_symlink() or gp.is_dir():  # a FIFO, device or link is refused by safeio below
@@ -218,8 +221,7 @@ def load(path: Path) -> Golden:
         raise BadGolden(f"{path} is not a golden (no {GOLDEN})" + (f"; {listed}" if names else ""))
     try:
         g = jsonsafe.loads(safeio.read_text(gp, max_bytes=MAX_GOLDEN_BYTES, within=path))
-        rows = list(_rows(path / OBS, MAX_SAMPLES_BYTES, OBS)) if (path / OBS).exists() or (path / OBS).is_symlink() else []
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, journal.NotARunDir) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise BadGolden(f"golden {path} is corrupt: {getattr(e, 'msg', None) or e}") from None
     except (safeio.UnsafeFile, OSError) as e:
         raise BadGolden(f"golden {path}: {e}") from None
@@ -233,7 +235,23 @@ def load(path: Path) -> Golden:
     why = problem(g, "golden")
     if why:
         raise BadGolden(f"golden {path}: {GOLDEN} {why}")
-    header = GoldenHeader.from_json(g)
+    return g, GoldenHeader.from_json(g)
+
+
+def load(path: Path) -> Golden:
+    """A golden, validated once against its schema (golden/schema.py: types and bounds of every field) and its own
+    invariants: anything malformed is a BadGolden naming the file, line and field. This is the trust boundary:
+    every value above it is typed and checked."""
+    from verifier.golden.schema import MAX_SAMPLES_BYTES, MAX_SAMPLES_LINE, problem
+
+    path = Path(path)
+    _, header = _header(path)
+    try:
+        rows = list(_rows(path / OBS, MAX_SAMPLES_BYTES, OBS, MAX_SAMPLES_LINE)) if (path / OBS).exists() or (path / OBS).is_symlink() else []
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, journal.NotARunDir) as e:
+        raise BadGolden(f"golden {path} is corrupt: {getattr(e, 'msg', None) or e}") from None
+    except (safeio.UnsafeFile, OSError) as e:
+        raise BadGolden(f"golden {path}: {e}") from None
     seen: set[tuple[Any, ...]] = set()
     obs: list[Observation] = []
     for n, o in rows:
@@ -260,7 +278,7 @@ def _inputs(path: Path, header: GoldenHeader, obs: list[Observation]) -> dict[st
     """The golden's samples per suite, in the order the reference sent them, validated against the golden's whole
     suite list: every record against the schema, every observed sample present, and each suite's samples hashing
     to the dataset_sha256 the run recorded (an edited prompt would gate something the reference never answered)."""
-    from verifier.golden.schema import MAX_INPUTS_BYTES, problem
+    from verifier.golden.schema import MAX_INPUTS_BYTES, MAX_INPUTS_LINE, problem
     from verifier.execution.runner import dataset_sha256
 
     ip = path / INPUTS
@@ -269,7 +287,7 @@ def _inputs(path: Path, header: GoldenHeader, obs: list[Observation]) -> dict[st
     out: dict[str, list[Sample]] = {name: [] for name in header.suites}
     seen: set[tuple[str, str]] = set()
     try:
-        for n, rec in _rows(ip, MAX_INPUTS_BYTES, INPUTS):
+        for n, rec in _rows(ip, MAX_INPUTS_BYTES, INPUTS, MAX_INPUTS_LINE):
             why = problem(rec, "input")
             if why is None and rec["suite"] not in out:
                 why = f"$.suite: {rec['suite']!r} is not one of the golden's suites"
