@@ -311,3 +311,92 @@ def test_a_cached_template_renders_within_bounds_or_fails_fast_with_one_clear_li
         assert compiled.render(honest, doc) == "Q: What is 2 + 2?\n1. 0\n2. 1\n3. 2\nA: 4"
     assert compiled.render("{% for i in range(" + str(MAX_STEPS // 2 - 1) + ") %}{% endfor %}ok", doc) == "ok"
     assert compiled.render("{{ 'a'.center(5) }}|{{ ['a','b']|join(',') }}|{{ '%3d'|format(7) }}|{{ '%s!' % 'hi' }}", doc) == "  a  |a,b|  7|hi!"
+
+
+# --- 7. big goldens and long lines within the caps --------------------------------------------------------------
+
+
+def big_golden(where: Path, samples: int, pad: int = 3000) -> Path:
+    """A demo-smoke golden grown to `samples` arithmetic samples (two modes each), each row padded with `pad`
+    characters of recorded content: tens of MB written in about a second, every invariant kept (dataset_sha256)."""
+    from verifier.execution.runner import dataset_sha256
+    from verifier.types import Sample
+
+    src = ROOT / "goldens" / "demo-smoke"
+    where.mkdir(parents=True)
+    header = json.loads((src / "golden.json").read_text())
+    row = json.loads((src / "samples.jsonl").read_text().splitlines()[0])
+    inputs, rows = [], []
+    for i in range(samples):
+        a, b = i % 97, i // 97
+        inputs.append({"suite": "smoke", "id": f"big-{i:06d}",
+                       "messages": [{"role": "user", "content": f"What is {a} + {b}? Reply with just the number."}],
+                       "tools": None, "response_format": None, "target": str(a + b), "meta": {}, "params": {}})
+        for mode in ("chat", "chat-stream"):
+            rows.append(json.dumps({**row, "sample_id": f"big-{i:06d}", "mode": mode, "answer": str(a + b),
+                                    "content": str(a + b) + " " * pad}) + "\n")
+    (where / "inputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in inputs))
+    (where / "samples.jsonl").write_text("".join(rows))
+    digest = dataset_sha256([Sample.from_json({k: v for k, v in r.items() if k != "suite"}) for r in inputs])
+    header["suites"]["smoke"].update(dataset_sha256=digest, samples=samples, requests=2 * samples)
+    (where / "golden.json").write_text(json.dumps(header))
+    return where
+
+
+LOAD_SCRIPT = """
+import json, sys, time
+from verifier.golden import store
+t0 = time.monotonic()
+g = store.load(sys.argv[1], int(sys.argv[2]))
+hwm = int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024
+print(json.dumps({"rows": len(g.observations), "records": g.whole_records, "s": time.monotonic() - t0, "rss_mb": hwm}))
+"""
+
+
+def test_a_big_golden_is_listed_from_its_header_and_gated_with_limit_in_memory_of_what_is_gated(tmp_path, server):
+    """A 10,000-sample golden (20,000 rows, 70 MB): list-goldens read all of it (the issue's 100,000 rows: 104 s,
+    1,030 MB), and so did `gate --limit 5` to send 10 requests. Listing reads golden.json only; a limit keeps and
+    checks only the rows it gates (here the whole load takes ~40 s of schema checks and 120 MB)."""
+    golden = big_golden(tmp_path / "goldens" / "big", 10_000)
+    size = (golden / "samples.jsonl").stat().st_size
+    assert size > 60 * 2**20
+    t0 = time.monotonic()
+    code, rss, err = cli_rss("list-goldens", tmp_path / "goldens")
+    assert code == 0 and rss < 100 and time.monotonic() - t0 < 30, (code, rss, err)
+    p = subprocess.run([sys.executable, "-c", LOAD_SCRIPT, golden, "5"], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    loaded = json.loads(p.stdout)
+    assert loaded["rows"] == 10 and loaded["records"] == 10_000, loaded
+    assert loaded["rss_mb"] * 2**20 < size, loaded  # less than the rows' own text: they were streamed, not held
+    t0 = time.monotonic()
+    code, rss, err = cli_rss("gate", "--golden", golden, "--base-url", server.url, "--model", "m", "--limit", "5",
+                             "--out", tmp_path / "g", "--quiet")
+    assert code == 0, err[-2000:]
+    assert len(server.script.requests) == 10 and time.monotonic() - t0 < 120 and rss < 250, rss
+    limited = json.loads((tmp_path / "g" / "comparison.json").read_text())["limited"]
+    assert limited["golden_records"] == 10_000 and limited["gated_records"] == 5
+
+
+def test_one_line_over_its_cap_is_refused_naming_the_line_before_it_is_parsed(tmp_path, cli, calibrated_golden):
+    from verifier.execution import layout
+    from verifier.golden.schema import MAX_SAMPLES_LINE
+
+    golden = tmp_path / "g"
+    shutil.copytree(calibrated_golden["golden"], golden)
+    with open(golden / "samples.jsonl", "r+b") as f:  # a 500 MB line of NULs, sparse: nothing but the cap reads it
+        f.truncate(0)
+        f.truncate(500 * 2**20)
+    t0 = time.monotonic()
+    code, rss, err = cli_rss("list-goldens", tmp_path)
+    assert code == 0
+    code, rss, err = cli_rss("compare", calibrated_golden["r2"], "--golden", golden, "--out", tmp_path / "c.json")
+    assert code == 2 and f"line 1 is longer than the cap of {MAX_SAMPLES_LINE} bytes" in err and len(err.strip().splitlines()) == 1, err
+    assert rss < 200 and time.monotonic() - t0 < 60, rss
+    # A journal line over its cap: exit 2 naming the file and the line, never an internal error.
+    run = tmp_path / "run"
+    shutil.copytree(calibrated_golden["r2"], run)
+    with open(run / "responses.jsonl", "ab") as f:
+        f.truncate(f.tell() + layout.MAX_LINE + 2**20)
+    code, _, err = cli("score", run)
+    lines = sum(1 for _ in open(calibrated_golden["r2"] / "responses.jsonl", "rb"))
+    assert code == 2 and f"line {lines + 1} is longer than {layout.MAX_LINE} bytes" in err and "internal" not in err, err

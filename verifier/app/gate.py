@@ -38,7 +38,7 @@ def gate_golden(spec: GateSpec, loaded: Golden | None = None) -> Golden:
     """The golden as this gate sees it: loaded once (validated against its whole suite list), then narrowed to the
     spec's suites, modes, first samples, probes and margins. Hand it to `gate` and to the report. `loaded`: the
     whole golden, when the caller has it (a sweep loads it once for every configuration)."""
-    golden = loaded if loaded is not None else load_golden(spec.golden)
+    golden = loaded if loaded is not None else load_golden(spec.golden, spec.limit)
     try:
         golden = golden.narrow(suites=spec.suites, modes=spec.modes, limit=spec.limit, probes=spec.probes is not Probes.OFF,
                                margins=spec.margins)
@@ -152,13 +152,13 @@ def margins_from_epochs(run_dir: Path) -> dict[str, Any]:
     return compare.calibrate_margins(runs, {"method": "epochs", "k": len(epochs), "runs": [run_dir.name], "created": runner.now()})
 
 
-def load_golden(path: str | Path) -> Golden:
+def load_golden(path: str | Path, limit: int | None = None) -> Golden:
     """A golden directory, or a packaged golden by name (golden.resolve), validated (store.load) and made with the
-    suite versions this harness has."""
+    suite versions this harness has. `limit`: only the first `limit` samples of each suite are read into memory."""
     from verifier.golden import store as golden
 
     try:
-        loaded = golden.load(golden.resolve(path))
+        loaded = golden.load(golden.resolve(path), limit)
     except golden.BadGolden as e:
         raise UsageError(str(e)) from None
     for name, info in loaded.header.suites.items():
