@@ -339,9 +339,9 @@ def _inputs(path: Path, header: GoldenHeader, limit: int | None = None) -> tuple
                 rec["meta"].get("after") or rec["meta"].get("turn") == 1) else sid
             keep = not limit or owner in chosen[suite] or len(chosen[suite]) < limit
             if keep:
-                why = problem(rec, "input")
-                if why:
-                    raise BadGolden(f"golden {path}: {INPUTS} line {n}: {why}")
+                wrong = problem(rec, "input")
+                if wrong:
+                    raise BadGolden(f"golden {path}: {INPUTS} line {n}: {wrong}")
                 chosen[suite].setdefault(owner)
             rec.pop("suite")
             try:
