@@ -23,8 +23,9 @@ from verifier.testbed.server import Reply, Script, TestServer
 from verifier.types import Parsed, Sample
 
 ROOT = Path(__file__).resolve().parent.parent
-HANG_BOUND_S = 20.0
-"""A hang detector: the 2**40 schema would take days; its budget ends it in about a second or two."""
+HANG_BOUND_S = 60.0
+"""A hang detector, not a speed measurement: the 2**40 schema would take days; its budget ends each check in about
+1.5 s on an idle machine (ten times that on a loaded 2-core CI runner)."""
 
 
 def exploding_schema(levels: int = 40, under: str | None = None) -> dict:
@@ -76,39 +77,54 @@ def test_an_exploding_ref_schema_is_not_checkable_within_a_deadline_and_honest_c
     assert schemacheck.first_error(exploding_schema(10), []) is not None
 
 
-def test_runs_with_an_exploding_schema_in_a_dataset_and_a_requests_tool_end_with_verdicts(tmp_path, cli):
-    """As data the structured suite loads (the scorer a golden's structured samples go through) and as a `--requests`
-    tool: every request is sent and answered, and the sample says why it is not checked. The explosion is under a
-    property the answer has, so the schema passes the smoke check made when data is loaded."""
+def test_a_requests_run_with_an_exploding_tool_schema_ends_with_verdicts(tmp_path, cli):
+    """As a `--requests` tool: the request is sent and answered, and the sample says why its call is not checked.
+    The explosion is under a property the call has, so the schema passes the checks made when it is read."""
     schema = exploding_schema(under="v")
     assert st.unusable(schema) is None
-    bench = tmp_path / "bench" / "Hostile"
-    bench.mkdir(parents=True)
-    (bench / "refs.json").write_text(json.dumps(schema))
     body = {"messages": [{"role": "user", "content": "call f"}],
             "tools": [{"type": "function", "function": {"name": "f", "parameters": schema}}]}
     reqs = tmp_path / "reqs.jsonl"
     reqs.write_text(json.dumps(body) + "\n")
-    script = Script(lambda req: Reply(content='{"v": {}}'))
+    script = Script()
     script.rule("call f", Reply(content=None, tool_calls=[{"name": "f", "arguments": '{"v": {}}'}]))
     t0 = time.monotonic()
     with TestServer(script) as srv:
-        code, _, err = cli("run", "--suite", "structured", "--data", tmp_path / "bench", "--base-url", srv.url,
-                           "--model", "m", "--out", tmp_path / "s", "--quiet", "--request-deadline", "30")
-        assert code == 0, err
         code, _, err = cli("run", "--requests", reqs, "--base-url", srv.url, "--model", "m", "--out", tmp_path / "r",
                            "--quiet", "--request-deadline", "30")
         assert code == 0, err
-    assert time.monotonic() - t0 < 4 * HANG_BOUND_S
-    structured = [json.loads(x) for x in (tmp_path / "s" / "verdicts.jsonl").read_text().splitlines()]
-    hostile = [v for v in structured if v["sample_id"].startswith("Hostile/")]
-    assert hostile and all(v["outcome"] != "infra" for v in hostile)
-    for v in hostile:
-        assert "schema_compliance" not in v["metrics"]
-        assert [f["code"] for f in v["findings"]] == ["schema_not_checkable"]
+        assert len(srv.script.requests) == 1
+    assert time.monotonic() - t0 < HANG_BOUND_S
     vs = [json.loads(x) for x in (tmp_path / "r" / "verdicts.jsonl").read_text().splitlines()]
     assert [f["code"] for f in vs[0]["findings"]] == ["schema_not_checkable"] and "steps" in vs[0]["findings"][0]["detail"]
-    assert vs[0]["signals"]["n_schema_unchecked"] == 1
+    assert vs[0]["signals"]["n_schema_unchecked"] == 1 and "schema_accuracy" not in vs[0]["metrics"]
+
+
+def test_a_gate_against_a_golden_with_an_exploding_schema_sends_every_request_and_ends(tmp_path, cli):
+    """The issue's reproduction: a golden's structured sample whose schema expands 2**40 times; the gate sent all its
+    requests and was still scoring at 150 s. Now each such sample is `schema_not_checkable` and the gate ends."""
+    from conftest import zero_margins
+
+    bench = tmp_path / "bench" / "Hostile"
+    bench.mkdir(parents=True)
+    (bench / "refs.json").write_text(json.dumps(exploding_schema(under="v")))
+    with TestServer(Script(lambda req: Reply(content='{"v": {}}'))) as srv:
+        code, _, err = cli("run", "--suite", "structured", "--data", tmp_path / "bench", "--mode", "chat", "--base-url",
+                           srv.url, "--model", "m", "--out", tmp_path / "ref", "--quiet")
+        assert code == 0, err
+        assert cli("bless", tmp_path / "ref", "--to", tmp_path / "golden")[0] == 0
+        zero_margins(tmp_path / "golden")
+        sent = len(srv.script.requests)
+        t0 = time.monotonic()
+        code, _, err = cli("gate", "--golden", tmp_path / "golden", "--base-url", srv.url, "--model", "m",
+                           "--out", tmp_path / "gate", "--quiet")
+        took = time.monotonic() - t0
+        assert len(srv.script.requests) == 2 * sent
+    assert code == 0, err
+    assert took < 2 * HANG_BOUND_S
+    vs = [json.loads(x) for x in (tmp_path / "gate" / "verdicts.jsonl").read_text().splitlines()]
+    hostile = [v for v in vs if v["sample_id"].startswith("Hostile/")]
+    assert len(hostile) == 2 and all([f["code"] for f in v["findings"]] == ["schema_not_checkable"] for v in hostile)
 
 
 # --- 2. JSON answers and arguments are parsed into objects within a value budget --------------------------------
