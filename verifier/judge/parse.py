@@ -72,11 +72,6 @@ def _canonical_finish(p: Parsed) -> Parsed:
     return dataclasses.replace(p, finish_reason=FINISH_SYNONYMS[fr], extra=dataclasses.replace(p.extra, finish_reason_wire=fr))
 
 
-def _json_like(text: str) -> bool:
-    """Content a scorer may parse as JSON: it opens with a bracket, or holds a ``` fence (structured.unfence)."""
-    return text.lstrip()[:1] in ("[", "{") or "```" in text
-
-
 def _guard_json(p: Parsed) -> Parsed:
     """Neutralize text a scorer would parse (structured-output content, tool arguments) when it nests past the depth
     limit or holds more values than parsing into objects may cost (jsonsafe.MAX_JSON_VALUES), and say so in `extra`
@@ -85,9 +80,10 @@ def _guard_json(p: Parsed) -> Parsed:
     large: list[str] = []
     content = p.content
     # The value count first: it is a C count, and it bounds the text the depth check then walks bracket by bracket.
+    # Any content over it, JSON or not: scorers also parse JSON found inside prose (bfcl_checker.calls_as_text), and a
+    # million commas and brackets is no answer a real max_tokens allows.
     if content and values_over(content):
-        if _json_like(content):
-            content, large = None, ["content"]
+        content, large = None, ["content"]
     elif content and text_too_deep(content):
         content, deep = None, ["content"]
     calls = p.tool_calls
