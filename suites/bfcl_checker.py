@@ -252,9 +252,16 @@ def schema_valid(call: dict[str, Any], declared: dict[str, dict[str, Any]]) -> b
 
 def call_checks(tools: list[dict[str, Any]] | None, tool_calls: Any) -> list[bool | str]:
     """`schema_check` of each call, once per response: k2vv_signals and not_checkable_finding both read it (a check
-    may take its whole step budget, so it is not made twice)."""
+    may take its whole step budget, so it is not made twice). All the calls of a response share one step budget."""
+    calls = [c for c in (tool_calls if isinstance(tool_calls, list) else []) if isinstance(c, dict)]
+    if not calls:
+        return []
+    from verifier.judge import schemacheck  # here, as in schema_check
+
     declared = tools_by_name(tools)
-    return [schema_check(c, declared) for c in (tool_calls if isinstance(tool_calls, list) else []) if isinstance(c, dict)]
+    args = [decode_args(((c.get("function") or {}) if isinstance(c.get("function"), dict) else {}).get("arguments")) for c in calls]
+    with schemacheck.one_budget([a for a in args if isinstance(a, dict)]):
+        return [schema_check(c, declared) for c in calls]
 
 
 def unchecked_schemas(tools: list[dict[str, Any]] | None, tool_calls: list[Any] | None,

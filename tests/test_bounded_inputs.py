@@ -415,3 +415,17 @@ def test_one_line_over_its_cap_is_refused_naming_the_line_before_it_is_parsed(tm
     code, _, err = cli("score", run)
     lines = sum(1 for _ in open(calibrated_golden["r2"] / "responses.jsonl", "rb"))
     assert code == 2 and f"line {lines + 1} is longer than {layout.MAX_LINE} bytes" in err and "internal" not in err, err
+
+
+def test_the_tool_calls_of_one_response_share_one_step_budget():
+    """Fifty calls of a tool whose schema expands 2**40 times cost one budget, not fifty."""
+    from suites import bfcl_checker as chk
+
+    tools = [{"type": "function", "function": {"name": "f", "parameters": exploding_schema(under="v")}}]
+    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": '{"v": {}}'}} for i in range(50)]
+    t0 = time.monotonic()
+    checks = chk.call_checks(tools, calls)
+    assert len(checks) == 50 and all(isinstance(c, str) and "steps" in c for c in checks)
+    assert time.monotonic() - t0 < HANG_BOUND_S
+    ok = [{"type": "function", "function": {"name": "g", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}}]
+    assert chk.call_checks(ok, [{"function": {"name": "g", "arguments": '{"n": 1}'}}, {"function": {"name": "g", "arguments": '{"n": "x"}'}}]) == [True, False]

@@ -15,7 +15,7 @@ What it guarantees, whatever the schema says:
 - No quadratic `uniqueItems`: items are compared by their canonical JSON text in a set, not pairwise.
 - No format assertions (format is an annotation since 2019-09) and so no format checker runs at all.
 - Bounded work: a check evaluates at most `step_budget(instance)` keywords (BASE_STEPS plus STEPS_PER_NODE per
-  value of the instance). In-document `$ref`s can expand a 2 KB schema into 2**40 subschemas (`$defs` a1..a40, each an
+  value of the instance; checks inside `one_budget` share one). In-document `$ref`s can expand a 2 KB schema into 2**40 subschemas (`$defs` a1..a40, each an
   `allOf` of two refs to the one before); past the budget the schema is not checkable on that sample. A count of
   steps, not a clock, so the same journal always gives the same verdict.
 
@@ -25,6 +25,7 @@ A schema that cannot be checked is `NotCheckable(reason)`: callers make it a fin
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -71,10 +72,12 @@ REGISTRY: referencing.Registry[Any] = referencing.Registry(retrieve=_refuse)  # 
 
 
 class _Budget(threading.local):
-    """The keyword evaluations the current thread's check may still make (each thread checks on its own)."""
+    """The keyword evaluations the current thread's check may still make (each thread checks on its own); `shared`:
+    inside `one_budget`, whose checks all draw on the budget it set."""
 
     left = BASE_STEPS
     total = BASE_STEPS
+    shared = False
 
 
 _BUDGET = _Budget()
@@ -99,7 +102,20 @@ def step_budget(instance: Any) -> int:
 
 
 def _start(instance: Any) -> None:
-    _BUDGET.left = _BUDGET.total = step_budget(instance)
+    if not _BUDGET.shared:
+        _BUDGET.left = _BUDGET.total = step_budget(instance)
+
+
+@contextlib.contextmanager
+def one_budget(instances: list[Any]) -> Iterator[None]:
+    """Every check inside draws on one budget, BASE_STEPS plus STEPS_PER_NODE per value of all `instances`: a
+    response of a thousand tool calls costs one budget, not a thousand."""
+    _BUDGET.left = _BUDGET.total = BASE_STEPS + STEPS_PER_NODE * sum(_nodes(x) for x in instances)
+    _BUDGET.shared = True
+    try:
+        yield
+    finally:
+        _BUDGET.shared = False
 
 
 def _counted(fn: Any) -> Any:
@@ -108,7 +124,7 @@ def _counted(fn: Any) -> Any:
     def step(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
         _BUDGET.left -= 1
         if _BUDGET.left < 0:
-            raise NotCheckable(f"checking needs more than {_BUDGET.total} steps, the budget for this instance")
+            raise NotCheckable(f"checking needs more than {_BUDGET.total} steps, the budget for this answer")
         return fn(validator, value, instance, schema)
 
     return step
