@@ -205,14 +205,15 @@ def score(sample: Sample, parsed: Parsed) -> Judgement:
     category = sample.meta["category"]
     calls = decoded_calls(parsed, sample.meta.get("names", {}))
     r = chk.check(sample.meta["functions"], chk.decode_fc(parsed.tool_calls), sample.target, category)
-    sig = chk.k2vv_signals(sample.tools, parsed.tool_calls, parsed.finish_reason)
+    checks = chk.call_checks(sample.tools, parsed.tool_calls)
+    sig = chk.k2vv_signals(sample.tools, parsed.tool_calls, parsed.finish_reason, checks)
     metrics = {"accuracy": float(r.ok)}
     if (accuracy := chk.schema_accuracy(sig)) is not None:
         metrics["schema_accuracy"] = accuracy
     return Judgement(
         score=float(r.ok), answer=sorted(({"name": n, "arguments": a} for n, a in calls), key=_sort_key),
         reason=r.code if not r.ok else "correct",
-        findings=text_call_findings(sample, parsed) + chk.not_checkable_finding(sample.tools, parsed.tool_calls), metrics=metrics,
+        findings=text_call_findings(sample, parsed) + chk.not_checkable_finding(sample.tools, parsed.tool_calls, checks), metrics=metrics,
         signals={**sig, "category": category, "expects_call": "irrelevance" not in category, "check_detail": r.detail},
     )
 

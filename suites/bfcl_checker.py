@@ -284,10 +284,11 @@ def decode_args(args: Any) -> Any:
         return None
 
 
-def schema_valid(call: dict[str, Any], declared: dict[str, dict[str, Any]]) -> bool | None:
+def schema_check(call: dict[str, Any], declared: dict[str, dict[str, Any]]) -> bool | str:
     """K2VV: the call names a declared tool and its arguments are a JSON object valid under its schema (Draft
-    2020-12 unless `$schema` says otherwise). None when the declared schema cannot be checked safely (a `$ref`
-    outside the document, a regex without a linear-time matcher: verifier/judge/schemacheck.py)."""
+    2020-12 unless `$schema` says otherwise). A string says why the declared schema cannot be checked safely (a `$ref`
+    outside the document, a regex without a linear-time matcher, a check over its step budget:
+    verifier/judge/schemacheck.py)."""
     fn = (call or {}).get("function") or {}
     name = fn.get("name")
     if name not in declared:
@@ -299,23 +300,49 @@ def schema_valid(call: dict[str, Any], declared: dict[str, dict[str, Any]]) -> b
 
     try:
         return schemacheck.first_error(declared[name], args) is None
-    except schemacheck.NotCheckable:
-        return None
+    except schemacheck.NotCheckable as e:
+        return e.reason
 
 
-def unchecked_schemas(tools: list[dict[str, Any]] | None, tool_calls: list[Any] | None) -> list[str]:
-    """`name: why` for each called tool whose declared parameters schema cannot be checked safely."""
+def schema_valid(call: dict[str, Any], declared: dict[str, dict[str, Any]]) -> bool | None:
+    """`schema_check`, with None when the declared schema cannot be checked."""
+    found = schema_check(call, declared)
+    return None if isinstance(found, str) else found
+
+
+def call_checks(tools: list[dict[str, Any]] | None, tool_calls: Any) -> list[bool | str]:
+    """`schema_check` of each call, once per response: k2vv_signals and not_checkable_finding both read it (a check
+    may take its whole step budget, so it is not made twice). All the calls of a response share one step budget."""
+    calls = [c for c in (tool_calls if isinstance(tool_calls, list) else []) if isinstance(c, dict)]
+    if not calls:
+        return []
+    from verifier.judge import schemacheck  # here, as in schema_check
+
+    declared = tools_by_name(tools)
+    args = [decode_args(((c.get("function") or {}) if isinstance(c.get("function"), dict) else {}).get("arguments")) for c in calls]
+    with schemacheck.one_budget([a for a in args if isinstance(a, dict)]):
+        return [schema_check(c, declared) for c in calls]
+
+
+def unchecked_schemas(tools: list[dict[str, Any]] | None, tool_calls: list[Any] | None,
+                      checks: list[bool | str] | None = None) -> list[str]:
+    """`name: why` for each called tool whose declared parameters schema cannot be checked safely: the schema
+    itself, or (with `checks`, from call_checks on the same calls) a call's check over its step budget."""
     from verifier.judge import schemacheck  # here, as in schema_valid
 
     declared = tools_by_name(tools)
-    out = []
-    for name in sorted({str(((c or {}).get("function") or {}).get("name")) for c in tool_calls or [] if isinstance(c, dict)}):
+    calls = [c for c in tool_calls or [] if isinstance(c, dict)]
+    why: dict[str, str] = {}
+    for name in sorted({str((c.get("function") or {}).get("name")) for c in calls}):
         if name in declared:
             try:
                 schemacheck.validator(declared[name])
             except schemacheck.NotCheckable as e:
-                out.append(f"{name}: {e.reason}")
-    return out
+                why[name] = e.reason
+    for c, found in zip(calls, checks or []):
+        if isinstance(found, str):
+            why.setdefault(str((c.get("function") or {}).get("name")), found)
+    return [f"{name}: {reason}" for name, reason in sorted(why.items())]
 
 
 def calls_as_text(content: str | None, names: set[str], limit: int = 64) -> list[str]:
@@ -352,18 +379,20 @@ def _call_names(obj: Any, names: set[str], depth: int) -> list[str]:
     return [n for v in obj.values() if isinstance(v, (dict, list)) for n in _call_names(v, names, depth + 1)]
 
 
-def k2vv_signals(tools: list[dict[str, Any]] | None, tool_calls: list[Any] | None, finish_reason: str | None) -> dict[str, Any]:
-    """Per-response K2VV signals: whether a call was triggered, how many calls, how many schema-valid."""
-    declared = tools_by_name(tools)
-    calls = [c for c in (tool_calls if isinstance(tool_calls, list) else []) if isinstance(c, dict)]
-    checks = [schema_valid(c, declared) for c in calls]
+def k2vv_signals(tools: list[dict[str, Any]] | None, tool_calls: list[Any] | None, finish_reason: str | None,
+                 checks: list[bool | str] | None = None) -> dict[str, Any]:
+    """Per-response K2VV signals: whether a call was triggered, how many calls, how many schema-valid (`checks`:
+    call_checks of the same calls, when the caller has them)."""
+    if checks is None:
+        checks = call_checks(tools, tool_calls)
     out = {
         "tool_triggered": finish_reason == "tool_calls",
-        "n_calls": len(calls),
+        "n_calls": len(checks),
         "n_schema_valid": sum(c is True for c in checks),
     }
-    if None in checks:  # only then, so the signals of every checkable sample stay as they were
-        out["n_schema_unchecked"] = sum(c is None for c in checks)
+    unchecked = sum(isinstance(c, str) for c in checks)
+    if unchecked:  # only then, so the signals of every checkable sample stay as they were
+        out["n_schema_unchecked"] = unchecked
     return out
 
 
@@ -373,9 +402,10 @@ def schema_accuracy(sig: dict[str, Any]) -> float | None:
     return sig.get("n_schema_valid", 0) / checked if checked > 0 else None
 
 
-def not_checkable_finding(tools: list[dict[str, Any]] | None, tool_calls: Any) -> tuple[Finding, ...]:
+def not_checkable_finding(tools: list[dict[str, Any]] | None, tool_calls: Any,
+                          checks: list[bool | str] | None = None) -> tuple[Finding, ...]:
     """(Finding("schema_not_checkable", ...),) when a called tool's schema cannot be checked, else ()."""
-    why = unchecked_schemas(tools, tool_calls if isinstance(tool_calls, list) else None)
+    why = unchecked_schemas(tools, tool_calls if isinstance(tool_calls, list) else None, checks)
     return (Finding("schema_not_checkable", "; ".join(why)[:160]),) if why else ()
 
 

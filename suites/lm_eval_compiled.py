@@ -69,25 +69,30 @@ def _regex_replace(text: str, pattern: str, repl: str, count: int = 0) -> str:
 
 @lru_cache(maxsize=1)
 def _jinja() -> Any:
-    """lm-eval's `utils.env` settings (lm_eval.utils itself imports numpy and requests), in Jinja's immutable sandbox:
-    a template read back from the cache is data, and must not reach Python's internals or mutate a doc. A template
-    the sandbox renders differently from lm-eval fails the compile-time check and keeps lm-eval's code."""
+    """lm-eval's `utils.env` settings (lm_eval.utils itself imports numpy and requests), in Jinja's immutable sandbox
+    with bounded work (suites/bounded_jinja.py): a template read back from the cache is data, and must not reach
+    Python's internals, mutate a doc or render without end. A template the sandbox renders differently from lm-eval
+    (or not within the bounds) fails the compile-time check and keeps lm-eval's code."""
     from jinja2 import BaseLoader, StrictUndefined
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    env = ImmutableSandboxedEnvironment(loader=BaseLoader, undefined=StrictUndefined, keep_trailing_newline=True)  # type: ignore[arg-type]
+    from suites.bounded_jinja import BoundedSandbox
+
+    env = BoundedSandbox(loader=BaseLoader, undefined=StrictUndefined, keep_trailing_newline=True)
     env.filters["regex_replace"] = _regex_replace
     return env
 
 
 @lru_cache(maxsize=256)
 def _template(source: str) -> Any:
-    return _jinja().from_string(source)
+    return _jinja().template(source)
 
 
 def render(source: str, doc: dict[str, Any]) -> str:
-    """lm-eval's `utils.apply_template(source, doc)`; each template compiled once."""
-    return _template(source).render(**doc)
+    """lm-eval's `utils.apply_template(source, doc)`; each template compiled once, rendered within the bounds of
+    suites/bounded_jinja.py (a template over them is a TemplateBudget, exit 2, never a hang)."""
+    from suites.bounded_jinja import render as bounded_render
+
+    return bounded_render(_template(source), **doc)
 
 
 def _numpy_str(s: Any) -> Any:
@@ -254,7 +259,17 @@ def _probe_docs(task: Any, probe_doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def agrees(compiled: CompiledTask, reference: LmEvalTask, docs: list[dict[str, Any]]) -> bool:
-    """Whether the compiled task answers as lm-eval's code does on every probe doc and generation."""
+    """Whether the compiled task answers as lm-eval's code does on every probe doc and generation (a template over the
+    render bounds does not)."""
+    from suites.bounded_jinja import TemplateBudget
+
+    try:
+        return _agrees(compiled, reference, docs)
+    except TemplateBudget:
+        return False
+
+
+def _agrees(compiled: CompiledTask, reference: LmEvalTask, docs: list[dict[str, Any]]) -> bool:
     for doc in docs:
         target = reference.target(doc)
         if compiled.target(doc) != target or compiled.stop != reference.stop:

@@ -313,9 +313,9 @@ def test_a_gate_loads_its_golden_once(two_suites, healthy, tmp_path, cli, monkey
     loads = []
     real = store.load
 
-    def counting(path):
+    def counting(path, *limit):
         loads.append(Path(path))
-        return real(path)
+        return real(path, *limit)
 
     monkeypatch.setattr(store, "load", counting)
     code, _, err = cli("gate", "--golden", two_suites, "--suite", "smoke", "--base-url", healthy.url, "--model", "m",

@@ -38,7 +38,7 @@ def gate_golden(spec: GateSpec, loaded: Golden | None = None) -> Golden:
     """The golden as this gate sees it: loaded once (validated against its whole suite list), then narrowed to the
     spec's suites, modes, first samples, probes and margins. Hand it to `gate` and to the report. `loaded`: the
     whole golden, when the caller has it (a sweep loads it once for every configuration)."""
-    golden = loaded if loaded is not None else load_golden(spec.golden)
+    golden = loaded if loaded is not None else load_golden(spec.golden, spec.limit)
     try:
         golden = golden.narrow(suites=spec.suites, modes=spec.modes, limit=spec.limit, probes=spec.probes is not Probes.OFF,
                                margins=spec.margins)
@@ -152,13 +152,13 @@ def margins_from_epochs(run_dir: Path) -> dict[str, Any]:
     return compare.calibrate_margins(runs, {"method": "epochs", "k": len(epochs), "runs": [run_dir.name], "created": runner.now()})
 
 
-def load_golden(path: str | Path) -> Golden:
+def load_golden(path: str | Path, limit: int | None = None) -> Golden:
     """A golden directory, or a packaged golden by name (golden.resolve), validated (store.load) and made with the
-    suite versions this harness has."""
+    suite versions this harness has. `limit`: only the first `limit` samples of each suite are read into memory."""
     from verifier.golden import store as golden
 
     try:
-        loaded = golden.load(golden.resolve(path))
+        loaded = golden.load(golden.resolve(path), limit)
     except golden.BadGolden as e:
         raise UsageError(str(e)) from None
     for name, info in loaded.header.suites.items():
@@ -169,7 +169,8 @@ def load_golden(path: str | Path) -> Golden:
 
 
 def describe_goldens(directory: Path | None = None) -> list[dict[str, Any]]:
-    """One row per golden in `directory` (default: the packaged ones): what `--golden NAME` would gate."""
+    """One row per golden in `directory` (default: the packaged ones): what `--golden NAME` would gate, from each
+    golden.json alone (samples: as the reference recorded them per suite)."""
     from verifier.golden import store as golden
 
     paths = golden.packaged() if directory is None else sorted(p for p in Path(directory).iterdir() if (p / golden.GOLDEN).is_file())
@@ -178,12 +179,13 @@ def describe_goldens(directory: Path | None = None) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"name": p.name, "path": str(p), "suites": [], "model": None, "modes": [], "samples": 0,
                                "probes": False, "context_probe": False, "margins": False}
         try:
-            g = golden.load(p)
+            h = golden.load_header(p)  # golden.json only: its rows are read when it is gated, not when listed
         except golden.BadGolden as e:
             rows.append({**row, "problem": str(e)})
             continue
-        h = g.header
-        row.update(suites=list(g.suites), model=h.source.model, modes=list(g.modes), samples=g.records(),
+        counts = [info.samples for info in h.suites.values()]
+        row.update(suites=list(h.suites), model=h.source.model, modes=list(h.modes),
+                   samples=sum(c for c in counts if c is not None) if None not in counts else "?",
                    probes=bool(h.probes), context_probe=bool(h.context_probe), margins=bool(h.margins))
         rows.append(row)
     return rows

@@ -38,8 +38,10 @@ MAX_DOCUMENT = 64 * safeio.MIB
 above any a run writes, small enough that a planted file cannot exhaust memory."""
 MAX_JSONL = 16 * 1024 * safeio.MIB
 """Cap on a whole JSONL file (read a line at a time, so memory follows the longest line, not this)."""
-MAX_LINE = 512 * safeio.MIB
-"""Cap on one JSONL line: a record holds one response (64 MiB decoded by default, more once JSON-escaped)."""
+MAX_LINE = 400 * safeio.MIB
+"""Cap on one JSONL line, read before the line is parsed: a record holds one response (64 MiB decoded by default)
+and its request; JSON-escaped, a body of control characters takes six bytes each (384 MiB). A run made with
+--max-response-mb above 64 can write longer lines than this reads back (refused, naming the line)."""
 
 
 class NotARunDir(ValueError):

@@ -168,6 +168,8 @@ class Golden:
     """inputs.jsonl: the samples themselves per suite, in the order the reference sent them."""
     narrowed: Mapping[str, Any] | None = None
     """Set by `narrow` when it left part of the golden out: what comparison.json's `limited` reports."""
+    whole_records: int | None = None
+    """Set by `store.load(limit=)`, which keeps only the first samples of each suite: the records of the whole golden."""
 
     @property
     def name(self) -> str:
@@ -226,7 +228,7 @@ class Golden:
             margins={**h.margins, **{m.key: m for m in margins}})
         narrowed = None
         if limit or not probes:  # a reviewer must see that this gate judged part of the golden, and which part
-            narrowed = {"limit": limit, "golden_records": self.records(),
+            narrowed = {"limit": limit, "golden_records": self.whole_records or self.records(),
                         "gated_records": len({(o.suite, o.sample_id) for o in obs}),
                         "probes_left_out": bool(not probes and h.probes)}
         return dataclasses.replace(self, header=header, observations=tuple(obs), inputs=inputs, narrowed=narrowed)
