@@ -398,3 +398,46 @@ def test_a_corrupt_line_in_the_middle_of_a_journal_names_file_and_line(server, t
     # A torn last line (killed mid-write) is still not corruption.
     (out / "responses.jsonl").write_text("".join(lines[:1]) + lines[2][:10])
     assert cli("score", out)[0] == 0
+
+
+@pytest.mark.parametrize("edit", ["unknown key", "object sample_id", "string epoch", "no request", "chunk not text"])
+def test_a_journal_record_of_the_wrong_shape_exits_2_naming_the_line(server, tmp_path, cli, edit):
+    """Issue 49 item 14: a record with a key no writer makes, or an object where the sample id goes, is bad input
+    (exit 2, one line naming file, line and field), never an internal error (exit 1)."""
+    out = tmp_path / "r"
+    assert cli(*_small_run(server, out))[0] == 0
+    lines = (out / "responses.jsonl").read_text().splitlines(keepends=True)
+    rec = json.loads(lines[1])
+    if edit == "unknown key":
+        rec["surprise"] = 1
+        field = "surprise"
+    elif edit == "object sample_id":
+        rec["sample_id"] = {"x": 1}
+        field = "$.sample_id"
+    elif edit == "string epoch":
+        rec["epoch"] = "0"
+        field = "$.epoch"
+    elif edit == "no request":
+        del rec["request"]
+        field = "request"
+    else:
+        rec["chunks"] = ["data", {"x": 1}]
+        field = "$.chunks"
+    lines[1] = json.dumps(rec) + "\n"
+    (out / "responses.jsonl").write_text("".join(lines))
+    for args in (("score", out), ("report", out)):
+        code, _, err = cli(*args)
+        assert code == 2 and "responses.jsonl" in err and "line 2" in err and field in err, (args, err)
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_a_samples_row_of_the_wrong_shape_exits_2_naming_the_line(server, tmp_path, cli):
+    out = tmp_path / "r"
+    assert cli(*_small_run(server, out))[0] == 0
+    lines = (out / "samples.jsonl").read_text().splitlines(keepends=True)
+    rec = json.loads(lines[0])
+    rec["id"] = {"x": 1}
+    lines[0] = json.dumps(rec) + "\n"
+    (out / "samples.jsonl").write_text("".join(lines))
+    code, _, err = cli("score", out)
+    assert code == 2 and "samples.jsonl" in err and "line 1" in err and "$.id" in err and err.count("\n") == 1, err

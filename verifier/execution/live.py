@@ -140,7 +140,7 @@ class Follower:
             self.lines += 1
             if raw.isspace():
                 continue
-            ex = Exchange.from_json(journal.decode_line(raw, self.path, self.lines))
+            ex = journal.exchange_of(journal.decode_line(raw, self.path, self.lines), self.path, self.lines)
             self.scorer.add(ex, self._taken(raw))
             if time.perf_counter() >= end:
                 return False
