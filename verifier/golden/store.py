@@ -26,7 +26,7 @@ from verifier.execution.rundir import RunDir
 from verifier.execution.observations import MAX_CONTENT as MAX_CONTENT, MAX_LOGPROBS as MAX_LOGPROBS, MAX_TOP as MAX_TOP  # a golden's caps
 from verifier.types import Observation, Sample, owner_ids
 from verifier import jsonsafe, safeio, scrub
-from verifier.golden.model import Golden, GoldenHeader, Margin
+from verifier.golden.model import Golden, GoldenHeader, Margin, implausible_margin
 from verifier.surfaces.registry import REFERENCE_MODE
 
 FORMAT = 2
@@ -253,6 +253,9 @@ def load(path: Path) -> Golden:
         obs.append(Observation.from_dict(o))
     if not obs:
         raise BadGolden(f"golden {path} has no samples")
+    why = implausible_margin(header, obs)
+    if why:
+        raise BadGolden(f"golden {path}: {GOLDEN} {why}")
     return Golden(path=path, header=header, observations=tuple(obs), inputs=_inputs(path, header, obs))
 
 
