@@ -445,8 +445,15 @@ class Journal:
         the parser refuses shows no text to anyone."""
         if p is None:
             return False
-        texts = [p.content, p.reasoning, dumps(p.tool_calls) if p.tool_calls else None,
-                 "".join(t.get("token") or "" for t in p.logprobs if isinstance(t, dict)) if isinstance(p.logprobs, list) else None]
+        texts = [p.content, p.reasoning, dumps(p.tool_calls) if p.tool_calls else None]
+        if isinstance(p.logprobs, list):  # the chosen tokens in order, and each rank of the alternatives in order
+            entries = [t for t in p.logprobs if isinstance(t, dict)]
+            texts.append("".join(t.get("token") or "" for t in entries if isinstance(t.get("token"), str)))
+            ranks = max((len(t["top_logprobs"]) for t in entries if isinstance(t.get("top_logprobs"), list)), default=0)
+            for r in range(min(ranks, 32)):
+                texts.append("".join(a.get("token") for t in entries if isinstance(t.get("top_logprobs"), list)
+                                     and len(t["top_logprobs"]) > r and isinstance(a := t["top_logprobs"][r], dict)
+                                     and isinstance(a.get("token"), str)))
         return any(isinstance(t, str) and self._redact.text(t) != t for t in texts)
 
     def close(self) -> None:
