@@ -450,10 +450,10 @@ class Journal:
             entries = [t for t in p.logprobs if isinstance(t, dict)]
             texts.append("".join(t.get("token") or "" for t in entries if isinstance(t.get("token"), str)))
             ranks = max((len(t["top_logprobs"]) for t in entries if isinstance(t.get("top_logprobs"), list)), default=0)
-            for r in range(min(ranks, 32)):
-                texts.append("".join(a.get("token") for t in entries if isinstance(t.get("top_logprobs"), list)
-                                     and len(t["top_logprobs"]) > r and isinstance(a := t["top_logprobs"][r], dict)
-                                     and isinstance(a.get("token"), str)))
+            for r in range(min(ranks, 32)):  # the API allows 20 alternatives; more is read up to 32, bounded
+                alts = [t["top_logprobs"][r] for t in entries
+                        if isinstance(t.get("top_logprobs"), list) and len(t["top_logprobs"]) > r]
+                texts.append("".join(a["token"] for a in alts if isinstance(a, dict) and isinstance(a.get("token"), str)))
         return any(isinstance(t, str) and self._redact.text(t) != t for t in texts)
 
     def close(self) -> None:
