@@ -53,17 +53,29 @@ def _read_key(path: Path) -> bytes | None:
 
 
 def _make_key(path: Path) -> bytes | None:
-    """A new key, written O_EXCL (a key another process made first is read instead)."""
+    """A new key, whole or not at all: written to a temp file (O_EXCL, 0600) and linked to its name, which fails if
+    another process made one first (then theirs is read). A reader never sees a half-written key, and a kill
+    leaves no empty one behind that would make every later process use a key of its own."""
+    data = secrets.token_bytes(KEY_BYTES)
+    tmp = path.parent / f".{KEY_FILE}.{secrets.token_hex(8)}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:
-        return _read_key(path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return _read_key(path)
     except OSError:
         return None
-    data = secrets.token_bytes(KEY_BYTES)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
     return data
 
 
