@@ -122,10 +122,12 @@ def refuse_foreign_dir(path: Path, value: str) -> None:
     ...): a directory that exists and holds anything but a run (whose own checks refuse it, naming --resume) would
     have its files replaced, so it is refused before anything is read or written, as a `report` leading out of the
     run is. A directory the gate makes, or an empty one, is fine; `--out` on the command line is the user's own."""
+    from verifier.execution.rundir import RunDir
+
     try:
         if path.is_symlink() or (path.exists() and not path.is_dir()):
             raise UsageError(f"gate file: [outputs] dir = {value!r} exists and is not a directory")
-        if path.is_dir() and not (path / "run.json").exists() and next(path.iterdir(), None) is not None:
+        if path.is_dir() and not RunDir(path).is_run() and next(path.iterdir(), None) is not None:
             raise UsageError(f"gate file: [outputs] dir = {value!r} is a directory that holds other files, not a run: "
                              "the gate would write its files into it (name a new directory, or pass --out)")
     except OSError as e:
