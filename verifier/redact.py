@@ -380,7 +380,9 @@ def _scrub_split(r: Redactor, chunks: list[str]) -> list[str]:
             continue
         for path, cont, key in _leaves(val):
             streams.setdefault(path, []).append((i, cont, key))
-    dirty: set[int] = set()
+    # Every stream is searched on the texts as received, then every cut is made: a stream that finds only a prefix
+    # of a secret (one choice's half) must not cut it before a stream that joins more finds the whole.
+    cuts: dict[tuple[int, Any], tuple[int, Any, Any, list[tuple[int, int, bool]]]] = {}  # by (container, key)
     for pieces in streams.values():
         if len(pieces) < 2:
             continue
@@ -391,31 +393,41 @@ def _scrub_split(r: Redactor, chunks: list[str]) -> list[str]:
         pos = 0
         for i, cont, key in pieces:
             s = cont[key]
-            start, end = pos, pos + len(s)
-            pos = end
-            new, changed = _cut(s, start, spans)
-            if changed:
-                cont[key] = new
-                dirty.add(i)
+            start = pos
+            pos += len(s)
+            local = _overlaps(start, len(s), spans)
+            if local:
+                cuts.setdefault((id(cont), key), (i, cont, key, []))[3].extend(local)
+    dirty: set[int] = set()
+    for i, cont, key, local in cuts.values():
+        cont[key] = _cut(cont[key], local)
+        dirty.add(i)
     return [json.dumps(parsed[i], ensure_ascii=False, separators=(",", ":")) if i in dirty else c
             for i, c in enumerate(chunks)]
 
 
-def _cut(s: str, start: int, spans: list[tuple[int, int]]) -> tuple[str, bool]:
-    """Mask the parts of `s` (at offset `start` of the concatenation) covered by any span; the piece
-    holding a match's first character gets the mask, later pieces just lose their part."""
-    keep = list(s)
-    changed = False
+def _overlaps(start: int, length: int, spans: list[tuple[int, int]]) -> list[tuple[int, int, bool]]:
+    """The parts of a piece (at offset `start` of the concatenation, `length` long) that spans cover, in the piece's
+    own positions, each with whether a match begins in it."""
+    out = []
     for a, b in spans:
-        lo, hi = max(a, start), min(b, start + len(s))
-        if lo >= hi:
-            continue
-        changed = True
-        for j in range(lo - start, hi - start):
+        lo, hi = max(a, start), min(b, start + length)
+        if lo < hi:
+            out.append((lo - start, hi - start, a >= start))
+    return out
+
+
+def _cut(s: str, local: list[tuple[int, int, bool]]) -> str:
+    """Mask the covered parts of `s`: the piece holding a match's first character gets the mask, later pieces just
+    lose their part."""
+    keep = list(s)
+    for lo, hi, begins in local:
+        for j in range(lo, hi):
             keep[j] = ""
-        if a >= start:
-            keep[lo - start] = MASK
-    return "".join(keep), changed
+    for lo, hi, begins in local:
+        if begins:
+            keep[lo] = MASK
+    return "".join(keep)
 
 
 def url_query_values(url: str | None) -> list[str]:
