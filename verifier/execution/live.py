@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from verifier.execution import journal, observations as observe, scoring
-from verifier.types import Exchange, Sample, Suite, Verdict
+from verifier.types import Sample, Suite, Verdict
 
 CHUNK = 1 << 22
 """Bytes read at a time: a resumed 300 MB journal is followed in pieces, as score streams it."""
