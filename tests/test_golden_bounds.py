@@ -129,6 +129,13 @@ def test_a_margin_past_what_calibration_can_measure_is_refused(key, value, tmp_p
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("k", [1, 0, "3", True])
+def test_a_calibrated_margin_from_fewer_than_two_runs_is_refused(k, tmp_path):
+    g = edited(tmp_path, lambda d: d.update(margins={**d["margins"], "smoke/accuracy": {**CALIBRATED, "value": 0.1, "k": k}}))
+    with pytest.raises(store.BadGolden, match="at least 2"):
+        store.load(g)
+
+
 def test_margins_within_their_bounds_load(tmp_path):
     g = edited(tmp_path, lambda d: d.update(margins={**d["margins"], "smoke/accuracy": {"value": 1.0, **CALIBRATED},
                                                      "smoke/signal:new_findings": 1.0, "smoke/drift": 50.0}))

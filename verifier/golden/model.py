@@ -276,6 +276,10 @@ def implausible_margin(header: GoldenHeader, rows: Iterable[Observation]) -> str
                 lo, hi = spans.get(k, (v, v))
                 spans[k] = (min(lo, v), max(hi, v))
     for key, margin in header.margins.items():
+        runs = margin.provenance.get("k")
+        if margin.source == "calibrate" and runs is not None and (not isinstance(runs, int) or isinstance(runs, bool) or runs < 2):
+            return (f"$.margins[{key!r}].k: {runs!r} is not a number of runs calibration can measure a spread from "
+                    "(at least 2); recalibrate the golden (verifier calibrate)")
         bound = margin_bound(key, spans)
         if bound is not None and margin.value > bound[0]:
             how = f" (provenance {margin.source})" if margin.source else ""
