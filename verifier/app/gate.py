@@ -7,7 +7,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from verifier.execution import journal, runner
 from verifier.execution.rundir import RunDir
@@ -125,6 +125,16 @@ def bless_run(run_dir: Path, to: Path, force: bool = False, epochs_as_reruns: bo
     return golden.bless(run_dir, to, margins)
 
 
+def floor_warnings(summary: Mapping[str, Any], suites: Iterable[str] | None = None) -> list[str]:
+    """What bless and gate say on stderr when the reference's own quality is at the floor (golden.model), for
+    `suites` (default: every suite of the summary)."""
+    from verifier.golden.model import floor_warning, quality_at_floor
+
+    wanted = None if suites is None else set(suites)
+    return [floor_warning(suite, what) for suite, what in quality_at_floor(summary).items()
+            if wanted is None or suite in wanted]
+
+
 def refuse_broken_reference(obs: list[dict[str, Any]], run_dir: Path, force: bool) -> None:
     """A golden made of errors blesses a misconfigured endpoint: refuse a run whose records are mostly infra
     errors or refusals of the route itself (401/403/404), unless forced. A 400 on a feature the reference
@@ -240,9 +250,20 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
         # (a header without run_id or endpoint, which no writer makes, reads as "" / {}: written as null, as before)
         run={"run_dir": str(run_dir), "run_id": hdr.run_id or None, "endpoint": hdr.endpoint or None},
         context_truncation=ctx or None)
+    doc = with_floor_notes(doc, h)
     if write:
         RunDir(run_dir).write_comparison(doc.to_dict(), out)
     return doc
+
+
+def with_floor_notes(doc: Comparison, h: GoldenHeader) -> Comparison:
+    """The comparison with a reason for each compared suite whose reference scored at the floor (golden.model.
+    quality_at_floor): a pass there says little, and the document says so beside the verdict, never in it."""
+    notes = floor_warnings(h.summary, doc.suites)
+    if not notes:
+        return doc
+    reasons = [*(doc.reasons or []), *notes]
+    return dataclasses.replace(doc, reasons=reasons, reason=reasons[0])
 
 
 def _with_tool_call_scores(doc: Comparison, h: GoldenHeader, run_dir: Path) -> dict[str, SuiteResult]:

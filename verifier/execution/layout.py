@@ -80,6 +80,12 @@ def read_document(path: Path, *, within: Path | None = None) -> Any:
 def read_jsonl(path: Path, *, within: Path | None = None) -> Iterator[dict[str, Any]]:
     """Yields complete records; a torn last line (killed mid-write) is skipped, a corrupt one before it is refused.
     Absent: nothing. Read through safeio, a line at a time (at most MAX_LINE bytes each)."""
+    for _, rec in read_numbered_jsonl(path, within=within):
+        yield rec
+
+
+def read_numbered_jsonl(path: Path, *, within: Path | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """`read_jsonl` with each record's line number (for an error that names the line)."""
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         return
@@ -102,7 +108,7 @@ def read_jsonl(path: Path, *, within: Path | None = None) -> Iterator[dict[str, 
                 continue
             rec = decode_line(raw, path, n)
             raw = b""  # only the record is kept while it is in use
-            yield rec
+            yield n, rec
             rec = {}
 
 

@@ -27,7 +27,7 @@ from verifier.execution.rundir import RunDir
 from verifier.execution.observations import MAX_CONTENT as MAX_CONTENT, MAX_LOGPROBS as MAX_LOGPROBS, MAX_TOP as MAX_TOP  # a golden's caps
 from verifier.types import Observation, Sample, owner_ids
 from verifier import jsonsafe, safeio, scrub
-from verifier.golden.model import Golden, GoldenHeader, Margin
+from verifier.golden.model import Golden, GoldenHeader, Margin, implausible_margin
 from verifier.surfaces.registry import REFERENCE_MODE
 
 FORMAT = 2
@@ -263,6 +263,11 @@ def load(path: Path, limit: int | None = None) -> Golden:
         raise BadGolden(f"golden {path}: {INPUTS} lacks sample {missing[0][0]}/{missing[0][1]} "
                         f"({len(missing)} observed samples have no input)")
     _check_digests(path, header, digests)
+    # A limited load sees only some rows, so a metric's recorded span (what bounds its margin) is known only whole:
+    # then only the bounds that need no rows (rates, drift) are checked.
+    why = implausible_margin(header, () if limit else obs)
+    if why:
+        raise BadGolden(f"golden {path}: {GOLDEN} {why}")
     return Golden(path=path, header=header, observations=tuple(obs), inputs=inputs,
                   whole_records=records if limit else None)
 
