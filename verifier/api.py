@@ -69,10 +69,12 @@ def run(suites: str | Iterable[str], *, base_url: str, model: str, out: str | Pa
         return collect(spec)
 
 
-def compare(run_dir: str | Path, golden: str | Path | Golden, *, infra_budget: float = 0.02, allow_subset: bool = False,
-            write: bool = True) -> dict[str, Any]:
+def compare(run_dir: str | Path, golden: str | Path | Golden, *, infra_budget: float | None = None,
+            allow_subset: bool = False, write: bool = True) -> dict[str, Any]:
     """`verifier compare`: the comparison document (written to RUN_DIR/comparison.json unless write=False).
-    `golden`: a directory, a packaged name, or a Golden from `load_golden` (not loaded again)."""
+    `golden`: a directory, a packaged name, or a Golden from `load_golden` (not loaded again). A gate's run
+    directory is judged as its gate was asked (suites, modes, limit, probes, margins; `infra_budget` None: the
+    gate's, else 0.02)."""
     from verifier.app.gate import compare_run
 
     loaded = golden if isinstance(golden, Golden) else None

@@ -121,12 +121,15 @@ class RunSpec:
     still listed as a gate (`verifier runs`)."""
     force: bool = False
     """Write into `out` even when it is a golden directory (`--force`)."""
+    gate_request: Mapping[str, Any] | None = None
+    """A gate's rerun: what the gate was asked (app/gate.gate_request: narrowing, probes, margins, infra budget),
+    recorded in run.json as `gate` so a later `compare` of this directory judges it as the gate would have."""
 
     @classmethod
     def for_golden(cls, golden: "Golden", endpoint: EndpointSpec, out: Path, *,
                    overrides: Mapping[str, Any] | None = None, extra_body: Mapping[str, Any] | None = None,
                    data: str | None = None, looks: int = 5, probes: bool = False, quiet: bool = False,
-                   force: bool = False) -> "RunSpec":
+                   force: bool = False, gate_request: Mapping[str, Any] | None = None) -> "RunSpec":
         """A run that reproduces the golden's selection, sampling and modes against another endpoint: from the
         golden's own samples (inputs.jsonl), or, with `data`, reloaded from the dataset."""
         h = golden.header
@@ -161,7 +164,7 @@ class RunSpec:
             only_ids={k: frozenset(v) for k, v in ids.items()}, samples=samples, out=out, looks=looks,
             probes=probes or bool(h.probes), probe_only=None if probes else selection(dict(h.probes or {})),
             quiet=quiet, golden=h.name or golden.path.name, context_probe=bool(h.context_probe),
-            context_lengths=h.context_lengths, force=force,
+            context_lengths=h.context_lengths, force=force, gate_request=gate_request,
         )
 
 
@@ -428,6 +431,8 @@ def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list
     hdr["server_info"] = info
     if spec.golden:
         hdr["gate_of"] = spec.golden
+    if spec.gate_request is not None:
+        hdr["gate"] = dict(spec.gate_request)
     if template and any(mode_of(m).dual_path for m in modes):
         hdr["dual_path_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
     hdr["selection"] = {"smoke": bool(spec.smoke), "limit": spec.limit, "sample_seed": spec.sample_seed,

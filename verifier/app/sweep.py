@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
 
 from verifier.execution import journal, perf
-from verifier.execution.layout import NotARunDir, read_document
+from verifier.execution.layout import COMPARISON, NotARunDir, read_document
 from verifier.execution.rundir import RunDir
 from verifier.app.collect import EndpointSpec
 from verifier.app.spec import GateOptions, GateSpec
@@ -106,6 +106,7 @@ def run_config(spec: SweepSpec, cfg: SweepConfig, log: Callable[[str], None], go
         with _started(cfg) as ep:
             info["endpoint"] = _public_endpoint(ep)
             log(f"sweep: {cfg.name}: gating against {spec.golden}")
+            _set_aside_interrupted(d / "gate", log)
             gspec = gate_spec(spec, ep, d / "gate")
             gate(gspec, gate_golden(gspec, golden))
             log(f"sweep: {cfg.name}: performance probe")
@@ -117,6 +118,19 @@ def run_config(spec: SweepSpec, cfg: SweepConfig, log: Callable[[str], None], go
             traceback.print_exc(limit=3, file=sys.stderr)
     journal.write_json(d / "config.json", info)
     return info
+
+
+def _set_aside_interrupted(gate_dir: Path, log: Callable[[str], None]) -> None:
+    """A gate an interrupted sweep left unfinished (a run, no comparison) is kept, renamed, and this configuration
+    gated afresh: the engine it measured is gone, and a fresh gate is what the uninterrupted sweep would have run."""
+    rd = RunDir(gate_dir)
+    if not rd.is_run() or rd.has(COMPARISON):
+        return  # nothing there, or a finished gate (refused by the gate itself, as before)
+    n = 1
+    while (aside := gate_dir.with_name(f"{gate_dir.name}.interrupted{'' if n == 1 else f'-{n}'}")).exists():
+        n += 1
+    gate_dir.rename(aside)
+    log(f"sweep: {gate_dir.parent.name}: an interrupted gate was kept as {aside.name}; gating afresh")
 
 
 def run(spec: SweepSpec, only: Sequence[str] = (), log: Callable[[str], None] | None = None) -> dict[str, Any]:

@@ -106,8 +106,11 @@ def handle(a: argparse.Namespace) -> int:
 
             from .run import resume_command
 
+            # The run directory records what this gate was asked (run.json's `gate`), so compare narrows the golden
+            # and takes the infra budget as the gate would have; only the exit mapping is the command line's.
+            compare = f"verifier compare {shlex.quote(str(e.run_dir))} --golden {shlex.quote(str(opts.golden))} --ci-outputs"
             e.next_steps = (resume_command(e.run_dir, argparse.Namespace(base_url=opts.base_url, api_key_env=opts.api_key_env, header=opts.headers)),
-                            f"verifier compare {shlex.quote(str(e.run_dir))} --golden {shlex.quote(str(opts.golden))} --ci-outputs")
+                            compare + (" --allow-inconclusive" if opts.allow_inconclusive else ""))
         raise
     return exit_code(doc, bool(opts.allow_inconclusive))
 
@@ -123,11 +126,8 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
     run_dir = Path((doc.run or {})["run_dir"])  # compare_run always records it
     # Files first: a reader that stops early (`verifier gate | head`) must not cost the report.
     paths = write_ci_outputs(run_dir, doc, html, junit, markdown, golden)
-    lim = doc.limited
-    if lim and echo:
-        part = f"the golden's first {lim['limit']} samples per suite" if lim["limit"] else "the golden's samples"
-        probes = ", its probes left out" if lim["probes_left_out"] else ""
-        print(f"limited: {part} ({lim['gated_records']} of its {lim['golden_records']} samples){probes}")
+    if echo:
+        print_limited(doc)
     seq = doc.sequential
     if seq and echo:
         used, total = seq["used_samples"], seq["total_samples"]
@@ -136,6 +136,15 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
         print_comparison(doc)
         print_outputs(run_dir, paths)
     return doc
+
+
+def print_limited(doc: Comparison) -> None:
+    """The line that says a gate judged part of its golden, and which part."""
+    lim = doc.limited
+    if lim:
+        part = f"the golden's first {lim['limit']} samples per suite" if lim["limit"] else "the golden's samples"
+        probes = ", its probes left out" if lim["probes_left_out"] else ""
+        print(f"limited: {part} ({lim['gated_records']} of its {lim['golden_records']} samples){probes}")
 
 
 def print_outputs(run_dir: Path, paths: dict[str, Path] | None) -> None:

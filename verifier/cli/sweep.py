@@ -256,6 +256,27 @@ def _stop_on_sigterm() -> None:
         signal.signal(signal.SIGHUP, stop)
 
 
+def continue_command(file: str, spec: Any, only: Any, out: Path) -> str:
+    """The sweep that finishes an interrupted one: the configurations without a config.json yet (the one that was
+    running and those after it), into the same OUT. Its table is built over every configuration directory in OUT,
+    so it is the table the uninterrupted sweep gives (app/sweep.run_config sets an interrupted gate's directory aside)."""
+    import shlex
+
+    rest = [c.name for c in spec.configs if (not only or c.name in only) and not (out / c.name / "config.json").exists()]
+    if not rest:  # every configuration finished: only the table is left
+        done = [str(out / c.name) for c in spec.configs if (out / c.name / "config.json").exists()]
+        return shlex.join(["verifier", "sweep", "--combine", *done, "--out", str(out)])
+    return shlex.join(["verifier", "sweep", file, "--out", str(out), "--only", ",".join(rest)])
+
+
+def _say_how_to_continue(e: BaseException, file: str, spec: Any, only: Any, out: Path) -> None:
+    step = continue_command(file, spec, only, out)
+    if isinstance(e, KeyboardInterrupt):  # cli/main prints it with where the journal stands
+        e.next_steps = (step,)  # type: ignore[attr-defined]
+    else:  # SIGTERM / SIGHUP (_stop_on_sigterm): the process ends with this SystemExit, nothing else prints
+        print(f"verifier: terminated\n  continue with: {step}", file=sys.stderr)
+
+
 def handle(a: argparse.Namespace) -> int:
     from verifier.app import sweep
     from verifier.app.collect import default_run_dir
@@ -276,7 +297,12 @@ def handle(a: argparse.Namespace) -> int:
         out = Path(a.out or file_doc.get("out") or default_run_dir("sweep"))
         spec = spec_from_file(file_doc, out, a.quiet)
         _stop_on_sigterm()
-        doc = sweep.run(spec, only=names(a.only), log=_say(a.quiet))
+        only = names(a.only)
+        try:
+            doc = sweep.run(spec, only=only, log=_say(a.quiet))
+        except (KeyboardInterrupt, SystemExit) as e:
+            _say_how_to_continue(e, a.file, spec, only, out)
+            raise
     print_table(doc, out)
     # The table is the product; a configuration that could not be measured makes the sweep incomplete (30).
     return 30 if any(r.get("error") or r["status"] == "error" for r in doc["rows"]) else 0
