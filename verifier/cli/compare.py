@@ -62,4 +62,4 @@ def keep_gate_comparison(run_dir: Path, elsewhere: bool, force: bool) -> None:
     if rd.header_dict().get("gate_of") is None:
         return
     raise UsageError(f"{run_dir} holds the comparison its gate wrote; compare keeps it: give --out FILE to write "
-                     "this one elsewhere, or --force to replace the gate's", hints=("--out FILE", "--force"))
+                     "this one elsewhere, or --force to replace the gate's")
