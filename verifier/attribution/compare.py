@@ -322,10 +322,10 @@ def _parting(d: Drift) -> str:
     rows = d.per_sample
     if rows is None:
         return f"median first divergence at token {d.first_divergence_median}"
-    at = sorted(r["first_divergence"] for r in rows if r.get("parted"))
-    if not at:
+    parted = numerics.parted_median(rows)
+    if parted is None:
         return "no greedy output parted from the golden's"
-    return f"parted on {len(at)} of {len(rows)} samples, median first divergence at token {at[len(at) // 2]}"
+    return f"parted on {parted[0]} of {len(rows)} samples, median first divergence at token {parted[1]:g}"
 
 
 def _divergence_evidence(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) -> tuple[SignalResult | None, list[Evidence]]:
@@ -364,7 +364,7 @@ def _zero_drift_parting(suite: str, d: Drift, dv: SignalResult | None) -> list[E
         return []
     return [Evidence("decoding_changed", suite, "fail", samples=tuple((dv.samples or [])[:10]),
                      summary=f"decoding path changed: greedy outputs part from the golden's on {dv.count}/{dv.n} samples "
-                             f"(median at token {d.first_divergence_median}; reference reruns parted at rate {dv.margin}) with "
+                             f"({_parting(d)}; reference reruns parted at rate {dv.margin}) with "
                              f"zero logprob drift ({d.mean_abs_delta}) over {d.tokens} shared-prefix tokens: the model's "
                              "distribution is unchanged, the choice is not (server-side sampling defaults, penalties, ignored temperature)")]
 

@@ -56,6 +56,8 @@ FINDINGS: dict[str, tuple[str, str]] = {
     "stream_index_collision": ("stream assembly", "parallel tool calls share one stream index"),
     "stream_chunk_invalid_json": ("stream assembly", "SSE chunks that are not JSON"),
     "stream_ignored": ("stream assembly", "a stream request answered with one JSON body (`stream: true` ignored)"),
+    "stream_done_missing": ("stream assembly", "a chat stream that ends without `data: [DONE]` after its finish chunk "
+                                               "(clients that wait for it hang or report a cut stream)"),
     "stream_too_many_events": ("stream assembly", "a stream of more events than --max-stream-events (empty or repeated chunks)"),
     "replacement_char": ("stream assembly", "U+FFFD in the text: a multi-byte character was split"),
     "finish_reason_missing": ("response formatting & usage", "finish_reason missing"),

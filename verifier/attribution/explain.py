@@ -146,6 +146,9 @@ def reasons(doc: Comparison) -> list[str]:
         out.append(f"no logprobs on {', '.join(doc.logprobs_missing_modes)}: logprob drift and "
                    "decoding changes are not measured on those modes" + next((f" ({s.no_logprobs})" for s in map(
                        surface_for, doc.logprobs_missing_modes) if s.no_logprobs), ""))
+    unmeasured = None if doc.logprobs_missing_modes else _numerics_unmeasured(doc)  # that line says it per mode
+    if unmeasured and doc.status not in ("quantization_regression", "both"):
+        out.append(unmeasured)
     if doc.tool_call_logprobs_missing_modes:
         out.append(f"no logprobs on the tool calls of {', '.join(doc.tool_call_logprobs_missing_modes)}: numerics on "
                    "tool-call tokens (drift, parting) are not measured on those modes")
@@ -154,6 +157,24 @@ def reasons(doc: Comparison) -> list[str]:
     elif cov.get("missing") and doc.status != "incomplete":
         out.append(coverage_mod.describe(dict(cov)) + " (within the budget)")
     return out
+
+
+def _numerics_unmeasured(doc: Comparison) -> str | None:
+    """The suites on which neither numerics line was measured (no logprob drift, no greedy parting): a pass there
+    rests on the quality metrics alone, and says so."""
+    blind: list[str] = []
+    sides: set[str] = set()
+    for suite, s in doc.suites.items():
+        if s.drift.state != "unavailable" or (s.divergence is not None and s.divergence.n):
+            continue
+        blind.append(suite)
+        lp = s.drift.logprobs or {}
+        sides.update(side for side, key in (("the golden", "golden"), ("the run", "candidate")) if not lp.get(key))
+    if not blind:
+        return None
+    why = f"no logprobs from {' or '.join(sorted(sides))}" if sides else "no clean paired sample with logprobs"
+    return (f"numerics not measured on {', '.join(blind)}: no logprob drift and no greedy parting ({why}); a numerics "
+            "change shows here only as a quality drop (gate with `--logprobs 5` against a golden recorded with logprobs)")
 
 
 def _metrics_of(golden_obs: Iterable[Observation], suite: str) -> list[str]:

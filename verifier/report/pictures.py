@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from verifier.attribution.numerics import parted_median  # the one definition compare's summaries use too
 from verifier.report import colours
 from ..jsonsafe import is_finite_number
 from verifier.surfaces.registry import REFERENCE_MODE
@@ -121,11 +122,10 @@ def parting(d: Any) -> str:
         return "" if d.first_divergence_median is None else f"median first divergence at token {d.first_divergence_median}"
     if not rows:
         return ""
-    at = sorted(int(r["first_divergence"]) for r in rows if r.get("parted") and isinstance(r.get("first_divergence"), (int, float)))
-    if not at:
+    parted = parted_median(rows)
+    if parted is None:
         return f"no greedy output parted from the golden's ({len(rows)} samples)"
-    mid = at[len(at) // 2] if len(at) % 2 else (at[len(at) // 2 - 1] + at[len(at) // 2]) / 2
-    return f"greedy outputs parted on {len(at)} of {len(rows)} samples, median first divergence at token {mid:g}"
+    return f"greedy outputs parted on {parted[0]} of {len(rows)} samples, median first divergence at token {parted[1]:g}"
 
 
 SPREAD_MAX = 4              # dots at one spot drawn side by side; more become one dot with a count
