@@ -22,3 +22,47 @@ def test_a_pass_without_logprobs_says_no_drift_or_parting_was_measured(tmp_path,
     line = next(r for r in doc["reasons"] if r.startswith("numerics not measured"))
     assert "on smoke: no logprob drift and no greedy parting (no logprobs from the golden or the run)" in line, line
     assert line in out
+
+
+def test_bless_refuses_a_mode_whose_records_are_all_infra(tmp_path, cli):
+    """Every stream cut (half the records: under the whole-run check) must not become a golden mode of errors."""
+    import dataclasses
+
+    def streams_cut(req):
+        reply = arithmetic(req)
+        return dataclasses.replace(reply, truncate_after=1) if req.get("stream") else reply
+
+    with TestServer(Script(streams_cut)) as srv:
+        assert cli("run", "--suite", "smoke", "--smoke", "--mode", "chat,chat-stream", "--base-url", srv.url, "--model", "m",
+                   "--out", tmp_path / "ref", "--quiet", "--max-retries", "0")[0] == 0
+    code, out, err = cli("bless", tmp_path / "ref", "--to", tmp_path / "golden")
+    assert code == 2 and "every smoke record on mode chat-stream is an infra error" in err and "--force" in err, err
+    assert err.count("\n") == 1 and not (tmp_path / "golden" / "golden.json").exists()
+    assert cli("bless", tmp_path / "ref", "--to", tmp_path / "golden", "--force")[0] == 0  # said, and allowed when meant
+
+
+def test_one_probe_infra_error_is_its_own_account_and_the_exit_does_not_depend_on_limit(tmp_path, cli):
+    """A 500 on one probe's request: that probe is not judged (inconclusive, exit 20, named), with 3 samples or 20
+    (it used to count against the samples' 2% budget: incomplete at --limit 3, inconclusive on the whole golden)."""
+    from verifier.testbed.server import Reply
+
+    def stop_probe_fails(req):
+        return Reply(status=500) if req.get("stop") else arithmetic(req)
+
+    with TestServer(Script(arithmetic, honour_sampling=True)) as srv:
+        assert cli("run", "--suite", "smoke", "--smoke", "--probes", "--model", "m", "--quiet", "--max-retries", "0",
+                   "--base-url", srv.url, "--out", tmp_path / "ref")[0] == 0
+    assert cli("bless", tmp_path / "ref", "--to", tmp_path / "g")[0] == 0
+    zero_margins(tmp_path / "g")
+    exits = {}
+    with TestServer(Script(stop_probe_fails, honour_sampling=True)) as srv:
+        for name, extra in (("limited", ["--limit", "3"]), ("whole", [])):
+            code, out, err = cli("gate", "--golden", tmp_path / "g", "--base-url", srv.url, "--model", "m", "--quiet",
+                                 "--max-retries", "0", "--out", tmp_path / name, *extra)
+            doc = json.loads((tmp_path / name / "comparison.json").read_text())
+            exits[name] = code
+            assert doc["coverage"]["probe_infra"]["count"] >= 1 and doc["coverage"]["rate"] == 0.0, doc["coverage"]
+            ev = next(e for e in doc["frontend"]["evidence"] if e["signal"] == "probe_infra")
+            assert ev["verdict"] == "inconclusive" and "stop_honoured@chat" in ev["summary"], ev
+            assert "stop_honoured@chat" in out
+    assert exits == {"limited": 20, "whole": 20}, exits

@@ -239,6 +239,20 @@ def refuse_broken_reference(obs: list[dict[str, Any]], run_dir: Path, force: boo
     if len(bad) * 2 > len(obs):
         raise UsageError(f"{run_dir}: {len(bad)}/{len(obs)} records are infra errors or 401/403/404 refusals; "
                          "a golden must hold answers (check the base URL, model and key)", hints=("--force to bless anyway",))
+    # One wire mode made only of infra errors (every stream cut, say) would be a golden mode with nothing to compare:
+    # every gate against it would miss that mode's coverage, or judge it against errors.
+    per_mode: dict[tuple[str, str], list[int]] = {}
+    for o in obs:
+        n = per_mode.setdefault((o["suite"], o["mode"]), [0, 0])
+        n[0] += o["outcome"] == "infra"
+        n[1] += 1
+    empty = sorted(k for k, (infra, total) in per_mode.items() if infra == total)
+    if empty:
+        suite, mode = empty[0]
+        reasons = sorted({str(o.get("reason")) for o in obs if (o["suite"], o["mode"]) == (suite, mode)})
+        raise UsageError(f"{run_dir}: every {suite} record on mode {mode} is an infra error ({', '.join(reasons)[:120]}): "
+                         f"a golden mode must hold answers; fix the endpoint, or make the reference run again without that mode",
+                         hints=("--force to bless anyway",))
 
 
 def _route_refused(o: dict[str, Any]) -> bool:

@@ -491,6 +491,18 @@ def _probe_evidence(probes: Mapping[str, Any], numerics_moved: bool) -> list[Evi
     return out
 
 
+def _probe_infra_evidence(cov: Mapping[str, Any]) -> list[Evidence]:
+    """Probes whose requests met an infra error (the reference answered them): no evidence either way, so the
+    frontend is at best inconclusive; counted on their own (coverage `probe_infra`), never in the samples' budget."""
+    infra = list(cov.get("missing_probes_infra") or ())
+    if not infra:
+        return []
+    of = (cov.get("probe_infra") or {}).get("of") or len(infra)
+    return [Evidence("probe_infra", "*", "inconclusive", qualifier="infra",
+                     summary=f"{len(infra)} of {of} probe(s) met an infra error and are not judged "
+                             f"(the reference answered them): {', '.join(sorted(infra)[:8])}")]
+
+
 def _logprob_gaps(golden_obs: list[Observation], cand_obs: list[Observation],
                   sampling: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """(wire modes with no logprobs at all on the candidate where the golden has them on some mode, the tool-call
@@ -549,7 +561,7 @@ def compare(golden_meta: GoldenHeader | Mapping[str, Any], golden_obs: Rows, can
     drift_states = {s.drift.state for s in suites_out.values()}
     numerics_moved = "fired" in drift_states or any(s.divergence is not None and s.divergence.verdict == "fail"
                                                     for s in suites_out.values())
-    fe += _probe_evidence(probes or {}, numerics_moved)
+    fe += _probe_evidence(probes or {}, numerics_moved) + _probe_infra_evidence(cov)
     changed = any(s.drift.numerics_changed for s in suites_out.values())
     status, frontend, quant = _decide(fe, q, drift_states, infra_rate > infra_budget or cov["rate"] > infra_budget, changed)
     missing_lp, tool_lp_missing = _logprob_gaps(golden_obs, cand_obs, sampling)
