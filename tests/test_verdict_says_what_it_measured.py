@@ -66,3 +66,13 @@ def test_one_probe_infra_error_is_its_own_account_and_the_exit_does_not_depend_o
             assert ev["verdict"] == "inconclusive" and "stop_honoured@chat" in ev["summary"], ev
             assert "stop_honoured@chat" in out
     assert exits == {"limited": 20, "whole": 20}, exits
+
+
+def test_a_500_on_models_is_one_line_and_recorded(tmp_path, cli):
+    with TestServer(Script(arithmetic, models_status=500)) as srv:
+        code, out, err = cli("run", "--suite", "smoke", "--limit", "2", "--base-url", srv.url, "--model", "m",
+                             "--out", tmp_path / "r", "--quiet")
+    assert code == 0, err
+    lines = [x for x in err.splitlines() if "/models" in x]
+    assert len(lines) == 1 and "HTTP 500" in lines[0] and "server_info.models_error" in lines[0], err
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["server_info"]["models_error"] == "HTTP 500"

@@ -272,8 +272,16 @@ async def _server_facts(ep: "Endpoint", spec: RunSpec, modes: list[str]) -> tupl
         raise UsageError(why)
     from verifier.wire.preflight import check
 
-    await check(ep, ep.cfg.model, modes, spec.endpoint.api_key_env, spec.endpoint.model_check)  # before any sample is spent
+    seen = await check(ep, ep.cfg.model, modes, spec.endpoint.api_key_env, spec.endpoint.model_check)  # before any sample is spent
     facts = await ep.server_info()
+    status = seen.get("models_status")
+    if status != 200:  # said once and recorded: server info without the model list is not left empty without a word
+        from verifier.wire.endpoint import redact_url
+
+        what = f"HTTP {status}" if status is not None else "no answer"
+        facts["models_error"] = what
+        print(f"warning: GET {redact_url(ep.cfg.base_url.rstrip('/'))}/models -> {what}: the server's model list is not "
+              "checked or recorded (run.json server_info.models_error)", file=sys.stderr)
     template = None
     if spec.chat_template:
         try:

@@ -118,7 +118,9 @@ RESPONDERS: dict[str, Callable[[dict[str, Any]], Reply]] = {"arithmetic": arithm
 class Script:
     def __init__(self, responder: Callable[[dict[str, Any]], Reply] = echo, honour_sampling: bool = False,
                  models: tuple[str, ...] | None = None, listed: tuple[str, ...] = (),
-                 generation_defaults: dict[str, Any] | None = None):
+                 generation_defaults: dict[str, Any] | None = None, models_status: int = 200):
+        self.models_status = models_status
+        """The status GET /v1/models answers with (HF `transformers serve` 5.19 answers 500): not 200, an error body."""
         self.models = models  # like vLLM: only these names (others 404); None: any name, like llama-server
         self.listed = listed  # with models=None: what /v1/models lists while any name is served (a llama-server alias)
         self.preflight: list[dict[str, Any]] = []  # the verifier's preflight pings, kept out of `requests`
@@ -320,6 +322,8 @@ def make_app(script: Script) -> web.Application:
         return web.json_response({"chat_template": CHATML, "total_slots": 1})
 
     async def models(request: web.Request) -> web.Response:
+        if script.models_status != 200:
+            return web.json_response({"error": {"message": "internal error", "type": "server_error"}}, status=script.models_status)
         ids = script.models if script.models is not None else script.listed
         return web.json_response({"object": "list", "data": [{"id": i, "object": "model", "owned_by": "verifier-testserver"} for i in ids]})
 
