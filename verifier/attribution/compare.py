@@ -481,10 +481,11 @@ def _probe_evidence(probes: Mapping[str, Any], numerics_moved: bool) -> list[Evi
     out: list[Evidence] = []
     for name, p in sorted(probes.items()):
         verdict, summary = p["verdict"], p["summary"]
-        if verdict == "fail" and p.get("qualifier") == "exchange_text" and numerics_moved:
-            # only a probe's greedy text moved, and on the suites the logprobs drifted above the noise or greedy
-            # outputs parted beyond the reruns' rate: the numerics change greedy texts too, so this text is no
-            # evidence against the frontend
+        if verdict == "fail" and p.get("qualifier") in ("exchange_text", "model_output") and numerics_moved:
+            # only a probe's greedy text moved, or its check reads what the model wrote (a stop string it must write,
+            # two outputs agreeing, a call it must make), and on the suites the logprobs drifted above the noise or
+            # greedy outputs parted beyond the reruns' rate: the numerics change what the model writes too, so this
+            # is no evidence against the frontend by itself
             verdict, summary = "inconclusive", f"{summary}; the numerics moved too (drift or greedy parting on the suites)"
         out.append(Evidence(p.get("signal", f"probe:{name}"), "*", verdict, summary, component=p.get("component"),
                             modes={p["surface"]: 1} if p.get("surface") else None, qualifier=p.get("qualifier")))

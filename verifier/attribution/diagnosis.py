@@ -256,8 +256,9 @@ def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
         if r["status"] != "regression":
             continue
         weak = bool(r.get("weak"))
-        if weak and (f"probe:{r['probe']}", r["surface"]) not in failed_probes:
-            continue  # a moved greedy text held inconclusive (the numerics moved too): no frontend evidence
+        if (f"probe:{r['probe']}", r["surface"]) not in failed_probes:
+            continue  # held inconclusive (a moved greedy text, or a check that reads the output, where the numerics
+            # moved too): no frontend evidence
         if not weak and not r.get("evidence_code") and r["surface"] != REFERENCE_SURFACE and r["probe"] in on_chat and r["component"] != "surface translation":
             # the probe's own check fails here and passes on chat: what differs is the surface's layer (it explains
             # the probe's failure; a request's contract finding names its own component instead)
