@@ -219,7 +219,7 @@ def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConf
     scrub.register(*url_query_values(ep.base_url))  # `?api_key=K` is a secret too: a server may echo it
     # A control character cannot go into an HTTP header (the client raises mid-run), and a newline would split one.
     if api_key is not None and _CONTROL.search(api_key):
-        raise UsageError(f"${ep.api_key_env} holds a control character (a trailing newline?); strip it")
+        raise UsageError("the variable --api-key-env names holds a control character (a trailing newline?); strip it")
     for name, value in ep.headers.items():
         if _CONTROL.search(value):
             raise UsageError(f"--header {name}: the value holds a control character (a newline?)")

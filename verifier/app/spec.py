@@ -159,9 +159,11 @@ def looks_like_a_key(value: str) -> bool:
     a known key prefix, or a long token mixing letters and digits with high entropy, unlike NAMES_LIKE_THIS."""
     if value.startswith(_KEY_PREFIXES) or value.lower().startswith(("sk-", "hf_", "bearer ")):
         return True
+    lower, upper, digits = (sum(c.islower() for c in value), sum(c.isupper() for c in value), sum(c.isdigit() for c in value))
+    if len(value) >= 16 and lower and upper and digits:
+        return True  # a mixed-case token with digits (a 22-character key was taken for a name); names are UPPER_SNAKE
     if len(value) < 24:
         return False
-    lower, upper, digits = (sum(c.islower() for c in value), sum(c.isupper() for c in value), sum(c.isdigit() for c in value))
     counts = {c: value.count(c) for c in set(value)}
     entropy = -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
     return bool(lower and upper and digits) or (digits >= 6 and entropy > 3.5) or entropy > 4.2
@@ -174,8 +176,9 @@ def api_key_env(value: Any, where: str) -> str:
     if looks_like_a_key(value):
         raise UsageError(f"{where}: that looks like a key, not a variable name; put the key in an environment "
                          "variable and give its name (e.g. CANDIDATE_API_KEY)")
-    if not _API_KEY_ENV.match(value):
-        raise UsageError(f"{where} must be an environment variable name (letters, digits, _), got {value[:40]!r}")
+    if not _API_KEY_ENV.match(value):  # the value is not repeated: it may be a key after all
+        raise UsageError(f"{where} must be the name of an environment variable (letters, digits, _; e.g. CANDIDATE_API_KEY), "
+                         "not the key; the value given is not repeated here")
     return value
 
 
