@@ -126,6 +126,13 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
     run_dir = Path((doc.run or {})["run_dir"])  # compare_run always records it
     # Files first: a reader that stops early (`verifier gate | head`) must not cost the report.
     paths = write_ci_outputs(run_dir, doc, html, junit, markdown, golden)
+    if echo and spec.quiet:  # the status, the first cause and where the report is: the rest is in the report
+        from verifier.cli.text import print_quiet
+        from verifier.execution.rundir import RunDir
+
+        print_quiet(doc)
+        print(f"report: {paths['html']}" if paths else f"comparison: {RunDir(run_dir).comparison_path()}")
+        return doc
     if echo:
         print_limited(doc)
     seq = doc.sequential

@@ -15,6 +15,29 @@ def print_summary(summary: dict[str, Any]) -> None:
         print(f"  outcomes {s['outcomes']}  findings {s['findings'] or '{}'}")
 
 
+def first_cause(doc: Comparison | Mapping[str, Any]) -> str | None:
+    """The one line that says why, for `--quiet`: the first diagnosis (the component to fix), else the first reason."""
+    from verifier.attribution.document import Comparison
+
+    c = Comparison.of(doc)
+    if c.diagnosis:
+        d = c.diagnosis[0]
+        return f"{d.component}: {d.explanation}"
+    why = next((r for r in c.reasons or [] if not r.startswith("diagnosis:")), None)
+    return why
+
+
+def print_quiet(doc: Comparison | Mapping[str, Any]) -> None:
+    """`--quiet`: the status and its first cause; the rest is in the report."""
+    from verifier.attribution.document import Comparison
+
+    c = Comparison.of(doc)
+    print(f"status: {c.status} (exit {c.exit_code}): {c.meaning}")
+    cause = first_cause(c)
+    if cause:
+        print(f"  cause: {cause}")
+
+
 def print_comparison(doc: Comparison | Mapping[str, Any]) -> None:
     from verifier.attribution.document import Comparison
 
