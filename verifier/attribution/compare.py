@@ -261,9 +261,14 @@ def _quality(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) -> tuple
             diffs = [c - g for g, c in zip(v["golden"], v["candidate"])]
             mv = dataclasses.replace(mv, samples_needed=stats.samples_needed(stats.sd(diffs), margin))
         mets[m] = mv
+        p_value = "" if mv.p_value is None else f", p={mv.p_value}"  # no test on a non-binary metric: not "p=None"
+        # A metric is judged on the samples both sides answered cleanly: where findings or errors left some out, the
+        # line says so (an unchanged accuracy beside a schema accuracy of 0 is then no contradiction)
+        left_out = s["paired"] - (mv.n or 0)
+        scope = f"; on the {mv.n} of {s['paired']} paired samples both sides answered cleanly" if left_out > 0 else ""
         ev.append(Evidence("quality", suite, mv.verdict, metric=m, qualifier=_qualifier(mv),
-                           summary=f"{m}: {mv.golden} -> {mv.candidate} (delta {mv.delta}, CI {mv.ci}, margin {mv.margin}, p={mv.p_value}, n={mv.n})"
-                                   + (f"; {mv.note}" if mv.note else "")))
+                           summary=f"{m}: {mv.golden} -> {mv.candidate} (delta {mv.delta}, CI {mv.ci}, margin {mv.margin}{p_value}, n={mv.n})"
+                                   + scope + (f"; {mv.note}" if mv.note else "")))
     return mets, ev
 
 
