@@ -51,5 +51,5 @@ def test_quiet_prints_the_status_the_first_cause_and_the_report_only(cli, tmp_pa
     lines = out.splitlines()
     assert code == 10 and len(lines) == 3, out
     assert lines[0].startswith("status: frontend_regression (exit 10)")
-    assert lines[1].startswith("  cause: reasoning parser: ")
+    assert lines[1].startswith("  diagnosis: reasoning parser: ")
     assert lines[2] == f"report: {tmp_path / 'g' / 'report.html'}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:  # imported where a comparison is printed: `verifier run` never prints one
-    from verifier.attribution.document import Comparison
+    from verifier.attribution.document import Comparison, DiagnosisEntry
 
 
 def print_summary(summary: dict[str, Any]) -> None:
@@ -16,37 +16,41 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 
 def first_cause(doc: Comparison | Mapping[str, Any]) -> str | None:
-    """The one line that says why, for `--quiet`: the first diagnosis (the component to fix), else the first reason."""
-    from verifier.attribution.document import Comparison
+    """The one line that says why, for `--quiet`, as the full summary writes it: the first diagnosis (the component
+    to fix), else the first reason."""
+    from verifier.attribution.document import Comparison, DiagnosisEntry
 
     c = Comparison.of(doc)
     if c.diagnosis:
-        d = c.diagnosis[0]
-        return f"{d.component}: {d.explanation}"
+        return _diagnosis_line(c.diagnosis[0])
     why = next((r for r in c.reasons or [] if not r.startswith("diagnosis:")), None)
-    return why
+    return None if why is None else f"  why: {why}"
+
+
+def _diagnosis_line(d: DiagnosisEntry) -> str:
+    ex = f" e.g. {', '.join(d.examples[:3])}" if d.examples else ""
+    return f"  diagnosis: {d.component}: {d.explanation};{ex} [{', '.join(d.modes)}]"
 
 
 def print_quiet(doc: Comparison | Mapping[str, Any]) -> None:
     """`--quiet`: the status and its first cause; the rest is in the report."""
-    from verifier.attribution.document import Comparison
+    from verifier.attribution.document import Comparison, DiagnosisEntry
 
     c = Comparison.of(doc)
     print(f"status: {c.status} (exit {c.exit_code}): {c.meaning}")
     cause = first_cause(c)
     if cause:
-        print(f"  cause: {cause}")
+        print(cause)
 
 
 def print_comparison(doc: Comparison | Mapping[str, Any]) -> None:
-    from verifier.attribution.document import Comparison
+    from verifier.attribution.document import Comparison, DiagnosisEntry
 
     c = Comparison.of(doc)
     print(f"status: {c.status} (exit {c.exit_code}): {c.meaning}")
     # Lead with what to fix: the diagnosis (component, finding, where to look), then why, then the evidence.
     for d in c.diagnosis or ():
-        ex = f" e.g. {', '.join(d.examples[:3])}" if d.examples else ""
-        print(f"  diagnosis: {d.component}: {d.explanation};{ex} [{', '.join(d.modes)}]")
+        print(_diagnosis_line(d))
     for why in c.reasons or []:
         if not why.startswith("diagnosis:"):
             print(f"  why: {why}")
