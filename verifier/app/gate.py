@@ -328,9 +328,10 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
         raise UsageError(f"{run_dir} is not a run directory (no {journal.HEADER})")
     raw = rd.header_dict()
     asked = gate_request(run_dir, raw) if as_gated else None
-    if asked is not None and asked.applies_to(golden):
-        golden = _narrowed_as_asked(golden, asked, golden_path)
-        infra_budget = asked.infra_budget if infra_budget is None else infra_budget
+    applied = asked if asked is not None and asked.applies_to(golden) else None
+    if applied is not None:
+        golden = _narrowed_as_asked(golden, applied, golden_path)
+        infra_budget = applied.infra_budget if infra_budget is None else infra_budget
     elif asked is not None:
         print(f"note: {run_dir} was gated against {asked.golden}, not this golden: its gate's narrowing is not applied",
               file=sys.stderr)
@@ -358,6 +359,12 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
     try:
         doc = compare.compare(h, golden.observations, cobs, infra_budget=infra_budget, probes=probes,
                               allow_subset=allow_subset, probe_table=table)
+        if applied is not None and applied.sequential and not allow_subset and doc.status == "incomplete":
+            # A sequential gate stops once a regression is decided, judging what it sent (gate(): allow_subset);
+            # its directory is judged so again, and only when that decides a regression, as the gate did.
+            early = compare.compare(h, golden.observations, cobs, infra_budget=infra_budget, probes=probes,
+                                    allow_subset=True, probe_table=table)
+            doc = early if early.status in DECIDED else doc
     except compare.NoOverlap as e:
         raise UsageError(f"{run_dir} vs {golden_path}: {e}") from None
     # A margin the golden lacks is no error: compare judges that signal uncalibrated (compare.uncalibrated).
