@@ -203,3 +203,13 @@ def test_the_gate_file_schema_is_versioned_and_knows_every_key():
                 del doc[key][sub]
             assert gatefile.options(doc, ROOT / "gate.toml") != whole, (key, sub)
     assert gatefile_schema.problem({"golden": "g", "budgets": {"allow_inconclusive": False, "infra": 0.05}}) is None
+
+
+def test_a_data_path_pointing_nowhere_is_refused_before_anything_is_sent(server, tmp_path, cli):
+    """smoke reads no dataset: `data = "data/"` pointing nowhere was accepted without a word."""
+    path = tmp_path / "gate.toml"
+    path.write_text(f'golden = "demo-smoke"\ndata = "{tmp_path / "no-such-data"}"\n[endpoint]\nbase_url = "{server.url}"\n'
+                    f'model = "m"\n[outputs]\ndir = "{tmp_path / "g"}"\n')
+    code, out, err = cli("gate", "--config", path)
+    assert code == 2 and "no-such-data: no such file or directory" in err and err.count("\n") == 1, err
+    assert not server.script.requests

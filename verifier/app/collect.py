@@ -199,6 +199,17 @@ def data_for(data: str | None, suite: str) -> str | None:
     return table.get(suite)
 
 
+def check_data(data: str | None) -> None:
+    """Every local path `--data` (or a gate file's `data`) names exists: a suite that does not read it (smoke) would
+    otherwise accept a path pointing nowhere without a word."""
+    if not data:
+        return
+    paths = [item.split("=", 1)[1] for item in data.split(",") if "=" in item] if "=" in data else [data]
+    for p in paths:
+        if not Path(p).exists():
+            raise UsageError(f"--data {p}: no such file or directory (the dataset path of --data, or of a gate file's data)")
+
+
 def default_run_dir(prefix: str) -> Path:
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"{stamp}-{prefix}"
@@ -335,6 +346,7 @@ def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]],
     if spec.out is not None:  # before anything is loaded or sent: a golden is not a place for a run's files
         RunDir(spec.out).claim_for_write(flag="--out", force=spec.force, own_run=True)  # a run there: refused below
     suites_ = resolve_suites(spec.suites)
+    check_data(spec.data)
     # Samples before the endpoint module: a dataset that cannot be had is reported without loading the openai SDK.
     samples = load_suite_samples(suites_, spec)
     for m in spec.modes:
