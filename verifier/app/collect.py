@@ -230,7 +230,9 @@ def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConf
     scrub.register(*url_query_values(ep.base_url))  # `?api_key=K` is a secret too: a server may echo it
     # A control character cannot go into an HTTP header (the client raises mid-run), and a newline would split one.
     if api_key is not None and _CONTROL.search(api_key):
-        raise UsageError("the variable --api-key-env names holds a control character (a trailing newline?); strip it")
+        # the default variable is named; one the user named is not (what was given may be a key pasted in its place)
+        which = "$OPENAI_API_KEY" if ep.api_key_env == "OPENAI_API_KEY" else "the variable --api-key-env names"
+        raise UsageError(f"{which} holds a control character (a trailing newline?); strip it")
     for name, value in ep.headers.items():
         if _CONTROL.search(value):
             raise UsageError(f"--header {name}: the value holds a control character (a newline?)")

@@ -200,7 +200,8 @@ def evidence(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         verdict = "fail" if r["status"] == "regression" else "pass"
         # What each side's own check said, as the results hold it (a row can regress on a moved exchange while both
         # checks passed, or both failed: the words must not say otherwise).
-        ref = {"pass": "reference passed", "fail": "reference failed"}[r["reference"]]
+        ref = "reference passed" if r["reference"] == "pass" else \
+            "reference also fails" if r["candidate"] == "fail" else "reference failed"
         if r["candidate"] == "pass":
             said = "its check passed, but the exchange moved" if verdict == "fail" else "passed"
         else:
