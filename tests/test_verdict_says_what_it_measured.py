@@ -76,3 +76,21 @@ def test_a_500_on_models_is_one_line_and_recorded(tmp_path, cli):
     lines = [x for x in err.splitlines() if "/models" in x]
     assert len(lines) == 1 and "HTTP 500" in lines[0] and "server_info.models_error" in lines[0], err
     assert json.loads((tmp_path / "r" / "run.json").read_text())["server_info"]["models_error"] == "HTTP 500"
+
+
+def test_a_mode_refused_whole_is_said_with_the_logprobs_it_asked_for(tmp_path, cli):
+    """llama-server answers logprobs on a stream with tools with HTTP 400: a whole mode `unsupported`, now said."""
+    from verifier.testbed.server import Reply
+
+    def no_logprobs_on_streams(req):
+        if req.get("stream") and req.get("logprobs"):
+            return Reply(status=400, body='{"error": {"message": "logprobs is not supported with tools + stream"}}')
+        return arithmetic(req)
+
+    with TestServer(Script(no_logprobs_on_streams)) as srv:
+        code, out, err = cli("run", "--suite", "smoke", "--limit", "3", "--mode", "chat,chat-stream", "--logprobs", "1",
+                             "--base-url", srv.url, "--model", "m", "--out", tmp_path / "r", "--quiet", "--max-retries", "0")
+    assert code == 0, err
+    lines = [x for x in err.splitlines() if x.startswith("warning: the server refused every record")]
+    assert len(lines) == 1 and "smoke on chat-stream (http_400)" in lines[0] and "asked for logprobs" in lines[0], err
+    assert "smoke on chat " not in lines[0]

@@ -484,9 +484,33 @@ def collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None = None) -> 
         top = sorted(sent["error_classes"].items(), key=lambda kv: -kv[1])
         print(f"run: {sent['errors']} infra error(s): " + "; ".join(f"{n} x {describe_error(k)}" for k, n in top[:3]),
               file=sys.stderr)
+    _say_refused_modes(run_dir)
     if not spec.quiet:
         print(f"run: {run_dir}  sent={sent['sent']} infra_errors={sent['errors']}", file=sys.stderr)
     return Collected(run_dir, summary, sent["sent"], sent["errors"])
+
+
+def _say_refused_modes(run_dir: Path) -> None:
+    """A (suite, mode) whose every record the server refused (4xx), said once, even when quiet, with logprobs named
+    when the run asked for them: llama-server refuses logprobs on streams with tools (HTTP 400), which turned a whole
+    bfcl chat-stream half `unsupported` without a word."""
+    rd = RunDir(run_dir)
+    seen: dict[tuple[str, str], list[int]] = {}
+    reason: dict[tuple[str, str], str] = {}
+    for v in rd.iter_verdicts():
+        n = seen.setdefault((v.suite, v.mode), [0, 0])
+        n[0] += v.outcome == "unsupported"
+        n[1] += 1
+        if v.outcome == "unsupported":
+            reason.setdefault((v.suite, v.mode), str(v.reason))
+    refused = sorted(k for k, (bad, total) in seen.items() if total and bad == total)
+    if not refused:
+        return
+    asked_logprobs = bool(((rd.header_dict().get("sampling") or {}).get("overrides") or {}).get("logprobs"))
+    why = ("; the run asked for logprobs, which some servers refuse on some modes (llama-server: streams with tools): "
+           "without --logprobs that mode may answer") if asked_logprobs else ""
+    where = ", ".join(f"{suite} on {mode} ({reason[(suite, mode)]})" for suite, mode in refused[:4])
+    print(f"warning: the server refused every record of {where}{why}", file=sys.stderr)
 
 
 def batches(work: list[Any], looks: int) -> list[list[Any]]:
