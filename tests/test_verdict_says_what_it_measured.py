@@ -94,3 +94,17 @@ def test_a_mode_refused_whole_is_said_with_the_logprobs_it_asked_for(tmp_path, c
     lines = [x for x in err.splitlines() if x.startswith("warning: the server refused every record")]
     assert len(lines) == 1 and "smoke on chat-stream (http_400)" in lines[0] and "asked for logprobs" in lines[0], err
     assert "smoke on chat " not in lines[0]
+
+
+def test_a_gate_record_is_checked_at_the_edge(tmp_path, cli):
+    """run.json's `gate` comes from whoever made the directory: a malformed one is one line, exit 2, never applied."""
+    with TestServer(Script(arithmetic)) as srv:
+        code, out, err = cli("gate", "--golden", "demo-smoke", "--limit", "2", "--base-url", srv.url, "--model", "m",
+                             "--out", tmp_path / "g", "--quiet")
+    assert code == 0, err
+    hdr = json.loads((tmp_path / "g" / "run.json").read_text())
+    assert hdr["gate"]["limit"] == 2 and hdr["gate"]["golden"] == "demo-smoke"
+    hdr["gate"]["limit"] = "all"
+    (tmp_path / "g" / "run.json").write_text(json.dumps(hdr))
+    code, out, err = cli("compare", tmp_path / "g", "--golden", "demo-smoke", "--out", tmp_path / "c.json")
+    assert code == 2 and "`gate.limit` is not what a gate records" in err and err.count("\n") == 1, err

@@ -63,7 +63,8 @@ class GateRequest:
     infra_budget: float = DEFAULT_INFRA_BUDGET
     """`--infra-budget`."""
     sequential: bool = False
-    """`--sequential` (shown; a resumed run sends every sample, so its comparison needs no subset allowance)."""
+    """`--sequential`: a directory incomplete as a whole is judged on what it sent when that decides a regression,
+    as the gate stopped (compare_run)."""
 
     @staticmethod
     def of(spec: GateSpec, golden: Golden) -> "GateRequest":
