@@ -23,7 +23,7 @@ from verifier.execution import journal, runner, scoring
 from verifier.execution.live import Follower
 from verifier.execution.layout import OBSERVATIONS
 from verifier.execution.rundir import RunDir
-from verifier import scrub
+from verifier import safeio, scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
 from verifier.errors import Interrupted, UsageError, did_you_mean
 from verifier.surfaces.registry import MODES, REFERENCE_MODE, mode_of, surfaces_of
@@ -200,14 +200,19 @@ def data_for(data: str | None, suite: str) -> str | None:
 
 
 def check_data(data: str | None) -> None:
-    """Every local path `--data` (or a gate file's `data`) names exists: a suite that does not read it (smoke) would
-    otherwise accept a path pointing nowhere without a word."""
+    """Every path `--data` (or a gate file's `data`) names exists and is a regular file or a directory, before anything
+    is sent: a path pointing nowhere (a suite that does not read it, smoke, would otherwise accept it without a word),
+    a FIFO, a device (/dev/zero) or a socket is refused in one line (exit 2), as a golden's or a run's files are."""
     if not data:
         return
     paths = [item.split("=", 1)[1] for item in data.split(",") if "=" in item] if "=" in data else [data]
-    for p in paths:
-        if not Path(p).exists():
-            raise UsageError(f"--data {p}: no such file or directory (the dataset path of --data, or of a gate file's data)")
+    for path in paths:
+        if not Path(path).exists() and not Path(path).is_symlink():
+            raise UsageError(f"--data {path}: no such file or directory (the dataset path of --data, or of a gate file's data)")
+        try:
+            safeio.refuse_special(path, "--data")
+        except safeio.UnsafeFile as e:
+            raise UsageError(str(e)) from None
 
 
 def default_run_dir(prefix: str) -> Path:
@@ -254,6 +259,7 @@ def load_suite_samples(suites: list[Suite], spec: RunSpec) -> list[tuple[Suite, 
         if spec.samples is not None:  # a golden's own samples: nothing to load, no hub, no --data
             out.append((s, list(spec.samples.get(s.name, ()))))
             continue
+        check_data(data_for(spec.data, s.name))
         try:
             samples = s.load(data_for(spec.data, s.name), spec.smoke)
         except FileNotFoundError as e:
@@ -348,7 +354,6 @@ def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]],
     if spec.out is not None:  # before anything is loaded or sent: a golden is not a place for a run's files
         RunDir(spec.out).claim_for_write(flag="--out", force=spec.force, own_run=True)  # a run there: refused below
     suites_ = resolve_suites(spec.suites)
-    check_data(spec.data)
     # Samples before the endpoint module: a dataset that cannot be had is reported without loading the openai SDK.
     samples = load_suite_samples(suites_, spec)
     for m in spec.modes:
@@ -470,6 +475,7 @@ def collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None = None) -> 
     With `stop_check`, work is sent in `spec.looks` sample-aligned batches (seeded order) and
     `stop_check(run_dir)` is asked after each whether the answer is already decided.
     """
+    check_data(spec.data)
     with contextlib.ExitStack() as stack:  # the run directory's lock, held until it is scored
         started: dict[str, Path] = {}  # the run directory, once _collect knows it (for an interrupt's message)
         try:
