@@ -186,3 +186,15 @@ def test_bless_and_gate_say_when_the_reference_is_at_the_floor(tmp_path, cli):
     assert quality_at_floor({"suites": {"smoke": {"metrics": {"accuracy": {"value": 0.65, "n": 20}}}}}) == {}
     assert quality_at_floor({"suites": {"s": {"metrics": {"a": {"value": 0.05, "n": 20}, "b": {"value": 0.0}}}}}) == \
         {"s": "a 0.05 (n=20), b 0"}
+
+
+def test_a_limited_load_bounds_metric_margins_by_every_row(tmp_path, cli):
+    """`gate --limit 5` streams the golden past its first samples; the margin bounds still come from every row, so a
+    1e308 accuracy margin is refused there too, before anything is sent."""
+    g = edited(tmp_path, lambda d: d.update(margins={**d["margins"], "smoke/accuracy": {"value": 1e308, **CALIBRATED}}))
+    with pytest.raises(store.BadGolden, match="more than this margin can be"):
+        store.load(g, limit=2)
+    code, _, err = cli("gate", "--golden", g, "--limit", "2", "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+                       "--out", tmp_path / "o")
+    assert code == 2 and "smoke/accuracy" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "o").exists()

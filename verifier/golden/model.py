@@ -9,6 +9,7 @@ other margins), and it returns a new value.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -268,16 +269,21 @@ def margin_bound(key: str, metric_values: Mapping[str, tuple[float, float]]) -> 
     return top, f"its recorded values lie in [{lo:g}, {hi:g}], so its mean moves by at most {top:g}"
 
 
-def implausible_margin(header: GoldenHeader, rows: Iterable[Observation]) -> str | None:
+def add_metric_spans(spans: dict[str, tuple[float, float]], suite: Any, metrics: Any) -> None:
+    """Widen `spans` ({`suite/metric`: (min, max)}) by one golden row's metrics (finite numbers only)."""
+    if not isinstance(suite, str) or not isinstance(metrics, Mapping):
+        return
+    for m, v in metrics.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            k = f"{suite}/{m}"
+            lo, hi = spans.get(k, (v, v))
+            spans[k] = (min(lo, v), max(hi, v))
+
+
+def implausible_margin(header: GoldenHeader, spans: Mapping[str, tuple[float, float]]) -> str | None:
     """The first margin past what any calibration of this golden could give (`margin_bound`), as the field and
-    why; None when every margin is within its bound."""
-    spans: dict[str, tuple[float, float]] = {}
-    for o in rows:
-        for m, v in (o.metrics or {}).items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                k = f"{o.suite}/{m}"
-                lo, hi = spans.get(k, (v, v))
-                spans[k] = (min(lo, v), max(hi, v))
+    why; None when every margin is within its bound. `spans`: every golden row's metric spans (add_metric_spans),
+    rows past a `--limit` included."""
     for key, margin in header.margins.items():
         runs = margin.provenance.get("k")
         if margin.source == "calibrate" and runs is not None and (not isinstance(runs, int) or isinstance(runs, bool) or runs < 2):

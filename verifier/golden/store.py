@@ -27,7 +27,7 @@ from verifier.execution.rundir import RunDir
 from verifier.execution.observations import MAX_CONTENT as MAX_CONTENT, MAX_LOGPROBS as MAX_LOGPROBS, MAX_TOP as MAX_TOP  # a golden's caps
 from verifier.types import Observation, Sample, owner_ids
 from verifier import jsonsafe, safeio, scrub
-from verifier.golden.model import Golden, GoldenHeader, Margin, implausible_margin
+from verifier.golden.model import Golden, GoldenHeader, Margin, add_metric_spans, implausible_margin
 from verifier.surfaces.registry import REFERENCE_MODE
 
 FORMAT = 2
@@ -250,12 +250,13 @@ def load(path: Path, limit: int | None = None) -> Golden:
     schema checks follow the samples gated, not the golden's size."""
     path = Path(path)
     _, header = _header(path)
+    spans: dict[str, tuple[float, float]] = {}
     if limit:
         inputs, digests = _inputs(path, header, limit)
         kept = {(suite, sid) for suite, samples in inputs.items() for s in samples for sid in (s.id, *_turn_ids(s))}
-        obs, records = _observations(path, header, kept)
+        obs, records = _observations(path, header, kept, spans)
     else:  # the rows first, as before: a bad row is named before a missing inputs.jsonl
-        obs, records = _observations(path, header, None)
+        obs, records = _observations(path, header, None, spans)
         inputs, digests = _inputs(path, header)
     have = {(suite, sid) for suite, samples in inputs.items() for s in samples for sid in (s.id, *_turn_ids(s))}
     missing = sorted((o.suite, o.sample_id) for o in obs if not any((o.suite, sid) in have for sid in owner_ids(o.sample_id)))
@@ -263,18 +264,19 @@ def load(path: Path, limit: int | None = None) -> Golden:
         raise BadGolden(f"golden {path}: {INPUTS} lacks sample {missing[0][0]}/{missing[0][1]} "
                         f"({len(missing)} observed samples have no input)")
     _check_digests(path, header, digests)
-    # A limited load sees only some rows, so a metric's recorded span (what bounds its margin) is known only whole:
-    # then only the bounds that need no rows (rates, drift) are checked.
-    why = implausible_margin(header, () if limit else obs)
+    # Every row's metrics widen the spans, a limited load's streamed-past rows too: the bounds are the whole golden's.
+    why = implausible_margin(header, spans)
     if why:
         raise BadGolden(f"golden {path}: {GOLDEN} {why}")
     return Golden(path=path, header=header, observations=tuple(obs), inputs=inputs,
                   whole_records=records if limit else None)
 
 
-def _observations(path: Path, header: GoldenHeader, kept: set[tuple[str, str]] | None) -> tuple[list[Observation], int]:
+def _observations(path: Path, header: GoldenHeader, kept: set[tuple[str, str]] | None,
+                  spans: dict[str, tuple[float, float]]) -> tuple[list[Observation], int]:
     """samples.jsonl's rows, each validated, and the number of records (suite, sample) it holds. `kept`: only the rows
-    of these samples are validated and kept (a row of another sample is counted and dropped)."""
+    of these samples are validated and kept (a row of another sample is counted and dropped). `spans` is widened by
+    every row's metrics, kept or not (what bounds a metric's margin: model.implausible_margin)."""
     from verifier.golden.schema import MAX_SAMPLES_BYTES, MAX_SAMPLES_LINE, problem
 
     seen: set[tuple[Any, ...]] = set()
@@ -285,6 +287,7 @@ def _observations(path: Path, header: GoldenHeader, kept: set[tuple[str, str]] |
         for n, o in rows:
             sid = o.get("sample_id")
             records.add((o.get("suite"), sid) if isinstance(sid, str) else (None, n))
+            add_metric_spans(spans, o.get("suite"), o.get("metrics"))
             if kept is not None and not (isinstance(sid, str) and any((o.get("suite"), x) in kept for x in owner_ids(sid))):
                 continue  # a sample past the limit: never gated, so neither checked nor kept
             why = problem(o, "observation")
