@@ -1,0 +1,310 @@
+"""The teacher-forced distance: the candidate's next-token distribution against the golden's, at the golden's own
+output positions given the golden's own prefix (execution/teacher_forcing.py obtains it). Pure functions.
+
+Per position:
+  KL(golden || candidate) on the tokens both sides list, with the rest of each side's mass as one bucket.
+    A token only one side lists has an unknown probability on the other side (only bounded by that side's tail), so
+    it joins the rest bucket on both sides. Merging outcomes never increases a KL divergence (data-processing
+    inequality): the figure is a LOWER BOUND of the full-vocabulary KL, exact when both sides list the same tokens
+    and the tail is one bucket. A golden blessed with `top_logprobs: 1` gives a two-bucket (binary) KL: the chosen
+    token's probability against the rest.
+  top-1 agreement: the candidate's most likely listed token is the golden's token.
+  |delta logprob| of the golden's token, where the candidate lists it.
+Per sample: the mean KL over its positions (what the decision tests). Per suite: positions, kl_mean, kl_p50,
+kl_p99, kl_p999, top1_agreement, mean |delta logprob|.
+
+The decision (compare.py): the candidate's per-sample KL against the reference reruns' per-sample KL (stored by
+calibrate in the margin `<suite>/teacher_forced_kl`), one-sided Mann-Whitney U; it fails when the test rejects at
+ALPHA and the mean is above the reruns' largest mean (the margin). Without that margin the golden is uncalibrated
+for it: judged against 0, inconclusive where it fired.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from verifier import stats
+from verifier.execution.teacher_forcing import Forced, Top, forced_of
+from verifier.judge.contract import comparable
+from verifier.types import Evidence, Observation
+
+SIGNAL = "teacher_forced_kl"
+TOKENS_SIGNAL = "teacher_forced_tokens"
+"""The candidate's tokenization of the golden's text did not reproduce the golden's tokens: a frontend (tokenizer)
+event, never realigned."""
+ALPHA = 0.05
+EPS = 1e-12
+MAX_REFERENCE = 2000
+"""Per-sample reference values kept in a margin's provenance (bounded: a golden stays small)."""
+PER_TOKEN_MAX = 400
+"""Per-position KL values kept per side in comparison.json (the report's picture), bounded."""
+
+
+def margin_key(suite: str) -> str:
+    return f"{suite}/{SIGNAL}"
+
+
+def tokens_key(suite: str) -> str:
+    return f"{suite}/signal:{TOKENS_SIGNAL}"
+
+
+def _probs(top: Iterable[tuple[str, float]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for t, lp in top:
+        if t not in out:
+            out[t] = math.exp(lp)
+    return out
+
+
+def position_kl(golden: Top, candidate: Top) -> float:
+    """KL(golden || candidate) over the tokens both list plus one rest bucket per side (module docstring)."""
+    p, q = _probs(golden), _probs(candidate)
+    shared = [t for t in p if t in q]
+    kl = 0.0
+    for t in shared:
+        if p[t] > 0:
+            kl += p[t] * math.log(p[t] / max(q[t], EPS))
+    p_rest = max(0.0, 1.0 - sum(p[t] for t in shared))
+    q_rest = max(0.0, 1.0 - sum(q[t] for t in shared))
+    if p_rest > EPS:
+        kl += p_rest * math.log(p_rest / max(q_rest, EPS))
+    return max(0.0, kl)
+
+
+def top1(top: Top) -> str | None:
+    return max(top, key=lambda a: a[1])[0] if top else None
+
+
+@dataclass(frozen=True)
+class SampleMeasure:
+    """One record's positions, measured."""
+
+    sample_id: str
+    kl: tuple[float, ...]
+    top1_agree: int
+    abs_delta: tuple[float, ...]
+
+    @property
+    def kl_mean(self) -> float:
+        return sum(self.kl) / len(self.kl)
+
+
+def golden_distributions(o: Observation) -> list[tuple[str, float, Top]]:
+    """(token, logprob, its alternatives) at each comparable golden position: the record's top_logprobs where kept,
+    else the chosen token alone (at temperature 0 it is the top-1)."""
+    out = []
+    tops = o.top_logprobs or []
+    for i, tok, lp in comparable(o.logprobs):
+        if not isinstance(lp, (int, float)) or not math.isfinite(lp):
+            out.append((tok, float("nan"), ()))
+            continue
+        alts = tuple((a[0], float(a[1])) for a in (tops[i] if i < len(tops) else [])
+                     if isinstance(a, list) and len(a) == 2 and isinstance(a[0], str) and isinstance(a[1], (int, float))
+                     and math.isfinite(a[1]))
+        if tok not in {a for a, _ in alts}:
+            alts = ((tok, float(lp)), *alts)
+        out.append((tok, float(lp), alts))
+    return out
+
+
+def measure_sample(golden: Observation, forced: Forced) -> SampleMeasure | None:
+    """The positions of one record both sides measured; None when none is measurable."""
+    dists = golden_distributions(golden)
+    kls: list[float] = []
+    agree = 0
+    deltas: list[float] = []
+    for pos, cand in zip(forced.positions, forced.top):
+        if pos >= len(dists) or not cand:
+            continue
+        tok, lp, gtop = dists[pos]
+        if not gtop:
+            continue
+        kls.append(position_kl(gtop, cand))
+        agree += top1(cand) == tok
+        c = dict(cand).get(tok)
+        if c is not None:
+            deltas.append(abs(c - lp))
+    return SampleMeasure(golden.sample_id, tuple(kls), agree, tuple(deltas)) if kls else None
+
+
+def _quantile(xs: Sequence[float], q: float) -> float | None:
+    """The q-quantile of sorted `xs` (nearest rank, as llama.cpp's KLD percentiles)."""
+    if not xs:
+        return None
+    return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))]
+
+
+@dataclass(frozen=True)
+class SuiteMeasure:
+    """What one suite's forced records gave: per-sample measures and what kept records out."""
+
+    method: str | None
+    samples: tuple[SampleMeasure, ...] = ()
+    records: int = 0
+    """Forced records read for this suite."""
+    misaligned: tuple[str, ...] = ()
+    """Records whose tokens the candidate did not reproduce (teacher_forced_tokens)."""
+    context_changed: tuple[str, ...] = ()
+    """Records whose prompt-token fingerprint differs from the golden's: not used (the context is not the golden's)."""
+    infra: int = 0
+    aligned_n: int = 0
+    """Records whose alignment could be judged."""
+    per_token: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+
+    def figures(self) -> dict[str, Any]:
+        kls = sorted(k for s in self.samples for k in s.kl)
+        n = len(kls)
+        agree = sum(s.top1_agree for s in self.samples)
+        deltas = [d for s in self.samples for d in s.abs_delta]
+        return {"positions": n, "samples": len(self.samples),
+                "kl_mean": stats.rnd(sum(kls) / n) if n else None,
+                "kl_p50": stats.rnd(_quantile(kls, 0.5)), "kl_p99": stats.rnd(_quantile(kls, 0.99)),
+                "kl_p999": stats.rnd(_quantile(kls, 0.999)),
+                "top1_agreement": stats.rnd(agree / n) if n else None,
+                "mean_abs_delta_logprob": stats.rnd(sum(deltas) / len(deltas)) if deltas else None}
+
+
+def measure(golden_obs: Sequence[Observation], cand_obs: Sequence[Observation], rows: Iterable[Mapping[str, Any]],
+            method: str | None) -> dict[str, SuiteMeasure]:
+    """Per suite, the forced records of a run (teacher_forced.jsonl rows) against the golden's records. A record is
+    measured only where the candidate's prompt-token fingerprint (usage.prompt_tokens of the sample's chat record,
+    epoch 0) matches the golden's, and its tokens aligned."""
+    gref = {(o.suite, o.sample_id): o for o in golden_obs if o.mode == "chat" and o.epoch == 0}
+    cref = {(o.suite, o.sample_id): o for o in cand_obs if o.mode == "chat" and o.epoch == 0}
+    acc: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        key = (str(row.get("suite")), str(row.get("sample_id")))
+        g = gref.get(key)
+        if g is None:
+            continue
+        a = acc.setdefault(key[0], {"samples": [], "records": 0, "misaligned": [], "context": [], "infra": 0, "aligned_n": 0})
+        a["records"] += 1
+        tokens = [t for _, t, _ in comparable(g.logprobs)]
+        f = forced_of(row, tokens)
+        if f.infra is not None:
+            a["infra"] += 1
+            continue
+        c = cref.get(key)
+        if c is None or c.prompt_tokens is None or c.prompt_tokens != g.prompt_tokens:
+            a["context"].append(key[1])
+            continue
+        a["aligned_n"] += 1
+        if not f.aligned:
+            a["misaligned"].append(key[1])
+            continue
+        m = measure_sample(g, f)
+        if m is not None:
+            a["samples"].append(m)
+    return {suite: SuiteMeasure(method, tuple(a["samples"]), a["records"], tuple(a["misaligned"]), tuple(a["context"]),
+                                a["infra"], a["aligned_n"])
+            for suite, a in sorted(acc.items())}
+
+
+def reference_values(margin_provenance: Mapping[str, Any] | None) -> list[float] | None:
+    """The reruns' per-sample KL a margin carries (`reference_per_sample`), validated; None when absent or malformed."""
+    raw = (margin_provenance or {}).get("reference_per_sample")
+    if not isinstance(raw, list) or not raw or len(raw) > MAX_REFERENCE:
+        return None
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0 for x in raw):
+        return None
+    return [float(x) for x in raw]
+
+
+@dataclass(frozen=True)
+class Judged:
+    """`suites.<suite>.teacher_forced` and its evidence."""
+
+    block: dict[str, Any]
+    evidence: tuple[Evidence, ...]
+    frontend: tuple[Evidence, ...]
+    verdict: str | None
+    """pass | fail | inconclusive where measured; None where not used."""
+    calibrated: bool = False
+
+
+def judge(suite: str, m: SuiteMeasure | None, state: Mapping[str, Any] | None, margin: float | None,
+          reference: list[float] | None, tokens_margin: float | None) -> Judged | None:
+    """The suite's teacher-forced block and evidence; None when the run made no pass (documents stay as they were)."""
+    if state is None:
+        return None
+    run_state = state.get("state")
+    base: dict[str, Any] = {"state": run_state, "method": state.get("method")}
+    if run_state != "measured":
+        base["reason"] = state.get("reason")
+        return Judged(base, (), (), None)
+    if m is None or not m.records:
+        return Judged({**base, "state": "not_measured", "reason": "no forced record of this suite"}, (), (), None)
+    fe: list[Evidence] = []
+    if m.aligned_n:
+        from verifier.attribution.numerics import event_verdict
+
+        k = len(m.misaligned)
+        ev = event_verdict(k, m.aligned_n, tokens_margin or 0.0)
+        if tokens_margin is None and ev.verdict != "pass":
+            ev = type(ev)(**{**ev.__dict__, "verdict": "inconclusive", "margin": None})
+        fe.append(Evidence(TOKENS_SIGNAL, suite, ev.verdict,
+                           f"{k}/{m.aligned_n} forced records: the endpoint's tokens of the golden's text are not the golden's"
+                           + (f" ({', '.join(m.misaligned[:5])})" if k else ""), component="tokenizer",
+                           qualifier=None if tokens_margin is not None or ev.verdict == "pass" else "uncalibrated"))
+    fig = m.figures()
+    block = {**base, **fig, "margin": margin, "reference_kl_mean": stats.rnd(sum(reference) / len(reference)) if reference else None,
+             "records": m.records, "misaligned": len(m.misaligned), "context_changed": len(m.context_changed), "infra": m.infra}
+    if not m.samples:
+        why = (f"the prompt-token fingerprint differs on {len(m.context_changed)}/{m.records} records (the template or "
+               "tokenizer changed the context): the figures are not the golden's context and are not used"
+               if m.context_changed else "no record measurable (misaligned tokens or infra errors)")
+        return Judged({**block, "state": "not_used", "reason": why}, (), tuple(fe), None)
+    cand = [s.kl_mean for s in m.samples]
+    ref = reference if reference is not None else [0.0] * len(cand)
+    p = stats.mann_whitney_greater(ref, cand)
+    limit = margin if margin is not None else 0.0
+    above = (fig["kl_mean"] or 0.0) > limit + EPS
+    verdict = "fail" if p < ALPHA and above else "pass" if not above or p >= ALPHA and margin is not None else "inconclusive"
+    if margin is None and verdict == "fail":
+        verdict = "inconclusive"
+    block = {**block, "p_value": stats.rnd(p, 6), "test": "mann_whitney_greater", "verdict": verdict}
+    if m.context_changed:
+        block["note"] = f"{len(m.context_changed)} record(s) left out: prompt-token fingerprint differs"
+    summary = (f"KL(golden||candidate) on the golden's tokens by {m.method}: mean {fig['kl_mean']} (p99 {fig['kl_p99']}) over "
+               f"{fig['positions']} positions of {fig['samples']} samples, top-1 agreement {fig['top1_agreement']}; "
+               + (f"reruns' mean {block['reference_kl_mean']}, margin {margin}; " if margin is not None else
+                  f"golden not calibrated for {margin_key(suite)}: rerun `verifier calibrate`; ")
+               + f"one-sided Mann-Whitney p={stats.rnd(p, 4)}")
+    ev = Evidence(SIGNAL, suite, verdict, summary, component="numerics",
+                  qualifier="uncalibrated" if margin is None and verdict == "inconclusive" else None)
+    return Judged(block, (ev,), tuple(fe), verdict, calibrated=margin is not None)
+
+
+def spreads(suite: str, m: SuiteMeasure) -> dict[str, tuple[float, list[float]]]:
+    """One reference rerun's figures against the golden, per margin key: (value, per-sample KL) for the distance,
+    (misaligned rate, []) for the tokens."""
+    out: dict[str, tuple[float, list[float]]] = {}
+    if m.samples:
+        per = [s.kl_mean for s in m.samples]
+        out[margin_key(suite)] = (sum(k for s in m.samples for k in s.kl) / sum(len(s.kl) for s in m.samples), per)
+    if m.aligned_n:
+        out[tokens_key(suite)] = (len(m.misaligned) / m.aligned_n, [])
+    return out
+
+
+def calibration(measures: Sequence[Mapping[str, SuiteMeasure]], provenance: Mapping[str, Any]) -> dict[str, Any]:
+    """Margins from the reference reruns' forced passes: per suite, the largest rerun's mean KL, with every rerun's
+    per-sample KL (bounded) for the rank test; the largest misaligned rate for the tokens."""
+    values: dict[str, float] = {}
+    per: dict[str, list[float]] = {}
+    for runs in measures:
+        for suite, m in runs.items():
+            for key, (v, xs) in spreads(suite, m).items():
+                values[key] = max(values.get(key, 0.0), v)
+                per.setdefault(key, []).extend(xs)
+    out: dict[str, Any] = {}
+    for key, v in sorted(values.items()):
+        entry: dict[str, Any] = {"value": round(v, 6), "source": "calibrate", **provenance}
+        if per.get(key):
+            xs = per[key]
+            step = max(1, math.ceil(len(xs) / MAX_REFERENCE))
+            entry["reference_per_sample"] = [round(x, 9) for x in xs[::step]][:MAX_REFERENCE]
+        out[key] = entry
+    return out
