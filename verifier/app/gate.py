@@ -59,7 +59,7 @@ def gate(spec: GateSpec, golden: Golden | None = None) -> Comparison:
     out = spec.out or default_run_dir("gate")
     run = RunSpec.for_golden(golden, spec.endpoint, out, overrides=spec.overrides, extra_body=spec.extra_body,
                              data=spec.data, looks=spec.looks, probes=spec.probes is Probes.ON, quiet=spec.quiet,
-                             force=spec.force)
+                             force=spec.force, teacher_forcing=spec.teacher_forcing, forced_positions=spec.forced_positions)
     looks: list[dict[str, Any]] = []
 
     def decided(run_dir: Path) -> bool:
@@ -102,7 +102,8 @@ def calibrate(spec: CalibrateSpec) -> Calibrated:
         for i in range(spec.k):
             rd = Path(spec.out_prefix + f"-{i + 1}")
             collect(RunSpec.for_golden(golden, spec.endpoint, rd, overrides=spec.overrides, extra_body=spec.extra_body,
-                                       data=spec.data, quiet=spec.quiet))
+                                       data=spec.data, quiet=spec.quiet, teacher_forcing=spec.teacher_forcing,
+                                       forced_positions=spec.forced_positions))
             runs.append(observations(rd))
             names.append(rd.name)
             run_dirs.append(rd)

@@ -81,6 +81,10 @@ class GateSpec:
     """Gate only the first N of each suite's samples, in the order the reference sent them (a conversation whole)."""
     force: bool = False
     """Write the run into `out` even when it is a golden directory (`--force`)."""
+    teacher_forcing: str = "auto"
+    """The teacher-forcing pass (execution/teacher_forcing.CHOICES): detect the best method, `off`, or one method."""
+    forced_positions: int | None = None
+    """Prefill positions per sample (None: teacher_forcing.DEFAULT_POSITIONS)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,9 @@ class CalibrateSpec:
     """Dataset path for new reruns."""
     quiet: bool = False
     """No progress on stderr."""
+    teacher_forcing: str = "auto"
+    """New reruns' teacher-forcing pass (as GateSpec's): its figures become the `<suite>/teacher_forced_kl` margins."""
+    forced_positions: int | None = None
 
 
 # ------------------------------------------------------------------------------------------------ edge parsers
@@ -218,6 +225,8 @@ class GateOptions:
     probes: Probes | None = None
     sequential: bool | None = None
     looks: int | None = None
+    teacher_forcing: str | None = None
+    forced_positions: int | None = None
     infra_budget: float | None = None
     allow_inconclusive: bool | None = None
     quiet: bool | None = None
@@ -294,4 +303,5 @@ class GateOptions:
             infra_budget=self.infra_budget if self.infra_budget is not None else d.infra_budget,
             sequential=bool(self.sequential), looks=self.looks if self.looks is not None else d.looks,
             probes=self.probes or Probes.GOLDEN, quiet=bool(self.quiet), suites=self.suites or (),
-            modes=self.modes or (), margins=self.margins or (), limit=self.limit)
+            modes=self.modes or (), margins=self.margins or (), limit=self.limit,
+            teacher_forcing=self.teacher_forcing or d.teacher_forcing, forced_positions=self.forced_positions)

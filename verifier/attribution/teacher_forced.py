@@ -28,6 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from verifier import stats
 from verifier.execution.teacher_forcing import Forced, Top, forced_of
 from verifier.judge.contract import comparable
+from verifier.surfaces.registry import REFERENCE_MODE
 from verifier.types import Evidence, Observation
 
 SIGNAL = "teacher_forced_kl"
@@ -171,8 +172,8 @@ def measure(golden_obs: Sequence[Observation], cand_obs: Sequence[Observation], 
     """Per suite, the forced records of a run (teacher_forced.jsonl rows) against the golden's records. A record is
     measured only where the candidate's prompt-token fingerprint (usage.prompt_tokens of the sample's chat record,
     epoch 0) matches the golden's, and its tokens aligned."""
-    gref = {(o.suite, o.sample_id): o for o in golden_obs if o.mode == "chat" and o.epoch == 0}
-    cref = {(o.suite, o.sample_id): o for o in cand_obs if o.mode == "chat" and o.epoch == 0}
+    gref = {(o.suite, o.sample_id): o for o in golden_obs if o.mode == REFERENCE_MODE and o.epoch == 0}
+    cref = {(o.suite, o.sample_id): o for o in cand_obs if o.mode == REFERENCE_MODE and o.epoch == 0}
     acc: dict[str, dict[str, Any]] = {}
     for row in rows:
         key = (str(row.get("suite")), str(row.get("sample_id")))
@@ -308,3 +309,17 @@ def calibration(measures: Sequence[Mapping[str, SuiteMeasure]], provenance: Mapp
             entry["reference_per_sample"] = [round(x, 9) for x in xs[::step]][:MAX_REFERENCE]
         out[key] = entry
     return out
+
+
+def summary_line(block: Mapping[str, Any] | None) -> str | None:
+    """One line for the terminal and summary.md: the suite's teacher-forced figures, or why there are none."""
+    if not block:
+        return None
+    method = block.get("method")
+    if block.get("state") != "measured" or block.get("kl_mean") is None:
+        return f"teacher-forced KL: {block.get('state')} ({block.get('reason') or 'no reason recorded'})"
+    ref = block.get("reference_kl_mean")
+    return (f"teacher-forced KL ({method}): mean {block['kl_mean']:.4g}, p99 {block['kl_p99']:.4g}, p99.9 {block['kl_p999']:.4g} "
+            f"over {block['positions']} positions, top-1 agreement {block['top1_agreement']:.3f}; reruns "
+            + (f"{ref:.4g}" if isinstance(ref, (int, float)) else "not calibrated")
+            + f", p={block.get('p_value')}: {block.get('verdict')}")

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from verifier import jsonsafe
 from verifier.execution import journal, layout
 from verifier.judge.contract import comparable
+from verifier.surfaces.registry import REFERENCE_MODE
 from verifier.types import Exchange
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def targets_of(rows: Iterable[Any], greedy: bool) -> tuple[Target, ...]:
     out: its positions would not be the golden's."""
     out = []
     for o in rows:
-        if o.mode != "chat" or o.epoch != 0 or not o.logprobs or not (greedy or o.top_logprobs):
+        if o.mode != REFERENCE_MODE or o.epoch != 0 or not o.logprobs or not (greedy or o.top_logprobs):
             continue
         kept = comparable(o.logprobs)
         if not kept or any(not isinstance(t, str) for _, t, _ in kept):
@@ -304,8 +305,8 @@ def _exchange(t: Target, mode: str, body: dict[str, Any], r: Any) -> dict[str, A
     return Exchange(t.suite, t.sample_id, 0, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts).to_json()
 
 
-async def _send(ep: "Endpoint", tally: _Tally, t: Target, mode: str, body: dict[str, Any]) -> dict[str, Any]:
-    r = await ep.send(mode, body)
+async def _send(ep: "Endpoint", tally: _Tally, t: Target, mode: str, body: dict[str, Any], probing: bool) -> dict[str, Any]:
+    r = await ep.send(mode, body, retries=0 if probing else None)  # detecting: an error is the answer, not retried
     tally.requests += 1
     tally.errors += r.error is not None
     return _exchange(t, mode, body, r)
@@ -324,21 +325,21 @@ async def _completion_body(chat_request: Mapping[str, Any], template: str | None
 
 
 async def _force(ep: "Endpoint", tally: _Tally, method: str, t: Target, request: Mapping[str, Any],
-                 template: str | None, positions: int) -> dict[str, Any]:
+                 template: str | None, positions: int, probing: bool = False) -> dict[str, Any]:
     """One record's exchanges by `method`, as one teacher_forced.jsonl row."""
     text = "".join(t.tokens)
     row: dict[str, Any] = {"suite": t.suite, "sample_id": t.sample_id, "method": method}
     if method == "prompt_logprobs":
-        row["exchanges"] = [await _send(ep, tally, t, "chat", prompt_logprobs_request(request, text))]
+        row["exchanges"] = [await _send(ep, tally, t, "chat", prompt_logprobs_request(request, text), probing)]
     elif method == "echo":
         cb = await _completion_body(request, template)
-        row["exchanges"] = [] if cb is None else [await _send(ep, tally, t, "completions", echo_request(cb, text))]
+        row["exchanges"] = [] if cb is None else [await _send(ep, tally, t, "completions", echo_request(cb, text), probing)]
     else:
         pos = prefill_positions(len(t.tokens), positions)
         row["positions"] = pos
         exchanges = []
         for p in pos:  # in order: the engine's prefix cache makes each next position cheap
-            exchanges.append(await _send(ep, tally, t, "chat", prefill_request(request, "".join(t.tokens[:p]))))
+            exchanges.append(await _send(ep, tally, t, "chat", prefill_request(request, "".join(t.tokens[:p])), probing))
             if exchanges[-1]["error"] is not None:
                 break
         row["exchanges"] = exchanges
@@ -358,6 +359,8 @@ def _offered(method: str, row: Mapping[str, Any], t: Target) -> str | None:
     if f.infra is not None:
         return {"prompt_logprobs": "no prompt_logprobs in the answer", "echo": "no echoed prompt logprobs in the answer",
                 "prefill": "no top_logprobs on the continued assistant message"}.get(method, f.infra)
+    if not any(f.top):
+        return "no alternatives (top_logprobs) at the forced positions"
     if method == "prefill":
         # A server that ignores the final assistant message (or closes it and starts a new turn) answers the question
         # afresh: the golden's next token is then rarely among its alternatives.
@@ -389,7 +392,7 @@ async def run(ep: "Endpoint", forcing: Forcing, requests: Mapping[tuple[str, str
     method = None
     first_row = None
     for m in candidates:
-        row = await _force(ep, tally, m, first, requests[(first.suite, first.sample_id)], template, forcing.positions)
+        row = await _force(ep, tally, m, first, requests[(first.suite, first.sample_id)], template, forcing.positions, probing=True)
         why = _offered(m, row, first)
         if why is None:
             method, first_row = m, row

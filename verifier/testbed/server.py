@@ -310,8 +310,13 @@ def make_app(script: Script) -> web.Application:
             from .wire import generated_text
 
             k = req.get("top_logprobs") if isinstance(req.get("top_logprobs"), int) else 0
-            entries = script.teacher.entries(teaching.render(req.get("messages") or []), generated_text(reply), min(max(k, 0), 20))
+            entries = script.teacher.entries(script.teacher.context(req.get("messages") or []), generated_text(reply), min(max(k, 0), 20))
             reply = dataclasses.replace(reply, logprob_entries=entries)
+        if script.teacher is not None and script.teacher.preamble and reply.usage == "auto":
+            usage = _usage(reply, req)
+            usage = {**usage, "prompt_tokens": usage["prompt_tokens"] + script.teacher.preamble_tokens,
+                     "total_tokens": usage["total_tokens"] + script.teacher.preamble_tokens}
+            reply = dataclasses.replace(reply, usage=usage)
         if reply.status != 200:
             body = reply.body or json.dumps({"error": {"message": f"scripted {reply.status}", "type": "server_error", "code": reply.status}})
             return web.Response(status=reply.status, text=body, headers=reply.headers, content_type="application/json")

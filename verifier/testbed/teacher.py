@@ -56,6 +56,16 @@ class Teacher:
     numerics: float = 0.0
     """0: the reference's distributions. Larger: the alternatives' weights move by up to exp(±numerics) and the
     chosen token's probability drops (its logprob by 0.1 x numerics): a faithful stand-in for a numerics change."""
+    preamble: str = ""
+    """A stand-in for a wrong chat template: the server renders this before every conversation, so the context the
+    model sees (its distributions) and usage.prompt_tokens are not the golden's, while the weights are."""
+
+    def context(self, messages: list[dict[str, Any]]) -> str:
+        return self.preamble + render(messages)
+
+    @property
+    def preamble_tokens(self) -> int:
+        return len(re.findall(r"\w+|[^\w\s]", self.preamble))
 
     def distribution(self, context: str, prefix: list[str], chosen: str) -> Dist:
         """The top of the next-token distribution after `prefix`, chosen token first, then the alternatives."""
@@ -102,9 +112,9 @@ def chat_answer(teacher: Teacher, req: dict[str, Any], reply_text: Callable[[dic
     if not msgs or not isinstance(msgs[-1], dict) or msgs[-1].get("role") != "assistant":
         return None
     head = {**req, "messages": msgs[:-1]}
-    context = render(msgs[:-1])
+    context = teacher.context(msgs[:-1])
     prefix = pieces(str(msgs[-1].get("content") or ""))
-    base = prompt_tokens(head)
+    base = prompt_tokens(head) + teacher.preamble_tokens
     own = reply_text(head)
     nxt = _next_token(own, prefix)
     dist = teacher.distribution(context, prefix, nxt)
@@ -141,7 +151,7 @@ def echo_answer(teacher: Teacher, req: dict[str, Any], reply_text: Callable[[dic
     if cut < 0:
         return None
     cut += len("<|im_start|>assistant\n")
-    context, text = prompt[:cut], prompt[cut:]
+    context, text = teacher.preamble + prompt[:cut], prompt[cut:]
     head_tokens = re.findall(r"\w+|[^\w\s]", context) or ["<s>"]
     prefix = pieces(text)
     users = re.findall(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", context, re.S)
