@@ -21,6 +21,7 @@ for it: judged against 0, inconclusive where it fired.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
@@ -95,7 +96,7 @@ class SampleMeasure:
 def golden_distributions(o: Observation) -> list[tuple[str, float, Top]]:
     """(token, logprob, its alternatives) at each comparable golden position: the record's top_logprobs where kept,
     else the chosen token alone (at temperature 0 it is the top-1)."""
-    out = []
+    out: list[tuple[str, float, Top]] = []
     tops = o.top_logprobs or []
     for i, tok, lp in comparable(o.logprobs):
         if not isinstance(lp, (int, float)) or not math.isfinite(lp):
@@ -242,13 +243,13 @@ def judge(suite: str, m: SuiteMeasure | None, state: Mapping[str, Any] | None, m
         from verifier.attribution.numerics import event_verdict
 
         k = len(m.misaligned)
-        ev = event_verdict(k, m.aligned_n, tokens_margin or 0.0)
-        if tokens_margin is None and ev.verdict != "pass":
-            ev = type(ev)(**{**ev.__dict__, "verdict": "inconclusive", "margin": None})
-        fe.append(Evidence(TOKENS_SIGNAL, suite, ev.verdict,
+        tv = event_verdict(k, m.aligned_n, tokens_margin or 0.0)
+        if tokens_margin is None and tv.verdict != "pass":
+            tv = dataclasses.replace(tv, verdict="inconclusive", margin=None)
+        fe.append(Evidence(TOKENS_SIGNAL, suite, tv.verdict,
                            f"{k}/{m.aligned_n} forced records: the endpoint's tokens of the golden's text are not the golden's"
                            + (f" ({', '.join(m.misaligned[:5])})" if k else ""), component="tokenizer",
-                           qualifier=None if tokens_margin is not None or ev.verdict == "pass" else "uncalibrated"))
+                           qualifier=None if tokens_margin is not None or tv.verdict == "pass" else "uncalibrated"))
     fig = m.figures()
     block = {**base, **fig, "margin": margin, "reference_kl_mean": stats.rnd(sum(reference) / len(reference)) if reference else None,
              "records": m.records, "misaligned": len(m.misaligned), "context_changed": len(m.context_changed), "infra": m.infra}

@@ -187,9 +187,13 @@ def _vllm_top(entry: Any) -> tuple[Top, set[str]]:
     """One prompt_logprobs entry ({token_id: {logprob, rank, decoded_token}}): its alternatives and token strings."""
     if not isinstance(entry, dict):
         return (), set()
-    top = [(v.get("decoded_token"), v.get("logprob")) for v in entry.values() if isinstance(v, dict)]
-    kept = tuple((t, float(lp)) for t, lp in top if isinstance(t, str) and _finite(lp))
+    kept = _pairs((v.get("decoded_token"), v.get("logprob")) for v in entry.values() if isinstance(v, dict))
     return kept, {t for t, _ in kept}
+
+
+def _pairs(pairs: Iterable[tuple[Any, Any]]) -> Top:
+    """(token, logprob) pairs with a string token and a finite logprob; the rest left out."""
+    return tuple((t, float(lp)) for t, lp in pairs if isinstance(t, str) and _finite(lp))
 
 
 def read_prompt_logprobs(doc: Any, tokens: Sequence[str]) -> tuple[list[Top], int | None] | None:
@@ -241,8 +245,7 @@ def read_prefill(doc: Any) -> tuple[Top, int | None] | None:
     alts = first.get("top_logprobs")
     if not isinstance(alts, list):
         return None
-    top = tuple((a.get("token"), float(a.get("logprob"))) for a in alts
-                if isinstance(a, dict) and isinstance(a.get("token"), str) and _finite(a.get("logprob")))
+    top = _pairs((a.get("token"), a.get("logprob")) for a in alts if isinstance(a, dict))
     usage = doc.get("usage") if isinstance(doc, dict) else None
     pt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
     return top, pt if isinstance(pt, int) and not isinstance(pt, bool) else None
@@ -263,18 +266,18 @@ def forced_of(row: Mapping[str, Any], tokens: Sequence[str]) -> Forced:
         got = (read_prompt_logprobs if method == "prompt_logprobs" else read_echo)(doc, tokens)
         if got is None:
             return Forced(suite, sid, method, infra="unreadable")
-        tops, bad = got
-        return Forced(suite, sid, method, tuple(range(len(tokens))), tuple(tops), bad is None, bad)
+        return Forced(suite, sid, method, tuple(range(len(tokens))), tuple(got[0]), got[1] is None, got[1])
     if method == "prefill":
         if len(positions) != len(exchanges):
             return Forced(suite, sid, method, infra="unreadable")
-        tops, counts = [], []
+        tops: list[Top] = []
+        counts: list[int | None] = []
         for e in exchanges:
-            got = read_prefill(_body(e))
-            if got is None:
+            one = read_prefill(_body(e))
+            if one is None:
                 return Forced(suite, sid, method, infra="unreadable")
-            tops.append(got[0])
-            counts.append(got[1])
+            tops.append(one[0])
+            counts.append(one[1])
         # The prefix of position p is the golden's first p tokens: the prompt grows by exactly the tokens in between.
         bad = None
         if all(c is not None for c in counts):
