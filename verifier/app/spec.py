@@ -295,6 +295,12 @@ class GateOptions:
             raise UsageError(f"gate needs {', '.join(flags[m] for m in missing)} (on the command line, in the gate file "
                              "or as the API's arguments)")
         assert self.golden is not None
+        from verifier.execution.teacher_forcing import CHOICES
+
+        if self.teacher_forcing is not None and self.teacher_forcing not in CHOICES:
+            raise UsageError(f"teacher_forcing {self.teacher_forcing!r}: one of {', '.join(CHOICES)}")
+        if self.forced_positions is not None and (not isinstance(self.forced_positions, int) or self.forced_positions < 1):
+            raise UsageError(f"forced_positions {self.forced_positions!r}: a positive integer")
         d = GateSpec(golden=Path(self.golden), endpoint=self.endpoint())
         return GateSpec(
             golden=Path(self.golden), endpoint=self.endpoint(), overrides=dict(self.sampling or {}),

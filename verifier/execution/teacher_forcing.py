@@ -38,7 +38,7 @@ from verifier.types import Exchange
 if TYPE_CHECKING:
     from verifier.wire.endpoint import Endpoint
 
-FILE = "teacher_forced.jsonl"
+FILE = layout.TEACHER_FORCED
 METHODS = ("prompt_logprobs", "echo", "prefill")
 """Best first: one request per sample for the first two, K for prefill."""
 CHOICES = ("auto", "off", *METHODS)
