@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from verifier import jsonsafe
 from verifier.execution import journal, layout
@@ -289,9 +290,10 @@ def forced_of(row: Mapping[str, Any], tokens: Sequence[str]) -> Forced:
     return Forced(suite, sid, method, infra="unknown_method")
 
 
-def read(run_dir: Path) -> list[dict[str, Any]]:
-    """teacher_forced.jsonl's rows (empty when the run made no pass)."""
-    return list(layout.read_jsonl(Path(run_dir) / FILE, within=Path(run_dir)))
+def read(run_dir: Path) -> Iterator[dict[str, Any]]:
+    """teacher_forced.jsonl's rows, one at a time (memory follows one record, not the file); none when the run made
+    no pass. Read through safeio like every file of a run."""
+    return layout.read_jsonl(Path(run_dir) / FILE, within=Path(run_dir))
 
 
 # --------------------------------------------------------------------------- the pass
@@ -301,7 +303,17 @@ def read(run_dir: Path) -> list[dict[str, Any]]:
 class _Tally:
     requests: int = 0
     errors: int = 0
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    records: int = 0
+    fd: int | None = None
+    """teacher_forced.jsonl, written a record at a time as each is forced (never the whole pass in memory)."""
+
+    def write(self, row: dict[str, Any]) -> None:
+        """One record's line, scrubbed of the run's secrets as every journal line is."""
+        assert self.fd is not None
+        data = (journal.scrubbed_line(row) + "\n").encode("utf-8", "backslashreplace")
+        while data:
+            data = data[os.write(self.fd, data):]
+        self.records += 1
 
 
 def _exchange(t: Target, mode: str, body: dict[str, Any], r: Any) -> dict[str, Any]:
@@ -404,14 +416,23 @@ async def run(ep: "Endpoint", forcing: Forcing, requests: Mapping[tuple[str, str
     if method is None or first_row is None:
         block.update(reason="; ".join(tried), requests=tally.requests, errors=tally.errors, wall_s=round(time.perf_counter() - t0, 3))
         return block
-    rest = await asyncio.gather(*(_force(ep, tally, method, t, requests[(t.suite, t.sample_id)], template, forcing.positions)
-                                  for t in targets[1:]))
-    rows = [first_row, *rest]
-    journal.write_jsonl(Path(run_dir) / FILE, rows)  # scrubbed of the run's secrets, as every journal line
+    async def force(t: Target) -> None:
+        tally.write(await _force(ep, tally, method, t, requests[(t.suite, t.sample_id)], template, forcing.positions))
+
+    path = Path(run_dir) / FILE
+    if path.exists() or path.is_symlink():
+        path.unlink()  # a pass of this run made before (a gate's earlier look): replaced, never appended to
+    tally.fd = journal.create_new(path)
+    try:
+        tally.write(first_row)
+        await asyncio.gather(*(force(t) for t in targets[1:]))
+    finally:
+        os.close(tally.fd)
+        tally.fd = None
     block.update(method=method, state="measured", reason="; ".join(tried) or None, requests=tally.requests,
-                 errors=tally.errors, records=len(rows), wall_s=round(time.perf_counter() - t0, 3))
+                 errors=tally.errors, records=tally.records, wall_s=round(time.perf_counter() - t0, 3))
     if not quiet:
         import sys
 
-        print(f"teacher forcing: {method}, {len(rows)} records, {tally.requests} requests", file=sys.stderr)
+        print(f"teacher forcing: {method}, {tally.records} records, {tally.requests} requests", file=sys.stderr)
     return block
