@@ -212,3 +212,12 @@ def test_forced_exchanges_are_journaled_and_off_skips_the_pass(forced_golden, tm
     rows = [json.loads(line) for line in (tmp_path / "on" / forcing.FILE).read_text().splitlines()]
     assert len(rows) == 20 and all(r["method"] == method and r["exchanges"] for r in rows)
     assert all(e["status"] == 200 and e["request"]["max_tokens"] == 1 for r in rows for e in r["exchanges"])
+
+
+def test_report_draws_reruns_against_candidate(forced_golden, tmp_path, cli):
+    method, tmp = forced_golden
+    with serve((method,), numerics=1.0) as srv:
+        _gate(cli, tmp / "golden", srv, tmp_path / "r")
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert 'id="teacher-forced"' in html and 'class="plot forced-plot"' in html and 'class="plot forced-along"' in html
+    assert f"smoke ({method})" in html

@@ -40,8 +40,10 @@ ALPHA = 0.05
 EPS = 1e-12
 MAX_REFERENCE = 2000
 """Per-sample reference values kept in a margin's provenance (bounded: a golden stays small)."""
-PER_TOKEN_MAX = 400
-"""Per-position KL values kept per side in comparison.json (the report's picture), bounded."""
+PER_SAMPLE_MAX = 400
+"""Per-sample KL rows kept in comparison.json (the report's picture), bounded: the furthest half and a stride."""
+TOKENS_SHOWN = 512
+"""Positions of the furthest sample kept in comparison.json (KL along its tokens)."""
 
 
 def margin_key(suite: str) -> str:
@@ -87,6 +89,10 @@ class SampleMeasure:
     kl: tuple[float, ...]
     top1_agree: int
     abs_delta: tuple[float, ...]
+    positions: tuple[int, ...] = ()
+    """The golden positions of `kl`, in order."""
+    tokens: tuple[str, ...] = ()
+    """The golden's tokens at those positions."""
 
     @property
     def kl_mean(self) -> float:
@@ -117,6 +123,7 @@ def measure_sample(golden: Observation, forced: Forced) -> SampleMeasure | None:
     kls: list[float] = []
     agree = 0
     deltas: list[float] = []
+    at: list[int] = []
     for pos, cand in zip(forced.positions, forced.top):
         if pos >= len(dists) or not cand:
             continue
@@ -124,11 +131,13 @@ def measure_sample(golden: Observation, forced: Forced) -> SampleMeasure | None:
         if not gtop:
             continue
         kls.append(position_kl(gtop, cand))
+        at.append(pos)
         agree += top1(cand) == tok
         c = dict(cand).get(tok)
         if c is not None:
             deltas.append(abs(c - lp))
-    return SampleMeasure(golden.sample_id, tuple(kls), agree, tuple(deltas)) if kls else None
+    return SampleMeasure(golden.sample_id, tuple(kls), agree, tuple(deltas), tuple(at),
+                         tuple(dists[p][0] for p in at)) if kls else None
 
 
 def _quantile(xs: Sequence[float], q: float) -> float | None:
@@ -166,6 +175,23 @@ class SuiteMeasure:
                 "kl_p999": stats.rnd(_quantile(kls, 0.999)),
                 "top1_agreement": stats.rnd(agree / n) if n else None,
                 "mean_abs_delta_logprob": stats.rnd(sum(deltas) / len(deltas)) if deltas else None}
+
+    def pictures(self) -> dict[str, Any]:
+        """What the report draws: each sample's mean KL (bounded: the furthest half and an even stride through the
+        rest), and KL along the tokens of the furthest sample."""
+        rows = [{"id": s.sample_id, "kl_mean": stats.rnd(s.kl_mean, 9), "positions": len(s.kl)} for s in self.samples]
+        if len(rows) > PER_SAMPLE_MAX:
+            ranked = sorted(range(len(rows)), key=lambda i: (-rows[i]["kl_mean"], i))
+            top = set(ranked[:PER_SAMPLE_MAX // 2])
+            rest = [i for i in range(len(rows)) if i not in top]
+            step = len(rest) / (PER_SAMPLE_MAX - len(top))
+            keep = top | {rest[int(k * step)] for k in range(PER_SAMPLE_MAX - len(top))}
+            rows = [rows[i] for i in sorted(keep)]
+        far = max(self.samples, key=lambda s: s.kl_mean, default=None)
+        along = None if far is None else {"id": far.sample_id, "positions": list(far.positions[:TOKENS_SHOWN]),
+                                          "tokens": list(far.tokens[:TOKENS_SHOWN]),
+                                          "kl": [stats.rnd(k, 9) for k in far.kl[:TOKENS_SHOWN]]}
+        return {"per_sample": rows, "furthest_sample": along}
 
 
 def measure(golden_obs: Sequence[Observation], cand_obs: Sequence[Observation], rows: Iterable[Mapping[str, Any]],
@@ -266,7 +292,7 @@ def judge(suite: str, m: SuiteMeasure | None, state: Mapping[str, Any] | None, m
     verdict = "fail" if p < ALPHA and above else "pass" if not above or p >= ALPHA and margin is not None else "inconclusive"
     if margin is None and verdict == "fail":
         verdict = "inconclusive"
-    block = {**block, "p_value": stats.rnd(p, 6), "test": "mann_whitney_greater", "verdict": verdict}
+    block = {**block, "p_value": stats.rnd(p, 6), "test": "mann_whitney_greater", "verdict": verdict, **m.pictures()}
     if m.context_changed:
         block["note"] = f"{len(m.context_changed)} record(s) left out: prompt-token fingerprint differs"
     summary = (f"KL(golden||candidate) on the golden's tokens by {m.method}: mean {fig['kl_mean']} (p99 {fig['kl_p99']}) over "
