@@ -221,3 +221,29 @@ def test_report_draws_reruns_against_candidate(forced_golden, tmp_path, cli):
     html = (tmp_path / "r" / "report.html").read_text()
     assert 'id="teacher-forced"' in html and 'class="plot forced-plot"' in html and 'class="plot forced-along"' in html
     assert f"smoke ({method})" in html
+
+
+def test_sweep_kl_front_trades_distance_against_throughput():
+    from verifier.app import sweep
+
+    def row(name, kl, agg):
+        return {"name": name, "status": "quantization_regression", "teacher_forced_kl": kl,
+                "perf": {"aggregate_tokens_per_s": {"mean": agg, "ci": [agg - 1, agg + 1], "n": 3}}}
+
+    rows = [row("bf16", 0.0, 50), row("q8", 0.001, 80), row("q4", 0.02, 120), row("q4-slow", 0.03, 60),
+            {**row("unmeasured", None, 500), "teacher_forced_kl": None}]
+    sweep.pareto(rows)
+    # q4-slow is beaten on both axes by q8; the others each trade one axis for the other; unmeasured is not on it
+    assert {r["name"] for r in rows if r["kl_front"]} == {"bf16", "q8", "q4"}
+
+
+def test_reason_and_checks_name_the_teacher_forced_distance(forced_golden, tmp_path, cli):
+    method, tmp = forced_golden
+    with serve((method,), numerics=1.0) as srv:
+        code, doc, out = _gate(cli, tmp / "golden", srv, tmp_path / "x")
+    assert doc["reason"].startswith("numerics: smoke: on the golden's own tokens"), doc["reason"]
+    assert "no measurable quality cost" in doc["reason"]
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["smoke: teacher_forced_kl"]["verdict"] == "fail" and checks["smoke: teacher_forced_tokens"]["verdict"] == "pass"
+    junit = (tmp_path / "x" / "junit.xml").read_text()
+    assert "smoke: teacher_forced_kl" in junit
