@@ -247,3 +247,15 @@ def test_reason_and_checks_name_the_teacher_forced_distance(forced_golden, tmp_p
     assert checks["smoke: teacher_forced_kl"]["verdict"] == "fail" and checks["smoke: teacher_forced_tokens"]["verdict"] == "pass"
     junit = (tmp_path / "x" / "junit.xml").read_text()
     assert "smoke: teacher_forced_kl" in junit
+
+
+def test_changed_tokenizer_is_frontend_evidence_never_realigned(forced_golden, tmp_path, cli):
+    method, tmp = forced_golden
+    with serve((method,), split_words=True) as srv:
+        code, doc, out = _gate(cli, tmp / "golden", srv, tmp_path / "tok")
+    t = doc["suites"]["smoke"]["teacher_forced"]
+    assert t["misaligned"] == 20 and t["state"] == "not_used", t
+    fe = {e["signal"]: e for e in doc["frontend"]["evidence"]}
+    assert fe["teacher_forced_tokens"]["verdict"] == "fail" and "20/20" in fe["teacher_forced_tokens"]["summary"]
+    assert any(d["component"] == "chat template & tokenization" for d in doc["diagnosis"])
+    assert code == 10 and doc["quantization"]["verdict"] != "fail", out

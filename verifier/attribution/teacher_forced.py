@@ -274,7 +274,8 @@ def judge(suite: str, m: SuiteMeasure | None, state: Mapping[str, Any] | None, m
             tv = dataclasses.replace(tv, verdict="inconclusive", margin=None)
         fe.append(Evidence(TOKENS_SIGNAL, suite, tv.verdict,
                            f"{k}/{m.aligned_n} forced records: the endpoint's tokens of the golden's text are not the golden's"
-                           + (f" ({', '.join(m.misaligned[:5])})" if k else ""), component="tokenizer",
+                           + (f" ({', '.join(m.misaligned[:5])})" if k else ""), component="chat template & tokenization",
+                           samples=tuple(m.misaligned[:10]),
                            qualifier=None if tokens_margin is not None or tv.verdict == "pass" else "uncalibrated"))
     fig = m.figures()
     block = {**base, **fig, "margin": margin, "reference_kl_mean": stats.rnd(sum(reference) / len(reference)) if reference else None,

@@ -60,6 +60,18 @@ class Teacher:
     """A stand-in for a wrong chat template: the server renders this before every conversation, so the context the
     model sees (its distributions) and usage.prompt_tokens are not the golden's, while the weights are."""
 
+    split_words: bool = False
+    """A stand-in for a changed tokenizer: a text the server is given (a continued assistant message, an echoed
+    prompt) is tokenized with every piece over three characters split in two, so the golden's own text does not come
+    back as the golden's tokens (and a prefix takes more prompt tokens)."""
+
+    def tokens(self, text: str) -> list[str]:
+        """How the server tokenizes a text it is given."""
+        out = pieces(text)
+        if self.split_words:
+            out = [half for p in out for half in ((p[:len(p) // 2], p[len(p) // 2:]) if len(p.strip()) > 3 else (p,))]
+        return out
+
     def context(self, messages: list[dict[str, Any]]) -> str:
         return self.preamble + render(messages)
 
@@ -96,10 +108,15 @@ def _k(x: Any, default: int = 0) -> int:
 
 
 def _next_token(reply_text: str, prefix: list[str]) -> str:
-    """What the model generates after `prefix`: its own answer's next token while the prefix is its answer's start."""
-    own = pieces(reply_text)
-    if own[:len(prefix)] == prefix and len(prefix) < len(own):
-        return own[len(prefix)]
+    """What the model generates after `prefix`: its own answer's next token while the prefix's text is its answer's
+    start (up to a token boundary of its own), whatever tokens the prefix was cut into."""
+    text, at = "".join(prefix), ""
+    for tok in pieces(reply_text):
+        if at == text:
+            return tok
+        at += tok
+        if not text.startswith(at):
+            break
     return " end"
 
 
@@ -113,7 +130,7 @@ def chat_answer(teacher: Teacher, req: dict[str, Any], reply_text: Callable[[dic
         return None
     head = {**req, "messages": msgs[:-1]}
     context = teacher.context(msgs[:-1])
-    prefix = pieces(str(msgs[-1].get("content") or ""))
+    prefix = teacher.tokens(str(msgs[-1].get("content") or ""))
     base = prompt_tokens(head) + teacher.preamble_tokens
     own = reply_text(head)
     nxt = _next_token(own, prefix)
@@ -153,7 +170,7 @@ def echo_answer(teacher: Teacher, req: dict[str, Any], reply_text: Callable[[dic
     cut += len("<|im_start|>assistant\n")
     context, text = teacher.preamble + prompt[:cut], prompt[cut:]
     head_tokens = re.findall(r"\w+|[^\w\s]", context) or ["<s>"]
-    prefix = pieces(text)
+    prefix = teacher.tokens(text)
     users = re.findall(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", context, re.S)
     own = reply_text({"model": req.get("model"), "messages": [{"role": "user", "content": users[-1] if users else ""}]})
     k = _k(req.get("logprobs"), 1)
