@@ -175,7 +175,7 @@ def test_endpoint_offering_no_method_is_unavailable_and_the_old_signals_decide(t
         assert main(["calibrate", str(tmp_path / "g"), "--base-url", srv.url, "--model", "m", "-k", "2",
                      "--out-prefix", str(tmp_path / "cal"), "--quiet"]) == 0
         assert "smoke/teacher_forced_kl" not in json.loads((tmp_path / "g" / "golden.json").read_text())["margins"]
-        code, doc, out = _gate(cli, tmp_path / "g", srv, tmp_path / "c")
+        code, doc, out = _gate(cli, tmp_path / "g", srv, tmp_path / "c", "--teacher-forcing", "on")
     t = doc["suites"]["smoke"]["teacher_forced"]
     assert code == 0 and t["state"] == "unavailable", out
     assert "prompt_logprobs:" in t["reason"] and "echo:" in t["reason"] and "prefill:" in t["reason"]
@@ -184,7 +184,8 @@ def test_endpoint_offering_no_method_is_unavailable_and_the_old_signals_decide(t
 
 
 def test_uncalibrated_golden_is_inconclusive_where_the_distance_fired(forced_golden, tmp_path, cli):
-    """A golden calibrated before the pass existed (its margins without teacher_forced_kl): judged against 0."""
+    """A golden calibrated before the pass existed (its margins without teacher_forced_kl): a gate skips the pass
+    by default; asked to measure (`--teacher-forcing on`), it is judged against 0."""
     method, tmp = forced_golden
     g = tmp_path / "old"
     shutil.copytree(tmp / "golden", g)
@@ -192,10 +193,15 @@ def test_uncalibrated_golden_is_inconclusive_where_the_distance_fired(forced_gol
     doc["margins"] = {k: v for k, v in doc["margins"].items() if "teacher_forced" not in k}
     (g / "golden.json").write_text(json.dumps(doc))
     with serve((method,)) as srv:
-        code, healthy, out = _gate(cli, g, srv, tmp_path / "h")
+        code, skipped, out = _gate(cli, g, srv, tmp_path / "s")  # auto: nothing sent, the comparison as before
+        assert code == 0 and "teacher_forced" not in skipped["suites"]["smoke"], out
+        run = json.loads((tmp_path / "s" / "run.json").read_text())["teacher_forcing"]
+        assert run["state"] == "skipped" and run["requests"] == 0 and "calibrate" in run["reason"]
+        assert not (tmp_path / "s" / forcing.FILE).exists()
+        code, healthy, out = _gate(cli, g, srv, tmp_path / "h", "--teacher-forcing", "on")
     assert code == 0 and healthy["suites"]["smoke"]["teacher_forced"]["verdict"] == "pass", out
     with serve((method,), numerics=1.0) as srv:
-        code, moved, out = _gate(cli, g, srv, tmp_path / "m")
+        code, moved, out = _gate(cli, g, srv, tmp_path / "m", "--teacher-forcing", "on")
     ev = {e["signal"]: e for e in moved["quantization"]["evidence"]}["teacher_forced_kl"]
     assert ev["verdict"] == "inconclusive" and ev["qualifier"] == "uncalibrated"
     assert "golden not calibrated for smoke/teacher_forced_kl" in ev["summary"]

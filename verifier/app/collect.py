@@ -181,7 +181,8 @@ def _forcing(golden: "Golden", method: str, positions: int | None) -> "Forcing |
     targets = tf.targets_of(golden.observations, greedy=temperature == 0)
     if not targets:
         return None
-    return tf.Forcing(targets, method, positions or tf.DEFAULT_POSITIONS)
+    calibrated = any(k.endswith("/teacher_forced_kl") for k in golden.margins)
+    return tf.Forcing(targets, method=method, positions=positions or tf.DEFAULT_POSITIONS, calibrated=calibrated)
 
 
 @dataclass(frozen=True)

@@ -111,8 +111,9 @@ class CalibrateSpec:
     """Dataset path for new reruns."""
     quiet: bool = False
     """No progress on stderr."""
-    teacher_forcing: str = "auto"
-    """New reruns' teacher-forcing pass (as GateSpec's): its figures become the `<suite>/teacher_forced_kl` margins."""
+    teacher_forcing: str = "on"
+    """New reruns' teacher-forcing pass (as GateSpec's, but measured whatever margins the golden holds): its figures
+    become the `<suite>/teacher_forced_kl` margins."""
     forced_positions: int | None = None
 
 

@@ -255,8 +255,8 @@ class Judged:
 def judge(suite: str, m: SuiteMeasure | None, state: Mapping[str, Any] | None, margin: float | None,
           reference: list[float] | None, tokens_margin: float | None) -> Judged | None:
     """The suite's teacher-forced block and evidence; None when the run made no pass (documents stay as they were)."""
-    if state is None:
-        return None
+    if state is None or state.get("state") in ("skipped", "off"):
+        return None  # no pass was made: the document stays as it was
     run_state = state.get("state")
     base: dict[str, Any] = {"state": run_state, "method": state.get("method")}
     if run_state != "measured":

@@ -184,7 +184,8 @@ def add_teacher_forcing_args(p: argparse.ArgumentParser, default: str | None = N
     from verifier.execution.teacher_forcing import CHOICES, DEFAULT_POSITIONS
 
     p.add_argument("--teacher-forcing", choices=CHOICES, default=default,
-                   help="measure the candidate's distribution on the golden's own tokens after the samples: auto (default) detects "
-                        "prompt_logprobs, echo or prefill, off skips the pass, a method name insists on it")
+                   help="measure the candidate's distribution on the golden's own tokens after the samples: auto (gate's "
+                        "default) detects prompt_logprobs, echo or prefill where the golden holds teacher-forced margins; on "
+                        "(calibrate's default) measures whatever the golden holds; off skips the pass; a method name insists on it")
     p.add_argument("--forced-positions", type=T.positive_int, metavar="K",
                    help=f"with the prefill method: positions per sample (default {DEFAULT_POSITIONS})")

@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--margin", action="append", metavar="KEY=VALUE:reason", help="manual margin, recorded with its reason")
     p.add_argument("--data", help="with --base-url: reload the samples from this dataset instead of the golden's own")
     p.add_argument("--quiet", action="store_true")
-    add_teacher_forcing_args(p, default="auto")
+    add_teacher_forcing_args(p, default="on")
     add_endpoint_args(p, required=False, url_from_env=False)  # reruns only when asked on the command line
     p.set_defaults(fn=handle)
 

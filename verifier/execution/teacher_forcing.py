@@ -42,8 +42,11 @@ if TYPE_CHECKING:
 FILE = layout.TEACHER_FORCED
 METHODS = ("prompt_logprobs", "echo", "prefill")
 """Best first: one request per sample for the first two, K for prefill."""
-CHOICES = ("auto", "off", *METHODS)
-"""What `--teacher-forcing` accepts: detect the best method, skip the pass, or insist on one method."""
+CHOICES = ("auto", "on", "off", *METHODS)
+"""What `--teacher-forcing` accepts. auto (a gate's default): detect the best method when the golden holds
+teacher-forced margins, else skip the pass (state `skipped`: nothing sent, the comparison as before, so goldens
+calibrated before teacher forcing keep gating as they did); on (calibrate's default): detect and measure whatever the
+golden holds (uncalibrated: judged against 0); off: no pass; a method name: insist on that method."""
 DEFAULT_POSITIONS = 4
 """Prefill positions per sample. A greedy smoke record is ~5-20 tokens; each prefill request processes the tokens
 since the previous position (the prefix cache keeps the rest) and decodes one, so 4 positions cost about one greedy
@@ -72,6 +75,8 @@ class Forcing:
     targets: tuple[Target, ...]
     method: str = "auto"
     """One of CHOICES."""
+    calibrated: bool = False
+    """The golden holds teacher-forced margins (`auto` measures only then)."""
     positions: int = DEFAULT_POSITIONS
     """Prefill positions per sample (the other methods read every position)."""
 
@@ -399,10 +404,14 @@ async def run(ep: "Endpoint", forcing: Forcing, requests: Mapping[tuple[str, str
                              "records": 0, "positions": forcing.positions}
     if forcing.method == "off":
         return {**block, "state": "off", "reason": "--teacher-forcing off"}
+    if forcing.method == "auto" and not forcing.calibrated:
+        return {**block, "state": "skipped", "reason": "the golden holds no teacher-forced margins (calibrated before teacher forcing, "
+                "or from reruns without the pass): `verifier calibrate GOLDEN --base-url ...` measures them; "
+                "`--teacher-forcing on` measures anyway, judged uncalibrated"}
     if not targets:
         return {**block, "reason": "no greedy golden record with output tokens was sent in this run"}
     first = targets[0]
-    candidates = METHODS if forcing.method == "auto" else (forcing.method,)
+    candidates = METHODS if forcing.method in ("auto", "on") else (forcing.method,)
     tried: list[str] = []
     method = None
     first_row = None
