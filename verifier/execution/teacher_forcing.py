@@ -53,8 +53,6 @@ since the previous position (the prefix cache keeps the rest) and decodes one, s
 generation of the record in processed tokens, plus 4 small requests."""
 TOP_K = 5
 """Alternatives asked for per position (observations.MAX_TOP: what a golden keeps)."""
-MAX_TOKENS_PER_SAMPLE = 512
-"""Golden positions measured per sample at most (observations.MAX_LOGPROBS)."""
 
 
 @dataclass(frozen=True)
@@ -339,8 +337,7 @@ async def _completion_body(chat_request: Mapping[str, Any], template: str | None
 
     try:
         return await asyncio.to_thread(dualpath.completion_body, dict(chat_request), template)
-    except (ValueError, OSError) as e:  # a template that does not render: echo is not available
-        _ = e
+    except (ValueError, OSError):  # a template that does not render (TemplateUnavailable): echo is not available
         return None
 
 
