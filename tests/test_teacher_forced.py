@@ -265,3 +265,12 @@ def test_changed_tokenizer_is_frontend_evidence_never_realigned(forced_golden, t
     assert fe["teacher_forced_tokens"]["verdict"] == "fail" and "20/20" in fe["teacher_forced_tokens"]["summary"]
     assert any(d["component"] == "chat template & tokenization" for d in doc["diagnosis"])
     assert code == 10 and doc["quantization"]["verdict"] != "fail", out
+
+
+def test_per_sample_rows_are_bounded_the_furthest_half_kept():
+    samples = tuple(tf.SampleMeasure(str(i), (i / 1000,), 1, ()) for i in range(1000))
+    pics = tf.SuiteMeasure("prefill", samples).pictures()
+    rows = pics["per_sample"]
+    assert len(rows) == tf.PER_SAMPLE_MAX and rows[-1]["id"] == "999"
+    assert sum(1 for r in rows if int(r["id"]) >= 800) == 200  # the furthest half, all kept
+    assert pics["furthest_sample"]["id"] == "999"

@@ -179,9 +179,10 @@ class SuiteMeasure:
     def pictures(self) -> dict[str, Any]:
         """What the report draws: each sample's mean KL (bounded: the furthest half and an even stride through the
         rest), and KL along the tokens of the furthest sample."""
-        rows = [{"id": s.sample_id, "kl_mean": stats.rnd(s.kl_mean, 9), "positions": len(s.kl)} for s in self.samples]
+        rows: list[dict[str, Any]] = [{"id": s.sample_id, "kl_mean": stats.rnd(s.kl_mean, 9), "positions": len(s.kl)}
+                                      for s in self.samples]
         if len(rows) > PER_SAMPLE_MAX:
-            ranked = sorted(range(len(rows)), key=lambda i: (-rows[i]["kl_mean"], i))
+            ranked = sorted(range(len(rows)), key=lambda i: (-self.samples[i].kl_mean, i))
             top = set(ranked[:PER_SAMPLE_MAX // 2])
             rest = [i for i in range(len(rows)) if i not in top]
             step = len(rest) / (PER_SAMPLE_MAX - len(top))
