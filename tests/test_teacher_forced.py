@@ -274,3 +274,18 @@ def test_per_sample_rows_are_bounded_the_furthest_half_kept():
     assert len(rows) == tf.PER_SAMPLE_MAX and rows[-1]["id"] == "999"
     assert sum(1 for r in rows if int(r["id"]) >= 800) == 200  # the furthest half, all kept
     assert pics["furthest_sample"]["id"] == "999"
+
+
+def test_tool_call_span_is_measured_apart_from_prose():
+    from verifier.types import Observation
+
+    base = Observation.from_dict({"suite": "s", "sample_id": "1", "epoch": 0, "mode": "chat", "outcome": "content",
+                                  "score": 1.0, "answer": [{"name": "f", "arguments": {}}], "findings": [], "metrics": {},
+                                  "content": "Hi", "logprobs": [["Hi", -0.1], ["<tool_call>", -0.2], ["{}", -0.3]]})
+    forced = forcing.Forced("s", "1", "prompt_logprobs", (0, 1, 2),
+                            ((("Hi", -0.1),), (("<tool_call>", -0.9),), (("{}", -0.3),)))
+    m = tf.measure_sample(base, forced)
+    assert m.in_call == (False, True, True)
+    spans = tf.SuiteMeasure("prompt_logprobs", (m,)).figures()["spans"]
+    assert spans["prose"]["positions"] == 1 and spans["prose"]["kl_mean"] == 0.0
+    assert spans["tool_calls"]["positions"] == 2 and spans["tool_calls"]["kl_mean"] > 0

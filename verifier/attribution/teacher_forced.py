@@ -93,6 +93,11 @@ class SampleMeasure:
     """The golden positions of `kl`, in order."""
     tokens: tuple[str, ...] = ()
     """The golden's tokens at those positions."""
+    agree_at: tuple[bool, ...] = ()
+    """Top-1 agreement at each position."""
+    in_call: tuple[bool, ...] = ()
+    """Whether each position lies in the tool-call span (the raw call text after the content), on records that
+    answered with tool calls."""
 
     @property
     def kl_mean(self) -> float:
@@ -124,6 +129,14 @@ def measure_sample(golden: Observation, forced: Forced) -> SampleMeasure | None:
     agree = 0
     deltas: list[float] = []
     at: list[int] = []
+    agree_at: list[bool] = []
+    # Where the golden answered with tool calls, its tokens spell the content first and then the calls' raw text: a
+    # token starting at or past the content's length is in the tool-call span.
+    calls = isinstance(golden.answer, list) and bool(golden.answer) and isinstance(golden.answer[0], dict)
+    starts = [0]
+    for tok, _, _ in dists:
+        starts.append(starts[-1] + len(tok))
+    content_end = len(golden.content or "")
     for pos, cand in zip(forced.positions, forced.top):
         if pos >= len(dists) or not cand:
             continue
@@ -132,12 +145,13 @@ def measure_sample(golden: Observation, forced: Forced) -> SampleMeasure | None:
             continue
         kls.append(position_kl(gtop, cand))
         at.append(pos)
-        agree += top1(cand) == tok
+        agree_at.append(top1(cand) == tok)
+        agree += agree_at[-1]
         c = dict(cand).get(tok)
         if c is not None:
             deltas.append(abs(c - lp))
-    return SampleMeasure(golden.sample_id, tuple(kls), agree, tuple(deltas), tuple(at),
-                         tuple(dists[p][0] for p in at)) if kls else None
+    return SampleMeasure(golden.sample_id, tuple(kls), agree, tuple(deltas), tuple(at), tuple(dists[p][0] for p in at),
+                         tuple(agree_at), tuple(calls and starts[p] >= content_end for p in at)) if kls else None
 
 
 def _quantile(xs: Sequence[float], q: float) -> float | None:
@@ -174,7 +188,25 @@ class SuiteMeasure:
                 "kl_p50": stats.rnd(_quantile(kls, 0.5)), "kl_p99": stats.rnd(_quantile(kls, 0.99)),
                 "kl_p999": stats.rnd(_quantile(kls, 0.999)),
                 "top1_agreement": stats.rnd(agree / n) if n else None,
-                "mean_abs_delta_logprob": stats.rnd(sum(deltas) / len(deltas)) if deltas else None}
+                "mean_abs_delta_logprob": stats.rnd(sum(deltas) / len(deltas)) if deltas else None,
+                **self._spans()}
+
+    def _spans(self) -> dict[str, Any]:
+        """Prose and tool-call spans apart, where the suite has both (`spans`); nothing otherwise."""
+        parts: dict[str, tuple[list[float], list[bool]]] = {"prose": ([], []), "tool_calls": ([], [])}
+        for s in self.samples:
+            for k, a, c in zip(s.kl, s.agree_at, s.in_call or (False,) * len(s.kl)):
+                kl, agree = parts["tool_calls" if c else "prose"]
+                kl.append(k)
+                agree.append(a)
+        if not all(kl for kl, _ in parts.values()):
+            return {}
+        out = {}
+        for name, (kl, agree) in parts.items():
+            kl.sort()
+            out[name] = {"positions": len(kl), "kl_mean": stats.rnd(sum(kl) / len(kl)), "kl_p99": stats.rnd(_quantile(kl, 0.99)),
+                         "top1_agreement": stats.rnd(sum(agree) / len(agree))}
+        return {"spans": out}
 
     def pictures(self) -> dict[str, Any]:
         """What the report draws: each sample's mean KL (bounded: the furthest half and an even stride through the
