@@ -289,3 +289,16 @@ def test_tool_call_span_is_measured_apart_from_prose():
     spans = tf.SuiteMeasure("prompt_logprobs", (m,)).figures()["spans"]
     assert spans["prose"]["positions"] == 1 and spans["prose"]["kl_mean"] == 0.0
     assert spans["tool_calls"]["positions"] == 2 and spans["tool_calls"]["kl_mean"] > 0
+
+
+def test_a_row_forced_on_another_goldens_tokens_is_left_out_not_misaligned():
+    from verifier.types import Observation
+
+    g = Observation.from_dict({"suite": "s", "sample_id": "1", "epoch": 0, "mode": "chat", "outcome": "content", "score": 1.0,
+                               "answer": "5", "findings": [], "metrics": {}, "prompt_tokens": 9,
+                               "content": "It is 5", "logprobs": [["It", -0.1], [" is", -0.1], [" 5", -0.1]]})
+    row = {"suite": "s", "sample_id": "1", "method": "prompt_logprobs", "tokens_sha256": forcing.tokens_digest(["The", " sum"]),
+           "exchanges": [{"status": 200, "error": None, "body": "{}"}]}
+    assert tf.measure([g], [g], [row], "prompt_logprobs") == {}
+    row["tokens_sha256"] = forcing.tokens_digest(["It", " is", " 5"])
+    assert tf.measure([g], [g], [row], "prompt_logprobs")["s"].records == 1

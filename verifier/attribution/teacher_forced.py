@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from verifier import stats
-from verifier.execution.teacher_forcing import Forced, Top, forced_of
+from verifier.execution.teacher_forcing import Forced, Top, forced_of, tokens_digest
 from verifier.judge.contract import comparable
 from verifier.surfaces.registry import REFERENCE_MODE
 from verifier.types import Evidence, Observation
@@ -240,9 +240,11 @@ def measure(golden_obs: Sequence[Observation], cand_obs: Sequence[Observation], 
         g = gref.get(key)
         if g is None:
             continue
+        tokens = [t for _, t, _ in comparable(g.logprobs)]
+        if row.get("tokens_sha256") != tokens_digest(tokens):
+            continue  # forced against another golden's tokens (a run compared with a golden it was not gated on)
         a = acc.setdefault(key[0], {"samples": [], "records": 0, "misaligned": [], "context": [], "infra": 0, "aligned_n": 0})
         a["records"] += 1
-        tokens = [t for _, t, _ in comparable(g.logprobs)]
         f = forced_of(row, tokens)
         if f.infra is not None:
             a["infra"] += 1

@@ -23,6 +23,7 @@ strings for prompt_logprobs and echo, prompt-token counts for prefill); a mismat
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import os
 import time
@@ -95,6 +96,12 @@ def targets_of(rows: Iterable[Any], greedy: bool) -> tuple[Target, ...]:
             continue  # a special token dropped inside the output: the concatenation is not the text generated
         out.append(Target(o.suite, o.sample_id, tuple(t for _, t, _ in kept)))
     return tuple(out)
+
+
+def tokens_digest(tokens: Sequence[str]) -> str:
+    """What a forced row records of the golden tokens it forced: a comparison against another golden (other tokens
+    for the same sample) leaves the row out instead of reading it as a tokenizer change."""
+    return hashlib.sha256(journal.canonical(list(tokens)).encode()).hexdigest()
 
 
 def prefill_positions(n: int, k: int) -> list[int]:
@@ -345,7 +352,7 @@ async def _force(ep: "Endpoint", tally: _Tally, method: str, t: Target, request:
                  template: str | None, positions: int, probing: bool = False) -> dict[str, Any]:
     """One record's exchanges by `method`, as one teacher_forced.jsonl row."""
     text = "".join(t.tokens)
-    row: dict[str, Any] = {"suite": t.suite, "sample_id": t.sample_id, "method": method}
+    row: dict[str, Any] = {"suite": t.suite, "sample_id": t.sample_id, "method": method, "tokens_sha256": tokens_digest(t.tokens)}
     if method == "prompt_logprobs":
         row["exchanges"] = [await _send(ep, tally, t, "chat", prompt_logprobs_request(request, text), probing)]
     elif method == "echo":
