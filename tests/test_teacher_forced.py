@@ -302,3 +302,17 @@ def test_a_row_forced_on_another_goldens_tokens_is_left_out_not_misaligned():
     assert tf.measure([g], [g], [row], "prompt_logprobs") == {}
     row["tokens_sha256"] = forcing.tokens_digest(["It", " is", " 5"])
     assert tf.measure([g], [g], [row], "prompt_logprobs")["s"].records == 1
+
+
+def test_quality_decides_what_the_numerics_change_cost(forced_golden, tmp_path, cli):
+    """The same distance with wrong answers: a numerics regression users see (impact quality_regressed)."""
+    method, tmp = forced_golden
+
+    def wrong(req):
+        m = re.search(r"What is (-?\d+) \+ (-?\d+)", last_user_text(req))
+        return Reply(content=f"The answer is {int(m.group(1)) + int(m.group(2)) + 1}" if m else "I don't know")
+
+    with TestServer(Script(wrong, teacher=Teacher(methods=(method,), numerics=1.0))) as srv:
+        code, doc, out = _gate(cli, tmp / "golden", srv, tmp_path / "w")
+    assert doc["suites"]["smoke"]["metrics"]["accuracy"]["verdict"] == "fail"
+    assert code == 11 and doc["quantization"]["impact"] == "quality_regressed", out

@@ -488,8 +488,9 @@ def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], incom
     if quality == "fail":
         # A frontend bug never moves the logprobs of a shared token prefix: only drift above the noise floor
         # blames the weights. Without it (at the floor, unmeasurable, uncalibrated) the numerics are undecided.
-        # The teacher-forced distance, on the golden's own context and tokens, blames them as well.
-        quant = "fail" if "fired" in drift_states or forced == "fail" else "inconclusive"
+        # The teacher-forced distance, on the golden's own context and tokens, blames them as well; where it was
+        # measured and passed, the distribution is the reference's and drift alone blames nothing.
+        quant = "fail" if forced == "fail" or ("fired" in drift_states and forced != "pass") else "inconclusive"
     elif forced == "fail":
         # The primary evidence: on the golden's own tokens the candidate's distribution is further from the golden's
         # than the reference's reruns are (rank test). Quality only says what it cost (quantization.impact).
