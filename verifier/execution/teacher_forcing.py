@@ -58,8 +58,7 @@ TOP_K = 5
 
 @dataclass(frozen=True)
 class Target:
-    """One greedy golden record to force: its tokens (contract.comparable: special tokens left out) and the
-    positions to ask for."""
+    """One greedy golden record to force: which sample, and its output tokens."""
 
     suite: str
     sample_id: str
@@ -117,7 +116,9 @@ def prefill_positions(n: int, k: int) -> list[int]:
 
 
 def _base(chat_request: Mapping[str, Any]) -> dict[str, Any]:
-    """The run's own chat request of this sample, made a one-token greedy request."""
+    """The run's own chat request of this sample (its messages, tools and options), made a one-token greedy request.
+    `response_format` is dropped: a grammar constrains generated tokens only and would restart at the forced prefix;
+    the reference's reruns are forced the same way, so the calibrated margin carries whatever that changes."""
     body = {k: v for k, v in chat_request.items() if k not in ("stream", "stream_options", "n", "logprobs", "top_logprobs",
                                                                "max_tokens", "max_completion_tokens", "response_format")}
     body.update(temperature=0.0, max_tokens=1)
