@@ -54,9 +54,10 @@ def test_mann_whitney_one_sided():
 
 
 def test_prefill_positions_spread_over_the_output():
-    assert forcing.prefill_positions(3, 4) == [0, 1, 2]
-    assert forcing.prefill_positions(10, 4) == [0, 3, 6, 9]
-    assert forcing.prefill_positions(10, 1) == [0]
+    assert forcing.prefill_positions(3, 4) == [1, 2]
+    assert forcing.prefill_positions(10, 4) == [1, 4, 6, 9]
+    assert forcing.prefill_positions(10, 1) == [9]
+    assert forcing.prefill_positions(1, 4) == []  # a one-token output has no non-empty prefix
 
 
 def test_prompt_logprobs_alignment_is_checked_on_token_strings():

@@ -104,12 +104,16 @@ def tokens_digest(tokens: Sequence[str]) -> str:
 
 
 def prefill_positions(n: int, k: int) -> list[int]:
-    """K positions spread evenly over n tokens, first and last included (all of them when n <= k)."""
-    if n <= k:
-        return list(range(n))
+    """K positions spread evenly over tokens 1..n-1, the last included (all of them when there are no more than k).
+    Position 0 is left out: its prefix is an empty assistant message, which llama-server does not continue as it
+    continues a non-empty one (measured: 4 prompt tokens fewer than the generation prompt, and an end token)."""
+    if n < 2:
+        return []
+    if n - 1 <= k:
+        return list(range(1, n))
     if k <= 1:
-        return [0]
-    return sorted({round(j * (n - 1) / (k - 1)) for j in range(k)})
+        return [n - 1]
+    return sorted({1 + round(j * (n - 2) / (k - 1)) for j in range(k)})
 
 
 # --------------------------------------------------------------------------- requests
@@ -269,6 +273,8 @@ def forced_of(row: Mapping[str, Any], tokens: Sequence[str]) -> Forced:
     exchanges = [e for e in row.get("exchanges") or [] if isinstance(e, dict)]
     positions = [p for p in row.get("positions") or [] if isinstance(p, int) and 0 <= p < len(tokens)]
     if not exchanges:
+        if method == "prefill" and row.get("positions") == []:
+            return Forced(suite, sid, method)  # a one-token output: no prefill position to force, nothing measured
         return Forced(suite, sid, method, infra="no_exchange")
     for e in exchanges:
         if e.get("error") or e.get("status") != 200:
