@@ -52,7 +52,7 @@ def main() -> int:
             assert doc["exit_code"] == code, (name, doc["exit_code"])
             dest = REPORTS / name
             shutil.rmtree(dest, ignore_errors=True)
-            shutil.copytree(src, dest, ignore=shutil.ignore_patterns(".lock"))
+            shutil.copytree(src, dest, ignore=shutil.ignore_patterns(".lock", "observations.jsonl"))  # sealed with this user's key: no one else's to read
             portable(dest, src)
             print(f"{dest.relative_to(ROOT)}: {doc['status']} (exit {code})")
     return 0

@@ -12,9 +12,11 @@ A built-in name always wins over a plugin's; a plugin that fails to load is repo
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from functools import lru_cache
+from typing import Any
 
 from verifier.types import Suite
 
@@ -45,13 +47,44 @@ def _as_suites(obj: object) -> list[Suite]:
     raise TypeError(f"expected a Suite, a dict of Suites or a function returning one, got {type(obj).__name__}")
 
 
+def discovery_path() -> list[str]:
+    """sys.path without the current directory: `python -m verifier` puts the current directory first on sys.path,
+    and a `*.dist-info` planted there (a downloaded repository, a shared folder) would name a module to import. A
+    plugin is an installed distribution (site-packages, a `--target` or PYTHONPATH directory), never whatever sits
+    in the directory the command runs from."""
+    here = os.path.realpath(os.getcwd()) if _cwd_exists() else None
+    return [p for p in sys.path if p and (here is None or os.path.realpath(p) != here)]
+
+
+def _cwd_exists() -> bool:
+    try:
+        os.getcwd()
+    except OSError:  # the directory was removed
+        return False
+    return True
+
+
+def _entry_points() -> list[Any]:
+    """The `verifier.suites` entry points of the distributions on discovery_path(), first distribution of a name
+    only (as importlib.metadata.entry_points() dedups)."""
+    from importlib.metadata import distributions
+
+    seen: set[str] = set()
+    out: list[Any] = []
+    for dist in distributions(path=discovery_path()):
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-").replace(".", "-")
+        if name in seen:
+            continue
+        seen.add(name)
+        out.extend(dist.entry_points.select(group=ENTRY_POINT_GROUP))
+    return out
+
+
 @lru_cache(maxsize=1)
 def plugins() -> dict[str, tuple[Suite, str]]:
     """{suite name: (suite, distribution name)} from the `verifier.suites` entry points."""
-    from importlib.metadata import entry_points
-
     found: dict[str, tuple[Suite, str]] = {}
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+    for ep in sorted(_entry_points(), key=lambda e: e.name):
         dist = ep.dist.name if ep.dist is not None else ep.value.split(":")[0]
         try:
             loaded = _as_suites(ep.load())

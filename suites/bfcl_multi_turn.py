@@ -14,11 +14,14 @@ surface's tool result (chat `tool` message with the call's id, Responses `functi
 the server emitted it (reasoning included: verifier/judge/history.py). `miss_func` turns offer the
 held-back function from the turn the data names, with BFCL's own user prompt for it.
 
-Checking, as BFCL's multi-turn checker does it, after every turn (pure: the simulators are
-deterministic, so scoring re-executes the journaled calls offline):
+Checking, as BFCL's multi-turn checker does it, after every turn whose ground truth calls something (pure: the
+simulators are deterministic, so scoring re-executes the journaled calls offline):
+  - the calls checked are those bfcl-eval's FC decoder keeps (`bfcl_step_calls`: an answer with a call whose
+    arguments are not an object, or a JSON string of one, is dropped whole);
   - state check: every simulator instance the model drove equals the one the ground-truth calls drove;
   - response check: every ground-truth call's result appears among the model's results so far;
-  - a turn whose ground truth calls something must see at least one model call.
+  - the turn must see at least one decoded model call.
+A turn whose ground truth calls nothing is not checked (BFCL's neither), but what the model did there carries on.
 Records are the turns (`<id>/t<k>`, metric `turn_accuracy`); the last turn also carries `entry_accuracy`
 (every turn passed). Each record's `answer` is the turn's transcript (calls, argument values, result
 digests, final text) and the digest of every turn before it, which the golden diff uses
@@ -173,6 +176,28 @@ def _decode(call: dict[str, Any]) -> tuple[str, Any]:
     except ValueError:
         args = raw
     return str(fn.get("name")), args
+
+
+def bfcl_step_calls(parsed: Parsed | None) -> list[tuple[str, dict[str, Any]]] | None:
+    """One answer's calls as bfcl-eval's multi-turn checker reads them (the FC handlers' `decode_execute`): each
+    call's arguments are an object, or a string that `json.loads` makes one; one call that is neither drops the
+    whole answer, and so does an answer without calls. None: the checker executes nothing of this answer."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for c in _calls(parsed) if parsed is not None else []:
+        name, raw = _decode_raw(c)
+        try:
+            args = loads_bounded(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            return None
+        if not isinstance(args, dict):
+            return None
+        out.append((name, args))
+    return out or None
+
+
+def _decode_raw(call: dict[str, Any]) -> tuple[str, Any]:
+    fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+    return str(fn.get("name")), fn.get("arguments")
 
 
 def _sims():
@@ -340,6 +365,13 @@ def score_conversation(sample: Sample, steps: list[Exchange]) -> list[tuple[str,
     for i, ex in enumerate(steps):
         by_turn.setdefault(position(ex.sample_id)[0], []).append(i)
     model_results, model_inst = replay(sample, steps, parsed)
+    # The turn checks read the calls as bfcl-eval's checker does: an answer with an undecodable call executes nothing.
+    # Only when some answer differs that way is the history replayed a second time (the transcript keeps every call).
+    checked = [bfcl_step_calls(p) for p in parsed]
+    if any(c is None and p is not None and _calls(p) for c, p in zip(checked, parsed)):
+        bfcl_results, bfcl_inst = replay(sample, steps, parsed, as_bfcl=True)
+    else:
+        bfcl_results, bfcl_inst = model_results, model_inst
     gt_inst = _instances(sample)
     all_model: list[str] = []
     prior = _digest([])
@@ -358,15 +390,19 @@ def score_conversation(sample: Sample, steps: list[Exchange]) -> list[tuple[str,
             p = parsed[i]
             calls = [list(_decode(c)) for c in _calls(p)] if p is not None else []
             turn_steps.append({"calls": calls, "results": [_digest(_canonical(r)) for r in model_results[i]]})
-            all_model += [_canonical(r) for r in model_results[i]]
+            all_model += [_canonical(r) for r in bfcl_results[i]]
         text = next((p.content or "" for p in (parsed[i] for i in reversed(idx)) if p is not None), "")
         n_calls = sum(len(s["calls"]) for s in turn_steps)
-        states = model_inst.get(k)
+        n_checked = sum(len(checked[i] or ()) for i in idx)
+        states = bfcl_inst.get(k)
         reason, detail = "correct", ""
         if not idx:
             reason = "not_reached"
-        elif gt_calls and n_calls == 0:
-            reason, detail = "empty_turn", "the ground truth calls functions, the model called none"
+        elif not gt_calls:
+            pass  # BFCL's checker checks nothing on a turn whose ground truth calls nothing (its state carries on)
+        elif n_checked == 0:
+            reason, detail = "empty_turn", ("the ground truth calls functions, the model called none" if n_calls == 0 else
+                                            f"the ground truth calls functions; none of the model's {n_calls} call(s) could be decoded")
         else:
             gt_state = {c: inst.state() for c, inst in gt_inst.items()}
             diff = sorted(c for c in gt_state if (states or {}).get(c) != gt_state[c])
@@ -397,9 +433,13 @@ def _prompt_tokens(p: Parsed | None) -> int | None:
     return p.prompt_tokens if p is not None else None
 
 
-def replay(sample: Sample, steps: list[Exchange], parsed: list[Parsed | None]) -> tuple[list[list[str]], dict[int, dict[str, Any]]]:
+def replay(sample: Sample, steps: list[Exchange], parsed: list[Parsed | None],
+           as_bfcl: bool = False) -> tuple[list[list[str]], dict[int, dict[str, Any]]]:
     """Every step's calls executed in order on fresh instances (deterministic, so the step function and the
-    scorer see the same results) -> (per step, its result texts; per turn, each instance's state after it)."""
+    scorer see the same results) -> (per step, its result texts; per turn, each instance's state after it).
+
+    The conversation executes every call it can (an undecodable one gets an error result, which the model sees);
+    `as_bfcl` executes only what bfcl-eval's checker executes (`bfcl_step_calls`), for the turn checks."""
     instances = _instances(sample)
     results: list[list[str]] = []
     states: dict[int, dict[str, Any]] = {}
@@ -410,9 +450,13 @@ def replay(sample: Sample, steps: list[Exchange], parsed: list[Parsed | None]) -
             states[current] = {c: inst.state() for c, inst in instances.items()}
             current = turn
         allowed = {t["function"]["name"] for t in _tools_at(sample, turn)}
+        calls: list[tuple[str, Any]]
+        if as_bfcl:
+            calls = list(bfcl_step_calls(p) or [])
+        else:
+            calls = [_decode(c) for c in (_calls(p) if p is not None else [])]
         rs = []
-        for i, c in enumerate(_calls(p) if p is not None else []):
-            name, args = _decode(c)
+        for i, (name, args) in enumerate(calls):
             r = {"error": f"more than {MAX_CALLS_PER_STEP} calls in one answer"} if i >= MAX_CALLS_PER_STEP else _run(instances, name, args, allowed)
             rs.append(result_text(r))
         results.append(rs)

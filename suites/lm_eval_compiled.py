@@ -11,7 +11,11 @@ Compiled from the YamlTask (suites/lm_eval_lite.py, on lm-eval's own code) and c
 on probe docs and probe generations the compiled task must give the same chat messages, targets, filtered answers
 and metric values, or it is not used. It is kept in the user's cache (`VERIFIER_CACHE_DIR`, else
 `$XDG_CACHE_HOME/verifier`, else ~/.cache/verifier), one file per compiler version, lm-eval version and resolved
-YAML; a file that is missing, unreadable, too large or not of this shape is compiled again. A task the compiled form
+YAML; a file that is missing, unreadable, too large, not of this shape or not sealed by this user is compiled
+again. The seal (`seal`, an HMAC-SHA256 of the recipe under this user's key, verifier/seal.py) binds the file to
+the check made when it was compiled: an edited filter, template or few-shot turn (or a file copied from another
+machine or user) means "compile again", never "use it"; only someone who can read this user's key can seal an edit.
+A task the compiled form
 cannot state as data (a `!function`, a sampler other than first_n, a few-shot split that is the eval split, a metric
 other than exact_match, a filter with state) keeps the YamlTask, whose answers are the same, only slower to import.
 
@@ -35,9 +39,10 @@ from typing import Any
 import suites.lm_eval_adapter as le
 import suites.lm_eval_lite as lite
 from verifier import safeio
+from verifier import seal as sealing
 
-COMPILER = "1"
-"""Bump when the compiled form or its meaning changes: older files are then compiled again."""
+COMPILER = "2"
+"""Bump when the compiled form or its meaning changes: older files are then compiled again. 2: files carry a seal."""
 MAX_FILE = 4 * 2**20
 EXACT_MATCH_ARGS = ("regexes_to_ignore", "ignore_case", "ignore_punctuation", "ignore_numbers")
 PROBE_TEXTS = (
@@ -69,25 +74,30 @@ def _regex_replace(text: str, pattern: str, repl: str, count: int = 0) -> str:
 
 @lru_cache(maxsize=1)
 def _jinja() -> Any:
-    """lm-eval's `utils.env` settings (lm_eval.utils itself imports numpy and requests), in Jinja's immutable sandbox:
-    a template read back from the cache is data, and must not reach Python's internals or mutate a doc. A template
-    the sandbox renders differently from lm-eval fails the compile-time check and keeps lm-eval's code."""
+    """lm-eval's `utils.env` settings (lm_eval.utils itself imports numpy and requests), in Jinja's immutable sandbox
+    with bounded work (suites/bounded_jinja.py): a template read back from the cache is data, and must not reach
+    Python's internals, mutate a doc or render without end. A template the sandbox renders differently from lm-eval
+    (or not within the bounds) fails the compile-time check and keeps lm-eval's code."""
     from jinja2 import BaseLoader, StrictUndefined
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    env = ImmutableSandboxedEnvironment(loader=BaseLoader, undefined=StrictUndefined, keep_trailing_newline=True)  # type: ignore[arg-type]
+    from suites.bounded_jinja import BoundedSandbox
+
+    env = BoundedSandbox(loader=BaseLoader, undefined=StrictUndefined, keep_trailing_newline=True)
     env.filters["regex_replace"] = _regex_replace
     return env
 
 
 @lru_cache(maxsize=256)
 def _template(source: str) -> Any:
-    return _jinja().from_string(source)
+    return _jinja().template(source)
 
 
 def render(source: str, doc: dict[str, Any]) -> str:
-    """lm-eval's `utils.apply_template(source, doc)`; each template compiled once."""
-    return _template(source).render(**doc)
+    """lm-eval's `utils.apply_template(source, doc)`; each template compiled once, rendered within the bounds of
+    suites/bounded_jinja.py (a template over them is a TemplateBudget, exit 2, never a hang)."""
+    from suites.bounded_jinja import render as bounded_render
+
+    return bounded_render(_template(source), **doc)
 
 
 def _numpy_str(s: Any) -> Any:
@@ -254,7 +264,17 @@ def _probe_docs(task: Any, probe_doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def agrees(compiled: CompiledTask, reference: LmEvalTask, docs: list[dict[str, Any]]) -> bool:
-    """Whether the compiled task answers as lm-eval's code does on every probe doc and generation."""
+    """Whether the compiled task answers as lm-eval's code does on every probe doc and generation (a template over the
+    render bounds does not)."""
+    from suites.bounded_jinja import TemplateBudget
+
+    try:
+        return _agrees(compiled, reference, docs)
+    except TemplateBudget:
+        return False
+
+
+def _agrees(compiled: CompiledTask, reference: LmEvalTask, docs: list[dict[str, Any]]) -> bool:
     for doc in docs:
         target = reference.target(doc)
         if compiled.target(doc) != target or compiled.stop != reference.stop:
@@ -268,8 +288,19 @@ def agrees(compiled: CompiledTask, reference: LmEvalTask, docs: list[dict[str, A
     return True
 
 
+def _sealed_text(recipe: dict[str, Any]) -> bytes:
+    """What the seal covers: the recipe without its seal, as canonical JSON."""
+    return json.dumps({k: v for k, v in recipe.items() if k != "seal"}, sort_keys=True, ensure_ascii=True).encode("ascii")
+
+
+def sealed(recipe: dict[str, Any]) -> dict[str, Any]:
+    """The recipe with this user's seal: what was checked against lm-eval, bound to this user's key."""
+    return {**recipe, "seal": sealing.seal(_sealed_text(recipe))}
+
+
 def _valid(recipe: Any, key: str) -> bool:
     return (isinstance(recipe, dict) and recipe.get("key") == key and recipe.get("format") == COMPILER
+            and sealing.holds(_sealed_text(recipe), recipe.get("seal"))
             and isinstance(recipe.get("task"), str) and isinstance(recipe.get("stop"), list)
             and isinstance(recipe.get("features"), list) and isinstance(recipe.get("fewshot_turns"), list)
             and all(isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) for x in t) for t in recipe["fewshot_turns"])
@@ -315,6 +346,7 @@ def task_for(yaml_path: str | Path, probe_doc: dict[str, Any]) -> CompiledTask |
     if recipe is None:
         return reference
     recipe["key"] = key
+    recipe = sealed(recipe)
     try:
         compiled = CompiledTask(recipe)
     except ValueError:

@@ -86,7 +86,8 @@ def request(sample: Sample) -> dict[str, Any]:
 
 def score(sample: Sample, parsed: Parsed) -> Judgement:
     """No ground truth: metrics are the K2VV envelope signals only; score stays None."""
-    sig = chk.k2vv_signals(sample.tools, parsed.tool_calls, parsed.finish_reason)
+    checks = chk.call_checks(sample.tools, parsed.tool_calls)
+    sig = chk.k2vv_signals(sample.tools, parsed.tool_calls, parsed.finish_reason, checks)
     metrics: dict[str, float] = {}
     if (accuracy := chk.schema_accuracy(sig)) is not None:
         metrics["schema_accuracy"] = accuracy
@@ -95,7 +96,7 @@ def score(sample: Sample, parsed: Parsed) -> Judgement:
         found = chk.calls_as_text(parsed.content, set(chk.tools_by_name(sample.tools)))
         if found:
             findings = (Finding("tool_call_as_text", ", ".join(sorted(set(found)))[:120]),)
-    findings += chk.not_checkable_finding(sample.tools, parsed.tool_calls)
+    findings += chk.not_checkable_finding(sample.tools, parsed.tool_calls, checks)
     calls = []
     for c in parsed.tool_calls if isinstance(parsed.tool_calls, list) else []:
         fn = (c.get("function") if isinstance(c, dict) else None) or {}

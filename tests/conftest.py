@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("VERIFIER_CHECK_HINTS", "1")
 # Compiled lm-eval tasks (suites/lm_eval_compiled.py) go to a cache of the test session's own, never the user's.
 os.environ.setdefault("VERIFIER_CACHE_DIR", tempfile.mkdtemp(prefix="verifier-test-cache-"))
+os.environ.setdefault("VERIFIER_CONFIG_DIR", tempfile.mkdtemp(prefix="verifier-test-config-"))  # the seal key (verifier/seal.py)
 SHARED = Path(os.environ.get("VERIFIER_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 

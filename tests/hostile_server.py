@@ -190,6 +190,19 @@ class _Handler(BaseHTTPRequestHandler):
             pass
         self.close_connection = True
 
+    def b_stall(self, stream: bool, body: Any) -> None:
+        """A stream that sends two events, then nothing more until the server stops."""
+        self._sse_head()
+        try:
+            for piece in ("la ", "la "):
+                self.wfile.write(f"data: {delta(piece)}\n\n".encode())
+                self.wfile.flush()
+            while not self.server.stopping:
+                time.sleep(0.05)
+        except OSError:
+            pass
+        self.close_connection = True
+
     def b_drip(self, stream: bool, body: Any) -> None:
         text = json.dumps(completion("slow")).encode()
         self.send_response(200)
@@ -233,6 +246,26 @@ class _Handler(BaseHTTPRequestHandler):
                 {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": DEEP}}]}
             self._send(200, json.dumps({"choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls"}],
                                         "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}))
+
+    def b_many_values(self, stream: bool, body: Any) -> None:
+        """`pad_mb` MiB of `[{},{},...]` (valid JSON, millions of values) as the content (`deep_where` "content") or as
+        a tool call's arguments (else), in a non-streamed body or (stream) one SSE event."""
+        many = "[" + "{}," * (self.server.pad_mb * 2**20 // 3) + "{}]"
+        if self.server.deep_where == "content":
+            msg: dict[str, Any] = {"role": "assistant", "content": many}
+            finish = "stop"
+        else:
+            msg = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"v": ' + many + "}"}}]}
+            finish = "tool_calls"
+        usage = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
+        if stream:
+            first = {"choices": [{"index": 0, "delta": {**msg, "tool_calls": [{"index": 0, **c} for c in msg.get("tool_calls") or []]
+                                                       } if "tool_calls" in msg else msg, "finish_reason": None}]}
+            self._events([json.dumps(first), json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+                                                         "usage": usage}), "[DONE]"])
+        else:
+            self._send(200, json.dumps({"choices": [{"index": 0, "message": msg, "finish_reason": finish}], "usage": usage}))
 
     def b_fine(self, stream: bool, body: Any) -> None:
         """The same answer as `nan`, with finite numbers: a reference for it."""

@@ -35,16 +35,20 @@ def shape(html: str) -> list[tuple[str, str, str]]:
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_an_example_report_renders_again_with_the_same_structure(name):
+def test_an_example_report_renders_again_with_the_same_structure(name, tmp_path):
+    import shutil
+
     from verifier.app.report_files import render_html
 
-    run_dir = ROOT / "reports" / name
+    # A copy: the example holds no observations.jsonl (its seal would be its author's), so reading it scores it.
+    run_dir = shutil.copytree(ROOT / "reports" / name, tmp_path / name)
+    assert not (run_dir / "observations.jsonl").exists()
     doc = json.loads((run_dir / "comparison.json").read_text(encoding="utf-8"))
     assert doc["status"] == EXAMPLES[name] and doc["golden"]["path"] == "demo-smoke"
     stored = (run_dir / "report.html").read_text(encoding="utf-8")
     before = sorted(p.name for p in run_dir.iterdir())
     fresh = render_html(run_dir, "demo-smoke", None)
-    assert sorted(p.name for p in run_dir.iterdir()) == before  # rendering wrote nothing into the example
+    assert sorted(p.name for p in run_dir.iterdir()) == sorted(before + ["observations.jsonl"])  # scored, nothing else
     assert len(shape(stored)) > 50
     assert Counter(shape(fresh)) == Counter(shape(stored)), f"reports/{name} is stale: run python scripts/example_reports.py"
 

@@ -215,6 +215,36 @@ def test_gate_file_outputs_stay_under_the_run_or_the_file_directory(key, value, 
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("kind", ["a directory of other files", "a file", "a symlink"])
+def test_gate_file_dir_that_exists_and_is_not_a_run_is_refused(kind, tmp_path, cli):
+    """Issue 49 item 8: [outputs] dir naming an existing directory that is not a run (a home, a source tree) is
+    refused in one line before anything is sent, read or written; its files stay as they were. An empty directory,
+    or one the gate makes, is where a run goes (checked last: the same file with an empty `dir` gets past it)."""
+    target = tmp_path / "mine"
+    if kind == "a file":
+        target.write_text("keep", encoding="utf-8")
+    elif kind == "a symlink":
+        (tmp_path / "elsewhere").mkdir()
+        target.symlink_to(tmp_path / "elsewhere")
+    else:
+        target.mkdir()
+        (target / "summary.md").write_text("my notes\n", encoding="utf-8")
+        (target / "notes.txt").write_text("keep", encoding="utf-8")
+    path = tmp_path / "gate.toml"
+    path.write_text(f'golden = "demo-smoke"\n[endpoint]\nbase_url = "{URL}"\nmodel = "m"\n'
+                    f'[outputs]\ndir = "{target}"\n')
+    before = {p: (p.read_bytes() if p.is_file() else None) for p in tmp_path.rglob("*")}
+    code, _, err = cli("gate", "--config", path)
+    assert code == 2 and "[outputs] dir" in err and err.count("\n") == 1, err
+    assert {p: (p.read_bytes() if p.is_file() else None) for p in tmp_path.rglob("*")} == before
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    path.write_text(f'golden = "demo-smoke"\n[endpoint]\nbase_url = "{URL}"\nmodel = "m"\n'
+                    f'[outputs]\ndir = "{empty}"\n')
+    code, _, err = cli("gate", "--config", path, "--timeout", "2", "--info-deadline", "2")
+    assert "[outputs] dir" not in err
+
+
 # ------------------------------------------------------------------------------ real gates, every door, one suite
 
 @pytest.fixture(scope="module")
@@ -318,9 +348,9 @@ def test_a_gate_loads_its_golden_once(two_suites, healthy, tmp_path, cli, monkey
     loads = []
     real = store.load
 
-    def counting(path):
+    def counting(path, *limit):
         loads.append(Path(path))
-        return real(path)
+        return real(path, *limit)
 
     monkeypatch.setattr(store, "load", counting)
     code, _, err = cli("gate", "--golden", two_suites, "--suite", "smoke", "--base-url", healthy.url, "--model", "m",

@@ -145,3 +145,20 @@ def test_matrix_only_reads_its_inputs_and_keeps_each_gates_margins(server, tmp_p
     plain_doc = json.loads((tmp_path / "m" / "comparisons" / "plain.json").read_text())
     assert plain_doc["status"] == rows["plain"]["status"] == "pass"
     assert margin["gated"]["verdict"] == "pass" and "matrix:" in err
+
+
+@pytest.mark.parametrize("name", ["a/../../../x", "..", "a\\b", "x\ny", "n" * 129])
+def test_a_provider_name_cannot_write_outside_out(five, tmp_path, cli, name):
+    """Issue 49 item 13: a provider name is one file name under --out (OUT/comparisons/NAME.json): one with a path
+    separator or `..` is refused (exit 2) before anything is written, inside --out or outside it."""
+    tmp, _, _ = five
+    work = tmp_path / "a" / "b" / "c"
+    work.mkdir(parents=True)
+    before = sorted(p for p in tmp_path.rglob("*"))
+    code, _, err = cli("matrix", "--golden", DEMO, "--out", work / "m", f"{name}={tmp / 'runs' / 'healthy'}")
+    assert code == 2 and "provider name" in err and err.count("\n") == 1, err
+    assert sorted(p for p in tmp_path.rglob("*")) == before
+    # the same run under a plain name is compared and written under --out
+    code, _, err = cli("matrix", "--golden", DEMO, "--out", work / "m", f"ok={tmp / 'runs' / 'healthy'}")
+    assert code == 0 and (work / "m" / "matrix.json").is_file(), err
+    assert all(p.is_relative_to(work / "m") for p in set(tmp_path.rglob("*")) - set(before) if p != work / "m")

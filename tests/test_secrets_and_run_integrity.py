@@ -398,3 +398,141 @@ def test_a_corrupt_line_in_the_middle_of_a_journal_names_file_and_line(server, t
     # A torn last line (killed mid-write) is still not corruption.
     (out / "responses.jsonl").write_text("".join(lines[:1]) + lines[2][:10])
     assert cli("score", out)[0] == 0
+
+
+@pytest.mark.parametrize("edit", ["unknown key", "object sample_id", "string epoch", "no request", "chunk not text"])
+def test_a_journal_record_of_the_wrong_shape_exits_2_naming_the_line(server, tmp_path, cli, edit):
+    """Issue 49 item 14: a record with a key no writer makes, or an object where the sample id goes, is bad input
+    (exit 2, one line naming file, line and field), never an internal error (exit 1)."""
+    out = tmp_path / "r"
+    assert cli(*_small_run(server, out))[0] == 0
+    lines = (out / "responses.jsonl").read_text().splitlines(keepends=True)
+    rec = json.loads(lines[1])
+    if edit == "unknown key":
+        rec["surprise"] = 1
+        field = "surprise"
+    elif edit == "object sample_id":
+        rec["sample_id"] = {"x": 1}
+        field = "$.sample_id"
+    elif edit == "string epoch":
+        rec["epoch"] = "0"
+        field = "$.epoch"
+    elif edit == "no request":
+        del rec["request"]
+        field = "request"
+    else:
+        rec["chunks"] = ["data", {"x": 1}]
+        field = "$.chunks"
+    lines[1] = json.dumps(rec) + "\n"
+    (out / "responses.jsonl").write_text("".join(lines))
+    for args in (("score", out), ("report", out)):
+        code, _, err = cli(*args)
+        assert code == 2 and "responses.jsonl" in err and "line 2" in err and field in err, (args, err)
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_a_samples_row_of_the_wrong_shape_exits_2_naming_the_line(server, tmp_path, cli):
+    out = tmp_path / "r"
+    assert cli(*_small_run(server, out))[0] == 0
+    lines = (out / "samples.jsonl").read_text().splitlines(keepends=True)
+    rec = json.loads(lines[0])
+    rec["id"] = {"x": 1}
+    lines[0] = json.dumps(rec) + "\n"
+    (out / "samples.jsonl").write_text("".join(lines))
+    code, _, err = cli("score", out)
+    assert code == 2 and "samples.jsonl" in err and "line 1" in err and "$.id" in err and err.count("\n") == 1, err
+
+
+SPLIT_KEY = "sk-proj-Zq81xWv2LmN0pR7sT4uY6bC3dE5fG9hJ"
+
+
+def _spelling_server(req):
+    """A server that echoes the key: spelled by the top_logprobs of successive tokens (rank 0 on one sample, rank 1
+    on another, the chosen tokens on a third) while the text says something else; its first 20 characters as a
+    tool's name; and as a 16-character prefix in the content."""
+    import re as _re
+
+    m = _re.search(r"What is (-?\d+) \+ (-?\d+)", req["messages"][-1]["content"])
+    a = int(m.group(1)) + int(m.group(2))
+    pieces = [SPLIT_KEY[i:i + 3] for i in range(0, len(SPLIT_KEY), 3)]
+    if a % 4 == 0:
+        rank = a % 8 // 4  # rank 0 or 1
+        entries = [{"token": "ok", "logprob": -0.1,
+                    "top_logprobs": [{"token": "x", "logprob": -0.5}] * rank + [{"token": p, "logprob": -0.2}]}
+                   for p in pieces]
+        return Reply(content="ok" * len(pieces), logprobs=True, logprob_entries=entries)
+    if a % 4 == 1:
+        entries = [{"token": p, "logprob": -0.1, "top_logprobs": []} for p in pieces]
+        return Reply(content=str(a), logprobs=True, logprob_entries=entries)
+    if a % 4 == 2:
+        return Reply(content=None, tool_calls=[{"name": SPLIT_KEY[:20], "arguments": "{}"}])
+    return Reply(content=f"the answer is {a}; my key begins {SPLIT_KEY[:16]}...")
+
+
+def test_a_key_spelled_across_tokens_or_as_a_long_prefix_reaches_no_file(tmp_path, cli, monkeypatch):
+    """Issue 49 item 9: with logprobs on, an endpoint that spells the key across the top_logprobs of successive tokens
+    (or across the chosen tokens) leaves the key in no file, read in any rank's order; nor does a tool name holding
+    the key's first 20 characters, or a 16-character prefix in the text (PREFIX_MIN = 12 in verifier/redact.py)."""
+    monkeypatch.setenv("SPLIT_KEY", SPLIT_KEY)
+    run = tmp_path / "run"
+    with TestServer(Script(_spelling_server)) as srv:
+        code, _, err = cli("run", "--suite", "smoke", "--model", "m", "--quiet", "--mode", "chat,chat-stream",
+                           "--logprobs", "2", "--max-retries", "0", "--api-key-env", "SPLIT_KEY",
+                           "--base-url", srv.url, "--out", run)
+    assert code == 0, err
+    scrub.reset()
+    assert cli("score", run)[0] == 0
+    assert cli("bless", run, "--to", tmp_path / "g")[0] == 0
+    code, _, err = cli("report", run, "-o", tmp_path / "rep" / "r.html", "--csv", tmp_path / "rep" / "s.csv")
+    assert code == 0, err
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert {"responses.jsonl", "observations.jsonl", "samples.jsonl", "r.html", "s.csv"} <= {p.name for p in files}
+    windows = {SPLIT_KEY[i:i + 12] for i in range(0, 20 - 12 + 1)}  # every 12 characters of the 20 given away
+
+    def spelled(o, acc):
+        """Token strings of every logprob entry, per rank, in document order (as a reader would join them)."""
+        if isinstance(o, dict):
+            if isinstance(o.get("token"), str):
+                acc.setdefault("chosen", []).append(o["token"])
+            for r, alt in enumerate(o.get("top_logprobs") or [] if isinstance(o.get("top_logprobs"), list) else []):
+                if isinstance(alt, dict) and isinstance(alt.get("token"), str):
+                    acc.setdefault(r, []).append(alt["token"])
+            for v in o.values():
+                if not (isinstance(v, dict) and "token" in v):
+                    spelled(v, acc)
+        elif isinstance(o, list):
+            if o and all(isinstance(x, list) and len(x) == 2 for x in o):  # observations: [[token, logprob], ...]
+                acc.setdefault("pairs", []).append("".join(x[0] for x in o if isinstance(x[0], str)))
+            for v in o:
+                spelled(v, acc)
+        elif isinstance(o, str) and o[:1] in "{[":
+            try:
+                spelled(json.loads(o), acc)
+            except ValueError:
+                pass
+        return acc
+
+    for p in files:
+        text = p.read_text(encoding="utf-8", errors="replace")
+        assert not [w for w in windows if w in text], p
+        if p.suffix == ".jsonl":
+            for line in text.splitlines():
+                joined = {k: "".join(v) for k, v in spelled(json.loads(line), {}).items()}
+                assert not [k for k, v in joined.items() if SPLIT_KEY[8:20] in v], (p, joined)
+    assert "***" in (run / "responses.jsonl").read_text()
+
+
+def test_prefixes_and_token_splits_in_the_redactor():
+    from verifier.redact import PREFIX_MIN, Redactor
+
+    r = Redactor([SPLIT_KEY])
+    assert r.text(f"name {SPLIT_KEY[:20]} end") == "name *** end"
+    assert r.text(f"{SPLIT_KEY[:PREFIX_MIN]}") == "***"
+    assert r.text(f"{SPLIT_KEY[:PREFIX_MIN - 1]}") == SPLIT_KEY[:PREFIX_MIN - 1]  # too short to matter: kept
+    assert r.text(f"{SPLIT_KEY[:16]}!! and {SPLIT_KEY}") == "***!! and ***"
+    body = json.dumps({"choices": [{"index": 0, "message": {"content": "ok"}, "logprobs": {"content": [
+        {"token": "ok", "logprob": -1, "top_logprobs": [{"token": SPLIT_KEY[i:i + 5], "logprob": -2}]}
+        for i in range(0, len(SPLIT_KEY), 5)]}}]})
+    out = r.record({"body": body, "chunks": None})
+    tops = "".join(t["top_logprobs"][0]["token"] for t in json.loads(out["body"])["choices"][0]["logprobs"]["content"])
+    assert SPLIT_KEY[:PREFIX_MIN] not in tops and "***" in tops

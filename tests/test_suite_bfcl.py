@@ -29,8 +29,13 @@ WEATHER = {"name": "get_weather", "parameters": {"type": "dict", "properties": {
 PAR_ANSWER = [{"get_weather": {"city": ["Boston, MA"]}}, {"get_weather": {"city": ["San Francisco"]}}]
 
 
-def simple(args, name="geometry.area"):
-    return chk.check([AREA], [(name, args)], ANSWER, "simple_python")
+def calls(*pairs):
+    """Decoded calls, named as an OpenAI-style model must send them (BFCL maps the declared `.` to `_`)."""
+    return chk.Decoded(tuple(pairs))
+
+
+def simple(args, name="geometry_area"):
+    return chk.check([AREA], calls((name, args)), ANSWER, "simple_python")
 
 
 @pytest.mark.parametrize("args, code", [
@@ -57,40 +62,72 @@ def test_simple_checker_decisions(args, code):
 
 def test_wrong_name_wrong_count_and_missing_optional():
     assert simple({"base": 10, "height": 5.0}, name="area").code == "wrong_func_name"
-    two = [("geometry.area", {"base": 10, "height": 5.0})] * 2
+    # BFCL compares the name an OpenAI-style model can send: the declared dotted name is not it.
+    assert simple({"base": 10, "height": 5.0}, name="geometry.area").code == "wrong_func_name"
+    two = calls(*[("geometry_area", {"base": 10, "height": 5.0})] * 2)
     assert chk.check([AREA], two, ANSWER, "simple_python").code == "wrong_count"
-    assert chk.check([AREA], [], ANSWER, "simple_python").code == "no_call"
-    assert chk.check([AREA], [("geometry.area", "{bad")], ANSWER, "simple_python").code == "args_invalid"
+    assert chk.check([AREA], calls(), ANSWER, "simple_python").code == "no_call"
+    bad = chk.decode_fc([{"function": {"name": "geometry_area", "arguments": "{bad"}}])
+    assert bad.calls == () and chk.check([AREA], bad, ANSWER, "simple_python").code == "decoder_failed"
     # A parameter in the answer without "" must be given even when the schema calls it optional.
     strict = [{"geometry.area": {"base": [10], "height": [5.0], "unit": ["units"]}}]
-    assert chk.check([AREA], [("geometry.area", {"base": 10, "height": 5.0})], strict, "simple_python").code == "missing_optional"
+    assert chk.check([AREA], calls(("geometry_area", {"base": 10, "height": 5.0})), strict, "simple_python").code == "missing_optional"
+
+
+def wire(*args):
+    return [{"id": f"c{i}", "type": "function", "function": {"name": "get_weather", "arguments": a}} for i, a in enumerate(args)]
+
+
+@pytest.mark.parametrize("arguments, why", [
+    ({"city": "x"}, "dict, not a JSON string"),  # OpenAI's `arguments` is a string; bfcl-eval's json.loads fails on an object
+    ("", "not JSON"),  # "" is not {}: a failed decode
+    ("{bad", "not JSON"),
+    ("null", "JSON NoneType, not an object"),
+    ("[1]", "JSON list, not an object"),
+])
+def test_decode_fc_fails_the_whole_response_as_bfcl_eval_does(arguments, why):
+    d = chk.decode_fc(wire('{"city": "x"}', arguments))
+    assert d.calls == () and why in d.failure
+    assert chk.check([WEATHER], d, PAR_ANSWER, "parallel").code == "decoder_failed"
+    assert chk.check([WEATHER], d, None, "live_relevance").code == "decoder_failed"  # no valid call
+    assert chk.check([WEATHER], d, None, "irrelevance").ok  # ... which is right here
+    assert chk.decode_fc(wire('{"city": "x"}')).calls == (("get_weather", {"city": "x"}),)
+    assert chk.decode_fc(None) == chk.decode_fc([]) == chk.Decoded(())
+
+
+def test_array_elements_must_have_the_declared_item_type():
+    # The nested check failing is final: it does not fall through to a value comparison (85.0 == 85).
+    fn = {"name": "avg", "parameters": {"type": "dict", "required": ["xs"], "properties": {"xs": {"type": "array", "items": {"type": "integer"}}}}}
+    ans = [{"avg": {"xs": [[85, 90]]}}]
+    assert chk.check([fn], calls(("avg", {"xs": [85, 90]})), ans, "simple_python").ok
+    assert chk.check([fn], calls(("avg", {"xs": [85.0, 90.0]})), ans, "simple_python").code == "type_error"
 
 
 def test_multiple_checks_the_expected_function():
     fns = [AREA, WEATHER]
     ans = [{"get_weather": {"city": ["Paris"]}}]
-    assert chk.check(fns, [("get_weather", {"city": "paris"})], ans, "multiple").ok
-    assert chk.check(fns, [("geometry.area", {"base": 1, "height": 1.0})], ans, "live_multiple").code == "wrong_func_name"
+    assert chk.check(fns, calls(("get_weather", {"city": "paris"})), ans, "multiple").ok
+    assert chk.check(fns, calls(("geometry_area", {"base": 1, "height": 1.0})), ans, "live_multiple").code == "wrong_func_name"
 
 
 def test_parallel_is_order_insensitive():
     fwd = [("get_weather", {"city": "Boston, MA"}), ("get_weather", {"city": "San Francisco"})]
-    assert chk.check([WEATHER], fwd, PAR_ANSWER, "parallel").ok
-    assert chk.check([WEATHER], fwd[::-1], PAR_ANSWER, "live_parallel").ok
+    assert chk.check([WEATHER], calls(*fwd), PAR_ANSWER, "parallel").ok
+    assert chk.check([WEATHER], calls(*fwd[::-1]), PAR_ANSWER, "live_parallel").ok
     bad = [("get_weather", {"city": "Boston"}), ("get_weather", {"city": "San Francisco"})]
-    r = chk.check([WEATHER], bad, PAR_ANSWER, "parallel")
+    r = chk.check([WEATHER], calls(*bad), PAR_ANSWER, "parallel")
     assert not r.ok and r.code == "value_error"
-    assert chk.check([WEATHER], fwd[:1], PAR_ANSWER, "parallel").code == "wrong_count"
+    assert chk.check([WEATHER], calls(*fwd[:1]), PAR_ANSWER, "parallel").code == "wrong_count"
     dup = [fwd[0], fwd[0]]
-    assert not chk.check([WEATHER], dup, PAR_ANSWER, "parallel").ok  # one output cannot match two answers
+    assert not chk.check([WEATHER], calls(*dup), PAR_ANSWER, "parallel").ok  # one output cannot match two answers
 
 
 def test_irrelevance_and_relevance():
-    call = [("get_weather", {"city": "x"})]
-    assert chk.check([WEATHER], [], None, "irrelevance").ok
+    call = calls(("get_weather", {"city": "x"}))
+    assert chk.check([WEATHER], calls(), None, "irrelevance").ok
     assert chk.check([WEATHER], call, None, "live_irrelevance").code == "irrelevance_called"
     assert chk.check([WEATHER], call, None, "live_relevance").ok
-    assert chk.check([WEATHER], [], None, "live_relevance").code == "no_call"
+    assert chk.check([WEATHER], calls(), None, "live_relevance").code == "no_call"
 
 
 def test_standardize_matches_bfcl():
@@ -316,7 +353,8 @@ def test_cli_end_to_end_scripted(tmp_path, cli):
     sa = extra["schema_accuracy"]
     assert sa["calls"] == 2 * 30 and sa["valid"] == 2 * 25 and sa["value"] == pytest.approx(25 / 30, abs=1e-6)
     assert s["metrics"]["schema_accuracy"]["value"] < 1.0
-    assert extra["accuracy_by_category"]["simple_python"] == {"accuracy": 0.0, "n": 1}
+    # Per category as bfcl-eval counts the same outputs: contract verdicts too (simple_python_18's broken JSON is wrong).
+    assert extra["accuracy_by_category"]["simple_python"] == {"accuracy": 0.0, "n": 2}
     assert extra["accuracy_by_category"]["live_parallel"] == {"accuracy": 1.0, "n": 2}
     assert set(extra["accuracy_by_category"]) == set(bfcl.CATEGORIES)
     trig = extra["trigger"]
@@ -333,6 +371,33 @@ def test_cli_perfect_model_scores_one(tmp_path, cli):
     assert s["metrics"]["accuracy"]["value"] == 1.0 and s["metrics"]["schema_accuracy"]["value"] == 1.0
     assert s["extra"]["trigger"]["f1"] == 1.0 and s["extra"]["category_mean_accuracy"] == 1.0
     assert code == 0 and cli("score", tmp_path / "r")[0] == 0
+
+
+def test_cli_scores_the_envelope_as_bfcl_eval_does(tmp_path, cli):
+    """Arguments sent as a JSON object instead of OpenAI's string, or as a JSON `null`, are no call to bfcl-eval's FC
+    decoder: wrong answers in the score, and the wire findings stay beside them."""
+    by_text = {_user_text(r): _right_reply(r) for r in SMOKE_ROWS}
+    sp = next(r for r in SMOKE_ROWS if r["category"] == "simple_python")
+    call = _right_reply(sp).tool_calls[0]
+    by_text[_user_text(sp)] = Reply(content=None, tool_calls=[{"name": call["name"], "arguments": json.loads(call["arguments"])}])
+    rel = next(r for r in SMOKE_ROWS if r["category"] == "live_relevance")
+    by_text[_user_text(rel)] = Reply(content=None, tool_calls=[{"name": _right_reply(rel).tool_calls[0]["name"], "arguments": "null"}])
+    out = tmp_path / "r"
+    with TestServer(Script(lambda req: by_text[last_user_text(req)])) as srv:
+        code, _, err = cli("run", "--suite", "bfcl", "--smoke", "--base-url", srv.url, "--model", "m", "--out", out, "--quiet")
+    assert code == 0, err
+    v = by_sample(out)
+    a = v[(f"simple_python/{sp['entry']['id']}", "chat")]
+    assert (a["outcome"], a["score"], a["reason"]) == ("content", 0.0, "decoder_failed")
+    assert [f["code"] for f in a["findings"]] == ["tool_args_not_string"]
+    b = v[(f"live_relevance/{rel['entry']['id']}", "chat")]
+    assert (b["outcome"], b["score"], b["reason"]) == ("contract", 0.0, "tool_args_not_object")
+    s = json.loads((out / "summary.json").read_text())["suites"]["bfcl"]
+    assert s["findings"] == {"tool_args_not_string": 1, "tool_args_not_object": 1}
+    n_sp = sum(r["category"] == "simple_python" for r in SMOKE_ROWS)
+    assert s["extra"]["accuracy_by_category"]["simple_python"] == {"accuracy": round((n_sp - 1) / n_sp, 6), "n": n_sp}
+    n_rel = sum(r["category"] == "live_relevance" for r in SMOKE_ROWS)
+    assert s["extra"]["accuracy_by_category"]["live_relevance"] == {"accuracy": round((n_rel - 1) / n_rel, 6), "n": n_rel}
 
 
 def test_registered():

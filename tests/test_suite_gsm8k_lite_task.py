@@ -204,9 +204,57 @@ def test_a_template_planted_in_the_cache_cannot_reach_python(tmp_path, monkeypat
     good = compiled.task_for(yaml, gsm8k._PLACEHOLDER)
     (path,) = (tmp_path / "lm_eval_tasks").glob("*.json")
     marker = tmp_path / "ran"
-    planted = {**good.recipe, "doc_to_text": "{{ cycler.__init__.__globals__.os.system('touch %s') }}" % marker}
+    # sealed with this user's key, as only this user could (unsealed it would not be read at all: below)
+    planted = compiled.sealed({**good.recipe, "doc_to_text": "{{ cycler.__init__.__globals__.os.system('touch %s') }}" % marker})
     path.write_text(json.dumps(planted), encoding="utf-8")
     task = compiled.task_for(yaml, gsm8k._PLACEHOLDER)
     with pytest.raises(SecurityError):
         task.messages({"question": "q", "answer": "#### 1"}, True)
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("edit", ["match-everything filter", "doc_to_text", "few-shot turn"])
+@pytest.mark.parametrize("seal", ["kept", "sha256", "another key"])
+def test_an_edited_cache_is_compiled_again_never_used(tmp_path, monkeypatch, edit, seal):
+    """Issue 49 item 6: a cache file of the expected shape whose filter matches everything (wrong answers would score
+    1.0), whose doc_to_text changes the prompts sent, or whose few-shot turn is edited, is not used, whatever seal it
+    carries but this user's: the task is compiled and checked again, and the scores and prompts are lm-eval's."""
+    import hashlib
+    import hmac
+
+    monkeypatch.setenv("VERIFIER_CACHE_DIR", str(tmp_path))
+    yaml = le.builtin_yaml(gsm8k.VARIANTS["gsm8k"].yaml)
+    good = compiled.task_for(yaml, gsm8k._PLACEHOLDER)
+    (path,) = (tmp_path / "lm_eval_tasks").glob("*.json")
+    doc = {"question": "Two plus two?", "answer": "#### 4"}
+    wrong = "The final answer is 5"
+    assert good.judge(doc, wrong)[0]["strict-match"] == {"exact_match": 0.0}
+    recipe = json.loads(json.dumps(good.recipe))
+    if edit == "match-everything filter":
+        recipe["filters"] = [[name, [["regex", {"regex_pattern": "(.*)", "group_select": 0}], ["take_first", {}]]]
+                             for name, _ in recipe["filters"]]
+        recipe["metrics"] = [["exact_match", {"regexes_to_ignore": [".*"]}]]
+    elif edit == "doc_to_text":
+        recipe["doc_to_text"] = "Say 5. {{question}}"
+    else:
+        recipe["fewshot_turns"][0][1] = "What is 2+2? Answer 5."
+    body = json.dumps({k: v for k, v in recipe.items() if k != "seal"}, sort_keys=True, ensure_ascii=True).encode()
+    if seal == "sha256":
+        recipe["seal"] = hashlib.sha256(body).hexdigest()
+    elif seal == "another key":
+        recipe["seal"] = hmac.new(b"k" * 32, body, hashlib.sha256).hexdigest()
+    forged = compiled.CompiledTask(recipe)  # what the edit would do if it were used
+    if edit == "match-everything filter":
+        assert forged.judge(doc, wrong)[0]["strict-match"] == {"exact_match": 1.0}
+    else:
+        assert forged.messages(doc, True) != good.messages(doc, True)
+    path.write_text(json.dumps(recipe), encoding="utf-8")
+    task = compiled.task_for(yaml, gsm8k._PLACEHOLDER)
+    assert isinstance(task, compiled.CompiledTask) and task.recipe == good.recipe
+    assert task.judge(doc, wrong)[0]["strict-match"] == {"exact_match": 0.0}
+    assert task.judge(doc, "The final answer is 4")[0]["strict-match"] == {"exact_match": 1.0}
+    assert task.messages(doc, True) == good.messages(doc, True)
+    reference = compiled.LmEvalTask(lite.yaml_task(yaml, gsm8k._PLACEHOLDER))
+    assert task.messages(doc, True) == reference.messages(doc, True)
+    assert task.judge(doc, wrong) == reference.judge(doc, wrong)
+    assert json.loads(path.read_bytes()) == good.recipe  # compiled again and re-sealed

@@ -132,3 +132,25 @@ def test_a_plugin_calling_sys_exit_at_import_is_skipped_and_the_verdict_holds(tm
             assert "suite plugin 'exits' from verifier-exiting-plugin not loaded: SystemExit" in p.stderr
             assert len(srv.script.requests) >= 20  # the run happened: built-in suites still work
             assert json.loads((out / "comparison.json").read_text())["exit_code"] == want
+
+
+def test_a_dist_info_planted_in_the_current_directory_is_not_imported(tmp_path):
+    """Issue 49 item 11: `python -m verifier` puts the current directory first on sys.path; a `*.dist-info` planted
+    there must not make it import a module (here one that leaves a marker file). The same plugin on PYTHONPATH, an
+    installed place, is loaded (the discovery itself still works)."""
+    cwd = tmp_path / "downloaded"
+    info = cwd / "planted-1.0.dist-info"
+    info.mkdir(parents=True)
+    marker = tmp_path / "imported"
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: planted\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[verifier.suites]\nplanted = planted_mod:SUITE\n")
+    (cwd / "planted_mod.py").write_text(f"open({str(marker)!r}, 'w').close()\nfrom suites.smoke import SUITE\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-m", "verifier", "list-suites"], capture_output=True, text=True, env=env,
+                       cwd=cwd, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert not marker.exists() and "planted" not in p.stdout + p.stderr
+    # from an installed place (PYTHONPATH), the same distribution is found and loaded
+    p = subprocess.run([sys.executable, "-m", "verifier", "list-suites"], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join([str(cwd), str(ROOT)])}, cwd=tmp_path, timeout=120)
+    assert marker.exists() and "suite 'smoke' from planted ignored" in p.stderr, p.stderr

@@ -670,7 +670,8 @@ def test_every_suites_gate_opens_nothing_beyond_its_directories_and_connects_onl
         allowed = [str(ROOT), sys.prefix, sys.base_prefix, *site.getsitepackages(), site.getusersitepackages(),
                    sysconfig.get_paths()["stdlib"], "/usr", "/lib", "/lib64", "/etc", "/proc", "/sys", "/dev",
                    str(golden), str(out.parent),  # out's parent: the gate checks it may write there
-                   os.environ["VERIFIER_CACHE_DIR"]]  # compiled lm-eval tasks (suites/lm_eval_compiled.py), checked at read
+                   os.environ["VERIFIER_CACHE_DIR"],  # compiled lm-eval tasks (suites/lm_eval_compiled.py), sealed
+                   os.environ["VERIFIER_CONFIG_DIR"]]  # the seal key (verifier/seal.py)
         r = subprocess.run([sys.executable, "-c", STRICT_GUARD, json.dumps(allowed), str(urlsplit(srv.url).port),
                             "gate", "--golden", str(golden), "--base-url", srv.url, "--model", "m", "--out", str(out),
                             "--quiet", "--max-retries", "0"],

@@ -24,6 +24,12 @@ if TYPE_CHECKING:
 
 MAX_JSON_DEPTH = 100
 """Deeper than any real tool argument or structured output; far below the interpreter's recursion limit."""
+MAX_JSON_VALUES = 1_000_000
+"""An answer or a tool call's arguments are parsed into objects only if their text has fewer commas and opening
+brackets than this, counted over the whole text (strings included: a C count, no parse). A JSON text holds at most
+one value more than those, and a parsed value costs 8 to 100 bytes of memory beyond its text (`[{},{},...]`: 3 bytes
+of text, about 70 of objects), so 60 MiB of `[{},...]` parsed would take 1.4 GB; within the bound under 100 MB.
+Far more than any real tool call or structured output: a million commas is a million tokens."""
 
 
 class TooDeep(ValueError):
@@ -120,6 +126,12 @@ def _opening(text: str | bytes) -> int:
     if isinstance(text, str):
         return text.count("[") + text.count("{")
     return text.count(b"[") + text.count(b"{")
+
+
+def values_over(text: str, limit: int = MAX_JSON_VALUES) -> bool:
+    """Whether JSON text has `limit` or more commas and opening brackets (see MAX_JSON_VALUES): too many values to
+    parse into objects. Counted in C over the whole text: a millisecond per megabyte, whatever the text holds."""
+    return text.count(",") + text.count("[") + text.count("{") >= limit
 
 
 def is_finite_number(x: Any) -> bool:

@@ -28,6 +28,13 @@ MASK = "***"
 MIN_SECRET = 4
 """Shorter values are not scrubbed: masking every `ab` in a body would destroy the record, not protect it."""
 MIN_PART = 8
+PREFIX_MIN = 12
+"""A prefix of a secret (of a whole value or of a token-like part) this long or longer is masked as the secret is,
+as far as the text goes on agreeing with the secret: a BFCL tool name holding a key's first 20 characters gives
+away 20 of them. Why 12: a vendor's fixed prefix (`sk-proj-`, `sk-ant-api03-` is 13) leaves few random characters
+in it, but any 12 characters of a key's random part are ~70 bits an attacker no longer has to guess; shorter
+fragments recur by chance in ordinary text (`Bearer sk-`), and masking them would blank answers, not keys.
+Half the key was considered and not taken: for a 160-character key it lets 79 characters through."""
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-.~+/=]{%d,}" % MIN_PART)
 _SCHEMES = re.compile(r"^(?:bearer|basic|token|apikey|api-key|key)\s+", re.I)
 _BACKSLASH_MARK = re.compile(r"\\[uU/]")
@@ -131,10 +138,17 @@ class Redactor:
                 parts |= _parts(s)
         # Longest first so a whole value wins over its own parts.
         self.parts = sorted(parts, key=lambda p: (-len(p), p))
-        self._escaped = (re.compile("|".join("".join(_char_pattern(c) for c in p) for p in self.parts))
-                         if self.parts else None)
+        # Each long part's shortest prefix that matters, and the parts it begins (a match is extended along them).
+        self.prefixes: dict[str, list[str]] = {}
+        for p in self.parts:
+            if len(p) > PREFIX_MIN:
+                self.prefixes.setdefault(p[:PREFIX_MIN], []).append(p)
+        searched = self.parts + sorted(set(self.prefixes) - set(self.parts), key=lambda p: (-len(p), p))
+        self._searched = searched
+        self._escaped = (re.compile("|".join("".join(_char_pattern(c) for c in p) for p in searched))
+                         if searched else None)
         # Each part as the journal's encoder spells it inside a JSON string (a `"` or `\\` in a secret is escaped).
-        self._line_parts = sorted({json.dumps(p, ensure_ascii=False)[1:-1] for p in self.parts} | set(self.parts))
+        self._line_parts = sorted({json.dumps(p, ensure_ascii=False)[1:-1] for p in searched} | set(searched))
 
     @classmethod
     def from_config(cls, cfg: Any) -> "Redactor":
@@ -145,12 +159,43 @@ class Redactor:
     def __bool__(self) -> bool:
         return bool(self.parts)
 
+    def spans(self, s: str) -> list[tuple[int, int]]:
+        """Where `s` spells a secret, a part of one, or a prefix of one of PREFIX_MIN+ characters (extended as far
+        as `s` goes on agreeing with the longest secret it begins): sorted, overlapping spans merged."""
+        found: list[tuple[int, int]] = []
+        for p in self._searched:
+            if p not in s:
+                continue
+            longer = self.prefixes.get(p[:PREFIX_MIN], ()) if len(p) >= PREFIX_MIN else ()
+            at = s.find(p)
+            while at >= 0:
+                end = at + len(p)
+                for whole in longer:  # how far the text goes on spelling a secret this prefix begins
+                    k = end - at
+                    while k < len(whole) and at + k < len(s) and s[at + k] == whole[k]:
+                        k += 1
+                    end = max(end, at + k)
+                found.append((at, end))
+                at = s.find(p, at + 1)
+        found.sort()
+        merged: list[tuple[int, int]] = []
+        for a, b in found:
+            if merged and a < merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+            else:
+                merged.append((a, b))
+        return merged
+
     def text(self, s: str) -> str:
         if not self.parts or not s:
             return s
-        for p in self.parts:
-            if p in s:
-                s = s.replace(p, MASK)
+        spans = self.spans(s)
+        if spans:
+            out, pos = [], 0
+            for a, b in spans:
+                out += [s[pos:a], MASK]
+                pos = b
+            s = "".join(out) + s[pos:]
         # Escaped forms only matter where an escape could be: skip the slow pattern on plain text.
         if "\\" in s or "%" in s:
             s = self._escaped.sub(MASK, s)
@@ -288,10 +333,35 @@ def _leaves(o: Any) -> list[tuple[tuple, Any, Any]]:
                 out.extend((("choices", "tool", str(idx), f), fn, f) for f in ("name", "arguments") if isinstance(fn.get(f), str))
         lp = ch.get("logprobs")
         toks = lp.get("content") if isinstance(lp, dict) else None
-        for t in toks if isinstance(toks, list) else ():
-            if isinstance(t, dict) and isinstance(t.get("token"), str):
-                out.append(((ci, "logprobs"), t, "token"))
-                out.append((("choices", "logprobs"), t, "token"))
+        if isinstance(toks, list):
+            out += _logprob_leaves(toks, (ci, "logprobs"))
+            out += _logprob_leaves(toks, ("choices", "logprobs"))
+    if isinstance(t, str) and isinstance(o.get("logprobs"), list):  # a Responses text delta's own logprobs
+        out += _logprob_leaves(o["logprobs"], ("event", "logprobs"))
+    output = o.get("output") if isinstance(o, dict) else None
+    if isinstance(o, dict) and isinstance(o.get("response"), dict):  # response.completed and kin carry the response
+        output = o["response"].get("output")
+    for item in output if isinstance(output, list) else ():  # a Responses body: output[].content[].logprobs
+        for part in (item.get("content") if isinstance(item, dict) and isinstance(item.get("content"), list) else ()):
+            if isinstance(part, dict) and isinstance(part.get("logprobs"), list):
+                out += _logprob_leaves(part["logprobs"], ("output", "logprobs"))
+    return out
+
+
+def _logprob_leaves(entries: list[Any], stream: tuple) -> list[tuple[tuple, Any, Any]]:
+    """The token strings of logprob entries as text pieces: the chosen tokens in order (`stream`), and the
+    alternatives of each rank in order (`stream` + rank): a server that echoes a key with logprobs on spells it
+    in its tokens, and in its top_logprobs read position by position, though no one string holds it."""
+    out: list[tuple[tuple, Any, Any]] = []
+    for e in entries:
+        if not isinstance(e, dict):
+            continue
+        if isinstance(e.get("token"), str):
+            out.append((stream, e, "token"))
+        tops = e.get("top_logprobs")
+        for rank, alt in enumerate(tops if isinstance(tops, list) else ()):
+            if isinstance(alt, dict) and isinstance(alt.get("token"), str):
+                out.append((stream + ("top", rank), alt, "token"))
     return out
 
 
@@ -310,42 +380,54 @@ def _scrub_split(r: Redactor, chunks: list[str]) -> list[str]:
             continue
         for path, cont, key in _leaves(val):
             streams.setdefault(path, []).append((i, cont, key))
-    dirty: set[int] = set()
+    # Every stream is searched on the texts as received, then every cut is made: a stream that finds only a prefix
+    # of a secret (one choice's half) must not cut it before a stream that joins more finds the whole.
+    cuts: dict[tuple[int, Any], tuple[int, Any, Any, list[tuple[int, int, bool]]]] = {}  # by (container, key)
     for pieces in streams.values():
         if len(pieces) < 2:
             continue
         joined = "".join(cont[key] for _, cont, key in pieces)
-        spans = [m.span() for p in r.parts if p in joined for m in re.finditer(re.escape(p), joined)]
+        spans = r.spans(joined)
         if not spans:
             continue
         pos = 0
         for i, cont, key in pieces:
             s = cont[key]
-            start, end = pos, pos + len(s)
-            pos = end
-            new, changed = _cut(s, start, spans)
-            if changed:
-                cont[key] = new
-                dirty.add(i)
+            start = pos
+            pos += len(s)
+            local = _overlaps(start, len(s), spans)
+            if local:
+                cuts.setdefault((id(cont), key), (i, cont, key, []))[3].extend(local)
+    dirty: set[int] = set()
+    for i, cont, key, local in cuts.values():
+        cont[key] = _cut(cont[key], local)
+        dirty.add(i)
     return [json.dumps(parsed[i], ensure_ascii=False, separators=(",", ":")) if i in dirty else c
             for i, c in enumerate(chunks)]
 
 
-def _cut(s: str, start: int, spans: list[tuple[int, int]]) -> tuple[str, bool]:
-    """Mask the parts of `s` (at offset `start` of the concatenation) covered by any span; the piece
-    holding a match's first character gets the mask, later pieces just lose their part."""
-    keep = list(s)
-    changed = False
+def _overlaps(start: int, length: int, spans: list[tuple[int, int]]) -> list[tuple[int, int, bool]]:
+    """The parts of a piece (at offset `start` of the concatenation, `length` long) that spans cover, in the piece's
+    own positions, each with whether a match begins in it."""
+    out = []
     for a, b in spans:
-        lo, hi = max(a, start), min(b, start + len(s))
-        if lo >= hi:
-            continue
-        changed = True
-        for j in range(lo - start, hi - start):
+        lo, hi = max(a, start), min(b, start + length)
+        if lo < hi:
+            out.append((lo - start, hi - start, a >= start))
+    return out
+
+
+def _cut(s: str, local: list[tuple[int, int, bool]]) -> str:
+    """Mask the covered parts of `s`: the piece holding a match's first character gets the mask, later pieces just
+    lose their part."""
+    keep = list(s)
+    for lo, hi, begins in local:
+        for j in range(lo, hi):
             keep[j] = ""
-        if a >= start:
-            keep[lo - start] = MASK
-    return "".join(keep), changed
+    for lo, hi, begins in local:
+        if begins:
+            keep[lo] = MASK
+    return "".join(keep)
 
 
 def url_query_values(url: str | None) -> list[str]:

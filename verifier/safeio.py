@@ -40,6 +40,18 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def refuse_special(path: str | Path, what: str = "data") -> None:
+    """Refuse a path the user named for reading (`--data`, a gate file's `data`) that is neither a regular file nor a
+    directory: /dev/zero would be read until memory runs out, a FIFO waited on forever. Symlinks are followed (the
+    user named the path); a missing path is left to the reader, which says it is missing. Nothing is opened."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        raise UnsafeFile(f"{path}: refused, {_kind(st.st_mode)} ({what} is read from regular files and directories only)")
+
+
 def check_within(path: Path, within: Path) -> None:
     """Refuse a path whose resolved location leaves `within` (a symlinked file or parent pointing elsewhere)."""
     try:
@@ -91,11 +103,18 @@ def read_text(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: s
         raise UnsafeFile(f"{path}: not UTF-8 text (byte {e.start})") from None
 
 
-def iter_lines(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: str | Path | None = None) -> Iterator[bytes]:
-    """The file's lines as bytes (newline kept), streamed; the total read is capped at `max_bytes`."""
+def iter_lines(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: str | Path | None = None,
+               max_line: int | None = None) -> Iterator[bytes]:
+    """The file's lines as bytes (newline kept), streamed; the total read is capped at `max_bytes`, and one line at
+    `max_line` (default: `max_bytes`): a longer line is refused naming its number, after reading `max_line` + 1 bytes
+    of it, never the whole line."""
+    cap = max_bytes if max_line is None else min(max_line, max_bytes)
     with open_regular(path, max_bytes=max_bytes, within=within) as f:
-        total = 0
-        for line in f:
+        total = n = 0
+        while line := f.readline(cap + 1):
+            n += 1
+            if len(line) > cap:
+                raise UnsafeFile(f"{path}: line {n} is longer than the cap of {cap} bytes on one line")
             total += len(line)
             if total > max_bytes:
                 raise UnsafeFile(f"{path}: over the cap of {max_bytes} bytes")

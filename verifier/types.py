@@ -93,6 +93,8 @@ class WireFacts:
     """Stream payloads that were not JSON objects (jsonsafe.stream_objects)."""
     json_too_deep: str | None = None
     """Where JSON nested past the bound: `body`, `N stream chunk(s)`, `content`, `tool arguments`."""
+    json_too_large: str | None = None
+    """Where JSON held more values than an answer may be parsed into (jsonsafe.MAX_JSON_VALUES): `content`, `tool arguments`."""
     index_collisions: list[int] | None = None
     """Stream indexes two different calls / items / blocks were sent under."""
     stream_ignored: str | None = None

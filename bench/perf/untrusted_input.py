@@ -4,8 +4,10 @@
 
 Rows: Python's `re` on `^(a+)+$` against n 'a' then '!' (doubling per character) beside RE2 on 40; the
 JSONSchemaBench URL pattern (Github_medium o82647); how many of JSONSchemaBench's patterns RE2 compiles and why the
-unusable schemas are unusable; `uniqueItems` over 500,000 distinct objects; absurd simulator calls. The figures go
-to bench/results/untrusted_input.md (bench/record.py).
+unusable schemas are unusable; `uniqueItems` over 500,000 distinct objects; absurd simulator calls; issue 49: a schema
+of in-document `$ref`s expanding 2**n times (checked until its step budget), the value count that keeps a 60 MiB
+`[{},...]` answer from being parsed, and a cached template of nested `range(100000)` loops. The figures go to
+bench/results/untrusted_input.md (bench/record.py).
 """
 
 from __future__ import annotations
@@ -50,6 +52,13 @@ def patterns(node):
             yield from patterns(v)
 
 
+def _exploding(levels: int) -> dict:
+    defs: dict = {"a0": {"type": "object"}}
+    for i in range(1, levels + 1):
+        defs[f"a{i}"] = {"allOf": [{"$ref": f"#/$defs/a{i - 1}"}, {"$ref": f"#/$defs/a{i - 1}"}]}
+    return {"$defs": defs, "$ref": f"#/$defs/a{levels}"}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=str(Path(os.environ.get("VERIFIER_SHARED_DATA", ROOT.parent / "shared" / "data")) / "jsonschemabench"))
@@ -89,6 +98,21 @@ def main() -> int:
         "round_number(5, -1e9)": round(timed(lambda: ex.execute(inst, "round_number", {"number": 5, "decimal_places": -1e9})), 6),
         "send_message, all ids taken": round(timed(lambda: ex.execute(inst, "send_message", {"receiver_id": "USR002", "message": "x"})), 6),
     }
+    out["ref_explosion_s"] = {n: round(timed(lambda n=n: st.compliance(_exploding(n), {})), 3) for n in (10, 14, 20, 40)}
+    many = "[" + "{}," * (60 * 2**20 // 3) + "{}]"
+    from verifier import jsonsafe
+    from suites import lm_eval_compiled
+    from suites.bounded_jinja import TemplateBudget
+
+    out["values_over_60mib_s"] = round(timed(lambda: jsonsafe.values_over(many)), 4)
+
+    def nested_loops() -> None:
+        try:
+            lm_eval_compiled.render("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", {})
+        except TemplateBudget:
+            pass
+
+    out["nested_range_template_s"] = round(timed(nested_loops), 4)
     for k, v in out.items():
         print(f"{k}: {json.dumps(v)}")
     return 0

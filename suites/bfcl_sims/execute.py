@@ -151,7 +151,10 @@ def _execute(instances: dict[str, object], name: str, args: dict, allowed: set[s
         required = set(schema.get("required") or ())
         # A null for an optional parameter means "not given" (what models send for unset optionals).
         args = {k: v for k, v in args.items() if v is not None or k in required}
-        errors = sorted(validator.iter_errors(args), key=lambda e: list(e.path))
+        try:
+            errors = schemacheck.errors_of(validator, args)  # within the step budget
+        except schemacheck.NotCheckable as e:
+            return _error(f"{name}: the arguments cannot be checked against the function's parameter schema: {e.reason}")
         if errors:
             first = errors[0]
             where = ".".join(str(p) for p in first.path)

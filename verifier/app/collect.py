@@ -23,7 +23,7 @@ from verifier.execution import journal, runner, scoring
 from verifier.execution.live import Follower
 from verifier.execution.layout import OBSERVATIONS
 from verifier.execution.rundir import RunDir
-from verifier import scrub
+from verifier import safeio, scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
 from verifier.errors import Interrupted, UsageError, did_you_mean
 from verifier.surfaces.registry import MODES, REFERENCE_MODE, mode_of, surfaces_of
@@ -216,6 +216,19 @@ def data_for(data: str | None, suite: str) -> str | None:
     return table.get(suite)
 
 
+def check_data(data: str | None) -> None:
+    """Every path `--data` (or a gate file's `data`) names is a regular file or a directory, before anything is sent:
+    a FIFO, a device (/dev/zero) or a socket is refused in one line (exit 2), as a golden's or a run's files are."""
+    if not data:
+        return
+    paths = [item.split("=", 1)[1] for item in data.split(",") if "=" in item] if "=" in data else [data]
+    for path in paths:
+        try:
+            safeio.refuse_special(path, "--data")
+        except safeio.UnsafeFile as e:
+            raise UsageError(str(e)) from None
+
+
 def default_run_dir(prefix: str) -> Path:
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"{stamp}-{prefix}"
@@ -258,6 +271,7 @@ def load_suite_samples(suites: list[Suite], spec: RunSpec) -> list[tuple[Suite, 
         if spec.samples is not None:  # a golden's own samples: nothing to load, no hub, no --data
             out.append((s, list(spec.samples.get(s.name, ()))))
             continue
+        check_data(data_for(spec.data, s.name))
         try:
             samples = s.load(data_for(spec.data, s.name), spec.smoke)
         except FileNotFoundError as e:
@@ -476,6 +490,7 @@ def collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None = None) -> 
     With `stop_check`, work is sent in `spec.looks` sample-aligned batches (seeded order) and
     `stop_check(run_dir)` is asked after each whether the answer is already decided.
     """
+    check_data(spec.data)
     with contextlib.ExitStack() as stack:  # the run directory's lock, held until it is scored
         started: dict[str, Path] = {}  # the run directory, once _collect knows it (for an interrupt's message)
         try:

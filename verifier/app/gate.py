@@ -7,7 +7,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from verifier.execution import journal, runner
 from verifier.execution.rundir import RunDir
@@ -38,7 +38,7 @@ def gate_golden(spec: GateSpec, loaded: Golden | None = None) -> Golden:
     """The golden as this gate sees it: loaded once (validated against its whole suite list), then narrowed to the
     spec's suites, modes, first samples, probes and margins. Hand it to `gate` and to the report. `loaded`: the
     whole golden, when the caller has it (a sweep loads it once for every configuration)."""
-    golden = loaded if loaded is not None else load_golden(spec.golden)
+    golden = loaded if loaded is not None else load_golden(spec.golden, spec.limit)
     try:
         golden = golden.narrow(suites=spec.suites, modes=spec.modes, limit=spec.limit, probes=spec.probes is not Probes.OFF,
                                margins=spec.margins)
@@ -148,6 +148,16 @@ def bless_run(run_dir: Path, to: Path, force: bool = False, epochs_as_reruns: bo
     return golden.bless(run_dir, to, margins)
 
 
+def floor_warnings(summary: Mapping[str, Any], suites: Iterable[str] | None = None) -> list[str]:
+    """What bless and gate say on stderr when the reference's own quality is at the floor (golden.model), for
+    `suites` (default: every suite of the summary)."""
+    from verifier.golden.model import floor_warning, quality_at_floor
+
+    wanted = None if suites is None else set(suites)
+    return [floor_warning(suite, what) for suite, what in quality_at_floor(summary).items()
+            if wanted is None or suite in wanted]
+
+
 def refuse_broken_reference(obs: list[dict[str, Any]], run_dir: Path, force: bool) -> None:
     """A golden made of errors blesses a misconfigured endpoint: refuse a run whose records are mostly infra
     errors or refusals of the route itself (401/403/404), unless forced. A 400 on a feature the reference
@@ -175,13 +185,13 @@ def margins_from_epochs(run_dir: Path) -> dict[str, Any]:
     return compare.calibrate_margins(runs, {"method": "epochs", "k": len(epochs), "runs": [run_dir.name], "created": runner.now()})
 
 
-def load_golden(path: str | Path) -> Golden:
+def load_golden(path: str | Path, limit: int | None = None) -> Golden:
     """A golden directory, or a packaged golden by name (golden.resolve), validated (store.load) and made with the
-    suite versions this harness has."""
+    suite versions this harness has. `limit`: only the first `limit` samples of each suite are read into memory."""
     from verifier.golden import store as golden
 
     try:
-        loaded = golden.load(golden.resolve(path))
+        loaded = golden.load(golden.resolve(path), limit)
     except golden.BadGolden as e:
         raise UsageError(str(e)) from None
     for name, info in loaded.header.suites.items():
@@ -192,7 +202,8 @@ def load_golden(path: str | Path) -> Golden:
 
 
 def describe_goldens(directory: Path | None = None) -> list[dict[str, Any]]:
-    """One row per golden in `directory` (default: the packaged ones): what `--golden NAME` would gate."""
+    """One row per golden in `directory` (default: the packaged ones): what `--golden NAME` would gate, from each
+    golden.json alone (samples: as the reference recorded them per suite)."""
     from verifier.golden import store as golden
 
     paths = golden.packaged() if directory is None else sorted(p for p in Path(directory).iterdir() if (p / golden.GOLDEN).is_file())
@@ -201,12 +212,13 @@ def describe_goldens(directory: Path | None = None) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"name": p.name, "path": str(p), "suites": [], "model": None, "modes": [], "samples": 0,
                                "probes": False, "context_probe": False, "margins": False}
         try:
-            g = golden.load(p)
+            h = golden.load_header(p)  # golden.json only: its rows are read when it is gated, not when listed
         except golden.BadGolden as e:
             rows.append({**row, "problem": str(e)})
             continue
-        h = g.header
-        row.update(suites=list(g.suites), model=h.source.model, modes=list(g.modes), samples=g.records(),
+        counts = [info.samples for info in h.suites.values()]
+        row.update(suites=list(h.suites), model=h.source.model, modes=list(h.modes),
+                   samples=sum(c for c in counts if c is not None) if None not in counts else "?",
                    probes=bool(h.probes), context_probe=bool(h.context_probe), margins=bool(h.margins))
         rows.append(row)
     return rows
@@ -262,6 +274,7 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
         # (a header without run_id or endpoint, which no writer makes, reads as "" / {}: written as null, as before)
         run={"run_dir": str(run_dir), "run_id": hdr.run_id or None, "endpoint": hdr.endpoint or None},
         context_truncation=ctx or None)
+    doc = with_floor_notes(doc, h)
     if write:
         RunDir(run_dir).write_comparison(doc.to_dict(), out)
     return doc
@@ -277,12 +290,22 @@ def teacher_forced_measures(run_dir: Path, header: dict[str, Any], golden: Golde
     state = header.get("teacher_forcing")
     if not isinstance(state, dict):
         return None
-    try:
-        rows = teacher_forcing.read(run_dir) if state.get("state") == "measured" else []
+    try:  # the rows are read as they are measured: a refused or corrupt file surfaces here
+        rows = teacher_forcing.read(run_dir) if state.get("state") == "measured" else iter(())
+        measures = teacher_forced.measure(golden.observations, compare.as_observations(cobs), rows, state.get("method"))
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
-    measures = teacher_forced.measure(golden.observations, compare.as_observations(cobs), rows, state.get("method"))
     return state, measures
+
+
+def with_floor_notes(doc: Comparison, h: GoldenHeader) -> Comparison:
+    """The comparison with a reason for each compared suite whose reference scored at the floor (golden.model.
+    quality_at_floor): a pass there says little, and the document says so beside the verdict, never in it."""
+    notes = floor_warnings(h.summary, doc.suites)
+    if not notes:
+        return doc
+    reasons = [*(doc.reasons or []), *notes]
+    return dataclasses.replace(doc, reasons=reasons, reason=reasons[0])
 
 
 def _with_tool_call_scores(doc: Comparison, h: GoldenHeader, run_dir: Path) -> dict[str, SuiteResult]:

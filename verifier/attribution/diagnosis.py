@@ -53,6 +53,7 @@ FINDINGS: dict[str, tuple[str, str]] = {
     "json_schema_violation_strict": ("structured-output backend", "JSON violates the schema under strict mode"),
     "json_fenced": ("structured-output backend", "JSON wrapped in a ``` fence"),
     "json_too_deep": ("structured-output backend", "JSON nested past the safety limit"),
+    "json_too_large": ("structured-output backend", "JSON of more values than an answer may be parsed into"),
     "stream_index_collision": ("stream assembly", "parallel tool calls share one stream index"),
     "stream_chunk_invalid_json": ("stream assembly", "SSE chunks that are not JSON"),
     "stream_ignored": ("stream assembly", "a stream request answered with one JSON body (`stream: true` ignored)"),

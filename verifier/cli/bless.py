@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -16,10 +17,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from verifier.app.gate import bless_run
+    from verifier.app.gate import bless_run, floor_warnings
 
     run_dir, to = Path(a.run_dir), Path(a.to)
     g = bless_run(run_dir, to, force=a.force, epochs_as_reruns=a.epochs_as_reruns)
+    for line in floor_warnings(g.summary):
+        print(f"verifier: warning: {line}", file=sys.stderr)
     n = sum(s.samples or 0 for s in g.suites.values())
     print(f"blessed {run_dir} -> {to} ({n} samples)" + ("" if g.margins else "; next: verifier calibrate"))
     return 0

@@ -12,8 +12,9 @@ import re
 from typing import Any
 
 # C0 controls except tab and newline (so CR and ESC too), DEL, C1 controls, and the bidirectional overrides and
-# isolates that reorder what a terminal shows ("Trojan source").
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# isolates that reorder what a terminal shows ("Trojan source"); and lone surrogates ("\ud800" is valid JSON in an
+# answer or a golden's name), which no UTF-8 terminal can be sent: printing one raised UnicodeEncodeError.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _escape(m: re.Match[str]) -> str:
@@ -22,7 +23,8 @@ def _escape(m: re.Match[str]) -> str:
 
 
 def printable(text: str) -> str:
-    """`text` with every control character written as a visible escape (`\\x1b`, `\\r`, `\\u202e`)."""
+    """`text` with every control character and lone surrogate written as a visible escape (`\\x1b`, `\\r`, `\\u202e`,
+    `\\ud800`)."""
     return _CONTROL.sub(_escape, text) if isinstance(text, str) else text
 
 

@@ -121,6 +121,8 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
     from verifier.cli.text import print_comparison
 
     golden = app_gate.gate_golden(spec)  # loaded once: the gate compares with it, the report shows it
+    for line in app_gate.floor_warnings(golden.header.summary, golden.suites):
+        print(f"verifier: warning: {line}", file=sys.stderr)
     doc = app_gate.gate(spec, golden)
     run_dir = Path((doc.run or {})["run_dir"])  # compare_run always records it
     # Files first: a reader that stops early (`verifier gate | head`) must not cost the report.

@@ -120,6 +120,23 @@ def options(doc: dict[str, Any], path: Path):  # -> tuple[GateOptions, list[tupl
     return shared, endpoints
 
 
+def refuse_foreign_dir(path: Path, value: str) -> None:
+    """The file's `dir` names where the gate writes a dozen files (run.json, the journal, report.html, summary.md,
+    ...): a directory that exists and holds anything but a run (whose own checks refuse it, naming --resume) would
+    have its files replaced, so it is refused before anything is read or written, as a `report` leading out of the
+    run is. A directory the gate makes, or an empty one, is fine; `--out` on the command line is the user's own."""
+    from verifier.execution.rundir import RunDir
+
+    try:
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            raise UsageError(f"gate file: [outputs] dir = {value!r} exists and is not a directory")
+        if path.is_dir() and not RunDir(path).is_run() and next(path.iterdir(), None) is not None:
+            raise UsageError(f"gate file: [outputs] dir = {value!r} is a directory that holds other files, not a run: "
+                             "the gate would write its files into it (name a new directory, or pass --out)")
+    except OSError as e:
+        raise UsageError(f"gate file: [outputs] dir = {value!r} cannot be read ({e.strerror})") from None
+
+
 def resolve_outputs(opts: Any, out: str, config: Path):  # -> GateOptions
     """[outputs] report/junit/markdown/matrix follow the run the gate makes: a relative path is relative to the
     run directory `out` (the file's `dir`, or `--out`, which wins), and one written under the file's own `dir`
@@ -129,6 +146,8 @@ def resolve_outputs(opts: Any, out: str, config: Path):  # -> GateOptions
     import dataclasses
 
     file_dir = Path(opts.out) if opts.out else None
+    if file_dir is not None and Path(out) == file_dir:
+        refuse_foreign_dir(file_dir, opts.out)
     roots = [Path(out).resolve(), Path(config).resolve().parent]
     resolved: dict[str, Any] = {"out": out}
     for key in ("report", "junit", "markdown", "matrix"):

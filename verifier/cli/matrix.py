@@ -31,13 +31,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(fn=handle)
 
 
+MAX_NAME = 128
+
+
+def provider_name_ok(name: str) -> bool:
+    """Whether a provider name is one plain file name: the matrix writes OUT/comparisons/NAME.json, so a name with a
+    separator or `..` would put it outside --out."""
+    return (0 < len(name) <= MAX_NAME and name not in (".", "..") and "/" not in name and "\\" not in name
+            and not any(ord(c) < 0x20 or ord(c) == 0x7f for c in name))
+
+
 def parse_runs(items: list[str]) -> list[tuple[str, Path]]:
     from ..errors import UsageError
 
     out = []
     for item in items:
         name, _, path = item.rpartition("=") if "=" in item else ("", "", item)
-        out.append((name or Path(path).name, Path(path)))
+        name = name or Path(path).name
+        if not provider_name_ok(name):
+            raise UsageError(f"provider name {name[:80]!r} cannot name a file under --out: use 1-{MAX_NAME} characters, "
+                             "no '/', '\\', control characters, '.' or '..' (name it NAME=RUN_DIR)")
+        out.append((name, Path(path)))
     names = [n for n, _ in out]
     if len(set(names)) != len(names):
         raise UsageError(f"provider names must be unique (name them NAME=RUN_DIR): {', '.join(names)}")

@@ -27,7 +27,7 @@ from verifier.types import Exchange, RunHeader, Sample
 from verifier import jsonsafe
 
 # The names of a run directory's files and their safe readers live in execution/layout.py; the journal re-exports its own.
-from verifier.execution.layout import (HEADER as HEADER, SAMPLES as SAMPLES, RESPONSES as RESPONSES, LOCK as LOCK, VERDICTS as VERDICTS, SUMMARY as SUMMARY, CorruptFile as CorruptFile, NotARunDir as NotARunDir, decode_line as decode_line, file_digest as file_digest, read_jsonl as read_jsonl,
+from verifier.execution.layout import (HEADER as HEADER, SAMPLES as SAMPLES, RESPONSES as RESPONSES, LOCK as LOCK, VERDICTS as VERDICTS, SUMMARY as SUMMARY, CorruptFile as CorruptFile, NotARunDir as NotARunDir, decode_line as decode_line, file_digest as file_digest, read_jsonl as read_jsonl, read_numbered_jsonl as read_numbered_jsonl,
                                   RefusedFile as RefusedFile, read_document)
 
 
@@ -264,9 +264,31 @@ def iter_samples(run_dir: Path, legacy: bool = True) -> Iterator[tuple[tuple[str
     """samples.jsonl one sample at a time, keyed (suite, sample id). `legacy`: one-sample-per-turn conversations of
     older runs are read as the conversation samples they are now (legacy_turn_samples); bless keeps the rows as
     the run recorded them (its dataset_sha256 hashes those)."""
-    rows = ((d.pop("suite"), Sample.from_json(d)) for d in read_jsonl(Path(run_dir) / SAMPLES, within=Path(run_dir)))
+    path = Path(run_dir) / SAMPLES
+    rows = (sample_of(d, path, n) for n, d in read_numbered_jsonl(path, within=Path(run_dir)))
     for suite, s in legacy_turn_samples(rows) if legacy else rows:
         yield (suite, s.id), s
+
+
+_SAMPLE_TYPES: dict[str, tuple[type, ...]] = {
+    "suite": (str,), "id": (str,), "messages": (list,), "tools": (list, type(None)),
+    "response_format": (dict, type(None)), "meta": (dict,), "params": (dict,)}  # target: any JSON
+
+
+def sample_of(rec: dict[str, Any], path: Path, n: int) -> tuple[str, Sample]:
+    """A samples.jsonl row as (suite, Sample), or CorruptFile naming the line and the field."""
+    for k in rec:
+        if k not in _SAMPLE_TYPES and k != "target":
+            raise CorruptFile(f"{path}: line {n}: unknown key {str(k)[:64]!r}")
+    for k in ("suite", "id", "messages"):
+        if k not in rec:
+            raise CorruptFile(f"{path}: line {n}: no {k!r}")
+    for k, v in rec.items():
+        if k in _SAMPLE_TYPES and not isinstance(v, _SAMPLE_TYPES[k]):
+            want = " or ".join(_JSON_TYPE[t] for t in _SAMPLE_TYPES[k])
+            raise CorruptFile(f"{path}: line {n}: $.{k} is {_JSON_TYPE.get(type(v), type(v).__name__)}, not {want}")
+    suite = rec.pop("suite")
+    return suite, Sample.from_json(rec)
 
 
 def _is_turn_row(s: Sample) -> bool:
@@ -307,11 +329,42 @@ def write_samples(run_dir: Path, pairs: Iterable[tuple[str, Sample]]) -> None:
     write_jsonl(Path(run_dir) / SAMPLES, ({"suite": suite, **sample_fields(s)} for suite, s in pairs))
 
 
+_EXCHANGE_TYPES: dict[str, tuple[type, ...]] = {
+    "suite": (str,), "sample_id": (str,), "epoch": (int,), "mode": (str,), "request": (dict,),
+    "status": (int, type(None)), "body": (str, type(None)), "chunks": (list, type(None)), "error": (str, type(None)),
+    "latency_ms": (int, float), "attempts": (int,)}
+_EXCHANGE_REQUIRED = ("suite", "sample_id", "epoch", "mode", "request", "status")
+_JSON_TYPE = {dict: "an object", list: "an array", str: "a string", int: "an integer", float: "a number",
+              bool: "a boolean", type(None): "null"}
+
+
+def exchange_of(rec: dict[str, Any], path: Path, n: int) -> Exchange:
+    """A journal record as an Exchange, or CorruptFile naming the line and the field (an unknown key, a missing
+    one, an object where the sample id goes): a record no writer made is bad input (exit 2), not an internal
+    error."""
+    for k in rec:
+        if k not in _EXCHANGE_TYPES:
+            raise CorruptFile(f"{path}: line {n}: unknown key {str(k)[:64]!r}")
+    for k in _EXCHANGE_REQUIRED:
+        if k not in rec:
+            raise CorruptFile(f"{path}: line {n}: no {k!r}")
+    for k, v in rec.items():
+        if not isinstance(v, _EXCHANGE_TYPES[k]) or (isinstance(v, bool) and bool not in _EXCHANGE_TYPES[k]):
+            want = " or ".join(_JSON_TYPE[t] for t in _EXCHANGE_TYPES[k])
+            raise CorruptFile(f"{path}: line {n}: $.{k} is {_JSON_TYPE.get(type(v), type(v).__name__)}, not {want}")
+    chunks = rec.get("chunks")
+    if chunks is not None and not all(isinstance(c, str) for c in chunks):
+        raise CorruptFile(f"{path}: line {n}: $.chunks holds an item that is not a string")
+    return Exchange.from_json(rec)
+
+
 def iter_exchanges(run_dir: Path) -> Iterator[Exchange]:
     """Every record in journal order, one at a time (a later one for the same key supersedes an earlier one):
-    what scoring and bless walk, so their memory does not grow with the journal."""
-    for d in read_jsonl(Path(run_dir) / RESPONSES, within=Path(run_dir)):
-        ex = Exchange.from_json(d)
+    what scoring and bless walk, so their memory does not grow with the journal. A record of the wrong shape is
+    CorruptFile naming its line (exchange_of)."""
+    path = Path(run_dir) / RESPONSES
+    for n, d in read_numbered_jsonl(path, within=Path(run_dir)):
+        ex = exchange_of(d, path, n)
         del d  # only the exchange is kept while it is in use
         yield ex
         del ex
@@ -392,8 +445,15 @@ class Journal:
         the parser refuses shows no text to anyone."""
         if p is None:
             return False
-        texts = [p.content, p.reasoning, dumps(p.tool_calls) if p.tool_calls else None,
-                 "".join(t.get("token") or "" for t in p.logprobs if isinstance(t, dict)) if isinstance(p.logprobs, list) else None]
+        texts = [p.content, p.reasoning, dumps(p.tool_calls) if p.tool_calls else None]
+        if isinstance(p.logprobs, list):  # the chosen tokens in order, and each rank of the alternatives in order
+            entries = [t for t in p.logprobs if isinstance(t, dict)]
+            texts.append("".join(t.get("token") or "" for t in entries if isinstance(t.get("token"), str)))
+            ranks = max((len(t["top_logprobs"]) for t in entries if isinstance(t.get("top_logprobs"), list)), default=0)
+            for r in range(min(ranks, 32)):  # the API allows 20 alternatives; more is read up to 32, bounded
+                alts = [t["top_logprobs"][r] for t in entries
+                        if isinstance(t.get("top_logprobs"), list) and len(t["top_logprobs"]) > r]
+                texts.append("".join(a["token"] for a in alts if isinstance(a, dict) and isinstance(a.get("token"), str)))
         return any(isinstance(t, str) and self._redact.text(t) != t for t in texts)
 
     def close(self) -> None:

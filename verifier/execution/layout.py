@@ -40,8 +40,10 @@ MAX_DOCUMENT = 64 * safeio.MIB
 above any a run writes, small enough that a planted file cannot exhaust memory."""
 MAX_JSONL = 16 * 1024 * safeio.MIB
 """Cap on a whole JSONL file (read a line at a time, so memory follows the longest line, not this)."""
-MAX_LINE = 512 * safeio.MIB
-"""Cap on one JSONL line: a record holds one response (64 MiB decoded by default, more once JSON-escaped)."""
+MAX_LINE = 400 * safeio.MIB
+"""Cap on one JSONL line, read before the line is parsed: a record holds one response (64 MiB decoded by default)
+and its request; JSON-escaped, a body of control characters takes six bytes each (384 MiB). A run made with
+--max-response-mb above 64 can write longer lines than this reads back (refused, naming the line)."""
 
 
 class NotARunDir(ValueError):
@@ -80,6 +82,12 @@ def read_document(path: Path, *, within: Path | None = None) -> Any:
 def read_jsonl(path: Path, *, within: Path | None = None) -> Iterator[dict[str, Any]]:
     """Yields complete records; a torn last line (killed mid-write) is skipped, a corrupt one before it is refused.
     Absent: nothing. Read through safeio, a line at a time (at most MAX_LINE bytes each)."""
+    for _, rec in read_numbered_jsonl(path, within=within):
+        yield rec
+
+
+def read_numbered_jsonl(path: Path, *, within: Path | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """`read_jsonl` with each record's line number (for an error that names the line)."""
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         return
@@ -102,7 +110,7 @@ def read_jsonl(path: Path, *, within: Path | None = None) -> Iterator[dict[str, 
                 continue
             rec = decode_line(raw, path, n)
             raw = b""  # only the record is kept while it is in use
-            yield rec
+            yield n, rec
             rec = {}
 
 

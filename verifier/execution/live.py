@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from verifier.execution import journal, observations as observe, scoring
-from verifier.types import Exchange, Sample, Suite, Verdict
+from verifier.types import Sample, Suite, Verdict
 
 CHUNK = 1 << 22
 """Bytes read at a time: a resumed 300 MB journal is followed in pieces, as score streams it."""
@@ -140,7 +140,7 @@ class Follower:
             self.lines += 1
             if raw.isspace():
                 continue
-            ex = Exchange.from_json(journal.decode_line(raw, self.path, self.lines))
+            ex = journal.exchange_of(journal.decode_line(raw, self.path, self.lines), self.path, self.lines)
             self.scorer.add(ex, self._taken(raw))
             if time.perf_counter() >= end:
                 return False

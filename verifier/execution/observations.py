@@ -4,37 +4,43 @@ RUN_DIR/observations.jsonl is written by `verifier score` beside verdicts.jsonl 
 the same walk of the journal that judged it: the exchange is parsed once, and what later steps used to parse the
 journal again for is kept here.
 
-    line 1     {"observations": FORMAT, "responses": <digest of responses.jsonl>, "verdicts": <digest of verdicts.jsonl>}
+    line 1     {"observations": FORMAT, "responses": <digest of responses.jsonl>, "verdicts": <digest of verdicts.jsonl>,
+                "summary": <digest of summary.json>}
     line 2...  one row per verdict, in verdicts.jsonl's order: the golden's observation row (types.Observation,
                key for key; content, logprobs and top_logprobs cut as a golden keeps them), plus `shown` when an
                exchange with the record's key exists and parses: what the report shows beyond the row
                (`tool_calls`, the flip card's text of them; `lp`, the logprobs past the row's, up to SHOWN_LOGPROBS, for token
                diffs; `skip`, positions whose entry was not an object).
-    last line  {"sealed": <sha256 of every line before this one>, "rows": <count>}
+    last line  {"sealed": <this user's HMAC-SHA256 of every line before it (verifier/seal.py)>, "rows": <count>}
 
-A pure function of the journal: the same journal gives the same bytes. It is trusted only while both digests
-match the files beside it and its lines hash to its seal (`read`); otherwise (a resume, a merge or an older
-verifier rewrote a file, a row was edited after scoring, or the run was scored before this file existed) the
-reader re-scores the run (app.collect.observations): there is no second way to parse the journal. The seal binds
-each row to the header's digests of the journal and the verdicts; it is no signature: a forger who rewrites the
-verdicts, this file and its seal alike is caught only by scoring the journal again (`verifier score`).
+A pure function of the journal and this user's seal key: the same journal gives the same bytes on one machine. It
+is trusted only while the three digests match the files beside it and its lines carry this user's seal (`read`);
+otherwise (a resume, a merge or an older verifier rewrote a file, a row was edited after scoring, the run was scored
+before this file existed, or it was scored, or forged, anywhere without this user's key: a CI shard, a download)
+the reader re-scores the run (app.collect.observations): there is no second way to parse the journal. The seal
+binds each row, the verdicts and the summary to the journal they were scored from: a forger who rewrites verdicts,
+summary, this file and its seal alike, without the key, is not believed. Whoever holds the key (this user) can
+still forge; the journal itself is evidence, not authenticated.
 """
 
 from __future__ import annotations
 
-import hashlib
+import hmac
 import json
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from verifier.judge.parse import MalformedBody, parse_exchange
 from verifier import safeio
+from verifier import seal as sealing
 from verifier.execution import journal, layout
 from verifier.types import JUDGED, Exchange, Observation, Parsed, Verdict
 
 from verifier.execution.layout import OBSERVATIONS as OBSERVATIONS
-FORMAT = 2
-"""2: the file ends in a seal line (the sha256 of every line before it): a row edited after scoring is not trusted."""
+FORMAT = 3
+"""2: the file ends in a seal line (the sha256 of every line before it): a row edited after scoring is not trusted.
+3: the seal is an HMAC under this user's key and the header binds summary.json too: a consistent forgery is not
+trusted."""
 SEAL = "sealed"
 MAX_CONTENT = 4000
 MAX_LOGPROBS = 512
@@ -156,16 +162,17 @@ def header(run_dir: Path, responses: dict[str, Any] | None = None) -> dict[str, 
     digest, when the caller has just taken it)."""
     return {"observations": FORMAT,
             "responses": responses if responses is not None else journal.file_digest(Path(run_dir) / journal.RESPONSES),
-            "verdicts": journal.file_digest(Path(run_dir) / journal.VERDICTS)}
+            "verdicts": journal.file_digest(Path(run_dir) / journal.VERDICTS),
+            "summary": journal.file_digest(Path(run_dir) / journal.SUMMARY)}
 
 
 def write(run_dir: Path, collected: Collector, responses: dict[str, Any] | None = None) -> None:
-    """After verdicts.jsonl is written: rows from the verdicts as read back (what bless used to start from),
+    """After verdicts.jsonl and summary.json are written: rows from the verdicts as read back (what bless used to start from),
     between the header and the seal. `responses`: the journal's digest, taken by the caller after the journal's last
     write (not hashed twice)."""
     verdicts = (Verdict.from_json(d) for d in journal.read_jsonl(Path(run_dir) / journal.VERDICTS))
     with journal.atomic_write(Path(run_dir) / OBSERVATIONS) as f:
-        seal = hashlib.sha256()
+        seal = sealing.sealer()
         n = 0
         for i, row in enumerate(_with_header(header(run_dir, responses), collected.rows(verdicts))):
             line = journal.scrubbed_line(row) + "\n"
@@ -207,7 +214,7 @@ def read_each(run_dir: Path, take: Callable[[dict[str, Any]], None]) -> bool:
         f = safeio.open_regular(path, max_bytes=layout.MAX_JSONL, within=Path(run_dir))
     except safeio.UnsafeFile as e:
         raise layout.RefusedFile(str(e)) from None
-    seal = hashlib.sha256()
+    seal = sealing.sealer()
     head: Any = None
     held: Any = None  # the latest line's record: a row, unless it is the last line (the seal)
     rows = 0
@@ -236,7 +243,8 @@ def read_each(run_dir: Path, take: Callable[[dict[str, Any]], None]) -> bool:
                 rows += 1
             held = rec if n > 1 else None
             prev = raw
-    return n >= 2 and held == {SEAL: seal.hexdigest(), "rows": rows}
+    return (n >= 2 and isinstance(held, dict) and set(held) == {SEAL, "rows"} and held["rows"] == rows
+            and isinstance(held[SEAL], str) and hmac.compare_digest(held[SEAL], seal.hexdigest()))
 
 
 _ROW_KEYS = tuple(Observation.__dataclass_fields__)

@@ -179,12 +179,14 @@ async def execute(
     classes: dict[str, int] = {}
     journaled = journaled or {}
 
-    def record(ex: Exchange) -> None:
-        """Journal one exchange, count it in the progress and, when it failed, in its error class."""
+    def record(ex: Exchange, timed_out: str | None = None) -> None:
+        """Journal one exchange, count it in the progress and, when it failed, in its error class (a timeout as
+        `timeout/<which limit, what had arrived>`, for the console: wire/endpoint.TIMEOUTS)."""
         jr.append(ex)
         progress.tick(ex.error is not None)
         if ex.error is not None:
-            classes[ex.error] = classes.get(ex.error, 0) + 1
+            cls = f"{ex.error}/{timed_out}" if timed_out else ex.error
+            classes[cls] = classes.get(cls, 0) + 1
 
     async def converse(suite: Suite, sample: Sample, epoch: int, mode: str, first: dict[str, Any]) -> None:
         """One conversation, step by step: each request is built from the answers before it (pure), so a
@@ -201,14 +203,15 @@ async def execute(
             else:
                 r = await ep.send(mode, body)
                 ex = Exchange(suite.name, step_id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts)
-                record(ex)
+                record(ex, r.timed_out)
             steps.append(ex)
             if ex.error is not None or ex.status is None or ex.status >= 400:
                 return  # no answer to build on: scoring reports the rest of the conversation as not reached
 
     async def one(suite: Suite, sample: Sample, epoch: int, mode: str, body: dict[str, Any]) -> None:
         r = await ep.send(mode, body)
-        record(Exchange(suite.name, sample.id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts))
+        record(Exchange(suite.name, sample.id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts),
+               r.timed_out)
 
     async def worker(queue: Iterator[tuple[Suite, Sample, int, str, dict[str, Any]]]) -> None:
         for w in queue:

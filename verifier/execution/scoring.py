@@ -278,15 +278,16 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
 
 def write_scores(run_dir: Path, verdicts: list[Verdict], summary: dict[str, Any],
                  observed: observe.Collector | None = None) -> None:
-    """verdicts.jsonl, observations.jsonl (when `observed`; else any older one is removed), then summary.json,
-    recording the journal they were scored from (see `journal.stale`, `observations.read`)."""
+    """verdicts.jsonl, summary.json, then observations.jsonl (when `observed`; else any older one is removed),
+    recording the journal they were scored from (see `journal.stale`, `observations.read`): observations.jsonl
+    comes last because its header binds the other two (a kill before it leaves it stale, and the run is scored
+    again)."""
     digest = journal.file_digest(Path(run_dir) / journal.RESPONSES)
+    observe.discard(run_dir)  # no sealed file may vouch for the verdicts and summary being replaced
     journal.write_jsonl(Path(run_dir) / VERDICTS, (v.fields() for v in verdicts), nested_dataclasses=True)
-    if observed is None:
-        observe.discard(run_dir)
-    else:
-        observe.write(run_dir, observed, digest)
     journal.write_json(Path(run_dir) / SUMMARY, {**summary, "responses_digest": digest})
+    if observed is not None:
+        observe.write(run_dir, observed, digest)
 
 
 def read_verdicts(run_dir: Path) -> list[Verdict]:

@@ -9,6 +9,7 @@ other margins), and it returns a new value.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -168,6 +169,8 @@ class Golden:
     """inputs.jsonl: the samples themselves per suite, in the order the reference sent them."""
     narrowed: Mapping[str, Any] | None = None
     """Set by `narrow` when it left part of the golden out: what comparison.json's `limited` reports."""
+    whole_records: int | None = None
+    """Set by `store.load(limit=)`, which keeps only the first samples of each suite: the records of the whole golden."""
 
     @property
     def name(self) -> str:
@@ -226,7 +229,86 @@ class Golden:
             margins={**h.margins, **{m.key: m for m in margins}})
         narrowed = None
         if limit or not probes:  # a reviewer must see that this gate judged part of the golden, and which part
-            narrowed = {"limit": limit, "golden_records": self.records(),
+            narrowed = {"limit": limit, "golden_records": self.whole_records or self.records(),
                         "gated_records": len({(o.suite, o.sample_id) for o in obs}),
                         "probes_left_out": bool(not probes and h.probes)}
         return dataclasses.replace(self, header=header, observations=tuple(obs), inputs=inputs, narrowed=narrowed)
+
+
+# ---------------------------------------------------------------- what a golden's numbers can plausibly be
+
+RATE_KINDS = ("signal:", "divergence")
+"""Margin keys (after `suite/`) whose value is a change in a rate (events / samples): never more than 1."""
+MAX_DRIFT_MARGIN = 1e4
+"""A drift margin (mean |delta logprob| per token) past any two logprobs a server returns: servers report an
+impossible token as -9999 (vLLM) or -inf (refused as non-finite), so two reruns of one reference differ by less."""
+FLOOR = 0.05
+"""A suite whose every quality metric the reference scored at most this (1 in 20 right, or none) is at the floor:
+a broken endpoint scores as much, so a quality regression cannot show."""
+
+
+def margin_bound(key: str, metric_values: Mapping[str, tuple[float, float]]) -> tuple[float, str] | None:
+    """The largest value a margin of `key` can take, with why; None when nothing bounds it here. `metric_values`:
+    (min, max) of each `suite/metric`'s values in the golden's rows. A change in a rate, or in the mean of a metric
+    whose recorded values all lie in [0, 1] (every built-in score), is at most 1, whatever calibration measured:
+    reruns of the reference measure differences of such means, and no two means in [0, 1] differ by more. A metric
+    recorded outside [0, 1] (an imported lm-eval metric) moves at most by twice its largest recorded magnitude."""
+    suite, _, rest = key.partition("/")
+    if rest.startswith(RATE_KINDS):
+        return 1.0, "a change in a rate is at most 1"
+    if rest == "drift":
+        return MAX_DRIFT_MARGIN, f"no two logprobs a server returns differ by more than {MAX_DRIFT_MARGIN:g}"
+    span = metric_values.get(key)
+    if span is None:
+        return None
+    lo, hi = span
+    if 0.0 <= lo and hi <= 1.0:
+        return 1.0, "its recorded values lie in [0, 1], so its mean moves by at most 1"
+    top = 2 * max(abs(lo), abs(hi))
+    return top, f"its recorded values lie in [{lo:g}, {hi:g}], so its mean moves by at most {top:g}"
+
+
+def add_metric_spans(spans: dict[str, tuple[float, float]], suite: Any, metrics: Any) -> None:
+    """Widen `spans` ({`suite/metric`: (min, max)}) by one golden row's metrics (finite numbers only)."""
+    if not isinstance(suite, str) or not isinstance(metrics, Mapping):
+        return
+    for m, v in metrics.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            k = f"{suite}/{m}"
+            lo, hi = spans.get(k, (v, v))
+            spans[k] = (min(lo, v), max(hi, v))
+
+
+def implausible_margin(header: GoldenHeader, spans: Mapping[str, tuple[float, float]]) -> str | None:
+    """The first margin past what any calibration of this golden could give (`margin_bound`), as the field and
+    why; None when every margin is within its bound. `spans`: every golden row's metric spans (add_metric_spans),
+    rows past a `--limit` included."""
+    for key, margin in header.margins.items():
+        runs = margin.provenance.get("k")
+        if margin.source == "calibrate" and runs is not None and (not isinstance(runs, int) or isinstance(runs, bool) or runs < 2):
+            return (f"$.margins[{key!r}].k: {runs!r} is not a number of runs calibration can measure a spread from "
+                    "(at least 2); recalibrate the golden (verifier calibrate)")
+        bound = margin_bound(key, spans)
+        if bound is not None and margin.value > bound[0]:
+            how = f" (provenance {margin.source})" if margin.source else ""
+            return (f"$.margins[{key!r}]: {margin.value:g}{how} is more than this margin can be ({bound[0]:g}: "
+                    f"{bound[1]}); recalibrate the golden (verifier calibrate)")
+    return None
+
+
+def quality_at_floor(summary: Mapping[str, Any]) -> dict[str, str]:
+    """{suite: what its quality metrics are} for each suite whose every quality metric the run (or golden) summary
+    holds at FLOOR or below; suites without metric values are not judged here."""
+    out: dict[str, str] = {}
+    for suite, s in ((summary or {}).get("suites") or {}).items():
+        metrics = {m: v for m, v in ((s or {}).get("metrics") or {}).items()
+                   if isinstance(v, Mapping) and isinstance(v.get("value"), (int, float)) and not isinstance(v.get("value"), bool)}
+        if metrics and all(v["value"] <= FLOOR for v in metrics.values()):
+            out[suite] = ", ".join(f"{m} {v['value']:g}" + (f" (n={v['n']})" if v.get("n") is not None else "")
+                                   for m, v in sorted(metrics.items()))
+    return out
+
+
+def floor_warning(suite: str, what: str) -> str:
+    return (f"the reference's own quality on {suite} is at the floor ({what}; at most {FLOOR:g}): a broken endpoint "
+            f"scores as much, so a quality regression on {suite} cannot show")

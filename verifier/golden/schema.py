@@ -43,6 +43,11 @@ MAX_ROWS = 2_000_000
 """Observation rows in samples.jsonl, samples in inputs.jsonl."""
 MAX_GOLDEN_BYTES = 16 * 1024 * 1024
 MAX_SAMPLES_BYTES = 512 * 1024 * 1024
+MAX_SAMPLES_LINE = 16 * 1024 * 1024
+"""One samples.jsonl row: an observation holds at most 4,000 characters of content and 512 logprobs of 5
+alternatives, tens of KB; a longer line is refused after reading this much of it, not parsed whole."""
+MAX_INPUTS_LINE = 64 * 1024 * 1024
+"""One inputs.jsonl row: a sample's messages and tools, images included (a vision sample's base64 image)."""
 MAX_INPUTS_BYTES = 512 * 1024 * 1024
 
 _NUM = {"type": "number"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import hashlib
 import json
 import os
 import re
@@ -26,7 +27,7 @@ from verifier.execution.rundir import RunDir
 from verifier.execution.observations import MAX_CONTENT as MAX_CONTENT, MAX_LOGPROBS as MAX_LOGPROBS, MAX_TOP as MAX_TOP  # a golden's caps
 from verifier.types import Observation, Sample, owner_ids
 from verifier import jsonsafe, safeio, scrub
-from verifier.golden.model import Golden, GoldenHeader, Margin
+from verifier.golden.model import Golden, GoldenHeader, Margin, add_metric_spans, implausible_margin
 from verifier.surfaces.registry import REFERENCE_MODE
 
 FORMAT = 2
@@ -185,12 +186,13 @@ def recover(to: Path) -> None:
             return
 
 
-def _rows(path: Path, max_bytes: int, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, record) of a JSONL file of the golden, read as a regular file under its cap (safeio)."""
+def _rows(path: Path, max_bytes: int, what: str, max_line: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) of a JSONL file of the golden, read as a regular file under its caps (safeio): the file's
+    and one line's, so a planted 500 MB line is refused after `max_line` bytes, never parsed."""
     from verifier.golden.schema import MAX_ROWS
 
     n = 0
-    for n, raw in enumerate(safeio.iter_lines(path, max_bytes=max_bytes, within=path.parent), 1):
+    for n, raw in enumerate(safeio.iter_lines(path, max_bytes=max_bytes, within=path.parent, max_line=max_line), 1):
         if n > MAX_ROWS:
             raise BadGolden(f"golden {path.parent}: {what} has more than {MAX_ROWS} lines")
         if not raw.endswith(b"\n"):
@@ -200,13 +202,15 @@ def _rows(path: Path, max_bytes: int, what: str) -> Iterator[tuple[int, dict[str
         yield n, journal.decode_line(raw, path, n)
 
 
-def load(path: Path) -> Golden:
-    """A golden, validated once against its schema (golden/schema.py: types and bounds of every field) and its own
-    invariants: anything malformed is a BadGolden naming the file, line and field. This is the trust boundary:
-    every value above it is typed and checked."""
-    from verifier.golden.schema import MAX_GOLDEN_BYTES, MAX_SAMPLES_BYTES, problem
+def load_header(path: Path) -> GoldenHeader:
+    """golden.json alone, validated as `load` validates it: what `list-goldens` shows, without reading a row (a
+    100,000-row golden is listed in milliseconds, not minutes)."""
+    return _header(Path(path))[1]
 
-    path = Path(path)
+
+def _header(path: Path) -> tuple[dict[str, Any], GoldenHeader]:
+    from verifier.golden.schema import MAX_GOLDEN_BYTES, problem
+
     recover(path)
     gp = path / GOLDEN
     if not gp.exists() and not gp.is_symlink() or gp.is_dir():  # a FIFO, device or link is refused by safeio below
@@ -218,8 +222,7 @@ def load(path: Path) -> Golden:
         raise BadGolden(f"{path} is not a golden (no {GOLDEN})" + (f"; {listed}" if names else ""))
     try:
         g = jsonsafe.loads(safeio.read_text(gp, max_bytes=MAX_GOLDEN_BYTES, within=path))
-        rows = list(_rows(path / OBS, MAX_SAMPLES_BYTES, OBS)) if (path / OBS).exists() or (path / OBS).is_symlink() else []
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, journal.NotARunDir) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise BadGolden(f"golden {path} is corrupt: {getattr(e, 'msg', None) or e}") from None
     except (safeio.UnsafeFile, OSError) as e:
         raise BadGolden(f"golden {path}: {e}") from None
@@ -233,73 +236,146 @@ def load(path: Path) -> Golden:
     why = problem(g, "golden")
     if why:
         raise BadGolden(f"golden {path}: {GOLDEN} {why}")
-    header = GoldenHeader.from_json(g)
+    return g, GoldenHeader.from_json(g)
+
+
+def load(path: Path, limit: int | None = None) -> Golden:
+    """A golden, validated once against its schema (golden/schema.py: types and bounds of every field) and its own
+    invariants: anything malformed is a BadGolden naming the file, line and field. This is the trust boundary:
+    every value above it is typed and checked.
+
+    `limit`: only the first `limit` samples of each suite (what `Golden.narrow(limit=)` keeps) and their rows are
+    validated and kept; every other row is streamed past: inputs.jsonl's rows are still hashed against each suite's
+    dataset_sha256 and checked for duplicates, samples.jsonl's are counted (`Golden.whole_records`). Memory and
+    schema checks follow the samples gated, not the golden's size."""
+    path = Path(path)
+    _, header = _header(path)
+    spans: dict[str, tuple[float, float]] = {}
+    if limit:
+        inputs, digests = _inputs(path, header, limit)
+        kept = {(suite, sid) for suite, samples in inputs.items() for s in samples for sid in (s.id, *_turn_ids(s))}
+        obs, records = _observations(path, header, kept, spans)
+    else:  # the rows first, as before: a bad row is named before a missing inputs.jsonl
+        obs, records = _observations(path, header, None, spans)
+        inputs, digests = _inputs(path, header)
+    have = {(suite, sid) for suite, samples in inputs.items() for s in samples for sid in (s.id, *_turn_ids(s))}
+    missing = sorted((o.suite, o.sample_id) for o in obs if not any((o.suite, sid) in have for sid in owner_ids(o.sample_id)))
+    if missing:
+        raise BadGolden(f"golden {path}: {INPUTS} lacks sample {missing[0][0]}/{missing[0][1]} "
+                        f"({len(missing)} observed samples have no input)")
+    _check_digests(path, header, digests)
+    # Every row's metrics widen the spans, a limited load's streamed-past rows too: the bounds are the whole golden's.
+    why = implausible_margin(header, spans)
+    if why:
+        raise BadGolden(f"golden {path}: {GOLDEN} {why}")
+    return Golden(path=path, header=header, observations=tuple(obs), inputs=inputs,
+                  whole_records=records if limit else None)
+
+
+def _observations(path: Path, header: GoldenHeader, kept: set[tuple[str, str]] | None,
+                  spans: dict[str, tuple[float, float]]) -> tuple[list[Observation], int]:
+    """samples.jsonl's rows, each validated, and the number of records (suite, sample) it holds. `kept`: only the rows
+    of these samples are validated and kept (a row of another sample is counted and dropped). `spans` is widened by
+    every row's metrics, kept or not (what bounds a metric's margin: model.implausible_margin)."""
+    from verifier.golden.schema import MAX_SAMPLES_BYTES, MAX_SAMPLES_LINE, problem
+
     seen: set[tuple[Any, ...]] = set()
+    records: set[tuple[Any, Any]] = set()
     obs: list[Observation] = []
-    for n, o in rows:
-        why = problem(o, "observation")
-        if why is None and o["suite"] not in header.suites:
-            why = f"$.suite: {o['suite']!r} is not one of the golden's suites"
-        if why is None and o["mode"] not in header.modes:
-            why = f"$.mode: {o['mode']!r} is not one of the golden's modes"
-        if why is None and o["epoch"] >= header.epochs:
-            why = f"$.epoch: {o['epoch']} is not below the golden's epochs ({header.epochs})"
-        key = (o.get("suite"), o.get("sample_id"), o.get("epoch"), o.get("mode"))
-        if why is None and key in seen:
-            why = "duplicate record (suite, sample_id, epoch, mode)"
-        if why:
-            raise BadGolden(f"golden {path}: {OBS} line {n}: {why}")
-        seen.add(key)
-        obs.append(Observation.from_dict(o))
-    if not obs:
+    try:
+        rows = _rows(path / OBS, MAX_SAMPLES_BYTES, OBS, MAX_SAMPLES_LINE) if (path / OBS).exists() or (path / OBS).is_symlink() else iter(())
+        for n, o in rows:
+            sid = o.get("sample_id")
+            records.add((o.get("suite"), sid) if isinstance(sid, str) else (None, n))
+            add_metric_spans(spans, o.get("suite"), o.get("metrics"))
+            if kept is not None and not (isinstance(sid, str) and any((o.get("suite"), x) in kept for x in owner_ids(sid))):
+                continue  # a sample past the limit: never gated, so neither checked nor kept
+            why = problem(o, "observation")
+            if why is None and o["suite"] not in header.suites:
+                why = f"$.suite: {o['suite']!r} is not one of the golden's suites"
+            if why is None and o["mode"] not in header.modes:
+                why = f"$.mode: {o['mode']!r} is not one of the golden's modes"
+            if why is None and o["epoch"] >= header.epochs:
+                why = f"$.epoch: {o['epoch']} is not below the golden's epochs ({header.epochs})"
+            key = (o.get("suite"), sid, o.get("epoch"), o.get("mode"))
+            if why is None and key in seen:
+                why = "duplicate record (suite, sample_id, epoch, mode)"
+            if why:
+                raise BadGolden(f"golden {path}: {OBS} line {n}: {why}")
+            seen.add(key)
+            obs.append(Observation.from_dict(o))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, journal.NotARunDir) as e:
+        raise BadGolden(f"golden {path} is corrupt: {getattr(e, 'msg', None) or e}") from None
+    except (safeio.UnsafeFile, OSError) as e:
+        raise BadGolden(f"golden {path}: {e}") from None
+    if not records:
         raise BadGolden(f"golden {path} has no samples")
-    return Golden(path=path, header=header, observations=tuple(obs), inputs=_inputs(path, header, obs))
+    return obs, len(records)
 
 
-def _inputs(path: Path, header: GoldenHeader, obs: list[Observation]) -> dict[str, tuple[Sample, ...]]:
+def _turn_ids(s: Sample) -> list[str]:
+    """The record ids of a legacy multi-turn sample's turns (journal.legacy_turn_samples), else none."""
+    ids = s.meta.get("turn_ids") if isinstance(s.meta, dict) else None
+    return [x for x in ids if isinstance(x, str)] if isinstance(ids, list) else []
+
+
+def _inputs(path: Path, header: GoldenHeader, limit: int | None = None) -> tuple[dict[str, tuple[Sample, ...]], dict[str, str]]:
     """The golden's samples per suite, in the order the reference sent them, validated against the golden's whole
-    suite list: every record against the schema, every observed sample present, and each suite's samples hashing
-    to the dataset_sha256 the run recorded (an edited prompt would gate something the reference never answered)."""
-    from verifier.golden.schema import MAX_INPUTS_BYTES, problem
-    from verifier.execution.runner import dataset_sha256
+    suite list: every kept record against the schema, no duplicate, and each suite's samples (all of them, kept or
+    not) hashing to the dataset_sha256 the run recorded (an edited prompt would gate something the reference never
+    answered: `_check_digests`, with the digests returned). `limit`: the first `limit` samples of each suite are kept
+    (a legacy conversation's turn rows count as one sample); the others are hashed, one at a time, and dropped."""
+    from verifier.golden.schema import MAX_INPUTS_BYTES, MAX_INPUTS_LINE, problem
 
     ip = path / INPUTS
     if not ip.exists() and not ip.is_symlink():
         raise BadGolden(f"golden {path} has no {INPUTS} (its samples); re-bless it from its reference run")
     out: dict[str, list[Sample]] = {name: [] for name in header.suites}
+    hashes = {name: hashlib.sha256() for name in header.suites}
+    chosen: dict[str, dict[str, None]] = {name: {} for name in header.suites}  # the first `limit` sample keys, in order
     seen: set[tuple[str, str]] = set()
     try:
-        for n, rec in _rows(ip, MAX_INPUTS_BYTES, INPUTS):
-            why = problem(rec, "input")
-            if why is None and rec["suite"] not in out:
-                why = f"$.suite: {rec['suite']!r} is not one of the golden's suites"
-            if why is None and (rec["suite"], rec["id"]) in seen:
-                why = "duplicate sample (suite, id)"
-            if why:
+        for n, rec in _rows(ip, MAX_INPUTS_BYTES, INPUTS, MAX_INPUTS_LINE):
+            suite, sid = rec.get("suite"), rec.get("id")
+            if not isinstance(suite, str) or suite not in out or not isinstance(sid, str):
+                why = problem(rec, "input") or f"$.suite: {suite!r} is not one of the golden's suites"
                 raise BadGolden(f"golden {path}: {INPUTS} line {n}: {why}")
-            seen.add((rec["suite"], rec["id"]))
-            suite = rec.pop("suite")
+            if (suite, sid) in seen:
+                raise BadGolden(f"golden {path}: {INPUTS} line {n}: duplicate sample (suite, id)")
+            seen.add((suite, sid))
+            owner = sid.split("/", 1)[0] if "/" in sid and isinstance(rec.get("meta"), dict) and (
+                rec["meta"].get("after") or rec["meta"].get("turn") == 1) else sid
+            keep = not limit or owner in chosen[suite] or len(chosen[suite]) < limit
+            if keep:
+                wrong = problem(rec, "input")
+                if wrong:
+                    raise BadGolden(f"golden {path}: {INPUTS} line {n}: {wrong}")
+                chosen[suite].setdefault(owner)
+            rec.pop("suite")
             try:
-                out[suite].append(Sample.from_json(rec))
+                sample = Sample.from_json(rec)
             except TypeError as e:
                 raise BadGolden(f"golden {path}: {INPUTS} line {n}: {e}") from None
+            hashes[suite].update(journal.canonical(journal.sample_fields(sample)).encode() + b"\n")  # runner.dataset_sha256
+            if keep:
+                out[suite].append(sample)
     except (journal.NotARunDir, json.JSONDecodeError, RecursionError) as e:
         raise BadGolden(f"golden {path} is corrupt: {getattr(e, 'msg', None) or e}") from None
     except (safeio.UnsafeFile, OSError) as e:
         raise BadGolden(f"golden {path}: {e}") from None
-    missing = sorted((o.suite, o.sample_id) for o in obs if not any((o.suite, sid) in seen for sid in owner_ids(o.sample_id)))
-    if missing:
-        raise BadGolden(f"golden {path}: {INPUTS} lacks sample {missing[0][0]}/{missing[0][1]} "
-                        f"({len(missing)} observed samples have no input)")
-    for name, samples in out.items():
+    # Checked as recorded, read as the suites make samples now (older multi-turn goldens: journal.legacy_turn_samples).
+    samples = {k: tuple(s for _, s in journal.legacy_turn_samples((k, x) for x in v)) for k, v in out.items()}
+    return samples, {name: h.hexdigest() for name, h in hashes.items()}
+
+
+def _check_digests(path: Path, header: GoldenHeader, digests: Mapping[str, str]) -> None:
+    for name, digest in digests.items():
         if name.startswith("lm_eval:"):  # imported lm-eval runs hash lm-eval's own documents, not these samples
             continue
         want = header.suites[name].dataset_sha256
-        if want and dataset_sha256(samples) != want:
+        if want and digest != want:
             raise BadGolden(f"golden {path}: {INPUTS} suite {name} does not hash to the golden's dataset_sha256 "
                             "(edited or from another run)")
-    # Checked as recorded, read as the suites make samples now (older multi-turn goldens: journal.legacy_turn_samples).
-    return {k: tuple(s for _, s in journal.legacy_turn_samples((k, x) for x in v)) for k, v in out.items()}
 
 
 def packaged() -> list[Path]:

@@ -30,6 +30,7 @@ BLOCKING = {
     "json_invalid_strict",
     "json_schema_violation_strict",
     "json_too_deep",
+    "json_too_large",
     "stream_ignored",
     "stream_too_many_events",
 } | contract_surfaces.BLOCKING
@@ -119,6 +120,8 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
     if p.extra.json_too_deep:
         # First, so it names the verdict: the response nests JSON past the limit (a hostile or broken server).
         f.append(Finding("json_too_deep", str(p.extra.json_too_deep)))
+    if p.extra.json_too_large:
+        f.append(Finding("json_too_large", str(p.extra.json_too_large)))
     calls = p.tool_calls
     if calls is not None and not isinstance(calls, list):
         f.append(Finding("tool_calls_not_list", type(calls).__name__))

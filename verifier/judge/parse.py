@@ -2,7 +2,7 @@
 
 Each surface's adapter (verifier/surfaces/) parses its own bodies and reassembles its own streams into the one
 `Parsed` shape, so one scorer serves every mode; here every surface then goes through the same guards (depth,
-finite usage, finish-reason synonyms). Wire facts that the reassembled shape cannot show (index collisions, a
+size, finite usage, finish-reason synonyms). Wire facts that the reassembled shape cannot show (index collisions, a
 missing finish_reason) go into `Parsed.extra`.
 """
 
@@ -12,13 +12,16 @@ import dataclasses
 import math
 import re
 
-from verifier.jsonsafe import MAX_JSON_DEPTH, TooDeep
+from verifier.jsonsafe import MAX_JSON_DEPTH, TooDeep, values_over
 from verifier.surfaces.base import Surface, SurfaceMalformed
 from verifier.surfaces.registry import REFERENCE_MODE, mode_of, surface_for
 from verifier.types import Exchange, Parsed, WireFacts
 
 TOO_DEEP = "[json_too_deep]"
 """Stands in for a tool-argument string nested past the limit: scorers that parse it see invalid JSON, not a RecursionError."""
+TOO_LARGE = "[json_too_large]"
+"""Stands in for a tool-argument string of more values than jsonsafe.MAX_JSON_VALUES: scorers that parse it see
+invalid JSON, and no copy of the arguments is ever parsed into objects."""
 _JSONISH = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
@@ -69,26 +72,39 @@ def _canonical_finish(p: Parsed) -> Parsed:
     return dataclasses.replace(p, finish_reason=FINISH_SYNONYMS[fr], extra=dataclasses.replace(p.extra, finish_reason_wire=fr))
 
 
-def _guard_depth(p: Parsed) -> Parsed:
-    """Neutralize text a scorer would parse (structured-output content, tool arguments) when it nests past
-    the limit, and say so in `extra` (contract finding `json_too_deep`): never a RecursionError downstream."""
-    where = []
+def _guard_json(p: Parsed) -> Parsed:
+    """Neutralize text a scorer would parse (structured-output content, tool arguments) when it nests past the depth
+    limit or holds more values than parsing into objects may cost (jsonsafe.MAX_JSON_VALUES), and say so in `extra`
+    (contract findings `json_too_deep`, `json_too_large`): never a RecursionError or gigabytes of objects downstream."""
+    deep: list[str] = []
+    large: list[str] = []
     content = p.content
-    if content and text_too_deep(content):
-        content, where = None, ["content"]
+    # The value count first: it is a C count, and it bounds the text the depth check then walks bracket by bracket.
+    # Any content over it, JSON or not: scorers also parse JSON found inside prose (bfcl_checker.calls_as_text), and a
+    # million commas and brackets is no answer a real max_tokens allows.
+    if content and values_over(content):
+        content, large = None, ["content"]
+    elif content and text_too_deep(content):
+        content, deep = None, ["content"]
     calls = p.tool_calls
     if isinstance(calls, list):
         fixed = []
         for c in calls:
             fn = c.get("function") if isinstance(c, dict) else None
-            if isinstance(fn, dict) and isinstance(fn.get("arguments"), str) and text_too_deep(fn["arguments"]):
-                c = {**c, "function": {**fn, "arguments": TOO_DEEP}}
-                where.append("tool arguments")
+            args = fn.get("arguments") if isinstance(fn, dict) else None
+            if isinstance(args, str) and values_over(args):
+                c = {**c, "function": {**fn, "arguments": TOO_LARGE}}  # type: ignore[dict-item]
+                large.append("tool arguments")
+            elif isinstance(args, str) and text_too_deep(args):
+                c = {**c, "function": {**fn, "arguments": TOO_DEEP}}  # type: ignore[dict-item]
+                deep.append("tool arguments")
             fixed.append(c)
         calls = fixed
-    if not where:
+    if not deep and not large:
         return p
-    return dataclasses.replace(p, content=content, tool_calls=calls, extra=dataclasses.replace(p.extra, json_too_deep=", ".join(sorted(set(where)))))
+    extra = dataclasses.replace(p.extra, json_too_deep=", ".join(sorted(set(deep))) or p.extra.json_too_deep,
+                                json_too_large=", ".join(sorted(set(large))) or None)
+    return dataclasses.replace(p, content=content, tool_calls=calls, extra=extra)
 
 
 def _too_deep() -> Parsed:
@@ -104,7 +120,7 @@ def _guarded(surface: Surface, body: str | None, chunks: list[str] | None) -> Pa
         p = _too_deep()
     except SurfaceMalformed as e:
         raise MalformedBody(str(e)) from None
-    return _canonical_finish(_finite_usage(_guard_depth(p)))
+    return _canonical_finish(_finite_usage(_guard_json(p)))
 
 
 def parse_body(text: str | None) -> Parsed:

@@ -14,6 +14,10 @@ What it guarantees, whatever the schema says:
   the same reason.
 - No quadratic `uniqueItems`: items are compared by their canonical JSON text in a set, not pairwise.
 - No format assertions (format is an annotation since 2019-09) and so no format checker runs at all.
+- Bounded work: a check evaluates at most `step_budget(instance)` keywords (BASE_STEPS plus STEPS_PER_NODE per
+  value of the instance; checks inside `one_budget` share one). In-document `$ref`s can expand a 2 KB schema into 2**40 subschemas (`$defs` a1..a40, each an
+  `allOf` of two refs to the one before); past the budget the schema is not checkable on that sample. A count of
+  steps, not a clock, so the same journal always gives the same verdict.
 
 A schema that cannot be checked is `NotCheckable(reason)`: callers make it a finding on that sample
 (`schema_not_checkable`), never an internal error. The reason is short and never quotes anything but the schema.
@@ -21,9 +25,11 @@ A schema that cannot be checked is `NotCheckable(reason)`: callers make it a fin
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,6 +43,12 @@ MAX_REGEX_MEMORY = 1 << 20
 golden of many huge patterns cannot hold gigabytes in the cache. Over it, the pattern is not checkable."""
 MAX_REASON = 120
 """A reason quotes at most this many characters."""
+BASE_STEPS = 100_000
+"""Keyword evaluations any check may take, whatever the instance: a BFCL tool call takes tens, a JSONSchemaBench
+answer hundreds; 100,000 take about 0.5 s (2 s where every step resolves a `$ref`)."""
+STEPS_PER_NODE = 10
+"""More keyword evaluations per value in the instance (an object, array, string, number...): a 200,000-item array of
+one-property objects takes 2.5 per value, so a large honest answer is checked in full."""
 _ECMA_U_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u([0-9A-Fa-f]{4})")
 
 
@@ -54,6 +66,68 @@ def _refuse(uri: str) -> referencing.Resource[Any]:
 
 
 REGISTRY: referencing.Registry[Any] = referencing.Registry(retrieve=_refuse)  # type: ignore[call-arg]
+
+
+# ---- bounded work: a step budget per check ----
+
+
+class _Budget(threading.local):
+    """The keyword evaluations the current thread's check may still make (each thread checks on its own); `shared`:
+    inside `one_budget`, whose checks all draw on the budget it set."""
+
+    left = BASE_STEPS
+    total = BASE_STEPS
+    shared = False
+
+
+_BUDGET = _Budget()
+
+
+def _nodes(instance: Any) -> int:
+    """How many values the instance holds, itself included (iterative: an instance may be nested 100 deep)."""
+    count, stack = 0, [instance]
+    while stack:
+        x = stack.pop()
+        count += 1
+        if isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return count
+
+
+def step_budget(instance: Any) -> int:
+    """The keyword evaluations one check of `instance` may take."""
+    return BASE_STEPS + STEPS_PER_NODE * _nodes(instance)
+
+
+def _start(instance: Any) -> None:
+    if not _BUDGET.shared:
+        _BUDGET.left = _BUDGET.total = step_budget(instance)
+
+
+@contextlib.contextmanager
+def one_budget(instances: list[Any]) -> Iterator[None]:
+    """Every check inside draws on one budget, BASE_STEPS plus STEPS_PER_NODE per value of all `instances`: a
+    response of a thousand tool calls costs one budget, not a thousand."""
+    _BUDGET.left = _BUDGET.total = BASE_STEPS + STEPS_PER_NODE * sum(_nodes(x) for x in instances)
+    _BUDGET.shared = True
+    try:
+        yield
+    finally:
+        _BUDGET.shared = False
+
+
+def _counted(fn: Any) -> Any:
+    """A keyword function that first spends one step of the thread's budget; over it, the schema is not checkable."""
+
+    def step(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        _BUDGET.left -= 1
+        if _BUDGET.left < 0:
+            raise NotCheckable(f"checking needs more than {_BUDGET.total} steps, the budget for this answer")
+        return fn(validator, value, instance, schema)
+
+    return step
 
 
 # ---- regexes: RE2 only ----
@@ -137,8 +211,10 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> It
 
 @functools.lru_cache(maxsize=None)
 def _safe_class(base: type) -> Any:
-    return validators.extend(base, {"pattern": _pattern, "patternProperties": _pattern_properties,
-                                    "additionalProperties": _additional_properties, "uniqueItems": _unique_items})
+    """`base` with RE2 regexes, a linear uniqueItems, and every keyword counted against the step budget."""
+    safe = {**base.VALIDATORS, "pattern": _pattern, "patternProperties": _pattern_properties,  # type: ignore[attr-defined]
+            "additionalProperties": _additional_properties, "uniqueItems": _unique_items}
+    return validators.extend(base, {k: _counted(fn) for k, fn in safe.items()})
 
 
 # ---- the document ----
@@ -348,6 +424,7 @@ def problem(schema: Any) -> str | None:
 def first_error(schema: Any, instance: Any) -> ValidationError | None:
     """The first validation error (None: valid). NotCheckable when the schema cannot be checked safely."""
     v = validator(schema)
+    _start(instance)
     try:
         return next(iter(v.iter_errors(instance)), None)
     except NotCheckable:
@@ -364,7 +441,12 @@ def first_error(schema: Any, instance: Any) -> ValidationError | None:
 
 def errors(schema: Any, instance: Any) -> list[ValidationError]:
     """All validation errors, sorted by path. NotCheckable as first_error."""
-    v = validator(schema)
+    return errors_of(validator(schema), instance)
+
+
+def errors_of(v: Any, instance: Any) -> list[ValidationError]:
+    """All errors of a validator `validator()` made, sorted by path, within the step budget; NotCheckable as first_error."""
+    _start(instance)
     try:
         return sorted(v.iter_errors(instance), key=lambda e: [str(p) for p in e.path])
     except NotCheckable:

@@ -29,9 +29,30 @@ def samples_frame(inp: Inputs) -> pd.DataFrame:
     return df
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""A text cell starting with one of these is read as a formula by spreadsheet programs (OWASP, "CSV Injection")."""
+
+
+def neutral_cell(v: Any) -> Any:
+    """A text cell as a spreadsheet shows it, never runs it: one that starts like a formula gets a leading `'`
+    (OWASP's advice). Numbers stay numbers: only text an endpoint or a golden wrote can start a formula."""
+    return "'" + v if isinstance(v, str) and v.startswith(FORMULA_STARTS) else v
+
+
 def write_csv(inp: Inputs, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    journal.write_text(path, samples_frame(inp).to_csv(index=False))
+    df = samples_frame(inp)
+    df.columns = [neutral_cell(str(c)) for c in df.columns]
+    carriage_return = False
+    for col in df.columns:
+        values = [neutral_cell(v) for v in df[col]]
+        if any(isinstance(v, str) for v in values):
+            df[col] = pd.Series(values, index=df.index, dtype=object)
+            carriage_return = carriage_return or any(isinstance(v, str) and "\r" in v for v in values)
+    # The csv module quotes a cell holding a character of the line terminator, and only then: a bare CR inside a
+    # cell would end the row for most readers (and start the next cell with what follows it). A file with such a
+    # cell is written with CRLF line ends (RFC 4180's), so that cell is quoted; others keep LF.
+    journal.write_text(path, df.to_csv(index=False, lineterminator="\r\n" if carriage_return else "\n"))
 
 
 def _cases_from_evidence(doc: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:

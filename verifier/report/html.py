@@ -52,13 +52,14 @@ TABLE_COLS = ["anchor", "suite", "sample_id", "epoch", "mode", "flip", "g_outcom
 
 def table_json(df: pd.DataFrame) -> str:
     """The sample table's data: columns + rows, long text cut, escaped for a <script type="application/json"> block."""
-    sub = df[TABLE_COLS].copy()
+    sub = df[TABLE_COLS].astype(object)
+    # Columns assigned as object Series: a plain list lets pandas infer its arrow-backed string dtype, which refuses a
+    # lone surrogate (valid JSON, "\ud800", in an answer) and whose missing value is NaN, which is not JSON.
     for col in ("g_content", "c_content", "g_answer", "c_answer"):
-        sub[col] = [None if v is None else (v if len(v) <= TABLE_TEXT else v[:TABLE_TEXT] + "…") for v in sub[col]]
+        sub[col] = pd.Series([None if v is None else (v if len(v) <= TABLE_TEXT else v[:TABLE_TEXT] + "…") for v in sub[col]],
+                             index=sub.index, dtype=object)
     for col in ("c_findings", "new_findings"):
-        sub[col] = [" ".join(v) if v else "" for v in sub[col]]
-    # Assigning lists with None lets pandas infer a string dtype whose missing value is NaN, which is not JSON.
-    sub = sub.astype(object)
+        sub[col] = pd.Series([" ".join(v) if v else "" for v in sub[col]], index=sub.index, dtype=object)
     rows = sub.where(sub.notna(), None).to_numpy().tolist()
     return script_json({"cols": TABLE_COLS, "rows": rows})
 

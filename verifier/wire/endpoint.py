@@ -102,6 +102,9 @@ class Result:
     error: str | None
     latency_ms: float
     attempts: int
+    timed_out: str | None = None
+    """For error `timeout`, which limit ended it and what had arrived (a TIMEOUTS key; the console's words, never
+    journaled: the journal's class stays `timeout`)."""
 
 
 def redact_url(url: str) -> str:
@@ -167,6 +170,21 @@ TRANSPORT_HINTS = {
     "timeout": "the server accepted the request but sent nothing within --timeout",
     "read_error": "the connection broke while reading the answer",
 }
+TIMEOUTS = {
+    "nothing": TRANSPORT_HINTS["timeout"],
+    "stalled": "the stream sent events, then nothing more within --timeout",
+    "deadline": "no complete answer before --request-deadline (the whole request, retries included)",
+    "deadline_streaming": "the stream was still sending when --request-deadline ended it",
+}
+"""Error `timeout`, told apart for the console: which limit fired (a read's --timeout or the request's deadline) and
+whether a stream had been sending. A stream cut while it was sending is no server that "sent nothing"."""
+
+
+def timed_out(expired: bool, chunks: list[str] | None) -> str:
+    """The TIMEOUTS key of a timeout: `expired` the request deadline (else a read's --timeout), `chunks` what arrived."""
+    if expired:
+        return "deadline_streaming" if chunks else "deadline"
+    return "stalled" if chunks else "nothing"
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -211,9 +229,10 @@ def _classify(exc: BaseException) -> str:
 
 
 def describe_error(error: str | None) -> str:
-    """The infra error class with its hint, for the console."""
-    hint = TRANSPORT_HINTS.get(error or "")
-    return f"{error}: {hint}" if hint else str(error)
+    """The infra error class with its hint, for the console; `timeout/<TIMEOUTS key>` names which limit fired."""
+    cls, _, how = (error or "").partition("/")
+    hint = TIMEOUTS.get(how) if cls == "timeout" and how else TRANSPORT_HINTS.get(cls)
+    return f"{cls}: {hint}" if hint else str(error)
 
 
 def auth_headers(cfg: EndpointConfig) -> dict[str, str]:
@@ -368,7 +387,8 @@ class Endpoint:
                 retryable = (a.error is not None and not a.error.startswith(FINAL_ERRORS) and not expired
                              and time.monotonic() + wait < deadline)
                 if not retryable or attempts > max_retries:
-                    return Result(a.status, a.body, a.chunks, a.error, round(latency, 3), attempts)
+                    how = timed_out(expired, a.chunks) if a.error == "timeout" else None
+                    return Result(a.status, a.body, a.chunks, a.error, round(latency, 3), attempts, how)
                 await self._sleep(wait)
 
     async def _get(self, url: str, deadline_s: float, limit: int | None = MAX_INFO_BYTES,
