@@ -131,6 +131,11 @@ TABLE = {
     "sequential": (["--sequential", "--looks", 3], ({"budgets": {"sequential": True, "looks": 3}}, {}),
                    ({"sequential": True, "looks": 3}, {}),
                    {"sequential": True, "looks": 3}, lambda s: s.sequential and s.looks == 3),
+    "teacher_forcing": (["--teacher-forcing", "prefill", "--forced-positions", 6],
+                        ({"budgets": {"teacher_forcing": "prefill", "forced_positions": 6}}, {}),
+                        ({"teacher_forcing": "prefill", "forced_positions": 6}, {}),
+                        {"teacher_forcing": "prefill", "forced_positions": 6},
+                        lambda s: s.teacher_forcing == "prefill" and s.forced_positions == 6),
 }
 
 

@@ -30,6 +30,7 @@ from verifier.surfaces.registry import MODES, REFERENCE_MODE, mode_of, surfaces_
 from verifier.types import RunHeader, Sample, Suite, owner_ids
 
 if TYPE_CHECKING:
+    from verifier.execution.teacher_forcing import Forcing
     from verifier.golden.model import Golden
     from verifier.wire.endpoint import Endpoint, EndpointConfig
 
@@ -124,12 +125,16 @@ class RunSpec:
     gate_request: Mapping[str, Any] | None = None
     """A gate's rerun: what the gate was asked (app/gate.gate_request: narrowing, probes, margins, infra budget),
     recorded in run.json as `gate` so a later `compare` of this directory judges it as the gate would have."""
+    forcing: "Forcing | None" = None
+    """A gate's (or calibration rerun's) teacher-forcing pass over the golden's greedy records, after the samples
+    (execution/teacher_forcing.py); None: no pass."""
 
     @classmethod
     def for_golden(cls, golden: "Golden", endpoint: EndpointSpec, out: Path, *,
                    overrides: Mapping[str, Any] | None = None, extra_body: Mapping[str, Any] | None = None,
                    data: str | None = None, looks: int = 5, probes: bool = False, quiet: bool = False,
-                   force: bool = False, gate_request: Mapping[str, Any] | None = None) -> "RunSpec":
+                   force: bool = False, gate_request: Mapping[str, Any] | None = None,
+                   teacher_forcing: str = "auto", forced_positions: int | None = None) -> "RunSpec":
         """A run that reproduces the golden's selection, sampling and modes against another endpoint: from the
         golden's own samples (inputs.jsonl), or, with `data`, reloaded from the dataset."""
         h = golden.header
@@ -165,7 +170,23 @@ class RunSpec:
             probes=probes or bool(h.probes), probe_only=None if probes else selection(dict(h.probes or {})),
             quiet=quiet, golden=h.name or golden.path.name, context_probe=bool(h.context_probe),
             context_lengths=h.context_lengths, force=force, gate_request=gate_request,
+            forcing=_forcing(golden, teacher_forcing, forced_positions),
         )
+
+
+def _forcing(golden: "Golden", method: str, positions: int | None) -> "Forcing | None":
+    """The golden's greedy records to force, or None when the pass is off or there is nothing to force."""
+    from verifier.execution import teacher_forcing as tf
+
+    if method == "off":
+        return None
+    sampling = golden.header.source.sampling or {}
+    temperature = {**(sampling.get("defaults") or {}), **(sampling.get("overrides") or {})}.get("temperature")
+    targets = tf.targets_of(golden.observations, greedy=temperature == 0)
+    if not targets:
+        return None
+    calibrated = any(k.endswith("/teacher_forced_kl") for k in golden.margins)
+    return tf.Forcing(targets, method=method, positions=positions or tf.DEFAULT_POSITIONS, calibrated=calibrated)
 
 
 @dataclass(frozen=True)
@@ -424,6 +445,8 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
                 _interim_scores(run_dir, live)
                 if stop_check(run_dir):
                     break
+        if spec.forcing is not None and not spec.resume:
+            hdr["teacher_forcing"] = await _teacher_forcing(ep, spec, run_dir, template)
     except BaseException:
         if live is not None:
             live.close()  # nothing is scored: an interrupted run is left to --resume or `verifier score`, as ever
@@ -436,6 +459,17 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
     hdr["finished"] = runner.now()
     journal.write_json(run_dir / journal.HEADER, hdr)
     return run_dir, sent, live
+
+
+async def _teacher_forcing(ep: "Endpoint", spec: RunSpec, run_dir: Path, template: str | None) -> dict[str, Any]:
+    """The teacher-forcing pass after the samples (the queue of a scripted fault is spent by then): the run's own chat
+    requests of epoch 0 are the contexts forced."""
+    from verifier.execution import teacher_forcing as tf
+
+    assert spec.forcing is not None
+    requests = {(ex.suite, ex.sample_id): ex.request for ex in journal.iter_exchanges(run_dir)
+                if ex.mode == REFERENCE_MODE and ex.epoch == 0 and ex.error is None}
+    return await tf.run(ep, spec.forcing, requests, template, run_dir, quiet=spec.quiet)
 
 
 def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list[tuple[Suite, list[Sample]]],

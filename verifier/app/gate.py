@@ -163,7 +163,8 @@ def gate(spec: GateSpec, golden: Golden | None = None) -> Comparison:
     out = spec.out or default_run_dir("gate")
     run = RunSpec.for_golden(golden, spec.endpoint, out, overrides=spec.overrides, extra_body=spec.extra_body,
                              data=spec.data, looks=spec.looks, probes=spec.probes is Probes.ON, quiet=spec.quiet,
-                             force=spec.force, gate_request=GateRequest.of(spec, golden).to_json())
+                             force=spec.force, gate_request=GateRequest.of(spec, golden).to_json(),
+                             teacher_forcing=spec.teacher_forcing, forced_positions=spec.forced_positions)
     looks: list[dict[str, Any]] = []
 
     def decided(run_dir: Path) -> bool:
@@ -198,24 +199,47 @@ def calibrate(spec: CalibrateSpec) -> Calibrated:
     golden = load_golden(spec.golden)
     runs: list[Any] = [list(golden.observations)]
     names = [golden.header.source.run_id]
+    run_dirs: list[Path] = []
     for r in spec.runs:
         runs.append(observations(Path(r)))
         names.append(Path(r).name)
+        run_dirs.append(Path(r))
     if spec.endpoint is not None and spec.endpoint.base_url:
         for i in range(spec.k):
             rd = Path(spec.out_prefix + f"-{i + 1}")
             collect(RunSpec.for_golden(golden, spec.endpoint, rd, overrides=spec.overrides, extra_body=spec.extra_body,
-                                       data=spec.data, quiet=spec.quiet))
+                                       data=spec.data, quiet=spec.quiet, teacher_forcing=spec.teacher_forcing,
+                                       forced_positions=spec.forced_positions))
             runs.append(observations(rd))
             names.append(rd.name)
+            run_dirs.append(rd)
     if len(runs) < 3:
         raise UsageError(f"calibration needs k >= 3 reference runs in all (have {len(runs)}): pass --runs or --base-url with -k")
-    margins = margins_from_json(compare.calibrate_margins(runs, {"method": "reruns", "k": len(runs), "runs": names,
-                                                                  "created": runner.now()}))
+    provenance = {"method": "reruns", "k": len(runs), "runs": names, "created": runner.now()}
+    margins = margins_from_json({**compare.calibrate_margins(runs, provenance),
+                                 **_teacher_forced_margins(golden, run_dirs, provenance)})
     for m in spec.manual:
         margins[m.key] = dataclasses.replace(m, source="manual")
     golden_store.save_margins(Path(spec.golden), margins)
     return Calibrated({k: m.to_json() for k, m in margins.items()}, len(runs))
+
+
+def _teacher_forced_margins(golden: Golden, run_dirs: list[Path], provenance: dict[str, Any]) -> dict[str, Any]:
+    """The teacher-forced margins from the reruns that made a teacher-forcing pass against this golden (calibrate
+    --base-url reruns do; a `gate` run given with --runs too): the reruns' own distance from the golden, per sample.
+    Reruns without a pass (plain `verifier run`) give none: the golden stays uncalibrated for it."""
+    from verifier.attribution import teacher_forced
+
+    measured = []
+    used = []
+    for rd in run_dirs:
+        forced = teacher_forced_measures(rd, RunDir(rd).header_dict(), golden, observations(rd))
+        if forced is not None and forced[0].get("state") == "measured":
+            measured.append(forced[1])
+            used.append(f"{rd.name}:{forced[0].get('method')}")
+    if not measured:
+        return {}
+    return teacher_forced.calibration(measured, {**provenance, "teacher_forced_runs": used})
 
 
 def bless_run(run_dir: Path, to: Path, force: bool = False, epochs_as_reruns: bool = False) -> GoldenHeader:
@@ -369,14 +393,15 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
     ctx = _context_verdict(run_dir, h)
     if ctx:  # joins the probe evidence under its own signal name, and keeps its details in the document
         probes = {**(probes or {}), "context_truncated": ctx}
+    forced = teacher_forced_measures(run_dir, raw, golden, cobs)
     try:
         doc = compare.compare(h, golden.observations, cobs, infra_budget=infra_budget, probes=probes,
-                              allow_subset=allow_subset, probe_table=table)
+                              allow_subset=allow_subset, probe_table=table, teacher_forced=forced)
         if applied is not None and applied.sequential and not allow_subset and doc.status == "incomplete":
             # A sequential gate stops once a regression is decided, judging what it sent (gate(): allow_subset);
             # its directory is judged so again, and only when that decides a regression, as the gate did.
             early = compare.compare(h, golden.observations, cobs, infra_budget=infra_budget, probes=probes,
-                                    allow_subset=True, probe_table=table)
+                                    allow_subset=True, probe_table=table, teacher_forced=forced)
             doc = early if early.status in DECIDED else doc
     except compare.NoOverlap as e:
         raise UsageError(f"{run_dir} vs {golden_path}: {e}") from None
@@ -403,6 +428,24 @@ def _narrowed_as_asked(golden: Golden, asked: GateRequest, golden_path: str | Pa
                              probes=asked.probes is not Probes.OFF, margins=asked.margins)
     except ValueError as e:
         raise UsageError(f"{golden_path}: the gate's recorded selection does not fit it: {e}") from None
+
+
+def teacher_forced_measures(run_dir: Path, header: dict[str, Any], golden: Golden,
+                            cobs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(run.json's `teacher_forcing` block, per-suite measures of its forced records against the golden), or None
+    when the run made no teacher-forcing pass (then comparison.json has no `teacher_forced` blocks, as before)."""
+    from verifier.attribution import compare, teacher_forced
+    from verifier.execution import teacher_forcing
+
+    state = header.get("teacher_forcing")
+    if not isinstance(state, dict):
+        return None
+    try:  # the rows are read as they are measured: a refused or corrupt file surfaces here
+        rows = teacher_forcing.read(run_dir) if state.get("state") == "measured" else iter(())
+        measures = teacher_forced.measure(golden.observations, compare.as_observations(cobs), rows, state.get("method"))
+    except journal.NotARunDir as e:
+        raise UsageError(str(e)) from None
+    return state, measures
 
 
 def with_floor_notes(doc: Comparison, h: GoldenHeader) -> Comparison:

@@ -91,6 +91,8 @@ FINDINGS: dict[str, tuple[str, str]] = {
     "stop_reason_tool_use_without_block": ("response formatting & usage", "stop_reason tool_use without a tool_use block"),
     "thinking_signature_missing": ("reasoning parser", "a thinking block without signature where thinking was requested"),
     "context_truncated": ("context handling", "long prompts are silently cut: prompt_tokens capped or the fact at their start lost"),
+    "teacher_forced_tokens": ("chat template & tokenization", "the endpoint tokenizes the golden's own output text into other "
+                              "tokens than the golden's (teacher forcing): the tokenizer changed"),
 }
 
 
@@ -245,6 +247,8 @@ def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
         if (e.signal.startswith("probe:") and rows is None) or e.signal == "context_truncated":  # run-wide
             # (probes: a document from before the conformance table; since, the rows below name component and surface)
             _add(acc, e.component or component_of(e.signal)[0], e.signal, "*", 1, [], list(e.modes or []))
+        elif e.signal == "teacher_forced_tokens":  # a suite-level event of the teacher-forcing pass, not a signal row
+            _add(acc, component_of(e.signal)[0], e.signal, e.suite, max(1, len(e.samples or ())), list(e.samples or ()), [])
         elif e.signal == "decoding_changed" and e.suite in doc.suites \
                 and _verdict_of(doc.suites[e.suite].signals.get("decoding_changed")) != "fail":
             # the suite-level form (zero drift on every shared prefix), when the per-sample one did not fail

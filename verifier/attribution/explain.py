@@ -40,6 +40,19 @@ def _numerics_changed(doc: Comparison) -> list[str]:
     return out
 
 
+def _teacher_forced_fails(doc: Comparison) -> list[str]:
+    """Suites whose teacher-forced distance failed (the primary numerics evidence), in words, with what it cost."""
+    out = []
+    impact = doc.quantization.extra.get("impact")
+    for suite, s in doc.suites.items():
+        t = s.teacher_forced or {}
+        if t.get("verdict") == "fail":
+            out.append(f"{suite}: on the golden's own tokens ({t.get('method')}) the distribution is further from the golden's "
+                       f"than the reruns' (KL mean {_g(t.get('kl_mean'))}, p99 {_g(t.get('kl_p99'))}, reruns {_g(t.get('reference_kl_mean'))}, "
+                       f"Mann-Whitney p={t.get('p_value')})" + (f"; {impact.replace('_', ' ')}" if isinstance(impact, str) else ""))
+    return out
+
+
 def _g(x: float | None) -> str:
     return "–" if x is None else f"{x:.4g}"
 
@@ -135,7 +148,8 @@ def reasons(doc: Comparison) -> list[str]:
     if head and doc.status in ("frontend_regression", "both"):
         out.append(head)
     if doc.status in ("quantization_regression", "both"):
-        out.append("numerics: " + "; ".join(_quality_fails(doc) + _numerics_changed(doc) or ["repetition above the golden's"]))
+        out.append("numerics: " + "; ".join(_teacher_forced_fails(doc) + _quality_fails(doc) + _numerics_changed(doc)
+                                            or ["repetition above the golden's"]))
     if doc.quantization.verdict == "inconclusive" or doc.status in ("inconclusive", "regression_unattributed"):
         out += _numerics_reasons(doc)
     if doc.status == "inconclusive":
@@ -202,6 +216,11 @@ def checks(doc: Comparison, golden: GoldenHeader, golden_obs: list[Observation])
                           "not measured: no logprobs on one side (rerun with `verifier gate --logprobs 5`)"))
         out.append(_check(f"{suite}: greedy_divergence", "verifier.quantization", ev.get((suite, "greedy_divergence", None)),
                           "not measured: no output tokens on one side (rerun with `verifier gate --logprobs 5`)"))
+        forced = doc.suites[suite].teacher_forced if suite in doc.suites else None
+        if forced:  # only where the run made the pass: the checks of a run without it stay as they were
+            why = f"not measured: teacher forcing {forced.get('state')} ({forced.get('reason')})"
+            out.append(_check(f"{suite}: teacher_forced_kl", "verifier.quantization", ev.get((suite, "teacher_forced_kl", None)), why))
+            out.append(_check(f"{suite}: teacher_forced_tokens", "verifier.frontend", ev.get((suite, "teacher_forced_tokens", None)), why))
     rows = doc.conformance
     if rows is None:  # a document from before the conformance table
         for name in sorted(golden.probes or {}):

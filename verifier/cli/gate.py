@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .args import MODE_NAMES, add_endpoint_args
+from .args import MODE_NAMES, add_endpoint_args, add_teacher_forcing_args
 from .types import fraction, positive_int
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-probes", action="store_true", default=None, help="leave the golden's probes out: judge its samples only (comparison.json says so)")
     p.add_argument("--sequential", action="store_true", default=None, help="send samples in batches and stop once a regression is decided (reports samples saved)")
     p.add_argument("--looks", type=positive_int, help="with --sequential: number of batches / interim looks (default 5)")
+    add_teacher_forcing_args(p)
     # No defaults and no environment here: the flags are merged over the gate file and the environment as values.
     add_endpoint_args(p, required=False, unset=True)
     p.set_defaults(fn=handle, check=check)
@@ -57,7 +58,8 @@ def options_from_flags(a: argparse.Namespace):  # -> app.spec.GateOptions
         golden=a.golden, suites=names(a.suite, "--suite") if a.suite else None,
         modes=names(a.mode, "--mode") if a.mode else None, limit=a.limit, data=a.data,
         margins=tuple(margin_from_flag(m, "gate") for m in a.margin) if a.margin else None, probes=probes,
-        sequential=a.sequential, looks=a.looks, infra_budget=a.infra_budget, allow_inconclusive=a.allow_inconclusive,
+        sequential=a.sequential, looks=a.looks, teacher_forcing=a.teacher_forcing, forced_positions=a.forced_positions,
+        infra_budget=a.infra_budget, allow_inconclusive=a.allow_inconclusive,
         quiet=a.quiet, base_url=a.base_url, model=a.model, api_key_env=a.api_key_env,
         headers=parse_headers(a.header) if a.header else None, concurrency=a.concurrency, timeout_s=a.timeout,
         max_retries=a.max_retries, max_response_bytes=int(a.max_response_mb * 2**20) if a.max_response_mb else None,

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
+from verifier.execution.teacher_forcing import CHOICES as FORCING
+
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _LIST_INT = {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 1_000_000}, "minItems": 1, "maxItems": 16}
 _OPTIONS = {  # llama.cpp engine options: the engines.Server keyword arguments a sweep may set
@@ -41,6 +43,8 @@ SCHEMA: dict[str, Any] = {
             "limit": {"type": "integer", "minimum": 1, "maximum": 10_000_000},
             "sequential": {"type": "boolean"},
             "looks": {"type": "integer", "minimum": 1, "maximum": 100},
+            "teacher_forcing": {"enum": list(FORCING)},
+            "forced_positions": {"type": "integer", "minimum": 1, "maximum": 512},
             "margins": {"type": "object", "additionalProperties": {
                 "type": "object", "additionalProperties": False, "required": ["value", "reason"],
                 "properties": {"value": {"type": "number", "minimum": 0}, "reason": {"type": "string", "pattern": r"\S"}}}},
@@ -177,7 +181,8 @@ def gate_options(g: dict[str, Any]):  # -> app.spec.GateOptions
     return GateOptions(
         suites=tuple(g["suites"]) if "suites" in g else None, modes=tuple(g["modes"]) if "modes" in g else None,
         limit=g.get("limit"), data=g.get("data"), probes=Probes.of(g["probes"]) if "probes" in g else None,
-        sequential=g.get("sequential"), looks=g.get("looks"),
+        sequential=g.get("sequential"), looks=g.get("looks"), teacher_forcing=g.get("teacher_forcing"),
+        forced_positions=g.get("forced_positions"),
         infra_budget=float(g["infra_budget"]) if "infra_budget" in g else None,
         margins=margins_from_table(g["margins"], "gate", "sweep: [gate.margins]") if "margins" in g else None,
         concurrency=g.get("concurrency"), timeout_s=float(g["timeout"]) if "timeout" in g else None,

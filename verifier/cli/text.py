@@ -59,10 +59,15 @@ def print_comparison(doc: Comparison | Mapping[str, Any]) -> None:
         print(f"  note: the run is of model {models[0]!r}, the golden of {models[1]!r}: a difference may be the model's, not the endpoint's")
     from verifier.attribution.explain import tool_call_line
 
+    from verifier.attribution.teacher_forced import summary_line
+
     for suite, s in c.suites.items():
         line = tool_call_line(s.tool_calls)
         if line:
             print(f"  {suite} {line}")
+        forced = summary_line(s.teacher_forced)
+        if forced:
+            print(f"  {suite} {forced}")
     for name, side in (("frontend", c.frontend), ("quantization", c.quantization)):
         print(f"  {name}: {side.verdict}")
         for e in side.evidence:
