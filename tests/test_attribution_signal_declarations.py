@@ -33,7 +33,8 @@ def test_every_signal_is_declared_once_with_a_known_component():
         assert s.name in TABLE or s.component == signals.BY_FINDING_CODE, s.name
     assert {comp for comp, _ in TABLE.values()} <= set(COMPONENTS)
     assert signals.fixed_blame_modes() == {"stream_parity_mismatch": {"chat-stream"}, "dual_path_mismatch": {"completions"}}
-    assert signals.STRUCTURAL_ZERO == {"decoding_changed"} and signals.NOT_TOUCHING == {"new_findings"}
+    # logprobs_dropped: a missing logprob changes no answer (quality still compared, only the drift is not measured)
+    assert signals.STRUCTURAL_ZERO == {"decoding_changed"} and signals.NOT_TOUCHING == {"new_findings", "logprobs_dropped"}
 
 
 def test_a_frontend_signal_without_a_component_is_refused():

@@ -53,7 +53,7 @@ def test_compare_after_a_margin_is_deleted_reads_it_as_uncalibrated_not_as_a_usa
         assert cli("gate", "--golden", "demo-smoke", "--base-url", broken.url, "--model", "demo", "--out", tmp_path / "run",
                    "--max-retries", "0")[0] == 10
     golden = golden_without(tmp_path, KEY, "smoke/accuracy", "smoke/drift")
-    code, out, err = cli("compare", tmp_path / "run", "--golden", golden)
+    code, out, err = cli("compare", tmp_path / "run", "--golden", golden, "--out", tmp_path / "again.json")  # the gate's is kept
     assert code == 20 and "usage error" not in err.lower() and "has no margin" not in err, (out, err)
     assert f"golden not calibrated for {KEY}" in out
 

@@ -156,6 +156,7 @@ def test_sigkill_midway_then_resume_records_each_sample_once(tmp_path):
 def test_list_suites_and_help(cli):
     code, out, _ = cli("list-suites")
     assert code == 0 and "smoke" in out
+    assert len({line.index(" builtin ") for line in out.splitlines()}) == 1, out  # aligned, long names included
     with pytest.raises(SystemExit) as e:
         cli("run", "--help")
     assert e.value.code == 0

@@ -81,7 +81,8 @@ def test_flags_override_the_file_and_the_file_overrides_the_environment(server, 
     assert code == 0, err
     hdr = json.loads((tmp_path / "flag-out" / "run.json").read_text())
     assert hdr["endpoint"]["model"] == "flag-model" and not (tmp_path / "file").exists()
-    assert server.script.requests[-1]["max_tokens"] == 16  # from the file
+    # from the file (the samples' requests: the teacher-forcing pass that follows asks for one token)
+    assert [r["max_tokens"] for r in server.script.requests if r["max_tokens"] != 1][-1] == 16
 
 
 @pytest.mark.parametrize("text,needle", [
@@ -185,7 +186,8 @@ def test_the_gate_file_schema_is_versioned_and_knows_every_key():
     # Every key the schema admits is read into the options: leaving any one out changes them.
     full = {"golden": "g", "suites": ["s"], "modes": ["chat"], "limit": 2, "data": "d",
             "sampling": {"temperature": 0.5, "top_p": 0.9, "max_tokens": 7, "seed": 3, "logprobs": 2, "extra_body": {"x": 1}},
-            "budgets": {"infra": 0.1, "allow_inconclusive": True, "sequential": True, "looks": 3, "probes": False},
+            "budgets": {"infra": 0.1, "allow_inconclusive": True, "sequential": True, "looks": 3, "probes": False,
+                        "teacher_forcing": "off", "forced_positions": 2},
             "margins": {"s/accuracy": {"value": 0.1, "reason": "why"}},
             "outputs": {"dir": "o", "report": "r.html", "junit": "j.xml", "markdown": "m.md", "matrix": "mx"},
             "endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "K", "concurrency": 2,
@@ -203,3 +205,13 @@ def test_the_gate_file_schema_is_versioned_and_knows_every_key():
                 del doc[key][sub]
             assert gatefile.options(doc, ROOT / "gate.toml") != whole, (key, sub)
     assert gatefile_schema.problem({"golden": "g", "budgets": {"allow_inconclusive": False, "infra": 0.05}}) is None
+
+
+def test_a_data_path_pointing_nowhere_is_refused_before_anything_is_sent(server, tmp_path, cli):
+    """smoke reads no dataset: `data = "data/"` pointing nowhere was accepted without a word."""
+    path = tmp_path / "gate.toml"
+    path.write_text(f'golden = "demo-smoke"\ndata = "{tmp_path / "no-such-data"}"\n[endpoint]\nbase_url = "{server.url}"\n'
+                    f'model = "m"\n[outputs]\ndir = "{tmp_path / "g"}"\n')
+    code, out, err = cli("gate", "--config", path)
+    assert code == 2 and "no-such-data: no such file or directory" in err and err.count("\n") == 1, err
+    assert not server.script.requests

@@ -207,6 +207,9 @@ def test_sequential_stops_early_on_a_large_regression(golden, tmp_path, cli):
     assert seq["looks"][0]["status"] == "frontend_regression"
     sent = {json.loads(l)["sample_id"] for l in (tmp_path / "c" / "responses.jsonl").read_text().splitlines()}
     assert len(sent) == 5
+    # compared again (its gate record says sequential): the decided regression, not `incomplete` for the 15 not sent
+    code, out, err = cli("compare", tmp_path / "c", "--golden", golden, "--out", tmp_path / "again.json")
+    assert code == 10 and json.loads((tmp_path / "again.json").read_text())["status"] == "frontend_regression", out + err
 
 
 def test_sequential_runs_everything_when_nothing_regresses(golden, tmp_path, cli, monkeypatch):

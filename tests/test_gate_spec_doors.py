@@ -131,6 +131,11 @@ TABLE = {
     "sequential": (["--sequential", "--looks", 3], ({"budgets": {"sequential": True, "looks": 3}}, {}),
                    ({"sequential": True, "looks": 3}, {}),
                    {"sequential": True, "looks": 3}, lambda s: s.sequential and s.looks == 3),
+    "teacher_forcing": (["--teacher-forcing", "prefill", "--forced-positions", 6],
+                        ({"budgets": {"teacher_forcing": "prefill", "forced_positions": 6}}, {}),
+                        ({"teacher_forcing": "prefill", "forced_positions": 6}, {}),
+                        {"teacher_forcing": "prefill", "forced_positions": 6},
+                        lambda s: s.teacher_forcing == "prefill" and s.forced_positions == 6),
 }
 
 
@@ -363,3 +368,27 @@ def test_a_gate_loads_its_golden_once(two_suites, healthy, tmp_path, cli, monkey
     code, out, err = cli("sweep", sw, "--out", tmp_path / "sweep", "--quiet")
     assert code == 0, (out, err)
     assert len(loads) == 1
+
+
+@pytest.mark.parametrize("value", ["aB3dE5gH7jK9mN1pQ3sT5v", "s3cret-key-123"])
+def test_a_key_like_value_is_never_echoed_by_any_door(value, tmp_path, cli, capsys):
+    """A 22-character mixed token (taken for a variable name before) and a value that is no variable name: refused
+    with one line naming the flag, the value never printed."""
+    with pytest.raises(SystemExit) as stopped:
+        cli("run", "--suite", "smoke", "--base-url", URL, "--model", "m", "--api-key-env", value, "--out", tmp_path / "o")
+    stdout, err = capsys.readouterr()
+    assert stopped.value.code == 2 and "--api-key-env" in err and value not in err + stdout, err
+    path = tmp_path / "gate.toml"
+    path.write_text(f'golden = "demo-smoke"\n[endpoint]\nbase_url = "{URL}"\nmodel = "m"\napi_key_env = "{value}"\n')
+    code, stdout, err = cli("gate", "--config", path)
+    assert code == 2 and "api_key_env" in err and value not in err + stdout, err
+
+
+def test_the_401_hint_names_the_flag_not_the_variable(tmp_path, cli, monkeypatch):
+    from verifier.testbed.server import Script, TestServer, arithmetic
+
+    monkeypatch.setenv("MY_CANDIDATE_KEY", "k-123")
+    with TestServer(Script(arithmetic, models_status=401)) as srv:
+        code, out, err = cli("run", "--suite", "smoke", "--limit", "1", "--base-url", srv.url, "--model", "m",
+                             "--api-key-env", "MY_CANDIDATE_KEY", "--out", tmp_path / "o")
+    assert code == 2 and "the variable --api-key-env names" in err and "MY_CANDIDATE_KEY" not in err, err

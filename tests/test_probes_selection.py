@@ -76,8 +76,9 @@ def test_coverage_says_which_probes_met_an_infra_error_and_which_did_not_run():
             "c@chat": {"reference": "infra", "candidate": "infra"}}
     c = coverage.coverage([], [], rows, {}, False)
     assert c["expected"] == 2 and c["missing_probes"] == ["a@chat", "b@chat"] and c["probes_reference_infra"] == ["c@chat"]
+    assert c["probe_infra"] == {"count": 1, "of": 2} and c["rate"] == 1.0  # b never ran: 1 gap of the 1 counted
     text = coverage.describe(c)
-    assert "probes not run: b@chat" in text and "met an infra error (the reference answered them): a@chat" in text
+    assert "probes not run: b@chat" in text and "met an infra error (the reference answered them; not judged, outside the samples' budget): a@chat" in text
     assert "c@chat" not in text
 
 

@@ -241,7 +241,9 @@ def bfcl_gate(tmp_path_factory):
     assert main(["calibrate", str(golden), "--runs", str(tmp / "r2"), str(tmp / "r3")]) == 0
     buf = io.StringIO()
     with TestServer(oracle_script()) as srv, contextlib.redirect_stdout(buf):
-        code = main(["gate", "--golden", str(golden), "--base-url", srv.url, *GATE, "--out", str(tmp / "cand")])
+        # not --quiet: the console's full summary is read below (--quiet prints the status, first cause, report only)
+        code = main(["gate", "--golden", str(golden), "--base-url", srv.url, "--model", "m", "--max-retries", "0",
+                     "--out", str(tmp / "cand")])
     return {"tmp": tmp, "code": code, "stdout": buf.getvalue(), "cand": tmp / "cand",
             "doc": json.loads((tmp / "cand" / "comparison.json").read_text())}
 

@@ -106,3 +106,35 @@ def test_an_interrupt_before_any_run_directory_names_none(tmp_path):
     with contextlib.redirect_stderr(err):
         assert _interrupted(Interrupted(None), []) == 130
     assert err.getvalue() == "verifier: interrupted\n"
+
+
+def test_a_limited_gate_terminated_continues_to_the_verdict_the_whole_gate_gives(slow_server, tmp_path):
+    """SIGTERM on `gate --limit 8 --margin ... --infra-budget ...`: the printed compare, run exactly, judges what the
+    gate was asked (run.json records it), not the whole golden (which was `incomplete`, exit 30, missing coverage)."""
+    out, whole = tmp_path / "g", tmp_path / "whole"
+    golden = ROOT / "goldens" / "demo-smoke"
+    asked = ["--limit", "8", "--mode", "chat", "--margin", "smoke/accuracy=0.5:a test's own margin", "--infra-budget", "0.1"]
+    base = [sys.executable, "-m", "verifier", "gate", "--golden", str(golden), "--base-url", slow_server, "--model", "m",
+            "--quiet", "--concurrency", "1", *asked]
+    rc, stderr = _interrupt([*base, "--out", str(out)], out, signal.SIGTERM, tmp_path)
+    assert rc == 143, stderr
+    steps = _steps(stderr)
+    assert steps[1] == f"verifier compare {out} --golden {golden} --ci-outputs", stderr
+    recorded = json.loads((out / "run.json").read_text())["gate"]
+    assert (recorded["limit"], recorded["modes"], recorded["infra_budget"]) == (8, ["chat"], 0.1), recorded
+    assert recorded["margins"] == {"smoke/accuracy": {"value": 0.5, "reason": "a test's own margin"}}
+    for step in steps:
+        r = subprocess.run([sys.executable, "-m", *shlex.split(step)], cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, (step, r.stdout, r.stderr)
+    assert "limited: the golden's first 8 samples per suite (8 of its 20 samples)" in r.stdout, r.stdout
+    ref = subprocess.run([*base, "--out", str(whole)], cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    assert ref.returncode == 0, ref.stderr
+    cont, gated = (json.loads((d / "comparison.json").read_text()) for d in (out, whole))
+    for key in ("status", "exit_code", "limited", "coverage"):
+        assert cont[key] == gated[key], key
+    assert cont["infra"]["budget"] == gated["infra"]["budget"] == 0.1
+    # The gate's own comparison.json is its verdict of record: a second compare keeps it unless told.
+    again = subprocess.run([sys.executable, "-m", "verifier", "compare", str(whole), "--golden", str(golden)], cwd=tmp_path,
+                           env=ENV, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "--out FILE" in again.stderr and "--force" in again.stderr, again.stderr
+    assert json.loads((whole / "comparison.json").read_text()) == gated

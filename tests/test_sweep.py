@@ -387,3 +387,48 @@ def test_the_ttft_warning_reads_the_clients_cpu_before_the_first_token_not_the_w
     assert quiet["warnings"] == []
     busy = level(0.005)
     assert len(busy["warnings"]) == 1 and "before the first token 5.00 ms" in busy["warnings"][0]
+
+
+def test_a_terminated_sweep_prints_the_sweep_that_finishes_it(tmp_path, calibrated_golden):
+    """SIGTERM while the second configuration gates: the printed command (the configurations not finished, same
+    OUT) runs to the table the uninterrupted sweep gives; the half-made gate is kept aside, never mixed in."""
+    import os
+    import shlex
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    state = {"slow": True}
+
+    def slow_then_fast(req):
+        return Reply(content=healthy(req).content, delay_s=3.0 if state["slow"] else 0.0)
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = tmp_path / "sw"
+    with TestServer(Script(healthy)) as fast, TestServer(Script(slow_then_fast)) as later:
+        f = _sweep_file(tmp_path, calibrated_golden["golden"], [("first", fast.url, False), ("second", later.url, False)])
+        p = subprocess.Popen([sys.executable, "-m", "verifier", "sweep", str(f), "--out", str(out), "--quiet"],
+                             env=env, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not later.script.requests and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.1)
+        assert later.script.requests, "the sweep never reached the second configuration"
+        p.send_signal(signal.SIGTERM)
+        try:
+            code, err = p.wait(30), p.stderr.read()
+        finally:
+            p.kill()
+        assert code == 143, err
+        assert (out / "first" / "config.json").exists() and not (out / "second" / "config.json").exists()
+        steps = [line.split(": ", 1)[1] for line in err.splitlines() if line.startswith("  continue with: ")]
+        assert steps == [shlex.join(["verifier", "sweep", str(f), "--out", str(out), "--only", "second"])], err
+        state["slow"] = False
+        r = subprocess.run([sys.executable, "-m", *shlex.split(steps[0]), "--quiet"], env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = {row["name"]: row for row in json.loads((out / "sweep.json").read_text())["rows"]}
+    assert set(rows) == {"first", "second"} and all(row["status"] == "pass" for row in rows.values()), rows
+    assert (out / "second" / "gate.interrupted" / "run.json").exists()
+    assert json.loads((out / "second" / "gate" / "comparison.json").read_text())["status"] == "pass"

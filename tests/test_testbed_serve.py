@@ -66,6 +66,27 @@ def test_serve_with_fault_goes_through_the_proxy(tmp_path, cli):
         stop(p)
 
 
+def test_serve_with_fault_listens_on_the_port_asked_for(tmp_path, cli):
+    """`--port P --fault F`: P is the faulty endpoint (a gate on P fails), the healthy server takes another port."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = subprocess.Popen([sys.executable, "-m", "verifier", "testbed", "serve", "--port", str(port), "--fault", "answer_in_reasoning"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        url = p.stdout.readline().strip()
+        assert url == f"http://127.0.0.1:{port}/v1", p.stderr.read() if p.poll() is not None else url
+        code, _, _ = cli("gate", "--golden", ROOT / "goldens" / "demo-smoke", "--base-url", url, "--model", "test",
+                         "--quiet", "--out", tmp_path / "gate")
+        assert code == 10
+    finally:
+        err = stop(p)
+    healthy = [w for w in err.split() if w.startswith("http://127.0.0.1:") and w != f"http://127.0.0.1:{port}/v1"]
+    assert healthy and "the healthy server behind it" in err, err
+
+
 def test_serve_bad_port_is_a_usage_error():
     import socket
 

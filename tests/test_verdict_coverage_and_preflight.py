@@ -250,7 +250,9 @@ def test_preflight_hints():
     assert "does the base URL end in /v1?" in hint(404, "m", [], "", None)
     assert hint(404, "m", ["a", "b"], "", None) == "model 'm' not in /v1/models: a, b"
     assert hint(400, "m", ["a"], '{"error": {"message": "model m does not exist"}}', None) == "model 'm' not in /v1/models: a"
-    assert "$KEY_ENV" in hint(401, "m", [], "", "KEY_ENV") and hint(403, "m", [], "", None)
+    # the flag is named, never the value given to it (it may be a key pasted in its place)
+    assert "--api-key-env" in hint(401, "m", [], "", "KEY_ENV") and "KEY_ENV" not in hint(401, "m", [], "", "KEY_ENV")
+    assert "OPENAI_API_KEY" in hint(403, "m", [], "", None)
     assert hint(500, "m", [], "", None) is None and hint(400, "m", [], "bad temperature", None) is None
     assert ping_body("chat-stream", "m")["stream"] is True and "prompt" in ping_body("completions", "m")
 

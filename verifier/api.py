@@ -69,10 +69,12 @@ def run(suites: str | Iterable[str], *, base_url: str, model: str, out: str | Pa
         return collect(spec)
 
 
-def compare(run_dir: str | Path, golden: str | Path | Golden, *, infra_budget: float = 0.02, allow_subset: bool = False,
-            write: bool = True) -> dict[str, Any]:
+def compare(run_dir: str | Path, golden: str | Path | Golden, *, infra_budget: float | None = None,
+            allow_subset: bool = False, write: bool = True) -> dict[str, Any]:
     """`verifier compare`: the comparison document (written to RUN_DIR/comparison.json unless write=False).
-    `golden`: a directory, a packaged name, or a Golden from `load_golden` (not loaded again)."""
+    `golden`: a directory, a packaged name, or a Golden from `load_golden` (not loaded again). A gate's run
+    directory is judged as its gate was asked (suites, modes, limit, probes, margins; `infra_budget` None: the
+    gate's, else 0.02)."""
     from verifier.app.gate import compare_run
 
     loaded = golden if isinstance(golden, Golden) else None
@@ -87,7 +89,8 @@ def gate_spec(golden: str | Path, *, base_url: str, model: str, out: str | Path 
               sampling: Mapping[str, Any] | None = None, extra_body: Mapping[str, Any] | None = None,
               infra_budget: float | None = None, probes: bool | None = None, sequential: bool | None = None,
               looks: int | None = None, data: str | None = None, api_key_env: str | None = None,
-              headers: Mapping[str, str] | None = None, quiet: bool = True, **endpoint: Any) -> GateSpec:
+              headers: Mapping[str, str] | None = None, quiet: bool = True, teacher_forcing: str | None = None,
+              forced_positions: int | None = None, **endpoint: Any) -> GateSpec:
     """The GateSpec `gate` runs for these arguments (the API's door: app/spec.py). Every argument means what the
     same flag or gate-file key means: `suites`/`modes` narrow the golden (default: all of its suites and modes),
     `limit` takes the first N samples per suite, `probes` None reruns exactly the golden's probes, True runs and
@@ -107,6 +110,7 @@ def gate_spec(golden: str | Path, *, base_url: str, model: str, out: str | Path 
         sampling={**(sampling or {}), **_sampling(logprobs=logprobs)} or None,
         extra_body=dict(extra_body) if extra_body is not None else None, infra_budget=infra_budget,
         probes=Probes.of(probes) if probes is not None else None, sequential=sequential, looks=looks, data=data,
+        teacher_forcing=teacher_forcing, forced_positions=forced_positions,
         api_key_env=key_env(api_key_env, "api_key_env") if api_key_env is not None else None,
         headers=dict(headers) if headers else None, quiet=quiet, **endpoint).spec()
 

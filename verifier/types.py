@@ -115,6 +115,8 @@ class WireFacts:
     """Messages: thinking blocks without a signature."""
     terminal_event_missing: str | None = None
     """The surface's terminal stream event that never came."""
+    stream_done_missing: bool | None = None
+    """Chat: the stream ended cleanly after its finish chunk without `data: [DONE]` (whole, but not as the API ends it)."""
     usage_missing_in: str | None = None
     """The stream event that should have carried usage and did not."""
     stream_error_event: str | None = None

@@ -30,6 +30,7 @@ from verifier.surfaces.registry import MODES, REFERENCE_MODE, mode_of, surfaces_
 from verifier.types import RunHeader, Sample, Suite, owner_ids
 
 if TYPE_CHECKING:
+    from verifier.execution.teacher_forcing import Forcing
     from verifier.golden.model import Golden
     from verifier.wire.endpoint import Endpoint, EndpointConfig
 
@@ -121,12 +122,19 @@ class RunSpec:
     still listed as a gate (`verifier runs`)."""
     force: bool = False
     """Write into `out` even when it is a golden directory (`--force`)."""
+    gate_request: Mapping[str, Any] | None = None
+    """A gate's rerun: what the gate was asked (app/gate.gate_request: narrowing, probes, margins, infra budget),
+    recorded in run.json as `gate` so a later `compare` of this directory judges it as the gate would have."""
+    forcing: "Forcing | None" = None
+    """A gate's (or calibration rerun's) teacher-forcing pass over the golden's greedy records, after the samples
+    (execution/teacher_forcing.py); None: no pass."""
 
     @classmethod
     def for_golden(cls, golden: "Golden", endpoint: EndpointSpec, out: Path, *,
                    overrides: Mapping[str, Any] | None = None, extra_body: Mapping[str, Any] | None = None,
                    data: str | None = None, looks: int = 5, probes: bool = False, quiet: bool = False,
-                   force: bool = False) -> "RunSpec":
+                   force: bool = False, gate_request: Mapping[str, Any] | None = None,
+                   teacher_forcing: str = "auto", forced_positions: int | None = None) -> "RunSpec":
         """A run that reproduces the golden's selection, sampling and modes against another endpoint: from the
         golden's own samples (inputs.jsonl), or, with `data`, reloaded from the dataset."""
         h = golden.header
@@ -161,8 +169,24 @@ class RunSpec:
             only_ids={k: frozenset(v) for k, v in ids.items()}, samples=samples, out=out, looks=looks,
             probes=probes or bool(h.probes), probe_only=None if probes else selection(dict(h.probes or {})),
             quiet=quiet, golden=h.name or golden.path.name, context_probe=bool(h.context_probe),
-            context_lengths=h.context_lengths, force=force,
+            context_lengths=h.context_lengths, force=force, gate_request=gate_request,
+            forcing=_forcing(golden, teacher_forcing, forced_positions),
         )
+
+
+def _forcing(golden: "Golden", method: str, positions: int | None) -> "Forcing | None":
+    """The golden's greedy records to force, or None when the pass is off or there is nothing to force."""
+    from verifier.execution import teacher_forcing as tf
+
+    if method == "off":
+        return None
+    sampling = golden.header.source.sampling or {}
+    temperature = {**(sampling.get("defaults") or {}), **(sampling.get("overrides") or {})}.get("temperature")
+    targets = tf.targets_of(golden.observations, greedy=temperature == 0)
+    if not targets:
+        return None
+    calibrated = any(k.endswith("/teacher_forced_kl") for k in golden.margins)
+    return tf.Forcing(targets, method=method, positions=positions or tf.DEFAULT_POSITIONS, calibrated=calibrated)
 
 
 @dataclass(frozen=True)
@@ -197,12 +221,15 @@ def data_for(data: str | None, suite: str) -> str | None:
 
 
 def check_data(data: str | None) -> None:
-    """Every path `--data` (or a gate file's `data`) names is a regular file or a directory, before anything is sent:
+    """Every path `--data` (or a gate file's `data`) names exists and is a regular file or a directory, before anything
+    is sent: a path pointing nowhere (a suite that does not read it, smoke, would otherwise accept it without a word),
     a FIFO, a device (/dev/zero) or a socket is refused in one line (exit 2), as a golden's or a run's files are."""
     if not data:
         return
     paths = [item.split("=", 1)[1] for item in data.split(",") if "=" in item] if "=" in data else [data]
     for path in paths:
+        if not Path(path).exists() and not Path(path).is_symlink():
+            raise UsageError(f"--data {path}: no such file or directory (the dataset path of --data, or of a gate file's data)")
         try:
             safeio.refuse_special(path, "--data")
         except safeio.UnsafeFile as e:
@@ -229,7 +256,9 @@ def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConf
     scrub.register(*url_query_values(ep.base_url))  # `?api_key=K` is a secret too: a server may echo it
     # A control character cannot go into an HTTP header (the client raises mid-run), and a newline would split one.
     if api_key is not None and _CONTROL.search(api_key):
-        raise UsageError(f"${ep.api_key_env} holds a control character (a trailing newline?); strip it")
+        # the default variable is named; one the user named is not (what was given may be a key pasted in its place)
+        which = "$OPENAI_API_KEY" if ep.api_key_env == "OPENAI_API_KEY" else "the variable --api-key-env names"
+        raise UsageError(f"{which} holds a control character (a trailing newline?); strip it")
     for name, value in ep.headers.items():
         if _CONTROL.search(value):
             raise UsageError(f"--header {name}: the value holds a control character (a newline?)")
@@ -283,8 +312,16 @@ async def _server_facts(ep: "Endpoint", spec: RunSpec, modes: list[str]) -> tupl
         raise UsageError(why)
     from verifier.wire.preflight import check
 
-    await check(ep, ep.cfg.model, modes, spec.endpoint.api_key_env, spec.endpoint.model_check)  # before any sample is spent
+    seen = await check(ep, ep.cfg.model, modes, spec.endpoint.api_key_env, spec.endpoint.model_check)  # before any sample is spent
     facts = await ep.server_info()
+    status = seen.get("models_status")
+    if status != 200:  # said once and recorded: server info without the model list is not left empty without a word
+        from verifier.wire.endpoint import redact_url
+
+        what = f"HTTP {status}" if status is not None else "no answer"
+        facts["models_error"] = what
+        print(f"warning: GET {redact_url(ep.cfg.base_url.rstrip('/'))}/models -> {what}: the server's model list is not "
+              "checked or recorded (run.json server_info.models_error)", file=sys.stderr)
     template = None
     if spec.chat_template:
         try:
@@ -408,6 +445,8 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
                 _interim_scores(run_dir, live)
                 if stop_check(run_dir):
                     break
+        if spec.forcing is not None and not spec.resume:
+            hdr["teacher_forcing"] = await _teacher_forcing(ep, spec, run_dir, template)
     except BaseException:
         if live is not None:
             live.close()  # nothing is scored: an interrupted run is left to --resume or `verifier score`, as ever
@@ -420,6 +459,17 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
     hdr["finished"] = runner.now()
     journal.write_json(run_dir / journal.HEADER, hdr)
     return run_dir, sent, live
+
+
+async def _teacher_forcing(ep: "Endpoint", spec: RunSpec, run_dir: Path, template: str | None) -> dict[str, Any]:
+    """The teacher-forcing pass after the samples (the queue of a scripted fault is spent by then): the run's own chat
+    requests of epoch 0 are the contexts forced."""
+    from verifier.execution import teacher_forcing as tf
+
+    assert spec.forcing is not None
+    requests = {(ex.suite, ex.sample_id): ex.request for ex in journal.iter_exchanges(run_dir)
+                if ex.mode == REFERENCE_MODE and ex.epoch == 0 and ex.error is None}
+    return await tf.run(ep, spec.forcing, requests, template, run_dir, quiet=spec.quiet)
 
 
 def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list[tuple[Suite, list[Sample]]],
@@ -442,6 +492,8 @@ def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list
     hdr["server_info"] = info
     if spec.golden:
         hdr["gate_of"] = spec.golden
+    if spec.gate_request is not None:
+        hdr["gate"] = dict(spec.gate_request)
     if template and any(mode_of(m).dual_path for m in modes):
         hdr["dual_path_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
     hdr["selection"] = {"smoke": bool(spec.smoke), "limit": spec.limit, "sample_seed": spec.sample_seed,
@@ -472,9 +524,33 @@ def collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None = None) -> 
         top = sorted(sent["error_classes"].items(), key=lambda kv: -kv[1])
         print(f"run: {sent['errors']} infra error(s): " + "; ".join(f"{n} x {describe_error(k)}" for k, n in top[:3]),
               file=sys.stderr)
+    _say_refused_modes(run_dir)
     if not spec.quiet:
         print(f"run: {run_dir}  sent={sent['sent']} infra_errors={sent['errors']}", file=sys.stderr)
     return Collected(run_dir, summary, sent["sent"], sent["errors"])
+
+
+def _say_refused_modes(run_dir: Path) -> None:
+    """A (suite, mode) whose every record the server refused (4xx), said once, even when quiet, with logprobs named
+    when the run asked for them: llama-server refuses logprobs on streams with tools (HTTP 400), which turned a whole
+    bfcl chat-stream half `unsupported` without a word."""
+    rd = RunDir(run_dir)
+    seen: dict[tuple[str, str], list[int]] = {}
+    reason: dict[tuple[str, str], str] = {}
+    for v in rd.iter_verdicts():
+        n = seen.setdefault((v.suite, v.mode), [0, 0])
+        n[0] += v.outcome == "unsupported"
+        n[1] += 1
+        if v.outcome == "unsupported":
+            reason.setdefault((v.suite, v.mode), str(v.reason))
+    refused = sorted(k for k, (bad, total) in seen.items() if total and bad == total)
+    if not refused:
+        return
+    asked_logprobs = bool(((rd.header_dict().get("sampling") or {}).get("overrides") or {}).get("logprobs"))
+    why = ("; the run asked for logprobs, which some servers refuse on some modes (llama-server: streams with tools): "
+           "without --logprobs that mode may answer") if asked_logprobs else ""
+    where = ", ".join(f"{suite} on {mode} ({reason[(suite, mode)]})" for suite, mode in refused[:4])
+    print(f"warning: the server refused every record of {where}{why}", file=sys.stderr)
 
 
 def batches(work: list[Any], looks: int) -> list[list[Any]]:

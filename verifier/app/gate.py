@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -15,9 +16,14 @@ from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir
 from verifier.attribution.document import Comparison, SuiteResult
 from verifier.app.spec import CalibrateSpec, GateSpec, Probes
 from verifier.errors import UsageError
-from verifier.golden.model import Golden, GoldenHeader, margins_from_json
+from verifier.golden.model import Golden, GoldenHeader, Margin, margins_from_json
 from verifier import jsonsafe, scrub
+from verifier.execution.layout import NotARunDir
 from verifier.types import RunHeader
+
+DEFAULT_INFRA_BUDGET = 0.02
+"""Infra error rate above which a run is incomplete, when neither the caller nor the gate's record says otherwise."""
+_MAX_NAMES = 256
 
 # Sequential stopping ends a run early only on a decided regression: a large one shows within
 # the first batches, while a pass needs every sample (no flips in 20% of them is weak evidence).
@@ -32,6 +38,104 @@ class Calibrated:
     """The margins written into the golden."""
     runs: int
     """Reference runs they were computed from."""
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    """What a gate was asked beyond its endpoint, recorded in its run directory (run.json's `gate`) before the first
+    request: a later `compare` of that directory (the continuation an interrupted gate prints, a re-compare, the
+    report) narrows the golden the same way and uses the same infra budget, so it ends with the gate's verdict."""
+
+    golden: str
+    """The golden's name (its header's, else its directory's)."""
+    golden_run: str | None
+    """The golden's source run id: the record applies only to a comparison with the same golden."""
+    suites: tuple[str, ...] = ()
+    """`--suite` (empty: all of the golden's)."""
+    modes: tuple[str, ...] = ()
+    """`--mode` (empty: all of the golden's)."""
+    limit: int | None = None
+    """`--limit`: the golden's first N samples per suite."""
+    probes: Probes = Probes.GOLDEN
+    """`--probes` / `--no-probes` / unset."""
+    margins: tuple[Margin, ...] = ()
+    """`--margin` overrides, each with its reason."""
+    infra_budget: float = DEFAULT_INFRA_BUDGET
+    """`--infra-budget`."""
+    sequential: bool = False
+    """`--sequential`: a directory incomplete as a whole is judged on what it sent when that decides a regression,
+    as the gate stopped (compare_run)."""
+
+    @staticmethod
+    def of(spec: GateSpec, golden: Golden) -> "GateRequest":
+        h = golden.header
+        return GateRequest(golden=h.name or golden.path.name, golden_run=h.source.run_id or None, suites=tuple(spec.suites),
+                           modes=tuple(spec.modes), limit=spec.limit, probes=spec.probes, margins=tuple(spec.margins),
+                           infra_budget=spec.infra_budget, sequential=spec.sequential)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"golden": self.golden, "golden_run": self.golden_run, "suites": list(self.suites),
+                "modes": list(self.modes), "limit": self.limit, "probes": self.probes.value,
+                "margins": {m.key: {"value": m.value, "reason": m.reason} for m in self.margins},
+                "infra_budget": self.infra_budget, "sequential": self.sequential}
+
+    @staticmethod
+    def from_json(raw: Any, where: str) -> "GateRequest":
+        """run.json's `gate`, checked at the edge (a run directory may come from anyone): NotARunDir naming it."""
+        from verifier.app.spec import margin
+
+        def bad(what: str) -> NotARunDir:
+            return NotARunDir(f"{where}: `gate.{what}` is not what a gate records")
+
+        if not isinstance(raw, dict):
+            raise bad("*")
+        golden, run = raw.get("golden"), raw.get("golden_run")
+        if not isinstance(golden, str) or not golden or len(golden) > 4096:
+            raise bad("golden")
+        if run is not None and (not isinstance(run, str) or len(run) > 4096):
+            raise bad("golden_run")
+        lists = {}
+        for key in ("suites", "modes"):
+            v = raw.get(key, [])
+            if not isinstance(v, list) or len(v) > _MAX_NAMES or not all(isinstance(x, str) and 0 < len(x) <= 256 for x in v):
+                raise bad(key)
+            lists[key] = tuple(v)
+        limit = raw.get("limit")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise bad("limit")
+        try:
+            probes = Probes(raw.get("probes", Probes.GOLDEN.value))
+        except ValueError:
+            raise bad("probes") from None
+        table = raw.get("margins", {})
+        if not isinstance(table, dict) or len(table) > _MAX_NAMES:
+            raise bad("margins")
+        margins = []
+        for key, m in table.items():
+            if not isinstance(m, dict):
+                raise bad("margins")
+            try:
+                margins.append(margin(key, m.get("value"), m.get("reason"), "gate", f"{where}: gate.margins"))
+            except UsageError as e:
+                raise NotARunDir(str(e)) from None
+        budget = raw.get("infra_budget", DEFAULT_INFRA_BUDGET)
+        if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 <= budget <= 1:
+            raise bad("infra_budget")
+        return GateRequest(golden=golden, golden_run=run, suites=lists["suites"], modes=lists["modes"], limit=limit,
+                           probes=probes, margins=tuple(margins), infra_budget=float(budget),
+                           sequential=raw.get("sequential") is True)
+
+    def applies_to(self, golden: Golden) -> bool:
+        h = golden.header
+        return (h.name or golden.path.name) == self.golden and (h.source.run_id or None) == self.golden_run
+
+
+def gate_request(run_dir: Path, raw_header: dict[str, Any] | None = None) -> GateRequest | None:
+    """What the gate that made `run_dir` was asked (None: the run was no gate's, or a gate's from before the record)."""
+    hdr = raw_header if raw_header is not None else RunDir(run_dir).header_dict()
+    if "gate" not in hdr:
+        return None
+    return GateRequest.from_json(hdr["gate"], f"{Path(run_dir) / journal.HEADER}")
 
 
 def gate_golden(spec: GateSpec, loaded: Golden | None = None) -> Golden:
@@ -59,21 +163,23 @@ def gate(spec: GateSpec, golden: Golden | None = None) -> Comparison:
     out = spec.out or default_run_dir("gate")
     run = RunSpec.for_golden(golden, spec.endpoint, out, overrides=spec.overrides, extra_body=spec.extra_body,
                              data=spec.data, looks=spec.looks, probes=spec.probes is Probes.ON, quiet=spec.quiet,
-                             force=spec.force)
+                             force=spec.force, gate_request=GateRequest.of(spec, golden).to_json(),
+                             teacher_forcing=spec.teacher_forcing, forced_positions=spec.forced_positions)
     looks: list[dict[str, Any]] = []
 
     def decided(run_dir: Path) -> bool:
         # The live scorer's verdicts (collect wrote them before this look); a stale run is scored by compare_run.
         # An interim look covers part of the golden by design: judge what was sent.
-        doc = compare_run(run_dir, spec.golden, None, spec.infra_budget, golden, allow_subset=True)
+        # Not written: an interim look is no verdict (an interrupted gate must not leave one behind as comparison.json).
+        doc = compare_run(run_dir, spec.golden, None, spec.infra_budget, golden, allow_subset=True, write=False,
+                          as_gated=False)
         looks.append({"status": doc.status, "samples": sum(s.paired for s in doc.suites.values())})
         return doc.status in DECIDED
 
     collect(run, stop_check=decided if spec.sequential else None)
     stopped_early = bool(looks) and looks[-1]["status"] in DECIDED
-    doc = compare_run(out, spec.golden, None, spec.infra_budget, golden, allow_subset=stopped_early, write=False)
-    if golden.narrowed:  # a reviewer must see that this gate judged part of the golden, and which part
-        doc = dataclasses.replace(doc, limited=dict(golden.narrowed))
+    doc = compare_run(out, spec.golden, None, spec.infra_budget, golden, allow_subset=stopped_early, write=False,
+                      as_gated=False)
     if spec.sequential:
         total_samples = sum(len(v) for v in (run.only_ids or {}).values())
         used = looks[-1]["samples"] if looks else 0
@@ -93,24 +199,47 @@ def calibrate(spec: CalibrateSpec) -> Calibrated:
     golden = load_golden(spec.golden)
     runs: list[Any] = [list(golden.observations)]
     names = [golden.header.source.run_id]
+    run_dirs: list[Path] = []
     for r in spec.runs:
         runs.append(observations(Path(r)))
         names.append(Path(r).name)
+        run_dirs.append(Path(r))
     if spec.endpoint is not None and spec.endpoint.base_url:
         for i in range(spec.k):
             rd = Path(spec.out_prefix + f"-{i + 1}")
             collect(RunSpec.for_golden(golden, spec.endpoint, rd, overrides=spec.overrides, extra_body=spec.extra_body,
-                                       data=spec.data, quiet=spec.quiet))
+                                       data=spec.data, quiet=spec.quiet, teacher_forcing=spec.teacher_forcing,
+                                       forced_positions=spec.forced_positions))
             runs.append(observations(rd))
             names.append(rd.name)
+            run_dirs.append(rd)
     if len(runs) < 3:
         raise UsageError(f"calibration needs k >= 3 reference runs in all (have {len(runs)}): pass --runs or --base-url with -k")
-    margins = margins_from_json(compare.calibrate_margins(runs, {"method": "reruns", "k": len(runs), "runs": names,
-                                                                  "created": runner.now()}))
+    provenance = {"method": "reruns", "k": len(runs), "runs": names, "created": runner.now()}
+    margins = margins_from_json({**compare.calibrate_margins(runs, provenance),
+                                 **_teacher_forced_margins(golden, run_dirs, provenance)})
     for m in spec.manual:
         margins[m.key] = dataclasses.replace(m, source="manual")
     golden_store.save_margins(Path(spec.golden), margins)
     return Calibrated({k: m.to_json() for k, m in margins.items()}, len(runs))
+
+
+def _teacher_forced_margins(golden: Golden, run_dirs: list[Path], provenance: dict[str, Any]) -> dict[str, Any]:
+    """The teacher-forced margins from the reruns that made a teacher-forcing pass against this golden (calibrate
+    --base-url reruns do; a `gate` run given with --runs too): the reruns' own distance from the golden, per sample.
+    Reruns without a pass (plain `verifier run`) give none: the golden stays uncalibrated for it."""
+    from verifier.attribution import teacher_forced
+
+    measured = []
+    used = []
+    for rd in run_dirs:
+        forced = teacher_forced_measures(rd, RunDir(rd).header_dict(), golden, observations(rd))
+        if forced is not None and forced[0].get("state") == "measured":
+            measured.append(forced[1])
+            used.append(f"{rd.name}:{forced[0].get('method')}")
+    if not measured:
+        return {}
+    return teacher_forced.calibration(measured, {**provenance, "teacher_forced_runs": used})
 
 
 def bless_run(run_dir: Path, to: Path, force: bool = False, epochs_as_reruns: bool = False) -> GoldenHeader:
@@ -145,6 +274,20 @@ def refuse_broken_reference(obs: list[dict[str, Any]], run_dir: Path, force: boo
     if len(bad) * 2 > len(obs):
         raise UsageError(f"{run_dir}: {len(bad)}/{len(obs)} records are infra errors or 401/403/404 refusals; "
                          "a golden must hold answers (check the base URL, model and key)", hints=("--force to bless anyway",))
+    # One wire mode made only of infra errors (every stream cut, say) would be a golden mode with nothing to compare:
+    # every gate against it would miss that mode's coverage, or judge it against errors.
+    per_mode: dict[tuple[str, str], list[int]] = {}
+    for o in obs:
+        n = per_mode.setdefault((o["suite"], o["mode"]), [0, 0])
+        n[0] += o["outcome"] == "infra"
+        n[1] += 1
+    empty = sorted(k for k, (infra, total) in per_mode.items() if infra == total)
+    if empty:
+        suite, mode = empty[0]
+        reasons = sorted({str(o.get("reason")) for o in obs if (o["suite"], o["mode"]) == (suite, mode)})
+        raise UsageError(f"{run_dir}: every {suite} record on mode {mode} is an infra error ({', '.join(reasons)[:120]}): "
+                         f"a golden mode must hold answers; fix the endpoint, or make the reference run again without that mode",
+                         hints=("--force to bless anyway",))
 
 
 def _route_refused(o: dict[str, Any]) -> bool:
@@ -206,19 +349,32 @@ def require_margins(golden: Golden, path: str | Path) -> None:
         raise UsageError(f"golden {path} has no margins; run `verifier calibrate {path} ...` first")
 
 
-def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_budget: float,
-                loaded: Golden | None = None, allow_subset: bool = False, write: bool = True) -> Comparison:
+def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_budget: float | None,
+                loaded: Golden | None = None, allow_subset: bool = False, write: bool = True,
+                as_gated: bool = True) -> Comparison:
     """Run vs golden -> the comparison document, written to `out` (default RUN_DIR/comparison.json) unless
-    `write` is False (the matrix only reads the runs it is given). `loaded`: the golden, when the caller has it."""
+    `write` is False (the matrix only reads the runs it is given). `loaded`: the golden, when the caller has it.
+    `as_gated`: a gate's run directory is judged as that gate judged it (its GateRequest: the golden narrowed the
+    same way, its infra budget where `infra_budget` is None); the gate itself, which narrowed already, says False."""
     from verifier.attribution import compare
 
     golden = loaded or load_golden(golden_path)
-    h = golden.header
     require_margins(golden, golden_path)
     rd = RunDir(run_dir)
     if not rd.is_run():
         raise UsageError(f"{run_dir} is not a run directory (no {journal.HEADER})")
     raw = rd.header_dict()
+    asked = gate_request(run_dir, raw) if as_gated else None
+    applied = asked if asked is not None and asked.applies_to(golden) else None
+    if applied is not None:
+        golden = _narrowed_as_asked(golden, applied, golden_path)
+        infra_budget = applied.infra_budget if infra_budget is None else infra_budget
+    elif asked is not None:
+        print(f"note: {run_dir} was gated against {asked.golden}, not this golden: its gate's narrowing is not applied",
+              file=sys.stderr)
+    if infra_budget is None:
+        infra_budget = DEFAULT_INFRA_BUDGET
+    h = golden.header
     scrub.register_run(raw)  # the comparison is scrubbed of the key the run was made with
     hdr = RunHeader.from_dict(raw)
     for name in hdr.suites:
@@ -237,9 +393,16 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
     ctx = _context_verdict(run_dir, h)
     if ctx:  # joins the probe evidence under its own signal name, and keeps its details in the document
         probes = {**(probes or {}), "context_truncated": ctx}
+    forced = teacher_forced_measures(run_dir, raw, golden, cobs)
     try:
         doc = compare.compare(h, golden.observations, cobs, infra_budget=infra_budget, probes=probes,
-                              allow_subset=allow_subset, probe_table=table)
+                              allow_subset=allow_subset, probe_table=table, teacher_forced=forced)
+        if applied is not None and applied.sequential and not allow_subset and doc.status == "incomplete":
+            # A sequential gate stops once a regression is decided, judging what it sent (gate(): allow_subset);
+            # its directory is judged so again, and only when that decides a regression, as the gate did.
+            early = compare.compare(h, golden.observations, cobs, infra_budget=infra_budget, probes=probes,
+                                    allow_subset=True, probe_table=table, teacher_forced=forced)
+            doc = early if early.status in DECIDED else doc
     except compare.NoOverlap as e:
         raise UsageError(f"{run_dir} vs {golden_path}: {e}") from None
     # A margin the golden lacks is no error: compare judges that signal uncalibrated (compare.uncalibrated).
@@ -250,10 +413,39 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
         # (a header without run_id or endpoint, which no writer makes, reads as "" / {}: written as null, as before)
         run={"run_dir": str(run_dir), "run_id": hdr.run_id or None, "endpoint": hdr.endpoint or None},
         context_truncation=ctx or None)
+    if golden.narrowed:  # a reviewer must see that this gate judged part of the golden, and which part
+        doc = dataclasses.replace(doc, limited=dict(golden.narrowed))
     doc = with_floor_notes(doc, h)
     if write:
         RunDir(run_dir).write_comparison(doc.to_dict(), out)
     return doc
+
+
+def _narrowed_as_asked(golden: Golden, asked: GateRequest, golden_path: str | Path) -> Golden:
+    """The golden as the recorded gate saw it (gate_golden's narrowing, from the record instead of a spec)."""
+    try:
+        return golden.narrow(suites=asked.suites, modes=asked.modes, limit=asked.limit,
+                             probes=asked.probes is not Probes.OFF, margins=asked.margins)
+    except ValueError as e:
+        raise UsageError(f"{golden_path}: the gate's recorded selection does not fit it: {e}") from None
+
+
+def teacher_forced_measures(run_dir: Path, header: dict[str, Any], golden: Golden,
+                            cobs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(run.json's `teacher_forcing` block, per-suite measures of its forced records against the golden), or None
+    when the run made no teacher-forcing pass (then comparison.json has no `teacher_forced` blocks, as before)."""
+    from verifier.attribution import compare, teacher_forced
+    from verifier.execution import teacher_forcing
+
+    state = header.get("teacher_forcing")
+    if not isinstance(state, dict):
+        return None
+    try:  # the rows are read as they are measured: a refused or corrupt file surfaces here
+        rows = teacher_forcing.read(run_dir) if state.get("state") == "measured" else iter(())
+        measures = teacher_forced.measure(golden.observations, compare.as_observations(cobs), rows, state.get("method"))
+    except journal.NotARunDir as e:
+        raise UsageError(str(e)) from None
+    return state, measures
 
 
 def with_floor_notes(doc: Comparison, h: GoldenHeader) -> Comparison:

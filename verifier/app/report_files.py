@@ -88,7 +88,7 @@ def comparison(run_dir: Path, golden_path: str | Path) -> Comparison:
                 pass
     from verifier.app.gate import compare_run  # an application step, imported only when a report must compare
 
-    return compare_run(run_dir, str(golden_path), None, 0.02, write=False)  # a report never writes into the run
+    return compare_run(run_dir, str(golden_path), None, None, write=False)  # a report never writes into the run
 
 
 def load(run_dir: Path | str, golden_path: str | Path | None, doc: Comparison | Mapping[str, Any] | None,

@@ -147,4 +147,4 @@ def recompare(run_dir: Path, golden_path: str | Path, loaded: "Golden", recorded
     infra = recorded.get("infra")
     budget = infra.get("budget") if isinstance(infra, dict) else None
     return compare_run(Path(run_dir), golden_path, None, float(budget) if isinstance(budget, (int, float)) else 0.02,
-                       narrowed, allow_subset=bool(recorded.get("sequential")), write=False)
+                       narrowed, allow_subset=bool(recorded.get("sequential")), write=False, as_gated=False)

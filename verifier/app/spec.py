@@ -81,6 +81,10 @@ class GateSpec:
     """Gate only the first N of each suite's samples, in the order the reference sent them (a conversation whole)."""
     force: bool = False
     """Write the run into `out` even when it is a golden directory (`--force`)."""
+    teacher_forcing: str = "auto"
+    """The teacher-forcing pass (execution/teacher_forcing.CHOICES): detect the best method, `off`, or one method."""
+    forced_positions: int | None = None
+    """Prefill positions per sample (None: teacher_forcing.DEFAULT_POSITIONS)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,10 @@ class CalibrateSpec:
     """Dataset path for new reruns."""
     quiet: bool = False
     """No progress on stderr."""
+    teacher_forcing: str = "on"
+    """New reruns' teacher-forcing pass (as GateSpec's, but measured whatever margins the golden holds): its figures
+    become the `<suite>/teacher_forced_kl` margins."""
+    forced_positions: int | None = None
 
 
 # ------------------------------------------------------------------------------------------------ edge parsers
@@ -159,9 +167,11 @@ def looks_like_a_key(value: str) -> bool:
     a known key prefix, or a long token mixing letters and digits with high entropy, unlike NAMES_LIKE_THIS."""
     if value.startswith(_KEY_PREFIXES) or value.lower().startswith(("sk-", "hf_", "bearer ")):
         return True
+    lower, upper, digits = (sum(c.islower() for c in value), sum(c.isupper() for c in value), sum(c.isdigit() for c in value))
+    if len(value) >= 16 and lower and upper and digits:
+        return True  # a mixed-case token with digits (a 22-character key was taken for a name); names are UPPER_SNAKE
     if len(value) < 24:
         return False
-    lower, upper, digits = (sum(c.islower() for c in value), sum(c.isupper() for c in value), sum(c.isdigit() for c in value))
     counts = {c: value.count(c) for c in set(value)}
     entropy = -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
     return bool(lower and upper and digits) or (digits >= 6 and entropy > 3.5) or entropy > 4.2
@@ -174,8 +184,9 @@ def api_key_env(value: Any, where: str) -> str:
     if looks_like_a_key(value):
         raise UsageError(f"{where}: that looks like a key, not a variable name; put the key in an environment "
                          "variable and give its name (e.g. CANDIDATE_API_KEY)")
-    if not _API_KEY_ENV.match(value):
-        raise UsageError(f"{where} must be an environment variable name (letters, digits, _), got {value[:40]!r}")
+    if not _API_KEY_ENV.match(value):  # the value is not repeated: it may be a key after all
+        raise UsageError(f"{where} must be the name of an environment variable (letters, digits, _; e.g. CANDIDATE_API_KEY), "
+                         "not the key; the value given is not repeated here")
     return value
 
 
@@ -218,6 +229,8 @@ class GateOptions:
     probes: Probes | None = None
     sequential: bool | None = None
     looks: int | None = None
+    teacher_forcing: str | None = None
+    forced_positions: int | None = None
     infra_budget: float | None = None
     allow_inconclusive: bool | None = None
     quiet: bool | None = None
@@ -286,6 +299,12 @@ class GateOptions:
             raise UsageError(f"gate needs {', '.join(flags[m] for m in missing)} (on the command line, in the gate file "
                              "or as the API's arguments)")
         assert self.golden is not None
+        from verifier.execution.teacher_forcing import CHOICES
+
+        if self.teacher_forcing is not None and self.teacher_forcing not in CHOICES:
+            raise UsageError(f"teacher_forcing {self.teacher_forcing!r}: one of {', '.join(CHOICES)}")
+        if self.forced_positions is not None and (not isinstance(self.forced_positions, int) or self.forced_positions < 1):
+            raise UsageError(f"forced_positions {self.forced_positions!r}: a positive integer")
         d = GateSpec(golden=Path(self.golden), endpoint=self.endpoint())
         return GateSpec(
             golden=Path(self.golden), endpoint=self.endpoint(), overrides=dict(self.sampling or {}),
@@ -294,4 +313,5 @@ class GateOptions:
             infra_budget=self.infra_budget if self.infra_budget is not None else d.infra_budget,
             sequential=bool(self.sequential), looks=self.looks if self.looks is not None else d.looks,
             probes=self.probes or Probes.GOLDEN, quiet=bool(self.quiet), suites=self.suites or (),
-            modes=self.modes or (), margins=self.margins or (), limit=self.limit)
+            modes=self.modes or (), margins=self.margins or (), limit=self.limit,
+            teacher_forcing=self.teacher_forcing or d.teacher_forcing, forced_positions=self.forced_positions)

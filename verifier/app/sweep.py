@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
 
 from verifier.execution import journal, perf
-from verifier.execution.layout import NotARunDir, read_document
+from verifier.execution.layout import COMPARISON, NotARunDir, read_document
 from verifier.execution.rundir import RunDir
 from verifier.app.collect import EndpointSpec
 from verifier.app.spec import GateOptions, GateSpec
@@ -106,6 +106,7 @@ def run_config(spec: SweepSpec, cfg: SweepConfig, log: Callable[[str], None], go
         with _started(cfg) as ep:
             info["endpoint"] = _public_endpoint(ep)
             log(f"sweep: {cfg.name}: gating against {spec.golden}")
+            _set_aside_interrupted(d / "gate", log)
             gspec = gate_spec(spec, ep, d / "gate")
             gate(gspec, gate_golden(gspec, golden))
             log(f"sweep: {cfg.name}: performance probe")
@@ -117,6 +118,19 @@ def run_config(spec: SweepSpec, cfg: SweepConfig, log: Callable[[str], None], go
             traceback.print_exc(limit=3, file=sys.stderr)
     journal.write_json(d / "config.json", info)
     return info
+
+
+def _set_aside_interrupted(gate_dir: Path, log: Callable[[str], None]) -> None:
+    """A gate an interrupted sweep left unfinished (a run, no comparison) is kept, renamed, and this configuration
+    gated afresh: the engine it measured is gone, and a fresh gate is what the uninterrupted sweep would have run."""
+    rd = RunDir(gate_dir)
+    if not rd.is_run() or rd.has(COMPARISON):
+        return  # nothing there, or a finished gate (refused by the gate itself, as before)
+    n = 1
+    while (aside := gate_dir.with_name(f"{gate_dir.name}.interrupted{'' if n == 1 else f'-{n}'}")).exists():
+        n += 1
+    gate_dir.rename(aside)
+    log(f"sweep: {gate_dir.parent.name}: an interrupted gate was kept as {aside.name}; gating afresh")
 
 
 def run(spec: SweepSpec, only: Sequence[str] = (), log: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -178,6 +192,13 @@ def _drift(comparison: Mapping[str, Any]) -> float | None:
     return max(vals) if vals else None
 
 
+def _teacher_forced_kl(comparison: Mapping[str, Any]) -> float | None:
+    """The largest suite's teacher-forced mean KL (the correctness axis of the KL x tokens/s front); None unmeasured."""
+    vals = [t["kl_mean"] for s in (comparison.get("suites") or {}).values()
+            if isinstance(t := s.get("teacher_forced"), dict) and t.get("state") == "measured" and isinstance(t.get("kl_mean"), (int, float))]
+    return max(vals) if vals else None
+
+
 def row(config_dir: Path) -> dict[str, Any]:
     """One configuration's row, from its files only."""
     info = _read(config_dir / "config.json")
@@ -202,6 +223,7 @@ def row(config_dir: Path) -> dict[str, Any]:
         "status": status, "exit_code": comp.get("exit_code"), "error": info.get("error"),
         "diagnosis": diag[0]["component"] if diag else None,
         "reason": comp.get("reason"), "drift": _drift(comp) if comp else None, "parting": parting,
+        "teacher_forced_kl": _teacher_forced_kl(comp) if comp else None,
         "lossless": lossless, "perf": perf.headline(perf_doc), "warnings": perf_doc.get("warnings") or [],
         "dir": config_dir.name,
     }
@@ -231,10 +253,20 @@ def dominates(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 
 def pareto(rows: list[dict[str, Any]]) -> None:
-    """Mark `front` on the rows that pass the gate and that no other passing row dominates on speed."""
+    """Mark `front` on the rows that pass the gate and that no other passing row dominates on speed, and `kl_front` on
+    the rows no other row beats on both the teacher-forced KL (lower) and aggregate tokens/s (by intervals): what a
+    quantization engineer trades, pass or not."""
     eligible = [r for r in rows if r["status"] == "pass" and r["perf"]]
     for r in rows:
         r["front"] = r in eligible and not any(dominates(o, r) for o in eligible if o is not r)
+    measured = [r for r in rows if r.get("teacher_forced_kl") is not None and r["perf"]]
+    for r in rows:
+        r["kl_front"] = r in measured and not any(_kl_dominates(o, r) for o in measured if o is not r)
+
+
+def _kl_dominates(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    speed = _better(a["perf"].get("aggregate_tokens_per_s") or {}, b["perf"].get("aggregate_tokens_per_s") or {}, True)
+    return a["teacher_forced_kl"] <= b["teacher_forced_kl"] and speed >= 0 and (a["teacher_forced_kl"] < b["teacher_forced_kl"] or speed > 0)
 
 
 def combine(config_dirs: Sequence[Path], out: Path) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from typing import Any, Iterable, Mapping, Sequence, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, TypedDict, TypeVar
 
 from verifier.attribution import numerics, signals, turn_diff
 from verifier import stats
@@ -25,6 +25,9 @@ from verifier.golden.model import GoldenHeader, Margin
 from verifier.judge.contract import MODEL_BEHAVIOUR, SIGNAL_JUDGED
 from verifier.surfaces.registry import surface_for
 from verifier.types import Evidence, Observation
+
+if TYPE_CHECKING:
+    from verifier.attribution.teacher_forced import SuiteMeasure
 
 EXIT = {"pass": 0, "frontend_regression": 10, "quantization_regression": 11, "both": 12, "regression_unattributed": 13,
         "inconclusive": 20, "incomplete": 30}
@@ -261,9 +264,14 @@ def _quality(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) -> tuple
             diffs = [c - g for g, c in zip(v["golden"], v["candidate"])]
             mv = dataclasses.replace(mv, samples_needed=stats.samples_needed(stats.sd(diffs), margin))
         mets[m] = mv
+        p_value = "" if mv.p_value is None else f", p={mv.p_value}"  # no test on a non-binary metric: not "p=None"
+        # A metric is judged on the samples both sides answered cleanly: where findings or errors left some out, the
+        # line says so (an unchanged accuracy beside a schema accuracy of 0 is then no contradiction)
+        left_out = s["paired"] - (mv.n or 0)
+        scope = f"; on the {mv.n} of {s['paired']} paired samples both sides answered cleanly" if left_out > 0 else ""
         ev.append(Evidence("quality", suite, mv.verdict, metric=m, qualifier=_qualifier(mv),
-                           summary=f"{m}: {mv.golden} -> {mv.candidate} (delta {mv.delta}, CI {mv.ci}, margin {mv.margin}, p={mv.p_value}, n={mv.n})"
-                                   + (f"; {mv.note}" if mv.note else "")))
+                           summary=f"{m}: {mv.golden} -> {mv.candidate} (delta {mv.delta}, CI {mv.ci}, margin {mv.margin}{p_value}, n={mv.n})"
+                                   + scope + (f"; {mv.note}" if mv.note else "")))
     return mets, ev
 
 
@@ -322,10 +330,10 @@ def _parting(d: Drift) -> str:
     rows = d.per_sample
     if rows is None:
         return f"median first divergence at token {d.first_divergence_median}"
-    at = sorted(r["first_divergence"] for r in rows if r.get("parted"))
-    if not at:
+    parted = numerics.parted_median(rows)
+    if parted is None:
         return "no greedy output parted from the golden's"
-    return f"parted on {len(at)} of {len(rows)} samples, median first divergence at token {at[len(at) // 2]}"
+    return f"parted on {parted[0]} of {len(rows)} samples, median first divergence at token {parted[1]:g}"
 
 
 def _divergence_evidence(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) -> tuple[SignalResult | None, list[Evidence]]:
@@ -364,7 +372,7 @@ def _zero_drift_parting(suite: str, d: Drift, dv: SignalResult | None) -> list[E
         return []
     return [Evidence("decoding_changed", suite, "fail", samples=tuple((dv.samples or [])[:10]),
                      summary=f"decoding path changed: greedy outputs part from the golden's on {dv.count}/{dv.n} samples "
-                             f"(median at token {d.first_divergence_median}; reference reruns parted at rate {dv.margin}) with "
+                             f"({_parting(d)}; reference reruns parted at rate {dv.margin}) with "
                              f"zero logprob drift ({d.mean_abs_delta}) over {d.tokens} shared-prefix tokens: the model's "
                              "distribution is unchanged, the choice is not (server-side sampling defaults, penalties, ignored temperature)")]
 
@@ -435,8 +443,44 @@ def _suite_verdicts(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) -
     return block, fe, q + q_sig + q_drift + q_div
 
 
+def _teacher_forced(suites: dict[str, SuiteResult], run: "tuple[Mapping[str, Any], Mapping[str, SuiteMeasure]]",
+                    margins: Mapping[str, Margin]) -> tuple[dict[str, SuiteResult], list[Evidence], list[Evidence], dict[str, str]]:
+    """Each suite's teacher-forced block (attribution/teacher_forced.py) and its evidence: (suites, frontend
+    evidence, numerics evidence, suite -> verdict where the figures were used)."""
+    from verifier.attribution import teacher_forced as tf
+
+    state, measures = run
+    out = dict(suites)
+    fe: list[Evidence] = []
+    q: list[Evidence] = []
+    verdicts: dict[str, str] = {}
+    for suite, block in suites.items():
+        m = margins.get(tf.margin_key(suite))
+        judged = tf.judge(suite, measures.get(suite), state, None if m is None else m.value,
+                          tf.reference_values(m.provenance) if m is not None else None, _margin(margins, tf.tokens_key(suite)))
+        if judged is None:
+            continue
+        out[suite] = dataclasses.replace(block, teacher_forced=judged.block)
+        fe += judged.frontend
+        q += judged.evidence
+        if judged.verdict is not None:
+            verdicts[suite] = judged.verdict
+    return out, fe, q, verdicts
+
+
+IMPACT = {"fail": "quality_regressed", "pass": "no_measurable_quality_cost", "inconclusive": "quality_undecided"}
+"""What a teacher-forced numerics failure cost (`quantization.impact`): the served distribution is not the reference's
+either way (exit 11); quality says whether it is a regression users see or a change that costs nothing measurable
+at this n."""
+
+
+def _impact(q: list[Evidence]) -> dict[str, Any]:
+    quality = _combine(e.verdict for e in q if e.signal == "quality")
+    return {"impact": IMPACT[quality]}
+
+
 def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], incomplete: bool,
-            numerics_changed: bool = False) -> tuple[str, str, str]:
+            numerics_changed: bool = False, forced: str | None = None) -> tuple[str, str, str]:
     """(status, frontend verdict, quantization verdict) from the evidence.
 
     One rule above the others: a significant quality drop is never `pass` and never `inconclusive`. Where
@@ -449,7 +493,17 @@ def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], incom
     if quality == "fail":
         # A frontend bug never moves the logprobs of a shared token prefix: only drift above the noise floor
         # blames the weights. Without it (at the floor, unmeasurable, uncalibrated) the numerics are undecided.
-        quant = "fail" if "fired" in drift_states else "inconclusive"
+        # The teacher-forced distance, on the golden's own context and tokens, blames them as well; where it was
+        # measured and passed, the distribution is the reference's and drift alone blames nothing.
+        quant = "fail" if forced == "fail" or ("fired" in drift_states and forced != "pass") else "inconclusive"
+    elif forced == "fail":
+        # The primary evidence: on the golden's own tokens the candidate's distribution is further from the golden's
+        # than the reference's reruns are (rank test). Quality only says what it cost (quantization.impact).
+        quant = "fail"
+    elif forced == "pass":
+        # Measured and calibrated, the distribution is the reference's: drift and parting only corroborate, and
+        # alone they leave the numerics undecided at most.
+        quant = "inconclusive" if numerics_changed else quality
     elif numerics_changed:
         # The served numerics are not the reference's (two independent measures agree), whatever the metric
         # did at this n: a vendor verifier asks whether the weights are served faithfully, not only how well.
@@ -458,6 +512,8 @@ def _decide(fe: list[Evidence], q: list[Evidence], drift_states: set[str], incom
         quant = "inconclusive"
     else:
         quant = quality
+    if forced == "inconclusive" and quant == "pass":
+        quant = "inconclusive"  # fired against an uncalibrated golden (teacher_forced.judge)
     if incomplete:
         status = "incomplete"
     elif frontend == "fail" and quant == "fail":
@@ -481,14 +537,27 @@ def _probe_evidence(probes: Mapping[str, Any], numerics_moved: bool) -> list[Evi
     out: list[Evidence] = []
     for name, p in sorted(probes.items()):
         verdict, summary = p["verdict"], p["summary"]
-        if verdict == "fail" and p.get("qualifier") == "exchange_text" and numerics_moved:
-            # only a probe's greedy text moved, and on the suites the logprobs drifted above the noise or greedy
-            # outputs parted beyond the reruns' rate: the numerics change greedy texts too, so this text is no
-            # evidence against the frontend
+        if verdict == "fail" and p.get("qualifier") in ("exchange_text", "model_output") and numerics_moved:
+            # only a probe's greedy text moved, or its check reads what the model wrote (a stop string it must write,
+            # two outputs agreeing, a call it must make), and on the suites the logprobs drifted above the noise or
+            # greedy outputs parted beyond the reruns' rate: the numerics change what the model writes too, so this
+            # is no evidence against the frontend by itself
             verdict, summary = "inconclusive", f"{summary}; the numerics moved too (drift or greedy parting on the suites)"
         out.append(Evidence(p.get("signal", f"probe:{name}"), "*", verdict, summary, component=p.get("component"),
                             modes={p["surface"]: 1} if p.get("surface") else None, qualifier=p.get("qualifier")))
     return out
+
+
+def _probe_infra_evidence(cov: Mapping[str, Any]) -> list[Evidence]:
+    """Probes whose requests met an infra error (the reference answered them): no evidence either way, so the
+    frontend is at best inconclusive; counted on their own (coverage `probe_infra`), never in the samples' budget."""
+    infra = list(cov.get("missing_probes_infra") or ())
+    if not infra:
+        return []
+    of = (cov.get("probe_infra") or {}).get("of") or len(infra)
+    return [Evidence("probe_infra", "*", "inconclusive", qualifier="infra",
+                     summary=f"{len(infra)} of {of} probe(s) met an infra error and are not judged "
+                             f"(the reference answered them): {', '.join(sorted(infra)[:8])}")]
 
 
 def _logprob_gaps(golden_obs: list[Observation], cand_obs: list[Observation],
@@ -509,9 +578,11 @@ def _logprob_gaps(golden_obs: list[Observation], cand_obs: list[Observation],
 
 def compare(golden_meta: GoldenHeader | Mapping[str, Any], golden_obs: Rows, cand_obs: Rows, infra_budget: float = 0.02,
             probes: dict[str, Any] | None = None, allow_subset: bool = False,
-            probe_table: list[dict[str, Any]] | None = None) -> Comparison:
+            probe_table: list[dict[str, Any]] | None = None,
+            teacher_forced: "tuple[Mapping[str, Any], Mapping[str, SuiteMeasure]] | None" = None) -> Comparison:
     """The comparison document (DESIGN.md, "Machine-readable outputs"), typed; `to_dict()` is comparison.json. `probes`: run-wide evidence items (probe
-    verdicts, the context probe); `probe_table`: the probes' conformance rows (probe_results.judge)."""
+    verdicts, the context probe); `probe_table`: the probes' conformance rows (probe_results.judge); `teacher_forced`: the
+    run's teacher-forcing state (run.json) and what its forced records measured per suite (teacher_forced.measure)."""
     from verifier.attribution import coverage, diagnosis, explain
 
     header = GoldenHeader.of(golden_meta)  # a typed header (store.load), or a hand-built golden.json fragment
@@ -546,18 +617,25 @@ def compare(golden_meta: GoldenHeader | Mapping[str, Any], golden_obs: Rows, can
         suites_out[suite], fe_s, q_s = _suite_verdicts(suite, s, margins)
         fe += fe_s
         q += q_s
+    forced: dict[str, str] = {}
+    if teacher_forced is not None:
+        suites_out, fe_tf, q_tf, forced = _teacher_forced(suites_out, teacher_forced, margins)
+        fe += fe_tf
+        q += q_tf
     drift_states = {s.drift.state for s in suites_out.values()}
     numerics_moved = "fired" in drift_states or any(s.divergence is not None and s.divergence.verdict == "fail"
                                                     for s in suites_out.values())
-    fe += _probe_evidence(probes or {}, numerics_moved)
+    fe += _probe_evidence(probes or {}, numerics_moved) + _probe_infra_evidence(cov)
     changed = any(s.drift.numerics_changed for s in suites_out.values())
-    status, frontend, quant = _decide(fe, q, drift_states, infra_rate > infra_budget or cov["rate"] > infra_budget, changed)
+    status, frontend, quant = _decide(fe, q, drift_states, infra_rate > infra_budget or cov["rate"] > infra_budget, changed,
+                                      _combine(forced.values()) if forced else None)
     missing_lp, tool_lp_missing = _logprob_gaps(golden_obs, cand_obs, sampling)
     doc = Comparison(
         status=status, exit_code=EXIT[status], meaning=MEANING[EXIT[status]],
         infra={"count": infra, "total": len(cand_obs), "rate": stats.rnd(infra_rate), "budget": infra_budget,
                "reference_also_failed": shared},
-        frontend=Side(frontend, tuple(fe)), quantization=Side(quant, tuple(q)), suites=suites_out, coverage=cov,
+        frontend=Side(frontend, tuple(fe)), quantization=Side(quant, tuple(q), _impact(q) if "fail" in forced.values() else {}),
+        suites=suites_out, coverage=cov,
         conformance=probe_table, logprobs_missing_modes=missing_lp, tool_call_logprobs_missing_modes=tool_lp_missing or None,
     )
     # The diagnosis reads the verdicts; reasons and checks read the diagnosis too (the document so far).

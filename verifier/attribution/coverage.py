@@ -47,11 +47,16 @@ def coverage(golden: list[Observation], cand: list[Observation], golden_probes: 
     probes_infra = [k for k in probes_missing if isinstance(golden_probes[k], dict) and golden_probes[k].get("candidate") == "infra"]
     expected = len(want) + len(golden_probes)
     gaps = len(missing) + len(probes_missing)
+    # A probe that met an infra error has its own account (`probe_infra`, judged inconclusive by compare), not the
+    # samples' budget: one probe's 500 among 8 samples or among 800 is the same evidence, and must give the same exit.
+    # A probe never run is missing coverage like a sample (the run did not try what the golden holds).
+    counted = expected - len(probes_infra)
     return {
         "expected": expected,
         "answered": expected - gaps,
         "missing": gaps,
-        "rate": round(gaps / expected, 6) if expected else 0.0,
+        "rate": round((gaps - len(probes_infra)) / counted, 6) if counted else 0.0,
+        "probe_infra": {"count": len(probes_infra), "of": len(golden_probes)},
         "missing_samples": [{"suite": s, "sample_id": i, "modes": ms} for (s, i), ms in sorted(by_sample.items())][:MAX_LISTED],
         "missing_sample_count": len(by_sample),
         "missing_modes": missing_modes,
@@ -76,5 +81,6 @@ def describe(c: dict[str, Any]) -> str:
     if not_run:
         parts.append(f"probes not run: {', '.join(not_run)} (rerun with `verifier gate --probes`)")
     if infra:
-        parts.append(f"probes that met an infra error (the reference answered them): {', '.join(sorted(infra))}")
+        parts.append(f"probes that met an infra error (the reference answered them; not judged, outside the samples' "
+                     f"budget): {', '.join(sorted(infra))}")
     return f"missing coverage {c['missing']}/{c['expected']} of the golden: " + "; ".join(parts)

@@ -59,6 +59,8 @@ FINDINGS: dict[str, tuple[str, str]] = {
     "stream_index_collision": ("stream assembly", "parallel tool calls share one stream index"),
     "stream_chunk_invalid_json": ("stream assembly", "SSE chunks that are not JSON"),
     "stream_ignored": ("stream assembly", "a stream request answered with one JSON body (`stream: true` ignored)"),
+    "stream_done_missing": ("stream assembly", "a chat stream that ends without `data: [DONE]` after its finish chunk "
+                                               "(clients that wait for it hang or report a cut stream)"),
     "stream_too_many_events": ("stream assembly", "a stream of more events than --max-stream-events (empty or repeated chunks)"),
     "replacement_char": ("stream assembly", "U+FFFD in the text: a multi-byte character was split"),
     "finish_reason_missing": ("response formatting & usage", "finish_reason missing"),
@@ -98,6 +100,8 @@ FINDINGS: dict[str, tuple[str, str]] = {
     "usage_split_across_chunks": ("response formatting & usage", "a stream's usage sent in several chunks whose prompt "
                                                                  "figures disagree (cached_tokens only in a later one)"),
     "context_truncated": ("context handling", "long prompts are silently cut: prompt_tokens capped or the fact at their start lost"),
+    "teacher_forced_tokens": ("chat template & tokenization", "the endpoint tokenizes the golden's own output text into other "
+                              "tokens than the golden's (teacher forcing): the tokenizer changed"),
 }
 
 
@@ -259,6 +263,8 @@ def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
         if (e.signal.startswith("probe:") and rows is None) or e.signal == "context_truncated":  # run-wide
             # (probes: a document from before the conformance table; since, the rows below name component and surface)
             _add(acc, e.component or component_of(e.signal)[0], e.signal, "*", 1, [], list(e.modes or []))
+        elif e.signal == "teacher_forced_tokens":  # a suite-level event of the teacher-forcing pass, not a signal row
+            _add(acc, component_of(e.signal)[0], e.signal, e.suite, max(1, len(e.samples or ())), list(e.samples or ()), [])
         elif e.signal == "decoding_changed" and e.suite in doc.suites \
                 and _verdict_of(doc.suites[e.suite].signals.get("decoding_changed")) != "fail":
             # the suite-level form (zero drift on every shared prefix), when the per-sample one did not fail
@@ -271,8 +277,9 @@ def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
         if r["status"] != "regression":
             continue
         weak = bool(r.get("weak"))
-        if weak and (f"probe:{r['probe']}", r["surface"]) not in failed_probes:
-            continue  # a moved greedy text held inconclusive (the numerics moved too): no frontend evidence
+        if (f"probe:{r['probe']}", r["surface"]) not in failed_probes:
+            continue  # held inconclusive (a moved greedy text, or a check that reads the output, where the numerics
+            # moved too): no frontend evidence
         if not weak and not r.get("evidence_code") and r["surface"] != REFERENCE_SURFACE and r["probe"] in on_chat and r["component"] != "surface translation":
             # the probe's own check fails here and passes on chat: what differs is the surface's layer (it explains
             # the probe's failure; a request's contract finding names its own component instead)

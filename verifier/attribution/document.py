@@ -199,11 +199,13 @@ class SuiteResult:
     modes: list[str] | None = None
     tool_calls: Mapping[str, Any] | None = None
     """K2VV's numbers on tool-calling suites (app/gate.py); absent when None."""
+    teacher_forced: Mapping[str, Any] | None = None
+    """The teacher-forced distance (attribution/teacher_forced.judge); absent when the run made no teacher-forcing pass."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     KEYS = ("paired", "golden_only", "candidate_only", "metrics", "signals", "drift", "divergence", "flips", "findings",
             "flips_by_mode", "new_finding_detail", "signal_modes", "tool_trigger", "answer_agreement", "turn_diff", "modes",
-            "tool_calls")
+            "tool_calls", "teacher_forced")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SuiteResult:
@@ -215,7 +217,7 @@ class SuiteResult:
                    flips=d["flips"], findings=d["findings"], flips_by_mode=d["flips_by_mode"],
                    new_finding_detail=d["new_finding_detail"], signal_modes=d["signal_modes"], tool_trigger=d["tool_trigger"],
                    answer_agreement=d["answer_agreement"], turn_diff=d.get("turn_diff"), modes=d.get("modes"),
-                   tool_calls=d.get("tool_calls"), extra=_extra(d, cls.KEYS))
+                   tool_calls=d.get("tool_calls"), teacher_forced=d.get("teacher_forced"), extra=_extra(d, cls.KEYS))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -230,6 +232,7 @@ class SuiteResult:
         _put(out, "turn_diff", self.turn_diff)
         _put(out, "modes", self.modes)
         _put(out, "tool_calls", self.tool_calls)
+        _put(out, "teacher_forced", self.teacher_forced)
         return {**out, **self.extra}
 
 

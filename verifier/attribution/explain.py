@@ -40,6 +40,19 @@ def _numerics_changed(doc: Comparison) -> list[str]:
     return out
 
 
+def _teacher_forced_fails(doc: Comparison) -> list[str]:
+    """Suites whose teacher-forced distance failed (the primary numerics evidence), in words, with what it cost."""
+    out = []
+    impact = doc.quantization.extra.get("impact")
+    for suite, s in doc.suites.items():
+        t = s.teacher_forced or {}
+        if t.get("verdict") == "fail":
+            out.append(f"{suite}: on the golden's own tokens ({t.get('method')}) the distribution is further from the golden's "
+                       f"than the reruns' (KL mean {_g(t.get('kl_mean'))}, p99 {_g(t.get('kl_p99'))}, reruns {_g(t.get('reference_kl_mean'))}, "
+                       f"Mann-Whitney p={t.get('p_value')})" + (f"; {impact.replace('_', ' ')}" if isinstance(impact, str) else ""))
+    return out
+
+
 def _g(x: float | None) -> str:
     return "–" if x is None else f"{x:.4g}"
 
@@ -135,7 +148,8 @@ def reasons(doc: Comparison) -> list[str]:
     if head and doc.status in ("frontend_regression", "both"):
         out.append(head)
     if doc.status in ("quantization_regression", "both"):
-        out.append("numerics: " + "; ".join(_quality_fails(doc) + _numerics_changed(doc) or ["repetition above the golden's"]))
+        out.append("numerics: " + "; ".join(_teacher_forced_fails(doc) + _quality_fails(doc) + _numerics_changed(doc)
+                                            or ["repetition above the golden's"]))
     if doc.quantization.verdict == "inconclusive" or doc.status in ("inconclusive", "regression_unattributed"):
         out += _numerics_reasons(doc)
     if doc.status == "inconclusive":
@@ -146,6 +160,9 @@ def reasons(doc: Comparison) -> list[str]:
         out.append(f"no logprobs on {', '.join(doc.logprobs_missing_modes)}: logprob drift and "
                    "decoding changes are not measured on those modes" + next((f" ({s.no_logprobs})" for s in map(
                        surface_for, doc.logprobs_missing_modes) if s.no_logprobs), ""))
+    unmeasured = None if doc.logprobs_missing_modes else _numerics_unmeasured(doc)  # that line says it per mode
+    if unmeasured and doc.status not in ("quantization_regression", "both"):
+        out.append(unmeasured)
     if doc.tool_call_logprobs_missing_modes:
         out.append(f"no logprobs on the tool calls of {', '.join(doc.tool_call_logprobs_missing_modes)}: numerics on "
                    "tool-call tokens (drift, parting) are not measured on those modes")
@@ -154,6 +171,24 @@ def reasons(doc: Comparison) -> list[str]:
     elif cov.get("missing") and doc.status != "incomplete":
         out.append(coverage_mod.describe(dict(cov)) + " (within the budget)")
     return out
+
+
+def _numerics_unmeasured(doc: Comparison) -> str | None:
+    """The suites on which neither numerics line was measured (no logprob drift, no greedy parting): a pass there
+    rests on the quality metrics alone, and says so."""
+    blind: list[str] = []
+    sides: set[str] = set()
+    for suite, s in doc.suites.items():
+        if s.drift.state != "unavailable" or (s.divergence is not None and s.divergence.n):
+            continue
+        blind.append(suite)
+        lp = s.drift.logprobs or {}
+        sides.update(side for side, key in (("the golden", "golden"), ("the run", "candidate")) if not lp.get(key))
+    if not blind:
+        return None
+    why = f"no logprobs from {' or '.join(sorted(sides))}" if sides else "no clean paired sample with logprobs"
+    return (f"numerics not measured on {', '.join(blind)}: no logprob drift and no greedy parting ({why}); a numerics "
+            "change shows here only as a quality drop (gate with `--logprobs 5` against a golden recorded with logprobs)")
 
 
 def _metrics_of(golden_obs: Iterable[Observation], suite: str) -> list[str]:
@@ -181,6 +216,11 @@ def checks(doc: Comparison, golden: GoldenHeader, golden_obs: list[Observation])
                           "not measured: no logprobs on one side (rerun with `verifier gate --logprobs 5`)"))
         out.append(_check(f"{suite}: greedy_divergence", "verifier.quantization", ev.get((suite, "greedy_divergence", None)),
                           "not measured: no output tokens on one side (rerun with `verifier gate --logprobs 5`)"))
+        forced = doc.suites[suite].teacher_forced if suite in doc.suites else None
+        if forced:  # only where the run made the pass: the checks of a run without it stay as they were
+            why = f"not measured: teacher forcing {forced.get('state')} ({forced.get('reason')})"
+            out.append(_check(f"{suite}: teacher_forced_kl", "verifier.quantization", ev.get((suite, "teacher_forced_kl", None)), why))
+            out.append(_check(f"{suite}: teacher_forced_tokens", "verifier.frontend", ev.get((suite, "teacher_forced_tokens", None)), why))
     rows = doc.conformance
     if rows is None:  # a document from before the conformance table
         for name in sorted(golden.probes or {}):

@@ -194,6 +194,18 @@ class Numerics:
         }
 
 
+def parted_median(rows: Sequence[Mapping[str, Any]]) -> tuple[int, float] | None:
+    """How many per-sample drift rows parted from the golden's output, and the median of their first divergence token
+    (the middle one, or the mean of the two middle ones). The one definition every output uses (the console, the
+    summaries and the report said 17 and 13 for one run). None when no row parted."""
+    at = sorted(int(r["first_divergence"]) for r in rows if r.get("parted") and isinstance(r.get("first_divergence"), (int, float))
+                and not isinstance(r.get("first_divergence"), bool))
+    if not at:
+        return None
+    mid = at[len(at) // 2] if len(at) % 2 else (at[len(at) // 2 - 1] + at[len(at) // 2]) / 2
+    return len(at), mid
+
+
 def bounded_per_sample(rows: list[dict[str, Any]], cap: int = PER_SAMPLE_MAX) -> list[dict[str, Any]]:
     """At most `cap` per-sample drift rows, deterministically: all of them when they fit, else the half that drifted
     most (what a reviewer opens) and an even stride through the rest (the shape of the bulk), in sample order."""

@@ -871,7 +871,10 @@ SIGNALS: tuple[Signal, ...] = (
            "logprobs reported otherwise, not changed numerics", None, logprobs_transformed),
     Signal("logprobs_dropped", "frontend", "API validation",
            "no logprobs where the golden's same mode returned them: the logprobs parameter silently ignored "
-           "(a gateway dropping it)", None, logprobs_dropped),
+           "(a gateway dropping it)", None, logprobs_dropped,
+           # a missing logprob changes no answer: quality is still compared on the sample, only its drift is not
+           # measured (numerics.drift needs both sides' logprobs)
+           touches_numerics=False),
     Signal("output_cut_short", "frontend", "API validation",
            "outputs cut for length at a prefix of the golden's text where the golden stopped: a cap the request did "
            "not set", None, output_cut_short),

@@ -177,3 +177,15 @@ def exit_code(doc: Mapping[str, Any] | Comparison, allow_inconclusive: bool) -> 
     if status == "inconclusive" and allow_inconclusive:
         return 0
     return int(code)
+
+
+def add_teacher_forcing_args(p: argparse.ArgumentParser, default: str | None = None) -> None:
+    """--teacher-forcing and --forced-positions (gate, calibrate): the pass that measures the numerics on the golden's tokens."""
+    from verifier.execution.teacher_forcing import CHOICES, DEFAULT_POSITIONS
+
+    p.add_argument("--teacher-forcing", choices=CHOICES, default=default,
+                   help="measure the candidate's distribution on the golden's own tokens after the samples: auto (gate's "
+                        "default) detects prompt_logprobs, echo or prefill where the golden holds teacher-forced margins; on "
+                        "(calibrate's default) measures whatever the golden holds; off skips the pass; a method name insists on it")
+    p.add_argument("--forced-positions", type=T.positive_int, metavar="K",
+                   help=f"with the prefill method: positions per sample (default {DEFAULT_POSITIONS})")

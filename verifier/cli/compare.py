@@ -12,8 +12,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="paired diff of a run against a golden; writes comparison.json; exit code")
     p.add_argument("run_dir")
     p.add_argument("--golden", required=True)
-    p.add_argument("--out", help="where to write comparison.json (default RUN_DIR/comparison.json)")
-    p.add_argument("--infra-budget", type=fraction, default=0.02, help="infra error rate above which the run is incomplete (default 0.02)")
+    p.add_argument("--out", help="where to write comparison.json (default RUN_DIR/comparison.json; a gate's own comparison.json "
+                                 "is kept: give --out, or --force to replace it)")
+    p.add_argument("--force", action="store_true", help="replace the comparison.json (and, with --ci-outputs, the report files) a gate wrote into RUN_DIR")
+    p.add_argument("--infra-budget", type=fraction, default=None,
+                   help="infra error rate above which the run is incomplete (default: the gate's, for a gate's run directory; else 0.02)")
     p.add_argument("--allow-inconclusive", action="store_true", help="exit 0 instead of 20 when inconclusive (never for 13, a significant quality drop of unattributed cause)")
     p.add_argument("--ci-outputs", action="store_true",
                    help="also write what gate writes into RUN_DIR: report.html, junit.xml, summary.md (+ $GITHUB_STEP_SUMMARY), samples.csv")
@@ -26,10 +29,13 @@ def handle(a: argparse.Namespace) -> int:
     from verifier.app.gate import compare_run, load_golden
     from verifier.cli.text import print_comparison
     from .args import exit_code
+    from .gate import print_limited
 
+    keep_gate_comparison(Path(a.run_dir), bool(a.out) and not a.ci_outputs, a.force)
     golden = load_golden(a.golden)  # once: the comparison and the report read the same value
     doc = compare_run(Path(a.run_dir), a.golden, Path(a.out) if a.out else None, a.infra_budget, golden,
                       allow_subset=a.allow_subset)
+    print_limited(doc)
     print_comparison(doc)
     if a.ci_outputs:
         from .gate import print_outputs, write_ci_outputs
@@ -40,3 +46,20 @@ def handle(a: argparse.Namespace) -> int:
 
         print(f"comparison: {Path(a.out) if a.out else RunDir(Path(a.run_dir)).comparison_path()}")
     return exit_code(doc, a.allow_inconclusive)
+
+
+def keep_gate_comparison(run_dir: Path, elsewhere: bool, force: bool) -> None:
+    """A gate's comparison.json is its verdict of record (CI read it, the report links it): compare writes over it
+    only when told (--force); --out writes elsewhere. A run never compared, or compared by `compare`, is written
+    as before; so is an interrupted gate's directory, which has no comparison yet."""
+    from verifier.errors import UsageError
+    from verifier.execution.layout import COMPARISON
+    from verifier.execution.rundir import RunDir
+
+    rd = RunDir(run_dir)
+    if elsewhere or force or not rd.is_run() or not rd.has(COMPARISON):
+        return
+    if rd.header_dict().get("gate_of") is None:
+        return
+    raise UsageError(f"{run_dir} holds the comparison its gate wrote; compare keeps it: give --out FILE to write "
+                     "this one elsewhere, or --force to replace the gate's")

@@ -54,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument("--no-cache-prompt", action="store_true", help="turn the prompt (prefix) cache off (lossless)")
     q.add_argument("--ctx", type=int, default=4096, help="context: llama.cpp total, shared by the slots; vLLM --max-model-len (default 4096)")
     q.add_argument("--seed", type=int, default=1234, help="server sampling seed (default 1234)")
-    q.add_argument("--threads", type=int, help="CPU threads (default: the engine's choice)")
+    q.add_argument("--threads", type=int, help="CPU threads (llama.cpp default: half of this machine's CPUs, at least 1; vLLM: its own choice)")
     q.add_argument("--log", help="server log file (default: a file in the temp dir, printed)")
     q.add_argument("extra", nargs="*", metavar="-- ENGINE_ARGS", help="further llama-server or vLLM flags after --")
 
@@ -107,6 +107,10 @@ def handle(a: argparse.Namespace) -> int:
             e.model, e.dtype, e.kv_cache_dtype, e.template, e.tool_call_parser or vllm_engine.DEFAULT_TOOL_PARSER,
             port=e.port, max_model_len=e.ctx, max_num_seqs=e.slots, seed=e.seed, enforce_eager=e.enforce_eager,
             prefix_caching=not e.no_cache_prompt, threads=e.threads, log=e.log, models_dir=e.models_dir, extra=extra))
+    threads = e.threads or engines.default_threads()
+    if not e.threads:
+        print(f"threads: {threads} (half of this machine's CPUs; on a shared machine fewer threads decode faster: "
+              "--threads N to choose)", file=sys.stderr)
     return engines.start_foreground(engines.StartConfig(
-        e.model, e.quant, e.kv_cache, e.template, port=e.port, slots=e.slots or 2, ctx=e.ctx, seed=e.seed, threads=e.threads,
+        e.model, e.quant, e.kv_cache, e.template, port=e.port, slots=e.slots or 2, ctx=e.ctx, seed=e.seed, threads=threads,
         log=e.log, models_dir=e.models_dir, extra=extra, spec=e.spec_type, cache_prompt=not e.no_cache_prompt))

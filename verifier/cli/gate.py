@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .args import MODE_NAMES, add_endpoint_args
+from .args import MODE_NAMES, add_endpoint_args, add_teacher_forcing_args
 from .types import fraction, positive_int
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-probes", action="store_true", default=None, help="leave the golden's probes out: judge its samples only (comparison.json says so)")
     p.add_argument("--sequential", action="store_true", default=None, help="send samples in batches and stop once a regression is decided (reports samples saved)")
     p.add_argument("--looks", type=positive_int, help="with --sequential: number of batches / interim looks (default 5)")
+    add_teacher_forcing_args(p)
     # No defaults and no environment here: the flags are merged over the gate file and the environment as values.
     add_endpoint_args(p, required=False, unset=True)
     p.set_defaults(fn=handle, check=check)
@@ -57,7 +58,8 @@ def options_from_flags(a: argparse.Namespace):  # -> app.spec.GateOptions
         golden=a.golden, suites=names(a.suite, "--suite") if a.suite else None,
         modes=names(a.mode, "--mode") if a.mode else None, limit=a.limit, data=a.data,
         margins=tuple(margin_from_flag(m, "gate") for m in a.margin) if a.margin else None, probes=probes,
-        sequential=a.sequential, looks=a.looks, infra_budget=a.infra_budget, allow_inconclusive=a.allow_inconclusive,
+        sequential=a.sequential, looks=a.looks, teacher_forcing=a.teacher_forcing, forced_positions=a.forced_positions,
+        infra_budget=a.infra_budget, allow_inconclusive=a.allow_inconclusive,
         quiet=a.quiet, base_url=a.base_url, model=a.model, api_key_env=a.api_key_env,
         headers=parse_headers(a.header) if a.header else None, concurrency=a.concurrency, timeout_s=a.timeout,
         max_retries=a.max_retries, max_response_bytes=int(a.max_response_mb * 2**20) if a.max_response_mb else None,
@@ -106,8 +108,11 @@ def handle(a: argparse.Namespace) -> int:
 
             from .run import resume_command
 
+            # The run directory records what this gate was asked (run.json's `gate`), so compare narrows the golden
+            # and takes the infra budget as the gate would have; only the exit mapping is the command line's.
+            compare = f"verifier compare {shlex.quote(str(e.run_dir))} --golden {shlex.quote(str(opts.golden))} --ci-outputs"
             e.next_steps = (resume_command(e.run_dir, argparse.Namespace(base_url=opts.base_url, api_key_env=opts.api_key_env, header=opts.headers)),
-                            f"verifier compare {shlex.quote(str(e.run_dir))} --golden {shlex.quote(str(opts.golden))} --ci-outputs")
+                            compare + (" --allow-inconclusive" if opts.allow_inconclusive else ""))
         raise
     return exit_code(doc, bool(opts.allow_inconclusive))
 
@@ -125,11 +130,15 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
     run_dir = Path((doc.run or {})["run_dir"])  # compare_run always records it
     # Files first: a reader that stops early (`verifier gate | head`) must not cost the report.
     paths = write_ci_outputs(run_dir, doc, html, junit, markdown, golden)
-    lim = doc.limited
-    if lim and echo:
-        part = f"the golden's first {lim['limit']} samples per suite" if lim["limit"] else "the golden's samples"
-        probes = ", its probes left out" if lim["probes_left_out"] else ""
-        print(f"limited: {part} ({lim['gated_records']} of its {lim['golden_records']} samples){probes}")
+    if echo and spec.quiet:  # the status, the first cause and where the report is: the rest is in the report
+        from verifier.cli.text import print_quiet
+        from verifier.execution.rundir import RunDir
+
+        print_quiet(doc)
+        print(f"report: {paths['html']}" if paths else f"comparison: {RunDir(run_dir).comparison_path()}")
+        return doc
+    if echo:
+        print_limited(doc)
     seq = doc.sequential
     if seq and echo:
         used, total = seq["used_samples"], seq["total_samples"]
@@ -138,6 +147,15 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
         print_comparison(doc)
         print_outputs(run_dir, paths)
     return doc
+
+
+def print_limited(doc: Comparison) -> None:
+    """The line that says a gate judged part of its golden, and which part."""
+    lim = doc.limited
+    if lim:
+        part = f"the golden's first {lim['limit']} samples per suite" if lim["limit"] else "the golden's samples"
+        probes = ", its probes left out" if lim["probes_left_out"] else ""
+        print(f"limited: {part} ({lim['gated_records']} of its {lim['golden_records']} samples){probes}")
 
 
 def print_outputs(run_dir: Path, paths: dict[str, Path] | None) -> None:

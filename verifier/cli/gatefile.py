@@ -30,6 +30,8 @@ the command line > the file > the environment > defaults.
     allow_inconclusive = false
     sequential = false
     looks = 5
+    teacher_forcing = "auto"            # auto | off | prompt_logprobs | echo | prefill (docs/reference/attribution.md)
+    forced_positions = 4                # prefill positions per sample
     probes = false                      # true: run and compare the probes; false: none (no probes.json); unset: the golden's
 
     [margins]                           # over the golden's calibrated margins; each needs its reason
@@ -99,7 +101,8 @@ def options(doc: dict[str, Any], path: Path):  # -> tuple[GateOptions, list[tupl
         data=doc.get("data"),
         margins=margins_from_table(doc["margins"], "gate", "gate file: [margins]") if "margins" in doc else None,
         probes=Probes.of(bud["probes"]) if "probes" in bud else None, sequential=bud.get("sequential"),
-        looks=bud.get("looks"), infra_budget=float(bud["infra"]) if "infra" in bud else None,
+        looks=bud.get("looks"), teacher_forcing=bud.get("teacher_forcing"), forced_positions=bud.get("forced_positions"),
+        infra_budget=float(bud["infra"]) if "infra" in bud else None,
         allow_inconclusive=bud.get("allow_inconclusive"),
         sampling=sampling(smp.get("temperature"), smp.get("top_p"), smp.get("max_tokens"), smp.get("seed"),
                           smp.get("logprobs")) or None,

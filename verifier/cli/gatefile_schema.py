@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from verifier.execution.teacher_forcing import CHOICES as FORCING
+
 SCHEMA_VERSION = 1
 """Bump when a key changes meaning or type; the schema's $id names it."""
 
@@ -56,6 +58,8 @@ GATE = {
             "allow_inconclusive": _SWITCH,
             "sequential": _SWITCH,
             "looks": {"type": "integer", "minimum": 1, "maximum": 100},
+            "teacher_forcing": {"enum": list(FORCING)},
+            "forced_positions": {"type": "integer", "minimum": 1, "maximum": 512},
             "probes": _SWITCH,
         }},
         "margins": {"type": "object", "additionalProperties": {

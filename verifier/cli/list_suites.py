@@ -13,6 +13,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def handle(a: argparse.Namespace) -> int:
     from verifier.app.collect import get_suites, suite_origin
 
-    for name, s in sorted(get_suites().items()):
-        print(f"{name:<14} v{s.version:<6} {suite_origin(name):<16} {s.description}")
+    rows = [(name, f"v{s.version}", suite_origin(name), s.description) for name, s in sorted(get_suites().items())]
+    # columns as wide as their widest cell (a long suite name pushed its row's columns out of line)
+    w = [max((len(r[i]) for r in rows), default=0) for i in range(3)]
+    for name, version, origin, description in rows:
+        print(f"{name:<{w[0]}}  {version:<{w[1]}}  {origin:<{w[2]}}  {description}")
     return 0

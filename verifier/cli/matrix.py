@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--golden", required=True, help="the golden every run is compared with")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
                    help=f"where matrix.html, matrix.md and matrix.json go (default {DEFAULT_OUT}, under the current directory)")
-    p.add_argument("--infra-budget", type=float, default=0.02)
+    p.add_argument("--infra-budget", type=float, default=None,
+                   help="infra error rate above which a run is incomplete (default: the one its gate used, else 0.02)")
     p.add_argument("--allow-inconclusive", action="store_true", help="inconclusive providers count as passing for the exit code (regression_unattributed, 13, never does)")
     p.set_defaults(fn=handle)
 

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
+from verifier.execution.teacher_forcing import CHOICES as FORCING
+
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _LIST_INT = {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 1_000_000}, "minItems": 1, "maxItems": 16}
 _OPTIONS = {  # llama.cpp engine options: the engines.Server keyword arguments a sweep may set
@@ -41,6 +43,8 @@ SCHEMA: dict[str, Any] = {
             "limit": {"type": "integer", "minimum": 1, "maximum": 10_000_000},
             "sequential": {"type": "boolean"},
             "looks": {"type": "integer", "minimum": 1, "maximum": 100},
+            "teacher_forcing": {"enum": list(FORCING)},
+            "forced_positions": {"type": "integer", "minimum": 1, "maximum": 512},
             "margins": {"type": "object", "additionalProperties": {
                 "type": "object", "additionalProperties": False, "required": ["value", "reason"],
                 "properties": {"value": {"type": "number", "minimum": 0}, "reason": {"type": "string", "pattern": r"\S"}}}},
@@ -177,7 +181,8 @@ def gate_options(g: dict[str, Any]):  # -> app.spec.GateOptions
     return GateOptions(
         suites=tuple(g["suites"]) if "suites" in g else None, modes=tuple(g["modes"]) if "modes" in g else None,
         limit=g.get("limit"), data=g.get("data"), probes=Probes.of(g["probes"]) if "probes" in g else None,
-        sequential=g.get("sequential"), looks=g.get("looks"),
+        sequential=g.get("sequential"), looks=g.get("looks"), teacher_forcing=g.get("teacher_forcing"),
+        forced_positions=g.get("forced_positions"),
         infra_budget=float(g["infra_budget"]) if "infra_budget" in g else None,
         margins=margins_from_table(g["margins"], "gate", "sweep: [gate.margins]") if "margins" in g else None,
         concurrency=g.get("concurrency"), timeout_s=float(g["timeout"]) if "timeout" in g else None,
@@ -256,6 +261,27 @@ def _stop_on_sigterm() -> None:
         signal.signal(signal.SIGHUP, stop)
 
 
+def continue_command(file: str, spec: Any, only: Any, out: Path) -> str:
+    """The sweep that finishes an interrupted one: the configurations without a config.json yet (the one that was
+    running and those after it), into the same OUT. Its table is built over every configuration directory in OUT,
+    so it is the table the uninterrupted sweep gives (app/sweep.run_config sets an interrupted gate's directory aside)."""
+    import shlex
+
+    rest = [c.name for c in spec.configs if (not only or c.name in only) and not (out / c.name / "config.json").exists()]
+    if not rest:  # every configuration finished: only the table is left
+        done = [str(out / c.name) for c in spec.configs if (out / c.name / "config.json").exists()]
+        return shlex.join(["verifier", "sweep", "--combine", *done, "--out", str(out)])
+    return shlex.join(["verifier", "sweep", file, "--out", str(out), "--only", ",".join(rest)])
+
+
+def _say_how_to_continue(e: BaseException, file: str, spec: Any, only: Any, out: Path) -> None:
+    step = continue_command(file, spec, only, out)
+    if isinstance(e, KeyboardInterrupt):  # cli/main prints it with where the journal stands
+        e.next_steps = (step,)  # type: ignore[attr-defined]
+    else:  # SIGTERM / SIGHUP (_stop_on_sigterm): the process ends with this SystemExit, nothing else prints
+        print(f"verifier: terminated\n  continue with: {step}", file=sys.stderr)
+
+
 def handle(a: argparse.Namespace) -> int:
     from verifier.app import sweep
     from verifier.app.collect import default_run_dir
@@ -276,7 +302,12 @@ def handle(a: argparse.Namespace) -> int:
         out = Path(a.out or file_doc.get("out") or default_run_dir("sweep"))
         spec = spec_from_file(file_doc, out, a.quiet)
         _stop_on_sigterm()
-        doc = sweep.run(spec, only=names(a.only), log=_say(a.quiet))
+        only = names(a.only)
+        try:
+            doc = sweep.run(spec, only=only, log=_say(a.quiet))
+        except (KeyboardInterrupt, SystemExit) as e:
+            _say_how_to_continue(e, a.file, spec, only, out)
+            raise
     print_table(doc, out)
     # The table is the product; a configuration that could not be measured makes the sweep incomplete (30).
     return 30 if any(r.get("error") or r["status"] == "error" for r in doc["rows"]) else 0

@@ -52,20 +52,28 @@ def handle(a: argparse.Namespace) -> int:
         script = long_running_script(config)
     except (OSError, ValueError, TypeError, KeyError) as e:
         raise UsageError(f"--script {a.script}: {e}" if a.script else str(e)) from None
+    def cannot_listen(e: OSError) -> UsageError:
+        return UsageError(f"cannot listen on 127.0.0.1:{a.port} ({e.strerror}); pass another --port (0 = any free port)")
+
     with contextlib.ExitStack() as stack:
+        # --port is where the endpoint asked for listens: with --fault that is the faulty proxy, and the healthy
+        # server behind it takes any free port (said on stderr, for a side-by-side gate).
         try:
-            srv = stack.enter_context(TestServer(script, port=a.port))
+            srv = stack.enter_context(TestServer(script, port=0 if a.fault else a.port))
         except OSError as e:
-            raise UsageError(f"cannot listen on 127.0.0.1:{a.port} ({e.strerror}); pass another --port (0 = any free port)") from None
+            raise cannot_listen(e) from None
         url = srv.url
         if a.fault:
             try:
-                url = stack.enter_context(Proxy(srv.url, a.fault, seed=a.seed)).url
+                url = stack.enter_context(Proxy(srv.url, a.fault, seed=a.seed, port=a.port)).url
             except ValueError as e:
                 raise UsageError(str(e)) from None
+            except OSError as e:
+                raise cannot_listen(e) from None
         print(url, flush=True)
+        behind = f"; the healthy server behind it: {srv.url}" if a.fault else ""
         print(f"serving the scripted test endpoint ({'script ' + a.script if a.script else a.responder + ' responder'}"
-              f"{', faults ' + ', '.join(a.fault) if a.fault else ''}); try:\n"
+              f"{', faults ' + ', '.join(a.fault) if a.fault else ''}) at {url}{behind}; try:\n"
               f"  verifier run --suite smoke --smoke --base-url {url} --model test --out runs/try\n"
               f"  verifier gate --golden goldens/demo-smoke --base-url {url} --model test\n"
               "Ctrl-C stops it.", file=sys.stderr, flush=True)

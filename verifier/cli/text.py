@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:  # imported where a comparison is printed: `verifier run` never prints one
-    from verifier.attribution.document import Comparison
+    from verifier.attribution.document import Comparison, DiagnosisEntry
 
 
 def print_summary(summary: dict[str, Any]) -> None:
@@ -15,15 +15,42 @@ def print_summary(summary: dict[str, Any]) -> None:
         print(f"  outcomes {s['outcomes']}  findings {s['findings'] or '{}'}")
 
 
+def first_cause(doc: Comparison | Mapping[str, Any]) -> str | None:
+    """The one line that says why, for `--quiet`, as the full summary writes it: the first diagnosis (the component
+    to fix), else the first reason."""
+    from verifier.attribution.document import Comparison, DiagnosisEntry
+
+    c = Comparison.of(doc)
+    if c.diagnosis:
+        return _diagnosis_line(c.diagnosis[0])
+    why = next((r for r in c.reasons or [] if not r.startswith("diagnosis:")), None)
+    return None if why is None else f"  why: {why}"
+
+
+def _diagnosis_line(d: DiagnosisEntry) -> str:
+    ex = f" e.g. {', '.join(d.examples[:3])}" if d.examples else ""
+    return f"  diagnosis: {d.component}: {d.explanation};{ex} [{', '.join(d.modes)}]"
+
+
+def print_quiet(doc: Comparison | Mapping[str, Any]) -> None:
+    """`--quiet`: the status and its first cause; the rest is in the report."""
+    from verifier.attribution.document import Comparison, DiagnosisEntry
+
+    c = Comparison.of(doc)
+    print(f"status: {c.status} (exit {c.exit_code}): {c.meaning}")
+    cause = first_cause(c)
+    if cause:
+        print(cause)
+
+
 def print_comparison(doc: Comparison | Mapping[str, Any]) -> None:
-    from verifier.attribution.document import Comparison
+    from verifier.attribution.document import Comparison, DiagnosisEntry
 
     c = Comparison.of(doc)
     print(f"status: {c.status} (exit {c.exit_code}): {c.meaning}")
     # Lead with what to fix: the diagnosis (component, finding, where to look), then why, then the evidence.
     for d in c.diagnosis or ():
-        ex = f" e.g. {', '.join(d.examples[:3])}" if d.examples else ""
-        print(f"  diagnosis: {d.component}: {d.explanation};{ex} [{', '.join(d.modes)}]")
+        print(_diagnosis_line(d))
     for why in c.reasons or []:
         if not why.startswith("diagnosis:"):
             print(f"  why: {why}")
@@ -32,10 +59,15 @@ def print_comparison(doc: Comparison | Mapping[str, Any]) -> None:
         print(f"  note: the run is of model {models[0]!r}, the golden of {models[1]!r}: a difference may be the model's, not the endpoint's")
     from verifier.attribution.explain import tool_call_line
 
+    from verifier.attribution.teacher_forced import summary_line
+
     for suite, s in c.suites.items():
         line = tool_call_line(s.tool_calls)
         if line:
             print(f"  {suite} {line}")
+        forced = summary_line(s.teacher_forced)
+        if forced:
+            print(f"  {suite} {forced}")
     for name, side in (("frontend", c.frontend), ("quantization", c.quantization)):
         print(f"  {name}: {side.verdict}")
         for e in side.evidence:

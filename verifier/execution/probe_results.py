@@ -126,9 +126,11 @@ def exchange_changes(c: dict[str, Any], g: dict[str, Any], template_moved: bool 
 
 def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
           components: dict[str, str] | None = None,
-          comparators: dict[str, Callable[[Any, Any], tuple[bool, str]]] | None = None) -> list[dict[str, Any]]:
+          comparators: dict[str, Callable[[Any, Any], tuple[bool, str]]] | None = None,
+          reads_output: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """The conformance table, failing rows first. `components` names a probe's component where a result does not
-    (old goldens); `comparators` compare a measured value (prompt tokens, packet sizes) with the reference's."""
+    (old goldens); `comparators` compare a measured value (prompt tokens, packet sizes) with the reference's;
+    `reads_output`: the probes whose check reads what the model wrote (probes.Probe.reads_output)."""
     cand, gold = normalize(candidate), normalize(golden)
     template_moved = any(_fingerprint_moved(cand[k], gold[k], stream=False) for k in set(cand) & set(gold))
     rows = []
@@ -182,6 +184,7 @@ def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
             **({"evidence_code": evidence_code} if evidence_code else {}),
             **({"exchange_finding": exchange_finding} if exchange_finding else {}),
             **({"weak": True} if weak else {}),
+            **({"reads_output": True} if name in reads_output else {}),
         })
     rows.sort(key=lambda r: (STATUS_ORDER.index(r["status"]), r["probe"], r["surface"]))
     return rows
@@ -195,18 +198,27 @@ def evidence(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if r["status"] in ("not_run", "not_in_golden", "infra", "reference_infra"):
             continue
         verdict = "fail" if r["status"] == "regression" else "pass"
-        ref = {"regression": "reference passed", "reference_fails": "reference also fails",
-               "improved": "reference failed", "pass": "reference passed"}[r["status"]]
+        # What each side's own check said, as the results hold it (a row can regress on a moved exchange while both
+        # checks passed, or both failed: the words must not say otherwise).
+        ref = "reference passed" if r["reference"] == "pass" else \
+            "reference also fails" if r["candidate"] == "fail" else "reference failed"
+        if r["candidate"] == "pass":
+            said = "its check passed, but the exchange moved" if verdict == "fail" else "passed"
+        else:
+            said = "FAILED"
         out[r["key"]] = {"signal": f"probe:{r['probe']}", "surface": r["surface"], "component": r["component"],
                          "verdict": verdict,
-                         "summary": f"{r['probe']} on {r['surface']}: {'passed' if r['candidate'] == 'pass' else 'FAILED'} "
-                                    f"({r['candidate_detail']}; {ref}) [{r['component']}]"}
+                         "summary": f"{r['probe']} on {r['surface']}: {said} ({r['candidate_detail']}; {ref}) [{r['component']}]"}
         if r["status"] == "reference_fails":
             out[r["key"]]["qualifier"] = "reference_fails"  # a pass only because the golden cannot do it either
         elif r.get("weak"):
             # the check passed on both sides; only the request's fingerprint or greedy text moved (compare.py
             # holds a moved text as inconclusive where the numerics moved too: it is no frontend evidence then)
             out[r["key"]]["qualifier"] = "exchange_text" if r.get("evidence_code") is None else "exchange_fingerprint"
+        elif verdict == "fail" and r.get("reads_output") and not r.get("exchange_finding"):
+            # the check read what the model wrote: compare.py holds it inconclusive where the sample-level numerics
+            # moved (other weights write otherwise); a new contract finding on its requests stays evidence
+            out[r["key"]]["qualifier"] = "model_output"
     return out
 
 

@@ -228,7 +228,8 @@ class Golden:
             modes=tuple(m for m in h.modes if m in keep_modes), probes=h.probes if probes else None,
             margins={**h.margins, **{m.key: m for m in margins}})
         narrowed = None
-        if limit or not probes:  # a reviewer must see that this gate judged part of the golden, and which part
+        if limit or (not probes and h.probes):  # a reviewer must see that this gate judged part of the golden, and which part
+            # (leaving out probes a golden never had leaves nothing out)
             narrowed = {"limit": limit, "golden_records": self.whole_records or self.records(),
                         "gated_records": len({(o.suite, o.sample_id) for o in obs}),
                         "probes_left_out": bool(not probes and h.probes)}

@@ -144,6 +144,8 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
         f.append(Finding("stream_chunk_invalid_json", str(p.extra.bad_chunks)))
     if p.extra.stream_ignored:
         f.append(Finding("stream_ignored", str(p.extra.stream_ignored)))
+    if p.extra.stream_done_missing:
+        f.append(Finding("stream_done_missing", "the stream ended after its finish chunk without data: [DONE]"))
     detok = detokenize_mismatch(p)
     if detok:
         f.append(Finding("detokenize_mismatch", detok))

@@ -185,6 +185,10 @@ def markdown(doc: Comparison | Mapping[str, Any], report_path: str | None = None
 
     tools = [(suite, tool_call_line(s.tool_calls)) for suite, s in doc.suites.items()]
     lines += [""] + [f"- **{_md(suite)}** {_md(line, 400)}" for suite, line in tools if line] if any(t for _, t in tools) else []
+    from verifier.attribution.teacher_forced import summary_line
+
+    forced = [(suite, summary_line(s.teacher_forced)) for suite, s in doc.suites.items()]
+    lines += [""] + [f"- **{_md(suite)}** {_md(line, 400)}" for suite, line in forced if line] if any(t for _, t in forced) else []
     lines += probe_table(doc.conformance or [], _md)
     evidence = doc.evidence
     fired = [e for e in evidence if e.verdict != "pass"]

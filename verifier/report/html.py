@@ -112,6 +112,7 @@ def context(inp: Inputs) -> dict[str, Any]:
     targets = carded | {(d["suite"], d["sample_id"]) for d in diffs}
     return {
         "drift_plots": pictures.drift_plots(inp, {(d["suite"], d["sample_id"]) for d in diffs}), "token_diffs": diffs,
+        "forced_plots": pictures.teacher_forced_plots(inp),
         "token_scatter": {sc["suite"]: sc for sc in pictures.token_scatter(inp)}, "diff_targets": len(targets),
         "tool_calls": {suite: tool_call_line(s.tool_calls) for suite, s in (doc.suites if doc is not None else {}).items()},
         "diagnosis": diagnosis, "flips_by_mode": _flips_by_mode(doc),

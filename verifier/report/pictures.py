@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from verifier.attribution.numerics import parted_median  # the one definition compare's summaries use too
 from verifier.report import colours
 from ..jsonsafe import is_finite_number
 from verifier.surfaces.registry import REFERENCE_MODE
@@ -121,11 +122,10 @@ def parting(d: Any) -> str:
         return "" if d.first_divergence_median is None else f"median first divergence at token {d.first_divergence_median}"
     if not rows:
         return ""
-    at = sorted(int(r["first_divergence"]) for r in rows if r.get("parted") and isinstance(r.get("first_divergence"), (int, float)))
-    if not at:
+    parted = parted_median(rows)
+    if parted is None:
         return f"no greedy output parted from the golden's ({len(rows)} samples)"
-    mid = at[len(at) // 2] if len(at) % 2 else (at[len(at) // 2 - 1] + at[len(at) // 2]) / 2
-    return f"greedy outputs parted on {len(at)} of {len(rows)} samples, median first divergence at token {mid:g}"
+    return f"greedy outputs parted on {parted[0]} of {len(rows)} samples, median first divergence at token {parted[1]:g}"
 
 
 SPREAD_MAX = 4              # dots at one spot drawn side by side; more become one dot with a count
@@ -307,3 +307,44 @@ def diff_candidates(inp: Inputs, exclude: set[tuple[str, str]]) -> list[tuple[st
 def human(x: float | None) -> str:
     """A number as a person reads it (data.fmt): a few significant digits, thousands grouped, never 0.013094999999999999."""
     return fmt(x)
+
+
+def _curve(values: list[float], ax: _Axes) -> str:
+    """SVG polyline points of sorted values against their quantile (0..1)."""
+    xs = sorted(values)
+    n = len(xs)
+    return " ".join(f"{ax.x((i + 0.5) / n)},{ax.y(v)}" for i, v in enumerate(xs))
+
+
+def teacher_forced_plots(inp: Inputs) -> list[dict[str, Any]]:
+    """Per suite with a measured teacher-forced distance: the per-sample KL of the reference's reruns (the golden's
+    margin `<suite>/teacher_forced_kl`, `reference_per_sample`) against the candidate's, as sorted curves; and KL along
+    the tokens of the candidate's furthest sample (comparison.json `suites.<s>.teacher_forced`)."""
+    out = []
+    margins = (inp.golden_meta or {}).get("margins") or {}
+    for suite, s in sorted((inp.doc.suites if inp.doc is not None else {}).items()):
+        t = s.teacher_forced or {}
+        rows = t.get("per_sample") or []
+        cand = [r["kl_mean"] for r in rows if is_finite_number(r.get("kl_mean"))]
+        if t.get("state") != "measured" or not cand:
+            continue
+        m = margins.get(f"{suite}/teacher_forced_kl")
+        raw = m.get("reference_per_sample") if isinstance(m, dict) else None
+        ref = [float(x) for x in raw if is_finite_number(x)] if isinstance(raw, list) else []
+        top = max(cand + ref + [1e-6]) * 1.08
+        ax = _Axes(0, 1, 0, top)
+        dist = {"frame": ax.frame(), "candidate": _curve(cand, ax), "reference": _curve(ref, ax) if ref else None,
+                "n": len(cand), "reference_n": len(ref)}
+        far = t.get("furthest_sample") or {}
+        kl = [k for k in far.get("kl") or [] if is_finite_number(k)]
+        along = None
+        if kl:
+            pos = [p for p in far.get("positions") or []][:len(kl)]
+            toks = [str(x) for x in far.get("tokens") or []][:len(kl)]
+            ax2 = _Axes(0, max(pos + [1]), 0, max(kl + [1e-6]) * 1.08)
+            along = {"frame": ax2.frame(), "id": far.get("id"),
+                     "bars": [{"x": ax2.x(p), "y": ax2.y(k), "base": ax2.y(0), "title": f"token {p} {_visible(tok)!s}: KL {human(k)}"}
+                              for p, k, tok in zip(pos, kl, toks + [""] * len(kl))]}
+        out.append({"suite": suite, "method": t.get("method"), "verdict": t.get("verdict"), "distribution": dist,
+                    "along": along, "kl_mean": human(t.get("kl_mean")), "reference_kl_mean": human(t.get("reference_kl_mean"))})
+    return out

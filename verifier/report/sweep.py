@@ -22,7 +22,7 @@ STATUS_CLASS = {"pass": "v-pass", "inconclusive": "v-inconclusive", "incomplete"
                 "regression_unattributed": "v-fail"}
 
 COLUMNS = ("configuration", "status", "diagnosis", "drift", "parting", "lossless", "TTFT p50", "ITL", "tok/s per request",
-           "aggregate tok/s", "latency p50 / p90 / p99", "client CPU", "front")
+           "aggregate tok/s", "latency p50 / p90 / p99", "client CPU", "front", "teacher-forced KL", "KL × tok/s front")
 
 
 def _num(x: Any, unit: str = "", scale: float = 1.0, digits: int = 3) -> str:
@@ -82,6 +82,7 @@ def cells(r: Mapping[str, Any]) -> list[str]:
         (lat + " ms") if p else "—",
         _num(p.get("client_cpu_ms_per_request"), " ms/req", digits=3) if p else "—",
         "★" if r.get("front") else "",
+        _num(r.get("teacher_forced_kl"), digits=3), "◆" if r.get("kl_front") else "",
     ]
 
 
@@ -89,7 +90,8 @@ def markdown(doc: Mapping[str, Any]) -> str:
     rows = doc.get("rows") or []
     lines = [f"## verifier sweep vs golden `{doc.get('golden')}`", "",
              f"{len(rows)} configurations; ★ = passes the gate and no passing configuration is faster on every speed "
-             "figure beyond the intervals (the Pareto front).", "",
+             "figure beyond the intervals (the Pareto front); ◆ = no configuration has both a lower teacher-forced KL and "
+             "more aggregate tokens/s (the KL × tok/s front).", "",
              "| " + " | ".join(COLUMNS) + " |", "| " + " | ".join("---" for _ in COLUMNS) + " |"]
     for r in rows:
         lines.append("| " + " | ".join(_md(c) for c in cells(r)) + " |")
@@ -106,7 +108,8 @@ def _sort_key(r: Mapping[str, Any], i: int) -> str:
             4: (r.get("parting") or {}).get("rate"),
             6: (p.get("ttft_p50_s") or {}).get("mean"), 7: (p.get("itl_mean_s") or {}).get("mean"),
             8: (p.get("request_tokens_per_s") or {}).get("mean"), 9: (p.get("aggregate_tokens_per_s") or {}).get("mean"),
-            10: (p.get("latency_p50_s") or {}).get("mean"), 11: p.get("client_cpu_ms_per_request"), 12: 1 if r.get("front") else 0}
+            10: (p.get("latency_p50_s") or {}).get("mean"), 11: p.get("client_cpu_ms_per_request"), 12: 1 if r.get("front") else 0,
+            13: r.get("teacher_forced_kl"), 14: 1 if r.get("kl_front") else 0}
     v = keys.get(i)
     return "" if v is None else str(v)
 

@@ -126,6 +126,8 @@ def parse_stream(chunks: list[str]) -> Parsed:
     collided = sorted(i for i, ids in st.ids_per_index.items() if len(ids) > 1)
     if collided:
         extra.index_collisions = collided
+    if chunks and chunks[-1] != "[DONE]" and finished_without_done(chunks):
+        extra.stream_done_missing = True
     return Parsed(
         content="".join(st.content) if st.saw_content else None,
         reasoning="".join(st.reasoning) if st.saw_reasoning else None,
@@ -135,6 +137,26 @@ def parse_stream(chunks: list[str]) -> Parsed:
         logprobs=st.logprobs or None,
         extra=extra,
     )
+
+
+DONE_TAIL = 3
+"""Payloads at a stream's end read for its finish chunk: the finish chunk, the usage chunk, one more to spare."""
+
+
+def finished_without_done(chunks: list[str]) -> bool:
+    """A chat stream that ended cleanly after a finish chunk (a choice with a finish_reason, then its usage) and
+    never sent `data: [DONE]` (HF `transformers serve` does this): the answer is whole, so it is the frontend's
+    stream-termination defect (`stream_done_missing`), not a cut stream. The caller knows the connection closed
+    cleanly: a torn connection is a read error before this is asked. Only the last payloads are parsed."""
+    tail = chunks[-DONE_TAIL:]
+    if not tail or load_or_none(tail[-1]) is None:
+        return False  # it ends inside a payload: cut
+    for raw in tail:
+        d = load_or_none(raw)
+        choices = d.get("choices") if isinstance(d, dict) else None
+        if isinstance(choices, list) and any(isinstance(c, dict) and c.get("finish_reason") for c in choices):
+            return True
+    return False
 
 
 class Chat:
@@ -170,7 +192,8 @@ class Chat:
         return parse_stream(chunks)
 
     def stream_complete(self, chunks: list[str]) -> bool:
-        return bool(chunks) and chunks[-1] == "[DONE]"
+        """`[DONE]` last; or a clean end right after the finish chunk, which is whole but a finding (stream_done_missing)."""
+        return bool(chunks) and (chunks[-1] == "[DONE]" or finished_without_done(chunks))
 
     def error_ok(self, data: Any) -> bool:
         return True

@@ -235,14 +235,17 @@ def base_model(key: str, directory: str | os.PathLike | None = None) -> Path:
     if key not in MODELS:
         raise EngineError(f"unknown model {key!r}; known: {', '.join(MODELS)}")
     m = MODELS[key]
-    parts = part_paths(m)
+    out = models_dir(directory) / m.filename
+    if _is_verified(out, m):  # the verified GGUF already in the models dir: served as it is, no package needed
+        return out
+    try:
+        parts = part_paths(m)
+    except EngineError as e:
+        raise EngineError(f"{e}; or put the verified {m.filename} into --models-dir ({models_dir(directory)})") from None
     if len(parts) == 1:
         if not _is_verified(parts[0], m, remember=False):  # used in place; nothing written into site-packages
             raise EngineError(f"model {key}: {parts[0]} does not match its size/sha256; reinstall: {m.pip}")
         return parts[0]
-    out = models_dir(directory) / m.filename
-    if _is_verified(out, m):
-        return out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     h = hashlib.sha256()

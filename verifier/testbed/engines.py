@@ -300,10 +300,18 @@ class StartConfig:
                       extra_args=self.extra, model_file=self.model_file, spec=self.spec, cache_prompt=self.cache_prompt)
 
 
+def default_threads() -> int:
+    """llama-server's threads when none are asked for: half the CPUs this process may run on, at least 1.
+    llama.cpp's own default (every core) waits on itself on a shared machine: on 2 busy cores, 2 threads decoded a
+    0.5B model at 0.2-1 token/s, 1 thread at 6-14 (docs/engines.md, "Threads")."""
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, n // 2)
+
+
 def error_exit(e: EngineError) -> int:
-    """One line on stderr; 2 for bad input (unknown, not found, port in use), 1 for a failed engine."""
+    """One line on stderr; 2 for bad input or setup (unknown, not found, not installed, port in use), 1 for a failed engine."""
     print(f"verifier: error: {e}", file=sys.stderr)
-    return 2 if "unknown" in str(e) or "not found" in str(e) or "in use" in str(e) else 1
+    return 2 if any(w in str(e) for w in ("unknown", "not found", "not installed", "in use")) else 1
 
 
 def start_foreground(config: Any) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import re
 import threading
@@ -30,6 +31,7 @@ from .wire import call_token_counts, logprobs_of as _logprobs, prompt_tokens, us
 from .request_options import engine_reply, n_choices, scripted_text, with_server_defaults
 from .surface_server import add_routes
 from .tool_answers import DEFAULT as DEFAULT_TOOL_ANSWERS, ToolAnswers
+from . import teacher as teaching
 
 
 @dataclass
@@ -118,7 +120,13 @@ RESPONDERS: dict[str, Callable[[dict[str, Any]], Reply]] = {"arithmetic": arithm
 class Script:
     def __init__(self, responder: Callable[[dict[str, Any]], Reply] = echo, honour_sampling: bool = False,
                  models: tuple[str, ...] | None = None, listed: tuple[str, ...] = (),
-                 generation_defaults: dict[str, Any] | None = None):
+                 generation_defaults: dict[str, Any] | None = None, models_status: int = 200,
+                 teacher: teaching.Teacher | None = None):
+        self.models_status = models_status
+        """The status GET /v1/models answers with (HF `transformers serve` 5.19 answers 500): not 200, an error body."""
+        self.teacher = teacher
+        """The model's distributions (teacher.py): top_logprobs that mean something, and the teacher-forcing methods
+        it offers (prompt logprobs, echo, prefill) with its numerics knob. None: neither, as before."""
         self.models = models  # like vLLM: only these names (others 404); None: any name, like llama-server
         self.listed = listed  # with models=None: what /v1/models lists while any name is served (a llama-server alias)
         self.preflight: list[dict[str, Any]] = []  # the verifier's preflight pings, kept out of `requests`
@@ -143,6 +151,15 @@ class Script:
 
     def rule(self, pattern: str, reply: Reply) -> None:
         self.rules.append((re.compile(pattern), reply))
+
+    def answer_text(self, req: dict[str, Any]) -> str:
+        """What the model would generate for `req` (rules, then the responder; the queue is left alone): the text
+        a teacher-forced request's tokens are the model's own continuation of."""
+        text = last_user_text(req)
+        reply = next((r for pat, r in self.rules if pat.search(text)), None) or self.responder(req)
+        from .wire import generated_text
+
+        return generated_text(reply)
 
     def next(self, req: dict[str, Any]) -> Reply:
         with self._lock:
@@ -280,6 +297,10 @@ def make_app(script: Script) -> web.Application:
             return early
         script.requests.append(req)
         script.headers.append(dict(request.headers))
+        if script.teacher is not None and not req.get("stream"):
+            forced = teaching.chat_answer(script.teacher, req, script.answer_text, prompt_tokens)
+            if forced is not None:
+                return web.json_response(forced)
         reply = script.next(req)
         if script.honour_sampling and reply.status == 200 and reply.body is None:
             # request options and sampling, as a real engine applies them (its own defaults where the request is silent)
@@ -288,6 +309,17 @@ def make_app(script: Script) -> web.Application:
                 return web.json_response({"error": {"message": sampled, "type": "invalid_request_error"}}, status=400)
             reply = sampled
         await delay_or_drop(reply, request)
+        if script.teacher is not None and req.get("logprobs") and not reply.tool_calls and reply.logprob_entries is None:
+            from .wire import generated_text
+
+            k = req.get("top_logprobs") if isinstance(req.get("top_logprobs"), int) else 0
+            entries = script.teacher.entries(script.teacher.context(req.get("messages") or []), generated_text(reply), min(max(k, 0), 20))
+            reply = dataclasses.replace(reply, logprob_entries=entries)
+        if script.teacher is not None and script.teacher.preamble and reply.usage == "auto":
+            usage = _usage(reply, req)
+            usage = {**usage, "prompt_tokens": usage["prompt_tokens"] + script.teacher.preamble_tokens,
+                     "total_tokens": usage["total_tokens"] + script.teacher.preamble_tokens}
+            reply = dataclasses.replace(reply, usage=usage)
         if reply.status != 200:
             body = reply.body or json.dumps({"error": {"message": f"scripted {reply.status}", "type": "server_error", "code": reply.status}})
             return web.Response(status=reply.status, text=body, headers=reply.headers, content_type="application/json")
@@ -306,6 +338,10 @@ def make_app(script: Script) -> web.Application:
             return early
         script.requests.append(req)
         script.headers.append(dict(request.headers))
+        if script.teacher is not None:
+            echoed = teaching.echo_answer(script.teacher, req, script.answer_text)
+            if echoed is not None:
+                return web.json_response(echoed)
         reply = script.next({**req, "messages": [{"role": "user", "content": req.get("prompt", "")}]})
         if reply.status != 200:
             return web.Response(status=reply.status, text=reply.body or "{}", content_type="application/json")
@@ -320,6 +356,8 @@ def make_app(script: Script) -> web.Application:
         return web.json_response({"chat_template": CHATML, "total_slots": 1})
 
     async def models(request: web.Request) -> web.Response:
+        if script.models_status != 200:
+            return web.json_response({"error": {"message": "internal error", "type": "server_error"}}, status=script.models_status)
         ids = script.models if script.models is not None else script.listed
         return web.json_response({"object": "list", "data": [{"id": i, "object": "model", "owned_by": "verifier-testserver"} for i in ids]})
 

@@ -85,6 +85,17 @@ class DuplicateEvent(StreamMutator):
         return [d, json.loads(json.dumps(d))]
 
 
+class DoneDropped(StreamMutator):
+    """Native to chat: the closing `data: [DONE]` is left out; the finish and usage chunks go out as sent and the
+    response then ends cleanly (HF `transformers serve` 5.x ends its chat streams so)."""
+
+    def feed(self, payload: str) -> list[str]:
+        if payload.strip() == "[DONE]":
+            self.note("[DONE]", "(stream ended without it)")
+            return self.flush()
+        return super().feed(payload)
+
+
 def fffd_once(s: str) -> str | None:
     """One non-space character of the text becomes U+FFFD (a multi-byte character split across two deltas and
     decoded piece by piece)."""
@@ -233,4 +244,7 @@ WIRE_FAULTS: dict[str, Fault] = {f.name: f for f in [
           "a gateway's Messages translation of a backend that says `completed` on truncation",
           "stop_reason_changed (the golden stopped for length on the same text)",
           response=pure_edit(rewrite_length_stop), stream=LengthAsStopStream),
+    Fault("stream_done_dropped", "chat streams only: the closing data: [DONE] left out (finish and usage chunks sent, "
+          "then a clean end)", "HF transformers serve (5.x): chat streams end without data: [DONE]",
+          "stream_done_missing (stream assembly; a finding, not a cut stream)", stream=DoneDropped, native=("chat",)),
 ]}

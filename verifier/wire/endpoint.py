@@ -356,8 +356,10 @@ class Endpoint:
             return Attempt(status, chunks=chunks, error=err)
 
     async def send(self, mode: str, body: dict[str, Any], extra_headers: dict[str, str] | None = None,
-                   path: str | None = None) -> Result:
-        """One request of `mode` (its route, or `path` on the same surface, e.g. /messages/count_tokens)."""
+                   path: str | None = None, retries: int | None = None) -> Result:
+        """One request of `mode` (its route, or `path` on the same surface, e.g. /messages/count_tokens). `retries`:
+        instead of the configured max_retries (0 for a request that asks whether a feature exists: an error is the answer)."""
+        max_retries = self.cfg.max_retries if retries is None else retries
         route, stream = MODES[mode]
         path = path or route
         async with self._sem:
@@ -384,7 +386,7 @@ class Endpoint:
                 wait = self._backoff(attempts, a.retry_after_s)
                 retryable = (a.error is not None and not a.error.startswith(FINAL_ERRORS) and not expired
                              and time.monotonic() + wait < deadline)
-                if not retryable or attempts > self.cfg.max_retries:
+                if not retryable or attempts > max_retries:
                     how = timed_out(expired, a.chunks) if a.error == "timeout" else None
                     return Result(a.status, a.body, a.chunks, a.error, round(latency, 3), attempts, how)
                 await self._sleep(wait)

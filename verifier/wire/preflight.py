@@ -44,7 +44,10 @@ def _mentions_model(body: str | None) -> bool:
 def hint(status: int | None, model: str, listed: list[str], body: str | None, key_env: str | None) -> str | None:
     """The one-line hint for a status that means the endpoint is misconfigured, or None when it is not."""
     if status in (401, 403):
-        return f"the endpoint refused the credentials: is ${key_env or 'OPENAI_API_KEY'} set and right (or pass --header)?"
+        # The variable is named by the flag, never by its value: a key pasted where its variable's name belongs
+        # must not be echoed (the value is the user's, and may be the key itself).
+        default = " (default OPENAI_API_KEY)" if key_env in (None, "OPENAI_API_KEY") else ""
+        return f"the endpoint refused the credentials: is the key in the variable --api-key-env names{default} set and right (or pass --header)?"
     unknown = bool(listed) and model not in listed
     if status == 404 or (status == 400 and unknown and _mentions_model(body)):
         return f"model {model!r} not in /v1/models: {', '.join(listed[:10])}" if unknown else "does the base URL end in /v1?"
