@@ -56,13 +56,7 @@ PROBE_TEXTS = (
 def cache_dir() -> Path | None:
     """Where compiled tasks are kept: VERIFIER_CACHE_DIR, else $XDG_CACHE_HOME/verifier, else ~/.cache/verifier;
     None when there is no home to find (the task is then compiled in every process)."""
-    mine = os.environ.get("VERIFIER_CACHE_DIR")
-    if mine:
-        return Path(mine)
-    try:
-        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "verifier"
-    except RuntimeError:  # no HOME and no password entry
-        return None
+    return safeio.user_dir("VERIFIER_CACHE_DIR", "XDG_CACHE_HOME", ".cache")
 
 
 # ---------------------------------------------------------------- what is re-stated from lm-eval

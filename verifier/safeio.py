@@ -32,6 +32,18 @@ class UnsafeFile(ValueError):
 _FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
+def user_dir(own_variable: str, xdg_variable: str, home_default: str) -> Path | None:
+    """A per-user directory of verifier's: `$own_variable`, else `$xdg_variable/verifier`, else `~/home_default/verifier`;
+    None when there is no home to find (no HOME and no password entry)."""
+    mine = os.environ.get(own_variable)
+    if mine:
+        return Path(mine)
+    try:
+        return Path(os.environ.get(xdg_variable) or Path.home() / home_default) / "verifier"
+    except RuntimeError:
+        return None
+
+
 def _kind(mode: int) -> str:
     for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
                        (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):

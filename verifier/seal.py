@@ -23,6 +23,7 @@ import secrets
 import stat
 from functools import lru_cache
 from pathlib import Path
+from verifier import safeio
 
 KEY_BYTES = 32
 KEY_FILE = "seal.key"
@@ -31,13 +32,7 @@ KEY_FILE = "seal.key"
 def key_dir() -> Path | None:
     """Where the key lives: VERIFIER_CONFIG_DIR, else $XDG_CONFIG_HOME/verifier, else ~/.config/verifier (None
     without a home)."""
-    mine = os.environ.get("VERIFIER_CONFIG_DIR")
-    if mine:
-        return Path(mine)
-    try:
-        return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "verifier"
-    except RuntimeError:  # no HOME and no password entry
-        return None
+    return safeio.user_dir("VERIFIER_CONFIG_DIR", "XDG_CONFIG_HOME", ".config")
 
 
 def _read_key(path: Path) -> bytes | None:
