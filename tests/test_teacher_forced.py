@@ -136,7 +136,11 @@ def test_healthy_candidate_passes_with_the_figures_measured(forced_golden, tmp_p
     assert t["state"] == "measured" and t["method"] == method and t["verdict"] == "pass"
     assert t["positions"] >= 20 and t["kl_mean"] == 0.0 and t["top1_agreement"] == 1.0 and t["misaligned"] == 0
     assert {"kl_p50", "kl_p99", "kl_p999", "margin", "reference_kl_mean"} <= set(t)
-    assert f"teacher-forced KL ({method})" in out
+    # `gate --quiet` prints the status, the first cause and the report path only: the line per suite is in
+    # summary.md, and on the terminal where the comparison is printed whole (compare).
+    assert f"teacher-forced KL ({method})" in (tmp_path / "c" / "summary.md").read_text()
+    code, stdout, err = cli("compare", tmp_path / "c", "--golden", tmp / "golden", "--out", tmp_path / "again.json")
+    assert code == 0 and f"teacher-forced KL ({method})" in stdout + err, stdout + err
 
 
 def test_numerics_knob_is_a_quantization_regression_named_by_teacher_forced_kl(forced_golden, tmp_path, cli):
