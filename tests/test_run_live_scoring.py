@@ -273,3 +273,33 @@ def test_each_exchange_is_parsed_once_with_a_key_set(tmp_path, cli, monkeypatch)
     records = (out / journal.RESPONSES).read_text().splitlines()
     assert len(records) == 40 and calls[0] == len(records)
     same_as_score(out, cli)
+
+
+def test_two_threads_stepping_one_follower_judge_each_record_once(tmp_path, cli):
+    """A sequential gate's look catches up on the loop's thread while the scoring thread may be inside its own
+    slice: both step the same follower, and every record is judged once, at its own bytes, as `score` judges it."""
+    import threading
+
+    out = tmp_path / "r"
+    with TestServer(Script(mixed)) as srv:
+        assert cli(*run_args(srv.url, out, "--logprobs", "2"))[0] == 0
+    expected = scoring.score_journal(out, get_suites())
+    for _ in range(5):
+        follower = live.Follower(out, get_suites())
+        raised: list[BaseException] = []
+
+        def judge() -> None:
+            try:
+                for _ in range(200):
+                    follower.step(0.0)
+            except BaseException as e:  # noqa: BLE001 - asserted below
+                raised.append(e)
+
+        threads = [threading.Thread(target=judge) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert raised == []
+        verdicts, summary, _ = follower.result()
+        assert [v.to_json() for v in verdicts] == [v.to_json() for v in expected[0]] and summary == expected[1]

@@ -76,6 +76,10 @@ class Follower:
         self._offered: collections.deque[tuple[bytes, tuple[Any, BaseException | None]]] = collections.deque()
         self._offered_bytes = 0
         self._offer_lock = threading.Lock()
+        self._step_lock = threading.Lock()
+        """One `step` at a time: a sequential gate's look catches up on the loop's thread (app/collect.py
+        _interim_scores) while the scoring thread may be inside its slice; both move the same read position, and
+        two at once sliced records at the wrong bytes (a look failed on a "line is not valid JSON" that was not)."""
 
     def offer(self, line: bytes, parsed: tuple[Any, BaseException | None] | None) -> None:
         """journal.Journal's `written`: the parse the writer made of the line it wrote (None: it made none)."""
@@ -122,6 +126,10 @@ class Follower:
 
     def step(self, budget_s: float) -> bool:
         """Judge journaled records for about `budget_s` (at least one); True when every complete one is judged."""
+        with self._step_lock:
+            return self._step(budget_s)
+
+    def _step(self, budget_s: float) -> bool:
         end = time.perf_counter() + budget_s
         while self._loading is not None:
             item = next(self._loading, None)
