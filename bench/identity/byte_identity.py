@@ -199,7 +199,8 @@ class Snapshot:
         code, out = cli("score", run_dir)
         if code != 0:
             self.exits[f"{key}/score"] = code
-        code2, out2 = cli("compare", run_dir, "--golden", golden)
+        # --force: the gate wrote comparison.json and compare keeps a gate's document unless told to replace it
+        code2, out2 = cli("compare", run_dir, "--golden", golden, "--force")
         self.record(f"{key}/rescore", run_dir, out + out2, code2)
         self.report(f"{key}/rescore/report", run_dir, golden)
         obs = run_dir / "observations.jsonl"
