@@ -188,6 +188,36 @@ def test_endpoint_offering_no_method_is_unavailable_and_the_old_signals_decide(t
     assert run["state"] == "unavailable" and run["method"] is None and run["requests"] <= 1 + 1 + forcing.DEFAULT_POSITIONS
 
 
+def short_answer(req):
+    """As a small real model answers smoke ("Reply with just the number"): a one-token reply where the sum has one
+    digit (the suite's first sample, 3 + 4), a few tokens elsewhere."""
+    m = re.search(r"What is (-?\d+) \+ (-?\d+)", last_user_text(req))
+    total = int(m.group(1)) + int(m.group(2)) if m else None
+    return Reply(content=str(total) if total is not None and 0 <= total < 10 else f"The answer is {total}")
+
+
+def test_detection_is_not_decided_on_a_one_token_answer(tmp_path, cli):
+    """Found on llama-server (Qwen2.5-Coder-0.5B answers smoke's first sample with "7"): detection probed the first
+    record, whose one-token output has no prefill position, and found every method unavailable. It probes the longest
+    output, and every record is still forced (a one-token one measures nothing, as before)."""
+    from verifier.cli import main
+
+    with TestServer(Script(short_answer, teacher=Teacher(methods=("prefill",)))) as srv:
+        assert main(["run", *RUN, "--base-url", srv.url, "--out", str(tmp_path / "ref")]) == 0
+        assert main(["bless", str(tmp_path / "ref"), "--to", str(tmp_path / "g")]) == 0
+        assert main(["calibrate", str(tmp_path / "g"), "--base-url", srv.url, "--model", "m", "-k", "2",
+                     "--out-prefix", str(tmp_path / "cal"), "--quiet"]) == 0
+        code, doc, out = _gate(cli, tmp_path / "g", srv, tmp_path / "c")
+    run = json.loads((tmp_path / "cal-1" / "run.json").read_text())["teacher_forcing"]
+    assert run["state"] == "measured" and run["method"] == "prefill" and run["records"] == 20, run
+    assert "smoke/teacher_forced_kl" in json.loads((tmp_path / "g" / "golden.json").read_text())["margins"]
+    t = doc["suites"]["smoke"]["teacher_forced"]
+    assert code == 0 and t["state"] == "measured" and t["verdict"] == "pass", out
+    one_token = [r for r in forcing.read(tmp_path / "c") if r["sample_id"] == "add-00"]
+    assert len(one_token) == 1 and one_token[0]["positions"] == [] and one_token[0]["exchanges"] == []
+    assert t["samples"] == 20 - len([1 for r in forcing.read(tmp_path / "c") if r["positions"] == []])
+
+
 def test_uncalibrated_golden_is_inconclusive_where_the_distance_fired(forced_golden, tmp_path, cli):
     """A golden calibrated before the pass existed (its margins without teacher_forced_kl): a gate skips the pass
     by default; asked to measure (`--teacher-forcing on`), it is judged against 0."""

@@ -394,16 +394,17 @@ def _offered(method: str, row: Mapping[str, Any], t: Target) -> str | None:
         return "no alternatives (top_logprobs) at the forced positions"
     if method == "prefill":
         # A server that ignores the final assistant message (or closes it and starts a new turn) answers the question
-        # afresh: the golden's next token is then rarely among its alternatives.
-        hits = sum(any(tok == t.tokens[p] for tok, _ in top) for p, top in zip(f.positions[1:], f.top[1:]))
-        if len(f.positions) > 1 and hits * 2 < len(f.positions) - 1:
+        # afresh: the golden's next token is then rarely among its alternatives. Every position's prefix is a
+        # non-empty start of the golden's output (prefill_positions), so each one is a check.
+        hits = sum(any(tok == t.tokens[p] for tok, _ in top) for p, top in zip(f.positions, f.top))
+        if hits * 2 < len(f.positions):
             return "the final assistant message is not continued (the golden's next token is not among the alternatives)"
     return None
 
 
 async def run(ep: "Endpoint", forcing: Forcing, requests: Mapping[tuple[str, str], Mapping[str, Any]],
               template: str | None, run_dir: Path, quiet: bool = True) -> dict[str, Any]:
-    """Detect the method on the first target, force every target, write teacher_forced.jsonl; returns run.json's
+    """Detect the method on one target (the longest output), force every target, write teacher_forced.jsonl; returns run.json's
     `teacher_forcing` block (method, state, reason, requests, errors, records, positions, wall_s).
 
     `requests`: the run's own chat request per (suite, sample id) (epoch 0): the context forced is exactly the one
@@ -421,7 +422,9 @@ async def run(ep: "Endpoint", forcing: Forcing, requests: Mapping[tuple[str, str
                 "`--teacher-forcing on` measures anyway, judged uncalibrated"}
     if not targets:
         return {**block, "reason": "no greedy golden record with output tokens was sent in this run"}
-    first = targets[0]
+    # Detection is decided on one record: the longest output (the first of equals), since a short one may leave a
+    # method nothing to show (a one-token answer has no prefill position; greedy answers of a few digits are common).
+    first = max(targets, key=lambda t: len(t.tokens))
     candidates = METHODS if forcing.method in ("auto", "on") else (forcing.method,)
     tried: list[str] = []
     method = None
@@ -445,7 +448,7 @@ async def run(ep: "Endpoint", forcing: Forcing, requests: Mapping[tuple[str, str
     tally.fd = journal.create_new(path)
     try:
         tally.write(first_row)
-        await asyncio.gather(*(force(t) for t in targets[1:]))
+        await asyncio.gather(*(force(t) for t in targets if t is not first))
     finally:
         os.close(tally.fd)
         tally.fd = None
