@@ -51,6 +51,12 @@ def test_mann_whitney_one_sided():
     same = [i / 10 for i in range(10)]
     assert 0.3 < stats.mann_whitney_greater(same, same) < 0.7
     assert stats.mann_whitney_greater([], [1.0]) == 1.0
+    # Few samples or many ties: exact, where the normal approximation is far off both ways (measured on
+    # llama-server: one sample above 20 reruns' values is p = 1/21, not 0.058; one above 10 tied zeros is 1/11).
+    assert stats.mann_whitney_greater([i / 10 for i in range(20)], [5.0]) == pytest.approx(1 / 21)
+    assert stats.mann_whitney_greater([0.0] * 10, [1.0]) == pytest.approx(1 / 11)
+    assert stats.mann_whitney_greater([0.0] * 10, [1.0, 2.0]) == pytest.approx(1 / math.comb(12, 2))
+    assert tf.least_p([0.0] * 10, 1) >= tf.ALPHA > tf.least_p([0.0] * 20, 1)
 
 
 def test_prefill_positions_spread_over_the_output():
@@ -216,6 +222,33 @@ def test_detection_is_not_decided_on_a_one_token_answer(tmp_path, cli):
     one_token = [r for r in forcing.read(tmp_path / "c") if r["sample_id"] == "add-00"]
     assert len(one_token) == 1 and one_token[0]["positions"] == [] and one_token[0]["exchanges"] == []
     assert t["samples"] == 20 - len([1 for r in forcing.read(tmp_path / "c") if r["positions"] == []])
+
+
+def test_a_distance_above_the_margin_on_too_few_samples_is_undecided_not_a_pass(tmp_path, cli):
+    """Found on llama-server (Q2_K, `gate --limit 2`: one measurable sample, KL 300x the margin, p = 0.057, judged
+    pass, gate exit 0): one sample against a handful of reruns' values cannot reach p < 0.05 however far apart, so a
+    distance above the margin there is inconclusive; with enough samples the same server fails."""
+    from verifier.cli import main
+
+    with serve(("prefill",)) as srv:
+        assert main(["run", *RUN, "--limit", "5", "--base-url", srv.url, "--out", str(tmp_path / "ref")]) == 0
+    assert main(["bless", str(tmp_path / "ref"), "--to", str(tmp_path / "g")]) == 0
+    with serve(("prefill",), numerics=0.05) as srv:  # reruns that spread (a real engine's are never all at 0)
+        assert main(["calibrate", str(tmp_path / "g"), "--base-url", srv.url, "--model", "m", "-k", "2",
+                     "--out-prefix", str(tmp_path / "cal"), "--quiet"]) == 0
+    reference = json.loads((tmp_path / "g" / "golden.json").read_text())["margins"]["smoke/teacher_forced_kl"]
+    assert len(reference["reference_per_sample"]) == 10 and tf.least_p(reference["reference_per_sample"], 1) >= tf.ALPHA
+    with serve(("prefill",), numerics=1.0) as srv:
+        code, one, out = _gate(cli, tmp_path / "g", srv, tmp_path / "one", "--limit", "1")
+        code5, five, out5 = _gate(cli, tmp_path / "g", srv, tmp_path / "five")
+    t = one["suites"]["smoke"]["teacher_forced"]
+    assert t["samples"] == 1 and t["kl_mean"] > 10 * t["margin"] and t["p_value"] >= tf.ALPHA, t
+    assert t["verdict"] == "inconclusive" and "too few samples" in t["note"], t
+    ev = {e["signal"]: e for e in one["quantization"]["evidence"]}["teacher_forced_kl"]
+    assert ev["verdict"] == "inconclusive" and "too few samples" in ev["summary"]
+    assert code != 0 and one["quantization"]["verdict"] != "pass", out
+    t5 = five["suites"]["smoke"]["teacher_forced"]
+    assert code5 == 11 and t5["samples"] == 5 and t5["verdict"] == "fail" and "note" not in t5, out5
 
 
 def test_uncalibrated_golden_is_inconclusive_where_the_distance_fired(forced_golden, tmp_path, cli):

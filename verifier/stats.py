@@ -110,11 +110,19 @@ def sd(values: Sequence[float]) -> float:
     return math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
 
 
+EXACT_MW_BYTES = 200_000_000
+"""Work bound of the exact Mann-Whitney p (bytes of integer arithmetic, about a second at most): past it the normal
+approximation is used, which is good there (both groups large)."""
+
+
 def mann_whitney_greater(reference: Sequence[float], candidate: Sequence[float]) -> float:
     """One-sided Mann-Whitney U p-value that `candidate` values are stochastically larger than `reference` values.
 
-    Normal approximation with the tie correction and a continuity correction of 1/2 (ties are common: a
-    bit-stable engine gives many exact zeros). 1.0 when either side is empty or every value is tied."""
+    Exact (the permutation distribution of the rank sum, ties kept as mid-ranks) where the work is small: that is
+    where it matters, since with few samples or many ties (a bit-stable engine gives many exact zeros) the normal
+    approximation is far off both ways (one value above 10 tied ones: 0.002 by the approximation, 1/11 exactly; one
+    above 20 distinct ones: 0.058, 1/21 exactly). Otherwise the normal approximation with the tie correction and a
+    continuity correction of 1/2. 1.0 when either side is empty or every value is tied."""
     n1, n2 = len(reference), len(candidate)
     if n1 == 0 or n2 == 0:
         return 1.0
@@ -131,6 +139,9 @@ def mann_whitney_greater(reference: Sequence[float], candidate: Sequence[float])
         t = j - i + 1
         ties += t ** 3 - t
         i = j + 1
+    exact = _rank_sum_tail(ranks, [side for _, side in pooled])
+    if exact is not None:
+        return exact
     u = sum(r for r, (_, side) in zip(ranks, pooled) if side == 1) - n2 * (n2 + 1) / 2
     n = n1 + n2
     var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1))) if n > 1 else 0.0
@@ -138,3 +149,29 @@ def mann_whitney_greater(reference: Sequence[float], candidate: Sequence[float])
         return 1.0
     z = (u - n1 * n2 / 2 - 0.5) / math.sqrt(var)
     return min(1.0, max(0.0, 0.5 * math.erfc(z / math.sqrt(2))))
+
+
+def _rank_sum_tail(ranks: Sequence[float], sides: Sequence[int]) -> float | None:
+    """P(rank sum of side 1 >= observed) over all equally likely assignments of the sides to the pooled (mid-)ranks;
+    None when that costs more than EXACT_MW_BYTES. Counted by a polynomial over doubled ranks (integers), each
+    coefficient a fixed-width field of one Python integer, so a step is one shift and one add."""
+    n, k = len(ranks), sum(sides)
+    doubled = [round(2 * r) for r in ranks]
+    observed = sum(d for d, s in zip(doubled, sides) if s == 1)
+    total = math.comb(n, k)
+    width = total.bit_length() + 1
+    terms = 2 * n * k + 1
+    if n * k * terms * width // 8 > EXACT_MW_BYTES:
+        return None
+    ways = [0] * (k + 1)
+    ways[0] = 1
+    for idx, d in enumerate(doubled):
+        for j in range(min(k, idx + 1), 0, -1):
+            ways[j] += ways[j - 1] << (d * width)
+    tail = ways[k] >> (observed * width)
+    mask = (1 << width) - 1
+    count = 0
+    while tail:
+        count += tail & mask
+        tail >>= width
+    return min(1.0, count / total)

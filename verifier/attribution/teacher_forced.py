@@ -15,8 +15,9 @@ kl_p99, kl_p999, top1_agreement, mean |delta logprob|.
 
 The decision (compare.py): the candidate's per-sample KL against the reference reruns' per-sample KL (stored by
 calibrate in the margin `<suite>/teacher_forced_kl`), one-sided Mann-Whitney U; it fails when the test rejects at
-ALPHA and the mean is above the reruns' largest mean (the margin). Without that margin the golden is uncalibrated
-for it: judged against 0, inconclusive where it fired.
+ALPHA and the mean is above the reruns' largest mean (the margin). Above the margin without a rejection it passes
+only where the test could have rejected at these sample sizes (`least_p`), else it is inconclusive. Without that
+margin the golden is uncalibrated for it: judged against 0, inconclusive where it fired.
 """
 
 from __future__ import annotations
@@ -325,20 +326,39 @@ def judge(suite: str, m: SuiteMeasure | None, state: Mapping[str, Any] | None, m
     p = stats.mann_whitney_greater(ref, cand)
     limit = margin if margin is not None else 0.0
     above = (fig["kl_mean"] or 0.0) > limit + EPS
-    verdict = "fail" if p < ALPHA and above else "pass" if not above or p >= ALPHA and margin is not None else "inconclusive"
-    if margin is None and verdict == "fail":
-        verdict = "inconclusive"
+    decidable = least_p(ref, len(cand)) < ALPHA
+    if not above:
+        verdict = "pass"
+    elif p < ALPHA:
+        verdict = "fail" if margin is not None else "inconclusive"
+    else:
+        # Above the margin and not rejected: a pass only where the test could have rejected at these sample sizes.
+        verdict = "pass" if margin is not None and decidable else "inconclusive"
     block = {**block, "p_value": stats.rnd(p, 6), "test": "mann_whitney_greater", "verdict": verdict, **m.pictures()}
+    if above and not decidable:
+        block["note"] = (f"too few samples for the test to decide: {len(cand)} measured against {len(ref)} reruns' values "
+                         f"cannot reach p < {ALPHA} however far apart")
     if m.context_changed:
-        block["note"] = f"{len(m.context_changed)} record(s) left out: prompt-token fingerprint differs"
+        block["note"] = "; ".join(filter(None, [block.get("note"),
+                                                f"{len(m.context_changed)} record(s) left out: prompt-token fingerprint differs"]))
     summary = (f"KL(golden||candidate) on the golden's tokens by {m.method}: mean {fig['kl_mean']} (p99 {fig['kl_p99']}) over "
                f"{fig['positions']} positions of {fig['samples']} samples, top-1 agreement {fig['top1_agreement']}; "
                + (f"reruns' mean {block['reference_kl_mean']}, margin {margin}; " if margin is not None else
                   f"golden not calibrated for {margin_key(suite)}: rerun `verifier calibrate`; ")
                + f"one-sided Mann-Whitney p={stats.rnd(p, 4)}")
+    if above and not decidable:
+        summary += f"; {block['note']}"
     ev = Evidence(SIGNAL, suite, verdict, summary, component="numerics",
                   qualifier="uncalibrated" if margin is None and verdict == "inconclusive" else None)
     return Judged(block, (ev,), tuple(fe), verdict, calibrated=margin is not None)
+
+
+def least_p(reference: Sequence[float], n: int) -> float:
+    """The smallest p the one-sided test can give with `n` candidate samples against these reference values: every
+    candidate value above every reference value. At or above ALPHA, no distance however large can fail at this n
+    (one sample against 20 values gives p = 0.057), so a candidate above the margin is undecided, not a pass."""
+    top = max(reference, default=0.0)
+    return stats.mann_whitney_greater(reference, [top + 1.0 + i for i in range(n)])
 
 
 def spreads(suite: str, m: SuiteMeasure) -> dict[str, tuple[float, list[float]]]:
