@@ -86,7 +86,8 @@ def gate_row(name: str, srv: engines.Server, golden: Path, out: Path, limit: int
     t = suite.get("teacher_forced") or {}
     return {"variant": name, "n": limit, "exit": code, "status": doc["status"],
             "frontend": doc["frontend"]["verdict"], "numerics": doc["quantization"]["verdict"],
-            "tf_state": t.get("state"), "tf_verdict": t.get("verdict"), "tf_positions": t.get("positions"),
+            "tf_state": t.get("state"), "tf_verdict": t.get("verdict"), "tf_samples": t.get("samples"),
+            "tf_positions": t.get("positions"),
             "tf_p": t.get("p_value"), "kl_mean": t.get("kl_mean"), "kl_p99": t.get("kl_p99"), "top1": t.get("top1_agreement"),
             "drift_and_parting": bool(suite["drift"].get("numerics_changed")), "drift": suite["drift"].get("state"),
             "parting": (suite.get("divergence") or {}).get("verdict"), "method": forced.get("method"),
