@@ -169,11 +169,11 @@ def _gen_to_request(gen: dict[str, Any]) -> dict[str, Any]:
 def stable_sha256(samples: Iterable[Sample]) -> str:
     """Dataset fingerprint over what does not depend on the responses (id, messages, target):
     meta holds this run's lm-eval metric values, which must not make two runs' datasets differ."""
-    from verifier.execution import journal
+    from verifier import safewrite
 
     h = hashlib.sha256()
     for s in samples:
-        h.update(journal.canonical({"id": s.id, "messages": s.messages, "target": s.target}).encode())
+        h.update(safewrite.canonical({"id": s.id, "messages": s.messages, "target": s.target}).encode())
         h.update(b"\n")
     return h.hexdigest()
 
@@ -192,7 +192,7 @@ def import_samples(
     """Write lm-eval per-sample logs as a run directory. `samples` is one task's list, or
     `results["samples"]` ({task: list}) with `task=None` for all of them. Returns the run dir."""
     from verifier.execution import journal
-    from verifier import scrub
+    from verifier import safewrite, scrub
 
     scrub.register_env(api_key_env)  # an echoed key in lm-eval's logged responses never reaches the run
     per_task = samples if isinstance(samples, dict) else {task: samples}
@@ -212,8 +212,8 @@ def import_samples(
         all_x += xs
     header = run_header(out.name, model, base_url, api_key_env, suites_hdr, lm_eval_config)
     journal.write_samples(out, all_samples)
-    journal.write_jsonl(out / journal.RESPONSES, (x.to_json() for x in all_x))
-    journal.write_json(out / journal.HEADER, header)
+    safewrite.write_jsonl(out / journal.RESPONSES, (x.to_json() for x in all_x))
+    safewrite.write_json(out / journal.HEADER, header)
     return out
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from verifier.attribution import compare, explain, signals
 from verifier.attribution.document import ABSENT, Check, Comparison, DiagnosisEntry, MetricResult, SignalResult
+from verifier import safewrite
 from verifier.execution import journal
 from verifier.types import Evidence, Observation, RunHeader
 
@@ -49,8 +50,8 @@ def test_a_comparison_round_trips_in_key_order_and_in_file_bytes(i, tmp_path):
     c = Comparison.from_dict(doc)
     assert same(c.to_dict(), doc)
     assert not c.extra and all(not s.extra for s in c.suites.values())  # every key is named by a field
-    journal.write_json(tmp_path / "a.json", doc)
-    journal.write_json(tmp_path / "b.json", c.to_dict())
+    safewrite.write_json(tmp_path / "a.json", doc)
+    safewrite.write_json(tmp_path / "b.json", c.to_dict())
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
     back = Comparison.read(tmp_path / "a.json")
     assert back == c and back.to_dict() == doc  # read from the sorted file: same fields, same values

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from verifier import safewrite
 from verifier.execution import journal, runner, scoring
 from verifier.execution.live import Follower
 from verifier.execution.layout import OBSERVATIONS
@@ -418,7 +419,7 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
             work = runner.plan(suites, cfg.model, hdr["sampling"], resumed_extra_body(spec, hdr), hdr["epochs"], modes, set(done), template)
         else:
             hdr, work = _start_new(spec, run_dir, cfg, suites, info, template, stack)
-        journal.write_json(run_dir / journal.HEADER, hdr)
+        safewrite.write_json(run_dir / journal.HEADER, hdr)
         # Scored as it is journaled (the records of a resumed run first), beside the requests: see execution/live.py.
         live = Follower(run_dir, get_suites())
         following = asyncio.create_task(live.follow())
@@ -428,12 +429,12 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
             from verifier.execution.probes import FILE, run_probes
 
             # Every surface the run speaks (a gate: every surface the golden records), each result naming its surface.
-            journal.write_json(run_dir / FILE, await run_probes(ep, cfg.model, extra, surfaces_of(modes), only=spec.probe_only))
+            safewrite.write_json(run_dir / FILE, await run_probes(ep, cfg.model, extra, surfaces_of(modes), only=spec.probe_only))
         if spec.context_probe:
             from verifier.execution import context_probe as cp
 
             lengths = list(spec.context_lengths or cp.lengths_for(cp.n_ctx_of(info)))
-            journal.write_json(run_dir / cp.FILE, await cp.run(ep, cfg.model, extra, lengths))
+            safewrite.write_json(run_dir / cp.FILE, await cp.run(ep, cfg.model, extra, lengths))
         sent: dict[str, Any] = {"sent": 0, "errors": 0, "error_classes": {}}
         for batch in ([work] if stop_check is None else batches(work, spec.looks)):
             r = await runner.execute(run_dir, batch, cfg, quiet=spec.quiet, endpoint=ep, journaled=done, written=live.offer)
@@ -457,7 +458,7 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
             await following
         await ep.aclose()
     hdr["finished"] = runner.now()
-    journal.write_json(run_dir / journal.HEADER, hdr)
+    safewrite.write_json(run_dir / journal.HEADER, hdr)
     return run_dir, sent, live
 
 

@@ -14,6 +14,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Sequence
 
+from verifier import safewrite
 from verifier.execution import journal
 from verifier.execution.layout import CONTEXT, PROBES
 from verifier.execution.resume import endpoint_place, served_models
@@ -157,18 +158,18 @@ def merge(shards: list[Path], out: Path, allow_partial: bool = False, force: boo
         mine = [s for (suite, _), s in ordered if suite == name]
         h = hashlib.sha256()
         for s in mine:
-            h.update(journal.canonical(s.to_json()).encode())
+            h.update(safewrite.canonical(s.to_json()).encode())
             h.update(b"\n")
         reqs = sum(x["suites"].get(name, {}).get("requests", 0) for _, x in headers)
         hdr["suites"][name] = {**info, "dataset_sha256": h.hexdigest(), "samples": len(mine), "requests": reqs}
     # Responses: concatenated in shard order. Readers keep the latest record per key, so a sample that two
     # shards both ran resolves to the later shard, the same rule as a resumed run.
-    with journal.atomic_write(out / journal.RESPONSES) as f:
+    with safewrite.atomic_write(out / journal.RESPONSES) as f:
         for d, _ in headers:
             for rec in journal.read_jsonl(d / journal.RESPONSES):
-                f.write(journal.scrubbed_line(rec) + "\n")
+                f.write(safewrite.scrubbed_line(rec) + "\n")
     _merge_probes(headers, out, hdr)
-    journal.write_json(out / journal.HEADER, hdr)
+    safewrite.write_json(out / journal.HEADER, hdr)
     return hdr
 
 
@@ -191,11 +192,11 @@ def _merge_probes(headers: list[tuple[Path, dict[str, Any]]], out: Path, hdr: di
             elif bool(first.get("passed")) != bool(result.get("passed")):
                 probes[name] = {"passed": False, "detail": f"shards disagree: {first.get('detail')} / {result.get('detail')} ({d})"}
     if probes:
-        journal.write_json(out / PROBES, probes)
+        safewrite.write_json(out / PROBES, probes)
     for d, _ in headers:
         ctx = RunDir(d).context()
         if ctx is not None:
-            journal.write_json(out / CONTEXT, ctx)
+            safewrite.write_json(out / CONTEXT, ctx)
             sources[CONTEXT] = [str(d)]
             break
     if sources:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO
 
+from verifier import safewrite
 from verifier.execution import journal
 from verifier import scrub
 from verifier.surfaces.registry import mode_of, surface_for
@@ -32,7 +33,7 @@ git_commit = journal.git_commit
 def dataset_sha256(samples: list[Sample]) -> str:
     h = hashlib.sha256()
     for s in samples:
-        h.update(journal.canonical(journal.sample_fields(s)).encode())
+        h.update(safewrite.canonical(journal.sample_fields(s)).encode())
         h.update(b"\n")
     return h.hexdigest()
 
