@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from verifier.errors import UsageError
-from verifier.types import Exchange, Judgement, Parsed, Sample, Suite, Verdict
+from verifier.types import Exchange, Judgement, Parsed, RunHeader, Sample, Suite, Verdict
 from verifier.surfaces.registry import REFERENCE_MODE
 
 import suites.hub as hub
@@ -213,12 +213,12 @@ def import_samples(
     header = run_header(out.name, model, base_url, api_key_env, suites_hdr, lm_eval_config)
     journal.write_samples(out, all_samples)
     safewrite.write_jsonl(out / journal.RESPONSES, (x.to_json() for x in all_x))
-    safewrite.write_json(out / journal.HEADER, header)
+    journal.write_header(out, header)
     return out
 
 
 def run_header(run_id: str, model: str, base_url: str, api_key_env: str | None,
-               suites_hdr: dict[str, Any], lm_eval_config: dict[str, Any] | None) -> dict[str, Any]:
+               suites_hdr: dict[str, Any], lm_eval_config: dict[str, Any] | None) -> RunHeader:
     """run.json of an imported run: the shape runner.header writes, plus where the data came from."""
     from verifier.execution import journal
     from verifier.wire.endpoint import redact_url

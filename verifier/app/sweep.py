@@ -209,7 +209,7 @@ def row(config_dir: Path) -> dict[str, Any]:
     perf_doc = _read(config_dir / "perf.json") or {}
     diag = (comp.get("diagnosis") or [])
     parting = _parting(comp) if comp else {"count": 0, "n": 0, "rate": None, "reference_rate": None}
-    lossless = None
+    lossless: dict[str, Any] | None = None
     if info.get("lossless"):
         if parting["rate"] is None:
             lossless = {"held": None, "why": "not measured: no greedy parting evidence (logprobs off, or no gate)"}

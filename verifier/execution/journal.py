@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Iterator
 from verifier.version import __version__
 from verifier.errors import UsageError
 from verifier.redact import Redactor
+from verifier import safewrite
 from verifier.safewrite import create_new, dumps, scrubbed, write_jsonl
 from verifier.types import Exchange, RunHeader, Sample
 
@@ -41,17 +42,29 @@ def git_commit() -> str | None:
 
 def run_header(run_id: str, *, endpoint: dict[str, Any], suites: dict[str, Any], sampling: dict[str, Any],
                extra_body: dict[str, Any], epochs: int, modes: list[str], started: str | None,
-               finished: str | None = None, harness: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+               finished: str | None = None, harness: dict[str, Any] | None = None, **extra: Any) -> RunHeader:
     """The one builder of `run.json` (run, merge and the lm-eval importer): same keys as ever, plus `format`.
 
     `harness` defaults to this harness; a merge passes the shards' own. `extra` carries the optional keys.
     """
-    hdr = RunHeader(
+    return RunHeader(
         run_id=run_id, harness=harness or {"name": "verifier", "version": __version__, "git_commit": git_commit()},
         endpoint=endpoint, sampling=sampling, extra_body=extra_body, epochs=epochs, modes=list(modes), suites=suites,
         started=started, finished=finished, extra=extra,
     )
-    return hdr.to_json()
+
+
+def write_header(run_dir: Path, header: RunHeader, leave_out: frozenset[str] = frozenset()) -> None:
+    """run.json from its typed value, written whole and scrubbed (safewrite.write_json). `leave_out`: named keys a
+    resumed run.json was written without (`absent_keys`), so that completing an older run adds only what it adds."""
+    doc = header.to_json()
+    safewrite.write_json(Path(run_dir) / HEADER, {k: v for k, v in doc.items() if k not in leave_out} if leave_out else doc)
+
+
+def absent_keys(doc: dict[str, Any]) -> frozenset[str]:
+    """The keys RunHeader names that a run.json as read does not hold (a run from before they existed), `finished`
+    aside: a resume writes it."""
+    return frozenset(f for f in RunHeader.__dataclass_fields__ if f not in ("extra", "finished") and f not in doc)
 
 
 @contextlib.contextmanager

@@ -71,8 +71,8 @@ def merge_headers(run_id: str, headers: list[tuple[Path, dict[str, Any]]]) -> di
             seen = versions.setdefault(name, (info["version"], d))
             if seen[0] != info["version"]:
                 raise _usage(f"conflicting {name} versions: {seen[0]} in {seen[1]}, {info['version']} in {d}")
-    starts = [h.get("started") for _, h in headers if h.get("started")]
-    ends = [h.get("finished") for _, h in headers]
+    starts: list[Any] = [h.get("started") for _, h in headers if h.get("started")]  # ISO-8601 strings as the shards wrote them
+    ends: list[Any] = [h.get("finished") for _, h in headers]
     named = {f.name for f in fields(RunHeader)}
     rest = {k: v for k, v in first.items() if k not in named}  # server_info and whatever else the first shard had
     endpoints = sorted({str((h.get("endpoint") or {}).get("base_url")) for _, h in headers})
@@ -84,15 +84,15 @@ def merge_headers(run_id: str, headers: list[tuple[Path, dict[str, Any]]]) -> di
         shards=[{"run_id": h.get("run_id"), "endpoint": h.get("endpoint"), "started": h.get("started"), "finished": h.get("finished"),
                  "selection": h.get("selection"), "suites": h.get("suites")} for _, h in headers],
     )
-    return journal.run_header(
-        run_id, harness=first.get("harness"), endpoint=first["endpoint"], sampling=first.get("sampling"),
-        extra_body=first.get("extra_body"), epochs=first.get("epochs"), modes=first.get("modes"),
+    kept: dict[str, Any] = {k: first.get(k) for k in ("harness", "sampling", "extra_body", "epochs", "modes")}  # the first shard's
+    return journal.run_header(  # a dict from here on: the shard set, sums and merged parts are added below
+        run_id, endpoint=first["endpoint"], **kept,
         suites={name: {**h["suites"][name]} for _, h in reversed(headers) for name in h["suites"]},
         started=min(starts) if starts else None,
         # ISO-8601 UTC strings sort chronologically; a shard that never finished leaves the merge unfinished.
         finished=max(ends) if ends and all(ends) else None,
         **rest,
-    )
+    ).to_json()
 
 
 def _refuse_repeats(shards: list[Path]) -> None:
