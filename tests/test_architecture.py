@@ -152,7 +152,7 @@ def test_the_core_never_imports_the_testbed():
 # Files are written whole and scrubbed by verifier/safewrite.py, beside safeio.py's reads on the base floor: the
 # report, the golden store and the sweep write without the run package, and the journal keeps exchange and sample I/O.
 
-WRITERS = {"write_json", "write_jsonl", "write_text", "atomic_write", "create_new", "scrubbed_line", "scrubbed", "dumps",
+WRITERS = {"write_json", "write_jsonl", "write_text", "atomic_write", "create_new", "check_writable", "scrubbed_line", "scrubbed", "dumps",
            "canonical"}
 WRITER_FLOOR = {"verifier.errors", "verifier.jsonsafe", "verifier.redact", "verifier.safeio", "verifier.scrub"}
 

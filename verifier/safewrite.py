@@ -102,6 +102,29 @@ def atomic_write(path: Path, binary: bool = False) -> Iterator[IO[Any]]:
                 os.unlink(tmp)
 
 
+def check_writable(path: Path, directory: bool = False) -> None:
+    """Before any request: `path` (a file, or with `directory` a directory) can be written where it is named.
+    The nearest existing ancestor must take a new file (a probe with an unpredictable name, removed at once):
+    a read-only target is a usage error now, not after every request has been sent."""
+    path = Path(path)
+    what = f"output directory {path} is not writable" if directory else f"cannot write {path}"
+    if not directory and path.is_dir():
+        raise UsageError(f"cannot write {path}: it is a directory")
+    if directory and path.exists() and not path.is_dir():
+        raise UsageError(f"{what}: it is not a directory")
+    place = path if directory and path.is_dir() else path.parent
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    if not place.is_dir():
+        raise UsageError(f"{what}: {place} is not a directory")
+    probe = place / f".verifier-probe-{secrets.token_hex(8)}"
+    try:
+        os.close(create_new(probe))
+        os.unlink(probe)
+    except OSError as e:
+        raise UsageError(f"{what}: {e.strerror or e}") from None
+
+
 def write_json(path: Path, obj: Any) -> None:
     """Atomic: a reader never sees half a file, and a crash keeps the old one. Scrubbed of this process's secrets."""
     obj = scrub.obj(obj)

@@ -592,7 +592,7 @@ def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]],
     run_dir = spec.out or default_run_dir("-".join(s.name for s in suites_))
     if (run_dir / journal.HEADER).exists():
         journal.ensure_writable_new_dir(run_dir)  # refuses, naming --resume
-    journal.check_writable(run_dir, directory=True)  # before the preflight's first request
+    safewrite.check_writable(run_dir, directory=True)  # before the preflight's first request
     return run_dir, samples, cfg
 
 
