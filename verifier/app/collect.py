@@ -1,6 +1,7 @@
 """The application layer: specs in, typed documents out. No argparse here; the CLI builds the specs.
 
-collect(RunSpec)      -> Collected (run dir, summary, counts): the only network phase, then scored
+collect(RunSpec)      -> Collected (run dir, summary, counts): the only network phase, then scored; the run is
+                         collected by the steps in STEPS, in that order, over one Collection
 score(run_dir)        -> summary: offline and pure
 Goldens, compare_run, bless, calibrate and gate (which chain these) live in app/gate.py.
 """
