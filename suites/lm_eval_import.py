@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from verifier.errors import UsageError
-from verifier.types import Exchange, Judgement, Parsed, Sample, Suite, Verdict
+from verifier.types import Exchange, Judgement, Parsed, RunHeader, Sample, Suite, Verdict
 from verifier.surfaces.registry import REFERENCE_MODE
 
 import suites.hub as hub
@@ -169,11 +169,11 @@ def _gen_to_request(gen: dict[str, Any]) -> dict[str, Any]:
 def stable_sha256(samples: Iterable[Sample]) -> str:
     """Dataset fingerprint over what does not depend on the responses (id, messages, target):
     meta holds this run's lm-eval metric values, which must not make two runs' datasets differ."""
-    from verifier.execution import journal
+    from verifier import safewrite
 
     h = hashlib.sha256()
     for s in samples:
-        h.update(journal.canonical({"id": s.id, "messages": s.messages, "target": s.target}).encode())
+        h.update(safewrite.canonical({"id": s.id, "messages": s.messages, "target": s.target}).encode())
         h.update(b"\n")
     return h.hexdigest()
 
@@ -192,7 +192,7 @@ def import_samples(
     """Write lm-eval per-sample logs as a run directory. `samples` is one task's list, or
     `results["samples"]` ({task: list}) with `task=None` for all of them. Returns the run dir."""
     from verifier.execution import journal
-    from verifier import scrub
+    from verifier import safewrite, scrub
 
     scrub.register_env(api_key_env)  # an echoed key in lm-eval's logged responses never reaches the run
     per_task = samples if isinstance(samples, dict) else {task: samples}
@@ -212,13 +212,13 @@ def import_samples(
         all_x += xs
     header = run_header(out.name, model, base_url, api_key_env, suites_hdr, lm_eval_config)
     journal.write_samples(out, all_samples)
-    journal.write_jsonl(out / journal.RESPONSES, (x.to_json() for x in all_x))
-    journal.write_json(out / journal.HEADER, header)
+    safewrite.write_jsonl(out / journal.RESPONSES, (x.to_json() for x in all_x))
+    journal.write_header(out, header)
     return out
 
 
 def run_header(run_id: str, model: str, base_url: str, api_key_env: str | None,
-               suites_hdr: dict[str, Any], lm_eval_config: dict[str, Any] | None) -> dict[str, Any]:
+               suites_hdr: dict[str, Any], lm_eval_config: dict[str, Any] | None) -> RunHeader:
     """run.json of an imported run: the shape runner.header writes, plus where the data came from."""
     from verifier.execution import journal
     from verifier.wire.endpoint import redact_url

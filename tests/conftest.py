@@ -11,12 +11,12 @@ from typing import Callable
 import pytest
 
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic
-from verifier.execution import journal as _journal
+from verifier import safewrite as _safewrite
 
-# Every comparison document the suite writes through the journal is read back as the typed Comparison first: its
+# Every comparison document the suite writes through verifier/safewrite.py is read back as the typed Comparison first: its
 # to_dict() must give the same document, key order included (issue 23: the typed documents keep today's bytes).
 # Installed at import, so session- and module-scoped fixtures' gates are checked too.
-_write_json = _journal.write_json
+_write_json = _safewrite.write_json
 COMPARISON_ROUND_TRIPS = [0]
 
 
@@ -32,7 +32,7 @@ def _round_tripped_write_json(path, obj):
     _write_json(path, obj)
 
 
-_journal.write_json = _round_tripped_write_json
+_safewrite.write_json = _round_tripped_write_json
 
 
 def pytest_unconfigure(config):

@@ -66,8 +66,8 @@ def inside(name: str, pkg: str) -> bool:
 # Lowest first. A module belongs to the floor of its longest matching prefix; `verifier` alone is the package's
 # __init__ (the lazy Python API). Keep in step with docs/DESIGN.md "Packages" and "Package map".
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("verifier.types", "verifier.errors", "verifier.jsonsafe", "verifier.safeio", "verifier.redact", "verifier.scrub", "verifier.seal",
-              "verifier.version", "verifier.stats")),
+    ("base", ("verifier.types", "verifier.errors", "verifier.jsonsafe", "verifier.safeio", "verifier.safewrite", "verifier.redact",
+              "verifier.scrub", "verifier.seal", "verifier.version", "verifier.stats")),
     ("surfaces", ("verifier.surfaces",)),
     ("wire", ("verifier.wire",)),
     ("judge", ("verifier.judge",)),
@@ -146,6 +146,69 @@ def test_the_core_never_imports_the_testbed():
     offenders = {m: sorted(t for t in ts if inside(t, "verifier.testbed")) for m, ts in graph().items()
                  if inside(m, "verifier") and not any(inside(m, a) for a in allowed)}
     assert not {m: ts for m, ts in offenders.items() if ts}
+
+
+# ---------------------------------------------------------------- one writer of files
+# Files are written whole and scrubbed by verifier/safewrite.py, beside safeio.py's reads on the base floor: the
+# report, the golden store and the sweep write without the run package, and the journal keeps exchange and sample I/O.
+
+WRITERS = {"write_json", "write_jsonl", "write_text", "atomic_write", "create_new", "check_writable", "scrubbed_line", "scrubbed", "dumps",
+           "canonical"}
+WRITER_FLOOR = {"verifier.errors", "verifier.jsonsafe", "verifier.redact", "verifier.safeio", "verifier.scrub"}
+
+
+def writes_through_the_journal(source: str) -> list[tuple[int, str]]:
+    """`journal.write_json(...)` (any alias of the journal module) or `from verifier.execution.journal import write_json`."""
+    tree = ast.parse(source)
+    aliases = {"journal"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in ("verifier.execution", "execution", None):
+            aliases |= {a.asname or a.name for a in node.names if a.name == "journal"}
+        elif isinstance(node, ast.Import):
+            aliases |= {a.asname for a in node.names if a.name == "verifier.execution.journal" and a.asname}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases \
+                and node.attr in WRITERS:
+            out.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").endswith("journal") \
+                and any(a.name in WRITERS for a in node.names):
+            out.append((node.lineno, ast.unparse(node)))
+    return out
+
+
+def test_the_file_writer_sits_beside_safeio():
+    assert graph()["verifier.safewrite"] <= WRITER_FLOOR
+
+
+def test_files_are_written_through_safewrite_not_the_journal():
+    found = {}
+    for p in sorted(p for top in (*PACKAGES, "tests", "bench") for p in (ROOT / top).rglob("*.py")):
+        rel = p.relative_to(ROOT).as_posix()
+        hits = writes_through_the_journal(p.read_text(encoding="utf-8"))
+        if hits:
+            found[rel] = hits
+    assert found == {}
+    journal = ast.parse((ROOT / "verifier" / "execution" / "journal.py").read_text(encoding="utf-8"))
+    defined = {n.name for n in journal.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert defined & WRITERS == set()
+
+
+def test_the_report_and_the_golden_store_write_without_the_journal():
+    g = graph()
+    for m, targets in g.items():
+        if inside(m, "verifier.report") or inside(m, "verifier.golden"):
+            if "verifier.execution.journal" in targets:
+                source = modules()[m].read_text(encoding="utf-8")
+                assert writes_through_the_journal(source) == [], m
+
+
+def test_the_journal_writer_finder_finds_writes():
+    bad = ("from verifier.execution import journal\njournal.write_json(p, d)\n"
+           "from verifier.execution import journal as j\nj.write_text(p, t)\n"
+           "from verifier.execution.journal import write_jsonl\n")
+    assert sorted(ln for ln, _ in writes_through_the_journal(bad)) == [2, 4, 5]
+    assert writes_through_the_journal("from verifier import safewrite\nsafewrite.write_json(p, d)\njournal.HEADER\n") == []
 
 
 def cycles(g: dict[str, set[str]]) -> list[list[str]]:

@@ -5,12 +5,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from verifier.attribution import compare, explain, signals
 from verifier.attribution.document import ABSENT, Check, Comparison, DiagnosisEntry, MetricResult, SignalResult
+from verifier import safewrite
 from verifier.execution import journal
 from verifier.types import Evidence, Observation, RunHeader
 
@@ -49,8 +51,8 @@ def test_a_comparison_round_trips_in_key_order_and_in_file_bytes(i, tmp_path):
     c = Comparison.from_dict(doc)
     assert same(c.to_dict(), doc)
     assert not c.extra and all(not s.extra for s in c.suites.values())  # every key is named by a field
-    journal.write_json(tmp_path / "a.json", doc)
-    journal.write_json(tmp_path / "b.json", c.to_dict())
+    safewrite.write_json(tmp_path / "a.json", doc)
+    safewrite.write_json(tmp_path / "b.json", c.to_dict())
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
     back = Comparison.read(tmp_path / "a.json")
     assert back == c and back.to_dict() == doc  # read from the sorted file: same fields, same values
@@ -100,8 +102,14 @@ def test_read_refuses_what_is_not_a_comparison(tmp_path):
 def test_run_header_reads_back_what_run_header_wrote(tmp_path):
     hdr = journal.run_header("r1", endpoint={"base_url": "http://x/v1", "model": "m"}, suites={"smoke": {"version": "3"}},
                              sampling={}, extra_body={}, epochs=1, modes=["chat"], started=None, selection={"limit": 2})
-    (tmp_path / journal.HEADER).write_text(json.dumps(hdr))
+    journal.write_header(tmp_path, hdr)
     typed = journal.read_header(tmp_path)
-    assert typed.to_json() == hdr and typed.extra == {"selection": {"limit": 2}}
+    assert typed == hdr and typed.to_json() == json.loads((tmp_path / journal.HEADER).read_text())
+    assert typed.extra == {"selection": {"limit": 2}}
     assert typed.suite_version("smoke") == "3" and typed.suite_version("other") is None and typed.model == "m"
     assert RunHeader.from_dict({"suites": {}}).format == 0  # a header from before `format`
+    # Written back (a resume completing an older run), it keeps the keys it had: none is added but what is set.
+    old = {"run_id": "r0", "suites": {"smoke": {"version": "3"}}, "modes": ["chat"], "epochs": 1}
+    completed = dataclasses.replace(RunHeader.from_dict(old), finished="2026-01-01T00:00:00+00:00")
+    journal.write_header(tmp_path, completed, leave_out=journal.absent_keys(old))
+    assert json.loads((tmp_path / journal.HEADER).read_text()) == {**old, "finished": "2026-01-01T00:00:00+00:00"}

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from verifier.execution import journal, layout
+from verifier import safewrite
+from verifier.execution import layout
 from verifier.types import Exchange
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +45,7 @@ def make_run(run: Path, n: int, pad: int) -> None:
     """A run of n smoke records (a third answered wrong) whose bodies carry `pad` bytes beyond their answer."""
     run.mkdir()
     suites = {"smoke": {"version": "1", "dataset_sha256": "0" * 64, "samples": n, "requests": n}}
-    journal.write_json(run / layout.HEADER, {
+    safewrite.write_json(run / layout.HEADER, {
         "run_id": "big", "harness": {"name": "verifier", "version": "test", "git_commit": None},
         "endpoint": {"base_url": "http://127.0.0.1:1/v1", "model": "m", "api_key_env": None, "header_names": []},
         "sampling": {"defaults": {}, "overrides": {}}, "extra_body": {}, "epochs": 1, "modes": ["chat"], "suites": suites,
@@ -61,8 +62,8 @@ def make_run(run: Path, n: int, pad: int) -> None:
                            "usage": {"prompt_tokens": 20, "completion_tokens": 2, "total_tokens": 22}})
         exchanges.append(Exchange("smoke", f"s{i:05d}", 0, "chat", {"model": "m", "messages": msgs}, 200, body,
                                   None, None, 100.0 + i % 50, 1).to_json())
-    journal.write_jsonl(run / layout.SAMPLES, samples)
-    journal.write_jsonl(run / layout.RESPONSES, exchanges)
+    safewrite.write_jsonl(run / layout.SAMPLES, samples)
+    safewrite.write_jsonl(run / layout.RESPONSES, exchanges)
 
 
 def report_rss(tmp_path: Path, name: str, n: int, pad: int) -> tuple[float, float]:

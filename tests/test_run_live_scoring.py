@@ -17,6 +17,7 @@ import pytest
 
 from conftest import SHARED, http_ready, wait_until
 from verifier.app.catalog import get_suites
+from verifier import safewrite
 from verifier.execution import journal, live, observations as observe, scoring
 from verifier.testbed.server import Reply, Script, TestServer
 
@@ -206,12 +207,12 @@ def test_verdicts_are_written_from_their_fields_as_to_json_writes_them(tmp_path)
           Verdict("s", "b", 1, "chat", "contract", None, Finding("nested", "a dataclass as the answer"), "bad",
                   signals={"inner": [Finding("deep", "x")], "inf": float("inf")}),
           Verdict("s", "c", 0, "chat", "infra", reason="http_503")]
-    journal.write_jsonl(tmp_path / "old.jsonl", (v.to_json() for v in vs))
-    journal.write_jsonl(tmp_path / "new.jsonl", (v.fields() for v in vs), nested_dataclasses=True)
+    safewrite.write_jsonl(tmp_path / "old.jsonl", (v.to_json() for v in vs))
+    safewrite.write_jsonl(tmp_path / "new.jsonl", (v.fields() for v in vs), nested_dataclasses=True)
     assert (tmp_path / "new.jsonl").read_bytes() == (tmp_path / "old.jsonl").read_bytes()
     assert b"NaN" not in (tmp_path / "new.jsonl").read_bytes() and b'"answer":{"code":"nested"' in (tmp_path / "new.jsonl").read_bytes()
     with pytest.raises(TypeError):
-        journal.write_jsonl(tmp_path / "bad.jsonl", [{"x": object()}], nested_dataclasses=True)
+        safewrite.write_jsonl(tmp_path / "bad.jsonl", [{"x": object()}], nested_dataclasses=True)
 
 
 def test_a_slow_scorer_never_stops_the_requests_or_their_deadline(tmp_path, cli, monkeypatch):

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from conftest import SMOKE_RUN, reference_reply
 from verifier.golden import store as golden_mod
+from verifier import safewrite
 from verifier.execution import journal
 from verifier import scrub
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic, make_app
@@ -267,18 +268,18 @@ def test_bless_never_leaves_a_mixed_golden(calibrated_golden, tmp_path, cli, mon
     shutil.copytree(calibrated_golden["golden"], g)
     (g / "NOTES.md").write_text("why this golden")
     before = {p.name: p.read_bytes() for p in g.iterdir()}
-    real = journal.write_json
+    real = safewrite.write_json
 
     def killed(path, obj):
         if Path(path).name == golden_mod.GOLDEN:
             raise KeyboardInterrupt  # a kill between bless's two file writes
         real(path, obj)
 
-    monkeypatch.setattr(golden_mod.journal, "write_json", killed)
+    monkeypatch.setattr(golden_mod.safewrite, "write_json", killed)
     assert cli("bless", calibrated_golden["r2"], "--to", g, "--force")[0] == 130
     assert {p.name: p.read_bytes() for p in g.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g"]  # no half-built directory left beside it
-    monkeypatch.setattr(golden_mod.journal, "write_json", real)
+    monkeypatch.setattr(golden_mod.safewrite, "write_json", real)
     assert cli("bless", calibrated_golden["r2"], "--to", g, "--force")[0] == 0
     gj = json.loads((g / "golden.json").read_text())
     assert gj["source"]["run_id"] == "r2" and (g / "NOTES.md").read_text() == "why this golden"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import random
 
-from verifier.execution.journal import dumps
+from verifier.safewrite import dumps
 from verifier.redact import Redactor
 
 SECRET = "sk-live-Abc123_xyz/789"

@@ -26,6 +26,7 @@ from suites import replay
 from suites import structured as st
 from suites.bfcl_sims import execute as ex
 from verifier.judge import schemacheck
+from verifier import safewrite
 from verifier.execution import journal
 from verifier.testbed.server import Reply, Script, TestServer
 from verifier.types import Parsed, Sample
@@ -326,7 +327,7 @@ def hostile_golden(tmp_path: Path) -> Path:
     (g / "inputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     h = hashlib.sha256()
     for r in rows:
-        h.update(journal.canonical({k: v for k, v in r.items() if k != "suite"}).encode())
+        h.update(safewrite.canonical({k: v for k, v in r.items() if k != "suite"}).encode())
         h.update(b"\n")
     doc["suites"]["smoke"]["dataset_sha256"] = h.hexdigest()
     (g / "golden.json").write_text(json.dumps(doc))
@@ -590,7 +591,7 @@ def test_a_gate_with_a_hostile_structured_golden_opens_no_file_and_no_socket(tmp
         doc = json.loads((golden / "golden.json").read_text())
         h = hashlib.sha256()
         for r in rows:
-            h.update(journal.canonical({k: v for k, v in r.items() if k != "suite"}).encode())
+            h.update(safewrite.canonical({k: v for k, v in r.items() if k != "suite"}).encode())
             h.update(b"\n")
         doc["suites"]["structured"]["dataset_sha256"] = h.hexdigest()
         (golden / "golden.json").write_text(json.dumps(doc))

@@ -769,6 +769,7 @@ def test_22_7_a_planted_temp_symlink_is_never_followed(tmp_path, cli, server):
     assert (out / "rep.html").is_file() and not (out / "rep.html").is_symlink()
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()]  # no temp file left behind
     # The lock and the journal are opened O_NOFOLLOW too: a symlinked responses.jsonl is refused, not appended through.
+    from verifier import safewrite
     from verifier.execution import journal as j
 
     (out / "responses.jsonl").unlink()
@@ -778,7 +779,7 @@ def test_22_7_a_planted_temp_symlink_is_never_followed(tmp_path, cli, server):
     assert victim.read_text() == "precious"
     # One helper creates every new file: O_EXCL|O_NOFOLLOW refuses an existing path or symlink.
     with pytest.raises(FileExistsError):
-        j.create_new(out / "rep.html.tmp")
+        safewrite.create_new(out / "rep.html.tmp")
 
 
 PROXY_RSS = """

@@ -4,7 +4,7 @@
 stream chunks); a `Secrets` value knows which secrets one command holds. The CLI runs each command inside
 `scrub.command()`, which gives it a fresh `Secrets` (held in a context variable: the command's asyncio tasks share
 it, another thread does not see it, and nothing outlives the command). Secrets are registered where the endpoint
-configuration is built (the environment key's value, each `--header` value); `journal.write_json`, `write_jsonl`
+configuration is built (the environment key's value, each `--header` value); `safewrite.write_json`, `write_jsonl`
 and `write_text` (run.json, probes.json, goldens, comparison, reports, CSV, JUnit, Markdown) then scrub every
 string they write with the current command's. The journal's own records go through its Redactor as they are
 appended. `gate` with several endpoints runs each gate in its own thread under its own `command()` and adds each

@@ -308,7 +308,7 @@ class Verdict:
 
     def fields(self) -> dict[str, Any]:
         """to_json's keys and values without asdict's deep copy (1 ms a gsm8k verdict), for writing only: it shares
-        the verdict's values, and `journal.write_jsonl(..., nested_dataclasses=True)` writes it as to_json."""
+        the verdict's values, and `safewrite.write_jsonl(..., nested_dataclasses=True)` writes it as to_json."""
         d = {name: getattr(self, name) for name in _VERDICT_FIELDS}
         d["findings"] = [{name: getattr(f, name) for name in _FINDING_FIELDS} for f in self.findings]
         return d

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from verifier.attribution import compare, signals  # noqa: E402
 from verifier.golden import store as golden  # noqa: E402
+from verifier import safewrite  # noqa: E402
 from verifier.execution import journal, scoring  # noqa: E402
 from verifier.app import collect, report_files  # noqa: E402
 from verifier.types import Exchange, Finding, Verdict  # noqa: E402
@@ -83,23 +84,23 @@ def build(root: Path, n: int, seed: int = 0, logprob_tokens: int = 0) -> tuple[P
            "endpoint": {"base_url": "http://127.0.0.1:1/v1", "model": "m", "api_key_env": None, "header_names": []},
            "sampling": {"defaults": {}, "overrides": {}}, "extra_body": {}, "epochs": 1, "modes": ["chat"], "suites": suites,
            "started": "2025-01-01T00:00:00+00:00", "finished": "2025-01-01T00:20:00+00:00", "server_info": {"models": {"data": [{"id": "m"}]}}}
-    journal.write_json(run / journal.HEADER, hdr)
-    journal.write_jsonl(run / journal.SAMPLES, samples)
-    journal.write_jsonl(run / journal.RESPONSES, exchanges)
-    journal.write_jsonl(run / scoring.VERDICTS, verdicts)
-    journal.write_json(run / scoring.SUMMARY, {"run_id": "bench-run", "suites": {}})
+    safewrite.write_json(run / journal.HEADER, hdr)
+    safewrite.write_jsonl(run / journal.SAMPLES, samples)
+    safewrite.write_jsonl(run / journal.RESPONSES, exchanges)
+    safewrite.write_jsonl(run / scoring.VERDICTS, verdicts)
+    safewrite.write_json(run / scoring.SUMMARY, {"run_id": "bench-run", "suites": {}})
     margins = {f"{SUITE}/accuracy": 0.02, f"{SUITE}/drift": 0.0,
                **{f"{SUITE}/signal:{s}": 0.0 for s in signals.EVENTS}}
     gdir.mkdir()
-    journal.write_jsonl(gdir / golden.OBS, gobs)
-    journal.write_json(gdir / golden.GOLDEN, {"golden_format": golden.FORMAT, "name": "golden", "suites": suites, "epochs": 1,
+    safewrite.write_jsonl(gdir / golden.OBS, gobs)
+    safewrite.write_json(gdir / golden.GOLDEN, {"golden_format": golden.FORMAT, "name": "golden", "suites": suites, "epochs": 1,
                                                "modes": ["chat"], "selection": {}, "summary": {}, "margins": margins,
                                                "source": {"run_id": "bench-golden", "endpoint": hdr["endpoint"], "server_info": {}}})
     collect.observed_rows(run)  # score the synthetic journal: observations.jsonl is what compare and the report read
     doc = compare.compare({"margins": margins}, gobs, golden.observations(run)).to_dict()
     doc["golden"] = {"name": "golden", "path": str(gdir)}
     doc["run"] = {"run_dir": str(run), "run_id": "bench-run"}
-    journal.write_json(run / "comparison.json", doc)
+    safewrite.write_json(run / "comparison.json", doc)
     return run, gdir
 
 

@@ -222,7 +222,7 @@ def refresh_probes(b: Bench, srv: Server) -> None:
     import asyncio
 
     from verifier.golden import store as golden
-    from verifier.execution import journal
+    from verifier import safewrite
     from verifier.wire.endpoint import Endpoint, EndpointConfig
     from verifier.execution.probes import run_probes
 
@@ -237,7 +237,7 @@ def refresh_probes(b: Bench, srv: Server) -> None:
     for suite in b.suites:
         g = golden.load(b.goldens / f"{MODEL}-{suite}").header.to_json()
         g["probes"] = probes
-        journal.write_json(b.goldens / f"{MODEL}-{suite}" / golden.GOLDEN, g)
+        safewrite.write_json(b.goldens / f"{MODEL}-{suite}" / golden.GOLDEN, g)
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

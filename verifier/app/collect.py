@@ -1,6 +1,7 @@
 """The application layer: specs in, typed documents out. No argparse here; the CLI builds the specs.
 
-collect(RunSpec)      -> Collected (run dir, summary, counts): the only network phase, then scored
+collect(RunSpec)      -> Collected (run dir, summary, counts): the only network phase, then scored; the run is
+                         collected by the steps in STEPS, in that order, over one Collection
 score(run_dir)        -> summary: offline and pure
 Goldens, compare_run, bless, calibrate and gate (which chain these) live in app/gate.py.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import hashlib
 import os
@@ -17,8 +19,9 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
+from verifier import safewrite
 from verifier.execution import journal, runner, scoring
 from verifier.execution.live import Follower
 from verifier.execution.layout import OBSERVATIONS
@@ -27,7 +30,7 @@ from verifier import safeio, scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
 from verifier.errors import Interrupted, UsageError, did_you_mean
 from verifier.surfaces.registry import MODES, REFERENCE_MODE, mode_of, surfaces_of
-from verifier.types import RunHeader, Sample, Suite, owner_ids
+from verifier.types import Exchange, RunHeader, Sample, Suite, owner_ids
 
 if TYPE_CHECKING:
     from verifier.execution.teacher_forcing import Forcing
@@ -153,7 +156,9 @@ class RunSpec:
             table = get_suites()
             for name, chosen in samples.items():
                 check = table[name].check if name in table else None
-                for sample in chosen if check is not None else ():
+                if check is None:
+                    continue
+                for sample in chosen:
                     problem = check(sample)
                     if problem is not None:  # data a scorer would trip on: refused before anything is sent
                         raise UsageError(f"golden {golden.path}: inputs.jsonl: {problem}")
@@ -336,10 +341,214 @@ async def _server_facts(ep: "Endpoint", spec: RunSpec, modes: list[str]) -> tupl
     return facts, template
 
 
-def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, dict[str, Any], list[tuple[Suite, list[Sample]]], "EndpointConfig", dict[Any, Any]]:
+# ---------------------------------------------------------------- collection as a sequence of steps
+# A run is collected by the steps in STEPS, in that order, over one `Collection`: what preparation found (a new run's
+# or a resumed run's) and what each step adds for the next. Resume is how the collection is prepared (the journaled
+# records, the header to complete, no teacher-forcing pass), not a branch in each step. A new step is a class with
+# `async def run(self, c: Collection) -> None` and one entry in STEPS.
+
+Work = tuple[Suite, Sample, int, str, dict[str, Any]]
+"""One planned request: (suite, sample, epoch, mode, body), as runner.plan makes it."""
+
+
+@dataclass
+class Sent:
+    """What the samples step sent in this invocation."""
+
+    sent: int = 0
+    """Requests sent."""
+    errors: int = 0
+    """Of which ended in an infra error."""
+    error_classes: dict[str, int] = field(default_factory=dict)
+    """Infra errors per class (wire/endpoint.describe_error names them)."""
+
+    def add(self, result: Mapping[str, Any]) -> None:
+        """One runner.execute result added in."""
+        self.sent += result["sent"]
+        self.errors += result["errors"]
+        for k, n in result["error_classes"].items():
+            self.error_classes[k] = self.error_classes.get(k, 0) + n
+
+
+@dataclass
+class Collection:
+    """One run as its steps collect it. Preparation fills the fields above `server_info`; the steps fill the rest."""
+
+    spec: RunSpec
+    """What was asked."""
+    run_dir: Path
+    """The run directory (locked by a resume's preparation, by Begin for a new run)."""
+    cfg: "EndpointConfig"
+    """The endpoint's configuration (secrets registered)."""
+    endpoint: "Endpoint"
+    """The run's one client: reachability, server info, probes and every request."""
+    suites: list[tuple[Suite, list[Sample]]]
+    """Each suite with its samples."""
+    modes: list[str]
+    """Wire modes, in request order."""
+    stack: contextlib.ExitStack
+    """Holds the run directory's lock until the run is scored."""
+    stop_check: Callable[[Path], bool] | None = None
+    """A sequential gate's look: asked after each batch whether the answer is already decided."""
+    resumed: RunHeader | None = None
+    """The header of the run being resumed; None: a new run."""
+    leave_out: frozenset[str] = frozenset()
+    """Named header keys the resumed run.json was written without (a run from before they existed): a resume adds
+    to it only what it adds."""
+    journaled: dict[tuple[str, str, int, str], Exchange] = field(default_factory=dict)
+    """A resume's answered records, the latest per key: not sent again (a conversation replays them)."""
+    forcing: "Forcing | None" = None
+    """The teacher-forcing pass (None: no pass; a resume makes none)."""
+    server_info: dict[str, Any] = field(default_factory=dict)
+    """Preflight: what the server said of itself."""
+    template: str | None = None
+    """Preflight: the chat template for the dual path (flag > /props)."""
+    header: RunHeader | None = None
+    """Begin: run.json as it is built; written by Begin and once more when the run ends."""
+    work: list[Work] = field(default_factory=list)
+    """Begin: the requests to send."""
+    live: Follower | None = None
+    """Begin: the scorer following the journal (execution/live.py)."""
+    following: "asyncio.Task[None] | None" = None
+    """Begin: the task that feeds it."""
+    sent: Sent = field(default_factory=Sent)
+    """Samples: what was sent."""
+    stopped: bool = False
+    """SequentialLook: the answer is decided, no further batch is sent."""
+
+    def started(self) -> RunHeader:
+        """The header Begin wrote (a step after Begin only)."""
+        if self.header is None:
+            raise RuntimeError("a collection step ran before Begin wrote the header")
+        return self.header
+
+    def extra_body(self) -> dict[str, Any]:
+        """What probes send beside their own body: run.json's copy has its credentials masked; the model, transport
+        and prompt are the spec's (runner.IDENTITY_KEYS)."""
+        from verifier.execution.resume import resumed_extra_body
+
+        return runner.without_identity(resumed_extra_body(self.spec, self.started().to_json()))
+
+
+def with_keys(header: RunHeader, **keys: Any) -> RunHeader:
+    """`header` with these optional keys (server_info, gate_of, teacher_forcing...) set beside the ones it has."""
+    return dataclasses.replace(header, extra={**header.extra, **keys})
+
+
+class Step(Protocol):
+    """One part of collecting a run (see STEPS)."""
+
+    async def run(self, c: Collection) -> None:
+        """Do this step's part; what later steps need goes into `c`."""
+
+
+class Preflight:
+    """Reachability, server info (its model list checked), and the chat template for the dual path, before any
+    sample is spent."""
+
+    async def run(self, c: Collection) -> None:
+        c.server_info, c.template = await _server_facts(c.endpoint, c.spec, c.modes)
+
+
+class Begin:
+    """The plan of requests and run.json, written before the first request; then the scorer that follows the journal
+    (execution/live.py: the records of a resumed run first)."""
+
+    async def run(self, c: Collection) -> None:
+        if c.resumed is None:
+            c.header, c.work = _start_new(c.spec, c.run_dir, c.cfg, c.suites, c.server_info, c.template, c.stack)
+        else:
+            from verifier.execution.resume import check_same_server, resumed_extra_body
+
+            check_same_server(c.run_dir, c.resumed.extra.get("server_info") or {}, c.server_info)
+            c.header = with_keys(c.resumed, server_info=c.server_info)
+            h = c.header
+            c.work = runner.plan(c.suites, c.cfg.model, h.sampling, resumed_extra_body(c.spec, h.to_json()), h.epochs,
+                                 c.modes, set(c.journaled), c.template)
+        journal.write_header(c.run_dir, c.header, leave_out=c.leave_out)
+        c.live = Follower(c.run_dir, get_suites())
+        c.following = asyncio.create_task(c.live.follow())
+
+
+class Probes:
+    """The parameter-contract probes (probes.json) on every surface the run speaks (a gate: every surface the golden
+    records), each result naming its surface."""
+
+    async def run(self, c: Collection) -> None:
+        if not c.spec.probes:
+            return
+        from verifier.execution.layout import PROBES
+        from verifier.execution.probes import run_probes
+
+        safewrite.write_json(c.run_dir / PROBES, await run_probes(c.endpoint, c.cfg.model, c.extra_body(), surfaces_of(c.modes),
+                                                                only=c.spec.probe_only))
+
+
+class ContextProbe:
+    """The context-truncation probe (context.json), at the golden's lengths or the ones that fit the server."""
+
+    async def run(self, c: Collection) -> None:
+        if not c.spec.context_probe:
+            return
+        from verifier.execution import context_probe as cp
+        from verifier.execution.layout import CONTEXT
+
+        lengths = list(c.spec.context_lengths or cp.lengths_for(cp.n_ctx_of(c.server_info)))
+        safewrite.write_json(c.run_dir / CONTEXT, await cp.run(c.endpoint, c.cfg.model, c.extra_body(), lengths))
+
+
+class SequentialLook:
+    """After a batch of a sequential gate: the live scorer's verdicts so far written as `score` writes them, and the
+    stop check asked whether the answer is already decided."""
+
+    async def run(self, c: Collection) -> None:
+        if c.stop_check is None:
+            return
+        _interim_scores(c.run_dir, c.live)
+        c.stopped = c.stop_check(c.run_dir)
+
+
+class Samples:
+    """The samples, journaled and scored as they come in: all at once, or with a stop check in `looks` sample-aligned
+    batches (seeded order), `after_batch` running after each."""
+
+    def __init__(self, after_batch: Step):
+        self.after_batch = after_batch
+
+    async def run(self, c: Collection) -> None:
+        live = c.live
+        for batch in ([c.work] if c.stop_check is None else batches(c.work, c.spec.looks)):
+            c.sent.add(await runner.execute(c.run_dir, batch, c.cfg, quiet=c.spec.quiet, endpoint=c.endpoint,
+                                            journaled=c.journaled, written=live.offer if live is not None else None))
+            await self.after_batch.run(c)
+            if c.stopped:
+                break
+
+
+class TeacherForcing:
+    """The teacher-forcing pass after the samples (the queue of a scripted fault is spent by then): the run's own chat
+    requests of epoch 0 are the contexts forced; run.json records the pass as `teacher_forcing`."""
+
+    async def run(self, c: Collection) -> None:
+        if c.forcing is None:
+            return
+        from verifier.execution import teacher_forcing as tf
+
+        requests = {(ex.suite, ex.sample_id): ex.request for ex in journal.iter_exchanges(c.run_dir)
+                    if ex.mode == REFERENCE_MODE and ex.epoch == 0 and ex.error is None}
+        done = await tf.run(c.endpoint, c.forcing, requests, c.template, c.run_dir, quiet=c.spec.quiet)
+        c.header = with_keys(c.started(), teacher_forcing=done)
+
+
+STEPS: tuple[Step, ...] = (Preflight(), Begin(), Probes(), ContextProbe(), Samples(after_batch=SequentialLook()),
+                           TeacherForcing())
+"""The one order of a run's collection."""
+
+
+def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, RunHeader, frozenset[str], list[tuple[Suite, list[Sample]]], "EndpointConfig", dict[tuple[str, str, int, str], Exchange]]:
     from verifier.execution.resume import check_resume
 
-    run_dir = Path(spec.resume)
+    run_dir = Path(spec.resume or "")
     try:
         hdr = journal.check_run_dir(run_dir)
         scrub.register_run(hdr)
@@ -349,7 +558,7 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, d
     stack.enter_context(journal.locked(run_dir))  # before reading what is done: a second writer would re-send it
     samples = journal.read_samples(run_dir)
     suites = []
-    header = RunHeader.from_dict(hdr)  # read typed; `hdr` stays the dict this resume completes and writes back
+    header = RunHeader.from_dict(hdr)
     for name in header.suites:
         suite = suite_named(name)
         if suite.version != header.suite_version(name):
@@ -362,13 +571,13 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, d
         raise UsageError("resuming needs the endpoint's base URL (the journal stores it redacted)", hints=("pass --base-url",))
     # Streamed; the last record of a key wins. Answered exchanges keep their bodies: a conversation resumes by
     # rebuilding each step and reusing a journaled one whose request matches bit for bit.
-    answered: dict[Any, Any] = {}
+    answered: dict[tuple[str, str, int, str], Exchange] = {}
     for ex in journal.iter_exchanges(run_dir):
         if ex.error is None:
             answered[ex.key] = ex
         else:
             answered.pop(ex.key, None)
-    return run_dir, hdr, suites, cfg, answered
+    return run_dir, header, journal.absent_keys(hdr), suites, cfg, answered
 
 
 def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]], "EndpointConfig"]:
@@ -384,96 +593,53 @@ def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]],
     run_dir = spec.out or default_run_dir("-".join(s.name for s in suites_))
     if (run_dir / journal.HEADER).exists():
         journal.ensure_writable_new_dir(run_dir)  # refuses, naming --resume
-    journal.check_writable(run_dir, directory=True)  # before the preflight's first request
+    safewrite.check_writable(run_dir, directory=True)  # before the preflight's first request
     return run_dir, samples, cfg
 
 
-async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
-                   stack: contextlib.ExitStack, started: dict[str, Path] | None = None) -> tuple[Path, dict[str, int], "Follower | None"]:
-    if spec.resume:
-        run_dir, hdr, suites, cfg, done = _prepare_resume(spec, stack)
-        modes = hdr["modes"]
-    else:
-        if not spec.suites:
-            raise UsageError("--suite is required")
-        run_dir, suites, cfg = _prepare_new(spec)
-        modes, done = list(spec.modes), {}
-    if started is not None:
-        started["run_dir"] = run_dir
+def _prepare(spec: RunSpec, stack: contextlib.ExitStack, stop_check: Callable[[Path], bool] | None) -> Collection:
+    """The collection before its first step: a resumed run's header, samples and answered records, or a new run's
+    samples; the endpoint's configuration either way (nothing is sent yet)."""
     from verifier.wire.endpoint import Endpoint
     from verifier.redact import credential_values
 
-    scrub.register(*credential_values(dict(spec.extra_body)))  # `--extra-body '{"api_key": ...}'` is a secret too
-    ep = Endpoint(cfg)  # the run's one client: reachability, server info, probes and every request
-    live: Follower | None = None
+    if spec.resume:
+        run_dir, header, leave_out, suites, cfg, done = _prepare_resume(spec, stack)
+        scrub.register(*credential_values(dict(spec.extra_body)))  # `--extra-body '{"api_key": ...}'` is a secret too
+        return Collection(spec=spec, run_dir=run_dir, cfg=cfg, endpoint=Endpoint(cfg), suites=suites, modes=header.modes,
+                          stack=stack, stop_check=stop_check, resumed=header, leave_out=leave_out, journaled=done)
+    if not spec.suites:
+        raise UsageError("--suite is required")
+    run_dir, suites, cfg = _prepare_new(spec)
+    scrub.register(*credential_values(dict(spec.extra_body)))
+    return Collection(spec=spec, run_dir=run_dir, cfg=cfg, endpoint=Endpoint(cfg), suites=suites, modes=list(spec.modes),
+                      stack=stack, stop_check=stop_check, forcing=spec.forcing)
+
+
+async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
+                   stack: contextlib.ExitStack, started: dict[str, Path] | None = None) -> tuple[Path, Sent, "Follower | None"]:
+    c = _prepare(spec, stack, stop_check)
+    if started is not None:
+        started["run_dir"] = c.run_dir
     try:
-        info, template = await _server_facts(ep, spec, modes)
-        from verifier.execution.resume import resumed_extra_body
-
-        if spec.resume:
-            from verifier.execution.resume import check_same_server
-
-            check_same_server(run_dir, hdr.get("server_info") or {}, info)
-            hdr["server_info"] = info
-            work = runner.plan(suites, cfg.model, hdr["sampling"], resumed_extra_body(spec, hdr), hdr["epochs"], modes, set(done), template)
-        else:
-            hdr, work = _start_new(spec, run_dir, cfg, suites, info, template, stack)
-        journal.write_json(run_dir / journal.HEADER, hdr)
-        # Scored as it is journaled (the records of a resumed run first), beside the requests: see execution/live.py.
-        live = Follower(run_dir, get_suites())
-        following = asyncio.create_task(live.follow())
-        # run.json's copy has its credentials masked; the model, transport and prompt are the spec's (runner.IDENTITY_KEYS)
-        extra = runner.without_identity(resumed_extra_body(spec, hdr))
-        if spec.probes:
-            from verifier.execution.probes import FILE, run_probes
-
-            # Every surface the run speaks (a gate: every surface the golden records), each result naming its surface.
-            journal.write_json(run_dir / FILE, await run_probes(ep, cfg.model, extra, surfaces_of(modes), only=spec.probe_only))
-        if spec.context_probe:
-            from verifier.execution import context_probe as cp
-
-            lengths = list(spec.context_lengths or cp.lengths_for(cp.n_ctx_of(info)))
-            journal.write_json(run_dir / cp.FILE, await cp.run(ep, cfg.model, extra, lengths))
-        sent: dict[str, Any] = {"sent": 0, "errors": 0, "error_classes": {}}
-        for batch in ([work] if stop_check is None else batches(work, spec.looks)):
-            r = await runner.execute(run_dir, batch, cfg, quiet=spec.quiet, endpoint=ep, journaled=done, written=live.offer)
-            sent["sent"] += r["sent"]
-            sent["errors"] += r["errors"]
-            for k, n in r["error_classes"].items():
-                sent["error_classes"][k] = sent["error_classes"].get(k, 0) + n
-            if stop_check is not None:
-                _interim_scores(run_dir, live)
-                if stop_check(run_dir):
-                    break
-        if spec.forcing is not None and not spec.resume:
-            hdr["teacher_forcing"] = await _teacher_forcing(ep, spec, run_dir, template)
+        for step in STEPS:
+            await step.run(c)
     except BaseException:
-        if live is not None:
-            live.close()  # nothing is scored: an interrupted run is left to --resume or `verifier score`, as ever
+        if c.live is not None:
+            c.live.close()  # nothing is scored: an interrupted run is left to --resume or `verifier score`, as ever
         raise
     finally:
-        if live is not None:
-            live.stop()
-            await following
-        await ep.aclose()
-    hdr["finished"] = runner.now()
-    journal.write_json(run_dir / journal.HEADER, hdr)
-    return run_dir, sent, live
-
-
-async def _teacher_forcing(ep: "Endpoint", spec: RunSpec, run_dir: Path, template: str | None) -> dict[str, Any]:
-    """The teacher-forcing pass after the samples (the queue of a scripted fault is spent by then): the run's own chat
-    requests of epoch 0 are the contexts forced."""
-    from verifier.execution import teacher_forcing as tf
-
-    assert spec.forcing is not None
-    requests = {(ex.suite, ex.sample_id): ex.request for ex in journal.iter_exchanges(run_dir)
-                if ex.mode == REFERENCE_MODE and ex.epoch == 0 and ex.error is None}
-    return await tf.run(ep, spec.forcing, requests, template, run_dir, quiet=spec.quiet)
+        if c.live is not None:
+            c.live.stop()
+            if c.following is not None:
+                await c.following
+        await c.endpoint.aclose()
+    journal.write_header(c.run_dir, dataclasses.replace(c.started(), finished=runner.now()), leave_out=c.leave_out)
+    return c.run_dir, c.sent, c.live
 
 
 def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list[tuple[Suite, list[Sample]]],
-               info: dict[str, Any], template: str | None, stack: contextlib.ExitStack) -> tuple[dict[str, Any], list[Any]]:
+               info: dict[str, Any], template: str | None, stack: contextlib.ExitStack) -> tuple[RunHeader, list[Work]]:
     modes, extra, sampling = list(spec.modes), dict(spec.extra_body), _sampling(spec)
     dropped = sorted({k for s, xs in suites for x in xs for k in runner.identity_overrides(s, x, extra, sampling["overrides"])})
     if dropped:  # a golden or requests file must not change what is measured: said once, the spec's values are sent
@@ -488,17 +654,17 @@ def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list
     journal.ensure_writable_new_dir(run_dir)
     stack.enter_context(journal.locked(run_dir))
     journal.ensure_writable_new_dir(run_dir)  # again, locked: another process may have started this run meanwhile
-    hdr = runner.header(run_dir.name, cfg, suites, sampling, extra, spec.epochs, modes, spec.endpoint.api_key_env)
-    hdr["server_info"] = info
+    keys: dict[str, Any] = {"server_info": info}
     if spec.golden:
-        hdr["gate_of"] = spec.golden
+        keys["gate_of"] = spec.golden
     if spec.gate_request is not None:
-        hdr["gate"] = dict(spec.gate_request)
+        keys["gate"] = dict(spec.gate_request)
     if template and any(mode_of(m).dual_path for m in modes):
-        hdr["dual_path_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
-    hdr["selection"] = {"smoke": bool(spec.smoke), "limit": spec.limit, "sample_seed": spec.sample_seed,
-                        "ids": spec.only_ids is not None, "shard": spec.shard,
-                        "source": "golden" if spec.samples is not None else "dataset"}
+        keys["dual_path_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
+    keys["selection"] = {"smoke": bool(spec.smoke), "limit": spec.limit, "sample_seed": spec.sample_seed,
+                         "ids": spec.only_ids is not None, "shard": spec.shard,
+                         "source": "golden" if spec.samples is not None else "dataset"}
+    hdr = with_keys(runner.header(run_dir.name, cfg, suites, sampling, extra, spec.epochs, modes, spec.endpoint.api_key_env), **keys)
     journal.write_samples(run_dir, [(s.name, x) for s, xs in suites for x in xs])
     return hdr, work
 
@@ -518,16 +684,16 @@ def collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None = None) -> 
             where = started.get("run_dir")
             raise Interrupted(where if where is not None and (where / journal.HEADER).exists() else None) from None
         summary = _score_followed(run_dir, live)
-    if sent["errors"]:  # said even when quiet: which failure it was, and what to check
+    if sent.errors:  # said even when quiet: which failure it was, and what to check
         from verifier.wire.endpoint import describe_error
 
-        top = sorted(sent["error_classes"].items(), key=lambda kv: -kv[1])
-        print(f"run: {sent['errors']} infra error(s): " + "; ".join(f"{n} x {describe_error(k)}" for k, n in top[:3]),
+        top = sorted(sent.error_classes.items(), key=lambda kv: -kv[1])
+        print(f"run: {sent.errors} infra error(s): " + "; ".join(f"{n} x {describe_error(k)}" for k, n in top[:3]),
               file=sys.stderr)
     _say_refused_modes(run_dir)
     if not spec.quiet:
-        print(f"run: {run_dir}  sent={sent['sent']} infra_errors={sent['errors']}", file=sys.stderr)
-    return Collected(run_dir, summary, sent["sent"], sent["errors"])
+        print(f"run: {run_dir}  sent={sent.sent} infra_errors={sent.errors}", file=sys.stderr)
+    return Collected(run_dir, summary, sent.sent, sent.errors)
 
 
 def _say_refused_modes(run_dir: Path) -> None:

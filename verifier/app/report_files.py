@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from verifier.attribution.document import Comparison
 from verifier.golden import store as golden_mod
 from verifier.golden.model import Golden
+from verifier import safewrite
 from verifier.execution import journal
 from verifier.execution.rundir import RunDir
 from verifier import scrub
@@ -140,13 +141,13 @@ def write_all(run_dir: Path | str, doc: Comparison | Mapping[str, Any], html: st
     for p in paths.values():
         p.parent.mkdir(parents=True, exist_ok=True)
     inp = load(run_dir, None, doc, golden)
-    journal.write_text(paths["html"], _html.render_inputs(inp))
+    safewrite.write_text(paths["html"], _html.render_inputs(inp))
     ci.write_csv(inp, paths["csv"])
     typed = inp.doc
     assert typed is not None  # load keeps the document it is given
-    journal.write_text(paths["junit"], ci.junit_xml(typed))
+    safewrite.write_text(paths["junit"], ci.junit_xml(typed))
     md = ci.markdown(typed, str(paths["html"]))
-    journal.write_text(paths["markdown"], md)
+    safewrite.write_text(paths["markdown"], md)
     step = os.environ.get("GITHUB_STEP_SUMMARY")
     if step:
         with open(step, "a", encoding="utf-8") as f:
@@ -168,7 +169,7 @@ def write_report(run_dir: Path | str, golden: str | Path | None = None, out: str
         raise UsageError(str(e)) from None
     path = Path(out) if out else RunDir(run_dir).report_html()
     path.parent.mkdir(parents=True, exist_ok=True)
-    journal.write_text(path, _html.render_inputs(inp))
+    safewrite.write_text(path, _html.render_inputs(inp))
     if csv:
         ci.write_csv(inp, Path(csv))
     return path, inp.doc.status if inp.doc is not None else "single run", len(inp.frame)

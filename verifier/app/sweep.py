@@ -23,7 +23,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
 
-from verifier.execution import journal, perf
+from verifier import safewrite
+from verifier.execution import perf
 from verifier.execution.layout import COMPARISON, NotARunDir, read_document
 from verifier.execution.rundir import RunDir
 from verifier.app.collect import EndpointSpec
@@ -111,12 +112,12 @@ def run_config(spec: SweepSpec, cfg: SweepConfig, log: Callable[[str], None], go
             gate(gspec, gate_golden(gspec, golden))
             log(f"sweep: {cfg.name}: performance probe")
             assert ep.base_url and ep.model
-            journal.write_json(d / "perf.json", perf.probe(ep.base_url, ep.model, spec.perf, ep.api_key_env, ep.headers))
+            safewrite.write_json(d / "perf.json", perf.probe(ep.base_url, ep.model, spec.perf, ep.api_key_env, ep.headers))
     except Exception as e:  # noqa: BLE001 - one configuration that cannot run (unreachable, engine crash) must not cost the others
         info["error"] = f"{type(e).__name__}: {e}"[:500]
         if not spec.quiet:
             traceback.print_exc(limit=3, file=sys.stderr)
-    journal.write_json(d / "config.json", info)
+    safewrite.write_json(d / "config.json", info)
     return info
 
 
@@ -208,7 +209,7 @@ def row(config_dir: Path) -> dict[str, Any]:
     perf_doc = _read(config_dir / "perf.json") or {}
     diag = (comp.get("diagnosis") or [])
     parting = _parting(comp) if comp else {"count": 0, "n": 0, "rate": None, "reference_rate": None}
-    lossless = None
+    lossless: dict[str, Any] | None = None
     if info.get("lossless"):
         if parting["rate"] is None:
             lossless = {"held": None, "why": "not measured: no greedy parting evidence (logprobs off, or no gate)"}
@@ -291,7 +292,7 @@ def combine(config_dirs: Sequence[Path], out: Path) -> dict[str, Any]:
     doc = {"format": FORMAT, "golden": goldens[0] if len(goldens) == 1 else goldens, "rows": rows,
            "front": [r["name"] for r in rows if r["front"]]}
     out.mkdir(parents=True, exist_ok=True)
-    journal.write_json(out / "sweep.json", doc)
-    journal.write_text(out / "sweep.md", page.markdown(doc))
-    journal.write_text(out / "sweep.html", page.html(doc))
+    safewrite.write_json(out / "sweep.json", doc)
+    safewrite.write_text(out / "sweep.md", page.markdown(doc))
+    safewrite.write_text(out / "sweep.html", page.html(doc))
     return doc

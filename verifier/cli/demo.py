@@ -12,7 +12,7 @@ DEMO_TOOLS_GOLDEN = DEMO_GOLDEN.parent / "demo-bfcl"
 TOOL_FAULT = "tool_args_invalid_json"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("demo", help="the whole loop on the embedded default (no network)")
     p.add_argument("--out", help="run directory (default runs/<timestamp>-demo)")
     p.add_argument("--quiet", action="store_true")
@@ -23,7 +23,7 @@ def handle(a: argparse.Namespace) -> int:
     """Gate a healthy endpoint, the same one behind a reasoning-parser fault, and behind a tool-call-parser fault:
     exit 0, then 10 and 10, each failure with the component it names."""
     from verifier.app.collect import EndpointSpec, default_run_dir
-    from verifier.app.gate import GateSpec
+    from verifier.app.spec import GateSpec
     from ..errors import UsageError
     from ..testbed.proxy import Proxy
     from ..testbed.server import Script, TestServer, arithmetic

@@ -17,7 +17,7 @@ VLLM_ONLY = {"dtype": "--dtype", "kv_cache_dtype": "--kv-cache-dtype", "tool_cal
              "enforce_eager": "--enforce-eager"}
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("engine", help="serve packaged models with llama.cpp or vLLM (reference, requantized, KV-quantized, wrong-template variants)",
                        add_help=False, prefix_chars="\0")
     p.add_argument("args", nargs=argparse.REMAINDER, help="start|prepare|info ... (see verifier engine --help)")
@@ -81,7 +81,7 @@ def handle(a: argparse.Namespace) -> int:
     e, extra = p.parse_known_args(a.args)
     if extra:  # by the subcommand's own parser, so "did you mean" knows its flags
         subparsers(p)[e.engine_cmd].error(f"unrecognized arguments: {' '.join(extra)}")
-    from ..testbed import engines, vllm_engine
+    from ..testbed import engine_models, engines, vllm_engine
 
     if e.engine_cmd != "info":
         refused = _refused(e)
@@ -91,26 +91,26 @@ def handle(a: argparse.Namespace) -> int:
         e.model = e.model or ("qwen0.5b" if e.engine == "vllm" else "smollm2")
     try:
         if e.engine_cmd == "info":
-            engines.print_info()
+            engine_models.print_info()
             vllm_engine.print_info()
             return 0
         if e.engine_cmd == "prepare":
             t0 = time.perf_counter()
-            print(vllm_engine.checkpoint(e.model, e.models_dir) if e.engine == "vllm" else engines.prepare(e.model, e.quant, e.models_dir))
+            print(vllm_engine.checkpoint(e.model, e.models_dir) if e.engine == "vllm" else engine_models.prepare(e.model, e.quant, e.models_dir))
             print(f"ready in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
             return 0
-    except engines.EngineError as err:
+    except engine_models.EngineError as err:
         return engines.error_exit(err)
-    extra = tuple(x for x in e.extra if x != "--")
+    engine_args = tuple(x for x in e.extra if x != "--")
     if e.engine == "vllm":
         return engines.start_foreground(vllm_engine.VllmStartConfig(
             e.model, e.dtype, e.kv_cache_dtype, e.template, e.tool_call_parser or vllm_engine.DEFAULT_TOOL_PARSER,
             port=e.port, max_model_len=e.ctx, max_num_seqs=e.slots, seed=e.seed, enforce_eager=e.enforce_eager,
-            prefix_caching=not e.no_cache_prompt, threads=e.threads, log=e.log, models_dir=e.models_dir, extra=extra))
+            prefix_caching=not e.no_cache_prompt, threads=e.threads, log=e.log, models_dir=e.models_dir, extra=engine_args))
     threads = e.threads or engines.default_threads()
     if not e.threads:
         print(f"threads: {threads} (half of this machine's CPUs; on a shared machine fewer threads decode faster: "
               "--threads N to choose)", file=sys.stderr)
     return engines.start_foreground(engines.StartConfig(
         e.model, e.quant, e.kv_cache, e.template, port=e.port, slots=e.slots or 2, ctx=e.ctx, seed=e.seed, threads=threads,
-        log=e.log, models_dir=e.models_dir, extra=extra, spec=e.spec_type, cache_prompt=not e.no_cache_prompt))
+        log=e.log, models_dir=e.models_dir, extra=engine_args, spec=e.spec_type, cache_prompt=not e.no_cache_prompt))

@@ -93,7 +93,7 @@ def handle(a: argparse.Namespace) -> int:
         import dataclasses
 
         spec = dataclasses.replace(spec, force=True)
-    from verifier.execution.journal import check_writable
+    from verifier.safewrite import check_writable
 
     for path in (opts.report, opts.junit, opts.markdown):  # every output checked before the first request
         if path:

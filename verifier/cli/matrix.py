@@ -68,7 +68,7 @@ def handle(a: argparse.Namespace) -> int:
 
     from verifier.app import gate as app_gate
     from verifier.app.runs import recompare
-    from verifier.execution import journal
+    from verifier import safewrite
 
     loaded = app_gate.load_golden(a.golden)
     out = Path(a.out)
@@ -89,7 +89,7 @@ def handle(a: argparse.Namespace) -> int:
             made = dataclasses.replace(made, reasons=[why, *(made.reasons or [])], reason=why)
         links[name] = out / "comparisons" / f"{name}.json"
         links[name].parent.mkdir(parents=True, exist_ok=True)
-        journal.write_json(links[name], made.to_dict())
+        safewrite.write_json(links[name], made.to_dict())
         docs[name] = (run_dir, made)
     return finish(docs, out, a.allow_inconclusive, links)
 

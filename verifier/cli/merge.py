@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("merge", help="merge shard run directories into one run directory, then score it")
     p.add_argument("shards", nargs="+", metavar="SHARD_RUN_DIR", help="run directories made by the shard jobs")
     p.add_argument("--out", required=True, help="merged run directory to create")

@@ -11,7 +11,7 @@ import verifier.cli.types as T
 from verifier.surfaces.registry import SURFACE_NAMES
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("proxy", help="fault-injection reverse proxy in front of any OpenAI-compatible endpoint")
     add_arguments(p)
     p.set_defaults(fn=handle)

@@ -10,7 +10,7 @@ from typing import Any
 from .args import add_endpoint_args, add_selection_args
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("run", help="collect responses from an endpoint into a run directory, then score it")
     add_selection_args(p)
     add_endpoint_args(p, required=False)

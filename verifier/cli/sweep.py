@@ -14,9 +14,13 @@ import argparse
 import contextlib
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from verifier.execution.teacher_forcing import CHOICES as FORCING
+
+if TYPE_CHECKING:
+    from verifier.app.spec import GateOptions
+    from verifier.app.sweep import Launcher, SweepSpec
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _LIST_INT = {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 1_000_000}, "minItems": 1, "maxItems": 16}
@@ -85,7 +89,7 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("sweep", help="gate and speed-probe each serving configuration of a sweep file; one table and one page")
     p.add_argument("file", nargs="?", metavar="SWEEP.toml", help="the sweep file (see docs/sweeps.md)")
     p.add_argument("--only", help="comma-separated configuration names: run only these (one CI job each)")
@@ -143,7 +147,7 @@ def _check_llama(name: str, model: str, options: dict[str, Any]) -> None:
             raise UsageError(f"sweep: configuration {name!r}: {key} {value!r} is not one of {', '.join(known)}")
 
 
-def _llama(model: str, options: dict[str, Any], args: list[str]):
+def _llama(model: str, options: dict[str, Any], args: list[str]) -> Launcher:
     from ..testbed import engines
 
     @contextlib.contextmanager
@@ -154,7 +158,7 @@ def _llama(model: str, options: dict[str, Any], args: list[str]):
     return launch
 
 
-def _vllm_server(model: str, args: list[str]):  # -> vllm_engine.VllmServer, not started
+def _vllm_server(model: str, args: list[str]) -> Any:  # a vllm_engine.VllmServer, not started
     from ..errors import UsageError
 
     try:
@@ -164,7 +168,7 @@ def _vllm_server(model: str, args: list[str]):  # -> vllm_engine.VllmServer, not
     return vllm_engine.VllmServer(model, extra_args=args)
 
 
-def _vllm(model: str, options: dict[str, Any], args: list[str]):
+def _vllm(model: str, options: dict[str, Any], args: list[str]) -> Launcher:
     @contextlib.contextmanager
     def launch() -> Iterator[tuple[str, str]]:
         with _vllm_server(model, args) as srv:
@@ -173,7 +177,7 @@ def _vllm(model: str, options: dict[str, Any], args: list[str]):
     return launch
 
 
-def gate_options(g: dict[str, Any]):  # -> app.spec.GateOptions
+def gate_options(g: dict[str, Any]) -> "GateOptions":
     """The sweep's door: its [gate] table (schema-checked by `read`) as the values every configuration's gate shares."""
     from verifier.app.spec import GateOptions, Probes, margins_from_table, sampling
 
@@ -192,7 +196,7 @@ def gate_options(g: dict[str, Any]):  # -> app.spec.GateOptions
         extra_body=dict(smp["extra_body"]) if "extra_body" in smp else None)
 
 
-def spec_from_file(doc: dict[str, Any], out: Path, quiet: bool):  # -> sweep.SweepSpec
+def spec_from_file(doc: dict[str, Any], out: Path, quiet: bool) -> "SweepSpec":
     from verifier.execution import perf
     from verifier.app.spec import GateOptions, api_key_env
     from ..errors import UsageError
@@ -230,7 +234,7 @@ def spec_from_file(doc: dict[str, Any], out: Path, quiet: bool):  # -> sweep.Swe
     return SweepSpec(golden=Path(doc["golden"]), configs=tuple(configs), out=out, perf=pspec, gate=shared, quiet=quiet)
 
 
-def _say(quiet: bool):
+def _say(quiet: bool) -> Callable[[str], None]:
     return (lambda s: None) if quiet else (lambda s: print(s, file=sys.stderr))
 
 

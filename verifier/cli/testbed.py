@@ -15,7 +15,7 @@ import threading
 RESPONDER_NAMES = ("arithmetic", "echo")  # = sorted(testbed.server.RESPONDERS); a test checks it
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("testbed", help="local test endpoints: `verifier testbed serve` starts a scripted OpenAI-compatible server")
     tsub = p.add_subparsers(dest="testbed_cmd", required=True)
     s = tsub.add_parser("serve", help="serve the scripted test endpoint on 127.0.0.1 and print its base URL",

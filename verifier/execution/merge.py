@@ -14,6 +14,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Sequence
 
+from verifier import safewrite
 from verifier.execution import journal
 from verifier.execution.layout import CONTEXT, PROBES
 from verifier.execution.resume import endpoint_place, served_models
@@ -70,8 +71,8 @@ def merge_headers(run_id: str, headers: list[tuple[Path, dict[str, Any]]]) -> di
             seen = versions.setdefault(name, (info["version"], d))
             if seen[0] != info["version"]:
                 raise _usage(f"conflicting {name} versions: {seen[0]} in {seen[1]}, {info['version']} in {d}")
-    starts = [h.get("started") for _, h in headers if h.get("started")]
-    ends = [h.get("finished") for _, h in headers]
+    starts: list[Any] = [h.get("started") for _, h in headers if h.get("started")]  # ISO-8601 strings as the shards wrote them
+    ends: list[Any] = [h.get("finished") for _, h in headers]
     named = {f.name for f in fields(RunHeader)}
     rest = {k: v for k, v in first.items() if k not in named}  # server_info and whatever else the first shard had
     endpoints = sorted({str((h.get("endpoint") or {}).get("base_url")) for _, h in headers})
@@ -83,15 +84,15 @@ def merge_headers(run_id: str, headers: list[tuple[Path, dict[str, Any]]]) -> di
         shards=[{"run_id": h.get("run_id"), "endpoint": h.get("endpoint"), "started": h.get("started"), "finished": h.get("finished"),
                  "selection": h.get("selection"), "suites": h.get("suites")} for _, h in headers],
     )
-    return journal.run_header(
-        run_id, harness=first.get("harness"), endpoint=first["endpoint"], sampling=first.get("sampling"),
-        extra_body=first.get("extra_body"), epochs=first.get("epochs"), modes=first.get("modes"),
+    kept: dict[str, Any] = {k: first.get(k) for k in ("harness", "sampling", "extra_body", "epochs", "modes")}  # the first shard's
+    return journal.run_header(  # a dict from here on: the shard set, sums and merged parts are added below
+        run_id, endpoint=first["endpoint"], **kept,
         suites={name: {**h["suites"][name]} for _, h in reversed(headers) for name in h["suites"]},
         started=min(starts) if starts else None,
         # ISO-8601 UTC strings sort chronologically; a shard that never finished leaves the merge unfinished.
         finished=max(ends) if ends and all(ends) else None,
         **rest,
-    )
+    ).to_json()
 
 
 def _refuse_repeats(shards: list[Path]) -> None:
@@ -157,18 +158,18 @@ def merge(shards: list[Path], out: Path, allow_partial: bool = False, force: boo
         mine = [s for (suite, _), s in ordered if suite == name]
         h = hashlib.sha256()
         for s in mine:
-            h.update(journal.canonical(s.to_json()).encode())
+            h.update(safewrite.canonical(s.to_json()).encode())
             h.update(b"\n")
         reqs = sum(x["suites"].get(name, {}).get("requests", 0) for _, x in headers)
         hdr["suites"][name] = {**info, "dataset_sha256": h.hexdigest(), "samples": len(mine), "requests": reqs}
     # Responses: concatenated in shard order. Readers keep the latest record per key, so a sample that two
     # shards both ran resolves to the later shard, the same rule as a resumed run.
-    with journal.atomic_write(out / journal.RESPONSES) as f:
+    with safewrite.atomic_write(out / journal.RESPONSES) as f:
         for d, _ in headers:
             for rec in journal.read_jsonl(d / journal.RESPONSES):
-                f.write(journal.scrubbed_line(rec) + "\n")
+                f.write(safewrite.scrubbed_line(rec) + "\n")
     _merge_probes(headers, out, hdr)
-    journal.write_json(out / journal.HEADER, hdr)
+    safewrite.write_json(out / journal.HEADER, hdr)
     return hdr
 
 
@@ -191,11 +192,11 @@ def _merge_probes(headers: list[tuple[Path, dict[str, Any]]], out: Path, hdr: di
             elif bool(first.get("passed")) != bool(result.get("passed")):
                 probes[name] = {"passed": False, "detail": f"shards disagree: {first.get('detail')} / {result.get('detail')} ({d})"}
     if probes:
-        journal.write_json(out / PROBES, probes)
+        safewrite.write_json(out / PROBES, probes)
     for d, _ in headers:
         ctx = RunDir(d).context()
         if ctx is not None:
-            journal.write_json(out / CONTEXT, ctx)
+            safewrite.write_json(out / CONTEXT, ctx)
             sources[CONTEXT] = [str(d)]
             break
     if sources:

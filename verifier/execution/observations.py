@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable
 from verifier.judge.parse import MalformedBody, parse_exchange
 from verifier import safeio
 from verifier import seal as sealing
+from verifier import safewrite
 from verifier.execution import journal, layout
 from verifier.types import JUDGED, Exchange, Observation, Parsed, Verdict
 
@@ -171,15 +172,15 @@ def write(run_dir: Path, collected: Collector, responses: dict[str, Any] | None 
     between the header and the seal. `responses`: the journal's digest, taken by the caller after the journal's last
     write (not hashed twice)."""
     verdicts = (Verdict.from_json(d) for d in journal.read_jsonl(Path(run_dir) / journal.VERDICTS))
-    with journal.atomic_write(Path(run_dir) / OBSERVATIONS) as f:
+    with safewrite.atomic_write(Path(run_dir) / OBSERVATIONS) as f:
         seal = sealing.sealer()
         n = 0
         for i, row in enumerate(_with_header(header(run_dir, responses), collected.rows(verdicts))):
-            line = journal.scrubbed_line(row) + "\n"
+            line = safewrite.scrubbed_line(row) + "\n"
             seal.update(line.encode("utf-8", "backslashreplace"))
             f.write(line)
             n += i > 0
-        f.write(journal.dumps({SEAL: seal.hexdigest(), "rows": n}) + "\n")
+        f.write(safewrite.dumps({SEAL: seal.hexdigest(), "rows": n}) + "\n")
 
 
 def _with_header(head: dict[str, Any], rows: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:

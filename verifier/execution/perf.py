@@ -121,7 +121,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def interval(values: Sequence[float]) -> dict[str, Any]:
+def interval(values: Sequence[float | None]) -> dict[str, Any]:
     """Mean of per-round values with a 95% t interval (a single round has no interval)."""
     xs = [v for v in values if v is not None and math.isfinite(v)]
     if not xs:

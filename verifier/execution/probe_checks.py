@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from verifier.jsonsafe import loads_bounded
 from verifier.judge.parse import MalformedBody, parse_surface
@@ -91,9 +91,10 @@ def same_text(a: list[Answer]) -> Seen:
 
 def neutral_same_as_none(a: list[Answer]) -> Seen:
     r = same_text(a)
-    if not r.passed and a[0].ok and a[1].ok:
-        return Seen(False, f"neutral values sent explicitly change the output: {_short(a[1].parsed.content)} vs "  # type: ignore[union-attr]
-                           f"none sent {_short(a[0].parsed.content)} (a server default applies when they are absent)")
+    none, neutral = a[0].parsed, a[1].parsed
+    if not r.passed and none is not None and neutral is not None:  # both answered (Answer.ok)
+        return Seen(False, f"neutral values sent explicitly change the output: {_short(neutral.content)} vs "
+                           f"none sent {_short(none.content)} (a server default applies when they are absent)")
     return r
 
 
@@ -135,7 +136,7 @@ def json_object(a: list[Answer]) -> Seen:
     return Seen(ok, f"output {_short(p.content, 60)}" + ("" if ok else ": not a JSON object"))
 
 
-def key_order(want: list[str]):
+def key_order(want: list[str]) -> Callable[[list[Answer]], Seen]:
     def check(a: list[Answer]) -> Seen:
         p = a[0].parsed
         if p is None:
@@ -172,7 +173,7 @@ def some_call(a: list[Answer]) -> Seen:
     return Seen(bool(n), f"tool calls {n}" if n else f"no tool call under a required tool choice; text {_short(a[0].parsed.content)}")  # type: ignore[union-attr]
 
 
-def named_call(name: str):
+def named_call(name: str) -> Callable[[list[Answer]], Seen]:
     def check(a: list[Answer]) -> Seen:
         if not a[0].ok:
             return Seen(False, a[0].why())
@@ -189,7 +190,7 @@ def at_most_one_call(a: list[Answer]) -> Seen:
     return Seen(len(n) <= 1, f"{len(n)} tool call(s) {n} with parallel_tool_calls false")
 
 
-def declared_only(declared: set[str]):
+def declared_only(declared: set[str]) -> Callable[[list[Answer]], Seen]:
     def check(a: list[Answer]) -> Seen:
         if not a[0].ok:
             return Seen(False, a[0].why())
@@ -200,7 +201,7 @@ def declared_only(declared: set[str]):
     return check
 
 
-def stop_honoured(stop: str):
+def stop_honoured(stop: str) -> Callable[[list[Answer]], Seen]:
     def check(a: list[Answer]) -> Seen:
         full, cut = a
         if not (full.ok and cut.ok):
@@ -217,7 +218,7 @@ def stop_honoured(stop: str):
     return check
 
 
-def n_choices(n: int):
+def n_choices(n: int) -> Callable[[list[Answer]], Seen]:
     def check(a: list[Answer]) -> Seen:
         x = a[0]
         if x.status is not None and 400 <= x.status < 500:

@@ -66,7 +66,7 @@ def normalize(results: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
 def _component(row_probe: str, *sides: dict[str, Any] | None, components: dict[str, str] | None = None) -> str:
     for s in sides:
         if s and isinstance(s.get("component"), str):
-            return s["component"]
+            return str(s["component"])
     return (components or {}).get(row_probe, "API validation")
 
 
@@ -139,8 +139,9 @@ def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
         name, surface = split(k)
         comp = _component(name, c, g, components=components)
         c_ok, why = (c["passed"], c.get("detail", "")) if c else (None, "")
-        if c and g and c_ok and g["passed"] and (comparators or {}).get(name) and "value" in c and "value" in g:
-            same, how = comparators[name](c["value"], g["value"])  # a measured value against the reference's
+        comparator = (comparators or {}).get(name)
+        if c and g and c_ok and g["passed"] and comparator and "value" in c and "value" in g:
+            same, how = comparator(c["value"], g["value"])  # a measured value against the reference's
             if not same:
                 c_ok, why = False, f"{why}; {how}" if why else how
         if g is not None and g.get("infra"):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from verifier.errors import UsageError
+from verifier import safewrite
 from verifier.execution import journal, layout
 from verifier.execution import observations as observe
 from verifier.types import Exchange, RunHeader, Sample, Verdict
@@ -141,7 +142,7 @@ class RunDir:
         target = Path(out) if out is not None else self.comparison_path()
         if out is not None:
             target.parent.mkdir(parents=True, exist_ok=True)
-        journal.write_json(target, doc)
+        safewrite.write_json(target, doc)
         return target
 
     # ------------------------------------------------------------------ writing into it

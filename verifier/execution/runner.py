@@ -10,14 +10,15 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO, cast
 
+from verifier import safewrite
 from verifier.execution import journal
 from verifier import scrub
 from verifier.surfaces.registry import mode_of, surface_for
 if TYPE_CHECKING:  # the endpoint module loads the openai SDK (~1 s): only when a request is sent
     from verifier.wire.endpoint import Endpoint, EndpointConfig
-from verifier.types import Exchange, Sample, Suite
+from verifier.types import Exchange, RunHeader, Sample, Suite
 
 # The run's defaults: greedy and reproducible, so run-to-run spread is the server's, not ours.
 DEFAULT_SAMPLING = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 1024, "seed": 1234}
@@ -32,7 +33,7 @@ git_commit = journal.git_commit
 def dataset_sha256(samples: list[Sample]) -> str:
     h = hashlib.sha256()
     for s in samples:
-        h.update(journal.canonical(journal.sample_fields(s)).encode())
+        h.update(safewrite.canonical(journal.sample_fields(s)).encode())
         h.update(b"\n")
     return h.hexdigest()
 
@@ -47,7 +48,9 @@ CONTENT_KEYS = frozenset({"tools", "response_format"})
 
 
 def _owned(body: dict[str, Any]) -> set[str]:
-    raw = body.get("_raw") if isinstance(body.get("_raw"), dict) else {}
+    raw = body.get("_raw")
+    if not isinstance(raw, dict):
+        raw = {}
     return set(IDENTITY_KEYS) | ((set(body) | set(raw)) & CONTENT_KEYS)
 
 
@@ -107,7 +110,7 @@ class Progress:
     def __init__(self, total: int, quiet: bool, stream: TextIO | None = None, interval: float | None = None):
         self.total, self.quiet = total, quiet
         # The bar's own `\r` must reach the terminal: past the CLI's control-character escaping (cli/console.py).
-        self.stream = stream or getattr(sys.stderr, "raw", sys.stderr)
+        self.stream: TextIO = stream or cast(TextIO, getattr(sys.stderr, "raw", sys.stderr))
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.interval = interval if interval is not None else (0.2 if self.tty else _env_interval())
         self.done = self.errors = 0
@@ -140,7 +143,7 @@ def _env_interval() -> float:
 
 
 @contextlib.contextmanager
-def lean_gc(gen0: int = 20_000):
+def lean_gc(gen0: int = 20_000) -> Iterator[None]:
     """Fewer, cheaper garbage collections while requests fly.
 
     The planned work (every request body) and the imported modules are long-lived: `gc.freeze()` takes them
@@ -165,7 +168,7 @@ async def execute(
     endpoint: Endpoint | None = None,
     journaled: dict[tuple[str, str, int, str], Exchange] | None = None,
     written: Callable[[bytes, Any], None] | None = None,
-) -> dict[str, int]:
+) -> dict[str, Any]:
     """Send every (suite, sample, epoch, mode, body) and journal each Exchange as it completes.
 
     `journaled`: the answered records of the run being resumed; a conversation replays them instead of
@@ -193,6 +196,7 @@ async def execute(
         journaled step whose body is rebuilt bit for bit is reused, and sending resumes at the first gap."""
         steps: list[Exchange] = []
         for _ in range(MAX_CONVERSATION_STEPS):
+            assert suite.conversation is not None  # converse is called for conversations only
             nxt = suite.conversation.step(sample, first, steps)
             if nxt is None:
                 return
@@ -238,7 +242,7 @@ def plan(
     extra_body: dict[str, Any],
     epochs: int,
     modes: list[str],
-    done: set[tuple[str, str, int, str]] = frozenset(),
+    done: set[tuple[str, str, int, str]] | frozenset[tuple[str, str, int, str]] = frozenset(),
     template: str | None = None,
 ) -> list[tuple[Suite, Sample, int, str, dict[str, Any]]]:
     work = []
@@ -264,7 +268,7 @@ def records(suite: Suite, samples: list[Sample]) -> int:
 
 
 def header(run_id: str, cfg: EndpointConfig, suites: list[tuple[Suite, list[Sample]]], sampling: dict[str, Any],
-           extra_body: dict[str, Any], epochs: int, modes: list[str], api_key_env: str | None) -> dict[str, Any]:
+           extra_body: dict[str, Any], epochs: int, modes: list[str], api_key_env: str | None) -> RunHeader:
     from verifier.wire.endpoint import redact_url
     from verifier.redact import mask_credentials
 

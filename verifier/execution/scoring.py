@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from verifier.judge import contract, contract_surfaces
+from verifier import safewrite
 from verifier.execution import journal
 from verifier import stats
 from verifier.wire.bodyread import STREAM_REFUSED, TOO_MANY_EVENTS
@@ -284,8 +285,8 @@ def write_scores(run_dir: Path, verdicts: list[Verdict], summary: dict[str, Any]
     again)."""
     digest = journal.file_digest(Path(run_dir) / journal.RESPONSES)
     observe.discard(run_dir)  # no sealed file may vouch for the verdicts and summary being replaced
-    journal.write_jsonl(Path(run_dir) / VERDICTS, (v.fields() for v in verdicts), nested_dataclasses=True)
-    journal.write_json(Path(run_dir) / SUMMARY, {**summary, "responses_digest": digest})
+    safewrite.write_jsonl(Path(run_dir) / VERDICTS, (v.fields() for v in verdicts), nested_dataclasses=True)
+    safewrite.write_json(Path(run_dir) / SUMMARY, {**summary, "responses_digest": digest})
     if observed is not None:
         observe.write(run_dir, observed, digest)
 

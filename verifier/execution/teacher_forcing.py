@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from verifier import jsonsafe
-from verifier.execution import journal, layout
+from verifier import safewrite
+from verifier.execution import layout
 from verifier.judge.contract import comparable
 from verifier.surfaces.registry import REFERENCE_MODE
 from verifier.types import Exchange
@@ -100,7 +101,7 @@ def targets_of(rows: Iterable[Any], greedy: bool) -> tuple[Target, ...]:
 def tokens_digest(tokens: Sequence[str]) -> str:
     """What a forced row records of the golden tokens it forced: a comparison against another golden (other tokens
     for the same sample) leaves the row out instead of reading it as a tokenizer change."""
-    return hashlib.sha256(journal.canonical(list(tokens)).encode()).hexdigest()
+    return hashlib.sha256(safewrite.canonical(list(tokens)).encode()).hexdigest()
 
 
 def prefill_positions(n: int, k: int) -> list[int]:
@@ -327,7 +328,7 @@ class _Tally:
     def write(self, row: dict[str, Any]) -> None:
         """One record's line, scrubbed of the run's secrets as every journal line is."""
         assert self.fd is not None
-        data = (journal.scrubbed_line(row) + "\n").encode("utf-8", "backslashreplace")
+        data = (safewrite.scrubbed_line(row) + "\n").encode("utf-8", "backslashreplace")
         while data:
             data = data[os.write(self.fd, data):]
         self.records += 1
@@ -445,7 +446,7 @@ async def run(ep: "Endpoint", forcing: Forcing, requests: Mapping[tuple[str, str
     path = Path(run_dir) / FILE
     if path.exists() or path.is_symlink():
         path.unlink()  # a pass of this run made before (a gate's earlier look): replaced, never appended to
-    tally.fd = journal.create_new(path)
+    tally.fd = safewrite.create_new(path)
     try:
         tally.write(first_row)
         await asyncio.gather(*(force(t) for t in targets if t is not first))

@@ -21,6 +21,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
+from verifier import safewrite
 from verifier.execution import journal, scoring
 from verifier.execution import observations as observe
 from verifier.execution.rundir import RunDir
@@ -96,9 +97,9 @@ def bless(run_dir: Path, to: Path, margins: Mapping[str, Margin] | None = None) 
     inputs = [{"suite": suite, **journal.sample_fields(x)} for (suite, _), x in journal.read_samples(run_dir, legacy=False).items()
               if suite in g["suites"]]
     def fill(tmp: Path) -> None:
-        journal.write_jsonl(tmp / OBS, obs)
-        journal.write_jsonl(tmp / INPUTS, inputs)
-        journal.write_json(tmp / GOLDEN, g)
+        safewrite.write_jsonl(tmp / OBS, obs)
+        safewrite.write_jsonl(tmp / INPUTS, inputs)
+        safewrite.write_json(tmp / GOLDEN, g)
 
     _swap_in(to, fill)
     return GoldenHeader.from_json(g)
@@ -356,7 +357,7 @@ def _inputs(path: Path, header: GoldenHeader, limit: int | None = None) -> tuple
                 sample = Sample.from_json(rec)
             except TypeError as e:
                 raise BadGolden(f"golden {path}: {INPUTS} line {n}: {e}") from None
-            hashes[suite].update(journal.canonical(journal.sample_fields(sample)).encode() + b"\n")  # runner.dataset_sha256
+            hashes[suite].update(safewrite.canonical(journal.sample_fields(sample)).encode() + b"\n")  # runner.dataset_sha256
             if keep:
                 out[suite].append(sample)
     except (journal.NotARunDir, json.JSONDecodeError, RecursionError) as e:
@@ -402,4 +403,4 @@ def save_margins(path: Path, margins: Mapping[str, Margin]) -> None:
     """Write `margins` into the golden at `path` (calibrate), everything else in golden.json unchanged."""
     golden = load(path)
     header = dataclasses.replace(golden.header, margins=dict(margins))
-    journal.write_json(Path(path) / GOLDEN, header.to_json())
+    safewrite.write_json(Path(path) / GOLDEN, header.to_json())

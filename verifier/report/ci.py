@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from verifier.execution import journal
+from verifier import safewrite
 from verifier.report import colours
 from verifier.attribution.document import Comparison
 from verifier.attribution.explain import cut_words
@@ -52,7 +52,7 @@ def write_csv(inp: Inputs, path: Path) -> None:
     # The csv module quotes a cell holding a character of the line terminator, and only then: a bare CR inside a
     # cell would end the row for most readers (and start the next cell with what follows it). A file with such a
     # cell is written with CRLF line ends (RFC 4180's), so that cell is quoted; others keep LF.
-    journal.write_text(path, df.to_csv(index=False, lineterminator="\r\n" if carriage_return else "\n"))
+    safewrite.write_text(path, df.to_csv(index=False, lineterminator="\r\n" if carriage_return else "\n"))
 
 
 def _cases_from_evidence(doc: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:

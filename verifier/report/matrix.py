@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
+from verifier import safewrite
 from verifier.execution import journal
 from verifier.execution.rundir import RunDir
 from verifier import scrub
@@ -238,9 +239,9 @@ def write(m: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {name: out_dir / name for name in FILES}
     # Through the one atomic, scrubbed writer: a planted temp symlink is refused, a run's echoed key is masked.
-    journal.write_text(paths["matrix.html"], render_html(m))
-    journal.write_text(paths["matrix.md"], markdown(m))
-    journal.write_json(paths["matrix.json"], m)
+    safewrite.write_text(paths["matrix.html"], render_html(m))
+    safewrite.write_text(paths["matrix.md"], markdown(m))
+    safewrite.write_json(paths["matrix.json"], m)
     return paths
 
 
