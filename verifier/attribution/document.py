@@ -422,6 +422,16 @@ class Comparison:
         """The typed document, from itself or from its dict (the form the Python API and older callers hand over)."""
         return doc if isinstance(doc, Comparison) else cls.from_dict(doc)
 
+    @property
+    def golden_name(self) -> Any:
+        """The golden's name as the gate recorded it (`golden.name`), or None."""
+        return (self.golden or {}).get("name")
+
+    @property
+    def golden_path(self) -> Any:
+        """The golden's path as the gate recorded it (`golden.path`), or None."""
+        return (self.golden or {}).get("path")
+
     def side(self, name: str) -> Side:
         """`frontend` or `quantization` by name."""
         if name == "frontend":

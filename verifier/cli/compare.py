@@ -59,7 +59,7 @@ def keep_gate_comparison(run_dir: Path, elsewhere: bool, force: bool) -> None:
     rd = RunDir(run_dir)
     if elsewhere or force or not rd.is_run() or not rd.has(COMPARISON):
         return
-    if rd.header_dict().get("gate_of") is None:
+    if rd.header().gate_of is None:
         return
     raise UsageError(f"{run_dir} holds the comparison its gate wrote; compare keeps it: give --out FILE to write "
                      "this one elsewhere, or --force to replace the gate's")

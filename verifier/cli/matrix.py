@@ -72,7 +72,7 @@ def handle(a: argparse.Namespace) -> int:
 
     loaded = app_gate.load_golden(a.golden)
     out = Path(a.out)
-    docs: dict[str, tuple[Path, Comparison | dict[str, Any]]] = {}
+    docs: dict[str, tuple[Path, Comparison]] = {}
     links: dict[str, Path] = {}
     for name, run_dir in parse_runs(a.runs):
         recorded = existing_comparison(run_dir, loaded.header)
@@ -80,10 +80,10 @@ def handle(a: argparse.Namespace) -> int:
             made = app_gate.compare_run(run_dir, a.golden, None, a.infra_budget, loaded, write=False)
         else:
             made = recompare(run_dir, a.golden, loaded, recorded)
-            if (recorded.get("status"), recorded.get("exit_code")) == (made.status, made.exit_code):
+            if (recorded.status, recorded.exit_code) == (made.status, made.exit_code):
                 docs[name] = (run_dir, recorded)
                 continue
-            why = (f"unverified {run_dir}/comparison.json: it says {recorded.get('status')}, the run's own evidence "
+            why = (f"unverified {run_dir}/comparison.json: it says {recorded.status}, the run's own evidence "
                    f"says {made.status}; shown as compared now")
             print(f"verifier: matrix: {name}: {why}", file=sys.stderr)
             made = dataclasses.replace(made, reasons=[why, *(made.reasons or [])], reason=why)
@@ -94,9 +94,10 @@ def handle(a: argparse.Namespace) -> int:
     return finish(docs, out, a.allow_inconclusive, links)
 
 
-def existing_comparison(run_dir: Path, g: GoldenHeader) -> dict[str, Any] | None:
+def existing_comparison(run_dir: Path, g: GoldenHeader) -> Comparison | None:
     """RUN_DIR/comparison.json when it was made against this golden (same name and source run), else None.
     A corrupt one is None (compared again); a planted special file is refused (exit 2)."""
+    from verifier.attribution.document import Comparison
     from verifier.execution.layout import NotARunDir, RefusedFile
     from verifier.execution.rundir import RunDir
 
@@ -106,15 +107,20 @@ def existing_comparison(run_dir: Path, g: GoldenHeader) -> dict[str, Any] | None
         raise
     except NotARunDir:
         return None
-    made = doc.get("golden") if isinstance(doc, dict) else None
-    if not isinstance(made, dict) or "status" not in doc:
+    if doc is None:
         return None
-    if made.get("name") != g.name or made.get("source_run") != g.source.run_id:
+    try:
+        typed = Comparison.from_dict(doc)
+    except (KeyError, TypeError, ValueError, AttributeError):  # not a comparison this verifier reads: compared again
         return None
-    return doc
+    if not isinstance(typed.golden, Mapping):
+        return None
+    if typed.golden_name != g.name or typed.golden.get("source_run") != g.source.run_id:
+        return None
+    return typed
 
 
-def finish(docs: Mapping[str, tuple[Path, Comparison | Mapping[str, Any]]], out: Path, allow_inconclusive: bool,
+def finish(docs: Mapping[str, tuple[Path, Comparison]], out: Path, allow_inconclusive: bool,
            links: dict[str, Path] | None = None) -> int:
     """Write the matrix of compared runs; print the Markdown table; the worst exit code. `links`: where a
     provider's row points when its run holds no comparison of its own against this golden."""

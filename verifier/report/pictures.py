@@ -152,7 +152,7 @@ def _spread(pts: list[dict[str, Any]], step: float = 7.0) -> list[dict[str, Any]
 
 def token_scatter(inp: Inputs) -> list[dict[str, Any]]:
     """Per suite: golden vs candidate prompt_tokens of each record, aggregated by (golden, candidate) pair."""
-    if inp.golden_meta is None:
+    if inp.golden_header is None:
         return []
     out = []
     df = inp.frame
@@ -321,7 +321,7 @@ def teacher_forced_plots(inp: Inputs) -> list[dict[str, Any]]:
     margin `<suite>/teacher_forced_kl`, `reference_per_sample`) against the candidate's, as sorted curves; and KL along
     the tokens of the candidate's furthest sample (comparison.json `suites.<s>.teacher_forced`)."""
     out = []
-    margins = (inp.golden_meta or {}).get("margins") or {}
+    margins = inp.golden_header.margins if inp.golden_header is not None else {}
     for suite, s in sorted((inp.doc.suites if inp.doc is not None else {}).items()):
         t = s.teacher_forced or {}
         rows = t.get("per_sample") or []
@@ -329,7 +329,7 @@ def teacher_forced_plots(inp: Inputs) -> list[dict[str, Any]]:
         if t.get("state") != "measured" or not cand:
             continue
         m = margins.get(f"{suite}/teacher_forced_kl")
-        raw = m.get("reference_per_sample") if isinstance(m, dict) else None
+        raw = m.reference_per_sample if m is not None else None
         ref = [float(x) for x in raw if is_finite_number(x)] if isinstance(raw, list) else []
         top = max(cand + ref + [1e-6]) * 1.08
         ax = _Axes(0, 1, 0, top)
