@@ -171,7 +171,7 @@ def test_unmeasured_is_grey_and_reference_failures_are_not_green(gates, tmp_path
     # smoke has no tool calls: the tool-call signals measured nothing, and say so
     sig = re.search(r"<tr><td>tool_args_invalid</td>.*?</tr>", html, flags=re.S) or re.search(r"<tr><td>tool_[a-z_]+</td><td class=\"num\">0/0</td>.*?</tr>", html, flags=re.S)
     assert sig and "not measured" in sig.group(0) and "v-pass" not in sig.group(0)
-    md = report.markdown(doc)
+    md = report.markdown(Comparison.from_dict(doc))
     assert "reference fails too" not in md or "🟨" in md
     assert "### Failed by the golden too" in md and "max_tokens_honoured: FAILED" in md
 
