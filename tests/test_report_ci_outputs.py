@@ -319,8 +319,9 @@ def test_samples_csv_cells_never_start_a_formula(calibrated_golden, tmp_path, cl
     with TestServer(Script(formula_answers)) as srv:
         assert cli("run", *RUN, "--base-url", srv.url, "--out", run)[0] == 0
     from verifier.app.gate import compare_run
+    from verifier.app.spec import CompareSpec
 
-    report_files.write_all(run, compare_run(run, str(calibrated_golden["golden"]), None, 0.02))
+    report_files.write_all(run, compare_run(run, CompareSpec(str(calibrated_golden["golden"]), 0.02)))
     with (run / "samples.csv").open(newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
     cells = [c for r in rows for c in r]

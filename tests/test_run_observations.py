@@ -56,8 +56,9 @@ def copy_run(src: Path, dest: Path) -> Path:
 def outputs(run: Path, golden: Path) -> tuple[str, str, list[dict]]:
     """What a gate makes of a scored run offline: the comparison, the report and the observation rows."""
     from verifier.app.gate import compare_run
+    from verifier.app.spec import CompareSpec
 
-    doc = compare_run(run, str(golden), None, 0.02, write=False)
+    doc = compare_run(run, CompareSpec(str(golden), 0.02, write=False))
     html = report_files.render_html(run, golden, doc)
     return json.dumps(doc.to_dict(), sort_keys=True), html, [o.to_dict() for o in store.observations(run)]
 
@@ -223,7 +224,7 @@ def test_stale_observations_are_not_trusted(world, tmp_path, monkeypatch, cli):
     vs = (run / scoring.VERDICTS).read_text(encoding="utf-8").splitlines(keepends=True)
     (run / scoring.VERDICTS).write_text("".join(vs[1:]), encoding="utf-8")
     assert observe.read(run) is None
-    from verifier.app.runs import observed as observations
+    from verifier.app.scored import observed as observations
 
     calls = count_parses(monkeypatch)
     observations(run)  # scored again: verdicts, observations and summary rebuilt from the journal

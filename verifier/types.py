@@ -300,6 +300,13 @@ class RunHeader:
         return self.extra.get("gate_of")
 
 
+DEFAULT_INFRA_BUDGET = 0.02
+"""Infra error rate above which a run is incomplete, when neither the caller nor the gate's record says otherwise:
+the one default every door (app/spec.CompareSpec, GateSpec), record (app/gate.GateRequest), the decision
+(attribution/compare.compare) and help string reads. Here, in the base floor, so the CLI's help needs no import
+of the application to print it."""
+
+
 @dataclass(frozen=True)
 class SuiteSummary:
     """`summary.json`'s `suites.<suite>`: what scoring counted of one suite (execution/scoring.summarize).

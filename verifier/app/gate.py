@@ -13,17 +13,15 @@ from typing import Any, Iterable, Mapping
 from verifier.execution import journal, runner
 from verifier.execution.rundir import RunDir
 from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir, suite_named
-from verifier.app.runs import observed
+from verifier.app.scored import observed
 from verifier.attribution.document import Comparison, SuiteResult
-from verifier.app.spec import CalibrateSpec, GateSpec, Probes
+from verifier.app.spec import DEFAULT_INFRA_BUDGET as DEFAULT_INFRA_BUDGET, CalibrateSpec, CompareSpec, GateSpec, Probes
 from verifier.errors import UsageError
 from verifier.golden.model import Golden, GoldenHeader, Margin, margins_from_json
 from verifier import jsonsafe, scrub
 from verifier.execution.layout import NotARunDir
 from verifier.types import Observation, RunHeader
 
-DEFAULT_INFRA_BUDGET = 0.02
-"""Infra error rate above which a run is incomplete, when neither the caller nor the gate's record says otherwise."""
 _MAX_NAMES = 256
 
 # Sequential stopping ends a run early only on a decided regression: a large one shows within
@@ -172,15 +170,15 @@ def gate(spec: GateSpec, golden: Golden | None = None) -> Comparison:
         # The live scorer's verdicts (collect wrote them before this look); a stale run is scored by compare_run.
         # An interim look covers part of the golden by design: judge what was sent.
         # Not written: an interim look is no verdict (an interrupted gate must not leave one behind as comparison.json).
-        doc = compare_run(run_dir, spec.golden, None, spec.infra_budget, golden, allow_subset=True, write=False,
-                          as_gated=False)
+        doc = compare_run(run_dir, CompareSpec(spec.golden, spec.infra_budget, allow_subset=True, write=False,
+                                               as_gated=False), golden)
         looks.append({"status": doc.status, "samples": sum(s.paired for s in doc.suites.values())})
         return doc.status in DECIDED
 
     collect(run, stop_check=decided if spec.sequential else None)
     stopped_early = bool(looks) and looks[-1]["status"] in DECIDED
-    doc = compare_run(out, spec.golden, None, spec.infra_budget, golden, allow_subset=stopped_early, write=False,
-                      as_gated=False)
+    doc = compare_run(out, CompareSpec(spec.golden, spec.infra_budget, allow_subset=stopped_early, write=False,
+                                       as_gated=False), golden)
     if spec.sequential:
         total_samples = sum(len(v) for v in (run.only_ids or {}).values())
         used = looks[-1]["samples"] if looks else 0
@@ -350,31 +348,29 @@ def require_margins(golden: Golden, path: str | Path) -> None:
         raise UsageError(f"golden {path} has no margins; run `verifier calibrate {path} ...` first")
 
 
-def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_budget: float | None,
-                loaded: Golden | None = None, allow_subset: bool = False, write: bool = True,
-                as_gated: bool = True) -> Comparison:
-    """Run vs golden -> the comparison document, written to `out` (default RUN_DIR/comparison.json) unless
-    `write` is False (the matrix only reads the runs it is given). `loaded`: the golden, when the caller has it.
-    `as_gated`: a gate's run directory is judged as that gate judged it (its GateRequest: the golden narrowed the
-    same way, its infra budget where `infra_budget` is None); the gate itself, which narrowed already, says False."""
+def compare_run(run_dir: Path, spec: CompareSpec, loaded: Golden | None = None) -> Comparison:
+    """Run vs golden -> the comparison document, written to `spec.out` (default RUN_DIR/comparison.json) unless
+    `spec.write` is False (the matrix only reads the runs it is given). `loaded`: the golden, when the caller has it.
+    `spec.as_gated`: a gate's run directory is judged as that gate judged it (its GateRequest: the golden narrowed
+    the same way, its infra budget where the spec sets none); the gate itself, which narrowed already, says False.
+    The run is scored again first when stale (app/scored.observed, the explicit step)."""
     from verifier.attribution import compare
 
+    golden_path, out, allow_subset = spec.golden, spec.out, spec.allow_subset
     golden = loaded or load_golden(golden_path)
     require_margins(golden, golden_path)
     rd = RunDir(run_dir)
     if not rd.is_run():
         raise UsageError(f"{run_dir} is not a run directory (no {journal.HEADER})")
     hdr = rd.header()
-    asked = gate_request(run_dir, hdr) if as_gated else None
+    asked = gate_request(run_dir, hdr) if spec.as_gated else None
     applied = asked if asked is not None and asked.applies_to(golden) else None
     if applied is not None:
         golden = _narrowed_as_asked(golden, applied, golden_path)
-        infra_budget = applied.infra_budget if infra_budget is None else infra_budget
     elif asked is not None:
         print(f"note: {run_dir} was gated against {asked.golden}, not this golden: its gate's narrowing is not applied",
               file=sys.stderr)
-    if infra_budget is None:
-        infra_budget = DEFAULT_INFRA_BUDGET
+    infra_budget = spec.budget(applied.infra_budget if applied is not None else None)
     h = golden.header
     scrub.register_run(rd.header_dict())  # the comparison is scrubbed of the key the run was made with
     for name in hdr.suites:
@@ -416,7 +412,7 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
     if golden.narrowed:  # a reviewer must see that this gate judged part of the golden, and which part
         doc = dataclasses.replace(doc, limited=dict(golden.narrowed))
     doc = with_floor_notes(doc, h)
-    if write:
+    if spec.write:
         RunDir(run_dir).write_comparison(doc.to_dict(), out)
     return doc
 

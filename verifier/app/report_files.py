@@ -2,7 +2,7 @@
 
 The renderers (html.render, ci.junit_xml, ci.markdown) are pure and take typed values (a RunData read from a
 RunDir, the golden's header and observations, a Comparison); this module is the only one that touches their files.
-Reading never scores or compares: "score again if stale" (app/runs.ensure_scored) and "compare if missing"
+Reading never scores or compares: "score again if stale" (app/scored.ensure_scored) and "compare if missing"
 (`comparison`) are explicit steps, ordered in `prepared`, which the commands call before they read.
 """
 
@@ -29,7 +29,7 @@ from verifier.report.data import Drawn, GoldenData, Inputs, RunData, Shown, inpu
 
 def read_run(run_dir: Path, with_exchanges: bool = True) -> RunData:
     """Verdicts joined with what scoring parsed of the journal (observations.jsonl), read once. The run must be
-    scored and fresh: the command calls `app/runs.ensure_scored` first; reading never scores (a run it did not
+    scored and fresh: the command calls `app/scored.ensure_scored` first; reading never scores (a run it did not
     leave fresh is a UsageError naming `verifier score`): the report never parses the journal a second way.
 
     `with_exchanges=False` leaves the journal's records out (`load` then draws only the flip cards' records, so
@@ -86,8 +86,9 @@ def comparison(run_dir: Path, golden_path: str | Path) -> Comparison:
     if recorded is not None:
         return recorded
     from verifier.app.gate import compare_run  # an application step, imported only when a report must compare
+    from verifier.app.spec import CompareSpec
 
-    return compare_run(run_dir, str(golden_path), None, None, write=False)
+    return compare_run(run_dir, CompareSpec(str(golden_path), write=False))  # a report never writes into the run
 
 
 def load(run_dir: Path | str, golden: GoldenData | None, doc: Comparison | None) -> Inputs:
@@ -102,10 +103,10 @@ def load(run_dir: Path | str, golden: GoldenData | None, doc: Comparison | None)
 
 def prepared(run_dir: Path | str, golden_path: str | Path | None,
              doc: Comparison | None = None) -> tuple[GoldenData | None, Comparison | None]:
-    """The steps a report of RUN_DIR needs before it reads, in order: score again if stale (app/runs.ensure_scored),
+    """The steps a report of RUN_DIR needs before it reads, in order: score again if stale (app/scored.ensure_scored),
     the golden (from `golden_path`, else the path `doc` recorded), then the comparison against it when `doc` is
     None (recorded, else compared now, `comparison`)."""
-    from verifier.app.runs import ensure_scored
+    from verifier.app.scored import ensure_scored
 
     run_dir = Path(run_dir)
     ensure_scored(run_dir)
@@ -147,7 +148,7 @@ def write_all(run_dir: Path | str, doc: Comparison, html: str | Path | None = No
     for p in paths.values():
         p.parent.mkdir(parents=True, exist_ok=True)
     if golden is not None:
-        from verifier.app.runs import ensure_scored
+        from verifier.app.scored import ensure_scored
 
         ensure_scored(run_dir)
         shown: GoldenData | None = GoldenData.of(golden)

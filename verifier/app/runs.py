@@ -7,14 +7,12 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from verifier import scrub
 from verifier.errors import UsageError
-from verifier.execution import journal
-from verifier.execution.layout import OBSERVATIONS, NotARunDir, RefusedFile
+from verifier.execution.layout import NotARunDir, RefusedFile
 from verifier.execution.rundir import RunDir
-from verifier.types import Observation, owner_ids
+from verifier.types import owner_ids
 from verifier.surfaces.registry import REFERENCE_MODE
 
 if TYPE_CHECKING:
@@ -41,42 +39,6 @@ class RunsQuery:
     """ISO date/time, or an age such as 30m, 6h, 2d."""
     limit: int | None = None
     """At most this many, newest first."""
-
-
-def ensure_scored(run_dir: Path) -> None:
-    """"Score again if stale", the explicit step of the commands that read what scoring wrote (compare, bless,
-    calibrate, report): a run not scored, scored from another journal, or whose observations.jsonl is missing or
-    does not match its seal (a row edited after scoring) is scored again, rebuilding the files from the journal.
-    Reading never scores: the readers (RunDir.observations, the report's read_run) refuse a run this step did not
-    leave fresh. Nothing is kept of the rows (the report reads them again one at a time). UsageError (exit 2) when
-    it is not a run, or its suite cannot score it again."""
-    _scored(run_dir, lambda _o, _shown: None, lambda: None)
-
-
-def observed(run_dir: Path) -> list[Observation]:
-    """The run's observation rows, scored again first when stale (as `ensure_scored`, in the same one read): what
-    compare, bless and calibrate read. The one reader is RunDir.observations; this is the step that makes it answer."""
-    rows: list[Observation] = []
-    _scored(run_dir, lambda o, _shown: rows.append(o), rows.clear)
-    return rows
-
-
-def _scored(run_dir: Path, take: Callable[[Observation, "dict[str, Any] | None"], None], drop: Callable[[], None]) -> None:
-    from verifier.app.collect import score  # the scoring step (app/collect owns run and score)
-
-    rd = RunDir(run_dir)
-    try:
-        scrub.register_run(rd.header_dict())  # what the caller writes from these rows is scrubbed of the run's key
-        if not rd.stale() and rd.each_observation(take):
-            return
-        drop()
-        score(run_dir)
-        if rd.each_observation(take):
-            return
-        drop()
-    except journal.NotARunDir as e:
-        raise UsageError(str(e)) from None
-    raise UsageError(f"{run_dir}: scoring wrote no {OBSERVATIONS} (a run its suite cannot score again?)")
 
 
 def _run_dirs(root: Path, depth: int = 0) -> Iterator[Path]:
@@ -168,6 +130,7 @@ def recompare(run_dir: Path, golden_path: str | Path, loaded: "Golden", recorded
     import dataclasses
 
     from verifier.app.gate import compare_run
+    from verifier.app.spec import CompareSpec
 
     rd = RunDir(run_dir)
     hdr = rd.header()
@@ -184,5 +147,7 @@ def recompare(run_dir: Path, golden_path: str | Path, loaded: "Golden", recorded
                            and any((o.suite, sid) in planned for sid in owner_ids(o.sample_id))))
     infra = recorded.infra
     budget = infra.get("budget") if isinstance(infra, Mapping) else None
-    return compare_run(Path(run_dir), golden_path, None, float(budget) if isinstance(budget, (int, float)) else 0.02,
-                       narrowed, allow_subset=bool(recorded.sequential), write=False, as_gated=False)
+    # The recorded budget (a document without one: the default, CompareSpec.budget).
+    spec = CompareSpec(golden_path, float(budget) if isinstance(budget, (int, float)) else None,
+                       allow_subset=bool(recorded.sequential), write=False, as_gated=False)
+    return compare_run(Path(run_dir), spec, narrowed)

@@ -24,7 +24,7 @@ from verifier.attribution.surface_signals import mode_note
 from verifier.golden.model import GoldenHeader, Margin
 from verifier.judge.contract import MODEL_BEHAVIOUR, SIGNAL_JUDGED
 from verifier.surfaces.registry import surface_for
-from verifier.types import Evidence, Observation
+from verifier.types import DEFAULT_INFRA_BUDGET, Evidence, Observation
 
 if TYPE_CHECKING:
     from verifier.attribution.teacher_forced import SuiteMeasure
@@ -576,7 +576,7 @@ def _logprob_gaps(golden_obs: list[Observation], cand_obs: list[Observation],
     return missing_lp, tool_lp_missing
 
 
-def compare(golden_meta: GoldenHeader | Mapping[str, Any], golden_obs: Rows, cand_obs: Rows, infra_budget: float = 0.02,
+def compare(golden_meta: GoldenHeader | Mapping[str, Any], golden_obs: Rows, cand_obs: Rows, infra_budget: float = DEFAULT_INFRA_BUDGET,
             probes: dict[str, Any] | None = None, allow_subset: bool = False,
             probe_table: list[dict[str, Any]] | None = None,
             teacher_forced: "tuple[Mapping[str, Any], Mapping[str, SuiteMeasure]] | None" = None) -> Comparison:

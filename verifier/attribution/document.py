@@ -422,6 +422,15 @@ class Comparison:
         """The typed document, from itself or from its dict (the form the Python API and older callers hand over)."""
         return doc if isinstance(doc, Comparison) else cls.from_dict(doc)
 
+    def to_json(self) -> dict[str, Any]:
+        """comparison.json, key for key (`to_dict`): the Python API's documented name for the document."""
+        return self.to_dict()
+
+    @property
+    def run_dir(self) -> Path:
+        """The run directory the gate or compare recorded (`run.run_dir`; compare_run always records it)."""
+        return Path((self.run or {})["run_dir"])
+
     @property
     def golden_name(self) -> Any:
         """The golden's name as the gate recorded it (`golden.name`), or None."""

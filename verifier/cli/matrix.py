@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from verifier.golden.model import GoldenHeader
 
 
+from verifier.types import DEFAULT_INFRA_BUDGET
+
 DEFAULT_OUT = "reports/matrix"
 """The design's reports/ folder, relative to the current directory: where a matrix goes when --out is not given."""
 
@@ -27,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
                    help=f"where matrix.html, matrix.md and matrix.json go (default {DEFAULT_OUT}, under the current directory)")
     p.add_argument("--infra-budget", type=float, default=None,
-                   help="infra error rate above which a run is incomplete (default: the one its gate used, else 0.02)")
+                   help=f"infra error rate above which a run is incomplete (default: the one its gate used, else {DEFAULT_INFRA_BUDGET})")
     p.add_argument("--allow-inconclusive", action="store_true", help="inconclusive providers count as passing for the exit code (regression_unattributed, 13, never does)")
     p.set_defaults(fn=handle)
 
@@ -68,6 +70,7 @@ def handle(a: argparse.Namespace) -> int:
 
     from verifier.app import gate as app_gate
     from verifier.app.runs import recompare
+    from verifier.app.spec import CompareSpec
     from verifier.execution import journal
 
     loaded = app_gate.load_golden(a.golden)
@@ -77,7 +80,7 @@ def handle(a: argparse.Namespace) -> int:
     for name, run_dir in parse_runs(a.runs):
         recorded = existing_comparison(run_dir, loaded.header)
         if recorded is None:
-            made = app_gate.compare_run(run_dir, a.golden, None, a.infra_budget, loaded, write=False)
+            made = app_gate.compare_run(run_dir, CompareSpec(a.golden, a.infra_budget, write=False), loaded)
         else:
             made = recompare(run_dir, a.golden, loaded, recorded)
             if (recorded.status, recorded.exit_code) == (made.status, made.exit_code):

@@ -202,7 +202,7 @@ Take = Callable[[Observation, "dict[str, Any] | None"], None]
 def read(run_dir: Path) -> list[Observation] | None:
     """The one reader of a run's observation rows (RunDir.observations): the rows as Observations, or None when the
     file is absent, unreadable, not made from the journal and the verdicts beside it, or its lines do not hash to
-    its seal (a row edited after scoring): the caller then scores the run again (app/runs.ensure_scored). A special
+    its seal (a row edited after scoring): the caller then scores the run again (app/scored.ensure_scored). A special
     file or a symlink out of the run is refused (NotARunDir), never read."""
     rows: list[Observation] = []
     return rows if each(run_dir, lambda o, _shown: rows.append(o)) else None

@@ -3,7 +3,7 @@
 It knows every file of a run directory (the names are spelled in execution/layout.py) and returns each as a checked
 value: `header()` a RunHeader, `summary()` a RunSummary, `probes()`, `context()` and `comparison()` JSON objects,
 `observations()` the rows scoring wrote as Observations, `each_observation` the same one row at a time (None / False
-when missing, stale or forged: the command scores the run again first, app/runs.ensure_scored; there is no second
+when missing, stale or forged: the command scores the run again first, app/scored.ensure_scored; there is no second
 way to parse the journal). Every file is read through `verifier.safeio` (see execution/layout.py), so a planted
 FIFO, device, oversized file or symlink out of the directory is a `NotARunDir` naming it (exit 2, one line),
 never a hang, a MemoryError or a file from elsewhere.
@@ -122,7 +122,7 @@ class RunDir:
 
     def observations(self) -> list[Observation] | None:
         """observations.jsonl's rows, or None when the file is absent, stale, or does not match its seal: the
-        command then scores the run again (app/runs.observed, app/runs.ensure_scored)."""
+        command then scores the run again (app/scored.observed, app/scored.ensure_scored)."""
         return observe.read(self.path)
 
     def each_observation(self, take: observe.Take) -> bool:

@@ -48,7 +48,7 @@ def observations(run_dir: Path) -> list[Observation]:
 
     Read from RUN_DIR/observations.jsonl (RunDir.observations, the one reader), which scoring wrote from its one
     parse of the journal. A run whose file is missing or no longer matches its journal, verdicts and seal is refused
-    here: the app scores it again first (app/runs.observed); there is no second way to parse the journal."""
+    here: the app scores it again first (app/scored.observed); there is no second way to parse the journal."""
     rows = RunDir(run_dir).observations()
     if rows is None:
         raise journal.NotARunDir(f"{run_dir}: {observe.OBSERVATIONS} is missing or does not match the journal; "
