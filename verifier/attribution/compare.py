@@ -576,7 +576,7 @@ def _logprob_gaps(golden_obs: list[Observation], cand_obs: list[Observation],
     return missing_lp, tool_lp_missing
 
 
-def compare(golden_meta: GoldenHeader | Mapping[str, Any], golden_obs: Rows, cand_obs: Rows, infra_budget: float = DEFAULT_INFRA_BUDGET,
+def compare(header: GoldenHeader, golden_obs: Rows, cand_obs: Rows, infra_budget: float = DEFAULT_INFRA_BUDGET,
             probes: dict[str, Any] | None = None, allow_subset: bool = False,
             probe_table: list[dict[str, Any]] | None = None,
             teacher_forced: "tuple[Mapping[str, Any], Mapping[str, SuiteMeasure]] | None" = None) -> Comparison:
@@ -585,7 +585,6 @@ def compare(golden_meta: GoldenHeader | Mapping[str, Any], golden_obs: Rows, can
     run's teacher-forcing state (run.json) and what its forced records measured per suite (teacher_forced.measure)."""
     from verifier.attribution import coverage, diagnosis, explain
 
-    header = GoldenHeader.of(golden_meta)  # a typed header (store.load), or a hand-built golden.json fragment
     margins = header.margins
     golden_obs, cand_obs = as_observations(golden_obs), as_observations(cand_obs)
     sig = paired_signals(golden_obs, cand_obs)

@@ -153,11 +153,6 @@ class GoldenHeader:
             margins=margins_from_json(g.get("margins")), probes=g.get("probes") or None,
             context_probe=g.get("context_probe") or None, document=g)
 
-    @staticmethod
-    def of(header: "GoldenHeader | Mapping[str, Any]") -> "GoldenHeader":
-        """A header, or a hand-built golden.json fragment (tests, benches): missing fields take their defaults."""
-        return header if isinstance(header, GoldenHeader) else GoldenHeader.from_json(header)
-
     def to_json(self) -> dict[str, Any]:
         """golden.json for this header: the blessed document with the typed fields written back (so a narrowed or
         recalibrated header reads as what it is)."""
