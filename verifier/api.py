@@ -20,7 +20,7 @@ Errors are `verifier.errors.UsageError` (bad input; the CLI's exit 2); nothing h
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from dataclasses import dataclass
 
@@ -32,6 +32,9 @@ from verifier.golden.model import Golden as Golden, Margin
 from verifier.execution.rundir import RunDir
 from verifier.types import RunSummary
 from verifier.surfaces.registry import REFERENCE_MODE
+
+if TYPE_CHECKING:
+    from verifier.app.collect import EndpointSpec
 
 
 ENDPOINT_FIELDS = frozenset({"concurrency", "timeout_s", "max_retries", "max_response_bytes", "max_stream_events",
@@ -65,7 +68,8 @@ def load_golden(name: str | Path) -> Golden:
     return _load(name)
 
 
-def _endpoint(base_url: str, model: str, api_key_env: str | None, headers: Mapping[str, str] | None, **kw: Any):
+def _endpoint(base_url: str, model: str, api_key_env: str | None, headers: Mapping[str, str] | None,
+              **kw: Any) -> "EndpointSpec":
     from verifier.app.collect import EndpointSpec
 
     return EndpointSpec(base_url=base_url, model=model, api_key_env=api_key_env, headers=dict(headers or {}), **kw)
@@ -108,7 +112,7 @@ def compare(run_dir: str | Path, golden: str | Path | Golden, *, infra_budget: f
     from verifier.app.gate import compare_run
 
     loaded = golden if isinstance(golden, Golden) else None
-    path = loaded.path if loaded is not None else golden
+    path: str | Path = loaded.path if loaded is not None else golden  # type: ignore[assignment]  # not a Golden here
     with scrub.command():
         return compare_run(Path(run_dir), CompareSpec(path, infra_budget, allow_subset=allow_subset, write=write), loaded)
 

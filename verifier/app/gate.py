@@ -12,7 +12,8 @@ from typing import Any, Iterable, Mapping
 
 from verifier.execution import journal, runner
 from verifier.execution.rundir import RunDir
-from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir, suite_named
+from verifier.app.catalog import suite_named
+from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir
 from verifier.app.scored import observed
 from verifier.attribution.document import Comparison, SuiteResult
 from verifier.app.spec import DEFAULT_INFRA_BUDGET as DEFAULT_INFRA_BUDGET, CalibrateSpec, CompareSpec, GateSpec, Probes

@@ -81,26 +81,29 @@ def describe(run_dir: Path) -> dict[str, Any] | None:
     A planted special file or a symlink out of the directory is refused (UsageError naming it), never read."""
     rd = RunDir(run_dir)
     try:
-        hdr = rd.header_dict()
+        hdr = rd.header()
     except RefusedFile as e:
         raise UsageError(str(e)) from None
     except NotARunDir:
         return None
-    ep = hdr.get("endpoint") if isinstance(hdr.get("endpoint"), dict) else {}
+    ep = hdr.endpoint if isinstance(hdr.endpoint, dict) else {}
     try:
         cmp = rd.comparison()
     except RefusedFile as e:
         raise UsageError(str(e)) from None
     except NotARunDir:
         cmp = None  # corrupt: listed as a run never compared, as before
-    golden = (cmp or {}).get("golden") if isinstance((cmp or {}).get("golden"), dict) else {}
+    # comparison.json is read leniently here (any writer's, any age: the listing shows what it says); the typed
+    # Comparison is for documents this verifier compares or renders.
+    made = cmp.get("golden") if cmp is not None else None
+    golden = made if isinstance(made, dict) else {}
     return {
-        "run_dir": str(run_dir), "run_id": hdr.get("run_id"), "started": hdr.get("started"), "finished": hdr.get("finished"),
-        "endpoint": ep.get("base_url"), "model": ep.get("model"), "suites": sorted(hdr["suites"]),
-        "modes": hdr.get("modes") or [REFERENCE_MODE], "kind": "gate" if cmp or hdr.get("gate_of") else "run",
-        "status": str(cmp.get("status")) if cmp else "run" if hdr.get("finished") and not hdr.get("gate_of") else "interrupted",
+        "run_dir": str(run_dir), "run_id": hdr.run_id or None, "started": hdr.started, "finished": hdr.finished,
+        "endpoint": ep.get("base_url"), "model": ep.get("model"), "suites": sorted(hdr.suites),
+        "modes": hdr.modes or [REFERENCE_MODE], "kind": "gate" if cmp or hdr.gate_of else "run",
+        "status": str(cmp.get("status")) if cmp else "run" if hdr.finished and not hdr.gate_of else "interrupted",
         "exit_code": cmp.get("exit_code") if cmp else None,
-        "golden": golden.get("name") or hdr.get("gate_of"), "scored": rd.scored(),
+        "golden": golden.get("name") or hdr.gate_of, "scored": rd.scored(),
     }
 
 

@@ -660,7 +660,7 @@ def _spreads(s: PairedSuite, suite: str) -> dict[str, float]:
     return out
 
 
-def calibrate_margins(runs: list[Rows], provenance: dict[str, Any]) -> dict[str, Any]:
+def calibrate_margins(runs: Sequence[Rows], provenance: dict[str, Any]) -> dict[str, Any]:
     """Margins = the largest run-to-run spread seen between reference runs, per metric and signal.
 
     Every ordered pair: a signal read within one run (stream parity: its chat and its stream answers) is counted on

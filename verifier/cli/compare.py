@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from verifier.app.spec import CompareSpec
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("compare", help="paired diff of a run against a golden; writes comparison.json; exit code")
     p.add_argument("run_dir")
     p.add_argument("--golden", required=True)

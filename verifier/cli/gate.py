@@ -9,15 +9,18 @@ from typing import TYPE_CHECKING, Any
 
 from verifier.types import DEFAULT_INFRA_BUDGET
 
-from .args import MODE_NAMES, add_endpoint_args, add_teacher_forcing_args
+from verifier.surfaces.registry import MODES as MODE_NAMES
+
+from .args import add_endpoint_args, add_teacher_forcing_args
 from .types import fraction, positive_int
 
 if TYPE_CHECKING:
+    from verifier.app.spec import GateOptions
     from verifier.attribution.document import Comparison
     from verifier.golden.model import Golden
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("gate", help="run the golden's samples against an endpoint, compare, report; CI exit code")
     p.add_argument("--config", metavar="GATE.toml", help="gate file (see docs/ci.md, 'Gate files'); flags given here override it")
     p.add_argument("--golden", help="golden directory, or the name of a packaged golden (verifier list-goldens)")
@@ -50,7 +53,7 @@ def check(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
         ap.error("--probes and --no-probes contradict each other: give one")
 
 
-def options_from_flags(a: argparse.Namespace):  # -> app.spec.GateOptions
+def options_from_flags(a: argparse.Namespace) -> "GateOptions":
     """The command line's door: what the flags given say, None for every flag not given."""
     from verifier.app.spec import GateOptions, Probes, margin_from_flag, names, sampling
     from .args import parse_extra_body, parse_headers

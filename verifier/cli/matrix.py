@@ -22,7 +22,7 @@ DEFAULT_OUT = "reports/matrix"
 """The design's reports/ folder, relative to the current directory: where a matrix goes when --out is not given."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("matrix", help="N candidate runs (one per provider) vs one golden -> matrix.html + matrix.md")
     p.add_argument("runs", nargs="+", metavar="[NAME=]RUN_DIR", help="candidate run directories; NAME= sets the provider name (default: the directory name)")
     p.add_argument("--golden", required=True, help="the golden every run is compared with")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import jinja2
+import markupsafe
 import pandas as pd
 
 from verifier.report import colours
@@ -109,7 +110,7 @@ def context(inp: Inputs) -> dict[str, Any]:
         shows_reference = c["mode"] == REFERENCE_MODE and c["epoch"] == 0
         c["token_diff"] = pictures.sample_token_diff(inp, c["suite"], c["sample_id"], gold) if shows_reference else None
     carded = {(c["suite"], c["sample_id"]) for c in cards if c["token_diff"]}
-    diffs = []
+    diffs: list[dict[str, Any]] = []
     for suite, sid in pictures.diff_candidates(inp, carded):
         td = pictures.sample_token_diff(inp, suite, sid, gold)
         if td:
@@ -127,7 +128,7 @@ def context(inp: Inputs) -> dict[str, Any]:
         "metrics": metric_tables(inp), "chart": delta_chart({k: s.metrics for k, s in doc.suites.items()}) if doc else None, "evidence": evidence,
         "findings": findings_view(inp), "fingerprint": fingerprint_view(inp), "flips": cards, "nflips": nflips,
         "max_cards": MAX_FLIP_CARDS, "perf": perf(inp), "prov": provenance(inp), "has_golden": inp.golden_header is not None,
-        "nrows": len(inp.frame), "table_json": jinja2.utils.markupsafe.Markup(table_json(inp.frame)),
+        "nrows": len(inp.frame), "table_json": markupsafe.Markup(table_json(inp.frame)),
         "suites": sorted(inp.frame["suite"].unique().tolist()),
     }
 

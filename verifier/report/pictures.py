@@ -37,7 +37,8 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     start = math.floor(lo / step + 1e-9) * step
-    ticks, t = [], start
+    ticks: list[float] = []
+    t = start
     while not ticks or ticks[-1] < hi - step * 1e-9:  # the last tick is at or beyond hi: every point is inside
         ticks.append(round(t, 10))
         t += step
@@ -184,7 +185,7 @@ def token_scatter(inp: Inputs) -> list[dict[str, Any]]:
                         "colour": colours.RED if moved else colours.GREEN, "href": "#s-" + p["anchor"] if moved else None,
                         "title": f"golden {k[0]} → candidate {k[1]} ({k[1] - k[0]:+d}) on {p['n']} record(s) "
                                  f"[{', '.join(sorted(p['modes']))}]: {', '.join(p['ids'])}{more}"})
-        pts.sort(key=lambda p: p["moved"])  # moved points drawn last, on top
+        pts.sort(key=lambda p: bool(p["moved"]))  # moved points drawn last, on top
         moved_records = sum(pairs[k]["n"] for k in pairs if k[0] != k[1])
         out.append({"suite": suite, "frame": ax.frame(), "points": pts, "records": int(len(both)), "moved": moved_records,
                     "diag": {"x1": ax.x(ax.x0), "y1": ax.y(ax.y0), "x2": ax.x(ax.x1), "y2": ax.y(ax.y1)},

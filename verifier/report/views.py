@@ -37,7 +37,7 @@ def delta_chart(metrics: Mapping[str, Mapping[str, MetricResult]]) -> dict[str, 
     x0, w = 190.0, 420.0
 
     def x(v: float) -> float:
-        return round(x0 + (v + span) / (2 * span) * w, 1)
+        return round(x0 + (v + float(span)) / (2 * float(span)) * w, 1)
 
     for i, r in enumerate(rows):
         # A metric without a margin (uncalibrated, or judged by its interval alone) has no margin line to draw.
@@ -103,7 +103,8 @@ def _pct(xs: pd.Series, q: float) -> float | None:
 def perf(inp: Inputs) -> dict[str, Any]:
     df = inp.frame
     sides = ["candidate"] + (["golden"] if inp.golden_header is not None else [])
-    lat_rows, series = [], {}
+    lat_rows: list[dict[str, Any]] = []
+    series: dict[str, Any] = {}
     for side in sides:
         p = side[0]
         xs = pd.to_numeric(df.loc[df[f"{p}_outcome"].notna() & (df[f"{p}_outcome"] != "infra"), f"{p}_latency_ms"], errors="coerce").dropna()
@@ -271,10 +272,11 @@ def metric_tables(inp: Inputs) -> list[dict[str, Any]]:
                         "golden_only": s.golden_only, "candidate_only": s.candidate_only,
                         "tool_trigger": s.tool_trigger, "answer_agreement": s.answer_agreement})
     else:
-        for suite, s in (inp.summary.suites if inp.summary is not None else {}).items():
-            rows = [{"metric": k, "candidate": v.get("value"), "ci": v.get("ci"), "n": v.get("n")} for k, v in s.metrics.items()]
-            out.append({"suite": suite, "rows": rows, "outcomes": s.outcomes, "contract_rate": s.contract_rate,
-                        "infra_rate": s.infra_rate, "version": s.version})
+        for suite, counted in (inp.summary.suites if inp.summary is not None else {}).items():
+            rows = [{"metric": k, "candidate": v.get("value"), "ci": v.get("ci"), "n": v.get("n")}
+                    for k, v in counted.metrics.items()]
+            out.append({"suite": suite, "rows": rows, "outcomes": counted.outcomes, "contract_rate": counted.contract_rate,
+                        "infra_rate": counted.infra_rate, "version": counted.version})
     return out
 
 
@@ -283,7 +285,7 @@ def provenance(inp: Inputs) -> dict[str, Any]:
     h = inp.header
     ep = dict(h.endpoint)
     ep.pop("headers", None)  # defensive: only header *names* are ever shown
-    side = {"candidate": {"run_id": h.run_id, "endpoint": ep, "harness": h.harness, "sampling": h.sampling,
+    side: dict[str, dict[str, Any]] = {"candidate": {"run_id": h.run_id, "endpoint": ep, "harness": h.harness, "sampling": h.sampling,
                           "extra_body": h.extra_body, "started": h.started, "finished": h.finished,
                           "epochs": h.epochs, "modes": h.modes, "server_info": _pretty(h.server_info)}}
     suites = [{"suite": k, "run_version": v.get("version"), "run_sha": v.get("dataset_sha256"), "samples": v.get("samples")}
