@@ -146,7 +146,9 @@ def test_an_edited_row_is_not_trusted(world, tmp_path, cli):
     theirs = {(o["suite"], o["sample_id"], o["epoch"], o["mode"]): o for o in gobs}
     forged = [json.dumps(theirs.get((r["suite"], r["sample_id"], r["epoch"], r["mode"]), r))
               for r in map(json.loads, rows)]
-    assert attribution.compare(g, gobs, [json.loads(r) for r in forged]).status == "pass"
+    from verifier.types import Observation
+
+    assert attribution.compare(g, golden.observations, [Observation.from_dict(json.loads(r)) for r in forged]).status == "pass"
     path.write_text("\n".join([head, *forged, seal]) + "\n", encoding="utf-8")
     assert observe.read(run) is None
     assert outputs(run, world["golden"]) == fresh

@@ -41,7 +41,9 @@ MEANING = {
     30: "incomplete: too many infra errors or too much of the golden not covered to judge",
 }
 
-Rows = Iterable["Observation | Mapping[str, Any]"]
+Rows = Iterable[Observation]
+"""Observation rows: the golden's (store.load) or a run's (RunDir.observations); dicts are read into Observations
+at those load boundaries, never here."""
 Grouped = dict[str, dict[str, list[Observation]]]
 
 
@@ -79,8 +81,13 @@ class PairedSuite(TypedDict):
 
 
 def as_observations(rows: Rows) -> list[Observation]:
-    """The load boundary: golden files and hand-built rows are dicts; everything below works on Observation."""
-    return [Observation.from_dict(o) for o in rows]  # type: ignore[arg-type]
+    """The rows as a list, each checked to be an Observation (a dict here is a caller that skipped the load
+    boundary: a TypeError, not a silent conversion)."""
+    out = list(rows)
+    for o in out:
+        if not isinstance(o, Observation):
+            raise TypeError(f"expected Observation rows (RunDir.observations, Golden.observations), got {type(o).__name__}")
+    return out
 
 
 def _group(obs: list[Observation]) -> Grouped:
@@ -200,7 +207,7 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
 
 
 def paired_signals(golden: Rows, cand: Rows) -> dict[str, PairedSuite]:
-    """Everything compare and calibrate need, per suite, from two sets of observations (dicts or Observations)."""
+    """Everything compare and calibrate need, per suite, from two sets of observations."""
     G, C = _group(as_observations(golden)), _group(as_observations(cand))
     return {suite: _suite_signals(G[suite], C[suite]) for suite in sorted(set(G) & set(C))}
 
