@@ -432,6 +432,11 @@ class Comparison:
         return Path((self.run or {})["run_dir"])
 
     @property
+    def run_id(self) -> Any:
+        """The run's id as the gate or compare recorded it (`run.run_id`), or None."""
+        return (self.run or {}).get("run_id")
+
+    @property
     def golden_name(self) -> Any:
         """The golden's name as the gate recorded it (`golden.name`), or None."""
         return (self.golden or {}).get("name")

@@ -14,7 +14,7 @@ from verifier import stats
 from verifier.wire.bodyread import STREAM_REFUSED, TOO_MANY_EVENTS
 from verifier.judge.parse import MalformedBody, parse_exchange
 from verifier.execution import observations as observe
-from verifier.types import Exchange, Finding, Judgement, Parsed, Sample, Suite, Verdict
+from verifier.types import Exchange, Finding, Judgement, Parsed, RunHeader, Sample, Suite, Verdict
 from verifier import jsonsafe
 
 VERDICTS = journal.VERDICTS
@@ -189,7 +189,7 @@ class Scorer:
     def result(self) -> tuple[list[Verdict], dict[str, Any], observe.Collector]:
         """Verdicts (conversations judged now, whole), the summary and the observations, once every record is in."""
         # The header as it is now (a run finished or resumed since this scorer started has rewritten it).
-        header = journal.check_run_dir(self.run_dir)
+        header = journal.read_header(self.run_dir)
         suites, samples, latest, conv_latest, seen = self.suites, self.samples, self.latest, self.conv_latest, self.seen
         verdicts = [latest[k] for k in sorted(latest)]
         conversations: dict[tuple[str, str, int, str], list[Exchange]] = defaultdict(list)
@@ -220,14 +220,17 @@ def step_order(step_id: str) -> tuple[Any, ...]:
     return tuple(tuple((0, int(x)) if x.isdigit() else (1, x) for x in re.split(r"(\d+)", part) if x) for part in step_id.split("/")[1:])
 
 
-def summarize(header: dict[str, Any], verdicts: list[Verdict], suites: dict[str, Suite], samples: Any = None) -> dict[str, Any]:
+def summarize(header: RunHeader, verdicts: list[Verdict], suites: dict[str, Suite], samples: Any = None) -> dict[str, Any]:
+    """summary.json's document (RunSummary.from_dict reads it typed) for the run `header` describes."""
     by_suite: dict[str, list[Verdict]] = defaultdict(list)
     for v in verdicts:
         by_suite[v.suite].append(v)
-    out: dict[str, Any] = {"run_id": header.get("run_id"), "suites": {}}
-    for name in sorted(header.get("suites", {})):
+    per_suite: dict[str, Any] = {}
+    out: dict[str, Any] = {"run_id": header.run_id or None, "suites": per_suite}
+    for name in sorted(header.suites):
         vs = by_suite.get(name, [])
-        expected = header["suites"][name].get("requests", len(vs))
+        info = header.suites[name]
+        expected = info.get("requests", len(vs))
         outcomes = Counter(v.outcome for v in vs)
         # Metrics are averaged over epochs per sample first, then over samples;
         # only `content` verdicts count: contract and infra failures are reported, never scored as wrong.
@@ -245,7 +248,7 @@ def summarize(header: dict[str, Any], verdicts: list[Verdict], suites: dict[str,
         findings = Counter(f.code for v in vs for f in v.findings)
         lat = sorted(v.signals.get("latency_ms", 0.0) for v in vs if v.outcome != "infra")
         entry: dict[str, Any] = {
-            "version": header["suites"][name].get("version"),
+            "version": info.get("version"),
             "requests": expected,
             "recorded": len(vs),
             "missing": max(0, expected - len(vs)),
@@ -263,7 +266,7 @@ def summarize(header: dict[str, Any], verdicts: list[Verdict], suites: dict[str,
         suite = suites.get(name)
         if suite and suite.summarize:
             entry["extra"] = suite.summarize(vs)
-        out["suites"][name] = entry
+        per_suite[name] = entry
     return out
 
 

@@ -171,7 +171,7 @@ def markdown(doc: Comparison, report_path: str | None = None, top_flips: int = 1
                 if inf.get("reference_also_failed") else "")]
     g = doc.golden or {}
     if g.get("name"):
-        lines.append(f"- golden: `{_md(g['name'])}`, run: `{_md((doc.run or {}).get('run_id'))}`")
+        lines.append(f"- golden: `{_md(g['name'])}`, run: `{_md(doc.run_id)}`")
     lines += ["", "| suite | metric | golden | candidate | delta | CI | margin | p | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     for suite, s in doc.suites.items():
         for m, v in s.metrics.items():
