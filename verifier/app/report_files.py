@@ -2,8 +2,9 @@
 
 The renderers (html.render, ci.junit_xml, ci.markdown) are pure and take typed values (a RunData read from a
 RunDir, the golden's header and observations, a Comparison); this module is the only one that touches their files.
-Reading never scores or compares: "score again if stale" (app/scored.ensure_scored) and "compare if missing"
-(`comparison`) are explicit steps, ordered in `prepared`, which the commands call before they read.
+Reading never scores or compares: "compare if missing" (`comparison`, ordered with the golden in `prepared`) and
+"score again if stale" (app/scored.ensure_scored, in `load_scored`, when `read_run` finds the run not freshly
+scored: one read of observations.jsonl on the fresh path) are explicit steps of the commands.
 """
 
 from __future__ import annotations
@@ -27,10 +28,14 @@ import verifier.report.views as views
 from verifier.report.data import Drawn, GoldenData, Inputs, RunData, Shown, inputs
 
 
+class NotScored(UsageError):
+    """A run not scored, or scored from another journal: `load_scored` scores it again (app/scored.ensure_scored)."""
+
+
 def read_run(run_dir: Path, with_exchanges: bool = True) -> RunData:
-    """Verdicts joined with what scoring parsed of the journal (observations.jsonl), read once. The run must be
-    scored and fresh: the command calls `app/scored.ensure_scored` first; reading never scores (a run it did not
-    leave fresh is a UsageError naming `verifier score`): the report never parses the journal a second way.
+    """Verdicts joined with what scoring parsed of the journal (observations.jsonl), read once. Reading never
+    scores: a run not freshly scored is NotScored (a UsageError naming `verifier score`), which `load_scored` answers
+    with the explicit step; the report never parses the journal a second way.
 
     `with_exchanges=False` leaves the journal's records out (`load` then draws only the flip cards' records, so
     memory does not grow with the journal); callers that render a RunData themselves keep the default."""
@@ -49,7 +54,7 @@ def read_run(run_dir: Path, with_exchanges: bool = True) -> RunData:
             shown[(o.suite, o.sample_id, o.epoch, o.mode)] = Shown.of(o, extra)
 
     if rd.stale() or not rd.each_observation(take):
-        raise UsageError(f"{run_dir}: not scored, or scored from another journal ({layout.OBSERVATIONS} is missing or "
+        raise NotScored(f"{run_dir}: not scored, or scored from another journal ({layout.OBSERVATIONS} is missing or "
                          f"does not match it); run `verifier score {run_dir}`")
     exchanges = rd.exchanges() if with_exchanges else {}
     finds = [{"suite": v.suite, "sample_id": v.sample_id, "mode": v.mode, "code": f.code, "detail": f.detail[:300]}
@@ -101,15 +106,24 @@ def load(run_dir: Path | str, golden: GoldenData | None, doc: Comparison | None)
     return inp
 
 
+def load_scored(run_dir: Path | str, golden: GoldenData | None, doc: Comparison | None) -> Inputs:
+    """`load`, with "score again if stale" as the explicit step between two reads: a run `read_run` finds not
+    freshly scored is scored again (app/scored.ensure_scored), then read. A fresh run is read once."""
+    try:
+        return load(run_dir, golden, doc)
+    except NotScored:
+        from verifier.app.scored import ensure_scored
+
+        ensure_scored(Path(run_dir))
+        return load(run_dir, golden, doc)
+
+
 def prepared(run_dir: Path | str, golden_path: str | Path | None,
              doc: Comparison | None = None) -> tuple[GoldenData | None, Comparison | None]:
-    """The steps a report of RUN_DIR needs before it reads, in order: score again if stale (app/scored.ensure_scored),
-    the golden (from `golden_path`, else the path `doc` recorded), then the comparison against it when `doc` is
-    None (recorded, else compared now, `comparison`)."""
-    from verifier.app.scored import ensure_scored
-
+    """The golden a report of RUN_DIR shows (from `golden_path`, else the path `doc` recorded) and the comparison
+    against it: `doc`, else the recorded one, else one made now ("compare if missing", `comparison`, which scores the
+    run again first when stale, as every compare does)."""
     run_dir = Path(run_dir)
-    ensure_scored(run_dir)
     if golden_path is None and doc is not None:
         golden_path = doc.golden_path
     if golden_path is None:
@@ -134,7 +148,7 @@ def render_html(run_dir: Path | str, golden_path: str | Path | None, doc: Compar
     """The HTML report of a run directory, optionally against a golden directory (the `report` command's steps,
     without writing)."""
     golden, doc = prepared(run_dir, golden_path, doc)
-    return html.render_inputs(load(run_dir, golden, doc))
+    return html.render_inputs(load_scored(run_dir, golden, doc))
 
 
 def write_all(run_dir: Path | str, doc: Comparison, html: str | Path | None = None, junit: str | Path | None = None,
@@ -147,14 +161,8 @@ def write_all(run_dir: Path | str, doc: Comparison, html: str | Path | None = No
     paths = RunDir(run_dir).report_paths(html, junit, markdown, csv)
     for p in paths.values():
         p.parent.mkdir(parents=True, exist_ok=True)
-    if golden is not None:
-        from verifier.app.scored import ensure_scored
-
-        ensure_scored(run_dir)
-        shown: GoldenData | None = GoldenData.of(golden)
-    else:
-        shown, _ = prepared(run_dir, None, doc)
-    inp = load(run_dir, shown, doc)
+    shown = GoldenData.of(golden) if golden is not None else prepared(run_dir, None, doc)[0]
+    inp = load_scored(run_dir, shown, doc)
     journal.write_text(paths["html"], _html.render_inputs(inp))
     ci.write_csv(inp, paths["csv"])
     journal.write_text(paths["junit"], ci.junit_xml(doc))
@@ -177,7 +185,7 @@ def write_report(run_dir: Path | str, golden: str | Path | None = None, out: str
     run_dir = Path(run_dir)
     try:
         shown, doc = prepared(run_dir, golden, None)
-        inp = load(run_dir, shown, doc)
+        inp = load_scored(run_dir, shown, doc)
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
     path = Path(out) if out else RunDir(run_dir).report_html()
