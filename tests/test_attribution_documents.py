@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from verifier.golden.model import GoldenHeader
 from verifier.attribution import compare, explain, signals
 from verifier.attribution.document import ABSENT, Check, Comparison, DiagnosisEntry, MetricResult, SignalResult
 from verifier import safewrite
@@ -25,8 +26,8 @@ def obs(sid: str, mode: str = "chat", score: float = 1.0, **kw: object) -> Obser
 GOLDEN = [obs(f"x{i}", m) for i in range(12) for m in ("chat", "chat-stream")]
 
 
-def meta(margins: dict[str, float]) -> dict[str, object]:
-    return {"suites": {"s": {"version": "1"}}, "margins": margins}
+def meta(margins: dict[str, float]) -> GoldenHeader:
+    return GoldenHeader.from_json({"suites": {"s": {"version": "1"}}, "margins": margins})
 
 
 def same(a: object, b: object) -> bool:

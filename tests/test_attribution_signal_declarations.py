@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from verifier.golden.model import GoldenHeader
 from verifier.attribution import compare, diagnosis, explain, signals
 from verifier.attribution.diagnosis import COMPONENTS, TABLE
 from verifier.attribution.document import Check, Comparison
@@ -20,8 +21,8 @@ def obs(sid: str, mode: str = "chat", **kw: object) -> Observation:
 GOLDEN = [obs(f"x{i}", m) for i in range(12) for m in ("chat", "chat-stream")]
 
 
-def meta(margins: dict[str, float]) -> dict[str, object]:
-    return {"suites": {"s": {"version": "1"}}, "margins": margins}
+def meta(margins: dict[str, float]) -> GoldenHeader:
+    return GoldenHeader.from_json({"suites": {"s": {"version": "1"}}, "margins": margins})
 
 
 def test_every_signal_is_declared_once_with_a_known_component():

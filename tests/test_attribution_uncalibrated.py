@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+from verifier.golden.model import GoldenHeader
 from verifier.attribution import compare
 from verifier.golden import store
 from verifier.testbed.proxy import Proxy
@@ -69,7 +70,7 @@ def test_an_uncalibrated_signal_never_hides_a_calibrated_failure():
     golden = [obs(f"x{i}") for i in range(12)]
     cand = [obs(f"x{i}", findings=("usage_missing",), prompt_tokens=11) for i in range(12)]
     margins = {"s/accuracy": 0.0, "s/drift": 0.0, "s/signal:prompt_tokens_mismatch": 0.0}
-    doc = compare.compare({"suites": {"s": {"version": "1"}}, "margins": margins}, golden, cand).to_dict()
+    doc = compare.compare(GoldenHeader.from_json({"suites": {"s": {"version": "1"}}, "margins": margins}), golden, cand).to_dict()
     assert doc["status"] == "frontend_regression" and doc["exit_code"] == 10
     sig = doc["suites"]["s"]["signals"]
     assert sig["prompt_tokens_mismatch"]["verdict"] == "fail"
@@ -81,7 +82,7 @@ def test_a_missing_metric_margin_is_named_in_the_reasons():
     golden = [obs(f"x{i}") for i in range(12)]
     cand = [obs(f"x{i}", score=0.0 if i < 2 else 1.0, metrics={"accuracy": 0.0 if i < 2 else 1.0}, answer=5 if i < 2 else 4)
             for i in range(12)]
-    doc = compare.compare({"suites": {"s": {"version": "1"}}, "margins": {"s/drift": 0.0}}, golden, cand).to_dict()
+    doc = compare.compare(GoldenHeader.from_json({"suites": {"s": {"version": "1"}}, "margins": {"s/drift": 0.0}}), golden, cand).to_dict()
     assert doc["suites"]["s"]["metrics"]["accuracy"]["margin"] is None
     q = next(e for e in doc["quantization"]["evidence"] if e["signal"] == "quality")
     assert q["qualifier"] == "uncalibrated" and "golden not calibrated for s/accuracy" in q["summary"]

@@ -10,6 +10,7 @@ import pytest
 
 from suites import bfcl, gsm8k, structured
 from conftest import zero_margins
+from verifier.golden.model import GoldenHeader
 from verifier.attribution import compare, signals
 from verifier.attribution.diagnosis import COMPONENTS, TABLE
 from verifier.golden import store as golden_mod
@@ -390,7 +391,7 @@ def test_diagnosis_ties_rank_sample_level_evidence_then_more_findings():
     c = [Observation(suite="s", sample_id="a", epoch=0, mode="chat", outcome="contract", answer="1", findings=("reasoning_in_content",))]
     probes = {"thinking_off_honoured": {"verdict": "fail", "summary": "reasoning in content", "component": "reasoning parser"},
               "thinking_on_honoured": {"verdict": "fail", "summary": "no reasoning", "component": "chat template & tokenization"}}
-    doc = compare.compare({"margins": {"s/signal:new_findings": 0.0, "s/m": 0.0}}, g, c, probes=probes)
+    doc = compare.compare(GoldenHeader.from_json({"margins": {"s/signal:new_findings": 0.0, "s/m": 0.0}}), g, c, probes=probes)
     comps = [d.component for d in doc.diagnosis]
     assert comps[:2] == ["reasoning parser", "chat template & tokenization"], comps
 
@@ -641,7 +642,7 @@ def test_a_passing_probes_moved_text_ranks_below_sample_level_evidence():
              for i in range(3) for s in ("chat", "responses", "messages")]
     probes = {r["key"]: {"signal": f"probe:{r['probe']}", "surface": r["surface"], "component": r["component"], "verdict": "fail",
                          "summary": "text moved", "qualifier": "exchange_text"} for r in table}
-    doc = compare.compare({"margins": {"s/signal:new_findings": 0.0, "s/m": 0.0}}, g, c, probes=probes, probe_table=table)
+    doc = compare.compare(GoldenHeader.from_json({"margins": {"s/signal:new_findings": 0.0, "s/m": 0.0}}), g, c, probes=probes, probe_table=table)
     comps = [d.component for d in doc.diagnosis]
     assert comps == ["reasoning parser", "API validation"], comps  # 3 surfaces each, still below one sample's finding
 
@@ -703,7 +704,7 @@ def test_a_passing_probes_moved_text_is_inconclusive_where_the_numerics_moved():
 
     table = [{"key": "p@chat", "probe": "p", "surface": "chat", "component": "API validation", "reference": "pass",
               "candidate": "pass", "status": "regression", "candidate_detail": "moved", "reference_detail": "", "weak": True}]
-    margins = {"margins": {"s/m": 0.0, "s/divergence": 0.0}}
+    margins = GoldenHeader.from_json({"margins": {"s/m": 0.0, "s/divergence": 0.0}})
     doc = compare.compare(margins, g, c, probes=probes("exchange_text"), probe_table=table)
     assert doc.suites["s"].divergence is not None and doc.suites["s"].divergence.verdict == "fail"
     ev = next(e for e in doc.frontend.evidence if e.signal == "probe:p")

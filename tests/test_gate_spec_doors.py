@@ -309,7 +309,7 @@ def test_one_suite_of_a_golden_from_every_door(golden_kind, two_suites, healthy,
     gated_only_smoke(tmp_path / "sweep" / "a" / "gate")
     # the API
     doc = verifier.api.gate(golden, base_url=healthy.url, model="m", suites=["smoke"], max_retries=0, out=tmp_path / "api")
-    assert doc["status"] == "pass" and set(doc["suites"]) == {"smoke"}
+    assert doc.status == "pass" and set(doc.suites) == {"smoke"}
     gated_only_smoke(tmp_path / "api")
     # the four doors ran the same requests
     sent = [json.loads((tmp_path / d / "run.json").read_text()) for d in ("cli", "file", "api")]

@@ -149,15 +149,17 @@ def test_python_api(server, tmp_path):
     g = verifier.load_golden("demo-smoke")
     assert g.name == "demo-smoke" and g.suites == ("smoke",) and len(g.inputs["smoke"]) == 20 and g.margins
     doc = verifier.gate("demo-smoke", base_url=server.url, model="m", out=tmp_path / "gate")
-    assert doc["status"] == "pass" and doc["exit_code"] == 0 and (tmp_path / "gate" / "report.html").exists()
+    assert doc.status == "pass" and doc.exit_code == 0 and (tmp_path / "gate" / "report.html").exists()
+    assert doc.to_json() == json.loads((tmp_path / "gate" / "comparison.json").read_text())  # the documented document
     # docs/python-api.md's example: run the golden's modes (run's default is the reference mode alone), compare with the loaded golden.
     assert verifier.run("smoke", base_url=server.url, model="m", smoke=True, limit=1, out=tmp_path / "one").run_dir
     assert json.loads((tmp_path / "one" / "run.json").read_text())["modes"] == ["chat"]
     r = verifier.run("smoke", base_url=server.url, model="m", smoke=True, modes=g.modes, out=tmp_path / "run")
-    assert r.run_dir == tmp_path / "run" and r.summary["suites"]["smoke"]["metrics"]["accuracy"]["value"] == 1.0
+    assert r.run_dir == tmp_path / "run" and r.summary.suites["smoke"].metrics["accuracy"]["value"] == 1.0
+    assert r.to_json() == json.loads((tmp_path / "run" / "summary.json").read_text())
     again = verifier.compare(tmp_path / "run", "demo-smoke", write=False)
-    assert again["status"] == "pass" and not (tmp_path / "run" / "comparison.json").exists()
-    assert verifier.compare(tmp_path / "run", g, write=False)["status"] == "pass"
+    assert again.status == "pass" and not (tmp_path / "run" / "comparison.json").exists()
+    assert verifier.compare(tmp_path / "run", g, write=False).status == "pass"
     with pytest.raises(UsageError):
         verifier.load_golden(tmp_path / "nope")
 

@@ -105,9 +105,11 @@ def test_non_greedy_token_at_temperature_0_is_a_finding():
 def test_stream_parity_ignores_paths_whose_tokens_diverged():
     from verifier.attribution.compare import paired_signals
 
+    from verifier.types import Observation
+
     def obs(mode, answer, toks):
-        return {"suite": "s", "sample_id": "a", "epoch": 0, "mode": mode, "outcome": "content", "answer": answer,
-                "metrics": {}, "findings": [], "logprobs": [[t, -0.1] for t in toks] if toks else None}
+        return Observation(suite="s", sample_id="a", epoch=0, mode=mode, outcome="content", answer=answer,
+                           logprobs=[[t, -0.1] for t in toks] if toks else None)
 
     golden = [obs("chat", "7", ["7"]), obs("chat-stream", "7", ["7"])]
     decoding = [obs("chat", "7", ["7"]), obs("chat-stream", "8", ["8"])]  # different tokens: decoding, not assembly

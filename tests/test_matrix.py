@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from verifier.golden.model import GoldenHeader
+
 from verifier.testbed.proxy import Proxy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,7 +112,7 @@ def test_matrix_escapes_what_endpoints_say(tmp_path):
     from verifier.types import Observation
 
     rows = [Observation(suite="s", sample_id="x", epoch=0, mode="chat", outcome="content", score=1.0, metrics={}, answer=4)]
-    doc = compare.compare({"suites": {"s": {}}, "margins": {}}, rows, rows).to_dict()  # a real document, then hostile strings in it
+    doc = compare.compare(GoldenHeader.from_json({"suites": {"s": {}}, "margins": {}}), rows, rows).to_dict()  # a real document, then hostile strings in it
     doc["frontend"]["evidence"] = [{"suite": "s", "signal": "x", "verdict": "fail", "summary": "<script>window.__x=1</script>|pipe"}]
     doc["golden"], doc["run"] = {"name": "g"}, {"endpoint": {"base_url": "http://e/<b>"}}
     m = matrix.build([matrix.Entry("<img src=x>", tmp_path, Comparison.from_dict(doc))], tmp_path)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from verifier.attribution.document import Comparison
+
 from verifier import report
 from verifier.app import report_files
 from verifier.execution.merge import parse_shard, take_shard
@@ -125,7 +127,7 @@ def test_answer_diff_opens_tool_call_arguments():
 
 
 def test_write_all_outputs(world, tmp_path, monkeypatch):
-    doc = json.loads((world["cand"] / "comparison.json").read_text())
+    doc = Comparison.read(world["cand"] / "comparison.json")
     run = tmp_path / "cand"
     shutil.copytree(world["cand"], run)
     step = tmp_path / "step_summary.md"
@@ -156,10 +158,18 @@ def test_write_all_outputs(world, tmp_path, monkeypatch):
     assert step.read_text() == "earlier step\n" + md
 
 
-def test_junit_for_a_pass_and_for_incomplete():
-    doc = {"frontend": {"evidence": [{"signal": "new_findings", "suite": "s", "verdict": "pass", "summary": "ok"}]},
-           "quantization": {"evidence": [{"signal": "quality", "suite": "s", "metric": "acc", "verdict": "inconclusive", "summary": "wide"}]},
-           "infra": {"count": 5, "total": 10, "rate": 0.5, "budget": 0.02}}
+def test_junit_for_a_pass_and_for_incomplete(world):
+    """A document from before `checks`: one testcase per evidence item, and the infra budget."""
+    import dataclasses
+
+    from verifier.attribution.document import Side
+    from verifier.types import Evidence
+
+    doc = dataclasses.replace(
+        Comparison.read(world["cand"] / "comparison.json"), checks=None,
+        frontend=Side("pass", (Evidence("new_findings", "s", "pass", "ok"),)),
+        quantization=Side("inconclusive", (Evidence("quality", "s", "inconclusive", "wide", metric="acc"),)),
+        infra={"count": 5, "total": 10, "rate": 0.5, "budget": 0.02})
     root = ET.fromstring(report.junit_xml(doc))
     cases = {c.get("name"): c for c in root.iter("testcase")}
     assert cases["s: new_findings"].find("failure") is None
@@ -169,13 +179,18 @@ def test_junit_for_a_pass_and_for_incomplete():
 
 def test_render_is_a_pure_function_of_run_golden_and_comparison(world, tmp_path):
     """html.render never reads the golden back from the path recorded in the comparison: the caller passes it."""
-    doc = json.loads((world["cand"] / "comparison.json").read_text())
+    import dataclasses
+
+    from verifier.golden import store
+
+    doc = Comparison.read(world["cand"] / "comparison.json")
     run, golden = report_files.read_run(world["cand"]), report_files.read_golden(world["golden"])
     html = report.render(run, golden, doc)
     assert html == report_files.render_html(world["cand"], world["golden"], None)
-    moved = {**doc, "golden": {**doc["golden"], "path": str(tmp_path / "gone")}}
+    moved = dataclasses.replace(doc, golden={**(doc.golden or {}), "path": str(tmp_path / "gone")})
     assert report.render(run, golden, moved) == html
-    paths = report_files.write_all(shutil.copytree(world["cand"], tmp_path / "c"), moved, golden=golden)
+    paths = report_files.write_all(shutil.copytree(world["cand"], tmp_path / "c"), moved,
+                                   golden=store.load(world["golden"]))
     assert paths["html"].read_text(encoding="utf-8") == html
 
 
@@ -304,8 +319,9 @@ def test_samples_csv_cells_never_start_a_formula(calibrated_golden, tmp_path, cl
     with TestServer(Script(formula_answers)) as srv:
         assert cli("run", *RUN, "--base-url", srv.url, "--out", run)[0] == 0
     from verifier.app.gate import compare_run
+    from verifier.app.spec import CompareSpec
 
-    report_files.write_all(run, compare_run(run, str(calibrated_golden["golden"]), None, 0.02).to_dict())
+    report_files.write_all(run, compare_run(run, CompareSpec(str(calibrated_golden["golden"]), 0.02)))
     with (run / "samples.csv").open(newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
     cells = [c for r in rows for c in r]

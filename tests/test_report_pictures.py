@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from verifier.attribution.document import Comparison
+
 from verifier.report import colours
 from verifier import report
 from verifier.app import report_files
@@ -163,13 +165,13 @@ def test_unmeasured_is_grey_and_reference_failures_are_not_green(gates, tmp_path
     doc["frontend"]["evidence"].append({"signal": "probe:max_tokens_honoured", "suite": "*", "verdict": "pass",
                                         "summary": "max_tokens_honoured: FAILED (ignored; reference also fails)", "qualifier": "reference_fails"})
     run = report_files.read_run(gates["rerun"]["dir"])
-    html = report.render(run, report_files.read_golden(gates["golden"]), doc)
+    html = report.render(run, report_files.read_golden(gates["golden"]), Comparison.from_dict(doc))
     row = re.search(r'<tr class="ref-fails">.*?</tr>', html, flags=re.S).group(0)
     assert '<span class="v v-reference_fails">reference fails too</span>' in row and "v-pass" not in row
     # smoke has no tool calls: the tool-call signals measured nothing, and say so
     sig = re.search(r"<tr><td>tool_args_invalid</td>.*?</tr>", html, flags=re.S) or re.search(r"<tr><td>tool_[a-z_]+</td><td class=\"num\">0/0</td>.*?</tr>", html, flags=re.S)
     assert sig and "not measured" in sig.group(0) and "v-pass" not in sig.group(0)
-    md = report.markdown(doc)
+    md = report.markdown(Comparison.from_dict(doc))
     assert "reference fails too" not in md or "🟨" in md
     assert "### Failed by the golden too" in md and "max_tokens_honoured: FAILED" in md
 
@@ -292,6 +294,7 @@ def test_nice_ticks_cover_the_data():
 def test_an_older_comparison_without_per_sample_drift_says_so(gates):
     doc = json.loads(json.dumps(gates["requantized"]["doc"]))
     del doc["suites"]["smoke"]["drift"]["per_sample"]
-    html = report.render(report_files.read_run(gates["requantized"]["dir"]), report_files.read_golden(gates["golden"]), doc)
+    html = report.render(report_files.read_run(gates["requantized"]["dir"]), report_files.read_golden(gates["golden"]),
+                         Comparison.from_dict(doc))
     assert 'class="plot drift-plot"' not in html and "predates per-sample drift" in html
     assert 'class="plot token-scatter"' in html  # the scatter needs only the records

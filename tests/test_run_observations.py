@@ -56,10 +56,11 @@ def copy_run(src: Path, dest: Path) -> Path:
 def outputs(run: Path, golden: Path) -> tuple[str, str, list[dict]]:
     """What a gate makes of a scored run offline: the comparison, the report and the observation rows."""
     from verifier.app.gate import compare_run
+    from verifier.app.spec import CompareSpec
 
-    doc = compare_run(run, str(golden), None, 0.02, write=False).to_dict()
+    doc = compare_run(run, CompareSpec(str(golden), 0.02, write=False))
     html = report_files.render_html(run, golden, doc)
-    return json.dumps(doc, sort_keys=True), html, store.observations(run)
+    return json.dumps(doc.to_dict(), sort_keys=True), html, [o.to_dict() for o in store.observations(run)]
 
 
 def count_parses(monkeypatch, fail: bool = False) -> list[int]:
@@ -96,7 +97,7 @@ def test_score_writes_observations_beside_verdicts_byte_identical_twice(world, t
     verdicts = scoring.read_verdicts(run)
     assert [(r["suite"], r["sample_id"], r["epoch"], r["mode"]) for r in rows] == [(v.suite, v.sample_id, v.epoch, v.mode) for v in verdicts]
     # The rows bless and compare read are the file's, key for key and in order.
-    assert json.dumps(store.observations(run)) == json.dumps([observe.golden_row(r) for r in rows])
+    assert json.dumps([o.to_dict() for o in store.observations(run)]) == json.dumps([observe.golden_row(r) for r in rows])
     assert any("tool_calls" in (r.get("shown") or {}) for r in rows)
     assert any(r["outcome"] == "unsupported" for r in rows)
 
@@ -145,7 +146,9 @@ def test_an_edited_row_is_not_trusted(world, tmp_path, cli):
     theirs = {(o["suite"], o["sample_id"], o["epoch"], o["mode"]): o for o in gobs}
     forged = [json.dumps(theirs.get((r["suite"], r["sample_id"], r["epoch"], r["mode"]), r))
               for r in map(json.loads, rows)]
-    assert attribution.compare(g, gobs, [json.loads(r) for r in forged]).status == "pass"
+    from verifier.types import Observation
+
+    assert attribution.compare(g, golden.observations, [Observation.from_dict(json.loads(r)) for r in forged]).status == "pass"
     path.write_text("\n".join([head, *forged, seal]) + "\n", encoding="utf-8")
     assert observe.read(run) is None
     assert outputs(run, world["golden"]) == fresh
@@ -223,7 +226,7 @@ def test_stale_observations_are_not_trusted(world, tmp_path, monkeypatch, cli):
     vs = (run / scoring.VERDICTS).read_text(encoding="utf-8").splitlines(keepends=True)
     (run / scoring.VERDICTS).write_text("".join(vs[1:]), encoding="utf-8")
     assert observe.read(run) is None
-    from verifier.app.collect import observations
+    from verifier.app.scored import observed as observations
 
     calls = count_parses(monkeypatch)
     observations(run)  # scored again: verdicts, observations and summary rebuilt from the journal

@@ -1,6 +1,8 @@
 """A verdict you can trust outside the lab (issue #10): coverage, preflight, bless refusals, reasons, stable names."""
 
 import json
+
+from verifier.golden.model import GoldenHeader
 import re
 import xml.etree.ElementTree as ET
 
@@ -136,7 +138,10 @@ def test_three_inconclusive_causes_give_three_messages(calibrated_golden, tmp_pa
     g = json.loads((golden / "golden.json").read_text())
     gobs = [json.loads(x) for x in (golden / "samples.jsonl").read_text().splitlines()]
     cobs = [{**o, "score": 0.0, "metrics": {"accuracy": 0.0}, "answer": "x"} if o["sample_id"] == "add-03" else o for o in gobs]
-    doc = compare.compare({**g, "margins": {**g["margins"], "smoke/accuracy": {"value": 0.02}}}, gobs, cobs).to_dict()
+    from verifier.types import Observation
+
+    doc = compare.compare(GoldenHeader.from_json({**g, "margins": {**g["margins"], "smoke/accuracy": {"value": 0.02}}}),
+                          [Observation.from_dict(o) for o in gobs], [Observation.from_dict(o) for o in cobs]).to_dict()
     assert doc["status"] == "inconclusive"
     assert re.search(r"n=20 too small for margin 0\.02 .*about \d+ samples needed", doc["reason"]), doc["reason"]
     assert len({msgs["a"], msgs["b"], doc["reason"]}) == 3

@@ -129,9 +129,10 @@ def test_every_answer_wrong_with_logprobs_is_unattributed_and_allow_inconclusive
     assert "outputs part from the golden at token 0 on 20/20 samples: no shared prefix to measure drift" in doc["reason"]
     assert "--logprobs" not in " ".join(doc["reasons"])  # logprobs were there: no advice to add them
     assert "status: regression_unattributed (exit 13)" in out
+    from verifier.attribution.document import Comparison
     from verifier.report import ci
 
-    assert 'failures="0"' not in ci.junit_xml(doc)  # CI sees the failing quality check
+    assert 'failures="0"' not in ci.junit_xml(Comparison.from_dict(doc))  # CI sees the failing quality check
     assert ci.STATUS_ICON["regression_unattributed"] not in (ci.STATUS_ICON["inconclusive"], ci.STATUS_ICON["pass"])  # a failing icon
 
 

@@ -1,15 +1,18 @@
 """The Python API: `from verifier import gate, run, compare, load_golden`. A thin layer over the specs the CLI
-builds (verifier/app/collect.py, verifier/app/gate.py); each call returns the document the command would write.
+builds (verifier/app/collect.py, verifier/app/gate.py); each call returns a typed value, whose `.to_json()` is the
+document the command would write.
 
     import verifier
     g = verifier.load_golden("demo-smoke")                  # a directory, or a packaged golden by name
     doc = verifier.gate("demo-smoke", base_url="http://127.0.0.1:8080/v1", model="test", out="runs/api-gate")
-    print(doc["status"], doc["exit_code"])                  # the comparison.json document
+    print(doc.status, doc.exit_code)                        # a Comparison; doc.to_json() is comparison.json
     run = verifier.run("smoke", base_url="http://127.0.0.1:8080/v1", model="test", smoke=True, modes=g.modes)
+    run.summary.suites["smoke"].metrics                     # a RunResult: run_dir, summary (a RunSummary), sent, errors
     verifier.compare(run.run_dir, g, write=False)           # the loaded golden: not read again
 
-`load_golden` returns the typed Golden (verifier/golden/model.py); `gate` and `compare` return the comparison
-document as a dict (comparison.json); its typed form is `verifier.attribution.document.Comparison.from_dict(doc)`.
+`load_golden` returns the typed Golden (verifier/golden/model.py); `gate` and `compare` return a
+`verifier.attribution.document.Comparison` (`.to_json()`: the comparison.json document); `run` returns a
+`RunResult` whose `summary` is a `verifier.types.RunSummary` (`.to_json()`: summary.json).
 
 Errors are `verifier.errors.UsageError` (bad input; the CLI's exit 2); nothing here prints unless `quiet=False`.
 """
@@ -17,18 +20,44 @@ Errors are `verifier.errors.UsageError` (bad input; the CLI's exit 2); nothing h
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from dataclasses import dataclass
 
 from verifier import scrub
-from verifier.app.spec import GateSpec
+from verifier.app.spec import CompareSpec, GateSpec
+from verifier.attribution.document import Comparison
 from verifier.errors import UsageError
 from verifier.golden.model import Golden as Golden, Margin
+from verifier.execution.rundir import RunDir
+from verifier.types import RunSummary
 from verifier.surfaces.registry import REFERENCE_MODE
+
+if TYPE_CHECKING:
+    from verifier.app.collect import EndpointSpec
 
 
 ENDPOINT_FIELDS = frozenset({"concurrency", "timeout_s", "max_retries", "max_response_bytes", "max_stream_events",
                              "request_deadline_s", "info_deadline_s", "model_check"})
 """EndpointSpec's other fields, which `run` and `gate` take as keyword arguments."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What `run` did: the run directory it wrote, its scored summary, and what it sent."""
+
+    run_dir: Path
+    """The run directory written."""
+    summary: RunSummary
+    """summary.json, typed (`summary.to_json()` is the document)."""
+    sent: int
+    """Requests sent by this call."""
+    errors: int
+    """Of which ended in an infra error."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary.json document."""
+        return self.summary.to_json()
 
 
 def load_golden(name: str | Path) -> Golden:
@@ -39,7 +68,8 @@ def load_golden(name: str | Path) -> Golden:
     return _load(name)
 
 
-def _endpoint(base_url: str, model: str, api_key_env: str | None, headers: Mapping[str, str] | None, **kw: Any):
+def _endpoint(base_url: str, model: str, api_key_env: str | None, headers: Mapping[str, str] | None,
+              **kw: Any) -> "EndpointSpec":
     from verifier.app.collect import EndpointSpec
 
     return EndpointSpec(base_url=base_url, model=model, api_key_env=api_key_env, headers=dict(headers or {}), **kw)
@@ -49,8 +79,8 @@ def run(suites: str | Iterable[str], *, base_url: str, model: str, out: str | Pa
         modes: Iterable[str] = (REFERENCE_MODE,), smoke: bool = False, limit: int | None = None, data: str | None = None,
         epochs: int = 1, logprobs: int | None = None, sampling: Mapping[str, Any] | None = None, probes: bool = False,
         api_key_env: str | None = "OPENAI_API_KEY", headers: Mapping[str, str] | None = None, quiet: bool = True,
-        **endpoint: Any):
-    """`verifier run`: collect and score; returns app.Collected (run_dir, summary, sent, errors).
+        **endpoint: Any) -> RunResult:
+    """`verifier run`: collect and score; returns a RunResult (run_dir, summary as a RunSummary, sent, errors).
     `modes` defaults to the reference mode (the registry's first); to compare with a golden later, run its modes
     (`modes=verifier.load_golden(G).modes`). `endpoint` takes EndpointSpec's other fields (concurrency, timeout_s,
     max_retries, model_check...)."""
@@ -66,21 +96,25 @@ def run(suites: str | Iterable[str], *, base_url: str, model: str, out: str | Pa
                    overrides={**(sampling or {}), **_sampling(logprobs=logprobs)}, data=data, smoke=smoke, limit=limit, epochs=epochs,
                    out=Path(out) if out else None, probes=probes, quiet=quiet)
     with scrub.command():  # this call's secrets, as a CLI command's: they end with it, no other thread sees them
-        return collect(spec)
+        done = collect(spec)
+    summary = RunDir(done.run_dir).summary()  # summary.json as written (with the journal's digest), typed
+    if summary is None:  # collect scores every run it finishes: a missing summary is a bug, not a result
+        raise RuntimeError(f"{done.run_dir}: collect returned without writing summary.json")
+    return RunResult(done.run_dir, summary, done.sent, done.errors)
 
 
 def compare(run_dir: str | Path, golden: str | Path | Golden, *, infra_budget: float | None = None,
-            allow_subset: bool = False, write: bool = True) -> dict[str, Any]:
-    """`verifier compare`: the comparison document (written to RUN_DIR/comparison.json unless write=False).
+            allow_subset: bool = False, write: bool = True) -> Comparison:
+    """`verifier compare`: the Comparison (its `.to_json()` written to RUN_DIR/comparison.json unless write=False).
     `golden`: a directory, a packaged name, or a Golden from `load_golden` (not loaded again). A gate's run
     directory is judged as its gate was asked (suites, modes, limit, probes, margins; `infra_budget` None: the
-    gate's, else 0.02)."""
+    gate's, else app/spec.DEFAULT_INFRA_BUDGET)."""
     from verifier.app.gate import compare_run
 
     loaded = golden if isinstance(golden, Golden) else None
-    path = loaded.path if loaded is not None else golden
+    path: str | Path = loaded.path if loaded is not None else golden  # type: ignore[assignment]  # not a Golden here
     with scrub.command():
-        return compare_run(Path(run_dir), path, None, infra_budget, loaded, allow_subset=allow_subset, write=write).to_dict()
+        return compare_run(Path(run_dir), CompareSpec(path, infra_budget, allow_subset=allow_subset, write=write), loaded)
 
 
 def gate_spec(golden: str | Path, *, base_url: str, model: str, out: str | Path | None = None,
@@ -115,9 +149,9 @@ def gate_spec(golden: str | Path, *, base_url: str, model: str, out: str | Path 
         headers=dict(headers) if headers else None, quiet=quiet, **endpoint).spec()
 
 
-def gate(golden: str | Path, *, reports: bool = True, **options: Any) -> dict[str, Any]:
-    """`verifier gate`: run the golden's own samples against the endpoint and compare; returns the comparison
-    document (status, exit_code, evidence, diagnosis...). `options` are `gate_spec`'s (base_url and model
+def gate(golden: str | Path, *, reports: bool = True, **options: Any) -> Comparison:
+    """`verifier gate`: run the golden's own samples against the endpoint and compare; returns the Comparison
+    (status, exit_code, evidence, diagnosis...; `.to_json()` is comparison.json). `options` are `gate_spec`'s (base_url and model
     required). With `reports`, report.html, junit.xml, summary.md and samples.csv go into the run directory, as
     the command writes them."""
     from verifier.app import gate as app_gate
@@ -129,5 +163,5 @@ def gate(golden: str | Path, *, reports: bool = True, **options: Any) -> dict[st
         if reports:
             from verifier.app import report_files as report
 
-            report.write_all(Path((doc.run or {})["run_dir"]), doc, golden=loaded)  # compare_run always records it
-        return doc.to_dict()
+            report.write_all(doc.run_dir, doc, golden=loaded)
+        return doc

@@ -273,6 +273,154 @@ class RunHeader:
     def model(self) -> str | None:
         return self.endpoint.get("model")
 
+    @property
+    def has_gate_request(self) -> bool:
+        """Whether a gate recorded what it was asked (run.json's `gate`, checked by app/gate.GateRequest.from_json)."""
+        return "gate" in self.extra
+
+    @property
+    def gate_request(self) -> Any:
+        """run.json's `gate` as written (unchecked: app/gate.GateRequest.from_json checks it at the edge)."""
+        return self.extra.get("gate")
+
+    @property
+    def teacher_forcing(self) -> dict[str, Any] | None:
+        """run.json's `teacher_forcing` block (the teacher-forcing pass's method and state), when it is an object."""
+        v = self.extra.get("teacher_forcing")
+        return v if isinstance(v, dict) else None
+
+    @property
+    def server_info(self) -> Any:
+        """What the server said of itself (`server_info`), as recorded."""
+        return self.extra.get("server_info")
+
+    @property
+    def gate_of(self) -> Any:
+        """The golden a gate's run was made against (`gate_of`), when a gate made it."""
+        return self.extra.get("gate_of")
+
+
+DEFAULT_INFRA_BUDGET = 0.02
+"""Infra error rate above which a run is incomplete, when neither the caller nor the gate's record says otherwise:
+the one default every door (app/spec.CompareSpec, GateSpec), record (app/gate.GateRequest), the decision
+(attribution/compare.compare) and help string reads. Here, in the base floor, so the CLI's help needs no import
+of the application to print it."""
+
+
+@dataclass(frozen=True)
+class SuiteSummary:
+    """`summary.json`'s `suites.<suite>`: what scoring counted of one suite (execution/scoring.summarize).
+
+    Typed fields for what callers read; a key an older writer left out reads as None (or empty). The document
+    itself is kept as read, so `to_json` gives it back key for key (summary.json's bytes never change)."""
+
+    version: str | None
+    """The suite's version the run was scored with."""
+    requests: int | None
+    """Records the run meant to send."""
+    recorded: int | None
+    """Verdicts scored."""
+    missing: int | None
+    """Requests without a verdict."""
+    outcomes: dict[str, int]
+    """Verdicts per outcome (`content`, `contract`, `unsupported`, `infra`)."""
+    findings: dict[str, int]
+    """Contract findings per code."""
+    contract_rate: float | None
+    """Contract failures among judged records (None: nothing judged)."""
+    infra_rate: float | None
+    """Infra errors among recorded verdicts (None: nothing recorded)."""
+    metrics: dict[str, dict[str, Any]]
+    """Per metric `{"value", "ci": [lo, hi], "n"}`."""
+    latency_ms: dict[str, Any] | None
+    """`{"p50", "p95"}` of the non-infra records."""
+    extra: dict[str, Any] | None
+    """The suite's own summary (`Suite.summarize`), e.g. BFCL's tool-call counts; None when it has none."""
+    document: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+    """The block as written: what `to_json` returns."""
+
+    def to_json(self) -> dict[str, Any]:
+        return _json_copy(self.document)
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "SuiteSummary":
+        """A block as read: shapes are checked where a caller reads them (ValueError naming the key)."""
+
+        def obj(key: str) -> dict[str, Any]:
+            v = d.get(key)
+            if v is None:
+                return {}
+            if not isinstance(v, dict):
+                raise ValueError(f"`{key}` is not an object")
+            return v
+
+        def num(key: str) -> Any:
+            v = d.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise ValueError(f"`{key}` is not a number")
+            return v
+
+        version = d.get("version")
+        extra = d.get("extra")
+        latency = d.get("latency_ms")
+        if extra is not None and not isinstance(extra, dict):
+            raise ValueError("`extra` is not an object")
+        if latency is not None and not isinstance(latency, dict):
+            raise ValueError("`latency_ms` is not an object")
+        return SuiteSummary(version=None if version is None else str(version), requests=num("requests"),
+                            recorded=num("recorded"), missing=num("missing"), outcomes=obj("outcomes"),
+                            findings=obj("findings"), contract_rate=num("contract_rate"), infra_rate=num("infra_rate"),
+                            metrics=obj("metrics"), latency_ms=latency, extra=extra, document=d)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """`summary.json`: what `verifier score` (execution/scoring.summarize) counted of a run, per suite.
+
+    `RunDir.summary()` reads it, `from_dict` converting any older document where it is read; `to_json()` gives the
+    document back exactly (the file's bytes are the same whichever way it was written)."""
+
+    run_id: str | None
+    """The run directory's name, as its run.json said when it was scored."""
+    suites: dict[str, SuiteSummary]
+    """Per suite, in the document's order."""
+    responses_digest: dict[str, Any] | None = None
+    """The digest of responses.jsonl it was scored from (written by `write_scores`; None in an older document)."""
+    document: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+    """The document as read or written: what `to_json` returns."""
+
+    def to_json(self) -> dict[str, Any]:
+        """summary.json, key for key."""
+        return _json_copy(self.document)
+
+    def suite(self, name: str) -> SuiteSummary | None:
+        return self.suites.get(name)
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "RunSummary":
+        """summary.json as read (or as scoring made it). ValueError naming the key when its shape is not a summary's."""
+        suites = d.get("suites", {})
+        if not isinstance(suites, dict):
+            raise ValueError("`suites` is not an object")
+        typed = {}
+        for name, block in suites.items():
+            if not isinstance(block, dict):
+                raise ValueError(f"`suites.{name}` is not an object")
+            try:
+                typed[name] = SuiteSummary.from_dict(block)
+            except ValueError as e:
+                raise ValueError(f"`suites.{name}`: {e}") from None
+        run_id, digest = d.get("run_id"), d.get("responses_digest")
+        return RunSummary(run_id=None if run_id is None else str(run_id), suites=typed,
+                          responses_digest=digest if isinstance(digest, dict) else None, document=d)
+
+
+def _json_copy(d: dict[str, Any]) -> dict[str, Any]:
+    """A copy a caller may change without changing the value it came from (the documents are plain JSON)."""
+    import copy
+
+    return copy.deepcopy(d)
+
 
 # ---------------------------------------------------------------- verdicts
 

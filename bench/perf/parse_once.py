@@ -30,6 +30,7 @@ import report_bench  # noqa: E402
 from verifier.app import report_files  # noqa: E402
 from verifier.app.collect import score  # noqa: E402
 from verifier.app.gate import compare_run  # noqa: E402
+from verifier.app.spec import CompareSpec  # noqa: E402
 from verifier.judge import parse  # noqa: E402
 from verifier.execution import observations as observe  # noqa: E402
 
@@ -57,7 +58,7 @@ def timed(label: str, fn) -> float:  # type: ignore[no-untyped-def]
 
 
 def gate_offline(run: Path, gdir: Path) -> None:
-    doc = compare_run(run, str(gdir), None, 0.02, write=False)
+    doc = compare_run(run, CompareSpec(str(gdir), 0.02, write=False))
     report_files.render_html(run, gdir, doc)
 
 

@@ -24,8 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from verifier.attribution import compare, signals  # noqa: E402
 from verifier.golden import store as golden  # noqa: E402
 from verifier import safewrite  # noqa: E402
+from verifier.golden.model import GoldenHeader  # noqa: E402
+from verifier.types import Observation  # noqa: E402
 from verifier.execution import journal, scoring  # noqa: E402
-from verifier.app import collect, report_files  # noqa: E402
+from verifier.app import collect, report_files, scored  # noqa: E402
 from verifier.types import Exchange, Finding, Verdict  # noqa: E402
 
 SUITE, VERSION = "smoke", "1"  # a suite this harness knows, so every command accepts the synthetic dirs
@@ -96,8 +98,9 @@ def build(root: Path, n: int, seed: int = 0, logprob_tokens: int = 0) -> tuple[P
     safewrite.write_json(gdir / golden.GOLDEN, {"golden_format": golden.FORMAT, "name": "golden", "suites": suites, "epochs": 1,
                                                "modes": ["chat"], "selection": {}, "summary": {}, "margins": margins,
                                                "source": {"run_id": "bench-golden", "endpoint": hdr["endpoint"], "server_info": {}}})
-    collect.observed_rows(run)  # score the synthetic journal: observations.jsonl is what compare and the report read
-    doc = compare.compare({"margins": margins}, gobs, golden.observations(run)).to_dict()
+    scored.ensure_scored(run)  # score the synthetic journal: observations.jsonl is what compare and the report read
+    doc = compare.compare(GoldenHeader.from_json({"margins": margins}), [Observation.from_dict(o) for o in gobs],
+                          golden.observations(run)).to_dict()
     doc["golden"] = {"name": "golden", "path": str(gdir)}
     doc["run"] = {"run_dir": str(run), "run_id": "bench-run"}
     safewrite.write_json(run / "comparison.json", doc)

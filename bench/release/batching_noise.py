@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from verifier.attribution import compare, signals  # noqa: E402
 from verifier.cli import main as verifier_main  # noqa: E402
-from verifier.app.collect import observations  # noqa: E402
+from verifier.app.scored import observed as observations  # noqa: E402
 from verifier.testbed import engines  # noqa: E402
 
 RUN = ["--suite", "gsm8k", "--smoke", "--mode", "chat,chat-stream", "--max-tokens", "96", "--logprobs", "1", "--quiet"]

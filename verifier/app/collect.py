@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 from verifier import safewrite
 from verifier.execution import journal, runner, scoring
 from verifier.execution.live import Follower
-from verifier.execution.layout import OBSERVATIONS
 from verifier.execution.rundir import RunDir
 from verifier import safeio, scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
@@ -765,40 +764,3 @@ def score(run_dir: Path) -> dict[str, Any]:
         raise UsageError(f"{run_dir}: journal names unknown suite or sample {e}") from None
     scoring.write_scores(run_dir, verdicts, summary, observed)
     return summary
-
-
-def observed_rows(run_dir: Path) -> list[dict[str, Any]]:
-    """observations.jsonl's rows (with the report's `shown`), the one reader of what scoring parsed: a run not
-    scored, scored from another journal, or whose observations.jsonl is missing or does not match its seal (a row
-    edited after scoring) is scored again first, rebuilding the file from the journal."""
-    rows: list[dict[str, Any]] = []
-    each_observed_row(run_dir, rows.append, rows.clear)
-    return rows
-
-
-def each_observed_row(run_dir: Path, take: Callable[[dict[str, Any]], None], drop: Callable[[], None]) -> None:
-    """`observed_rows`, one row at a time (the report keeps a little of each, never the whole list): each row goes
-    to `take`; when the file turns out not to be sealed, `drop` forgets what `take` kept and the run is scored
-    again first, as in observed_rows."""
-    from verifier.execution import observations as observe
-
-    rd = RunDir(run_dir)
-    try:
-        scrub.register_run(rd.header_dict())  # what the caller writes from these rows is scrubbed of the run's key
-        if not rd.stale() and observe.read_each(rd.path, take):
-            return
-        drop()
-        score(run_dir)
-        if observe.read_each(rd.path, take):
-            return
-        drop()
-    except journal.NotARunDir as e:
-        raise UsageError(str(e)) from None
-    raise UsageError(f"{run_dir}: scoring wrote no {OBSERVATIONS} (a run its suite cannot score again?)")
-
-
-def observations(run_dir: Path) -> list[dict[str, Any]]:
-    """The run's observation rows as compare and bless read them (without the report's extras)."""
-    from verifier.execution.observations import golden_row
-
-    return [golden_row(r) for r in observed_rows(run_dir)]

@@ -12,17 +12,17 @@ from typing import Any, Iterable, Mapping
 
 from verifier.execution import journal, runner
 from verifier.execution.rundir import RunDir
-from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir, observations, suite_named
+from verifier.app.catalog import suite_named
+from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir
+from verifier.app.scored import observed
 from verifier.attribution.document import Comparison, SuiteResult
-from verifier.app.spec import CalibrateSpec, GateSpec, Probes
+from verifier.app.spec import DEFAULT_INFRA_BUDGET as DEFAULT_INFRA_BUDGET, CalibrateSpec, CompareSpec, GateSpec, Probes
 from verifier.errors import UsageError
 from verifier.golden.model import Golden, GoldenHeader, Margin, margins_from_json
 from verifier import jsonsafe, scrub
 from verifier.execution.layout import NotARunDir
-from verifier.types import RunHeader
+from verifier.types import Observation, RunHeader
 
-DEFAULT_INFRA_BUDGET = 0.02
-"""Infra error rate above which a run is incomplete, when neither the caller nor the gate's record says otherwise."""
 _MAX_NAMES = 256
 
 # Sequential stopping ends a run early only on a decided regression: a large one shows within
@@ -130,12 +130,12 @@ class GateRequest:
         return (h.name or golden.path.name) == self.golden and (h.source.run_id or None) == self.golden_run
 
 
-def gate_request(run_dir: Path, raw_header: dict[str, Any] | None = None) -> GateRequest | None:
+def gate_request(run_dir: Path, header: RunHeader | None = None) -> GateRequest | None:
     """What the gate that made `run_dir` was asked (None: the run was no gate's, or a gate's from before the record)."""
-    hdr = raw_header if raw_header is not None else RunDir(run_dir).header_dict()
-    if "gate" not in hdr:
+    hdr = header if header is not None else RunDir(run_dir).header()
+    if not hdr.has_gate_request:
         return None
-    return GateRequest.from_json(hdr["gate"], f"{Path(run_dir) / journal.HEADER}")
+    return GateRequest.from_json(hdr.gate_request, f"{Path(run_dir) / journal.HEADER}")
 
 
 def gate_golden(spec: GateSpec, loaded: Golden | None = None) -> Golden:
@@ -171,15 +171,15 @@ def gate(spec: GateSpec, golden: Golden | None = None) -> Comparison:
         # The live scorer's verdicts (collect wrote them before this look); a stale run is scored by compare_run.
         # An interim look covers part of the golden by design: judge what was sent.
         # Not written: an interim look is no verdict (an interrupted gate must not leave one behind as comparison.json).
-        doc = compare_run(run_dir, spec.golden, None, spec.infra_budget, golden, allow_subset=True, write=False,
-                          as_gated=False)
+        doc = compare_run(run_dir, CompareSpec(spec.golden, spec.infra_budget, allow_subset=True, write=False,
+                                               as_gated=False), golden)
         looks.append({"status": doc.status, "samples": sum(s.paired for s in doc.suites.values())})
         return doc.status in DECIDED
 
     collect(run, stop_check=decided if spec.sequential else None)
     stopped_early = bool(looks) and looks[-1]["status"] in DECIDED
-    doc = compare_run(out, spec.golden, None, spec.infra_budget, golden, allow_subset=stopped_early, write=False,
-                      as_gated=False)
+    doc = compare_run(out, CompareSpec(spec.golden, spec.infra_budget, allow_subset=stopped_early, write=False,
+                                       as_gated=False), golden)
     if spec.sequential:
         total_samples = sum(len(v) for v in (run.only_ids or {}).values())
         used = looks[-1]["samples"] if looks else 0
@@ -201,7 +201,7 @@ def calibrate(spec: CalibrateSpec) -> Calibrated:
     names = [golden.header.source.run_id]
     run_dirs: list[Path] = []
     for r in spec.runs:
-        runs.append(observations(Path(r)))
+        runs.append(observed(Path(r)))
         names.append(Path(r).name)
         run_dirs.append(Path(r))
     if spec.endpoint is not None and spec.endpoint.base_url:
@@ -210,7 +210,7 @@ def calibrate(spec: CalibrateSpec) -> Calibrated:
             collect(RunSpec.for_golden(golden, spec.endpoint, rd, overrides=spec.overrides, extra_body=spec.extra_body,
                                        data=spec.data, quiet=spec.quiet, teacher_forcing=spec.teacher_forcing,
                                        forced_positions=spec.forced_positions))
-            runs.append(observations(rd))
+            runs.append(observed(rd))
             names.append(rd.name)
             run_dirs.append(rd)
     if len(runs) < 3:
@@ -233,7 +233,7 @@ def _teacher_forced_margins(golden: Golden, run_dirs: list[Path], provenance: di
     measured = []
     used = []
     for rd in run_dirs:
-        forced = teacher_forced_measures(rd, RunDir(rd).header_dict(), golden, observations(rd))
+        forced = teacher_forced_measures(rd, RunDir(rd).header(), golden, observed(rd))
         if forced is not None and forced[0].get("state") == "measured":
             measured.append(forced[1])
             used.append(f"{rd.name}:{forced[0].get('method')}")
@@ -249,7 +249,7 @@ def bless_run(run_dir: Path, to: Path, force: bool = False, epochs_as_reruns: bo
     if (to / golden.GOLDEN).exists() and not force:
         raise UsageError(f"{to} already holds a golden; pass --force to replace it")
     RunDir(to).claim_for_write(flag="--to", force=force)  # a run directory: its samples.jsonl would be replaced
-    refuse_broken_reference(observations(run_dir), run_dir, force)
+    refuse_broken_reference(observed(run_dir), run_dir, force)
     margins = margins_from_json(margins_from_epochs(run_dir)) if epochs_as_reruns else None
     return golden.bless(run_dir, to, margins)
 
@@ -264,13 +264,13 @@ def floor_warnings(summary: Mapping[str, Any], suites: Iterable[str] | None = No
             if wanted is None or suite in wanted]
 
 
-def refuse_broken_reference(obs: list[dict[str, Any]], run_dir: Path, force: bool) -> None:
+def refuse_broken_reference(obs: list[Observation], run_dir: Path, force: bool) -> None:
     """A golden made of errors blesses a misconfigured endpoint: refuse a run whose records are mostly infra
     errors or refusals of the route itself (401/403/404), unless forced. A 400 on a feature the reference
     does not support (images on llama-server) is a real answer and stays blessable."""
     if force or not obs:
         return
-    bad = [o for o in obs if o["outcome"] == "infra" or (o["outcome"] == "unsupported" and _route_refused(o))]
+    bad = [o for o in obs if o.outcome == "infra" or (o.outcome == "unsupported" and _route_refused(o))]
     if len(bad) * 2 > len(obs):
         raise UsageError(f"{run_dir}: {len(bad)}/{len(obs)} records are infra errors or 401/403/404 refusals; "
                          "a golden must hold answers (check the base URL, model and key)", hints=("--force to bless anyway",))
@@ -278,30 +278,30 @@ def refuse_broken_reference(obs: list[dict[str, Any]], run_dir: Path, force: boo
     # every gate against it would miss that mode's coverage, or judge it against errors.
     per_mode: dict[tuple[str, str], list[int]] = {}
     for o in obs:
-        n = per_mode.setdefault((o["suite"], o["mode"]), [0, 0])
-        n[0] += o["outcome"] == "infra"
+        n = per_mode.setdefault((o.suite, o.mode), [0, 0])
+        n[0] += o.outcome == "infra"
         n[1] += 1
     empty = sorted(k for k, (infra, total) in per_mode.items() if infra == total)
     if empty:
         suite, mode = empty[0]
-        reasons = sorted({str(o.get("reason")) for o in obs if (o["suite"], o["mode"]) == (suite, mode)})
+        reasons = sorted({str(o.reason) for o in obs if (o.suite, o.mode) == (suite, mode)})
         raise UsageError(f"{run_dir}: every {suite} record on mode {mode} is an infra error ({', '.join(reasons)[:120]}): "
                          f"a golden mode must hold answers; fix the endpoint, or make the reference run again without that mode",
                          hints=("--force to bless anyway",))
 
 
-def _route_refused(o: dict[str, Any]) -> bool:
-    return o.get("reason") in ("http_401", "http_403", "http_404")
+def _route_refused(o: Observation) -> bool:
+    return o.reason in ("http_401", "http_403", "http_404")
 
 
 def margins_from_epochs(run_dir: Path) -> dict[str, Any]:
     from verifier.attribution import compare
 
-    obs = observations(run_dir)
-    epochs = sorted({o["epoch"] for o in obs})
+    obs = observed(run_dir)
+    epochs = sorted({o.epoch for o in obs})
     if len(epochs) < 3:
         raise UsageError(f"{run_dir} has {len(epochs)} epoch(s); calibration from epochs needs at least 3")
-    runs = [[{**o, "epoch": 0} for o in obs if o["epoch"] == e] for e in epochs]
+    runs = [[dataclasses.replace(o, epoch=0) for o in obs if o.epoch == e] for e in epochs]
     return compare.calibrate_margins(runs, {"method": "epochs", "k": len(epochs), "runs": [run_dir.name], "created": runner.now()})
 
 
@@ -349,38 +349,35 @@ def require_margins(golden: Golden, path: str | Path) -> None:
         raise UsageError(f"golden {path} has no margins; run `verifier calibrate {path} ...` first")
 
 
-def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_budget: float | None,
-                loaded: Golden | None = None, allow_subset: bool = False, write: bool = True,
-                as_gated: bool = True) -> Comparison:
-    """Run vs golden -> the comparison document, written to `out` (default RUN_DIR/comparison.json) unless
-    `write` is False (the matrix only reads the runs it is given). `loaded`: the golden, when the caller has it.
-    `as_gated`: a gate's run directory is judged as that gate judged it (its GateRequest: the golden narrowed the
-    same way, its infra budget where `infra_budget` is None); the gate itself, which narrowed already, says False."""
+def compare_run(run_dir: Path, spec: CompareSpec, loaded: Golden | None = None) -> Comparison:
+    """Run vs golden -> the comparison document, written to `spec.out` (default RUN_DIR/comparison.json) unless
+    `spec.write` is False (the matrix only reads the runs it is given). `loaded`: the golden, when the caller has it.
+    `spec.as_gated`: a gate's run directory is judged as that gate judged it (its GateRequest: the golden narrowed
+    the same way, its infra budget where the spec sets none); the gate itself, which narrowed already, says False.
+    The run is scored again first when stale (app/scored.observed, the explicit step)."""
     from verifier.attribution import compare
 
+    golden_path, out, allow_subset = spec.golden, spec.out, spec.allow_subset
     golden = loaded or load_golden(golden_path)
     require_margins(golden, golden_path)
     rd = RunDir(run_dir)
     if not rd.is_run():
         raise UsageError(f"{run_dir} is not a run directory (no {journal.HEADER})")
-    raw = rd.header_dict()
-    asked = gate_request(run_dir, raw) if as_gated else None
+    hdr = rd.header()
+    asked = gate_request(run_dir, hdr) if spec.as_gated else None
     applied = asked if asked is not None and asked.applies_to(golden) else None
     if applied is not None:
         golden = _narrowed_as_asked(golden, applied, golden_path)
-        infra_budget = applied.infra_budget if infra_budget is None else infra_budget
     elif asked is not None:
         print(f"note: {run_dir} was gated against {asked.golden}, not this golden: its gate's narrowing is not applied",
               file=sys.stderr)
-    if infra_budget is None:
-        infra_budget = DEFAULT_INFRA_BUDGET
+    infra_budget = spec.budget(applied.infra_budget if applied is not None else None)
     h = golden.header
-    scrub.register_run(raw)  # the comparison is scrubbed of the key the run was made with
-    hdr = RunHeader.from_dict(raw)
+    scrub.register_run(rd.header_dict())  # the comparison is scrubbed of the key the run was made with
     for name in hdr.suites:
         if name in h.suites and hdr.suite_version(name) != h.suites[name].version:
             raise UsageError(f"run {run_dir} used {name} version {hdr.suite_version(name)}, golden has {h.suites[name].version}")
-    cobs = observations(run_dir)
+    cobs = observed(run_dir)
     ran = RunDir(run_dir).probes()
     probes, table = None, None
     if ran is not None or h.probes:
@@ -393,7 +390,7 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
     ctx = _context_verdict(run_dir, h)
     if ctx:  # joins the probe evidence under its own signal name, and keeps its details in the document
         probes = {**(probes or {}), "context_truncated": ctx}
-    forced = teacher_forced_measures(run_dir, raw, golden, cobs)
+    forced = teacher_forced_measures(run_dir, hdr, golden, cobs)
     try:
         doc = compare.compare(h, golden.observations, cobs, infra_budget=infra_budget, probes=probes,
                               allow_subset=allow_subset, probe_table=table, teacher_forced=forced)
@@ -416,7 +413,7 @@ def compare_run(run_dir: Path, golden_path: str | Path, out: Path | None, infra_
     if golden.narrowed:  # a reviewer must see that this gate judged part of the golden, and which part
         doc = dataclasses.replace(doc, limited=dict(golden.narrowed))
     doc = with_floor_notes(doc, h)
-    if write:
+    if spec.write:
         RunDir(run_dir).write_comparison(doc.to_dict(), out)
     return doc
 
@@ -430,15 +427,15 @@ def _narrowed_as_asked(golden: Golden, asked: GateRequest, golden_path: str | Pa
         raise UsageError(f"{golden_path}: the gate's recorded selection does not fit it: {e}") from None
 
 
-def teacher_forced_measures(run_dir: Path, header: dict[str, Any], golden: Golden,
-                            cobs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def teacher_forced_measures(run_dir: Path, header: RunHeader, golden: Golden,
+                            cobs: list[Observation]) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(run.json's `teacher_forcing` block, per-suite measures of its forced records against the golden), or None
     when the run made no teacher-forcing pass (then comparison.json has no `teacher_forced` blocks, as before)."""
     from verifier.attribution import compare, teacher_forced
     from verifier.execution import teacher_forcing
 
-    state = header.get("teacher_forcing")
-    if not isinstance(state, dict):
+    state = header.teacher_forcing
+    if state is None:
         return None
     try:  # the rows are read as they are measured: a refused or corrupt file surfaces here
         rows = teacher_forcing.read(run_dir) if state.get("state") == "measured" else iter(())
@@ -463,11 +460,12 @@ def _with_tool_call_scores(doc: Comparison, h: GoldenHeader, run_dir: Path) -> d
     (key `tool_calls`)."""
     from verifier.attribution import numerics
 
-    cand = RunDir(run_dir).summary() or {}
+    cand = RunDir(run_dir).summary()
     out = dict(doc.suites)
     for suite, block in doc.suites.items():
-        scores = numerics.tool_call_scores(h.suite_summary(suite).get("extra"),
-                                           (((cand.get("suites") or {}).get(suite)) or {}).get("extra"), block.tool_trigger)
+        mine = cand.suite(suite) if cand is not None else None
+        scores = numerics.tool_call_scores(h.suite_summary(suite).get("extra"), mine.extra if mine is not None else None,
+                                           block.tool_trigger)
         if scores:
             out[suite] = dataclasses.replace(block, tool_calls=scores)
     return out

@@ -1,24 +1,24 @@
 """The report's edge: read a run directory, a golden and a comparison from disk; write the outputs (`write_report` is the `report` command's one call).
 
-The renderers (html.render, ci.junit_xml, ci.markdown) are pure; this module is the only one in
-the package that touches files. Scoring an unscored run and comparing when no comparison exists
-are application steps: they are imported from the application layer inside the one function
-that needs each, so importing verifier.report stays cheap.
+The renderers (html.render, ci.junit_xml, ci.markdown) are pure and take typed values (a RunData read from a
+RunDir, the golden's header and observations, a Comparison); this module is the only one that touches their files.
+Reading never scores or compares: "compare if missing" (`comparison`, ordered with the golden in `prepared`) and
+"score again if stale" (app/scored.ensure_scored, in `load_scored`, when `read_run` finds the run not freshly
+scored: one read of observations.jsonl on the fresh path) are explicit steps of the commands.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from verifier.attribution.document import Comparison
 from verifier.golden import store as golden_mod
 from verifier.golden.model import Golden
 from verifier import safewrite
-from verifier.execution import journal
+from verifier.execution import journal, layout
 from verifier.execution.rundir import RunDir
 from verifier import scrub
 from verifier.errors import UsageError
@@ -29,44 +29,38 @@ import verifier.report.views as views
 from verifier.report.data import Drawn, GoldenData, Inputs, RunData, Shown, inputs
 
 
+class NotScored(UsageError):
+    """A run not scored, or scored from another journal: `load_scored` scores it again (app/scored.ensure_scored)."""
+
+
 def read_run(run_dir: Path, with_exchanges: bool = True) -> RunData:
-    """Verdicts joined with what scoring parsed of the journal (observations.jsonl), read once. A run not scored,
-    scored from another journal, or whose observations.jsonl is missing or edited is scored again first
-    (app.collect.observed_rows): the report never parses the journal a second way.
+    """Verdicts joined with what scoring parsed of the journal (observations.jsonl), read once. Reading never
+    scores: a run not freshly scored is NotScored (a UsageError naming `verifier score`), which `load_scored` answers
+    with the explicit step; the report never parses the journal a second way.
 
     `with_exchanges=False` leaves the journal's records out (`load` then draws only the flip cards' records, so
     memory does not grow with the journal); callers that render a RunData themselves keep the default."""
-    from verifier.app.collect import each_observed_row  # application step
-
     run_dir = Path(run_dir)
     rd = RunDir(run_dir)
-    header = rd.header_dict()
-    scrub.register_run(header)  # the report is scrubbed of the key its run was made with
+    header = rd.header()
+    scrub.register_run(rd.header_dict())  # the report is scrubbed of the key its run was made with
     # The report shows no logprobs in its rows; the token diffs read them from `shown`. Row by row: the file's
-    # rows are never all held as dicts beside what the report keeps of them.
+    # rows are never all held beside what the report keeps of them.
     rows: list[Observation] = []
     shown: dict[tuple[str, str, int, str], Shown] = {}
 
-    def take(o: dict[str, Any]) -> None:
-        rows.append(dataclasses.replace(Observation.from_dict(o), logprobs=None, top_logprobs=None))
-        if "shown" in o:
-            shown[(o["suite"], o["sample_id"], o["epoch"], o["mode"])] = Shown.of(o)
+    def take(o: Observation, extra: dict[str, Any] | None) -> None:
+        rows.append(dataclasses.replace(o, logprobs=None, top_logprobs=None))
+        if extra is not None:
+            shown[(o.suite, o.sample_id, o.epoch, o.mode)] = Shown.of(o, extra)
 
-    def drop() -> None:
-        rows.clear()
-        shown.clear()
-
-    each_observed_row(run_dir, take, drop)
+    if rd.stale() or not rd.each_observation(take):
+        raise NotScored(f"{run_dir}: not scored, or scored from another journal ({layout.OBSERVATIONS} is missing or "
+                         f"does not match it); run `verifier score {run_dir}`")
     exchanges = rd.exchanges() if with_exchanges else {}
     finds = [{"suite": v.suite, "sample_id": v.sample_id, "mode": v.mode, "code": f.code, "detail": f.detail[:300]}
              for v in rd.iter_verdicts() for f in v.findings]  # streamed: only the findings are kept
-    summary = rd.summary() or {"suites": {}}
-    return RunData(run_dir, header, summary, rows, finds, exchanges, shown)
-
-
-def golden_data(golden: Golden) -> GoldenData:
-    """What the report shows of a loaded golden (its golden.json as this gate saw it, and its observations)."""
-    return GoldenData(golden.header.to_json(), list(golden.observations))
+    return RunData(run_dir, header, rd.summary(), rows, finds, exchanges, shown)
 
 
 def read_golden(path: str | Path) -> GoldenData | None:
@@ -75,42 +69,69 @@ def read_golden(path: str | Path) -> GoldenData | None:
         golden = golden_mod.load(golden_mod.resolve(path))
     except golden_mod.BadGolden:
         return None
-    return golden_data(golden)
+    return GoldenData.of(golden)
+
+
+def recorded_comparison(run_dir: Path, golden_path: str | Path) -> Comparison | None:
+    """RUN_DIR/comparison.json when it was made against this golden (by its directory's name), else None. Reads
+    only: comparing is `comparison`'s explicit step."""
+    doc = RunDir(run_dir).comparison()
+    if doc is None:
+        return None
+    try:
+        typed = Comparison.from_dict(doc)
+    except KeyError:  # written by an older verifier, without a block this one reads: the caller compares again
+        return None
+    return typed if typed.golden_name == Path(golden_path).name else None
 
 
 def comparison(run_dir: Path, golden_path: str | Path) -> Comparison:
-    """RUN_DIR/comparison.json when it was made against this golden; otherwise compare now (without overwriting it)."""
-    doc = RunDir(run_dir).comparison()
-    if doc is not None:
-        if isinstance(doc.get("golden"), dict) and doc["golden"].get("name") == Path(golden_path).name:
-            try:
-                return Comparison.from_dict(doc)
-            except KeyError:  # written by an older verifier, without a block this one reads: compare again, as below
-                pass
+    """"Compare if missing", the `report` command's explicit step: the recorded comparison against this golden,
+    else one made now (never written: a report never writes into the run)."""
+    recorded = recorded_comparison(run_dir, golden_path)
+    if recorded is not None:
+        return recorded
     from verifier.app.gate import compare_run  # an application step, imported only when a report must compare
+    from verifier.app.spec import CompareSpec
 
-    return compare_run(run_dir, str(golden_path), None, None, write=False)  # a report never writes into the run
+    return compare_run(run_dir, CompareSpec(str(golden_path), write=False))  # a report never writes into the run
 
 
-def load(run_dir: Path | str, golden_path: str | Path | None, doc: Comparison | Mapping[str, Any] | None,
-         golden: GoldenData | None = None) -> Inputs:
-    """The report's inputs from disk. Pass `golden` when the caller has it loaded (the gate does).
-
-    Without either, a comparison's recorded golden path is used: older callers pass only the document.
-    """
+def load(run_dir: Path | str, golden: GoldenData | None, doc: Comparison | None) -> Inputs:
+    """The report's inputs: the scored run read from disk (`read_run`), the golden and the comparison as given.
+    Nothing is scored or compared here."""
     run_dir = Path(run_dir)
     run = read_run(run_dir, with_exchanges=False)
-    typed = None if doc is None else Comparison.of(doc)
-    if golden is None:
-        if golden_path is None and typed is not None:
-            golden_path = (typed.golden or {}).get("path")
-        if golden_path is not None:
-            if typed is None:
-                typed = comparison(run_dir, golden_path)
-            golden = read_golden(golden_path)
-    inp = inputs(run, golden, typed)
+    inp = inputs(run, golden, doc)
     inp.drawn = draw(run_dir, views.card_keys(inp))
     return inp
+
+
+def load_scored(run_dir: Path | str, golden: GoldenData | None, doc: Comparison | None) -> Inputs:
+    """`load`, with "score again if stale" as the explicit step between two reads: a run `read_run` finds not
+    freshly scored is scored again (app/scored.ensure_scored), then read. A fresh run is read once."""
+    try:
+        return load(run_dir, golden, doc)
+    except NotScored:
+        from verifier.app.scored import ensure_scored
+
+        ensure_scored(Path(run_dir))
+        return load(run_dir, golden, doc)
+
+
+def prepared(run_dir: Path | str, golden_path: str | Path | None,
+             doc: Comparison | None = None) -> tuple[GoldenData | None, Comparison | None]:
+    """The golden a report of RUN_DIR shows (from `golden_path`, else the path `doc` recorded) and the comparison
+    against it: `doc`, else the recorded one, else one made now ("compare if missing", `comparison`, which scores the
+    run again first when stale, as every compare does)."""
+    run_dir = Path(run_dir)
+    if golden_path is None and doc is not None:
+        golden_path = doc.golden_path
+    if golden_path is None:
+        return None, doc
+    if doc is None:
+        doc = comparison(run_dir, golden_path)
+    return read_golden(golden_path), doc
 
 
 def draw(run_dir: Path, keys: set[tuple[str, str, int, str]]) -> dict[tuple[str, str, int, str], Drawn]:
@@ -124,29 +145,29 @@ def draw(run_dir: Path, keys: set[tuple[str, str, int, str]]) -> dict[tuple[str,
     return out
 
 
-def render_html(run_dir: Path | str, golden_path: str | Path | None, doc: Comparison | Mapping[str, Any] | None) -> str:
-    """The HTML report of a run directory, optionally against a golden directory."""
-    return html.render_inputs(load(run_dir, golden_path, doc))
+def render_html(run_dir: Path | str, golden_path: str | Path | None, doc: Comparison | None) -> str:
+    """The HTML report of a run directory, optionally against a golden directory (the `report` command's steps,
+    without writing)."""
+    golden, doc = prepared(run_dir, golden_path, doc)
+    return html.render_inputs(load_scored(run_dir, golden, doc))
 
 
-def write_all(run_dir: Path | str, doc: Comparison | Mapping[str, Any], html: str | Path | None = None, junit: str | Path | None = None,
+def write_all(run_dir: Path | str, doc: Comparison, html: str | Path | None = None, junit: str | Path | None = None,
               markdown: str | Path | None = None, csv: str | Path | None = None,
-              golden: GoldenData | Golden | None = None) -> dict[str, Path]:
+              golden: Golden | None = None) -> dict[str, Path]:
     """Everything CI keeps from a gate: report.html, junit.xml, summary.md (+ $GITHUB_STEP_SUMMARY), samples.csv.
-    `golden`: the golden the gate compared with, when the caller has it loaded (a gate loads it once)."""
+    `golden`: the golden the gate compared with, when the caller has it loaded (a gate loads it once; else the one
+    the comparison recorded is read)."""
     run_dir = Path(run_dir)
-    if isinstance(golden, Golden):
-        golden = golden_data(golden)
     paths = RunDir(run_dir).report_paths(html, junit, markdown, csv)
     for p in paths.values():
         p.parent.mkdir(parents=True, exist_ok=True)
-    inp = load(run_dir, None, doc, golden)
+    shown = GoldenData.of(golden) if golden is not None else prepared(run_dir, None, doc)[0]
+    inp = load_scored(run_dir, shown, doc)
     safewrite.write_text(paths["html"], _html.render_inputs(inp))
     ci.write_csv(inp, paths["csv"])
-    typed = inp.doc
-    assert typed is not None  # load keeps the document it is given
-    safewrite.write_text(paths["junit"], ci.junit_xml(typed))
-    md = ci.markdown(typed, str(paths["html"]))
+    safewrite.write_text(paths["junit"], ci.junit_xml(doc))
+    md = ci.markdown(doc, str(paths["html"]))
     safewrite.write_text(paths["markdown"], md)
     step = os.environ.get("GITHUB_STEP_SUMMARY")
     if step:
@@ -164,7 +185,8 @@ def write_report(run_dir: Path | str, golden: str | Path | None = None, out: str
     Returns (HTML path, comparison status or "single run", records shown). UsageError when RUN_DIR is not a run."""
     run_dir = Path(run_dir)
     try:
-        inp = load(run_dir, golden, None)
+        shown, doc = prepared(run_dir, golden, None)
+        inp = load_scored(run_dir, shown, doc)
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
     path = Path(out) if out else RunDir(run_dir).report_html()

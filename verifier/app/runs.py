@@ -81,26 +81,29 @@ def describe(run_dir: Path) -> dict[str, Any] | None:
     A planted special file or a symlink out of the directory is refused (UsageError naming it), never read."""
     rd = RunDir(run_dir)
     try:
-        hdr = rd.header_dict()
+        hdr = rd.header()
     except RefusedFile as e:
         raise UsageError(str(e)) from None
     except NotARunDir:
         return None
-    ep = hdr.get("endpoint") if isinstance(hdr.get("endpoint"), dict) else {}
+    ep = hdr.endpoint if isinstance(hdr.endpoint, dict) else {}
     try:
         cmp = rd.comparison()
     except RefusedFile as e:
         raise UsageError(str(e)) from None
     except NotARunDir:
         cmp = None  # corrupt: listed as a run never compared, as before
-    golden = (cmp or {}).get("golden") if isinstance((cmp or {}).get("golden"), dict) else {}
+    # comparison.json is read leniently here (any writer's, any age: the listing shows what it says); the typed
+    # Comparison is for documents this verifier compares or renders.
+    made = cmp.get("golden") if cmp is not None else None
+    golden = made if isinstance(made, dict) else {}
     return {
-        "run_dir": str(run_dir), "run_id": hdr.get("run_id"), "started": hdr.get("started"), "finished": hdr.get("finished"),
-        "endpoint": ep.get("base_url"), "model": ep.get("model"), "suites": sorted(hdr["suites"]),
-        "modes": hdr.get("modes") or [REFERENCE_MODE], "kind": "gate" if cmp or hdr.get("gate_of") else "run",
-        "status": str(cmp.get("status")) if cmp else "run" if hdr.get("finished") and not hdr.get("gate_of") else "interrupted",
+        "run_dir": str(run_dir), "run_id": hdr.run_id or None, "started": hdr.started, "finished": hdr.finished,
+        "endpoint": ep.get("base_url"), "model": ep.get("model"), "suites": sorted(hdr.suites),
+        "modes": hdr.modes or [REFERENCE_MODE], "kind": "gate" if cmp or hdr.gate_of else "run",
+        "status": str(cmp.get("status")) if cmp else "run" if hdr.finished and not hdr.gate_of else "interrupted",
         "exit_code": cmp.get("exit_code") if cmp else None,
-        "golden": golden.get("name") or hdr.get("gate_of"), "scored": rd.scored(),
+        "golden": golden.get("name") or hdr.gate_of, "scored": rd.scored(),
     }
 
 
@@ -122,7 +125,7 @@ def list_runs(q: RunsQuery) -> list[dict[str, Any]]:
     return rows[: q.limit] if q.limit else rows
 
 
-def recompare(run_dir: Path, golden_path: str | Path, loaded: "Golden", recorded: Mapping[str, Any]) -> "Comparison":
+def recompare(run_dir: Path, golden_path: str | Path, loaded: "Golden", recorded: "Comparison") -> "Comparison":
     """The comparison the run's own evidence gives against this golden, narrowed as the gate that wrote `recorded`
     was (the samples the run planned and its modes, probes left out when it left them out; its infra budget; an
     early sequential stop judges what was sent). Nothing is written. What the matrix checks a run's
@@ -130,13 +133,14 @@ def recompare(run_dir: Path, golden_path: str | Path, loaded: "Golden", recorded
     import dataclasses
 
     from verifier.app.gate import compare_run
+    from verifier.app.spec import CompareSpec
 
     rd = RunDir(run_dir)
     hdr = rd.header()
     planned = set(rd.samples())
     h = loaded.header
-    limited = recorded.get("limited")
-    probes_left_out = isinstance(limited, dict) and bool(limited.get("probes_left_out"))
+    limited = recorded.limited
+    probes_left_out = isinstance(limited, Mapping) and bool(limited.get("probes_left_out"))
     narrowed = dataclasses.replace(
         loaded,
         header=dataclasses.replace(h, suites={k: v for k, v in h.suites.items() if k in hdr.suites},
@@ -144,7 +148,9 @@ def recompare(run_dir: Path, golden_path: str | Path, loaded: "Golden", recorded
                                    probes=None if probes_left_out else h.probes),
         observations=tuple(o for o in loaded.observations if o.mode in hdr.modes and o.suite in hdr.suites
                            and any((o.suite, sid) in planned for sid in owner_ids(o.sample_id))))
-    infra = recorded.get("infra")
-    budget = infra.get("budget") if isinstance(infra, dict) else None
-    return compare_run(Path(run_dir), golden_path, None, float(budget) if isinstance(budget, (int, float)) else 0.02,
-                       narrowed, allow_subset=bool(recorded.get("sequential")), write=False, as_gated=False)
+    infra = recorded.infra
+    budget = infra.get("budget") if isinstance(infra, Mapping) else None
+    # The recorded budget (a document without one: the default, CompareSpec.budget).
+    spec = CompareSpec(golden_path, float(budget) if isinstance(budget, (int, float)) else None,
+                       allow_subset=bool(recorded.sequential), write=False, as_gated=False)
+    return compare_run(Path(run_dir), spec, narrowed)

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from verifier.app.collect import EndpointSpec
 from verifier.errors import UsageError
 from verifier.golden.model import Margin
+from verifier.types import DEFAULT_INFRA_BUDGET as DEFAULT_INFRA_BUDGET
 
 
 class Probes(StrEnum):
@@ -46,6 +47,34 @@ class Probes(StrEnum):
 
 
 @dataclass(frozen=True)
+class CompareSpec:
+    """Compare a run directory with a golden: what `compare`, `report`, `matrix`, a gate's looks and the API ask of
+    app/gate.compare_run, built once at each door (cli/compare.spec_from_flags, cli/matrix, the report's
+    "compare if missing" step, api.compare), each option's default written here once."""
+
+    golden: str | Path
+    """Golden directory, or the name of a packaged golden (must have margins)."""
+    infra_budget: float | None = None
+    """Infra error rate above which the run is incomplete; None: the budget the run's gate recorded (GateRequest),
+    else DEFAULT_INFRA_BUDGET (`budget`)."""
+    allow_subset: bool = False
+    """Judge a subset of the golden: samples never run are not counted missing."""
+    out: Path | None = None
+    """Where comparison.json goes (None: RUN_DIR/comparison.json)."""
+    write: bool = True
+    """Write the document (False: only return it; the matrix, the report and a gate's looks never write)."""
+    as_gated: bool = True
+    """A gate's run directory is judged as that gate judged it (its recorded narrowing and budget); a gate itself,
+    which narrowed already, says False."""
+
+    def budget(self, recorded: float | None) -> float:
+        """The infra budget this comparison uses: the caller's, else the gate's `recorded` one, else the default."""
+        if self.infra_budget is not None:
+            return self.infra_budget
+        return recorded if recorded is not None else DEFAULT_INFRA_BUDGET
+
+
+@dataclass(frozen=True)
 class GateSpec:
     """Run the golden's samples against an endpoint and compare."""
 
@@ -61,7 +90,7 @@ class GateSpec:
     """Dataset path, when the golden's suites need one."""
     out: Path | None = None
     """Run directory (default runs/<timestamp>-gate)."""
-    infra_budget: float = 0.02
+    infra_budget: float = DEFAULT_INFRA_BUDGET
     """Infra error rate above which the run is incomplete."""
     sequential: bool = False
     """Send in batches and stop once a regression is decided."""

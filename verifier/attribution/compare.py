@@ -24,7 +24,7 @@ from verifier.attribution.surface_signals import mode_note
 from verifier.golden.model import GoldenHeader, Margin
 from verifier.judge.contract import MODEL_BEHAVIOUR, SIGNAL_JUDGED
 from verifier.surfaces.registry import surface_for
-from verifier.types import Evidence, Observation
+from verifier.types import DEFAULT_INFRA_BUDGET, Evidence, Observation
 
 if TYPE_CHECKING:
     from verifier.attribution.teacher_forced import SuiteMeasure
@@ -41,7 +41,9 @@ MEANING = {
     30: "incomplete: too many infra errors or too much of the golden not covered to judge",
 }
 
-Rows = Iterable["Observation | Mapping[str, Any]"]
+Rows = Iterable[Observation]
+"""Observation rows: the golden's (store.load) or a run's (RunDir.observations); dicts are read into Observations
+at those load boundaries, never here."""
 Grouped = dict[str, dict[str, list[Observation]]]
 
 
@@ -79,8 +81,13 @@ class PairedSuite(TypedDict):
 
 
 def as_observations(rows: Rows) -> list[Observation]:
-    """The load boundary: golden files and hand-built rows are dicts; everything below works on Observation."""
-    return [Observation.from_dict(o) for o in rows]  # type: ignore[arg-type]
+    """The rows as a list, each checked to be an Observation (a dict here is a caller that skipped the load
+    boundary: a TypeError, not a silent conversion)."""
+    out = list(rows)
+    for o in out:
+        if not isinstance(o, Observation):
+            raise TypeError(f"expected Observation rows (RunDir.observations, Golden.observations), got {type(o).__name__}")
+    return out
 
 
 def _group(obs: list[Observation]) -> Grouped:
@@ -200,7 +207,7 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
 
 
 def paired_signals(golden: Rows, cand: Rows) -> dict[str, PairedSuite]:
-    """Everything compare and calibrate need, per suite, from two sets of observations (dicts or Observations)."""
+    """Everything compare and calibrate need, per suite, from two sets of observations."""
     G, C = _group(as_observations(golden)), _group(as_observations(cand))
     return {suite: _suite_signals(G[suite], C[suite]) for suite in sorted(set(G) & set(C))}
 
@@ -576,7 +583,7 @@ def _logprob_gaps(golden_obs: list[Observation], cand_obs: list[Observation],
     return missing_lp, tool_lp_missing
 
 
-def compare(golden_meta: GoldenHeader | Mapping[str, Any], golden_obs: Rows, cand_obs: Rows, infra_budget: float = 0.02,
+def compare(header: GoldenHeader, golden_obs: Rows, cand_obs: Rows, infra_budget: float = DEFAULT_INFRA_BUDGET,
             probes: dict[str, Any] | None = None, allow_subset: bool = False,
             probe_table: list[dict[str, Any]] | None = None,
             teacher_forced: "tuple[Mapping[str, Any], Mapping[str, SuiteMeasure]] | None" = None) -> Comparison:
@@ -585,7 +592,6 @@ def compare(golden_meta: GoldenHeader | Mapping[str, Any], golden_obs: Rows, can
     run's teacher-forcing state (run.json) and what its forced records measured per suite (teacher_forced.measure)."""
     from verifier.attribution import coverage, diagnosis, explain
 
-    header = GoldenHeader.of(golden_meta)  # a typed header (store.load), or a hand-built golden.json fragment
     margins = header.margins
     golden_obs, cand_obs = as_observations(golden_obs), as_observations(cand_obs)
     sig = paired_signals(golden_obs, cand_obs)
@@ -661,7 +667,7 @@ def _spreads(s: PairedSuite, suite: str) -> dict[str, float]:
     return out
 
 
-def calibrate_margins(runs: list[Rows], provenance: dict[str, Any]) -> dict[str, Any]:
+def calibrate_margins(runs: Sequence[Rows], provenance: dict[str, Any]) -> dict[str, Any]:
     """Margins = the largest run-to-run spread seen between reference runs, per metric and signal.
 
     Every ordered pair: a signal read within one run (stream parity: its chat and its stream answers) is counted on

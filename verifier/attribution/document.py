@@ -422,6 +422,30 @@ class Comparison:
         """The typed document, from itself or from its dict (the form the Python API and older callers hand over)."""
         return doc if isinstance(doc, Comparison) else cls.from_dict(doc)
 
+    def to_json(self) -> dict[str, Any]:
+        """comparison.json, key for key (`to_dict`): the Python API's documented name for the document."""
+        return self.to_dict()
+
+    @property
+    def run_dir(self) -> Path:
+        """The run directory the gate or compare recorded (`run.run_dir`; compare_run always records it)."""
+        return Path((self.run or {})["run_dir"])
+
+    @property
+    def run_id(self) -> Any:
+        """The run's id as the gate or compare recorded it (`run.run_id`), or None."""
+        return (self.run or {}).get("run_id")
+
+    @property
+    def golden_name(self) -> Any:
+        """The golden's name as the gate recorded it (`golden.name`), or None."""
+        return (self.golden or {}).get("name")
+
+    @property
+    def golden_path(self) -> Any:
+        """The golden's path as the gate recorded it (`golden.path`), or None."""
+        return (self.golden or {}).get("path")
+
     def side(self, name: str) -> Side:
         """`frontend` or `quantization` by name."""
         if name == "frontend":

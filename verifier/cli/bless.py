@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("bless", help="turn a scored reference run into a golden")
     p.add_argument("run_dir")
     p.add_argument("--to", required=True, help="golden directory, e.g. goldens/<name>")

@@ -9,7 +9,7 @@ from .args import add_endpoint_args, add_teacher_forcing_args
 from .types import positive_int
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("calibrate", help="store run-to-run spread of reference reruns as the golden's margins")
     p.add_argument("golden")
     p.add_argument("--runs", nargs="*", help="existing reference rerun directories")
@@ -24,8 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from verifier.app.gate import CalibrateSpec, calibrate
-    from verifier.app.spec import margin_from_flag
+    from verifier.app.gate import calibrate
+    from verifier.app.spec import CalibrateSpec, margin_from_flag
     from .args import endpoint_from_args, overrides_from_args, parse_extra_body
 
     spec = CalibrateSpec(

@@ -7,15 +7,20 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .args import MODE_NAMES, add_endpoint_args, add_teacher_forcing_args
+from verifier.types import DEFAULT_INFRA_BUDGET
+
+from verifier.surfaces.registry import MODES as MODE_NAMES
+
+from .args import add_endpoint_args, add_teacher_forcing_args
 from .types import fraction, positive_int
 
 if TYPE_CHECKING:
+    from verifier.app.spec import GateOptions
     from verifier.attribution.document import Comparison
     from verifier.golden.model import Golden
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("gate", help="run the golden's samples against an endpoint, compare, report; CI exit code")
     p.add_argument("--config", metavar="GATE.toml", help="gate file (see docs/ci.md, 'Gate files'); flags given here override it")
     p.add_argument("--golden", help="golden directory, or the name of a packaged golden (verifier list-goldens)")
@@ -26,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", help="reload the samples from this dataset instead of the golden's own inputs.jsonl (rarely needed)")
     p.add_argument("--out", help="run directory (default runs/<timestamp>-gate)")
     p.add_argument("--force", action="store_true", help="write the run into --out even when it is a golden directory")
-    p.add_argument("--infra-budget", type=fraction, help="infra error rate above which the run is incomplete (default 0.02)")
+    p.add_argument("--infra-budget", type=fraction, help=f"infra error rate above which the run is incomplete (default {DEFAULT_INFRA_BUDGET})")
     p.add_argument("--allow-inconclusive", action="store_true", default=None, help="exit 0 instead of 20 when inconclusive (never for 13, a significant quality drop of unattributed cause)")
     p.add_argument("--report", help="HTML report path (default RUN_DIR/report.html)")
     p.add_argument("--junit", help="JUnit XML path (default RUN_DIR/junit.xml)")
@@ -48,7 +53,7 @@ def check(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
         ap.error("--probes and --no-probes contradict each other: give one")
 
 
-def options_from_flags(a: argparse.Namespace):  # -> app.spec.GateOptions
+def options_from_flags(a: argparse.Namespace) -> "GateOptions":
     """The command line's door: what the flags given say, None for every flag not given."""
     from verifier.app.spec import GateOptions, Probes, margin_from_flag, names, sampling
     from .args import parse_extra_body, parse_headers
@@ -127,7 +132,7 @@ def run_gate(spec: Any, html: str | None = None, junit: str | None = None, markd
     for line in app_gate.floor_warnings(golden.header.summary, golden.suites):
         print(f"verifier: warning: {line}", file=sys.stderr)
     doc = app_gate.gate(spec, golden)
-    run_dir = Path((doc.run or {})["run_dir"])  # compare_run always records it
+    run_dir = doc.run_dir
     # Files first: a reader that stops early (`verifier gate | head`) must not cost the report.
     paths = write_ci_outputs(run_dir, doc, html, junit, markdown, golden)
     if echo and spec.quiet:  # the status, the first cause and where the report is: the rest is in the report
@@ -201,7 +206,7 @@ def gate_many(flags: Any, file_opts: Any, endpoints: list[tuple[str, Any]], env:
     def one(name: str) -> tuple[Path, Comparison, scrub.Secrets]:
         with scrub.command() as secrets:  # each gate's secrets its own: no thread writes with another's
             doc = run_gate(specs[name], echo=False)
-            run_dir = Path((doc.run or {})["run_dir"])  # compare_run always records it
+            run_dir = doc.run_dir
             print(f"{name}: {doc.status} (exit {doc.exit_code}); report: {RunDir(run_dir).report_html()}", file=sys.stderr)
         return run_dir, doc, secrets
 

@@ -16,18 +16,20 @@ if TYPE_CHECKING:
     from verifier.golden.model import GoldenHeader
 
 
+from verifier.types import DEFAULT_INFRA_BUDGET
+
 DEFAULT_OUT = "reports/matrix"
 """The design's reports/ folder, relative to the current directory: where a matrix goes when --out is not given."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("matrix", help="N candidate runs (one per provider) vs one golden -> matrix.html + matrix.md")
     p.add_argument("runs", nargs="+", metavar="[NAME=]RUN_DIR", help="candidate run directories; NAME= sets the provider name (default: the directory name)")
     p.add_argument("--golden", required=True, help="the golden every run is compared with")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
                    help=f"where matrix.html, matrix.md and matrix.json go (default {DEFAULT_OUT}, under the current directory)")
     p.add_argument("--infra-budget", type=float, default=None,
-                   help="infra error rate above which a run is incomplete (default: the one its gate used, else 0.02)")
+                   help=f"infra error rate above which a run is incomplete (default: the one its gate used, else {DEFAULT_INFRA_BUDGET})")
     p.add_argument("--allow-inconclusive", action="store_true", help="inconclusive providers count as passing for the exit code (regression_unattributed, 13, never does)")
     p.set_defaults(fn=handle)
 
@@ -69,21 +71,22 @@ def handle(a: argparse.Namespace) -> int:
     from verifier.app import gate as app_gate
     from verifier.app.runs import recompare
     from verifier import safewrite
+    from verifier.app.spec import CompareSpec
 
     loaded = app_gate.load_golden(a.golden)
     out = Path(a.out)
-    docs: dict[str, tuple[Path, Comparison | dict[str, Any]]] = {}
+    docs: dict[str, tuple[Path, Comparison]] = {}
     links: dict[str, Path] = {}
     for name, run_dir in parse_runs(a.runs):
         recorded = existing_comparison(run_dir, loaded.header)
         if recorded is None:
-            made = app_gate.compare_run(run_dir, a.golden, None, a.infra_budget, loaded, write=False)
+            made = app_gate.compare_run(run_dir, CompareSpec(a.golden, a.infra_budget, write=False), loaded)
         else:
             made = recompare(run_dir, a.golden, loaded, recorded)
-            if (recorded.get("status"), recorded.get("exit_code")) == (made.status, made.exit_code):
+            if (recorded.status, recorded.exit_code) == (made.status, made.exit_code):
                 docs[name] = (run_dir, recorded)
                 continue
-            why = (f"unverified {run_dir}/comparison.json: it says {recorded.get('status')}, the run's own evidence "
+            why = (f"unverified {run_dir}/comparison.json: it says {recorded.status}, the run's own evidence "
                    f"says {made.status}; shown as compared now")
             print(f"verifier: matrix: {name}: {why}", file=sys.stderr)
             made = dataclasses.replace(made, reasons=[why, *(made.reasons or [])], reason=why)
@@ -94,9 +97,10 @@ def handle(a: argparse.Namespace) -> int:
     return finish(docs, out, a.allow_inconclusive, links)
 
 
-def existing_comparison(run_dir: Path, g: GoldenHeader) -> dict[str, Any] | None:
+def existing_comparison(run_dir: Path, g: GoldenHeader) -> Comparison | None:
     """RUN_DIR/comparison.json when it was made against this golden (same name and source run), else None.
     A corrupt one is None (compared again); a planted special file is refused (exit 2)."""
+    from verifier.attribution.document import Comparison
     from verifier.execution.layout import NotARunDir, RefusedFile
     from verifier.execution.rundir import RunDir
 
@@ -106,15 +110,20 @@ def existing_comparison(run_dir: Path, g: GoldenHeader) -> dict[str, Any] | None
         raise
     except NotARunDir:
         return None
-    made = doc.get("golden") if isinstance(doc, dict) else None
-    if not isinstance(made, dict) or "status" not in doc:
+    if doc is None:
         return None
-    if made.get("name") != g.name or made.get("source_run") != g.source.run_id:
+    try:
+        typed = Comparison.from_dict(doc)
+    except (KeyError, TypeError, ValueError, AttributeError):  # not a comparison this verifier reads: compared again
         return None
-    return doc
+    if not isinstance(typed.golden, Mapping):
+        return None
+    if typed.golden_name != g.name or typed.golden.get("source_run") != g.source.run_id:
+        return None
+    return typed
 
 
-def finish(docs: Mapping[str, tuple[Path, Comparison | Mapping[str, Any]]], out: Path, allow_inconclusive: bool,
+def finish(docs: Mapping[str, tuple[Path, Comparison]], out: Path, allow_inconclusive: bool,
            links: dict[str, Path] | None = None) -> int:
     """Write the matrix of compared runs; print the Markdown table; the worst exit code. `links`: where a
     provider's row points when its run holds no comparison of its own against this golden."""

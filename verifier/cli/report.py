@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("report", help="self-contained HTML report of a run, optionally against a golden")
     add_arguments(p)
     p.set_defaults(fn=handle)

@@ -9,7 +9,7 @@ from pathlib import Path
 from .types import positive_int
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("runs", help="list past runs and gates under DIR (default runs/): when, endpoint, model, suites, status, exit")
     p.add_argument("dir", nargs="?", default="runs", help="where to look (default runs/); run directories up to 3 levels down")
     p.add_argument("--status", help="only these statuses, comma-separated (pass, frontend_regression, ..., incomplete; "

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("score", help="score a run directory offline: verdicts.jsonl + observations.jsonl + summary.json")
     p.add_argument("run_dir")
     p.set_defaults(fn=handle)

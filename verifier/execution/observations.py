@@ -196,16 +196,34 @@ def discard(run_dir: Path) -> None:
         pass
 
 
-def read(run_dir: Path) -> list[dict[str, Any]] | None:
-    """The rows (with `shown`), or None when the file is absent, unreadable, not made from the journal and the
-    verdicts beside it, or its lines do not hash to its seal (a row edited after scoring): the caller then
-    re-scores. A special file or a symlink out of the run is refused (NotARunDir), never read."""
-    rows: list[dict[str, Any]] = []
-    return rows if read_each(run_dir, rows.append) else None
+Take = Callable[[Observation, "dict[str, Any] | None"], None]
+"""What `each` hands each row to: the row as an Observation, and its `shown` block (None when the file has none)."""
+
+
+def read(run_dir: Path) -> list[Observation] | None:
+    """The one reader of a run's observation rows (RunDir.observations): the rows as Observations, or None when the
+    file is absent, unreadable, not made from the journal and the verdicts beside it, or its lines do not hash to
+    its seal (a row edited after scoring): the caller then scores the run again (app/scored.ensure_scored). A special
+    file or a symlink out of the run is refused (NotARunDir), never read."""
+    rows: list[Observation] = []
+    return rows if each(run_dir, lambda o, _shown: rows.append(o)) else None
+
+
+def each(run_dir: Path, take: Take) -> bool:
+    """`read`, one row at a time (the report keeps a little of each, never the whole list): each row goes to `take`
+    with its `shown` block as it is read. False when `read` would return None; `take` may then have seen rows of a
+    file that is not sealed, and the caller drops what it kept of them."""
+    return read_each(run_dir, lambda row: take(Observation.from_dict(golden_row(row)), _shown_of(row)))
+
+
+def _shown_of(row: dict[str, Any]) -> dict[str, Any] | None:
+    shown = row.get("shown")
+    return shown if isinstance(shown, dict) else None
 
 
 def read_each(run_dir: Path, take: Callable[[dict[str, Any]], None]) -> bool:
-    """`read`, one row at a time: each row is handed to `take` as it is read (memory follows what `take` keeps,
+    """The file's rows as written (dicts, `shown` included), one at a time: `each`'s file-level half, for the
+    tests that forge rows. Each row is handed to `take` as it is read (memory follows what `take` keeps,
     not the file). False when `read` would return None; `take` may then have seen rows of a file that is not
     sealed, and the caller drops what it kept of them."""
     path = Path(run_dir) / OBSERVATIONS

@@ -1,9 +1,10 @@
 """`RunDir`: a run directory as one object. Every reader in the app, the report and the CLI goes through it.
 
 It knows every file of a run directory (the names are spelled in execution/layout.py) and returns each as a checked
-value: `header()` a RunHeader, `summary()`, `probes()`, `context()` and `comparison()` JSON objects,
-`observations()` the rows scoring wrote (None when missing, stale or forged: the caller re-scores, there is no
-second way to parse the journal). Every file is read through `verifier.safeio` (see execution/layout.py), so a planted
+value: `header()` a RunHeader, `summary()` a RunSummary, `probes()`, `context()` and `comparison()` JSON objects,
+`observations()` the rows scoring wrote as Observations, `each_observation` the same one row at a time (None / False
+when missing, stale or forged: the command scores the run again first, app/scored.ensure_scored; there is no second
+way to parse the journal). Every file is read through `verifier.safeio` (see execution/layout.py), so a planted
 FIFO, device, oversized file or symlink out of the directory is a `NotARunDir` naming it (exit 2, one line),
 never a hang, a MemoryError or a file from elsewhere.
 
@@ -24,7 +25,7 @@ from verifier.errors import UsageError
 from verifier import safewrite
 from verifier.execution import journal, layout
 from verifier.execution import observations as observe
-from verifier.types import Exchange, RunHeader, Sample, Verdict
+from verifier.types import Exchange, Observation, RunHeader, RunSummary, Sample, Verdict
 
 GOLDEN_MARK = "golden.json"
 """The file that makes a directory a golden (golden/store.GOLDEN; spelled here because run/ is below golden/)."""
@@ -64,7 +65,8 @@ class RunDir:
 
     # ------------------------------------------------------------------ readers
     def header_dict(self) -> dict[str, Any]:
-        """run.json, checked (NotARunDir when absent, unsafe or not a run header)."""
+        """run.json as written, checked (NotARunDir when absent, unsafe or not a run header): only for writers that
+        rewrite the document and for the scrubber's registration; readers take `header()`."""
         return journal.check_run_dir(self.path)
 
     def header(self) -> RunHeader:
@@ -78,12 +80,15 @@ class RunDir:
             raise layout.NotARunDir(f"{self.file(name)} is corrupt: not a JSON object")
         return doc
 
-    def summary(self) -> dict[str, Any] | None:
-        """summary.json (None before scoring)."""
+    def summary(self) -> RunSummary | None:
+        """summary.json, typed (None before scoring; NotARunDir naming the key when its shape is not a summary's)."""
         doc = self._document(layout.SUMMARY)
-        if doc is not None and not isinstance(doc.get("suites", {}), dict):
-            raise layout.NotARunDir(f"{self.file(layout.SUMMARY)} is corrupt: `suites` is not an object")
-        return doc
+        if doc is None:
+            return None
+        try:
+            return RunSummary.from_dict(doc)
+        except ValueError as e:
+            raise layout.NotARunDir(f"{self.file(layout.SUMMARY)} is corrupt: {e}") from None
 
     def probes(self) -> dict[str, Any] | None:
         """probes.json: the parameter-contract probes' results (None when the run ran none)."""
@@ -116,10 +121,15 @@ class RunDir:
     def verdicts(self) -> list[Verdict]:
         return list(self.iter_verdicts())
 
-    def observations(self) -> list[dict[str, Any]] | None:
-        """observations.jsonl's rows (with the report's `shown`), or None when the file is absent, stale, or does
-        not match its own row digest: the caller then re-scores the run (app.collect.observations)."""
+    def observations(self) -> list[Observation] | None:
+        """observations.jsonl's rows, or None when the file is absent, stale, or does not match its seal: the
+        command then scores the run again (app/scored.observed, app/scored.ensure_scored)."""
         return observe.read(self.path)
+
+    def each_observation(self, take: observe.Take) -> bool:
+        """`observations`, one row at a time with its `shown` block (the report's bounded memory): False when
+        `observations` would be None (`take` may have seen rows of the unsealed file: drop them)."""
+        return observe.each(self.path, take)
 
     # ------------------------------------------------------------------ outputs
     def report_paths(self, html: str | Path | None = None, junit: str | Path | None = None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from verifier.judge import contract, contract_surfaces
 from verifier import safewrite
@@ -15,7 +15,7 @@ from verifier import stats
 from verifier.wire.bodyread import STREAM_REFUSED, TOO_MANY_EVENTS
 from verifier.judge.parse import MalformedBody, parse_exchange
 from verifier.execution import observations as observe
-from verifier.types import Exchange, Finding, Judgement, Parsed, Sample, Suite, Verdict
+from verifier.types import Exchange, Finding, Judgement, Parsed, RunHeader, Sample, Suite, Verdict
 from verifier import jsonsafe
 
 VERDICTS = journal.VERDICTS
@@ -24,7 +24,7 @@ CONTRACT_ERRORS = {TOO_MANY_EVENTS: "the stream was cut at --max-stream-events (
 SUMMARY = journal.SUMMARY
 
 
-def _signals(ex: Exchange, parsed=None) -> dict[str, Any]:
+def _signals(ex: Exchange, parsed: Parsed | None = None) -> dict[str, Any]:
     s: dict[str, Any] = {"latency_ms": ex.latency_ms, "attempts": ex.attempts, "status": ex.status}
     if parsed is not None:
         s["finish_reason"] = parsed.finish_reason
@@ -44,7 +44,7 @@ def judge(suite: Suite, sample: Sample, ex: Exchange, parse: Callable[[], Parsed
     Exchange, never from the scorer, whose Judgement knows nothing of epochs or wire modes.
     `parse` (execution/observations.Once) shares one parse of the exchange with the observation row.
     """
-    base = dict(suite=ex.suite, sample_id=ex.sample_id, epoch=ex.epoch, mode=ex.mode)
+    base: dict[str, Any] = dict(suite=ex.suite, sample_id=ex.sample_id, epoch=ex.epoch, mode=ex.mode)
     if ex.status is not None and ex.status >= 400 and suite.unsupported and suite.unsupported(sample, ex.status, ex.body or ""):
         return Verdict(**base, outcome="unsupported", reason=f"http_{ex.status}", signals=_signals(ex))
     if ex.error in CONTRACT_ERRORS:
@@ -66,9 +66,9 @@ def judge(suite: Suite, sample: Sample, ex: Exchange, parse: Callable[[], Parsed
         parsed = parse() if parse is not None else parse_exchange(ex)
     except MalformedBody as e:
         return Verdict(**base, outcome="contract", reason="malformed_body", findings=(Finding("malformed_body", str(e)),), signals=_signals(ex))
-    findings = contract.check(ex.request, parsed, ex.mode)
+    checked = contract.check(ex.request, parsed, ex.mode)
     j: Judgement = suite.score(sample, parsed)
-    findings = tuple(findings) + tuple(j.findings)
+    findings = tuple(checked) + tuple(j.findings)
     outcome = "contract" if contract.blocking(findings) else j.outcome
     reason = j.reason
     if outcome == "contract" and j.outcome != "contract":
@@ -97,7 +97,7 @@ def _steps_signals(steps: list[Verdict]) -> dict[str, Any]:
 
 
 def judge_conversation(suite: Suite, sample: Sample, steps: list[Exchange],
-                       parses: list[Callable[[], Parsed]] | None = None) -> list[Verdict]:
+                       parses: Sequence[Callable[[], Parsed]] | None = None) -> list[Verdict]:
     """One conversation's exchanges (in step order) -> one verdict per record of `Suite.conversation`.
 
     Each request is judged for its envelope like any exchange (infra, refusal, contract findings); the
@@ -106,6 +106,7 @@ def judge_conversation(suite: Suite, sample: Sample, steps: list[Exchange],
     conversation stopped before it) takes the outcome of the request it stopped at, as `not_reached`.
     """
     conv = suite.conversation
+    assert conv is not None  # judge_conversation is called for conversation suites only
     base_steps = [judge(suite, sample, ex, parses[i] if parses else None) for i, ex in enumerate(steps)]
     stopped = next((v for v in base_steps if v.outcome in ("infra", "unsupported")), None)
     if stopped is None and base_steps and base_steps[-1].outcome == "contract":
@@ -115,7 +116,7 @@ def judge_conversation(suite: Suite, sample: Sample, steps: list[Exchange],
         if not steps:
             break
         ex0 = steps[0]
-        base = dict(suite=ex0.suite, sample_id=record, epoch=ex0.epoch, mode=ex0.mode)
+        base: dict[str, Any] = dict(suite=ex0.suite, sample_id=record, epoch=ex0.epoch, mode=ex0.mode)
         vs = [base_steps[i] for i in covered if 0 <= i < len(base_steps)]
         if not vs:
             outcome = stopped.outcome if stopped else "infra"
@@ -189,7 +190,7 @@ class Scorer:
     def result(self) -> tuple[list[Verdict], dict[str, Any], observe.Collector]:
         """Verdicts (conversations judged now, whole), the summary and the observations, once every record is in."""
         # The header as it is now (a run finished or resumed since this scorer started has rewritten it).
-        header = journal.check_run_dir(self.run_dir)
+        header = journal.read_header(self.run_dir)
         suites, samples, latest, conv_latest, seen = self.suites, self.samples, self.latest, self.conv_latest, self.seen
         verdicts = [latest[k] for k in sorted(latest)]
         conversations: dict[tuple[str, str, int, str], list[Exchange]] = defaultdict(list)
@@ -220,14 +221,17 @@ def step_order(step_id: str) -> tuple[Any, ...]:
     return tuple(tuple((0, int(x)) if x.isdigit() else (1, x) for x in re.split(r"(\d+)", part) if x) for part in step_id.split("/")[1:])
 
 
-def summarize(header: dict[str, Any], verdicts: list[Verdict], suites: dict[str, Suite], samples=None) -> dict[str, Any]:
+def summarize(header: RunHeader, verdicts: list[Verdict], suites: dict[str, Suite], samples: Any = None) -> dict[str, Any]:
+    """summary.json's document (RunSummary.from_dict reads it typed) for the run `header` describes."""
     by_suite: dict[str, list[Verdict]] = defaultdict(list)
     for v in verdicts:
         by_suite[v.suite].append(v)
-    out: dict[str, Any] = {"run_id": header.get("run_id"), "suites": {}}
-    for name in sorted(header.get("suites", {})):
+    per_suite: dict[str, Any] = {}
+    out: dict[str, Any] = {"run_id": header.run_id or None, "suites": per_suite}
+    for name in sorted(header.suites):
         vs = by_suite.get(name, [])
-        expected = header["suites"][name].get("requests", len(vs))
+        info = header.suites[name]
+        expected = info.get("requests", len(vs))
         outcomes = Counter(v.outcome for v in vs)
         # Metrics are averaged over epochs per sample first, then over samples;
         # only `content` verdicts count: contract and infra failures are reported, never scored as wrong.
@@ -245,7 +249,7 @@ def summarize(header: dict[str, Any], verdicts: list[Verdict], suites: dict[str,
         findings = Counter(f.code for v in vs for f in v.findings)
         lat = sorted(v.signals.get("latency_ms", 0.0) for v in vs if v.outcome != "infra")
         entry: dict[str, Any] = {
-            "version": header["suites"][name].get("version"),
+            "version": info.get("version"),
             "requests": expected,
             "recorded": len(vs),
             "missing": max(0, expected - len(vs)),
@@ -263,7 +267,7 @@ def summarize(header: dict[str, Any], verdicts: list[Verdict], suites: dict[str,
         suite = suites.get(name)
         if suite and suite.summarize:
             entry["extra"] = suite.summarize(vs)
-        out["suites"][name] = entry
+        per_suite[name] = entry
     return out
 
 

@@ -43,6 +43,11 @@ class Margin:
             return Margin(key, float(raw["value"]), raw.get("reason"), raw.get("source"), MappingProxyType(rest))
         return Margin(key, float(raw), bare=True)
 
+    @property
+    def reference_per_sample(self) -> Any:
+        """A teacher-forced margin's per-sample distances of the reference's reruns (calibration's record), or None."""
+        return self.provenance.get("reference_per_sample")
+
     def to_json(self) -> Any:
         if self.bare and self.reason is None and self.source is None and not self.provenance:
             return self.value
@@ -87,6 +92,19 @@ class Source:
     def model(self) -> str | None:
         m = (self.endpoint or {}).get("model")
         return m if isinstance(m, str) else None
+
+    @property
+    def harness(self) -> Any:
+        """The harness that made the reference run (`source.harness`), as blessed."""
+        return self.document.get("harness")
+
+    @property
+    def started(self) -> Any:
+        return self.document.get("started")
+
+    @property
+    def finished(self) -> Any:
+        return self.document.get("finished")
 
     @property
     def sampling_overrides(self) -> dict[str, Any]:
@@ -134,11 +152,6 @@ class GoldenHeader:
             smoke=bool((g.get("selection") or {}).get("smoke", False)), summary=g.get("summary") or {},
             margins=margins_from_json(g.get("margins")), probes=g.get("probes") or None,
             context_probe=g.get("context_probe") or None, document=g)
-
-    @staticmethod
-    def of(header: "GoldenHeader | Mapping[str, Any]") -> "GoldenHeader":
-        """A header, or a hand-built golden.json fragment (tests, benches): missing fields take their defaults."""
-        return header if isinstance(header, GoldenHeader) else GoldenHeader.from_json(header)
 
     def to_json(self) -> dict[str, Any]:
         """golden.json for this header: the blessed document with the typed fields written back (so a narrowed or

@@ -44,17 +44,17 @@ class BadGolden(ValueError):
     """A golden that cannot be used: corrupt, another suite version, no margins..."""
 
 
-def observations(run_dir: Path) -> list[dict[str, Any]]:
+def observations(run_dir: Path) -> list[Observation]:
     """Everything compare needs from a run, per record: verdict facts plus text and logprobs from the journal.
 
-    Read from RUN_DIR/observations.jsonl, which scoring wrote from its one parse of the journal. A run whose file
-    is missing or no longer matches its journal, verdicts and seal is refused here: the app re-scores it first
-    (app.collect.observations); there is no second way to parse the journal."""
-    rows = observe.read(run_dir)
+    Read from RUN_DIR/observations.jsonl (RunDir.observations, the one reader), which scoring wrote from its one
+    parse of the journal. A run whose file is missing or no longer matches its journal, verdicts and seal is refused
+    here: the app scores it again first (app/scored.observed); there is no second way to parse the journal."""
+    rows = RunDir(run_dir).observations()
     if rows is None:
         raise journal.NotARunDir(f"{run_dir}: {observe.OBSERVATIONS} is missing or does not match the journal; "
                                  f"run `verifier score {run_dir}`")
-    return [observe.golden_row(r) for r in rows]
+    return rows
 
 
 def portable(obj: Any) -> Any:
@@ -75,7 +75,7 @@ def bless(run_dir: Path, to: Path, margins: Mapping[str, Margin] | None = None) 
     if not summary_path.exists():
         raise journal.NotARunDir(f"{run_dir} has not been scored; run `verifier score {run_dir}`")
     # A golden keeps chosen tokens only: the alternatives matter on the candidate's side of a parting.
-    obs = [{k: v for k, v in o.items() if k != "top_logprobs"} for o in observations(run_dir)]
+    obs = [{k: v for k, v in o.to_dict().items() if k != "top_logprobs"} for o in observations(run_dir)]
     info = portable(hdr.get("server_info") or {})
     g = {
         "golden_format": FORMAT,
@@ -89,7 +89,7 @@ def bless(run_dir: Path, to: Path, margins: Mapping[str, Margin] | None = None) 
         "selection": hdr.get("selection", {}),
         "epochs": hdr.get("epochs", 1),
         "modes": hdr.get("modes", [REFERENCE_MODE]),
-        "summary": RunDir(run_dir).summary(),
+        "summary": _summary_document(run_dir),
         "margins": {k: m.to_json() for k, m in margins.items()} if margins is not None else None,
         "probes": RunDir(run_dir).probes(),
         "context_probe": RunDir(run_dir).context(),
@@ -103,6 +103,12 @@ def bless(run_dir: Path, to: Path, margins: Mapping[str, Margin] | None = None) 
 
     _swap_in(to, fill)
     return GoldenHeader.from_json(g)
+
+
+def _summary_document(run_dir: Path) -> dict[str, Any] | None:
+    """summary.json as the golden keeps it: the document, key for key."""
+    summary = RunDir(run_dir).summary()
+    return summary.to_json() if summary is not None else None
 
 
 def _swap_in(to: Path, fill: Callable[[Path], None]) -> None:

@@ -55,13 +55,13 @@ def write_csv(inp: Inputs, path: Path) -> None:
     safewrite.write_text(path, df.to_csv(index=False, lineterminator="\r\n" if carriage_return else "\n"))
 
 
-def _cases_from_evidence(doc: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+def _cases_from_evidence(doc: Comparison) -> list[tuple[str, str, str, str]]:
     """Older comparison documents (no `checks`), read as they are: one testcase per evidence item."""
     cases = []
     for side in ("frontend", "quantization"):
-        for e in doc[side]["evidence"]:
-            name = f"{e['suite']}: {e['signal']}" + (f"/{e['metric']}" if e.get("metric") else "")
-            cases.append((f"verifier.{side}", name, e["verdict"], e["summary"] + (f"\nsamples: {', '.join(e['samples'])}" if e.get("samples") else "")))
+        for e in doc.side(side).evidence:
+            name = f"{e.suite}: {e.signal}" + (f"/{e.metric}" if e.metric else "")
+            cases.append((f"verifier.{side}", name, e.verdict, e.summary + (f"\nsamples: {', '.join(e.samples)}" if e.samples else "")))
     return cases
 
 
@@ -98,16 +98,14 @@ def _xml_text(s: str) -> str:
     return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", s)
 
 
-def junit_xml(doc: Comparison | Mapping[str, Any]) -> str:
+def junit_xml(doc: Comparison) -> str:
     """One <testcase> per gate check: the diagnosis first, every check the golden defines, coverage and the infra budget."""
     suite = ET.Element("testsuite", name="verifier gate")
-    if isinstance(doc, Comparison) and doc.checks is None:
-        doc = doc.to_dict()
-    if isinstance(doc, Comparison) or "checks" in doc:
-        doc = Comparison.of(doc)
-        cases, inf = _cases_from_checks(doc), doc.infra
-    else:  # a document from before `checks` (or one that is only a part of a comparison), read as it is
-        cases, inf = _cases_from_evidence(doc), doc["infra"]
+    if doc.checks is not None:
+        cases = _cases_from_checks(doc)
+    else:  # a document from before `checks`, read as it is
+        cases = _cases_from_evidence(doc)
+    inf = doc.infra
     over = inf["rate"] is not None and inf["rate"] > inf["budget"]
     cases.append(("verifier.infra", "infra error budget", "fail" if over else "pass",
                   f"infra errors {inf['count']}/{inf['total']} (rate {inf['rate']}, budget {inf['budget']})"))
@@ -161,8 +159,7 @@ def _lead(doc: Comparison) -> list[str]:
 EVIDENCE_TEXT = 1000  # an evidence line is the harness's own sentence: kept whole unless a hostile value inflates it
 
 
-def markdown(doc: Comparison | Mapping[str, Any], report_path: str | None = None, top_flips: int = 10) -> str:
-    doc = Comparison.of(doc)
+def markdown(doc: Comparison, report_path: str | None = None, top_flips: int = 10) -> str:
     inf = doc.infra
     lines = [f"## verifier: {STATUS_ICON.get(doc.status, '')} `{doc.status}` (exit {doc.exit_code})", ""]
     lines += _lead(doc)
@@ -174,7 +171,7 @@ def markdown(doc: Comparison | Mapping[str, Any], report_path: str | None = None
                 if inf.get("reference_also_failed") else "")]
     g = doc.golden or {}
     if g.get("name"):
-        lines.append(f"- golden: `{_md(g['name'])}`, run: `{_md((doc.run or {}).get('run_id'))}`")
+        lines.append(f"- golden: `{_md(g['name'])}`, run: `{_md(doc.run_id)}`")
     lines += ["", "| suite | metric | golden | candidate | delta | CI | margin | p | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     for suite, s in doc.suites.items():
         for m, v in s.metrics.items():

@@ -12,12 +12,13 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 
 from ..attribution.document import Comparison
-from ..types import Exchange, Observation
+from ..golden.model import Golden, GoldenHeader
+from ..types import Exchange, Observation, RunHeader, RunSummary
 
 MAX_CONTENT = 4000          # same cap as goldens: both sides of a diff are cut alike
 KEYS = ["suite", "sample_id", "epoch", "mode"]
@@ -29,10 +30,10 @@ class RunData:
     """A scored run directory as the report reads it."""
 
     run_dir: Path
-    header: dict[str, Any]
+    header: RunHeader
     """run.json."""
-    summary: dict[str, Any]
-    """summary.json (`{"suites": {}}` when absent)."""
+    summary: RunSummary | None
+    """summary.json (None when absent)."""
     rows: list[Observation]
     """One per verdict; content capped at MAX_CONTENT, no logprobs (the report does not show them)."""
     findings: list[dict[str, Any]]
@@ -56,9 +57,10 @@ class Shown:
     """Positions in `logprobs` whose entry was not an object (a token diff leaves them out)."""
 
     @staticmethod
-    def of(row: dict[str, Any]) -> "Shown":
-        s = row.get("shown") or {}
-        return Shown(s.get("tool_calls"), list(row.get("logprobs") or []) + list(s.get("lp") or []), frozenset(s.get("skip") or ()))
+    def of(row: Observation, shown: dict[str, Any]) -> "Shown":
+        """From a row and its `shown` block as execution/observations reads them (the file's format is read there)."""
+        return Shown(shown.get("tool_calls"), list(row.logprobs or []) + list(shown.get("lp") or []),
+                     frozenset(shown.get("skip") or ()))
 
     def token_logprobs(self, n: int) -> list[list[Any]]:
         """The first n entries as the token diff reads them (objects only)."""
@@ -80,14 +82,14 @@ class Drawn:
 
 @dataclass(frozen=True)
 class GoldenData:
-    """A loaded golden: golden.json and its observations."""
+    """A loaded golden as the report shows it: its header (as the gate saw it, narrowed) and its observations."""
 
-    meta: dict[str, Any]
+    header: GoldenHeader
     obs: list[Observation]
 
     @staticmethod
-    def of(meta: dict[str, Any], obs: list[Any]) -> "GoldenData":
-        return GoldenData(meta, [Observation.from_dict(o) for o in obs])
+    def of(golden: Golden) -> "GoldenData":
+        return GoldenData(golden.header, list(golden.observations))
 
 
 @dataclass
@@ -95,10 +97,10 @@ class Inputs:
     """Everything the views need: the run, the golden's metadata, the comparison and the joined table."""
 
     run_dir: Path
-    header: dict[str, Any]
-    summary: dict[str, Any]
+    header: RunHeader
+    summary: RunSummary | None
     doc: Comparison | None
-    golden_meta: dict[str, Any] | None
+    golden_header: GoldenHeader | None
     frame: pd.DataFrame                     # one row per (suite, sample, epoch, mode), columns c_* and g_*
     exchanges: dict[tuple[str, str, int, str], Exchange]
     findings: pd.DataFrame                  # candidate findings with detail: suite, sample_id, mode, code, detail
@@ -172,11 +174,10 @@ def frame(cand: list[Observation], gold: list[Observation] | None, doc: Comparis
     return df
 
 
-def inputs(run: RunData, golden: GoldenData | None, comparison: Comparison | Mapping[str, Any] | None) -> Inputs:
-    """The joined view model of (run, golden, comparison); the comparison is read typed (a dict is read once here)."""
-    doc = None if comparison is None else Comparison.of(comparison)
+def inputs(run: RunData, golden: GoldenData | None, doc: Comparison | None) -> Inputs:
+    """The joined view model of (run, golden, comparison): typed values in, nothing read."""
     fdf = pd.DataFrame(run.findings, columns=["suite", "sample_id", "mode", "code", "detail"])
-    return Inputs(run.run_dir, run.header, run.summary, doc, golden.meta if golden else None,
+    return Inputs(run.run_dir, run.header, run.summary, doc, golden.header if golden else None,
                   frame(run.rows, golden.obs if golden else None, doc), run.exchanges, fdf, golden.obs if golden else [],
                   run.shown)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import jinja2
+import markupsafe
 import pandas as pd
 
 from verifier.report import colours
@@ -36,13 +37,18 @@ TEMPLATE = "report.html.j2"
 TABLE_TEXT = 300            # per-cell text in the JS sample table: keeps a 10k-sample report a few MB
 
 
-def render(run: RunData, golden: GoldenData | None, comparison: Comparison | Mapping[str, Any] | None) -> str:
+def render(run: RunData, golden: GoldenData | None, comparison: Comparison | None) -> str:
     """The report's HTML. Pure: the same three inputs always give the same text."""
     return render_inputs(inputs(run, golden, comparison))
 
 
 def render_inputs(inp: Inputs) -> str:
     return environment().get_template(TEMPLATE).render(**context(inp))
+
+
+def _compared_golden_name(doc: Comparison | None) -> Any:
+    """The golden's name as the comparison recorded it (a report whose golden is gone still names it)."""
+    return doc.golden_name if doc is not None else None
 
 
 TABLE_COLS = ["anchor", "suite", "sample_id", "epoch", "mode", "flip", "g_outcome", "c_outcome", "g_score", "c_score",
@@ -104,7 +110,7 @@ def context(inp: Inputs) -> dict[str, Any]:
         shows_reference = c["mode"] == REFERENCE_MODE and c["epoch"] == 0
         c["token_diff"] = pictures.sample_token_diff(inp, c["suite"], c["sample_id"], gold) if shows_reference else None
     carded = {(c["suite"], c["sample_id"]) for c in cards if c["token_diff"]}
-    diffs = []
+    diffs: list[dict[str, Any]] = []
     for suite, sid in pictures.diff_candidates(inp, carded):
         td = pictures.sample_token_diff(inp, suite, sid, gold)
         if td:
@@ -116,13 +122,13 @@ def context(inp: Inputs) -> dict[str, Any]:
         "token_scatter": {sc["suite"]: sc for sc in pictures.token_scatter(inp)}, "diff_targets": len(targets),
         "tool_calls": {suite: tool_call_line(s.tool_calls) for suite, s in (doc.suites if doc is not None else {}).items()},
         "diagnosis": diagnosis, "flips_by_mode": _flips_by_mode(doc),
-        "title": f"verifier report: {inp.header.get('run_id')}" + (f" vs {inp.golden_meta.get('name')}" if inp.golden_meta else ""),
-        "run_id": inp.header.get("run_id"), "golden_name": (inp.golden_meta or {}).get("name") or ((doc.golden if doc is not None else None) or {}).get("name"),
+        "title": f"verifier report: {inp.header.run_id}" + (f" vs {inp.golden_header.name}" if inp.golden_header else ""),
+        "run_id": inp.header.run_id, "golden_name": (inp.golden_header.name if inp.golden_header else None) or _compared_golden_name(doc),
         "doc": doc, "banner_class": BANNER_CLASS.get(doc.status if doc is not None else "", "single"),
         "metrics": metric_tables(inp), "chart": delta_chart({k: s.metrics for k, s in doc.suites.items()}) if doc else None, "evidence": evidence,
         "findings": findings_view(inp), "fingerprint": fingerprint_view(inp), "flips": cards, "nflips": nflips,
-        "max_cards": MAX_FLIP_CARDS, "perf": perf(inp), "prov": provenance(inp), "has_golden": inp.golden_meta is not None,
-        "nrows": len(inp.frame), "table_json": jinja2.utils.markupsafe.Markup(table_json(inp.frame)),
+        "max_cards": MAX_FLIP_CARDS, "perf": perf(inp), "prov": provenance(inp), "has_golden": inp.golden_header is not None,
+        "nrows": len(inp.frame), "table_json": markupsafe.Markup(table_json(inp.frame)),
         "suites": sorted(inp.frame["suite"].unique().tolist()),
     }
 

@@ -22,6 +22,7 @@ from verifier.execution import journal
 from verifier.execution.rundir import RunDir
 from verifier import scrub
 from verifier.attribution.document import Comparison, SuiteResult
+from verifier.types import RunSummary
 
 from verifier.report import colours
 from verifier.attribution.explain import cut_words, tool_call_line
@@ -41,7 +42,7 @@ class Entry:
     """The candidate run directory."""
     comparison: Comparison
     """Its comparison.json against the matrix's golden."""
-    summary: dict[str, Any] | None = None
+    summary: RunSummary | None = None
     """Its summary.json (latency), when present."""
     link: Path | None = None
     """What the row links to when not the run's own report.html (a comparison the matrix made in memory)."""
@@ -59,13 +60,13 @@ def read_entry(provider: str, run_dir: Path) -> Entry:
     return Entry(provider, run_dir, Comparison.from_dict(doc), rd.summary())
 
 
-def entry(provider: str, run_dir: Path, comparison: Comparison | Mapping[str, Any], link: Path | None = None) -> Entry:
+def entry(provider: str, run_dir: Path, comparison: Comparison, link: Path | None = None) -> Entry:
     """An Entry from a comparison already in hand (read, or made in memory), with the run's summary.json."""
     rd = RunDir(run_dir)
     if rd.is_run():
         with contextlib.suppress(journal.NotARunDir):
             scrub.register_run(rd.header_dict())  # the run's key and credential marks: what matrix writes is scrubbed of them
-    return Entry(provider, run_dir, Comparison.of(comparison), rd.summary(), link)
+    return Entry(provider, run_dir, comparison, rd.summary(), link)
 
 
 def side_verdict(doc: Comparison, side: str, suite: str) -> str:
@@ -130,14 +131,14 @@ def missing_cells(doc: Comparison) -> list[str]:
 
 
 def _infra_rate(e: Entry, suite: str) -> float | None:
-    s = ((e.summary or {}).get("suites") or {}).get(suite) or {}
-    rate: float | None = s.get("infra_rate", e.comparison.infra.get("rate"))
+    s = e.summary.suite(suite) if e.summary is not None else None
+    rate: float | None = s.infra_rate if s is not None else e.comparison.infra.get("rate")
     return rate
 
 
 def _latency(e: Entry, suite: str) -> dict[str, float] | None:
-    s = ((e.summary or {}).get("suites") or {}).get(suite) or {}
-    return s.get("latency_ms")
+    s = e.summary.suite(suite) if e.summary is not None else None
+    return s.latency_ms if s is not None else None
 
 
 def _report_link(e: Entry, out_dir: Path) -> str:

@@ -37,7 +37,8 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     start = math.floor(lo / step + 1e-9) * step
-    ticks, t = [], start
+    ticks: list[float] = []
+    t = start
     while not ticks or ticks[-1] < hi - step * 1e-9:  # the last tick is at or beyond hi: every point is inside
         ticks.append(round(t, 10))
         t += step
@@ -152,7 +153,7 @@ def _spread(pts: list[dict[str, Any]], step: float = 7.0) -> list[dict[str, Any]
 
 def token_scatter(inp: Inputs) -> list[dict[str, Any]]:
     """Per suite: golden vs candidate prompt_tokens of each record, aggregated by (golden, candidate) pair."""
-    if inp.golden_meta is None:
+    if inp.golden_header is None:
         return []
     out = []
     df = inp.frame
@@ -184,7 +185,7 @@ def token_scatter(inp: Inputs) -> list[dict[str, Any]]:
                         "colour": colours.RED if moved else colours.GREEN, "href": "#s-" + p["anchor"] if moved else None,
                         "title": f"golden {k[0]} → candidate {k[1]} ({k[1] - k[0]:+d}) on {p['n']} record(s) "
                                  f"[{', '.join(sorted(p['modes']))}]: {', '.join(p['ids'])}{more}"})
-        pts.sort(key=lambda p: p["moved"])  # moved points drawn last, on top
+        pts.sort(key=lambda p: bool(p["moved"]))  # moved points drawn last, on top
         moved_records = sum(pairs[k]["n"] for k in pairs if k[0] != k[1])
         out.append({"suite": suite, "frame": ax.frame(), "points": pts, "records": int(len(both)), "moved": moved_records,
                     "diag": {"x1": ax.x(ax.x0), "y1": ax.y(ax.y0), "x2": ax.x(ax.x1), "y2": ax.y(ax.y1)},
@@ -321,7 +322,7 @@ def teacher_forced_plots(inp: Inputs) -> list[dict[str, Any]]:
     margin `<suite>/teacher_forced_kl`, `reference_per_sample`) against the candidate's, as sorted curves; and KL along
     the tokens of the candidate's furthest sample (comparison.json `suites.<s>.teacher_forced`)."""
     out = []
-    margins = (inp.golden_meta or {}).get("margins") or {}
+    margins = inp.golden_header.margins if inp.golden_header is not None else {}
     for suite, s in sorted((inp.doc.suites if inp.doc is not None else {}).items()):
         t = s.teacher_forced or {}
         rows = t.get("per_sample") or []
@@ -329,7 +330,7 @@ def teacher_forced_plots(inp: Inputs) -> list[dict[str, Any]]:
         if t.get("state") != "measured" or not cand:
             continue
         m = margins.get(f"{suite}/teacher_forced_kl")
-        raw = m.get("reference_per_sample") if isinstance(m, dict) else None
+        raw = m.reference_per_sample if m is not None else None
         ref = [float(x) for x in raw if is_finite_number(x)] if isinstance(raw, list) else []
         top = max(cand + ref + [1e-6]) * 1.08
         ax = _Axes(0, 1, 0, top)

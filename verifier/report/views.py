@@ -37,7 +37,7 @@ def delta_chart(metrics: Mapping[str, Mapping[str, MetricResult]]) -> dict[str, 
     x0, w = 190.0, 420.0
 
     def x(v: float) -> float:
-        return round(x0 + (v + span) / (2 * span) * w, 1)
+        return round(x0 + (v + float(span)) / (2 * float(span)) * w, 1)
 
     for i, r in enumerate(rows):
         # A metric without a margin (uncalibrated, or judged by its interval alone) has no margin line to draw.
@@ -102,8 +102,9 @@ def _pct(xs: pd.Series, q: float) -> float | None:
 
 def perf(inp: Inputs) -> dict[str, Any]:
     df = inp.frame
-    sides = ["candidate"] + (["golden"] if inp.golden_meta is not None else [])
-    lat_rows, series = [], {}
+    sides = ["candidate"] + (["golden"] if inp.golden_header is not None else [])
+    lat_rows: list[dict[str, Any]] = []
+    series: dict[str, Any] = {}
     for side in sides:
         p = side[0]
         xs = pd.to_numeric(df.loc[df[f"{p}_outcome"].notna() & (df[f"{p}_outcome"] != "infra"), f"{p}_latency_ms"], errors="coerce").dropna()
@@ -114,11 +115,11 @@ def perf(inp: Inputs) -> dict[str, Any]:
         lat_rows.append({"side": side, "n": len(xs), "p50": _pct(xs, 0.5), "p95": _pct(xs, 0.95), "p99": _pct(xs, 0.99),
                          "mean": round(float(xs.mean()), 1) if len(xs) else None, "max": round(float(xs.max()), 1) if len(xs) else None,
                          "tokens": int(ct.sum()) if ct.notna().any() else None, "tok_s_median": round(float(tps.median()), 1) if len(tps) else None})
-    wall = _wall(inp.header.get("started"), inp.header.get("finished"))
+    wall = _wall(inp.header.started, inp.header.finished)
     recorded = int(df["c_outcome"].notna().sum())
     through = {"wall_s": wall, "requests": recorded,
                "wall_note": "" if wall else "the run has no finish time (interrupted?), so no rate is given"
-               if not inp.header.get("finished") else "the run took less than the one-second resolution of run.json's times, so no rate is given",
+               if not inp.header.finished else "the run took less than the one-second resolution of run.json's times, so no rate is given",
                "req_s": round(recorded / wall, 2) if wall else None,
                "tok_s": round(lat_rows[0]["tokens"] / wall, 1) if wall and lat_rows[0]["tokens"] else None}
     infra = df[df["c_outcome"] == "infra"]
@@ -167,7 +168,7 @@ def fingerprint_view(inp: Inputs) -> list[dict[str, Any]]:
     out = []
     for suite, g in df.groupby("suite", sort=True):
         per = g.groupby("sample_id").agg(anchor=("anchor", "first"), g=("g_prompt_tokens", "first"), c=("c_prompt_tokens", "first"))
-        if inp.golden_meta is None:
+        if inp.golden_header is None:
             c = pd.to_numeric(per["c"], errors="coerce").dropna()
             out.append({"suite": suite, "single": True, "n": len(c), "min": int(c.min()) if len(c) else None,
                         "median": float(c.median()) if len(c) else None, "max": int(c.max()) if len(c) else None, "distinct": int(c.nunique())})
@@ -271,35 +272,36 @@ def metric_tables(inp: Inputs) -> list[dict[str, Any]]:
                         "golden_only": s.golden_only, "candidate_only": s.candidate_only,
                         "tool_trigger": s.tool_trigger, "answer_agreement": s.answer_agreement})
     else:
-        for suite, s in inp.summary.get("suites", {}).items():
-            rows = [{"metric": k, "candidate": v.get("value"), "ci": v.get("ci"), "n": v.get("n")} for k, v in s.get("metrics", {}).items()]
-            out.append({"suite": suite, "rows": rows, "outcomes": s.get("outcomes"), "contract_rate": s.get("contract_rate"),
-                        "infra_rate": s.get("infra_rate"), "version": s.get("version")})
+        for suite, counted in (inp.summary.suites if inp.summary is not None else {}).items():
+            rows = [{"metric": k, "candidate": v.get("value"), "ci": v.get("ci"), "n": v.get("n")}
+                    for k, v in counted.metrics.items()]
+            out.append({"suite": suite, "rows": rows, "outcomes": counted.outcomes, "contract_rate": counted.contract_rate,
+                        "infra_rate": counted.infra_rate, "version": counted.version})
     return out
 
 
 def provenance(inp: Inputs) -> dict[str, Any]:
     """Endpoints, models, server info, harness and dataset hashes. Never header values (the run dir has only names)."""
     h = inp.header
-    ep = dict(h.get("endpoint") or {})
+    ep = dict(h.endpoint)
     ep.pop("headers", None)  # defensive: only header *names* are ever shown
-    side = {"candidate": {"run_id": h.get("run_id"), "endpoint": ep, "harness": h.get("harness"), "sampling": h.get("sampling"),
-                          "extra_body": h.get("extra_body"), "started": h.get("started"), "finished": h.get("finished"),
-                          "epochs": h.get("epochs"), "modes": h.get("modes"), "server_info": _pretty(h.get("server_info"))}}
+    side: dict[str, dict[str, Any]] = {"candidate": {"run_id": h.run_id, "endpoint": ep, "harness": h.harness, "sampling": h.sampling,
+                          "extra_body": h.extra_body, "started": h.started, "finished": h.finished,
+                          "epochs": h.epochs, "modes": h.modes, "server_info": _pretty(h.server_info)}}
     suites = [{"suite": k, "run_version": v.get("version"), "run_sha": v.get("dataset_sha256"), "samples": v.get("samples")}
-              for k, v in sorted((h.get("suites") or {}).items())]
-    if inp.golden_meta is not None:
-        g = inp.golden_meta
-        src = g.get("source") or {}
-        gep = dict(src.get("endpoint") or {})
+              for k, v in sorted(h.suites.items())]
+    if inp.golden_header is not None:
+        g = inp.golden_header
+        src = g.source
+        gep = dict(src.endpoint or {})
         gep.pop("headers", None)
-        side["golden"] = {"run_id": src.get("run_id"), "name": g.get("name"), "endpoint": gep, "harness": src.get("harness"),
-                          "sampling": src.get("sampling"), "extra_body": src.get("extra_body"), "started": src.get("started"),
-                          "finished": src.get("finished"), "epochs": g.get("epochs"), "modes": g.get("modes"),
-                          "server_info": _pretty(src.get("server_info"))}
+        side["golden"] = {"run_id": src.run_id, "name": g.name, "endpoint": gep, "harness": src.harness,
+                          "sampling": src.sampling, "extra_body": src.extra_body, "started": src.started,
+                          "finished": src.finished, "epochs": g.epochs, "modes": list(g.modes),
+                          "server_info": _pretty(src.server_info)}
         for s in suites:
-            gs = (g.get("suites") or {}).get(s["suite"]) or {}
-            s.update(golden_version=gs.get("version"), golden_sha=gs.get("dataset_sha256"))
+            gs = g.suites.get(s["suite"])
+            s.update(golden_version=gs.version if gs else None, golden_sha=gs.dataset_sha256 if gs else None)
     margins = ((inp.doc.golden if inp.doc is not None else None) or {}).get("margins_provenance")
     return {"sides": side, "suites": suites, "margins": _pretty(margins) if margins else None, "report_harness": __version__}
 
