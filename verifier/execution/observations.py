@@ -17,7 +17,7 @@ A pure function of the journal and this user's seal key: the same journal gives 
 is trusted only while the three digests match the files beside it and its lines carry this user's seal (`read`);
 otherwise (a resume, a merge or an older verifier rewrote a file, a row was edited after scoring, the run was scored
 before this file existed, or it was scored, or forged, anywhere without this user's key: a CI shard, a download)
-the reader re-scores the run (app.collect.observations): there is no second way to parse the journal. The seal
+the reader re-scores the run (app.scored.observed): there is no second way to parse the journal. The seal
 binds each row, the verdicts and the summary to the journal they were scored from: a forger who rewrites verdicts,
 summary, this file and its seal alike, without the key, is not believed. Whoever holds the key (this user) can
 still forge; the journal itself is evidence, not authenticated.
