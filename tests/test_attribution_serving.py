@@ -240,6 +240,11 @@ def test_a_forcing_tool_choice_answered_without_a_call_is_blocking():
     assert "tool_choice_unmet" not in codes({"tools": tools, "tool_choice": "auto"}, parsed())
     assert "tool_choice_unmet" not in codes({"tools": tools, "tool_choice": "required"}, parsed(finish_reason="length"))
     assert contract.blocking([contract.Finding("tool_choice_unmet")])
+    # The call was generated in the model's markup and left in the text: the parser's failure, named once, by the
+    # parser's finding (a grammar-forced call that the proxy's fault turned into `<tool_call>` text, on vLLM).
+    marked = parsed(content='<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>')
+    assert codes({"tools": tools, "tool_choice": "required"}, marked) >= {"tool_markup_in_content"}
+    assert "tool_choice_unmet" not in codes({"tools": tools, "tool_choice": "required"}, marked)
 
 
 def test_cached_tokens_and_split_usage_are_findings():

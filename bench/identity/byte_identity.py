@@ -112,9 +112,52 @@ class Normalizer:
     def document(self, path: Path) -> str:
         raw = path.read_text(encoding="utf-8")
         if path.suffix == ".jsonl":
-            lines = [json.dumps(self.value(json.loads(line)), sort_keys=True, ensure_ascii=False) for line in raw.splitlines() if line.strip()]
+            rows = [self.value(json.loads(line)) for line in raw.splitlines() if line.strip()]
+            if path.name == "observations.jsonl":
+                rows = [self.sealed(r) for r in rows]
+            lines = [json.dumps(r, sort_keys=True, ensure_ascii=False) for r in rows]
             return "\n".join(lines) + "\n"
         return json.dumps(self.value(json.loads(raw)), sort_keys=True, ensure_ascii=False, indent=1) + "\n"
+
+
+    @staticmethod
+    def sealed(row: Any) -> Any:
+        """observations.jsonl's header holds digests of the raw responses, summary and verdicts files (which hold
+        times), and its trailer a seal over all of it: between two runs of the same code they differ by design."""
+        if isinstance(row, dict) and "observations" in row:
+            return {k: ("<digest>" if isinstance(v, dict) and "sha256" in v else v) for k, v in row.items()}
+        if isinstance(row, dict) and "sealed" in row:
+            return {**row, "sealed": "<seal>"}
+        return row
+
+    def csv(self, text: str) -> str:
+        """report.csv with its latency columns blanked (the per-sample latency of this run)."""
+        import csv as _csv
+
+        rows = list(_csv.reader(io.StringIO(text)))
+        if not rows:
+            return text
+        cut = [i for i, name in enumerate(rows[0]) if volatile(name)]
+        out = io.StringIO()
+        w = _csv.writer(out, lineterminator="\n")
+        for n, row in enumerate(rows):
+            w.writerow(row if n == 0 else ["<volatile>" if i in cut else c for i, c in enumerate(row)])
+        return self.text(out.getvalue())
+
+    def html(self, text: str) -> str:
+        """report.html with its latency and throughput section cut (the run's timings, drawn), the sample table's
+        latency column blanked and commit hashes replaced (the provenance table names the commit that made each run)."""
+        text = re.sub(r'<section id="perf">.*?</section>', '<section id="perf"><volatile></section>', text, flags=re.S)
+        text = re.sub(r'<script type="application/json" id="sample-data">(.*?)</script>', self._sample_data, text, flags=re.S)
+        text = re.sub(r"\b[0-9a-f]{40}\b", "<commit>", text)
+        return self.text(text)
+
+    @staticmethod
+    def _sample_data(m: "re.Match[str]") -> str:
+        table = json.loads(m.group(1))
+        cut = [i for i, name in enumerate(table.get("cols") or []) if volatile(name)]
+        table["rows"] = [["<volatile>" if i in cut else c for i, c in enumerate(row)] for row in table.get("rows") or []]
+        return '<script type="application/json" id="sample-data">' + json.dumps(table, ensure_ascii=False) + "</script>"
 
 
 def sha(text: str) -> str:
@@ -215,7 +258,11 @@ class Snapshot:
         self.exits[key] = code
         for name in REPORT_FILES:
             path = out / name
-            self._put(f"{key}/{name}", self.norm.text(path.read_text(encoding="utf-8")) if path.exists() else "<absent>\n")
+            if not path.exists():
+                self._put(f"{key}/{name}", "<absent>\n")
+                continue
+            text = path.read_text(encoding="utf-8")
+            self._put(f"{key}/{name}", self.norm.csv(text) if name.endswith(".csv") else self.norm.html(text))
 
 
 def snapshot(a: argparse.Namespace) -> int:

@@ -258,6 +258,8 @@ def _tool_choice_findings(request: dict[str, Any], p: Parsed, calls: list[Any]) 
     forced = forces_a_call(request)
     if forced is None or calls or p.finish_reason == "length" or not request.get("tools"):
         return []
+    if any(text and MARKUP.search(text) for text in (p.content, p.reasoning)):
+        return []  # the model wrote the call in its tool-call markup and the parser let it through: tool_markup_in_content
     said = (p.content or "").strip()
     return [Finding("tool_choice_unmet", f"tool_choice {forced}, no tool call" + (f"; text: {said[:80]}" if said else ""))]
 
