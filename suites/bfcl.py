@@ -242,7 +242,10 @@ def summarize(verdicts: list[Verdict]) -> dict[str, Any]:
     prec = tp / (tp + fp) if tp + fp else None
     rec = tp / (tp + fn) if tp + fn else None
     f1 = 2 * prec * rec / (prec + rec) if prec and rec else (0.0 if prec is not None and rec is not None else None)
-    rnd = lambda x: None if x is None else round(x, 6)  # noqa: E731
+
+    def rnd(x: float | None) -> float | None:
+        return None if x is None else round(x, 6)
+
     out["trigger"].update({"expected_call": sum(expects), "tp": tp, "fp": fp, "fn": fn, "tn": len(judged) - tp - fp - fn,
                            "precision": rnd(prec), "recall": rnd(rec), "f1": rnd(f1)})
     out["accuracy_by_category"] = by_cat

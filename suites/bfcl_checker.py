@@ -86,7 +86,7 @@ def _answer_type(possible: list[Any]) -> type | None:
     return None
 
 
-def _type_ok(value: Any, possible: list[Any], expected: type, nested: type | None) -> tuple[bool, bool]:
+def _type_ok(value: Any, possible: list[Any], expected: type[Any], nested: type | None) -> tuple[bool, bool]:
     """(valid, is_variable), as BFCL's type_checker decides (one nesting level only).
 
     An array whose elements fail the item type is invalid whatever the answers hold: BFCL's fall-through after

@@ -169,7 +169,8 @@ def _calls(parsed: Parsed) -> list[dict[str, Any]]:
 
 
 def _decode(call: dict[str, Any]) -> tuple[str, Any]:
-    fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+    function = call.get("function")
+    fn: dict[str, Any] = function if isinstance(function, dict) else {}
     raw = fn.get("arguments")
     try:
         args = json.loads(raw) if isinstance(raw, str) else raw
@@ -196,31 +197,30 @@ def bfcl_step_calls(parsed: Parsed | None) -> list[tuple[str, dict[str, Any]]] |
 
 
 def _decode_raw(call: dict[str, Any]) -> tuple[str, Any]:
-    fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+    function = call.get("function")
+    fn: dict[str, Any] = function if isinstance(function, dict) else {}
     return str(fn.get("name")), fn.get("arguments")
-
-
-def _sims():
-    from suites.bfcl_sims import execute as sims  # the simulators: imported on first use
-
-    return sims
 
 
 def _instances(sample: Sample) -> dict[str, Any]:
     """Fresh simulator instances, validating calls against the function docs the sample itself carries (not a
     data dir looked up at scoring time: the score is a function of the run directory alone, and scoring reads no
     file beyond it)."""
+    from suites.bfcl_sims import execute as sims  # the simulators: imported on first use
+
     docs = [t["function"] for t in _tools_at(sample, sample.meta["turns"])]
-    return _sims().instances_for({"id": sample.id, "involved_classes": sample.meta["involved_classes"],
+    return sims.instances_for({"id": sample.id, "involved_classes": sample.meta["involved_classes"],
                                   "initial_config": sample.meta["initial_config"]}, docs=docs)
 
 
 def check(sample: Sample) -> str | None:
     """A golden's sample, before anything is sent: its simulators load from its initial_config (a wrong shape is
     a one-line problem naming the sample and the field, never an internal error once scoring reaches it)."""
+    from suites.bfcl_sims import execute as sims
+
     meta = sample.meta if isinstance(sample.meta, dict) else {}
     try:
-        _sims().instances_for({"id": sample.id, "involved_classes": meta.get("involved_classes"),
+        sims.instances_for({"id": sample.id, "involved_classes": meta.get("involved_classes"),
                                "initial_config": meta.get("initial_config")}, docs=[])
     except ValueError as e:
         return f"$.meta of sample {e}"
@@ -228,9 +228,11 @@ def check(sample: Sample) -> str | None:
 
 
 def _run(instances: dict[str, Any], name: str, args: Any, allowed: set[str]) -> dict[str, Any]:
+    from suites.bfcl_sims import execute as sims
+
     if not isinstance(args, dict):
         return {"error": f"arguments of {name} are not a JSON object"}
-    return _sims().execute(instances, name, args, allowed)
+    return sims.execute(instances, name, args, allowed)
 
 
 def result_text(result: Any) -> str:
@@ -291,7 +293,7 @@ def response_id(ex: Exchange) -> str | None:
         doc = _load_json(ex.body)
         rid = doc.get("id") if isinstance(doc, dict) else None
     else:
-        final = next((e["response"] for e in reversed([_load_json(c) for c in ex.chunks or [] if c != "[DONE]"])
+        final: dict[str, Any] = next((e["response"] for e in reversed([_load_json(c) for c in ex.chunks or [] if c != "[DONE]"])
                       if isinstance(e, dict) and e.get("type") in responses.TERMINAL and isinstance(e.get("response"), dict)), {})
         rid = final.get("id")
     return rid if isinstance(rid, str) and rid else None
@@ -341,7 +343,9 @@ def _gt_call(s: str) -> tuple[str, dict[str, Any]]:
 
 @lru_cache(maxsize=8192)
 def _parsed_gt_call(s: str) -> tuple[str, str]:
-    name, args = _sims().parse_gt_call(s)
+    from suites.bfcl_sims import execute as sims
+
+    name, args = sims.parse_gt_call(s)
     return name, json.dumps(args)
 
 
@@ -359,6 +363,8 @@ def _multiset_contains(have: list[str], want: list[str]) -> list[str]:
 
 def score_conversation(sample: Sample, steps: list[Exchange]) -> list[tuple[str, Judgement, list[int]]]:
     """Per turn: state check, response check, transcript (Conversation.score). Pure."""
+    from suites.bfcl_sims import execute as sims  # the simulators: imported on first use
+
     n = sample.meta["turns"]
     parsed = [_parsed(ex) for ex in steps]
     by_turn: dict[int, list[int]] = {k: [] for k in range(1, n + 1)}
@@ -384,8 +390,8 @@ def score_conversation(sample: Sample, steps: list[Exchange]) -> list[tuple[str,
         allowed = {t["function"]["name"] for t in _tools_at(sample, k)} | {_gt_call(c)[0] for c in gt_calls}
         for c in gt_calls:
             name, args = _gt_call(c)
-            gt_results.append(_canonical(result_text(_sims().execute(gt_inst, name, args, allowed))))
-        turn_steps = []
+            gt_results.append(_canonical(result_text(sims.execute(gt_inst, name, args, allowed))))
+        turn_steps: list[dict[str, Any]] = []  # the transcript's steps, written as JSON
         for i in idx:
             p = parsed[i]
             calls = [list(_decode(c)) for c in _calls(p)] if p is not None else []
@@ -393,7 +399,7 @@ def score_conversation(sample: Sample, steps: list[Exchange]) -> list[tuple[str,
             all_model += [_canonical(r) for r in bfcl_results[i]]
         text = next((p.content or "" for p in (parsed[i] for i in reversed(idx)) if p is not None), "")
         n_calls = sum(len(s["calls"]) for s in turn_steps)
-        n_checked = sum(len(checked[i] or ()) for i in idx)
+        n_checked = sum(len(checked[i] or []) for i in idx)
         states = bfcl_inst.get(k)
         reason, detail = "correct", ""
         if not idx:

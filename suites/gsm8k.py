@@ -41,7 +41,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from verifier.types import Judgement, Parsed, Sample, Suite
 
@@ -117,7 +117,7 @@ def read_rows(data: str | None, smoke: bool) -> list[tuple[int, dict[str, Any]]]
     return out
 
 
-def make_load(name: str):
+def make_load(name: str) -> Callable[[str | None, bool], Sequence[Sample]]:
     def load(data: str | None = None, smoke: bool = False) -> Sequence[Sample]:
         """Rows are read and checked now; each prompt is rendered when the selection reaches it
         (`--limit 5` renders 5 of 1,319: see suites/lazy.py)."""
@@ -143,7 +143,7 @@ def _sample(task: compiled.CompiledTask | compiled.LmEvalTask, i: int, doc: dict
     )
 
 
-def make_request(name: str):
+def make_request(name: str) -> Callable[[Sample], dict[str, Any]]:
     def request(sample: Sample) -> dict[str, Any]:
         return {"messages": sample.messages, "stop": list(template_task(name).stop)}
 
@@ -158,7 +158,7 @@ def response_text(parsed: Parsed) -> str:
     return parsed.reasoning or parsed.content or ""
 
 
-def make_score(name: str):
+def make_score(name: str) -> Callable[[Sample, Parsed], Judgement]:
     def score(sample: Sample, parsed: Parsed) -> Judgement:
         metrics, filtered = template_task(name).judge(sample.meta["doc"], response_text(parsed))
         ours = {METRICS[f]: float(m["exact_match"]) for f, m in metrics.items()}

@@ -20,7 +20,7 @@ import copy
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 
 def builtin_yaml(relpath: str) -> Path:
@@ -35,7 +35,8 @@ def load_task_config(yaml_path: str) -> dict[str, Any]:
     """lm-eval's own YAML loader (resolves `!function` and `include`); cached, callers get a deep copy."""
     from lm_eval.tasks._yaml_loader import load_yaml
 
-    return load_yaml(yaml_path, resolve_func=True)
+    config: dict[str, Any] = load_yaml(yaml_path, resolve_func=True)  # a task YAML: a mapping
+    return config
 
 
 def local_task(config: dict[str, Any] | str | Path, rows: list[dict[str, Any]], split: str | None = None) -> Any:
@@ -127,10 +128,11 @@ def chat_messages(task: Any, doc: dict[str, Any], num_fewshot: int | None = None
     """
     n = task.config.num_fewshot if num_fewshot is None else num_fewshot
     with compiled_templates():
-        return task.fewshot_context(
+        messages: list[dict[str, str]] = task.fewshot_context(  # lm-eval's (untyped): the identity template's list
             doc, n or 0, apply_chat_template=True, fewshot_as_multiturn=multiturn,
             chat_template=lambda msgs, add_generation_prompt=True: msgs,
         )
+    return messages
 
 
 def chat_stop(task: Any) -> list[str]:
@@ -219,7 +221,7 @@ def _api_key(env_name: str | None) -> Iterator[None]:
 
 
 def run_task(
-    tasks: list[str | dict[str, Any] | Any],
+    tasks: Sequence[Any],
     base_url: str,
     model: str,
     *,
@@ -265,4 +267,5 @@ def run_task(
         )
     if results is None:
         raise RuntimeError("lm-eval returned no results")
-    return results
+    evaluated: dict[str, Any] = results  # simple_evaluate's (untyped) results document
+    return evaluated

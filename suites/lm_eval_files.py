@@ -78,12 +78,13 @@ def resolve(spec: LmEvalSpec) -> LmEvalSpec:
             if key not in MAPPED:
                 continue
             dest = MAPPED[key]
+            setting: str | int = value
             if dest in ("concurrency", "max_tokens"):
                 try:
-                    value = int(value)
+                    setting = int(value)
                 except ValueError:
                     raise UsageError(f"--model_args: {key} must be an integer, got {value!r}") from None
-            changes[dest] = chat_base_url(value) if dest == "base_url" else value
+            changes[dest] = chat_base_url(value) if dest == "base_url" else setting
     if spec.output_path and spec.import_samples:
         raise UsageError("--output_path writes the files of an lm-eval run; --import-samples reads one that exists")
     if spec.log_samples and not spec.output_path:

@@ -200,12 +200,13 @@ def import_samples(
         per_task = {task: samples[task]}
     if any(t is None for t in per_task):
         raise ValueError("import_samples needs the task name for a list of samples")
+    named = {t: rows for t, rows in per_task.items() if t is not None}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     all_samples: list[tuple[str, Sample]] = []
     all_x: list[Exchange] = []
     suites_hdr: dict[str, Any] = {}
-    for t, rows in sorted(per_task.items()):
+    for t, rows in sorted(named.items()):
         ss, xs = to_run_records(rows, t, model, recorded)
         suites_hdr[PREFIX + t] = {"version": VERSION, "dataset_sha256": stable_sha256(ss), "samples": len(ss), "requests": len(xs)}
         all_samples += [(PREFIX + t, s) for s in ss]
@@ -291,10 +292,11 @@ def run(spec: lm_eval_files.LmEvalSpec) -> tuple[Path, dict[str, Any]]:
     if not tasks:
         raise UsageError("--task is required")
     spec = lm_eval_files.resolve(spec)
+    assert spec.out is not None  # resolve sets it or raises UsageError
     out = Path(spec.out)
     _new_run_dir(out)
     if spec.import_samples:
-        _import_file(spec, tasks, out)
+        _import_file(spec, spec.import_samples, tasks, out)
     else:
         _run_and_import(spec, tasks, out)
     # With its observations: compare, bless and the report read an imported run as they read any other.
@@ -310,25 +312,27 @@ def _new_run_dir(path: Path) -> None:
     journal.ensure_writable_new_dir(path, resumable=False)
 
 
-def _import_file(a: lm_eval_files.LmEvalSpec, tasks: list[str], out: Path) -> None:
+def _import_file(a: lm_eval_files.LmEvalSpec, path: str, tasks: list[str], out: Path) -> None:
+    """`path`: the spec's import_samples."""
     if len(tasks) != 1:
         raise UsageError("--import-samples takes exactly one --task")
     try:
-        rows = read_samples_file(a.import_samples)
+        rows = read_samples_file(path)
     except OSError as e:
-        raise UsageError(f"--import-samples: cannot read {a.import_samples}: {e.strerror}") from None
+        raise UsageError(f"--import-samples: cannot read {path}: {e.strerror}") from None
     import_samples(rows, tasks[0], out, a.model or "unknown", a.base_url or "", api_key_env=None)
 
 
 def _run_and_import(a: lm_eval_files.LmEvalSpec, tasks: list[str], out: Path) -> None:
     if not a.base_url or not a.model:
         raise UsageError("lm-eval needs --base-url and --model (or --import-samples)")
+    model = a.model
     tracker = lm_eval_files.tracker(a.output_path)
     # lm-eval -> recorder -> endpoint: the imported run keeps the real wire bytes, usage, latency, finish_reason.
     with recorder.Recorder(a.base_url, timeout_s=600.0) as rec:
         try:
             results = hub.load(
-                f"lm-eval task {','.join(tasks)} (its dataset comes from the hub)", lambda: _evaluate(a, tasks, rec.url, tracker),
+                f"lm-eval task {','.join(tasks)} (its dataset comes from the hub)", lambda: _evaluate(a, model, tasks, rec.url, tracker),
                 ("pass --import-samples JSONL", "use `verifier run --suite gsm8k --data PATH`"),
                 probe_first=not all(Path(t).is_file() for t in tasks))  # YAML tasks may use local data only
         except (KeyError, ValueError) as e:
@@ -338,9 +342,10 @@ def _run_and_import(a: lm_eval_files.LmEvalSpec, tasks: list[str], out: Path) ->
                    lm_eval_config=results.get("configs"), api_key_env=a.api_key_env, recorded=rec.by_messages())
 
 
-def _evaluate(a: lm_eval_files.LmEvalSpec, tasks: list[str], url: str, tracker: Any) -> dict[str, Any]:
+def _evaluate(a: lm_eval_files.LmEvalSpec, model: str, tasks: list[str], url: str, tracker: Any) -> dict[str, Any]:
+    """`model`: the spec's, checked given."""
     limit = int(a.limit) if a.limit is not None and a.limit >= 1 else a.limit
-    return adapter.run_task(tasks, url, a.model, limit=limit, num_concurrent=a.concurrency, max_gen_toks=a.max_tokens,
+    return adapter.run_task(tasks, url, model, limit=limit, num_concurrent=a.concurrency, max_gen_toks=a.max_tokens,
                             num_fewshot=a.num_fewshot, fewshot_as_multiturn=not a.single_turn, include_path=a.include_path,
                             api_key_env=a.api_key_env, evaluation_tracker=tracker)
 

@@ -48,7 +48,8 @@ def _yaml_loader() -> Any:
 
 @lru_cache(maxsize=32)
 def _read_yaml(path: str) -> dict[str, Any]:
-    return _yaml_loader().load_yaml(path, resolve_func=True)
+    config: dict[str, Any] = _yaml_loader().load_yaml(path, resolve_func=True)  # a task YAML: a mapping
+    return config
 
 
 def yaml_task(path: str | Path, probe_doc: dict[str, Any]) -> "YamlTask":
@@ -213,7 +214,8 @@ class YamlTask:
     def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         """The generate_until branch of ConfigurableTask.process_results (single targets)."""
         if callable(self.config.process_results):
-            return self.config.process_results(doc, results)
+            metrics: dict[str, Any] = self.config.process_results(doc, results)  # the task's own function (untyped)
+            return metrics
         gold = self.doc_to_target(doc)
         result = results[0]
         fns = self._metric_fn_list

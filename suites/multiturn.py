@@ -122,11 +122,17 @@ def score(sample: Sample, parsed: Parsed) -> Judgement:
     return Judgement(reason="step")
 
 
+def _call_name(call: dict[str, Any]) -> Any:
+    """A tool call's function name as the server sent it: any JSON value (a name that is not a string fails the
+    turn's check, as it did inline)."""
+    return (call.get("function") or {}).get("name")
+
+
 def score_turn(sample: Sample, turn: int, parsed: Parsed) -> Judgement:
     target = sample.target[turn - 1]
     calls = parsed.tool_calls if isinstance(parsed.tool_calls, list) else []
     if turn == 1:
-        names = sorted({(c.get("function") or {}).get("name") for c in calls if isinstance(c, dict)})
+        names = sorted({_call_name(c) for c in calls if isinstance(c, dict)})
         ok = bool(calls) and set(names) <= set(t["function"]["name"] for t in sample.tools or [])
         return Judgement(score=float(ok), answer=names, reason="called_tool" if ok else "no_tool_call",
                          metrics={"tool_called": float(ok)})

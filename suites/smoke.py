@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from verifier.types import Judgement, Parsed, Sample, Suite
 
@@ -24,7 +25,7 @@ def load(data: str | None = None, smoke: bool = True) -> list[Sample]:
     ]
 
 
-def request(sample: Sample) -> dict:
+def request(sample: Sample) -> dict[str, Any]:
     return {"messages": sample.messages}
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -176,13 +177,13 @@ def bench_rows(root: Path, subsets: tuple[str, ...] | None = None) -> Iterator[t
 
 
 def _hub_rows() -> Iterator[tuple[str, str, str]]:
-    def download(subset: str):
+    def download(subset: str) -> Any:  # a datasets.Dataset (the library ships no types): rows are dicts
         import datasets  # heavy; only when actually used
 
         return datasets.load_dataset(HUB, subset, split="test")
 
     for subset in HUB_SUBSETS:
-        for row in hub.load(f"structured: hub dataset {HUB} ({subset})", lambda s=subset: download(s),
+        for row in hub.load(f"structured: hub dataset {HUB} ({subset})", partial(download, subset),
                             ("pass --data DIR (JSONSchemaBench folders)", "--smoke"), repo=HUB):
             yield subset, str(row["unique_id"]), row["json_schema"]
 

@@ -89,7 +89,7 @@ def text_image(text: str, scale: int = 4) -> Image.Image:
     _, _, tw, th = font.getbbox(text)
     small = Image.new("RGB", (tw + 8, th + 8), "white")
     ImageDraw.Draw(small).text((4, 4), text, fill="black", font=font)
-    return small.resize((small.width * scale, small.height * scale), Image.NEAREST)
+    return small.resize((small.width * scale, small.height * scale), Image.Resampling.NEAREST)
 
 
 def fill_image(w: int, h: int, colour: str) -> Image.Image:

@@ -10,13 +10,15 @@ base modules here (types, errors, jsonsafe, safeio, redact, scrub, version, stat
 execution -> suites (top level) -> golden -> attribution -> report -> app -> api, testbed -> cli.
 """
 
+from typing import Any
+
 from .version import __version__
 
 __all__ = ["__version__", "compare", "gate", "load_golden", "run"]
 API = {"compare", "gate", "gate_spec", "load_golden", "run", "Golden"}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:  # the API object named: a function or a class
     if name in API:
         from . import api
 

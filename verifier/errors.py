@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, TypeVar
+
+E = TypeVar("E", bound=BaseException)
 
 
 class UsageError(Exception):
@@ -35,7 +37,7 @@ def did_you_mean(word: str, options: Iterable[str]) -> str:
     return f"did you mean {guesses[0]}? " if guesses else ""
 
 
-def hinted(exc: BaseException, *hints: str) -> BaseException:
+def hinted(exc: E, *hints: str) -> E:
     """`exc` carrying hints (for a ValueError or FileNotFoundError the app turns into a UsageError)."""
     exc.hints = tuple(getattr(exc, "hints", ())) + hints  # type: ignore[attr-defined]
     return exc

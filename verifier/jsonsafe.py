@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, TypeGuard
 
 if TYPE_CHECKING:
     from verifier.types import WireFacts
@@ -134,7 +134,8 @@ def values_over(text: str, limit: int = MAX_JSON_VALUES) -> bool:
     return text.count(",") + text.count("[") + text.count("{") >= limit
 
 
-def is_finite_number(x: Any) -> bool:
+def is_finite_number(x: object) -> TypeGuard[float]:
+    """An int or float (not a bool) that is finite: a TypeGuard, so a number checked here compares as one."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 

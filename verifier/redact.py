@@ -197,7 +197,7 @@ class Redactor:
                 pos = b
             s = "".join(out) + s[pos:]
         # Escaped forms only matter where an escape could be: skip the slow pattern on plain text.
-        if "\\" in s or "%" in s:
+        if ("\\" in s or "%" in s) and self._escaped is not None:  # None only without parts (returned above)
             s = self._escaped.sub(MASK, s)
         return s
 
@@ -290,8 +290,13 @@ def _blank(o: Any, depth: int) -> Any:
 
 TEXT_FIELDS = ("content", "reasoning_content", "reasoning", "text")
 
+StreamKey = tuple[str | int, ...]
+"""Which concatenation a text piece belongs to (a choice's field, a tool call's argument, an event's delta...)."""
+Leaf = tuple[StreamKey, dict[str, Any], str]
+"""(stream key, the JSON object holding the piece, its key there)."""
 
-def _leaves(o: Any) -> list[tuple[tuple, Any, Any]]:
+
+def _leaves(o: Any) -> list[Leaf]:
     """(stream key, container, key) of every text piece stream reassembly concatenates: per choice the
     delta texts, each tool call's name and arguments, and the logprob tokens in order.
 
@@ -299,7 +304,7 @@ def _leaves(o: Any) -> list[tuple[tuple, Any, Any]]:
     (parse.py appends every chat choice's delta to one answer whatever its `index`; the surface adapters (surfaces/) join a
     Messages block's `content_block_start` text with its deltas, and Responses text deltas across
     `output_index`). A secret split where the parser rejoins it is found where the parser rejoins it."""
-    out: list[tuple[tuple, Any, Any]] = []
+    out: list[Leaf] = []
     t = o.get("type") if isinstance(o, dict) else None
     if isinstance(t, str):  # Responses / Messages stream events: their text deltas are joined per item / block
         d = o.get("delta")
@@ -342,17 +347,18 @@ def _leaves(o: Any) -> list[tuple[tuple, Any, Any]]:
     if isinstance(o, dict) and isinstance(o.get("response"), dict):  # response.completed and kin carry the response
         output = o["response"].get("output")
     for item in output if isinstance(output, list) else ():  # a Responses body: output[].content[].logprobs
-        for part in (item.get("content") if isinstance(item, dict) and isinstance(item.get("content"), list) else ()):
+        content = item.get("content") if isinstance(item, dict) else None
+        for part in content if isinstance(content, list) else ():
             if isinstance(part, dict) and isinstance(part.get("logprobs"), list):
                 out += _logprob_leaves(part["logprobs"], ("output", "logprobs"))
     return out
 
 
-def _logprob_leaves(entries: list[Any], stream: tuple) -> list[tuple[tuple, Any, Any]]:
+def _logprob_leaves(entries: list[Any], stream: StreamKey) -> list[Leaf]:
     """The token strings of logprob entries as text pieces: the chosen tokens in order (`stream`), and the
     alternatives of each rank in order (`stream` + rank): a server that echoes a key with logprobs on spells it
     in its tokens, and in its top_logprobs read position by position, though no one string holds it."""
-    out: list[tuple[tuple, Any, Any]] = []
+    out: list[Leaf] = []
     for e in entries:
         if not isinstance(e, dict):
             continue
@@ -369,7 +375,7 @@ def _scrub_split(r: Redactor, chunks: list[str]) -> list[str]:
     """Concatenate each string field across chunks (as stream reassembly does), find secrets in the
     concatenation, and cut every piece of a match out of the chunk that carried it."""
     parsed: list[Any] = []
-    streams: dict[tuple, list[tuple[int, list, Any]]] = {}
+    streams: dict[StreamKey, list[tuple[int, dict[str, Any], str]]] = {}  # (chunk index, object, key) per stream
     for i, c in enumerate(chunks):
         try:
             val = json.loads(c) if c and c[0] in "{[" else None

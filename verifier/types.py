@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
+from collections.abc import Sequence
 from typing import Any, Callable
 
 
@@ -500,13 +501,18 @@ class Conversation:
 
 @dataclass(frozen=True)
 class Suite:
-    """A benchmark: where samples come from, how to ask, how to judge."""
+    """A benchmark: where samples come from, how to ask, how to judge.
+
+    What a suite provides, built-in (suites/) or a plugin (an entry point naming a Suite): each callable's type is
+    the contract, so `mypy --strict` checks a suite module's functions against it where it builds its Suite.
+    """
 
     name: str
     version: str
     """Changes whenever the prompt or scoring changes; goldens of another version are refused."""
-    load: Callable[..., list[Sample]]
-    """`load(data: str | None, smoke: bool) -> list[Sample]`; `data` overrides the default source."""
+    load: Callable[[str | None, bool], Sequence[Sample]]
+    """`load(data, smoke)`, called positionally: `data` (a path) overrides the default source, `smoke` asks for the
+    small built-in subset. A list, or a lazy sequence that builds each sample on access (suites/lazy.py)."""
     request: Callable[[Sample], dict[str, Any]]
     """Sample -> request body (without model and sampling params, which the runner adds)."""
     score: Callable[[Sample, Parsed], Judgement]

@@ -42,7 +42,8 @@ def _read_docs(path: str) -> tuple[dict[str, Any], ...]:
 def class_docs(class_name: str, data_dir: str | Path) -> list[dict[str, Any]]:
     """The function docs of one class, read from `data_dir`/multi_turn_func_doc (cached; callers get copies)."""
     cls = CLASSES[class_name]
-    return json.loads(json.dumps(_read_docs(str(Path(data_dir) / DOC_DIR / cls.DOC_FILE))))
+    docs: list[dict[str, Any]] = json.loads(json.dumps(_read_docs(str(Path(data_dir) / DOC_DIR / cls.DOC_FILE))))
+    return docs
 
 
 def functions_for(entry: dict[str, Any], data_dir: str | Path) -> list[dict[str, Any]]:

@@ -11,6 +11,15 @@ from __future__ import annotations
 import random
 from typing import Any
 
+Result = dict[str, Any]
+"""What a simulated call returns: a JSON object the model reads back as the tool's answer (BFCL serializes it with
+json.dumps), its shape set per function by BFCL's own simulator, so its values stay JSON (`Any`)."""
+Config = dict[str, Any]
+"""An entry's `initial_config` for one class: parsed JSON, each key read with BFCL's default by `_take`."""
+Checkers = dict[str, tuple[dict[str, Any], Any]]
+"""Function name -> (its closed parameters schema, a jsonschema validator for it or why there is none): the
+validator is jsonschema's, which ships no types (see verifier/judge/schemacheck.py)."""
+
 
 class Simulator:
     """Base of the BFCL API simulators; subclasses set CLASS_NAME, DOC_FILE and STATE_FIELDS."""
@@ -21,24 +30,26 @@ class Simulator:
     """The file under multi_turn_func_doc/ holding this class's function docs."""
     STATE_FIELDS: tuple[str, ...] = ()
     """The attributes BFCL's state checker compares."""
+    _checkers: Checkers
+    """Set by execute.attach_docs or execute.instances_for (absent until then: execute reads it with getattr)."""
 
     def __init__(self) -> None:
         self.long_context = False
         # Seeded per instance in load_scenario; never the module-level `random` (shared, unseeded).
         self._random = random.Random(0)
 
-    def load_scenario(self, config: dict, long_context: bool = False) -> None:  # pragma: no cover - abstract
+    def load_scenario(self, config: Config, long_context: bool = False) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     @staticmethod
-    def _take(config: dict, key: str, default: Any) -> Any:
+    def _take(config: Config, key: str, default: Any) -> Any:
         """config[key] if present else BFCL's default, deep-copied: the entry's dict must stay untouched."""
         return copy_json(config[key] if key in config else default)
 
-    def _seed(self, config: dict, default_seed: int) -> None:
+    def _seed(self, config: Config, default_seed: int) -> None:
         self._random = random.Random(config.get("random_seed", default_seed))
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         return {name: copy_json(getattr(self, name)) for name in self.STATE_FIELDS}
 
 
@@ -55,5 +66,5 @@ def copy_json(value: Any) -> Any:
     return value
 
 
-def error(message: str) -> dict:
+def error(message: str) -> Result:
     return {"error": message}

@@ -21,7 +21,7 @@ from suites.bfcl import data_dir as resolve_data_dir
 from suites.bfcl import to_json_schema
 
 from . import CLASSES, class_docs
-from ._base import Simulator
+from ._base import Checkers, Result, Simulator
 
 MAX_ERROR_CHARS = 500
 """An error result quotes the exception or validation message, cut to this length."""
@@ -45,7 +45,7 @@ def _bounded(message: str) -> str:
     return message if len(message) <= MAX_ERROR_CHARS else message[: MAX_ERROR_CHARS - 3] + "..."
 
 
-def _error(message: str) -> dict:
+def _error(message: str) -> Result:
     return {"error": _bounded(message)}
 
 
@@ -58,12 +58,13 @@ def api_functions(cls: type) -> frozenset[str]:
 
 def _owner(instances: dict[str, object], name: str) -> object | None:
     for inst in instances.values():
-        if name in api_functions(type(inst)):
+        # mypy reads a class's __hash__ as the unbound instance method and finds no Hashable; a class hashes by identity
+        if name in api_functions(type(inst)):  # type: ignore[arg-type]
             return inst
     return None
 
 
-def parameters_schema(doc: dict) -> dict:
+def parameters_schema(doc: dict[str, Any]) -> dict[str, Any]:
     """The JSON Schema of a function doc's parameters (BFCL type names mapped), closed to unknown argument names."""
     schema = to_json_schema(doc.get("parameters") or {"type": "object", "properties": {}})
     schema = {**schema, "type": "object"}
@@ -72,7 +73,7 @@ def parameters_schema(doc: dict) -> dict:
     return schema
 
 
-def _signature_problem(method: Any, args: dict) -> str | None:
+def _signature_problem(method: Any, args: dict[str, Any]) -> str | None:
     """Without a doc: unknown and missing argument names, from the method's own signature."""
     params = inspect.signature(method).parameters
     unknown = sorted(set(args) - set(params))
@@ -84,7 +85,7 @@ def _signature_problem(method: Any, args: dict) -> str | None:
     return None
 
 
-def _coerce_integers(schema: dict, args: dict) -> dict:
+def _coerce_integers(schema: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     """jsonschema accepts 2.0 as an integer; the simulators index and slice with it, so make it 2."""
     props = schema.get("properties", {})
     return {k: int(v) if props.get(k, {}).get("type") == "integer" and isinstance(v, float) and v.is_integer()
@@ -117,10 +118,11 @@ def argument_problem(args: Any) -> str | None:
     return None
 
 
-def execute(instances: dict[str, object], name: str, args: dict, allowed: set[str] | None = None) -> dict:
+def execute(instances: dict[str, object], name: str, args: object, allowed: set[str] | None = None) -> Result:
     """Run one call `name(**args)` on whichever instance offers it; always a dict, an error as {"error": ...}.
 
-    `allowed`: the function names offered this turn (None = every function of the instances).
+    `args` is the model's, unchecked: anything JSON decodes to (None is no arguments, any other non-object an
+    error result). `allowed`: the function names offered this turn (None = every function of the instances).
     """
     try:
         return _execute(instances, name, args, allowed)
@@ -128,7 +130,7 @@ def execute(instances: dict[str, object], name: str, args: dict, allowed: set[st
         return _error(f"{name if isinstance(name, str) else '?'}: {type(e).__name__}: {e}")
 
 
-def _execute(instances: dict[str, object], name: str, args: dict, allowed: set[str] | None) -> dict:
+def _execute(instances: dict[str, object], name: str, args: object, allowed: set[str] | None) -> Result:
     if not isinstance(name, str) or not name:
         return _error(f"Invalid function name: {name!r}")
     inst = _owner(instances, name)
@@ -177,16 +179,13 @@ def _execute(instances: dict[str, object], name: str, args: dict, allowed: set[s
         return _error(f"{name}: result is not JSON-serializable: {e}")
     if len(text) > MAX_RESULT_CHARS:
         return _error(f"{name}: the result is longer than {MAX_RESULT_CHARS} characters")
-    return json.loads(text)
+    detached: Result = json.loads(text)  # the dumps of a dict just above: a JSON object
+    return detached
 
 
 # ---- function docs per instance ----
 
-Checkers = dict[str, tuple[dict, Any]]
-"""Function name -> (its closed parameters schema, a jsonschema validator for it or why there is none)."""
-
-
-def _checkers(docs: list[dict]) -> Checkers:
+def _checkers(docs: list[dict[str, Any]]) -> Checkers:
     out: Checkers = {}
     for doc in docs:
         schema = parameters_schema(doc)
@@ -212,7 +211,7 @@ def _checkers_from(class_name: str, data_dir: str | None) -> Checkers:
 
 
 def _checkers_for(inst: object) -> Checkers:
-    found = getattr(inst, "_checkers", None)
+    found: Checkers | None = getattr(inst, "_checkers", None)
     if found is None:
         found = _checkers_from(getattr(type(inst), "CLASS_NAME", ""), None)
     return found
@@ -224,13 +223,13 @@ def attach_docs(inst: Simulator, data_dir: str | Path | None) -> None:
     inst._checkers = _checkers_from(type(inst).CLASS_NAME, None if data_dir is None else str(data_dir))
 
 
-def is_long_context(entry: dict) -> bool:
+def is_long_context(entry: dict[str, Any]) -> bool:
     """BFCL pads the long_context category (and its composite one); the id says which category an entry is."""
     entry_id = str(entry.get("id", ""))
     return "long_context" in entry_id or "composite" in entry_id
 
 
-def instances_for(entry: dict, data_dir: str | Path | None = None, docs: list[dict] | None = None) -> dict[str, Simulator]:
+def instances_for(entry: dict[str, Any], data_dir: str | Path | None = None, docs: list[dict[str, Any]] | None = None) -> dict[str, Simulator]:
     """Fresh instances of the entry's involved classes, loaded from its initial_config (long context when the
     entry is a long_context one). An unknown class or a malformed initial_config is a data error (ValueError).
 
@@ -268,12 +267,12 @@ def instances_for(entry: dict, data_dir: str | Path | None = None, docs: list[di
 @lru_cache(maxsize=None)
 def _positional_names(name: str) -> tuple[str, ...] | None:
     for cls in CLASSES.values():
-        if name in api_functions(cls):
+        if name in api_functions(cls):  # type: ignore[arg-type]  # a class is hashable (see _owner)
             return tuple(p for p in inspect.signature(getattr(cls, name)).parameters if p != "self")
     return None
 
 
-def parse_gt_call(s: str) -> tuple[str, dict]:
+def parse_gt_call(s: str) -> tuple[str, dict[str, Any]]:
     """`cd(folder='document')` -> ("cd", {"folder": "document"}); positional arguments are named from the
     simulator's signature (BFCL's ground truth writes `sort('final_report.pdf')`). Literals only: anything else
     (a name, a nested call, an attribute) is a ValueError, and nothing is ever evaluated."""

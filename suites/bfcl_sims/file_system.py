@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .long_context import get as padding_get
-from ._base import Simulator, error
+from ._base import Config, Result, Simulator, error
 
 INVALID_NAME_CHARS = set('|/\\?%*:"><')
 MAX_DEPTH = 64
@@ -27,7 +27,7 @@ class File:
         self.name = name
         self.content = content
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> Result:
         return {"type": "file", "content": self.content}
 
 
@@ -37,7 +37,7 @@ class Directory:
         self.parent = parent
         self.contents: dict[str, File | Directory] = {}
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> Result:
         return {"type": "directory", "contents": {n: item.snapshot() for n, item in self.contents.items()}}
 
     def adopt(self, name: str, item: File | Directory) -> None:
@@ -87,7 +87,7 @@ class GorillaFileSystem(Simulator):
         self._root = Directory("/")
         self._cwd = self._root
 
-    def load_scenario(self, config: dict, long_context: bool = False) -> None:
+    def load_scenario(self, config: Config, long_context: bool = False) -> None:
         """`root` holds exactly one top directory, which becomes the root (BFCL's layout); absent: an empty "/"."""
         self.long_context = long_context
         self._root = Directory("/")
@@ -98,7 +98,7 @@ class GorillaFileSystem(Simulator):
             self._load(self._root, (top or {}).get("contents", {}))
         self._cwd = self._root
 
-    def _load(self, directory: Directory, contents: dict) -> None:
+    def _load(self, directory: Directory, contents: dict[str, Any]) -> None:
         if _depth(directory) > MAX_DEPTH:  # a golden's tree: every later walk (find, du, state) recurses as deep
             raise ValueError(f"GorillaFileSystem: the initial tree nests deeper than {MAX_DEPTH} directories")
         has_subdir = False
@@ -120,7 +120,7 @@ class GorillaFileSystem(Simulator):
             for name in padding_get("POPULATE_FILE_EXTENSION"):
                 directory.contents.setdefault(name, File(name))
 
-    def state(self) -> dict:
+    def state(self) -> Result:
         return {"root": {"name": self._root.name, **self._root.snapshot()}}
 
     # ---- helpers ----
@@ -156,7 +156,7 @@ class GorillaFileSystem(Simulator):
 
     # ---- commands ----
 
-    def pwd(self) -> dict:
+    def pwd(self) -> Result:
         names = []
         node: Directory | None = self._cwd
         while node is not None:
@@ -165,13 +165,13 @@ class GorillaFileSystem(Simulator):
         names = [n for n in reversed(names) if n != "/"]
         return {"current_working_directory": "/" + "/".join(names)}
 
-    def ls(self, a: bool = False) -> dict:
+    def ls(self, a: bool = False) -> Result:
         names = list(self._cwd.contents)
         if not a:
             names = [n for n in names if not n.startswith(".")]
         return {"current_directory_content": names}
 
-    def cd(self, folder: str) -> dict:
+    def cd(self, folder: str) -> Result:
         folder = folder.rstrip("/") or "/"
         if folder not in (".", "..", "/") and "/" in folder:
             return error(f"cd: {folder}: Unsupported path. Only one folder level at a time is supported.")
@@ -186,7 +186,7 @@ class GorillaFileSystem(Simulator):
         self._cwd = target
         return {"current_working_directory": target.name}
 
-    def mkdir(self, dir_name: str) -> dict:
+    def mkdir(self, dir_name: str) -> Result:
         if not _valid_name(dir_name):
             return error(f"mkdir: cannot create directory '{dir_name}': Invalid character")
         if dir_name in self._cwd.contents:
@@ -198,7 +198,7 @@ class GorillaFileSystem(Simulator):
         self._cwd.contents[dir_name] = Directory(dir_name, self._cwd)
         return {}
 
-    def touch(self, file_name: str) -> dict:
+    def touch(self, file_name: str) -> Result:
         if not _valid_name(file_name):
             return error(f"touch: cannot touch '{file_name}': Invalid character")
         if file_name in self._cwd.contents:
@@ -208,7 +208,7 @@ class GorillaFileSystem(Simulator):
         self._cwd.contents[file_name] = File(file_name)
         return {}
 
-    def echo(self, content: str, file_name: str | None = None) -> dict:
+    def echo(self, content: str, file_name: str | None = None) -> Result:
         """Without a file: the content back as terminal output. With one: overwrites an existing file (BFCL's echo
         does not create files; `touch` does)."""
         if file_name is None or file_name == "None" or file_name == "":
@@ -225,7 +225,7 @@ class GorillaFileSystem(Simulator):
         target.content = content
         return {}
 
-    def cat(self, file_name: str) -> dict:
+    def cat(self, file_name: str) -> Result:
         if not _valid_name(file_name):
             return error(f"cat: '{file_name}': Invalid character")
         item = self._cwd.contents.get(file_name)
@@ -235,7 +235,7 @@ class GorillaFileSystem(Simulator):
             return error(f"cat: '{file_name}': Is a directory")
         return {"file_content": item.content}
 
-    def find(self, path: str = ".", name: str | None = None) -> dict:
+    def find(self, path: str = ".", name: str | None = None) -> Result:
         start = self._resolve(path)
         if start is None:
             return error(f"find: '{path}': No such file or directory")
@@ -252,7 +252,7 @@ class GorillaFileSystem(Simulator):
         walk(start, path.rstrip("/"))
         return {"matches": matches}
 
-    def wc(self, file_name: str, mode: str = "l") -> dict:
+    def wc(self, file_name: str, mode: str = "l") -> Result:
         if mode not in ("l", "w", "c"):
             return error(f"wc: invalid mode '{mode}'")
         f = self._file(file_name)
@@ -264,19 +264,19 @@ class GorillaFileSystem(Simulator):
             return {"count": len(f.content.split()), "type": "words"}
         return {"count": len(f.content), "type": "characters"}
 
-    def sort(self, file_name: str) -> dict:
+    def sort(self, file_name: str) -> Result:
         f = self._file(file_name)
         if f is None:
             return error(f"sort: {file_name}: No such file or directory")
         return {"sorted_content": "\n".join(sorted(f.content.splitlines()))}
 
-    def grep(self, file_name: str, pattern: str) -> dict:
+    def grep(self, file_name: str, pattern: str) -> Result:
         f = self._file(file_name)
         if f is None:
             return error(f"grep: {file_name}: No such file or directory")
         return {"matching_lines": [line for line in f.content.splitlines() if pattern in line]}
 
-    def du(self, human_readable: bool = False) -> dict:
+    def du(self, human_readable: bool = False) -> Result:
         def size(item: File | Directory) -> int:
             if isinstance(item, File):
                 return len(item.content.encode("utf-8"))
@@ -291,7 +291,7 @@ class GorillaFileSystem(Simulator):
             total /= 1024
         return {"disk_usage": f"{total:.2f} PB"}
 
-    def tail(self, file_name: str, lines: int = 10) -> dict:
+    def tail(self, file_name: str, lines: int = 10) -> Result:
         f = self._file(file_name)
         if f is None:
             return error(f"tail: {file_name}: No such file or directory")
@@ -300,7 +300,7 @@ class GorillaFileSystem(Simulator):
         all_lines = f.content.splitlines()
         return {"last_lines": "\n".join(all_lines[len(all_lines) - min(lines, len(all_lines)):])}
 
-    def diff(self, file_name1: str, file_name2: str) -> dict:
+    def diff(self, file_name1: str, file_name2: str) -> Result:
         """Pairs lines by position and reports the pairs that differ ("- a\\n+ b"), BFCL's format, which its
         ground truth quotes; lines past the shorter file are not compared, as in BFCL."""
         f1, f2 = self._file(file_name1), self._file(file_name2)
@@ -309,7 +309,7 @@ class GorillaFileSystem(Simulator):
         pairs = zip(f1.content.splitlines(), f2.content.splitlines())
         return {"diff_lines": "\n".join(f"- {a}\n+ {b}" for a, b in pairs if a != b)}
 
-    def _move_or_copy(self, verb: str, source: str, destination: str) -> dict:
+    def _move_or_copy(self, verb: str, source: str, destination: str) -> Result:
         item = self._cwd.contents.get(source)
         if item is None:
             return error(f"{verb}: cannot {_VERBS[verb]} '{source}': No such file or directory")
@@ -337,15 +337,15 @@ class GorillaFileSystem(Simulator):
         self._cwd.adopt(destination, moved)
         return {"result": f"'{source}' {_DONE[verb]} to '{destination}'"}
 
-    def mv(self, source: str, destination: str) -> dict:
+    def mv(self, source: str, destination: str) -> Result:
         """Into an existing directory named `destination`, else a rename within the current directory."""
         return self._move_or_copy("mv", source, destination)
 
-    def cp(self, source: str, destination: str) -> dict:
+    def cp(self, source: str, destination: str) -> Result:
         """Into an existing directory named `destination`, else a copy under that name; directories deep-copied."""
         return self._move_or_copy("cp", source, destination)
 
-    def rm(self, file_name: str) -> dict:
+    def rm(self, file_name: str) -> Result:
         if file_name not in self._cwd.contents:
             return error(f"rm: cannot remove '{file_name}': No such file or directory")
         if self._cwd.contents[file_name] is self._cwd:
@@ -353,7 +353,7 @@ class GorillaFileSystem(Simulator):
         del self._cwd.contents[file_name]
         return {"result": f"'{file_name}' removed"}
 
-    def rmdir(self, dir_name: str) -> dict:
+    def rmdir(self, dir_name: str) -> Result:
         item = self._cwd.contents.get(dir_name)
         if item is None:
             return error(f"rmdir: cannot remove '{dir_name}': No such file or directory")

@@ -20,7 +20,8 @@ DATA_FILE = Path(__file__).parent / "data" / "long_context.json"
 @lru_cache(maxsize=1)
 def _constants() -> dict[str, Any]:
     with open(DATA_FILE, encoding="utf-8") as f:
-        return json.load(f)
+        constants: dict[str, Any] = json.load(f)  # the shipped padding file: a JSON object of named constants
+    return constants
 
 
 def get(name: str) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal, InvalidOperation, localcontext
 
-from ._base import Simulator, error
+from ._base import Config, Result, Simulator, error
 
 TO_METERS = {"km": 1000.0, "m": 1.0, "cm": 0.01, "mm": 0.001, "um": 1e-6, "nm": 1e-9}
 IMPERIAL_FACTORS = {
@@ -35,10 +35,10 @@ class MathAPI(Simulator):
     DOC_FILE = "math_api.json"
     STATE_FIELDS = ()
 
-    def load_scenario(self, config: dict, long_context: bool = False) -> None:
+    def load_scenario(self, config: Config, long_context: bool = False) -> None:
         self.long_context = long_context
 
-    def logarithm(self, value: float, base: float, precision: int) -> dict:
+    def logarithm(self, value: float, base: float, precision: int) -> Result:
         if value <= 0 or base <= 0 or base == 1:
             return error("math domain error: value and base must be positive and base must not be 1")
         if not 0 < precision <= MAX_PRECISION:
@@ -47,7 +47,7 @@ class MathAPI(Simulator):
             ctx.prec = precision
             return {"result": float(Decimal(value).ln() / Decimal(base).ln())}
 
-    def mean(self, numbers: list) -> dict:
+    def mean(self, numbers: list[float]) -> Result:
         nums = _numbers(numbers)
         if not numbers:
             return error("Cannot calculate mean of an empty list")
@@ -55,7 +55,7 @@ class MathAPI(Simulator):
             return error("All elements in the list must be numbers")
         return {"result": sum(nums) / len(nums)}
 
-    def standard_deviation(self, numbers: list) -> dict:
+    def standard_deviation(self, numbers: list[float]) -> Result:
         """Population standard deviation (divides by n), as BFCL's."""
         nums = _numbers(numbers)
         if not numbers:
@@ -65,12 +65,12 @@ class MathAPI(Simulator):
         mean = sum(nums) / len(nums)
         return {"result": math.sqrt(sum((x - mean) ** 2 for x in nums) / len(nums))}
 
-    def si_unit_conversion(self, value: float, unit_in: str, unit_out: str) -> dict:
+    def si_unit_conversion(self, value: float, unit_in: str, unit_out: str) -> Result:
         if unit_in not in TO_METERS or unit_out not in TO_METERS:
             return error(f"Conversion from '{unit_in}' to '{unit_out}' is not supported")
         return {"result": value * TO_METERS[unit_in] * (1 / TO_METERS[unit_out])}
 
-    def imperial_si_conversion(self, value: float, unit_in: str, unit_out: str) -> dict:
+    def imperial_si_conversion(self, value: float, unit_in: str, unit_out: str) -> Result:
         if unit_in == unit_out:
             return {"result": value}
         if (unit_in, unit_out) == ("celsius", "fahrenheit"):
@@ -82,21 +82,21 @@ class MathAPI(Simulator):
             return error(f"Conversion from '{unit_in}' to '{unit_out}' is not supported")
         return {"result": value * factor}
 
-    def add(self, a: float, b: float) -> dict:
+    def add(self, a: float, b: float) -> Result:
         return {"result": a + b}
 
-    def subtract(self, a: float, b: float) -> dict:
+    def subtract(self, a: float, b: float) -> Result:
         return {"result": a - b}
 
-    def multiply(self, a: float, b: float) -> dict:
+    def multiply(self, a: float, b: float) -> Result:
         return {"result": a * b}
 
-    def divide(self, a: float, b: float) -> dict:
+    def divide(self, a: float, b: float) -> Result:
         if b == 0:
             return error("Cannot divide by zero")
         return {"result": a / b}
 
-    def power(self, base: float, exponent: float) -> dict:
+    def power(self, base: float, exponent: float) -> Result:
         # Integer powers are exact and unbounded in Python: refuse a result too large before computing it.
         if isinstance(base, int) and isinstance(exponent, int) and abs(base) > 1 and exponent > 0 \
                 and exponent * math.log2(abs(base)) > MAX_RESULT_BITS:
@@ -109,7 +109,7 @@ class MathAPI(Simulator):
             return error("power: the result is not a real number")
         return {"result": result}
 
-    def square_root(self, number: float, precision: int) -> dict:
+    def square_root(self, number: float, precision: int) -> Result:
         if number < 0:
             return error("Cannot calculate square root of a negative number")
         if not 0 < precision <= MAX_PRECISION:
@@ -121,20 +121,20 @@ class MathAPI(Simulator):
             except InvalidOperation:
                 return error("Input must be a number or computation resulted in an invalid operation")
 
-    def absolute_value(self, number: float) -> dict:
+    def absolute_value(self, number: float) -> Result:
         return {"result": abs(number)}
 
-    def round_number(self, number: float, decimal_places: int = 0) -> dict:
+    def round_number(self, number: float, decimal_places: int = 0) -> Result:
         if not isinstance(decimal_places, int) or abs(decimal_places) > MAX_DECIMAL_PLACES:
             return error(f"decimal_places must be an integer between -{MAX_DECIMAL_PLACES} and {MAX_DECIMAL_PLACES}")
         return {"result": round(number, decimal_places)}
 
-    def percentage(self, part: float, whole: float) -> dict:
+    def percentage(self, part: float, whole: float) -> Result:
         if whole == 0:
             return error("Whole value cannot be zero")
         return {"result": part / whole * 100}
 
-    def min_value(self, numbers: list) -> dict:
+    def min_value(self, numbers: list[float]) -> Result:
         nums = _numbers(numbers)
         if not numbers:
             return error("Cannot find minimum of an empty list")
@@ -142,7 +142,7 @@ class MathAPI(Simulator):
             return error("All elements in the list must be numbers")
         return {"result": min(nums)}
 
-    def max_value(self, numbers: list) -> dict:
+    def max_value(self, numbers: list[float]) -> Result:
         nums = _numbers(numbers)
         if not numbers:
             return error("Cannot find maximum of an empty list")
@@ -150,7 +150,7 @@ class MathAPI(Simulator):
             return error("All elements in the list must be numbers")
         return {"result": max(nums)}
 
-    def sum_values(self, numbers: list) -> dict:
+    def sum_values(self, numbers: list[float]) -> Result:
         nums = _numbers(numbers)
         if not numbers:
             return error("Cannot calculate sum of an empty list")

@@ -7,7 +7,7 @@ calls give the same ids. Comparable state: all of those.
 
 from __future__ import annotations
 
-from ._base import Simulator, error
+from ._base import Config, Result, Simulator, error
 
 DEFAULT_SEED = 200191
 ID_RANGE = (10000, 99999)
@@ -23,7 +23,7 @@ DEFAULT_INBOX = [
 ]
 
 
-def _only_item(message: dict) -> tuple[str, str]:
+def _only_item(message: dict[str, str]) -> tuple[str, str]:
     receiver, text = next(iter(message.items()))
     return receiver, text
 
@@ -33,7 +33,15 @@ class MessageAPI(Simulator):
     DOC_FILE = "message_api.json"
     STATE_FIELDS = ("generated_ids", "user_count", "user_map", "inbox", "message_count", "current_user")
 
-    def load_scenario(self, config: dict, long_context: bool = False) -> None:
+    # Set by load_scenario from the entry's config, else BFCL's defaults.
+    generated_ids: set[int]
+    user_count: int
+    user_map: dict[str, str]
+    inbox: list[dict[str, str]]
+    message_count: int
+    current_user: str | None
+
+    def load_scenario(self, config: Config, long_context: bool = False) -> None:
         self.long_context = long_context
         self._seed(config, DEFAULT_SEED)
         self.generated_ids = set(self._take(config, "generated_ids", []))
@@ -58,24 +66,24 @@ class MessageAPI(Simulator):
         self.generated_ids.add(new_id)
         return new_id
 
-    def list_users(self) -> dict:
+    def list_users(self) -> Result:
         return {"user_list": list(self.user_map)}
 
-    def get_user_id(self, user: str) -> dict:
+    def get_user_id(self, user: str) -> Result:
         if user not in self.user_map:
             return error(f"User '{user}' not found in the workspace.")
         return {"user_id": self.user_map[user]}
 
-    def message_login(self, user_id: str) -> dict:
+    def message_login(self, user_id: str) -> Result:
         if user_id not in self.user_map.values():
             return {"login_status": False, "message": f"User ID '{user_id}' not found."}
         self.current_user = user_id
         return {"login_status": True, "message": f"User '{user_id}' logged in successfully."}
 
-    def message_get_login_status(self) -> dict:
+    def message_get_login_status(self) -> Result:
         return {"login_status": bool(self.current_user)}
 
-    def send_message(self, receiver_id: str, message: str) -> dict:
+    def send_message(self, receiver_id: str, message: str) -> Result:
         if not self.current_user:
             return error("No user is currently logged in.")
         if receiver_id not in self.user_map.values():
@@ -88,7 +96,7 @@ class MessageAPI(Simulator):
         return {"sent_status": True, "message_id": {"new_id": message_id},
                 "message": f"Message sent to '{receiver_id}' successfully."}
 
-    def delete_message(self, receiver_id: str) -> dict:
+    def delete_message(self, receiver_id: str) -> Result:
         """Deletes the latest message sent to that receiver."""
         if not self.current_user:
             return error("No user is currently logged in.")
@@ -99,7 +107,7 @@ class MessageAPI(Simulator):
                         "message": f"Receiver {receiver_id}'s latest message deleted successfully."}
         return error(f"Receiver ID {receiver_id} not found.")
 
-    def view_messages_sent(self) -> dict:
+    def view_messages_sent(self) -> Result:
         if not self.current_user:
             return error("No user is currently logged in.")
         sent: dict[str, list[str]] = {}
@@ -108,7 +116,7 @@ class MessageAPI(Simulator):
             sent.setdefault(receiver, []).append(text)
         return {"messages": sent}
 
-    def add_contact(self, user_name: str) -> dict:
+    def add_contact(self, user_name: str) -> Result:
         if user_name in self.user_map:
             return error(f"User name '{user_name}' already exists.")
         user_id = f"USR{str(self.user_count + 1).zfill(3)}"
@@ -118,14 +126,14 @@ class MessageAPI(Simulator):
         self.user_map[user_name] = user_id
         return {"added_status": True, "user_id": user_id, "message": f"Contact '{user_name}' added successfully."}
 
-    def search_messages(self, keyword: str) -> dict:
+    def search_messages(self, keyword: str) -> Result:
         if not self.current_user:
             return error("No user is currently logged in.")
         needle = keyword.lower()
         return {"results": [{"receiver_id": r, "message": t} for r, t in map(_only_item, self.inbox)
                             if needle in t.lower()]}
 
-    def get_message_stats(self) -> dict:
+    def get_message_stats(self) -> Result:
         if not self.current_user:
             return error("No user is currently logged in.")
         receivers = {_only_item(m)[0] for m in self.inbox}

@@ -7,7 +7,9 @@ password log in (BFCL's rule). Comparable state: all three.
 
 from __future__ import annotations
 
-from ._base import Simulator, error
+from typing import Any
+
+from ._base import Config, Result, Simulator, error
 
 EDITABLE_FIELDS = ("title", "description", "status", "priority")
 
@@ -17,16 +19,21 @@ class TicketAPI(Simulator):
     DOC_FILE = "ticket_api.json"
     STATE_FIELDS = ("ticket_queue", "ticket_counter", "current_user")
 
-    def load_scenario(self, config: dict, long_context: bool = False) -> None:
+    # Set by load_scenario from the entry's config, else BFCL's defaults (a ticket's fields are JSON values).
+    ticket_queue: list[dict[str, Any]]
+    ticket_counter: int
+    current_user: str | None
+
+    def load_scenario(self, config: Config, long_context: bool = False) -> None:
         self.long_context = long_context
         self.ticket_queue = self._take(config, "ticket_queue", [])
         self.ticket_counter = self._take(config, "ticket_counter", 1)
         self.current_user = self._take(config, "current_user", None)
 
-    def _find(self, ticket_id: int) -> dict | None:
+    def _find(self, ticket_id: int) -> dict[str, Any] | None:
         return next((t for t in self.ticket_queue if t.get("id") == ticket_id), None)
 
-    def create_ticket(self, title: str, description: str = "", priority: int = 1) -> dict:
+    def create_ticket(self, title: str, description: str = "", priority: int = 1) -> Result:
         if not self.current_user:
             return error("User not authenticated. Please log in to create a ticket.")
         if not 1 <= priority <= 5:
@@ -37,13 +44,13 @@ class TicketAPI(Simulator):
         self.ticket_counter += 1
         return dict(ticket)
 
-    def get_ticket(self, ticket_id: int) -> dict:
+    def get_ticket(self, ticket_id: int) -> Result:
         ticket = self._find(ticket_id)
         if ticket is None:
             return error(f"Ticket with ID {ticket_id} not found.")
         return dict(ticket)
 
-    def close_ticket(self, ticket_id: int) -> dict:
+    def close_ticket(self, ticket_id: int) -> Result:
         ticket = self._find(ticket_id)
         if ticket is None:
             return error(f"Ticket with ID {ticket_id} not found.")
@@ -52,7 +59,7 @@ class TicketAPI(Simulator):
         ticket["status"] = "Closed"
         return {"status": f"Ticket {ticket_id} has been closed successfully."}
 
-    def resolve_ticket(self, ticket_id: int, resolution: str) -> dict:
+    def resolve_ticket(self, ticket_id: int, resolution: str) -> Result:
         ticket = self._find(ticket_id)
         if ticket is None:
             return error(f"Ticket with ID {ticket_id} not found.")
@@ -62,7 +69,7 @@ class TicketAPI(Simulator):
         ticket["resolution"] = resolution
         return {"status": f"Ticket {ticket_id} has been resolved successfully."}
 
-    def edit_ticket(self, ticket_id: int, updates: dict) -> dict:
+    def edit_ticket(self, ticket_id: int, updates: dict[str, Any]) -> Result:
         """Only title, description, status and priority may change; a None value leaves the field as it is."""
         ticket = self._find(ticket_id)
         if ticket is None:
@@ -75,22 +82,22 @@ class TicketAPI(Simulator):
                 ticket[key] = value
         return {"status": f"Ticket {ticket_id} has been updated successfully."}
 
-    def ticket_login(self, username: str, password: str) -> dict:
+    def ticket_login(self, username: str, password: str) -> Result:
         if username and password:
             self.current_user = username
             return {"success": True}
         return {"success": False}
 
-    def ticket_get_login_status(self) -> dict:
+    def ticket_get_login_status(self) -> Result:
         return {"login_status": bool(self.current_user)}
 
-    def logout(self) -> dict:
+    def logout(self) -> Result:
         if not self.current_user:
             return {"success": False}
         self.current_user = None
         return {"success": True}
 
-    def get_user_tickets(self, status: str | None = None) -> dict:
+    def get_user_tickets(self, status: str | None = None) -> Result:
         if not self.current_user:
             return error("User not authenticated. Please log in to view tickets.")
         mine = [t for t in self.ticket_queue if t.get("created_by") == self.current_user]

@@ -9,9 +9,10 @@ state: all of those.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from .long_context import get as padding_get
-from ._base import Simulator, error
+from ._base import Config, Result, Simulator, error
 
 CURRENT_TIME = datetime(2024, 9, 1, 10, 30)
 DEFAULT_SEED = 1053520
@@ -61,7 +62,17 @@ class TradingBot(Simulator):
     DOC_FILE = "trading_bot.json"
     STATE_FIELDS = tuple(DEFAULTS)
 
-    def load_scenario(self, config: dict, long_context: bool = False) -> None:
+    # Set by load_scenario from the entry's config, else DEFAULTS (JSON values: an order's or account's fields vary).
+    orders: dict[int | str, dict[str, Any]]
+    account_info: dict[str, Any]
+    authenticated: bool
+    market_status: str
+    order_counter: int
+    stocks: dict[str, dict[str, float]]
+    watch_list: list[str]
+    transaction_history: list[dict[str, Any]]
+
+    def load_scenario(self, config: Config, long_context: bool = False) -> None:
         self.long_context = long_context
         self._seed(config, DEFAULT_SEED)
         for key, default in DEFAULTS.items():
@@ -74,18 +85,18 @@ class TradingBot(Simulator):
         seconds = self._random.randint(0, 24 * 3600)
         return (CURRENT_TIME + timedelta(seconds=seconds)).strftime(TIMESTAMP_FORMAT)
 
-    def _need_login(self, action: str) -> dict | None:
+    def _need_login(self, action: str) -> Result | None:
         if not self.authenticated:
             return error(f"User not authenticated. Please log in to {action}.")
         return None
 
-    def get_current_time(self) -> dict:
+    def get_current_time(self) -> Result:
         return {"current_time": CURRENT_TIME.strftime("%I:%M %p")}
 
-    def get_symbol_by_name(self, name: str) -> dict:
+    def get_symbol_by_name(self, name: str) -> Result:
         return {"symbol": SYMBOLS_BY_NAME.get(name, "Stock not found")}
 
-    def get_stock_info(self, symbol: str) -> dict:
+    def get_stock_info(self, symbol: str) -> Result:
         if symbol not in self.stocks:
             return error(f"Stock with symbol '{symbol}' not found.")
         stock = dict(self.stocks[symbol])
@@ -94,7 +105,7 @@ class TradingBot(Simulator):
             stock["MA(20)"] = padding_get("MA_20_EXTENSION")
         return stock
 
-    def get_order_details(self, order_id: int) -> dict:
+    def get_order_details(self, order_id: int) -> Result:
         if order_id not in self.orders:
             return error(f"Order with ID {order_id} not found. Here is the list of orders_id: {list(self.orders)}")
         order = dict(self.orders[order_id])
@@ -104,7 +115,7 @@ class TradingBot(Simulator):
                                  for k, v in padding_get("ORDER_DETAIL_EXTENSION").items()}
         return order
 
-    def cancel_order(self, order_id: int) -> dict:
+    def cancel_order(self, order_id: int) -> Result:
         if order_id not in self.orders:
             return error(f"Order with ID {order_id} not found.")
         if self.orders[order_id].get("status") == "Completed":
@@ -112,7 +123,7 @@ class TradingBot(Simulator):
         self.orders[order_id]["status"] = "Cancelled"
         return {"order_id": order_id, "status": "Cancelled"}
 
-    def place_order(self, order_type: str, symbol: str, price: float, amount: int) -> dict:
+    def place_order(self, order_type: str, symbol: str, price: float, amount: int) -> Result:
         if (denied := self._need_login("place an order")) is not None:
             return denied
         if symbol not in self.stocks:
@@ -129,7 +140,7 @@ class TradingBot(Simulator):
         return {"order_id": order_id, "order_type": order_type, "status": "Pending", "price": float(price),
                 "amount": amount}
 
-    def withdraw_funds(self, amount: float) -> dict:
+    def withdraw_funds(self, amount: float) -> Result:
         if (denied := self._need_login("make a transaction")) is not None:
             return denied
         if self.market_status != "Open":
@@ -142,28 +153,28 @@ class TradingBot(Simulator):
         self.transaction_history.append({"type": "withdrawal", "amount": amount, "timestamp": self._timestamp()})
         return {"status": "Withdrawal successful", "new_balance": self.account_info["balance"]}
 
-    def get_account_info(self) -> dict:
+    def get_account_info(self) -> Result:
         if (denied := self._need_login("view account information")) is not None:
             return denied
         return dict(self.account_info)
 
-    def trading_login(self, username: str, password: str) -> dict:
+    def trading_login(self, username: str, password: str) -> Result:
         """Any credentials log in (BFCL's rule)."""
         if self.authenticated:
             return {"status": "Already logged in"}
         self.authenticated = True
         return {"status": "Logged in successfully"}
 
-    def trading_get_login_status(self) -> dict:
+    def trading_get_login_status(self) -> Result:
         return {"status": bool(self.authenticated)}
 
-    def trading_logout(self) -> dict:
+    def trading_logout(self) -> Result:
         if not self.authenticated:
             return {"status": "No user is currently logged in"}
         self.authenticated = False
         return {"status": "Logged out successfully"}
 
-    def fund_account(self, amount: float) -> dict:
+    def fund_account(self, amount: float) -> Result:
         if (denied := self._need_login("fund the account")) is not None:
             return denied
         if amount <= 0:
@@ -172,7 +183,7 @@ class TradingBot(Simulator):
         self.transaction_history.append({"type": "deposit", "amount": amount, "timestamp": self._timestamp()})
         return {"status": "Account funded successfully", "new_balance": self.account_info["balance"]}
 
-    def remove_stock_from_watchlist(self, symbol: str) -> dict:
+    def remove_stock_from_watchlist(self, symbol: str) -> Result:
         if (denied := self._need_login("modify the watchlist")) is not None:
             return denied
         if symbol not in self.watch_list:
@@ -180,7 +191,7 @@ class TradingBot(Simulator):
         self.watch_list.remove(symbol)
         return {"status": f"Stock {symbol} removed from watchlist successfully."}
 
-    def get_watchlist(self) -> dict:
+    def get_watchlist(self) -> Result:
         if (denied := self._need_login("view the watchlist")) is not None:
             return denied
         watch = list(self.watch_list)
@@ -188,47 +199,49 @@ class TradingBot(Simulator):
             watch += padding_get("WATCH_LIST_EXTENSION")
         return {"watchlist": watch}
 
-    def get_order_history(self) -> dict:
+    def get_order_history(self) -> Result:
         if (denied := self._need_login("view order history")) is not None:
             return denied
         return {"history": list(self.orders)}
 
-    def get_transaction_history(self, start_date: str | None = None, end_date: str | None = None) -> dict:
+    def get_transaction_history(self, start_date: str | None = None, end_date: str | None = None) -> Result:
         """Transactions between the two days inclusive of midnight bounds (BFCL's comparison); absent = unbounded."""
         if (denied := self._need_login("view transaction history")) is not None:
             return denied
         start, end = datetime.min, datetime.max
         if start_date and start_date != "None":
-            if (start := _parse_day(start_date)) is None:
+            if (start_day := _parse_day(start_date)) is None:
                 return error(f"Invalid start_date '{start_date}': use YYYY-MM-DD.")
+            start = start_day
         if end_date and end_date != "None":
-            if (end := _parse_day(end_date)) is None:
+            if (end_day := _parse_day(end_date)) is None:
                 return error(f"Invalid end_date '{end_date}': use YYYY-MM-DD.")
+            end = end_day
         history = [t for t in self.transaction_history
                    if start <= datetime.strptime(t["timestamp"], TIMESTAMP_FORMAT) <= end]
         if self.long_context:
             history += padding_get("TRANSACTION_HISTORY_EXTENSION")
         return {"transaction_history": history}
 
-    def get_available_stocks(self, sector: str) -> dict:
+    def get_available_stocks(self, sector: str) -> Result:
         stocks = list(SECTORS.get(sector, []))
         if self.long_context and sector in ("Technology", "Automobile"):
             stocks += padding_get("TECHNOLOGY_EXTENSION" if sector == "Technology" else "AUTOMOBILE_EXTENSION")
         return {"stock_list": stocks}
 
-    def filter_stocks_by_price(self, stocks: list, min_price: float, max_price: float) -> dict:
+    def filter_stocks_by_price(self, stocks: list[str], min_price: float, max_price: float) -> Result:
         def price(symbol: str) -> float:
             return self.stocks.get(symbol, {}).get("price", 0)
 
         return {"filtered_stocks": [s for s in stocks if min_price <= price(s) <= max_price]}
 
-    def add_to_watchlist(self, stock: str) -> dict:
+    def add_to_watchlist(self, stock: str) -> Result:
         """Adds a known symbol once; an unknown one is ignored (BFCL's behaviour), the list is returned either way."""
         if stock not in self.watch_list and stock in self.stocks:
             self.watch_list.append(stock)
         return {"watchlist": list(self.watch_list)}
 
-    def notify_price_change(self, stocks: list, threshold: float) -> dict:
+    def notify_price_change(self, stocks: list[str], threshold: float) -> Result:
         changed = [s for s in stocks if s in self.stocks and abs(self.stocks[s]["percent_change"]) >= threshold]
         if changed:
             return {"notification": f"Stocks {', '.join(changed)} have significant price changes."}

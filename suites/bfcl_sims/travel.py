@@ -9,12 +9,13 @@ use a fixed reference day, not the wall clock. Comparable state: all of those.
 from __future__ import annotations
 
 from datetime import date, datetime
+from typing import Any
 
 from .long_context import get as padding_get
-from ._base import Simulator, error
+from ._base import Config, Result, Simulator, error
 
 DEFAULT_SEED = 141053
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     "credit_card_list": {}, "booking_record": {}, "access_token": None, "token_type": None,
     "token_expires_in": None, "token_scope": None, "user_first_name": None, "user_last_name": None,
     "budget_limit": None,
@@ -81,7 +82,18 @@ class TravelAPI(Simulator):
     DOC_FILE = "travel_booking.json"
     STATE_FIELDS = tuple(DEFAULTS)
 
-    def load_scenario(self, config: dict, long_context: bool = False) -> None:
+    # Set by load_scenario from the entry's config, else DEFAULTS (a card's or booking's fields are JSON values).
+    credit_card_list: dict[str, dict[str, Any]]
+    booking_record: dict[str, dict[str, Any]]
+    access_token: str | None
+    token_type: str | None
+    token_expires_in: int | None
+    token_scope: str | None
+    user_first_name: str | None
+    user_last_name: str | None
+    budget_limit: float | None
+
+    def load_scenario(self, config: Config, long_context: bool = False) -> None:
         self.long_context = long_context
         self._seed(config, DEFAULT_SEED)
         for key, default in DEFAULTS.items():
@@ -100,7 +112,7 @@ class TravelAPI(Simulator):
         return None
 
     def authenticate_travel(self, client_id: str, client_secret: str, refresh_token: str, grant_type: str,
-                            user_first_name: str, user_last_name: str) -> dict:
+                            user_first_name: str, user_last_name: str) -> Result:
         """Always grants a token (6 digits, 'expires_in' 2): the simulated OAuth server accepts any client."""
         self.token_expires_in = 2
         self.access_token = str(self._random.randint(100000, 999999))
@@ -110,14 +122,14 @@ class TravelAPI(Simulator):
         self.user_last_name = user_last_name
         return {"expires_in": 2, "access_token": self.access_token, "token_type": "Bearer", "scope": grant_type}
 
-    def travel_get_login_status(self) -> dict:
+    def travel_get_login_status(self) -> Result:
         return {"status": self.token_expires_in not in (None, 0)}
 
-    def get_budget_fiscal_year(self, lastModifiedAfter: str | None = None, includeRemoved: str | None = None) -> dict:
+    def get_budget_fiscal_year(self, lastModifiedAfter: str | None = None, includeRemoved: str | None = None) -> Result:
         return {"budget_fiscal_year": "2018"}
 
     def register_credit_card(self, access_token: str, card_number: str, expiration_date: str, cardholder_name: str,
-                             card_verification_number: int) -> dict:
+                             card_verification_number: int) -> Result:
         if self.token_expires_in is None:
             return error("Token not initialized")
         if (problem := self._token_error(access_token)) is not None:
@@ -139,7 +151,7 @@ class TravelAPI(Simulator):
             return "Invalid travel class. Options are: economy, business, first."
         return float(FARES[(travel_from, travel_to)] * CLASS_FACTORS[travel_class] * _date_multiplier(travel_date))
 
-    def get_flight_cost(self, travel_from: str, travel_to: str, travel_date: str, travel_class: str) -> dict:
+    def get_flight_cost(self, travel_from: str, travel_to: str, travel_date: str, travel_class: str) -> Result:
         fare = self._fare(travel_from, travel_to, travel_date, travel_class)
         if isinstance(fare, str):
             return error(fare)
@@ -149,7 +161,7 @@ class TravelAPI(Simulator):
             return {"travel_cost_list": [float(base * factor) for base in FARES.values()]}
         return {"travel_cost_list": [fare]}
 
-    def get_credit_card_balance(self, access_token: str, card_id: str) -> dict:
+    def get_credit_card_balance(self, access_token: str, card_id: str) -> Result:
         if (problem := self._token_error(access_token)) is not None:
             return error(problem)
         if card_id not in self.credit_card_list:
@@ -157,8 +169,8 @@ class TravelAPI(Simulator):
         return {"card_balance": self.credit_card_list[card_id]["balance"]}
 
     def book_flight(self, access_token: str, card_id: str, travel_date: str, travel_from: str, travel_to: str,
-                    travel_class: str) -> dict:
-        def refused(reason: str) -> dict:
+                    travel_class: str) -> Result:
+        def refused(reason: str) -> Result:
             return {"booking_status": False, "error": reason}
 
         if (problem := self._token_error(access_token)) is not None:
@@ -196,7 +208,7 @@ class TravelAPI(Simulator):
         return {"booking_id": booking_id, "transaction_id": transaction_id, "booking_status": True,
                 "booking_history": history}
 
-    def retrieve_invoice(self, access_token: str, booking_id: str | None = None, insurance_id: str | None = None) -> dict:
+    def retrieve_invoice(self, access_token: str, booking_id: str | None = None, insurance_id: str | None = None) -> Result:
         if (problem := self._token_error(access_token)) is not None:
             return error(problem)
         booking = self.booking_record.get(booking_id) if booking_id is not None else None
@@ -205,15 +217,15 @@ class TravelAPI(Simulator):
         fields = ("travel_date", "travel_from", "travel_to", "travel_class", "travel_cost", "transaction_id")
         return {"invoice": {"booking_id": booking_id, **{f: booking.get(f) for f in fields}}}
 
-    def get_booking_history(self, access_token: str) -> dict:
+    def get_booking_history(self, access_token: str) -> Result:
         if (problem := self._token_error(access_token)) is not None:
             return error(problem)
         return {"booking_history": self.booking_record}
 
-    def list_all_airports(self) -> dict:
+    def list_all_airports(self) -> Result:
         return {"airports": list(AIRPORTS)}
 
-    def cancel_booking(self, access_token: str, booking_id: str) -> dict:
+    def cancel_booking(self, access_token: str, booking_id: str) -> Result:
         """Refunds the fare to the card that paid, then forgets the booking."""
         if (problem := self._token_error(access_token)) is not None:
             return {"cancel_status": False, "error": problem}
@@ -226,7 +238,7 @@ class TravelAPI(Simulator):
         del self.booking_record[booking_id]
         return {"cancel_status": True}
 
-    def compute_exchange_rate(self, base_currency: str, target_currency: str, value: float) -> dict:
+    def compute_exchange_rate(self, base_currency: str, target_currency: str, value: float) -> Result:
         if base_currency == "USD" and target_currency in USD_RATES:
             return {"exchanged_value": float(value * USD_RATES[target_currency])}
         if target_currency == "USD" and base_currency in USD_RATES:
@@ -234,7 +246,7 @@ class TravelAPI(Simulator):
         return error("No available exchange rate for the given currencies.")
 
     def verify_traveler_information(self, first_name: str, last_name: str, date_of_birth: str,
-                                    passport_number: str) -> dict:
+                                    passport_number: str) -> Result:
         if self.user_first_name != first_name or self.user_last_name != last_name:
             return {"verification_status": False,
                     "verification_failure": "Cannot book flight information for another user."
@@ -253,18 +265,18 @@ class TravelAPI(Simulator):
                     "verification_failure": "Passport must be issued by the United States."}
         return {"verification_status": True}
 
-    def set_budget_limit(self, access_token: str, budget_limit: float) -> dict:
+    def set_budget_limit(self, access_token: str, budget_limit: float) -> Result:
         if (problem := self._token_error(access_token)) is not None:
             return error(problem)
         self.budget_limit = float(budget_limit)
         return {"budget_limit": self.budget_limit}
 
-    def get_nearest_airport_by_city(self, location: str) -> dict:
+    def get_nearest_airport_by_city(self, location: str) -> Result:
         return {"nearest_airport": AIRPORT_BY_CITY.get(location, "Unknown")}
 
     def purchase_insurance(self, access_token: str, insurance_type: str, booking_id: str, insurance_cost: float,
-                           card_id: str) -> dict:
-        def refused(reason: str) -> dict:
+                           card_id: str) -> Result:
+        def refused(reason: str) -> Result:
             return {"insurance_status": False, "error": reason}
 
         if (problem := self._token_error(access_token)) is not None:
@@ -278,12 +290,12 @@ class TravelAPI(Simulator):
         self.credit_card_list[card_id]["balance"] -= insurance_cost
         return {"insurance_id": str(self._random.randint(100000000, 999999999)), "insurance_status": True}
 
-    def contact_customer_support(self, booking_id: str, message: str) -> dict:
+    def contact_customer_support(self, booking_id: str, message: str) -> Result:
         if booking_id not in self.booking_record:
             return error("Booking not found")
         return {"customer_support_message": "Thank you for contacting customer support. Your message has been "
                                             "received and we will get back to you shortly."}
 
-    def get_all_credit_cards(self) -> dict:
+    def get_all_credit_cards(self) -> Result:
         return {"credit_card_list": self.credit_card_list}
 

@@ -10,7 +10,7 @@ generator seeded as BFCL seeds it. Comparable state: what BFCL compares (brake a
 from __future__ import annotations
 
 from .long_context import get as padding_get
-from ._base import Simulator, error
+from ._base import Config, Result, Simulator, error
 
 DEFAULT_SEED = 141053
 MAX_FUEL_LEVEL = 50.0
@@ -49,7 +49,27 @@ class VehicleControlAPI(Simulator):
     DOC_FILE = "vehicle_control.json"
     STATE_FIELDS = (*DEFAULTS, "remainingUnlockedDoors")
 
-    def load_scenario(self, config: dict, long_context: bool = False) -> None:
+    # Set by load_scenario from the entry's config, else DEFAULTS.
+    fuelLevel: float
+    batteryVoltage: float
+    engine_state: str
+    doorStatus: dict[str, str]
+    acTemperature: float
+    fanSpeed: int
+    acMode: str
+    humidityLevel: float
+    headLightStatus: str
+    parkingBrakeStatus: str
+    brakePedalStatus: str
+    distanceToNextVehicle: float
+    cruiseStatus: str
+    destination: str
+    frontLeftTirePressure: float
+    frontRightTirePressure: float
+    rearLeftTirePressure: float
+    rearRightTirePressure: float
+
+    def load_scenario(self, config: Config, long_context: bool = False) -> None:
         self.long_context = long_context
         self._seed(config, DEFAULT_SEED)
         for key, default in DEFAULTS.items():
@@ -60,7 +80,7 @@ class VehicleControlAPI(Simulator):
         self._slopeAngle = float(config.get("slopeAngle", 0.0))
         self._brakePedalForce = float(config.get("brakePedalForce", 0.0))
 
-    def startEngine(self, ignitionMode: str) -> dict:
+    def startEngine(self, ignitionMode: str) -> Result:
         if ignitionMode == "STOP":
             self.engine_state = "stopped"
             return {"engineState": self.engine_state, "fuelLevel": self.fuelLevel, "batteryVoltage": self.batteryVoltage}
@@ -78,7 +98,7 @@ class VehicleControlAPI(Simulator):
         self.engine_state = "running"
         return {"engineState": self.engine_state, "fuelLevel": self.fuelLevel, "batteryVoltage": self.batteryVoltage}
 
-    def fillFuelTank(self, fuelAmount: float) -> dict:
+    def fillFuelTank(self, fuelAmount: float) -> Result:
         if fuelAmount < 0:
             return error("Fuel amount cannot be negative.")
         if self.fuelLevel + fuelAmount > MAX_FUEL_LEVEL:
@@ -86,7 +106,7 @@ class VehicleControlAPI(Simulator):
         self.fuelLevel += fuelAmount
         return {"fuelLevel": self.fuelLevel}
 
-    def lockDoors(self, unlock: bool, door: list) -> dict:
+    def lockDoors(self, unlock: bool, door: list[str]) -> Result:
         unknown = [d for d in door if d not in self.doorStatus]
         if unknown:
             return error(f"Unknown door(s): {', '.join(map(str, unknown))}. Doors: {', '.join(self.doorStatus)}")
@@ -98,7 +118,7 @@ class VehicleControlAPI(Simulator):
         return {"lockStatus": wanted, "remainingUnlockedDoors": self.remainingUnlockedDoors}
 
     def adjustClimateControl(self, temperature: float, unit: str = "celsius", fanSpeed: int = 50,
-                             mode: str = "auto") -> dict:
+                             mode: str = "auto") -> Result:
         """Stores the temperature in Celsius; answers with the temperature as given (BFCL's reply)."""
         if not 0 <= fanSpeed <= 100:
             return error("Fan speed must be between 0 and 100.")
@@ -107,24 +127,24 @@ class VehicleControlAPI(Simulator):
         self.acMode = mode
         return {"currentACTemperature": temperature, "climateMode": mode, "humidityLevel": self.humidityLevel}
 
-    def get_outside_temperature_from_google(self) -> dict:
+    def get_outside_temperature_from_google(self) -> Result:
         reading = {"outsideTemperature": self._random.uniform(-10.0, 40.0)}
         if self.long_context:
             return {**padding_get("LONG_WEATHER_EXTENSION"), **reading}
         return reading
 
-    def get_outside_temperature_from_weather_com(self) -> dict:
+    def get_outside_temperature_from_weather_com(self) -> Result:
         """Always fails: the service is down in BFCL's world (its data expects this error)."""
         return {"error": 404}
 
-    def setHeadlights(self, mode: str) -> dict:
+    def setHeadlights(self, mode: str) -> Result:
         if mode not in ("on", "off", "auto"):
             return error("Invalid headlight mode.")
         self.headLightStatus = "on" if mode == "on" else "off"
         return {"headlightStatus": self.headLightStatus}
 
-    def displayCarStatus(self, option: str) -> dict:
-        status: dict = {"metadata": padding_get("CAR_STATUS_METADATA_EXTENSION")} if self.long_context else {}
+    def displayCarStatus(self, option: str) -> Result:
+        status: Result = {"metadata": padding_get("CAR_STATUS_METADATA_EXTENSION")} if self.long_context else {}
         if option == "fuel":
             status["fuelLevel"] = self.fuelLevel
         elif option == "battery":
@@ -147,7 +167,7 @@ class VehicleControlAPI(Simulator):
             status["error"] = f"Invalid option '{option}'; one of: {', '.join(STATUS_OPTIONS)}"
         return status
 
-    def activateParkingBrake(self, mode: str) -> dict:
+    def activateParkingBrake(self, mode: str) -> Result:
         if mode not in ("engage", "release"):
             return error("Invalid mode")
         engaged = mode == "engage"
@@ -160,7 +180,7 @@ class VehicleControlAPI(Simulator):
             return {"parkingBrakeInstruction": padding_get("PARKING_BRAKE_INSTRUCTION"), **reply}
         return reply
 
-    def pressBrakePedal(self, pedalPosition: float) -> dict:
+    def pressBrakePedal(self, pedalPosition: float) -> Result:
         if not 0 <= pedalPosition <= 1:
             return error("Pedal position must be between 0 and 1.")
         if pedalPosition == 0:
@@ -169,12 +189,12 @@ class VehicleControlAPI(Simulator):
         self._brakePedalForce = float(pedalPosition * FULL_BRAKE_FORCE)
         return {"brakePedalStatus": "pressed", "brakePedalForce": self._brakePedalForce}
 
-    def releaseBrakePedal(self) -> dict:
+    def releaseBrakePedal(self) -> Result:
         self.brakePedalStatus = "released"
         self._brakePedalForce = 0.0
         return {"brakePedalStatus": "released", "brakePedalForce": 0.0}
 
-    def setCruiseControl(self, speed: float, activate: bool, distanceToNextVehicle: float) -> dict:
+    def setCruiseControl(self, speed: float, activate: bool, distanceToNextVehicle: float) -> Result:
         """Needs a running engine; speed 0-120 in steps of 5. The distance is kept even when the speed is refused
         (BFCL's order of checks)."""
         if self.engine_state == "stopped":
@@ -187,42 +207,42 @@ class VehicleControlAPI(Simulator):
         return {"cruiseStatus": self.cruiseStatus, "currentSpeed": speed,
                 "distanceToNextVehicle": self.distanceToNextVehicle}
 
-    def get_current_speed(self) -> dict:
+    def get_current_speed(self) -> Result:
         return {"currentSpeed": self._random.uniform(0.0, 120.0)}
 
-    def display_log(self, messages: list) -> dict:
+    def display_log(self, messages: list[str]) -> Result:
         return {"log": list(messages)}
 
-    def estimate_drive_feasibility_by_mileage(self, distance: float) -> dict:
+    def estimate_drive_feasibility_by_mileage(self, distance: float) -> Result:
         return {"canDrive": self.fuelLevel * MILES_PER_GALLON >= distance}
 
-    def liter_to_gallon(self, liter: float) -> dict:
+    def liter_to_gallon(self, liter: float) -> Result:
         return {"gallon": liter * 0.264172}
 
-    def gallon_to_liter(self, gallon: float) -> dict:
+    def gallon_to_liter(self, gallon: float) -> Result:
         return {"liter": gallon * 3.78541}
 
-    def estimate_distance(self, cityA: str, cityB: str) -> dict:
+    def estimate_distance(self, cityA: str, cityB: str) -> Result:
         """Distance between two zip codes from a fixed table (the docs' 'cities' are zip codes)."""
         miles = DISTANCES.get(frozenset((cityA, cityB)))
-        result: dict = {"distance": miles} if miles is not None else error("distance not found in database.")
+        result: Result = {"distance": miles} if miles is not None else error("distance not found in database.")
         if self.long_context:
             result["intermediaryCities"] = padding_get("INTERMEDIARY_CITIES")
         return result
 
-    def get_zipcode_based_on_city(self, city: str) -> dict:
+    def get_zipcode_based_on_city(self, city: str) -> Result:
         return {"zipcode": ZIPCODES.get(city, "00000")}
 
-    def set_navigation(self, destination: str) -> dict:
+    def set_navigation(self, destination: str) -> Result:
         self.destination = destination
         return {"status": "Navigating to " + destination}
 
-    def check_tire_pressure(self) -> dict:
+    def check_tire_pressure(self) -> Result:
         pressures = {k: getattr(self, k) for k in ("frontLeftTirePressure", "frontRightTirePressure",
                                                    "rearLeftTirePressure", "rearRightTirePressure")}
         healthy = 30 <= sum(pressures.values()) / 4 <= 35
         car_info = padding_get("CAR_STATUS_METADATA_EXTENSION") if self.long_context else {}
         return {**pressures, "healthy_tire_pressure": healthy, "car_info": car_info}
 
-    def find_nearest_tire_shop(self) -> dict:
+    def find_nearest_tire_shop(self) -> Result:
         return {"shopLocation": "456 Oakwood Avenue, Rivermist, 83214"}

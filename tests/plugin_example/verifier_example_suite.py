@@ -22,7 +22,7 @@ def load(data: str | None = None, smoke: bool = False) -> list[Sample]:
                    target=str(a + b)) for i, (a, b) in enumerate(pairs)]
 
 
-def request(sample: Sample) -> dict:
+def request(sample: Sample) -> dict[str, object]:
     """The body without model and sampling (the runner adds them)."""
     return {"messages": sample.messages}
 

@@ -19,7 +19,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from verifier import safewrite
 from verifier.execution import journal, runner, scoring
@@ -207,12 +207,13 @@ class Collected:
     """Of which ended in an infra error."""
 
 
-def select(samples: list[Sample], limit: int | None, seed: int | None) -> list[Sample]:
+def select(samples: Sequence[Sample], limit: int | None, seed: int | None) -> Sequence[Sample]:
     """Shuffle (seeded), then limit. A conversation is one sample (Suite.conversation): it is kept or dropped whole."""
     pool = samples  # may be lazy (built per sample on access): slicing keeps unselected samples unbuilt
     if seed is not None:
-        pool = list(pool)
-        random.Random(seed).shuffle(pool)
+        shuffled = list(pool)
+        random.Random(seed).shuffle(shuffled)
+        pool = shuffled
     return pool[:limit] if limit else pool
 
 
@@ -276,10 +277,10 @@ def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConf
     )
 
 
-def load_suite_samples(suites: list[Suite], spec: RunSpec) -> list[tuple[Suite, list[Sample]]]:
+def load_suite_samples(suites: list[Suite], spec: RunSpec) -> list[tuple[Suite, Sequence[Sample]]]:
     from verifier.execution.merge import take_shard
 
-    out = []
+    out: list[tuple[Suite, Sequence[Sample]]] = []
     for s in suites:
         if spec.samples is not None:  # a golden's own samples: nothing to load, no hub, no --data
             out.append((s, list(spec.samples.get(s.name, ()))))
@@ -381,7 +382,7 @@ class Collection:
     """The endpoint's configuration (secrets registered)."""
     endpoint: "Endpoint"
     """The run's one client: reachability, server info, probes and every request."""
-    suites: list[tuple[Suite, list[Sample]]]
+    suites: list[tuple[Suite, Sequence[Sample]]]
     """Each suite with its samples."""
     modes: list[str]
     """Wire modes, in request order."""
@@ -544,7 +545,7 @@ STEPS: tuple[Step, ...] = (Preflight(), Begin(), Probes(), ContextProbe(), Sampl
 """The one order of a run's collection."""
 
 
-def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, RunHeader, frozenset[str], list[tuple[Suite, list[Sample]]], "EndpointConfig", dict[tuple[str, str, int, str], Exchange]]:
+def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, RunHeader, frozenset[str], list[tuple[Suite, Sequence[Sample]]], "EndpointConfig", dict[tuple[str, str, int, str], Exchange]]:
     from verifier.execution.resume import check_resume
 
     run_dir = Path(spec.resume or "")
@@ -556,7 +557,7 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, R
     check_resume(spec, hdr, run_dir)
     stack.enter_context(journal.locked(run_dir))  # before reading what is done: a second writer would re-send it
     samples = journal.read_samples(run_dir)
-    suites = []
+    suites: list[tuple[Suite, Sequence[Sample]]] = []
     header = RunHeader.from_dict(hdr)
     for name in header.suites:
         suite = suite_named(name)
@@ -579,7 +580,7 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, R
     return run_dir, header, journal.absent_keys(hdr), suites, cfg, answered
 
 
-def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, list[Sample]]], "EndpointConfig"]:
+def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, Sequence[Sample]]], "EndpointConfig"]:
     if spec.out is not None:  # before anything is loaded or sent: a golden is not a place for a run's files
         RunDir(spec.out).claim_for_write(flag="--out", force=spec.force, own_run=True)  # a run there: refused below
     suites_ = resolve_suites(spec.suites)
@@ -637,7 +638,7 @@ async def _collect(spec: RunSpec, stop_check: Callable[[Path], bool] | None,
     return c.run_dir, c.sent, c.live
 
 
-def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list[tuple[Suite, list[Sample]]],
+def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list[tuple[Suite, Sequence[Sample]]],
                info: dict[str, Any], template: str | None, stack: contextlib.ExitStack) -> tuple[RunHeader, list[Work]]:
     modes, extra, sampling = list(spec.modes), dict(spec.extra_body), _sampling(spec)
     dropped = sorted({k for s, xs in suites for x in xs for k in runner.identity_overrides(s, x, extra, sampling["overrides"])})

@@ -5,12 +5,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .main import build_parser, entry, main
 
 __all__ = ["build_parser", "entry", "main"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:  # the object an old import path names
     # Old import paths (`from verifier.cli import data_for`, `UsageError`): resolved on use, so importing the
     # package stays cheap.
     if name == "UsageError":

@@ -17,6 +17,8 @@ import verifier.cli.types as T
 from .. import jsonsafe
 
 if TYPE_CHECKING:
+    from verifier.app.collect import EndpointSpec, RunSpec
+    from verifier.app.spec import GateOptions
     from verifier.attribution.document import Comparison
 
 from ..surfaces.registry import MODES as MODE_NAMES, REFERENCE_MODE  # the registry is pure Python: --help stays cheap
@@ -68,7 +70,7 @@ def _api_key_env(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e).removeprefix("--api-key-env: ")) from None
 
 
-def options_from_env(environ: Mapping[str, str] | None = None):  # -> app.spec.GateOptions
+def options_from_env(environ: Mapping[str, str] | None = None) -> GateOptions:
     """The endpoint settings the environment gives (docs/reference/cli.md, "Environment"): below a gate file and the flags."""
     from verifier.app.spec import GateOptions, api_key_env
 
@@ -136,7 +138,7 @@ def parse_headers(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-def endpoint_from_args(a: argparse.Namespace):  # -> app.EndpointSpec
+def endpoint_from_args(a: argparse.Namespace) -> EndpointSpec:
     from verifier.app.collect import EndpointSpec
 
     return EndpointSpec(base_url=a.base_url, model=a.model, api_key_env=a.api_key_env, headers=parse_headers(a.header),
@@ -152,7 +154,7 @@ def overrides_from_args(a: argparse.Namespace) -> dict[str, Any]:
     return sampling(a.temperature, a.top_p, a.max_tokens, a.seed, a.logprobs)
 
 
-def run_spec_from_args(a: argparse.Namespace):  # -> app.RunSpec
+def run_spec_from_args(a: argparse.Namespace) -> RunSpec:
     """`verifier run` flags -> RunSpec (the CLI's half of RunSpec.from_args)."""
     from verifier.app.collect import RunSpec
 

@@ -49,9 +49,12 @@ the command line > the file > the environment > defaults.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from verifier.app.spec import GateOptions
 
 TOP = {"golden", "suites", "modes", "limit", "data", "endpoint", "endpoints", "sampling", "budgets", "margins", "outputs"}
 MAX_BYTES = 1024 * 1024
@@ -74,7 +77,7 @@ def read(path: str | Path) -> dict[str, Any]:
         raise UsageError(f"--config {path}: not valid TOML: {e}") from None
 
 
-def endpoint_options(t: dict[str, Any], where: str):  # -> app.spec.GateOptions
+def endpoint_options(t: dict[str, Any], where: str) -> GateOptions:
     from verifier.app.spec import GateOptions, api_key_env
 
     return GateOptions(base_url=t.get("base_url"), model=t.get("model"),
@@ -83,7 +86,7 @@ def endpoint_options(t: dict[str, Any], where: str):  # -> app.spec.GateOptions
                        max_retries=t.get("max_retries"))
 
 
-def options(doc: dict[str, Any], path: Path):  # -> tuple[GateOptions, list[tuple[str, GateOptions]]]
+def options(doc: dict[str, Any], path: Path) -> tuple[GateOptions, list[tuple[str, GateOptions]]]:
     """The gate file's door: the shared options, and one (name, endpoint options) per [endpoint] / [[endpoints]].
     Checked first against the gate file's schema (every key's type and range), then read once into values."""
     from verifier.app.spec import GateOptions, Probes, margins_from_table, names, sampling
@@ -137,7 +140,7 @@ def refuse_foreign_dir(path: Path, value: str) -> None:
         raise UsageError(f"gate file: [outputs] dir = {value!r} cannot be read ({e.strerror})") from None
 
 
-def resolve_outputs(opts: Any, out: str, config: Path):  # -> GateOptions
+def resolve_outputs(opts: GateOptions, out: str, config: Path) -> GateOptions:
     """[outputs] report/junit/markdown/matrix follow the run the gate makes: a relative path is relative to the
     run directory `out` (the file's `dir`, or `--out`, which wins), and one written under the file's own `dir`
     (`runs/gate/report.html`) is read as relative to it, so `--out runs/gate2` never writes into runs/gate.
@@ -146,7 +149,7 @@ def resolve_outputs(opts: Any, out: str, config: Path):  # -> GateOptions
     import dataclasses
 
     file_dir = Path(opts.out) if opts.out else None
-    if file_dir is not None and Path(out) == file_dir:
+    if opts.out and file_dir is not None and Path(out) == file_dir:
         refuse_foreign_dir(file_dir, opts.out)
     roots = [Path(out).resolve(), Path(config).resolve().parent]
     resolved: dict[str, Any] = {"out": out}

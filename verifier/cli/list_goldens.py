@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("list-goldens", help="list the packaged goldens (or those in DIR): name, suites, model, modes, samples")
     p.add_argument("dir", nargs="?", help="a directory of goldens (default: the ones installed with verifier)")
     p.set_defaults(fn=handle)

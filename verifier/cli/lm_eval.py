@@ -9,7 +9,7 @@ import argparse
 import os
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("lm-eval", help="run an lm-eval generate_until task through the endpoint (or import its samples) into a run directory")
     add_arguments(p)
     p.set_defaults(fn=handle)

@@ -12,7 +12,7 @@ import signal
 import threading
 import os
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from ..version import __version__
 from .. import scrub
@@ -61,7 +61,7 @@ class _PipeSafe:
     """stdout that survives its reader going away (`verifier gate | head`): the command still writes its
     files and returns its own exit code; what it prints after the pipe closed goes nowhere."""
 
-    def __init__(self, stream: Any):
+    def __init__(self, stream: TextIO):
         self._stream, self._gone = stream, False
 
     def write(self, text: str) -> int:
@@ -138,7 +138,8 @@ def _run(a: argparse.Namespace) -> int:
 
         previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
-        return a.fn(a)
+        code: int = a.fn(a)  # the command's handler (set_defaults(fn=...)): its exit code
+        return code
     except UsageError as e:
         _error(a, str(e), e.hints)
         return 2

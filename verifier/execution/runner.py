@@ -10,7 +10,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TextIO, cast
 
 from verifier import safewrite
 from verifier.execution import journal
@@ -30,7 +30,7 @@ now = journal.now
 git_commit = journal.git_commit
 
 
-def dataset_sha256(samples: list[Sample]) -> str:
+def dataset_sha256(samples: Sequence[Sample]) -> str:
     h = hashlib.sha256()
     for s in samples:
         h.update(safewrite.canonical(journal.sample_fields(s)).encode())
@@ -236,7 +236,7 @@ async def execute(
 
 
 def plan(
-    suites: list[tuple[Suite, list[Sample]]],
+    suites: list[tuple[Suite, Sequence[Sample]]],
     model: str,
     sampling: dict[str, Any],
     extra_body: dict[str, Any],
@@ -260,14 +260,14 @@ def plan(
     return work
 
 
-def records(suite: Suite, samples: list[Sample]) -> int:
+def records(suite: Suite, samples: Sequence[Sample]) -> int:
     """How many scored records a suite's samples make per epoch and mode (a conversation makes several)."""
     if suite.conversation:
         return sum(len(suite.conversation.records(s)) for s in samples)
     return len(samples)
 
 
-def header(run_id: str, cfg: EndpointConfig, suites: list[tuple[Suite, list[Sample]]], sampling: dict[str, Any],
+def header(run_id: str, cfg: EndpointConfig, suites: list[tuple[Suite, Sequence[Sample]]], sampling: dict[str, Any],
            extra_body: dict[str, Any], epochs: int, modes: list[str], api_key_env: str | None) -> RunHeader:
     from verifier.wire.endpoint import redact_url
     from verifier.redact import mask_credentials

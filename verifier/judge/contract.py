@@ -84,14 +84,16 @@ def _declared_schemas(request: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for t in request.get("tools") or []:
         if isinstance(t, dict):
-            fn = t.get("function") if isinstance(t.get("function"), dict) else t
+            function = t.get("function")
+            fn: dict[str, Any] = function if isinstance(function, dict) else t
             schema = fn.get("parameters", fn.get("input_schema"))
             if isinstance(fn.get("name"), str) and isinstance(schema, dict):
                 out[fn["name"]] = schema
     return out
 
 
-def _declared(request: dict[str, Any]) -> set[str] | None:
+def _declared(request: dict[str, Any]) -> set[object] | None:
+    """The names the request's tools declare, as sent (JSON values: a name that is not a string is kept as it is)."""
     tools = request.get("tools")
     if not tools:
         return None
@@ -123,11 +125,11 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
         f.append(Finding("json_too_deep", str(p.extra.json_too_deep)))
     if p.extra.json_too_large:
         f.append(Finding("json_too_large", str(p.extra.json_too_large)))
-    calls = p.tool_calls
-    if calls is not None and not isinstance(calls, list):
-        f.append(Finding("tool_calls_not_list", type(calls).__name__))
-        calls = None
-    calls = calls or []
+    # Typed a list, but a surface's parser hands on what the server sent: anything else is a finding.
+    sent: object = p.tool_calls
+    if sent is not None and not isinstance(sent, list):
+        f.append(Finding("tool_calls_not_list", type(sent).__name__))
+    calls: list[Any] = sent if isinstance(sent, list) else []
     f += _tool_call_findings(request, calls)
     if p.extra.index_collisions:
         f.append(Finding("stream_index_collision", f"indexes {p.extra.index_collisions}"))
@@ -160,7 +162,7 @@ def _tool_call_findings(request: dict[str, Any], calls: list[Any]) -> list[Findi
     for c in calls:
         fn = (c or {}).get("function") or {}
         args = fn.get("arguments")
-        name = fn.get("name")
+        name: Any = fn.get("name")  # the server's JSON value, whatever its type
         if not isinstance(args, str):
             f.append(Finding("tool_args_not_string", f"{name}: {type(args).__name__}"))
         else:
@@ -219,15 +221,15 @@ def _text_findings(p: Parsed, calls: list[Any]) -> list[Finding]:
     f: list[Finding] = []
     fr = p.finish_reason
     for field_name, text in (("content", p.content), ("reasoning", p.reasoning)):
-        if text and MARKUP.search(text):
-            f.append(Finding("tool_markup_in_content", f"{field_name}: {MARKUP.search(text).group(0)}"))
-        if text and SPECIAL_TOKEN.search(text):
-            f.append(Finding("stop_token_in_content", f"{field_name}: {SPECIAL_TOKEN.search(text).group(0)}"))
-    if p.content and THINK.search(p.content):
-        f.append(Finding("reasoning_in_content", THINK.search(p.content).group(0)))
+        if text and (markup := MARKUP.search(text)):
+            f.append(Finding("tool_markup_in_content", f"{field_name}: {markup.group(0)}"))
+        if text and (special := SPECIAL_TOKEN.search(text)):
+            f.append(Finding("stop_token_in_content", f"{field_name}: {special.group(0)}"))
+    if p.content and (think := THINK.search(p.content)):
+        f.append(Finding("reasoning_in_content", think.group(0)))
     if not (p.content or "").strip() and not calls:
         if (p.reasoning or "").strip() and fr != "length":
-            f.append(Finding("answer_in_reasoning", p.reasoning[-120:]))
+            f.append(Finding("answer_in_reasoning", (p.reasoning or "")[-120:]))
         elif not (p.reasoning or "").strip() and fr != "length":
             f.append(Finding("empty_response"))
     return f
@@ -240,7 +242,8 @@ def forces_a_call(request: dict[str, Any]) -> str | None:
     if tc == "required":
         return "required"
     if isinstance(tc, dict):
-        fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+        function = tc.get("function")
+        fn: dict[str, Any] = function if isinstance(function, dict) else tc
         if tc.get("type") in ("function", "tool") or isinstance(tc.get("function"), dict):
             return f"function {str(fn.get('name'))[:80]}"
         if tc.get("type") == "any":
@@ -351,7 +354,8 @@ def argument_errors(value: Any, schema: Any, depth: int = 0, path: str = "") -> 
     if isinstance(enum, list) and enum and value not in enum:
         errors.append(f"{where}: {json_preview(value)} not in enum")
     if isinstance(value, dict):
-        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        properties = schema.get("properties")
+        props: dict[str, Any] = properties if isinstance(properties, dict) else {}
         for k in schema.get("required") or []:
             if isinstance(k, str) and k not in value:
                 errors.append(f"{where}: required {k!r} missing")
@@ -410,10 +414,11 @@ def detokenize_mismatch(p: Parsed) -> str | None:
 
     Accepted as benign (engines legitimately differ): special tokens listed among the logprob tokens, raw
     byte-level markers (Ġ, Ċ, ▁) in token strings, reasoning tokens listed first, trailing whitespace."""
-    toks = [t.get("token") for t in p.logprobs or [] if isinstance(t, dict)]
+    listed = [t.get("token") for t in p.logprobs or [] if isinstance(t, dict)]
     content = p.content or ""
-    if not toks or p.tool_calls or not all(isinstance(t, str) for t in toks):
+    if not listed or p.tool_calls or not all(isinstance(t, str) for t in listed):
         return None
+    toks = [t for t in listed if isinstance(t, str)]  # all of them (checked just above)
     if any(t.startswith("bytes:") for t in toks):
         return None  # vLLM's spelling of a byte-fallback piece: it cannot spell a character by itself
     text = "".join(visible_tokens(toks))

@@ -40,14 +40,25 @@ class Surface(Protocol):
     `error_shape` / `error_ok` (the surface's error body), `text_deltas` (content pieces as sent). History:
     `assistant_turn`, `tool_results`, `extend` (replaying an answer for the next turn of a conversation)."""
 
-    name: str
-    modes: tuple[Mode, ...]
-    error_shape: str | None
-    """The error body this surface's clients parse (for the `error_shape_wrong` finding); None: not checked."""
-    no_logprobs: str | None
-    """Why this surface's answers carry no logprobs (said where drift cannot be measured); None: they can."""
-    terminal_events: tuple[str, ...]
-    """The `type`s of the events that end a stream (chat has none: it ends at `[DONE]`)."""
+    # The constants are read-only members (properties here, class attributes in a surface), so a surface whose
+    # value is narrower (`no_logprobs = None`, two modes) still has this protocol.
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def modes(self) -> tuple[Mode, ...]: ...
+
+    @property
+    def error_shape(self) -> str | None:
+        """The error body this surface's clients parse (for the `error_shape_wrong` finding); None: not checked."""
+
+    @property
+    def no_logprobs(self) -> str | None:
+        """Why this surface's answers carry no logprobs (said where drift cannot be measured); None: they can."""
+
+    @property
+    def terminal_events(self) -> tuple[str, ...]:
+        """The `type`s of the events that end a stream (chat has none: it ends at `[DONE]`)."""
 
     def headers(self, cfg: Any) -> dict[str, str]: ...
 

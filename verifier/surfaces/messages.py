@@ -248,7 +248,8 @@ class _Stream:
         elif t == "message_stop":
             self.saw_stop_event = True
         elif t == "error":
-            err = ev.get("error") if isinstance(ev.get("error"), dict) else {}
+            error = ev.get("error")
+            err: dict[str, Any] = error if isinstance(error, dict) else {}
             self.extra.stream_error_event = str(err.get("message") or err.get("type"))[:120]
 
     def parsed(self) -> Parsed:

@@ -33,7 +33,7 @@ _PING = {"input": "ping", "max_output_tokens": 16}
 # ---------------------------------------------------------------- request
 
 
-def _content(role: str, content: Any) -> Any:
+def _content(role: object, content: Any) -> Any:
     if not isinstance(content, list):
         return content if content is not None else ""
     text_type = "output_text" if role == "assistant" else "input_text"
@@ -137,12 +137,13 @@ def _finish(resp: dict[str, Any], has_calls: bool) -> str | None:
     if status == "completed":
         return "tool_calls" if has_calls else "stop"
     if status == "incomplete":
-        reason = (resp.get("incomplete_details") or {}).get("reason") if isinstance(resp.get("incomplete_details"), dict) else None
+        details = resp.get("incomplete_details")
+        reason: Any = details.get("reason") if isinstance(details, dict) else None  # the server's JSON value
         return INCOMPLETE.get(reason, "length")
     return status if isinstance(status, str) else None
 
 
-def _output(output: list[Any], extra: WireFacts) -> tuple[list[str], list[str], list[dict], list[dict]]:
+def _output(output: list[Any], extra: WireFacts) -> tuple[list[str], list[str], list[dict[str, Any]], list[dict[str, Any]]]:
     text, reasoning, calls, logprobs = [], [], [], []
     for item in output:
         if not isinstance(item, dict):
@@ -182,7 +183,7 @@ class _Stream:
     def __init__(self) -> None:
         self.text: list[str] = []
         self.reasoning: list[str] = []
-        self.logprobs: list[dict] = []
+        self.logprobs: list[dict[str, Any]] = []
         self.items: dict[int, dict[str, Any]] = {}
         self.item_ids: dict[int, set[str]] = {}
         self.final: dict[str, Any] | None = None
@@ -287,7 +288,7 @@ class Responses(TranslatedSurface):
     def assistant_turn(self, ex: Exchange, parsed: Callable[[], Parsed]) -> list[dict[str, Any]]:
         """The `output` items as the server emitted them (a stream's from its terminal event)."""
         if ex.chunks is not None and ex.body is None:
-            final = next((e["response"] for e in reversed(events(ex.chunks or [])) if e.get("type") in TERMINAL
+            final: dict[str, Any] = next((e["response"] for e in reversed(events(ex.chunks or [])) if e.get("type") in TERMINAL
                           and isinstance(e.get("response"), dict)), {})
             return list(final.get("output") or [])
         return list((load_or_none(ex.body) or {}).get("output") or [])

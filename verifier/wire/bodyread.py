@@ -6,6 +6,7 @@ Split from endpoint.py, which sends; these only read what came back.
 from __future__ import annotations
 
 import codecs
+from collections.abc import AsyncIterator
 from typing import Any
 
 from verifier.jsonsafe import TooDeep, loads_bounded
@@ -25,7 +26,7 @@ TOO_MANY_EVENTS = "stream_too_many_events"
 """The error class of a stream cut at the event cap: not retried, and judged as a contract finding (scoring)."""
 
 
-async def _bytes(resp: Any, limit: int):
+async def _bytes(resp: Any, limit: int) -> AsyncIterator[bytes]:
     """Decoded body bytes of an aiohttp response, counted as they inflate: a bomb stops at `limit`, not at the end
     of memory (aiohttp inflates a compressed body in bounded pieces as it is read, and gives them as they come)."""
     total = 0
@@ -123,7 +124,8 @@ class _Events:
     """
 
     def __init__(self, chunks: list[str], max_events: int = MAX_STREAM_EVENTS):
-        self.chunks, self.pending = chunks, []
+        self.chunks = chunks
+        self.pending: list[str] = []
         self.lines, self.max_events = 0, max_events
 
     def line(self, line: str) -> str | None:

@@ -146,7 +146,8 @@ class _Worker:
         reply = json.loads(line)
         if "error" in reply:
             raise TemplateUnavailable(f"chat template failed to render: {reply['error']}")
-        return reply["ok"]
+        rendered: str = reply["ok"]  # the worker's reply: {"ok": the rendered prompt} or {"error": ...}
+        return rendered
 
     def kill(self) -> None:
         self.proc.kill()

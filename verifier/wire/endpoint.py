@@ -41,8 +41,6 @@ HTTP_ERRORS: tuple[type[Exception], ...] = (aiohttp.ClientError,)
 """Everything the client raises for a failed request (a response it could not read included)."""
 TRANSPORT_ERRORS: tuple[type[Exception], ...] = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)
 """The connection failed, broke, or went silent: the network's fault or the server's, worth a retry."""
-TIMEOUTS: tuple[type[Exception], ...] = (aiohttp.ServerTimeoutError,)
-"""A connect or a read that outlived its timeout (aiohttp's own; they are also `TimeoutError`s)."""
 CONNECT_ERRORS: tuple[type[Exception], ...] = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
 """No connection was made: nothing was sent."""
 
@@ -404,7 +402,7 @@ class Endpoint:
         try:
             status, text = await self._get(url, self.cfg.info_deadline_s)
             return loads_bounded(text or "") if status == 200 else None
-        except (*HTTP_ERRORS, TooLarge, TimeoutError, ValueError):
+        except HTTP_ERRORS + (TooLarge, TimeoutError, ValueError):
             return None
 
     async def get(self, url: str) -> tuple[int | None, Any]:
@@ -412,7 +410,7 @@ class Endpoint:
         `info_deadline_s`; status None when nothing answered in time."""
         try:
             status, text = await self._get(url, self.cfg.info_deadline_s)
-        except (*HTTP_ERRORS, TooLarge, TimeoutError):
+        except HTTP_ERRORS + (TooLarge, TimeoutError):
             return None, None
         except UnknownCharset as e:  # the model list cannot be read as the server says it is written
             raise UsageError(f"GET {redact_url(url)}: {e}") from None

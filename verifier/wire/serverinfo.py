@@ -36,7 +36,7 @@ def _scalar(v: Any, cap: int = MAX_STR) -> Any:
 
 def _pick(d: dict[str, Any], keys: tuple[str, ...], caps: dict[str, int] | None = None) -> dict[str, Any]:
     caps = caps or {}
-    out = {}
+    out: dict[str, Any] = {}  # a JSON document (serverinfo.json): lists, objects and scalars
     for k in keys:
         if k not in d:
             continue
@@ -71,7 +71,8 @@ def _props(p: Any) -> Any:
     dgs = p.get("default_generation_settings")
     if isinstance(dgs, dict):
         # Newer llama-server nests the sampling settings under "params".
-        flat = {**(dgs.get("params") if isinstance(dgs.get("params"), dict) else {}), **dgs}
+        params = dgs.get("params")
+        flat = {**(params if isinstance(params, dict) else {}), **dgs}
         out["default_generation_settings"] = _pick(flat, GEN_KEYS)
     return out
 
