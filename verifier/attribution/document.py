@@ -1,8 +1,8 @@
 """The comparison document as types: `comparison.json` and its parts, frozen, each with `to_dict()` / `from_dict()`.
 
 compare.compare builds the document as a `Comparison` (and the gate adds its blocks with `dataclasses.replace`);
-readers take it as one (`Comparison.read(path)`, `Comparison.from_dict(doc)` or `Comparison.of(doc)` for one in
-memory) and read fields, not string keys. `to_dict()` gives back today's document exactly, key order included (the order compare inserts the
+readers take it as one (`Comparison.read(path)` from a file, `Comparison.from_dict(doc)` from a document) and
+read fields, not string keys. `to_dict()` gives back today's document exactly, key order included (the order compare inserts the
 keys in): `Comparison.from_dict(d).to_dict() == d` and the file written from either is the same bytes (the journal
 writes JSON with sorted keys). A key a part does not name (a newer writer's, or a block kept as is) is kept in
 `extra` and written back after the named ones.
@@ -416,11 +416,6 @@ class Comparison:
     def evidence(self) -> tuple[Evidence, ...]:
         """Frontend evidence, then quantization evidence."""
         return self.frontend.evidence + self.quantization.evidence
-
-    @classmethod
-    def of(cls, doc: Comparison | Mapping[str, Any]) -> Comparison:
-        """The typed document, from itself or from its dict (the form the Python API and older callers hand over)."""
-        return doc if isinstance(doc, Comparison) else cls.from_dict(doc)
 
     def to_json(self) -> dict[str, Any]:
         """comparison.json, key for key (`to_dict`): the Python API's documented name for the document."""

@@ -172,13 +172,10 @@ def run_spec_from_args(a: argparse.Namespace) -> RunSpec:
     )
 
 
-def exit_code(doc: Mapping[str, Any] | Comparison, allow_inconclusive: bool) -> int:
-    from verifier.attribution.document import Comparison
-
-    status, code = (doc.status, doc.exit_code) if isinstance(doc, Comparison) else (doc["status"], doc["exit_code"])
-    if status == "inconclusive" and allow_inconclusive:
+def exit_code(doc: "Comparison", allow_inconclusive: bool) -> int:
+    if doc.status == "inconclusive" and allow_inconclusive:
         return 0
-    return int(code)
+    return int(doc.exit_code)
 
 
 def add_teacher_forcing_args(p: argparse.ArgumentParser, default: str | None = None) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported where a comparison is printed: `verifier run` never prints one
     from verifier.attribution.document import Comparison, DiagnosisEntry
@@ -15,12 +15,12 @@ def print_summary(summary: dict[str, Any]) -> None:
         print(f"  outcomes {s['outcomes']}  findings {s['findings'] or '{}'}")
 
 
-def first_cause(doc: Comparison | Mapping[str, Any]) -> str | None:
+def first_cause(doc: Comparison) -> str | None:
     """The one line that says why, for `--quiet`, as the full summary writes it: the first diagnosis (the component
     to fix), else the first reason."""
     from verifier.attribution.document import Comparison, DiagnosisEntry
 
-    c = Comparison.of(doc)
+    c = doc
     if c.diagnosis:
         return _diagnosis_line(c.diagnosis[0])
     why = next((r for r in c.reasons or [] if not r.startswith("diagnosis:")), None)
@@ -32,21 +32,21 @@ def _diagnosis_line(d: DiagnosisEntry) -> str:
     return f"  diagnosis: {d.component}: {d.explanation};{ex} [{', '.join(d.modes)}]"
 
 
-def print_quiet(doc: Comparison | Mapping[str, Any]) -> None:
+def print_quiet(doc: Comparison) -> None:
     """`--quiet`: the status and its first cause; the rest is in the report."""
     from verifier.attribution.document import Comparison, DiagnosisEntry
 
-    c = Comparison.of(doc)
+    c = doc
     print(f"status: {c.status} (exit {c.exit_code}): {c.meaning}")
     cause = first_cause(c)
     if cause:
         print(cause)
 
 
-def print_comparison(doc: Comparison | Mapping[str, Any]) -> None:
+def print_comparison(doc: Comparison) -> None:
     from verifier.attribution.document import Comparison, DiagnosisEntry
 
-    c = Comparison.of(doc)
+    c = doc
     print(f"status: {c.status} (exit {c.exit_code}): {c.meaning}")
     # Lead with what to fix: the diagnosis (component, finding, where to look), then why, then the evidence.
     for d in c.diagnosis or ():
