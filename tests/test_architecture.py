@@ -436,7 +436,7 @@ STRING_KEY_DEBT = {
     "verifier/cli/list_goldens.py": 5, "verifier/cli/runs.py": 5, "verifier/execution/probe_results.py": 5,
     "verifier/cli/text.py": 3, "verifier/report/views.py": 3, "verifier/attribution/diagnosis.py": 2,
     "verifier/execution/journal.py": 2, "verifier/report/pictures.py": 2, "verifier/attribution/coverage.py": 1,
-    "verifier/attribution/teacher_forced.py": 1, "verifier/attribution/turn_diff.py": 1, "verifier/cli/args.py": 1,
+    "verifier/attribution/teacher_forced.py": 1, "verifier/attribution/turn_diff.py": 1,
     "verifier/cli/merge.py": 1, "verifier/scrub.py": 1, "verifier/wire/preflight.py": 1,
 }
 
