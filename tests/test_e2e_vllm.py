@@ -15,6 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from verifier.app.gate import load_golden
+from verifier.attribution import teacher_forced
 from verifier.execution import journal
 from verifier.judge.parse import parse_exchange
 from verifier.testbed.engine_tools import TOOL_CHOICE_REQUIRED
@@ -60,13 +62,27 @@ def components(doc: dict) -> list[str]:
 @pytest.mark.parametrize("golden", ["qwen0.5b-vllm-smoke", "qwen0.5b-vllm-structured"])
 def test_a_shipped_vllm_golden_passes_on_a_fresh_vllm(vllm, golden, tmp_path, cli):
     """The goldens travel: recorded by bench/release/acceptance_vllm.py, gated by name on a new server of the same configuration
-    (the structured one includes the grammar backend's own answers, which must not false-alarm on their own engine)."""
+    (the structured one includes the grammar backend's own answers, which must not false-alarm on their own engine),
+    the teacher-forced distance measured by prompt logprobs within the margin the goldens' reruns gave."""
     code, doc, out = gate(cli, golden, vllm.url, vllm.name, tmp_path / "rerun")
     assert code == 0 and doc["status"] == "pass", out
     assert doc["frontend"]["verdict"] == "pass" and doc["quantization"]["verdict"] == "pass", out
     run = journal.read_exchanges(tmp_path / "rerun")
     parsed = [parse_exchange(ex) for ex in run.values() if ex.status == 200]
     assert len(parsed) >= 40 and all(isinstance(p.content, str) for p in parsed)
+    (suite, block), = doc["suites"].items()
+    if teacher_forced.margin_key(suite) not in load_golden(golden).margins:
+        # Calibrated before teacher forcing: the gate's default makes no pass, the document stays as it was.
+        assert "teacher_forced" not in block, block["teacher_forced"]
+        return
+    # Calibrated on vLLM reruns that made the pass (calibrate --base-url): the gate's default pass measures the distance
+    # on the golden's own tokens through prompt logprobs, every record aligned, within the margin the reruns gave.
+    forced = block["teacher_forced"]
+    assert forced["state"] == "measured" and forced["method"] == "prompt_logprobs", forced
+    assert forced["verdict"] == "pass" and forced["samples"] > 0 and forced["positions"] > 0, forced
+    assert forced["margin"] is not None and forced["kl_mean"] <= forced["margin"], forced
+    assert forced["misaligned"] == 0 and forced["context_changed"] == 0 and forced["infra"] == 0, forced
+    assert [e["verdict"] for e in doc["quantization"]["evidence"] if e["signal"] == teacher_forced.SIGNAL] == ["pass"], out
 
 
 def _post(url: str, body: dict) -> httpx.Response:
