@@ -67,6 +67,8 @@ class PairedSuite(TypedDict):
     """numerics signal -> samples where it fired on the golden and not the candidate (McNemar)"""
     denominators: dict[str, int]
     """signal -> samples it was measurable on"""
+    unordered: dict[str, int]
+    """signal reading the send order (Signal.reads_send_order) -> samples it fired on whose records had none"""
     signal_modes: dict[str, list[str]]
     event_modes: dict[str, dict[str, int]]
     metrics: dict[str, PairedMetric]
@@ -143,6 +145,7 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
     events: dict[str, list[str]] = {k: [] for k in declared}
     reverse: dict[str, int] = {k: 0 for k in numerics_events}
     denom: dict[str, int] = {k: 0 for k in declared}
+    unordered: dict[str, int] = {k: 0 for k, sg in declared.items() if sg.reads_send_order}
     modes: dict[str, set[str]] = defaultdict(set)
     finding_counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     detail: dict[str, dict[str, Any]] = {}
@@ -166,6 +169,8 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
             denom[name] += 1
             if fired:
                 events[name].append(sid)
+                if name in unordered and signals.send_order_unknown(cs):
+                    unordered[name] += 1
                 modes[name].update(path_modes.get(name) or where.get(name) or {o.mode for o in cs})
                 for m in (where.get(name) or ()) if several else ():
                     event_modes[name][m] += 1
@@ -190,6 +195,7 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
         "events": events,
         "reverse_events": reverse,
         "denominators": denom,
+        "unordered": unordered,
         "signal_modes": {k: sorted(v) for k, v in modes.items()},
         "event_modes": {k: dict(sorted(v.items())) for k, v in event_modes.items()},
         "metrics": num["metrics"],
@@ -300,6 +306,11 @@ def _signal_verdicts(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) 
         if margin is None and n:
             ev = uncalibrated(ev, key)
         ev = dataclasses.replace(ev, samples=s["events"][name][:50])
+        unordered = s.get("unordered", {}).get(name)
+        if unordered:
+            ev = dataclasses.replace(ev, note="; ".join(x for x in (ev.note, f"{unordered} sample(s) read without "
+                                     "their send order (a journal from before it was recorded): any two repeats compared, "
+                                     "not only first against later") if x))
         sigs[name] = ev
         if ev.n:
             target = fe if sg.side == "frontend" else q

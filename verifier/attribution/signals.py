@@ -676,8 +676,22 @@ def repeats_modes(g: Obs, c: Obs) -> set[str] | None:
     # surfaces answering differently is surface parity's to judge, not the engine's state.
     # And other answers: tokens alone that differ under the same text are the reporting's (a stream whose logprobs
     # skip a speculative decoder's accepted tokens spells the same text: stream assembly's, detokenize_mismatch).
-    return {o.mode for o in crecs if o not in right and any(_same_request(r, o) and _answered_otherwise(r, o) and _sure_parting(r, o)
-                                                          for r in right)}
+    # "First right, later wrong" where the journal recorded the send order: a record that went out before every
+    # record it parts from is not a stale state's doing (a cold first request, which llama.cpp answers otherwise at
+    # temperature 0 before its prompt cache is warm). Without the order (an older journal) any two repeats are read
+    # as today, unordered (compare says so: Signal.reads_send_order).
+    return {o.mode for o in crecs if o not in right and any(_same_request(r, o) and _sent_after(o, r) and _answered_otherwise(r, o)
+                                                          and _sure_parting(r, o) for r in right)}
+
+
+def _sent_after(later: Observation, first: Observation) -> bool:
+    """Whether `later` went out after `first` in the run's send order; True where either record has no order."""
+    return later.sent is None or first.sent is None or later.sent > first.sent
+
+
+def send_order_unknown(c: Obs) -> bool:
+    """Whether the candidate's records of a sample lack their send order (a journal from before it was recorded)."""
+    return any(o.sent is None for o in _with_tokens(c))
 
 
 def _answered_otherwise(a: Observation, b: Observation) -> bool:
@@ -812,6 +826,9 @@ class Signal:
     """A healthy engine cannot produce the event: its margin is 0 by construction, calibrated or not."""
     touches_numerics: bool = True
     """Whether a sample where it fired is kept out of the numerics comparison."""
+    reads_send_order: bool = False
+    """It reads which repeat went out first (Observation.sent): where it fired on records without that order (an
+    older journal) its evidence says it read them unordered."""
 
     def __post_init__(self) -> None:
         if self.side == "frontend" and not self.component:
@@ -894,7 +911,7 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("repeats_disagree", "frontend", ENGINE_STATE,
            "the candidate answered one greedy request two ways, parting at tokens the model was sure of, one of them the "
            "golden's, where the golden's repeats agreed: engine state (a prefix cache, speculative decoding, batching) "
-           "changes answers", repeats_modes, repeats_disagree),
+           "changes answers", repeats_modes, repeats_disagree, reads_send_order=True),
     Signal("repetition", "numerics", None,
            "the candidate fell into a repetition loop where the golden did not", None, repetition),
 )
