@@ -128,3 +128,17 @@ def test_an_exchange_without_send_order_writes_the_historical_line():
     assert "sent" not in ex.to_json() and Exchange.from_json(ex.to_json()) == ex
     assert Exchange("s", "a", 0, "chat", {}, 200, "{}", sent=7).to_json()["sent"] == 7
     assert "sent" not in Observation(suite="s", sample_id="a", epoch=0, mode="chat", outcome="content").to_dict()
+
+
+def test_cached_tokens_dropped_reads_presence_per_record_not_the_value():
+    def o(mode="chat", cached=None, prompt=10, epoch=0):
+        return Observation(suite="s", sample_id="a", epoch=epoch, mode=mode, outcome="content", prompt_tokens=prompt,
+                           cached_tokens=cached)
+
+    f = signals.cached_tokens_dropped
+    assert f([o(cached=0)], [o(cached=None)]) is True  # the golden's engine counted (0 included), the candidate's did not
+    assert f([o(cached=12)], [o(cached=0)]) is False  # a colder cache is not a dropped figure
+    assert f([o(cached=None)], [o(cached=None)]) is None  # the golden's engine never reported it: nothing to hold to
+    assert f([o(cached=5)], [o(cached=None, prompt=None)]) is None  # no usage at all: usage_missing's to say
+    assert f([o(cached=5), o("chat-stream", cached=None)], [o(cached=5), o("chat-stream", cached=None)]) is False
+    assert f([o(cached=5), o("chat-stream", cached=5)], [o(cached=5), o("chat-stream", cached=None)]) is True  # per record

@@ -753,6 +753,19 @@ def logprobs_dropped(g: Obs, c: Obs) -> bool | None:
     return fired if measured else None
 
 
+def cached_tokens_dropped(g: Obs, c: Obs) -> bool | None:
+    """The golden's record of a mode reported its cached prompt tokens (`prompt_tokens_details.cached_tokens`, 0
+    included: the engine counts them) and the candidate's same mode and epoch reported usage without that figure: a
+    client billing or sizing its cache by it is told nothing. Presence, not the value: how much a prefix cache holds
+    follows what was sent before (batching, eviction), whether the engine reports it does not."""
+    measured = fired = False
+    for a, b in _pairs(g, c):
+        if a.cached_tokens is not None and b.prompt_tokens is not None:
+            measured = True
+            fired = fired or b.cached_tokens is None
+    return fired if measured else None
+
+
 def output_cut_short(g: Obs, c: Obs) -> bool | None:
     """The golden's record stopped; the candidate's same mode and epoch was cut for length with a strict prefix of the
     golden's text: the same generation ended early by a limit the request did not set (a server or gateway cap).
@@ -908,6 +921,10 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("tool_calls_as_text", "frontend", "tool-call parser",
            "the golden's tool calls came back as text (no parsed call): the tool-call parser did not parse them, or a "
            "forcing tool_choice was not applied", None, tool_calls_as_text),
+    Signal("cached_tokens_dropped", "frontend", "response formatting & usage",
+           "usage without its cached-token figure (prompt_tokens_details.cached_tokens) on records whose golden reported "
+           "it: usage accounting dropped the prefix cache's count", None, cached_tokens_dropped,
+           touches_numerics=False),  # a usage figure changes no answer
     Signal("repeats_disagree", "frontend", ENGINE_STATE,
            "the candidate answered one greedy request two ways, parting at tokens the model was sure of, one of them the "
            "golden's, where the golden's repeats agreed: engine state (a prefix cache, speculative decoding, batching) "

@@ -207,6 +207,30 @@ class SplitUsageStream(StreamMutator):
         return [first, d]
 
 
+def _drop_cached(usage: Any) -> Pairs:
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    if not isinstance(details, dict) or "cached_tokens" not in details:
+        return []
+    usage["prompt_tokens_details"] = None  # what an engine without the details flag sends (vLLM: null)
+    return [(f"cached_tokens {details['cached_tokens']}", "prompt_tokens_details null")]
+
+
+@pure_edit
+def drop_cached_tokens(body: dict[str, Any]) -> Pairs:
+    """usage.prompt_tokens_details (cached_tokens) sent as null: the prefix cache's count dropped from usage."""
+    return _drop_cached(body.get("usage"))
+
+
+class DropCachedStream(StreamMutator):
+    """Streams: the usage chunk without its cached-token figure."""
+
+    def chunk(self, d: dict[str, Any]) -> list[dict[str, Any]] | None:
+        pairs = _drop_cached(d.get("usage"))
+        for before, after in pairs:
+            self.note(before, after)
+        return [d] if pairs else None
+
+
 # ----------------------------------------------------------------------------- structured output with reasoning
 
 
@@ -246,6 +270,11 @@ SERVING_FAULTS: dict[str, Fault] = {f.name: f for f in [
           "prefix-cache accounting (cached_tokens above prompt_tokens on repeats, a second usage chunk in streams)",
           "cached_tokens_exceed_prompt; usage_split_across_chunks (response formatting & usage); probe:cached_tokens_on_repeat",
           response=overcount_cached, stream=SplitUsageStream, on_repeat=True),
+    Fault("cached_tokens_dropped", "usage.prompt_tokens_details (cached_tokens) sent as null, in bodies and in the streamed "
+          "usage chunk", "usage accounting without the prefix cache's count (an engine or gateway dropping "
+          "prompt_tokens_details: clients billing cached input cannot)",
+          "cached_tokens_dropped (response formatting & usage: the golden's records reported cached tokens)",
+          response=drop_cached_tokens, stream=DropCachedStream),
     Fault("response_format_dropped_with_reasoning", "request: response_format removed when reasoning is on "
           "(chat_template_kwargs enable_thinking, reasoning_effort)", "structured output not enforced with reasoning on "
           "(vLLM #44012)", "json_invalid_strict / json_schema_violation_strict (structured-output backend)",
