@@ -114,8 +114,17 @@ EXPECTED = {
 }
 
 
+# Faults a probe catches rather than the suites' samples: their gate test is the probe catalogue's
+# (tests/test_probes_catalogue.py, BREAKS). State shared across a batch breaks every concurrent sample alike, so the
+# samples alone show greedy outputs parted with zero drift (decoding_changed); the concurrent probe names engine state.
+BY_PROBE = {"shared_prefix_batch_state": "state_repeat_under_concurrency"}
+
+
 def test_every_serving_fault_has_a_gate_test():
-    assert {f for f, _ in EXPECTED} == set(SERVING_FAULTS) and set(SERVING_FAULTS) <= set(ALL_FAULTS)
+    from test_probes_catalogue import BREAKS
+
+    assert {f for f, _ in EXPECTED} | set(BY_PROBE) == set(SERVING_FAULTS) and set(SERVING_FAULTS) <= set(ALL_FAULTS)
+    assert all(BREAKS[probe] == fault and f"probe:{probe}" in SERVING_FAULTS[fault].catches for fault, probe in BY_PROBE.items())
 
 
 @pytest.mark.parametrize("name", sorted(GOLDENS))

@@ -142,3 +142,36 @@ def test_cached_tokens_dropped_reads_presence_per_record_not_the_value():
     assert f([o(cached=5)], [o(cached=None, prompt=None)]) is None  # no usage at all: usage_missing's to say
     assert f([o(cached=5), o("chat-stream", cached=None)], [o(cached=5), o("chat-stream", cached=None)]) is False
     assert f([o(cached=5), o("chat-stream", cached=5)], [o(cached=5), o("chat-stream", cached=None)]) is True  # per record
+
+
+# ----------------------------------------------------------------------------- the concurrent state probe
+
+def test_the_concurrent_state_probe_sends_its_batch_at_once_and_the_fault_spares_a_request_alone():
+    """state_repeat_under_concurrency on the test server: clean, it passes; behind the fault of state shared across a
+    batch, the cold question (sent alone) is right and its warm resends, in flight with other prompts sharing the
+    prefix, are not, so it fails naming the resends; the sequential state probe, which never batches, still passes."""
+    import asyncio
+
+    from verifier.execution.probes import PROBES, run_one
+    from verifier.testbed.server import arithmetic
+    from verifier.wire.endpoint import Endpoint, EndpointConfig
+
+    async def probe(url, name):
+        ep = Endpoint(EndpointConfig(base_url=url, model="m", max_retries=0, concurrency=8))
+        try:
+            return await run_one(ep, PROBES[name], "chat", "m", {})
+        finally:
+            await ep.aclose()
+
+    with TestServer(Script(arithmetic, honour_sampling=True)) as srv:
+        clean = asyncio.run(probe(srv.url, "state_repeat_under_concurrency"))
+        assert clean["passed"] and "2 warm answers in the concurrent batch" in clean["detail"], clean
+        with Proxy(srv.url, ["shared_prefix_batch_state"]) as px:
+            bad = asyncio.run(probe(px.url, "state_repeat_under_concurrency"))
+            sequential = asyncio.run(probe(px.url, "state_repeat_after_shared_prefix"))
+    assert not bad["passed"] and "in the concurrent batch" in bad["detail"] and "'53'" in bad["detail"], bad
+    assert sequential["passed"], sequential  # nothing in flight beside it: the batch fault never acts
+    texts = [x["text"] for x in bad["exchanges"]]
+    assert texts[0] == "42" and texts[2] == texts[4] == "53", texts  # cold right; the warm resends in the batch not
+    mutated = sorted(m["request"] for m in px.mutations)
+    assert len(mutated) == 4 and 1 not in mutated, mutated  # the batch of four, never the cold request alone

@@ -13,6 +13,7 @@ not blamed (engines legitimately clamp instead of refusing, or have no stored re
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import struct
@@ -46,6 +47,9 @@ class Req:
     native: bool = False
     path: str | None = None
     """Another route than the surface's own (e.g. `/messages/count_tokens`)."""
+    together: bool = False
+    """Sent at once with the requests next to it also marked `together` (one concurrent batch), after every request
+    before the batch was answered; a body built from earlier answers sees those before the batch only."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,7 @@ SHARED_PREFIX = ("You are a calculator. Read the question, work it out, and repl
                  "Numbers may be negative; never add words, units or punctuation. ") * 4
 STATE_A = [{"role": "system", "content": SHARED_PREFIX}, {"role": "user", "content": "What is 17 + 25?"}]
 STATE_B = [{"role": "system", "content": SHARED_PREFIX}, {"role": "user", "content": "What is 38 + 46?"}]
+STATE_C = [{"role": "system", "content": SHARED_PREFIX}, {"role": "user", "content": "What is 59 + 13?"}]
 LP = {"logprobs": True, "top_logprobs": 1}
 
 
@@ -292,6 +297,15 @@ CATALOGUE: tuple[Probe, ...] = (
           "the first question's two answers are one text (or part only at a near-tie: logprob under log 0.6)",
           (Req({**G, **LP, "max_tokens": 16, "messages": STATE_A}), Req({**G, **LP, "max_tokens": 16, "messages": STATE_B}),
            Req({**G, **LP, "max_tokens": 16, "messages": STATE_A})), pc.cold_equals_warm),
+    Probe("state_repeat_under_concurrency", "engine state",
+          "a greedy question after a long prefix (cold, alone), then at once: two other questions sharing the prefix and "
+          "the first question twice (warm, in one concurrent batch)",
+          "each warm answer to the first question equals the cold one (or parts only at a near-tie: logprob under log 0.6)",
+          (Req({**G, **LP, "max_tokens": 16, "messages": STATE_A}),
+           Req({**G, **LP, "max_tokens": 16, "messages": STATE_B}, together=True),
+           Req({**G, **LP, "max_tokens": 16, "messages": STATE_A}, together=True),
+           Req({**G, **LP, "max_tokens": 16, "messages": STATE_C}, together=True),
+           Req({**G, **LP, "max_tokens": 16, "messages": STATE_A}, together=True)), pc.cold_equals_warm_in_batch),
     Probe("cached_tokens_on_repeat", "response formatting & usage", "one prompt sent twice",
           "cached_tokens never above prompt_tokens; on the repeat, cached tokens where the reference reported them",
           (Req({**G, "max_tokens": 8, "messages": STATE_A}), Req({**G, "max_tokens": 8, "messages": STATE_A})),
@@ -315,22 +329,41 @@ def _body(req: Req, surface: str, model: str, extra_body: dict[str, Any], prev: 
     return translate(mode_named(surface, req.stream), body)
 
 
+def _batches(requests: tuple[Req, ...]) -> list[list[Req]]:
+    """The probe's requests in sending order: each alone, but neighbours marked `together` in one batch."""
+    out: list[list[Req]] = []
+    for req in requests:
+        if req.together and out and out[-1][-1].together:
+            out[-1].append(req)
+        else:
+            out.append([req])
+    return out
+
+
 async def run_one(ep: "Endpoint", probe: Probe, surface: str, model: str, extra_body: dict[str, Any]) -> dict[str, Any]:
     answers: list[pc.Answer] = []
     modes: list[str] = []
-    for req in probe.requests:
-        body = _body(req, surface, model, extra_body, answers)
-        if body is None:
-            answers.append(pc.Answer(None, None, None, "skipped: the request before it failed", surface))
-            modes.append("")
-            continue
-        mode = mode_named(surface, req.stream)
-        modes.append(mode)
+
+    async def send(req: Req, body: dict[str, Any], mode: str) -> pc.Answer:
         r = await ep.send(mode, body, path=req.path)
         # Scrubbed before any check quotes (and cuts) the text: a cut secret no longer matches its whole value.
         text = scrub.text(r.body) if isinstance(r.body, str) else r.body
         chunks = [scrub.text(c) for c in r.chunks] if r.chunks is not None else None
-        answers.append(pc.answer(surface, mode, r.status, text, chunks, r.error, body))
+        return pc.answer(surface, mode, r.status, text, chunks, r.error, body)
+
+    for batch in _batches(probe.requests):
+        before = list(answers)  # a body is built from the answers before its batch
+        sends: list[Any] = []
+        for req in batch:
+            body = _body(req, surface, model, extra_body, before)
+            mode = mode_named(surface, req.stream) if body is not None else ""
+            sends.append((req, body, mode))
+        got = await asyncio.gather(*(send(req, body, mode) for req, body, mode in sends if body is not None))
+        it = iter(got)
+        for _, body, mode in sends:
+            modes.append(mode)
+            answers.append(next(it) if body is not None else
+                           pc.Answer(None, None, None, "skipped: the request before it failed", surface))
     infra = next((a.error for a in answers if a.error and not a.error.startswith("skipped")), None)
     if infra is not None:  # transport failure, timeout, 5xx after retries: no evidence either way, never a failure
         return {"probe": probe.name, "surface": surface, "component": probe.component, "passed": False, "infra": infra,
@@ -360,7 +393,8 @@ async def run_probes(ep: "Endpoint", model: str, extra_body: dict[str, Any], sur
                      only: frozenset[str] | set[str] | None = None) -> dict[str, Any]:
     """Every probe of the catalogue on every surface it applies to among `surfaces` (or only those `only` names, see
     `wanted`; a gate passes `selection(golden probes)`), one after another (concurrent requests change the batch,
-    and with it greedy outputs on some engines); keyed `<probe>@<surface>`."""
+    and with it greedy outputs on some engines; only a probe's own `together` batch is sent at once); keyed
+    `<probe>@<surface>`."""
     out: dict[str, Any] = {}
     for probe in CATALOGUE:
         for surface in probe.surfaces:
