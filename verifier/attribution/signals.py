@@ -714,14 +714,30 @@ SCALE_MIN = 0.05
 """A scale this far from 1 at least: run-to-run noise moves every value a little, never all by one factor this large."""
 
 
-def _transformed(g: Observation, c: Observation) -> bool | None:
-    """The same generated tokens, every logprob moved, and one monotone transform (a scale, or exp) explains every
-    token's new value: the values are reported otherwise, the model computed the same. None: not measurable."""
+def _points(g: Observation, c: Observation) -> list[tuple[float, float]] | None:
+    """(golden's, candidate's) logprob of each generated token whose golden value is not ~0, where the two records
+    generated the same tokens; None where they did not (another generation: nothing to compare value by value)."""
     gt, ct = comparable(g.logprobs), comparable(c.logprobs)
-    if len(gt) < 3 or len(gt) != len(ct) or any(a[1] != b[1] for a, b in zip(gt, ct)):
+    if not gt or len(gt) != len(ct) or any(a[1] != b[1] for a, b in zip(gt, ct)):
         return None
-    pairs = [(float(a[2]), float(b[2])) for a, b in zip(gt, ct)
-             if isinstance(a[2], (int, float)) and isinstance(b[2], (int, float)) and abs(a[2]) > LOGPROB_MOVED]
+    return [(float(a[2]), float(b[2])) for a, b in zip(gt, ct)
+            if isinstance(a[2], (int, float)) and isinstance(b[2], (int, float)) and abs(a[2]) > LOGPROB_MOVED]
+
+
+def transform_points(g: Obs, c: Obs) -> list[tuple[float, float]]:
+    """The value pairs of one record pair of the sample (the first with the same tokens): what compare pools over a
+    suite's samples too short to measure alone (`one_transform` needs three values; a one-word answer has one or two).
+    One pair per sample: a mode and its streamed twin report the same values, which are not more evidence."""
+    for a, b in _pairs(g, c):
+        pts = _points(a, b)
+        if pts is not None:
+            return pts
+    return []
+
+
+def one_transform(pairs: list[tuple[float, float]]) -> bool | None:
+    """Every value moved and one monotone transform (a scale at least SCALE_MIN from 1, or exp) explains each new
+    value: reported otherwise, computed the same. None: fewer than three values to tell."""
     if len(pairs) < 3:
         return None
     if all(abs(y - x) <= LOGPROB_MOVED for x, y in pairs):
@@ -732,6 +748,13 @@ def _transformed(g: Observation, c: Observation) -> bool | None:
     by_scale = scale > 0 and abs(scale - 1) >= SCALE_MIN and all(abs(y - scale * x) <= TRANSFORM_TOL * max(abs(y), LOGPROB_MOVED) + 1e-6 for x, y in pairs)
     by_exp = all(abs(y - math.exp(x)) <= 1e-3 for x, y in pairs)
     return by_scale or by_exp
+
+
+def _transformed(g: Observation, c: Observation) -> bool | None:
+    """The same generated tokens, every logprob moved, and one monotone transform (a scale, or exp) explains every
+    token's new value: the values are reported otherwise, the model computed the same. None: not measurable."""
+    pts = _points(g, c)
+    return None if pts is None else one_transform(pts)
 
 
 def logprobs_transformed(g: Obs, c: Obs) -> bool | None:

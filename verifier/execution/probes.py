@@ -69,6 +69,11 @@ class Probe:
     tool call the model must make first): other weights write otherwise. Its failure is frontend evidence only
     where the sample-level numerics are the reference's (compare reads it with the drift and parting); a check of
     what the feature itself controls (a refusal, a token cap, a grammar, an event shape) is evidence by itself."""
+    moves_outputs: bool = False
+    """Its own check failing shows the server changing what the model writes by itself (generation-config defaults
+    applied where the request set none, temperature 0 not greedy): then every probe whose evidence is what the model
+    wrote (`reads_output`, or a passing check whose greedy text moved) is no evidence against its own component, as
+    where the sample-level numerics moved (compare holds it inconclusive, naming this probe)."""
 
 
 COUNT = [{"role": "user", "content": "Count from 1 to 30, separated by spaces."}]
@@ -185,17 +190,18 @@ CATALOGUE: tuple[Probe, ...] = (
     Probe("max_completion_tokens_honoured", "API validation", "max_completion_tokens 1 (no max_tokens)",
           "finish_reason length, at most 2 tokens", (Req({**G, "max_completion_tokens": 1, "messages": COUNT}),), pc.one_token),
     Probe("temperature_0_deterministic", "API validation", "the same temperature-0 request 3 times (seeds 1, 2, 3)",
-          "one output", tuple(Req({**G, "max_tokens": 48, "seed": s, "messages": COUNT}) for s in (1, 2, 3)), pc.same_text, ALL),
+          "one output", tuple(Req({**G, "max_tokens": 48, "seed": s, "messages": COUNT}) for s in (1, 2, 3)), pc.same_text, ALL,
+          moves_outputs=True),
     Probe("neutral_sampling_defaults", "API validation",
           "a greedy request without sampling extensions, then with repetition_penalty 1, presence/frequency_penalty 0, top_k -1, min_p 0",
           "the same output (a server applying generation-config defaults when they are absent fails)",
           (Req({**G, "max_tokens": 80, "messages": REPEAT}), Req({**G, **NEUTRAL, "max_tokens": 80, "messages": REPEAT})),
-          pc.neutral_same_as_none, reads_output=True),
+          pc.neutral_same_as_none, reads_output=True, moves_outputs=True),
     Probe("neutral_defaults_on_repeats", "API validation",
           "counting with each number written twice (\"1 1 2 2 ...\"), without sampling extensions, then with the neutral values",
           "the same output, its repeats kept (a penalty a server applies when the request sets none drops them)",
           (Req({**G, "max_tokens": 128, "messages": PAIRS}), Req({**G, **NEUTRAL, "max_tokens": 128, "messages": PAIRS})),
-          pc.neutral_same_on_repeats, reads_output=True),
+          pc.neutral_same_on_repeats, reads_output=True, moves_outputs=True),
     Probe("stop_honoured", "API validation", "counting without stop, then with stop [\"5\"] (Messages: stop_sequences)",
           "the output ends where the stop string would start, without it; finish_reason stop",
           (Req({**G, "max_tokens": 64, "messages": COUNT}), Req({**G, "max_tokens": 64, "stop": ["5"], "messages": COUNT})),
@@ -317,6 +323,7 @@ PROBES: dict[str, Probe] = {p.name: p for p in CATALOGUE}
 COMPONENTS: dict[str, str] = {p.name: p.component for p in CATALOGUE}
 COMPARATORS = {p.name: p.compare for p in CATALOGUE if p.compare is not None}
 READS_OUTPUT = frozenset(p.name for p in CATALOGUE if p.reads_output)
+MOVES_OUTPUTS = frozenset(p.name for p in CATALOGUE if p.moves_outputs)
 
 
 def _body(req: Req, surface: str, model: str, extra_body: dict[str, Any], prev: list[pc.Answer]) -> dict[str, Any] | None:
@@ -405,7 +412,7 @@ async def run_probes(ep: "Endpoint", model: str, extra_body: dict[str, Any], sur
 
 def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The conformance table of a run's probe results against the golden's."""
-    return probe_results.judge(candidate, golden, COMPONENTS, COMPARATORS, READS_OUTPUT)
+    return probe_results.judge(candidate, golden, COMPONENTS, COMPARATORS, READS_OUTPUT, MOVES_OUTPUTS)
 
 
 def verdicts(candidate: dict[str, Any], golden: dict[str, Any] | None) -> dict[str, Any]:
