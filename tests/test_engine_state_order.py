@@ -175,3 +175,15 @@ def test_the_concurrent_state_probe_sends_its_batch_at_once_and_the_fault_spares
     assert texts[0] == "42" and texts[2] == texts[4] == "53", texts  # cold right; the warm resends in the batch not
     mutated = sorted(m["request"] for m in px.mutations)
     assert len(mutated) == 4 and 1 not in mutated, mutated  # the batch of four, never the cold request alone
+
+
+def test_cached_tokens_are_read_where_each_surface_reports_them_and_only_there():
+    from verifier.execution.scoring import cached_tokens
+    from verifier.surfaces.messages import messages_usage
+
+    assert cached_tokens(messages_usage({"input_tokens": 1, "cache_read_input_tokens": 31, "output_tokens": 2})) == 31
+    assert cached_tokens(messages_usage({"input_tokens": 32, "output_tokens": 2})) is None  # not reported: not 0
+    assert cached_tokens({"prompt_tokens": 9, "prompt_tokens_details": {"cached_tokens": 0}}) == 0
+    assert cached_tokens({"prompt_tokens": 9, "prompt_tokens_details": None}) is None
+    assert cached_tokens({"input_tokens": 9, "input_tokens_details": {"cached_tokens": 4}}) == 4
+    assert cached_tokens({"prompt_tokens": 9, "prompt_tokens_details": {"cached_tokens": True}}) is None
