@@ -215,8 +215,9 @@ class Proxy:
                 body, changed = self._apply(active, "request", body, path, n, bool(body.get("stream")))
                 if changed:
                     raw = json.dumps(body, ensure_ascii=False).encode()
-                if any(f.with_shared_prefix for f in active):
-                    # A batch window, as an engine's scheduler waits to batch requests: those sent at once meet here.
+                if any(f.with_shared_prefix for f, _ in self.faults):
+                    # A batch window, as an engine's scheduler waits to batch requests: those sent at once meet here
+                    # (every request is registered, whether the fault was drawn for it or not: it is in the batch).
                     self._batch_keys[n] = self._enter_batch(n, chat_view)
                     await asyncio.sleep(BATCH_WINDOW_S)
                     active = [f for f in active if not f.with_shared_prefix or n in self._met_shared_prefix]
