@@ -29,7 +29,7 @@ from verifier import safeio, scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
 from verifier.errors import Interrupted, UsageError, did_you_mean
 from verifier.surfaces.registry import MODES, REFERENCE_MODE, mode_of, surfaces_of
-from verifier.types import Exchange, RunHeader, Sample, Suite, owner_ids
+from verifier.types import Exchange, RunHeader, RunSummary, Sample, Suite, owner_ids
 
 if TYPE_CHECKING:
     from verifier.execution.teacher_forcing import Forcing
@@ -199,8 +199,8 @@ class Collected:
 
     run_dir: Path
     """The run directory written."""
-    summary: dict[str, Any]
-    """The scored summary."""
+    summary: RunSummary
+    """The scored summary (summary.json's document is its `to_json()`, the journal's digest aside)."""
     sent: int
     """Requests sent by this invocation."""
     errors: int
@@ -741,7 +741,7 @@ def _interim_scores(run_dir: Path, live: "Follower | None") -> None:
     scoring.write_scores(run_dir, *live.scorer.result())
 
 
-def _score_followed(run_dir: Path, live: "Follower | None") -> dict[str, Any]:
+def _score_followed(run_dir: Path, live: "Follower | None") -> RunSummary:
     """The scores of a run judged as it was collected: only the aggregation is left. Anything the follower could
     not judge (a corrupt line, a scorer's exception) is left to a fresh `score`, which reports it as it always has."""
     if live is None:
@@ -754,7 +754,7 @@ def _score_followed(run_dir: Path, live: "Follower | None") -> dict[str, Any]:
     return summary
 
 
-def score(run_dir: Path) -> dict[str, Any]:
+def score(run_dir: Path) -> RunSummary:
     """Score a run directory offline: verdicts.jsonl, observations.jsonl and summary.json; returns the summary."""
     try:
         scrub.register_run(RunDir(run_dir).header_dict())  # what scoring writes is scrubbed of the run's key
