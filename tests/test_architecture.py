@@ -521,3 +521,16 @@ def test_the_report_renders_and_never_scores_or_compares():
     bad = {name: sorted(t for t in targets if inside(t, "verifier.app") or t == "verifier.execution.scoring")
            for name, targets in g.items() if inside(name, "verifier.report")}
     assert not {k: v for k, v in bad.items() if v}, bad
+
+
+READERS = ("verifier.execution.rundir", "verifier.execution.journal", "verifier.execution.layout", "verifier.golden.store",
+           "verifier.safeio", "verifier.scrub")
+"""What reads a run directory or a golden from disk (or registers a run's secrets on the way)."""
+
+
+def test_the_report_reads_no_run_directory_itself():
+    """Issue 45: the report's entries are typed values (RunData, GoldenData, Comparison; the matrix's Entry) read by
+    app/report_files; no module under verifier/report/ opens a run directory or a golden (the matrix did)."""
+    g = graph()
+    bad = {name: sorted(t for t in targets if t in READERS) for name, targets in g.items() if inside(name, "verifier.report")}
+    assert not {k: v for k, v in bad.items() if v}, bad
