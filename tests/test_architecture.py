@@ -429,11 +429,11 @@ STRING_KEY_DEBT = {
     # report names them). Lower a count when a module reads its values typed; remove it at 0. Writers that rebuild
     # a run header (merge, resume), the sweep's and gate file's own tables (their keys share names with run.json's),
     # and attribution's per-suite blocks under construction account for most of it.
-    "verifier/app/runs.py": 4,
+    "verifier/app/runs.py": 2,
     "verifier/app/sweep.py": 12, "verifier/cli/sweep.py": 12,
     "verifier/cli/gatefile.py": 11, "verifier/report/matrix.py": 11, "verifier/execution/scoring.py": 2,
     "verifier/report/sweep.py": 10, "verifier/attribution/explain.py": 6,
-    "verifier/cli/list_goldens.py": 5, "verifier/cli/runs.py": 5, "verifier/execution/probe_results.py": 5,
+    "verifier/execution/probe_results.py": 5,
     "verifier/cli/text.py": 1, "verifier/report/views.py": 3, "verifier/attribution/diagnosis.py": 2,
     "verifier/execution/journal.py": 2, "verifier/report/pictures.py": 2, "verifier/attribution/coverage.py": 1,
     "verifier/attribution/teacher_forced.py": 1, "verifier/attribution/turn_diff.py": 1,
