@@ -430,7 +430,7 @@ STRING_KEY_DEBT = {
     # a run header (merge, resume), the sweep's and gate file's own tables (their keys share names with run.json's),
     # and attribution's per-suite blocks under construction account for most of it.
     "verifier/app/runs.py": 2,
-    "verifier/app/sweep.py": 12, "verifier/cli/sweep.py": 12,
+    "verifier/app/sweep.py": 2, "verifier/cli/sweep.py": 12,
     "verifier/cli/gatefile.py": 11, "verifier/report/matrix.py": 11, "verifier/execution/scoring.py": 2,
     "verifier/report/sweep.py": 10, "verifier/attribution/explain.py": 6,
     "verifier/execution/probe_results.py": 5,
