@@ -437,7 +437,7 @@ STRING_KEY_DEBT = {
     "verifier/cli/text.py": 1, "verifier/report/views.py": 3, "verifier/attribution/diagnosis.py": 2,
     "verifier/execution/journal.py": 2, "verifier/report/pictures.py": 2, "verifier/attribution/coverage.py": 1,
     "verifier/attribution/teacher_forced.py": 1, "verifier/attribution/turn_diff.py": 1,
-    "verifier/scrub.py": 1, "verifier/wire/preflight.py": 1,
+    "verifier/wire/preflight.py": 1,
 }
 
 

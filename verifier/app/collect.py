@@ -551,10 +551,10 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, R
     run_dir = Path(spec.resume or "")
     try:
         hdr = journal.check_run_dir(run_dir)  # the document as read: which keys an older writer left out (absent_keys)
-        scrub.register_run(hdr)
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
     header = RunHeader.from_dict(hdr)
+    scrub.register_run(header.endpoint)
     check_resume(spec, header, run_dir)
     stack.enter_context(journal.locked(run_dir))  # before reading what is done: a second writer would re-send it
     samples = journal.read_samples(run_dir)
@@ -757,7 +757,7 @@ def _score_followed(run_dir: Path, live: "Follower | None") -> RunSummary:
 def score(run_dir: Path) -> RunSummary:
     """Score a run directory offline: verdicts.jsonl, observations.jsonl and summary.json; returns the summary."""
     try:
-        scrub.register_run(RunDir(run_dir).header_dict())  # what scoring writes is scrubbed of the run's key
+        scrub.register_run(RunDir(run_dir).header().endpoint)  # what scoring writes is scrubbed of the run's key
         verdicts, summary, observed = scoring.score_journal(run_dir, get_suites())
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None

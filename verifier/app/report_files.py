@@ -44,7 +44,7 @@ def read_run(run_dir: Path, with_exchanges: bool = True) -> RunData:
     run_dir = Path(run_dir)
     rd = RunDir(run_dir)
     header = rd.header()
-    scrub.register_run(rd.header_dict())  # the report is scrubbed of the key its run was made with
+    scrub.register_run(header.endpoint)  # the report is scrubbed of the key its run was made with
     # The report shows no logprobs in its rows; the token diffs read them from `shown`. Row by row: the file's
     # rows are never all held beside what the report keeps of them.
     rows: list[Observation] = []
@@ -72,7 +72,7 @@ def matrix_entry(provider: str, run_dir: Path, comparison: Comparison, link: Pat
     rd = RunDir(run_dir)
     if rd.is_run():
         try:
-            scrub.register_run(rd.header_dict())
+            scrub.register_run(rd.header().endpoint)
         except journal.NotARunDir:
             pass  # a corrupt run.json: nothing of it to scrub by (the comparison was read, or made, without it)
     target = link if link is not None else rd.report_html() if rd.report_html().exists() else rd.comparison_path()

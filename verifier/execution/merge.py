@@ -149,7 +149,7 @@ def merge(shards: list[Path], out: Path, allow_partial: bool = False, force: boo
     for d in shards:
         try:
             headers.append((d, journal.read_header(d)))
-            scrub.register_run(headers[-1][1].to_json())  # the merged files are scrubbed of each shard's key
+            scrub.register_run(headers[-1][1].endpoint)  # the merged files are scrubbed of each shard's key
         except journal.NotARunDir as e:
             raise _usage(str(e)) from None
     _refuse_repeats(shards)
