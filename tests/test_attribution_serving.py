@@ -2,6 +2,7 @@
 clean test server, fails the gate (exit 10) on each suite it acts on, with the component to fix named first; the clean
 server still passes with every new check measured."""
 
+import dataclasses
 import json
 
 import pytest
@@ -14,6 +15,7 @@ from verifier.testbed.mutation import Fault
 from verifier.testbed.proxy import Proxy
 from verifier.testbed.serving_faults import CallsAsJsonTextStream, calls_as_json_text
 from verifier.testbed.server import Reply, Script, TestServer, last_user_text
+from verifier.testbed.wire import usage_of
 from verifier.surfaces import registry
 
 MODES = ",".join(m for m in registry.MODES if not registry.mode_of(m).dual_path)  # every mode but the dual path
@@ -56,8 +58,19 @@ def oracle():
     return answer
 
 
+def reports_cached(answer):
+    """The responder's usage with `prompt_tokens_details.cached_tokens`, as llama-server reports it on every answer
+    (0 here: the figure's presence is what the gate holds a candidate to, not how much a cache held)."""
+    def respond(req):
+        reply = answer(req)
+        usage = usage_of(reply, req)
+        return dataclasses.replace(reply, usage={**usage, "prompt_tokens_details": {"cached_tokens": 0}}) if usage else reply
+
+    return respond
+
+
 def server():
-    return TestServer(Script(oracle(), honour_sampling=True))
+    return TestServer(Script(reports_cached(oracle()), honour_sampling=True))
 
 
 @pytest.fixture(scope="module")
@@ -95,12 +108,23 @@ EXPECTED = {
     ("tool_args_values_mangled", "bfcl"): ("tool-call parser", "tool_args_values_changed"),
     ("tool_choice_forced_as_text", "bfcl"): ("API validation", "tool_choice_unmet"),
     ("cached_tokens_overcounted", "gsm8k"): ("response formatting & usage", None),
+    ("cached_tokens_dropped", "gsm8k"): ("response formatting & usage", "cached_tokens_dropped"),
+    ("cached_tokens_dropped", "bfcl"): ("response formatting & usage", "cached_tokens_dropped"),
     ("response_format_dropped_with_reasoning", "structured"): ("structured-output backend", None),
 }
 
 
+# Faults a probe catches rather than the suites' samples: their gate test is the probe catalogue's
+# (tests/test_probes_catalogue.py, BREAKS). State shared across a batch breaks every concurrent sample alike, so the
+# samples alone show greedy outputs parted with zero drift (decoding_changed); the concurrent probe names engine state.
+BY_PROBE = {"shared_prefix_batch_state": "state_repeat_under_concurrency"}
+
+
 def test_every_serving_fault_has_a_gate_test():
-    assert {f for f, _ in EXPECTED} == set(SERVING_FAULTS) and set(SERVING_FAULTS) <= set(ALL_FAULTS)
+    from test_probes_catalogue import BREAKS
+
+    assert {f for f, _ in EXPECTED} | set(BY_PROBE) == set(SERVING_FAULTS) and set(SERVING_FAULTS) <= set(ALL_FAULTS)
+    assert all(BREAKS[probe] == fault and f"probe:{probe}" in SERVING_FAULTS[fault].catches for fault, probe in BY_PROBE.items())
 
 
 @pytest.mark.parametrize("name", sorted(GOLDENS))
@@ -110,6 +134,7 @@ def test_the_clean_server_passes_with_every_new_check(goldens, tmp_path, cli, na
     assert code == 0 and doc["status"] == "pass", out
     names = {e["signal"] for e in doc["frontend"]["evidence"]}
     assert {"repeats_disagree", "tool_args_values_changed", "stream_tool_args_changed", "tool_calls_as_text"} & names, names
+    assert "cached_tokens_dropped" in names  # measured: the golden's records reported cached tokens
 
 
 @pytest.mark.parametrize("fault,golden", sorted(EXPECTED))

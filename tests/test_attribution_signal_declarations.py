@@ -35,7 +35,7 @@ def test_every_signal_is_declared_once_with_a_known_component():
     assert {comp for comp, _ in TABLE.values()} <= set(COMPONENTS)
     assert signals.fixed_blame_modes() == {"stream_parity_mismatch": {"chat-stream"}, "dual_path_mismatch": {"completions"}}
     # logprobs_dropped: a missing logprob changes no answer (quality still compared, only the drift is not measured)
-    assert signals.STRUCTURAL_ZERO == {"decoding_changed"} and signals.NOT_TOUCHING == {"new_findings", "logprobs_dropped"}
+    assert signals.STRUCTURAL_ZERO == {"decoding_changed"} and signals.NOT_TOUCHING == {"new_findings", "logprobs_dropped", "cached_tokens_dropped"}
 
 
 def test_a_frontend_signal_without_a_component_is_refused():

@@ -19,7 +19,7 @@ def test_table_names_are_the_margin_keys_and_evidence_order():
                                        "tool_args_types_changed", "stream_text_mismatch", "stream_tool_calls_dropped",
                                        "logprobs_transformed", "logprobs_dropped", "output_cut_short", "stop_reason_changed",
                                        "tool_args_values_changed", "stream_tool_args_changed", "tool_calls_as_text",
-                                       "repeats_disagree")
+                                       "cached_tokens_dropped", "repeats_disagree")
     assert signals.NUMERICS_EVENTS == ("repetition",)
     assert set(signals.evaluate([obs()], [obs()])) == set(signals.EVENTS)
 

@@ -58,6 +58,7 @@ BREAKS = {
     "function_call_round_trip": "tool_results_dropped",
     "stream_terminal_event": "terminal_event_as_done",
     "state_repeat_after_shared_prefix": "state_dependent_answers",
+    "state_repeat_under_concurrency": "shared_prefix_batch_state",
     "cached_tokens_on_repeat": "cached_tokens_overcounted",
 }
 

@@ -67,10 +67,18 @@ class Exchange:
     """Wall time of the last attempt, first byte sent to last byte received."""
     attempts: int = 1
     """How many attempts were made, retries included."""
+    sent: int | None = None
+    """The run's send sequence number: requests are numbered in the order the runner handed them to the client, across
+    every worker (concurrency), batch and resume of the run, so "sent before" can be read between any two records of
+    it (the order of repeats: engine state). None: a journal from before it was recorded, or a request outside the
+    samples' sequence (teacher forcing)."""
 
     def to_json(self) -> dict[str, Any]:
         # Shallow on purpose: asdict() deep-copies the request and chunks, a measurable cost per record.
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        if d["sent"] is None:
+            del d["sent"]  # the historical line, key for key, where there is no send order
+        return d
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Exchange":
@@ -586,6 +594,12 @@ class Observation:
     """Per generated token, the alternatives the server returned ([[token, logprob], ...], capped at
     golden.MAX_TOP), on greedy (temperature 0) records only: what signals.decoding_changed reads at the
     position where the output parts from the golden's. Not written into goldens (bless drops it)."""
+    sent: int | None = None
+    """The record's send sequence number in its run (Exchange.sent; a conversation's: its first request's): which of
+    a sample's repeats went out first. None: not recorded (an older journal or golden)."""
+    cached_tokens: int | None = None
+    """The prompt tokens the usage reported as cached (`prompt_tokens_details.cached_tokens`, Responses'
+    `input_tokens_details`, Messages' `cache_read_input_tokens`); None where the usage did not report the figure."""
 
     @property
     def judged(self) -> bool:
@@ -604,8 +618,9 @@ class Observation:
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["findings"] = list(self.findings)
-        if d["top_logprobs"] is None:
-            del d["top_logprobs"]  # the historical row, key for key, where there are none
+        for k in OPTIONAL_ROW_KEYS:
+            if d[k] is None:
+                del d[k]  # the historical row, key for key, where there are none
         return d
 
     @staticmethod
@@ -620,6 +635,7 @@ class Observation:
             finish_reason=s.get("finish_reason"), tool_triggered=s.get("tool_triggered"),
             tool_call_id_style=s.get("tool_call_id_style"), latency_ms=s.get("latency_ms"),
             content=content, logprobs=logprobs, top_logprobs=top_logprobs,
+            sent=s.get("sent"), cached_tokens=s.get("cached_tokens"),
         )
 
     @staticmethod
@@ -634,6 +650,8 @@ class Observation:
 
 
 _OBSERVATION_FIELDS = frozenset(Observation.__dataclass_fields__)
+OPTIONAL_ROW_KEYS = ("top_logprobs", "sent", "cached_tokens")
+"""Observation fields written into a row only when set: rows (and goldens) without them stay byte for byte as they were."""
 
 
 @dataclass(frozen=True)

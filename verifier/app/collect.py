@@ -397,6 +397,8 @@ class Collection:
     to it only what it adds."""
     journaled: dict[tuple[str, str, int, str], Exchange] = field(default_factory=dict)
     """A resume's answered records, the latest per key: not sent again (a conversation replays them)."""
+    order: runner.SendOrder = field(default_factory=runner.SendOrder)
+    """The run's send sequence, shared by every batch (a resume's continues after its journal's highest number)."""
     forcing: "Forcing | None" = None
     """The teacher-forcing pass (None: no pass; a resume makes none)."""
     server_info: dict[str, Any] = field(default_factory=dict)
@@ -519,7 +521,8 @@ class Samples:
         live = c.live
         for batch in ([c.work] if c.stop_check is None else batches(c.work, c.spec.looks)):
             c.sent.add(await runner.execute(c.run_dir, batch, c.cfg, quiet=c.spec.quiet, endpoint=c.endpoint,
-                                            journaled=c.journaled, written=live.offer if live is not None else None))
+                                            journaled=c.journaled, written=live.offer if live is not None else None,
+                                            order=c.order))
             await self.after_batch.run(c)
             if c.stopped:
                 break
@@ -545,7 +548,7 @@ STEPS: tuple[Step, ...] = (Preflight(), Begin(), Probes(), ContextProbe(), Sampl
 """The one order of a run's collection."""
 
 
-def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, RunHeader, frozenset[str], list[tuple[Suite, Sequence[Sample]]], "EndpointConfig", dict[tuple[str, str, int, str], Exchange]]:
+def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, RunHeader, frozenset[str], list[tuple[Suite, Sequence[Sample]]], "EndpointConfig", dict[tuple[str, str, int, str], Exchange], runner.SendOrder]:
     from verifier.execution.resume import check_resume
 
     run_dir = Path(spec.resume or "")
@@ -572,12 +575,15 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, R
     # Streamed; the last record of a key wins. Answered exchanges keep their bodies: a conversation resumes by
     # rebuilding each step and reusing a journaled one whose request matches bit for bit.
     answered: dict[tuple[str, str, int, str], Exchange] = {}
+    last_sent: int | None = None  # over every record, a superseded one too: a resumed send is numbered after all of them
     for ex in journal.iter_exchanges(run_dir):
+        if ex.sent is not None:
+            last_sent = ex.sent if last_sent is None else max(last_sent, ex.sent)
         if ex.error is None:
             answered[ex.key] = ex
         else:
             answered.pop(ex.key, None)
-    return run_dir, header, journal.absent_keys(hdr), suites, cfg, answered
+    return run_dir, header, journal.absent_keys(hdr), suites, cfg, answered, runner.SendOrder(last_sent)
 
 
 def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, Sequence[Sample]]], "EndpointConfig"]:
@@ -604,10 +610,11 @@ def _prepare(spec: RunSpec, stack: contextlib.ExitStack, stop_check: Callable[[P
     from verifier.redact import credential_values
 
     if spec.resume:
-        run_dir, header, leave_out, suites, cfg, done = _prepare_resume(spec, stack)
+        run_dir, header, leave_out, suites, cfg, done, order = _prepare_resume(spec, stack)
         scrub.register(*credential_values(dict(spec.extra_body)))  # `--extra-body '{"api_key": ...}'` is a secret too
         return Collection(spec=spec, run_dir=run_dir, cfg=cfg, endpoint=Endpoint(cfg), suites=suites, modes=header.modes,
-                          stack=stack, stop_check=stop_check, resumed=header, leave_out=leave_out, journaled=done)
+                          stack=stack, stop_check=stop_check, resumed=header, leave_out=leave_out, journaled=done,
+                          order=order)
     if not spec.suites:
         raise UsageError("--suite is required")
     run_dir, suites, cfg = _prepare_new(spec)

@@ -68,6 +68,10 @@ class PairedSuite:
     """numerics signal -> samples where it fired on the golden and not the candidate (McNemar)"""
     denominators: dict[str, int]
     """signal -> samples it was measurable on"""
+    unordered: dict[str, int]
+    """signal reading the send order (Signal.reads_send_order) -> samples it fired on whose records had none"""
+    pooled_transform: dict[str, Any]
+    """logprobs_transformed over the samples too short to measure it alone, pooled: {"samples", "points", "fired"}"""
     signal_modes: dict[str, list[str]]
     event_modes: dict[str, dict[str, int]]
     metrics: dict[str, PairedMetric]
@@ -160,6 +164,9 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
     events: dict[str, list[str]] = {k: [] for k in declared}
     reverse: dict[str, int] = {k: 0 for k in numerics_events}
     denom: dict[str, int] = {k: 0 for k in declared}
+    unordered: dict[str, int] = {k: 0 for k, sg in declared.items() if sg.reads_send_order}
+    pooled: list[tuple[float, float]] = []  # logprobs_transformed's values on samples it could not measure alone
+    pooled_samples: list[str] = []
     modes: dict[str, set[str]] = defaultdict(set)
     finding_counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     detail: dict[str, _NewFinding] = {}
@@ -183,12 +190,19 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
             denom[name] += 1
             if fired:
                 events[name].append(sid)
+                if name in unordered and signals.send_order_unknown(cs):
+                    unordered[name] += 1
                 modes[name].update(path_modes.get(name) or where.get(name) or {o.mode for o in cs})
                 for m in (where.get(name) or ()) if several else ():
                     event_modes[name][m] += 1
         for name in numerics_events:
             if not touched and results[name] is not None:
                 reverse[name] += bool(declared[name].measure(cs, gs))
+        if results.get("logprobs_transformed") is None:
+            pts = signals.transform_points(gs, cs)
+            if pts:
+                pooled += pts
+                pooled_samples.append(sid)
         _count_findings(finding_counts, detail, sid, gs, cs)
         _flip_by_mode(flips_by_mode, sid, gs, cs)
         _count_trigger(trig, gs, cs)
@@ -207,6 +221,9 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
         events=events,
         reverse_events=reverse,
         denominators=denom,
+        unordered=unordered,
+        pooled_transform={"samples": pooled_samples, "points": len(pooled),
+                          "fired": signals.one_transform(pooled) if len(pooled_samples) >= POOLED_MIN_SAMPLES else None},
         signal_modes={k: sorted(v) for k, v in modes.items()},
         event_modes={k: dict(sorted(v.items())) for k, v in event_modes.items()},
         metrics=num.metrics,
@@ -219,6 +236,11 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
         trigger=trig,
         answer_agreement=num.answer_agreement,
     )
+
+
+POOLED_MIN_SAMPLES = 3
+"""Samples whose logprob values are pooled at least, for logprobs_transformed's suite-level form: one transform
+explaining every value across several answers is no coincidence of one short answer."""
 
 
 def paired_signals(golden: Rows, cand: Rows) -> dict[str, PairedSuite]:
@@ -315,6 +337,11 @@ def _signal_verdicts(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) 
         if margin is None and n:
             ev = uncalibrated(ev, key)
         ev = dataclasses.replace(ev, samples=s.events[name][:50])
+        unordered = s.unordered.get(name)
+        if unordered:
+            ev = dataclasses.replace(ev, note="; ".join(x for x in (ev.note, f"{unordered} sample(s) read without "
+                                     "their send order (a journal from before it was recorded): any two repeats compared, "
+                                     "not only first against later") if x))
         sigs[name] = ev
         if ev.n:
             target = fe if sg.side == "frontend" else q
@@ -399,6 +426,23 @@ def _zero_drift_parting(suite: str, d: Drift, dv: SignalResult | None) -> list[E
                              "distribution is unchanged, the choice is not (server-side sampling defaults, penalties, ignored temperature)")]
 
 
+def _pooled_transform(suite: str, s: PairedSuite, sigs: dict[str, SignalResult]) -> list[Evidence]:
+    """logprobs_transformed's suite-level form: answers too short to measure alone (fewer than three tokens with a
+    value, as a one-word vision answer), whose values pooled over the suite's samples all moved by one monotone
+    transform (a scale, or exp) on the golden's own tokens: logprobs reported otherwise (response formatting), where
+    the per-sample signal could measure nothing. No margin: numerics move each token's value by its own amount, and
+    batch shape moves none by a 5% factor, so one transform over every value of several answers is the reporting's."""
+    pool = s.pooled_transform
+    per_sample = sigs.get("logprobs_transformed")
+    if not pool.get("fired") or (per_sample is not None and per_sample.verdict == "fail"):
+        return []
+    samples = list(pool["samples"])
+    return [Evidence("logprobs_transformed", suite, "fail", samples=tuple(samples[:10]),
+                     summary=f"logprobs_transformed (pooled): every logprob of {len(samples)} samples too short to measure "
+                             f"alone ({pool['points']} token values, the golden's tokens) moved by one monotone transform: "
+                             "logprobs reported otherwise, not changed numerics")]
+
+
 CONFOUNDED = "confounded"
 FOLLOWUP_ALPHA = 0.05
 
@@ -451,6 +495,7 @@ def _suite_verdicts(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) -
     # outputs part from the golden's significantly more often than the reference's own reruns do.
     d = dataclasses.replace(d, numerics_changed=d.state == "fired" and dv is not None and dv.verdict == "fail")
     fe += _zero_drift_parting(suite, d, dv)
+    fe += _pooled_transform(suite, s, sigs)
     sigs, fe = _followup_confounded(suite, s.turn_diff, sigs, fe, d)
     block = SuiteResult(
         paired=s.paired, golden_only=s.golden_only, candidate_only=s.candidate_only,
@@ -557,6 +602,10 @@ def _probe_evidence(probes: Mapping[str, Any], numerics_moved: bool) -> list[Evi
     """The run-wide evidence items (probe verdicts, the context probe) as frontend Evidence: context_truncated names
     itself; a probe's evidence names its component and the surface it ran on."""
     out: list[Evidence] = []
+    # Probes whose own failing check shows the server changing the model's outputs by itself (sampling defaults,
+    # temperature 0 not greedy): what the model wrote on the other probes moved for that reason, not their own.
+    outputs_moved = sorted({str(p.get("signal", name)).removeprefix("probe:") for name, p in probes.items()
+                            if p.get("verdict") == "fail" and p.get("moves_outputs")})
     for name, p in sorted(probes.items()):
         verdict, summary = p["verdict"], p["summary"]
         if verdict == "fail" and p.get("qualifier") in ("exchange_text", "model_output") and numerics_moved:
@@ -565,6 +614,10 @@ def _probe_evidence(probes: Mapping[str, Any], numerics_moved: bool) -> list[Evi
             # greedy outputs parted beyond the reruns' rate: the numerics change what the model writes too, so this
             # is no evidence against the frontend by itself
             verdict, summary = "inconclusive", f"{summary}; the numerics moved too (drift or greedy parting on the suites)"
+        elif verdict == "fail" and p.get("qualifier") in ("exchange_text", "model_output") and outputs_moved \
+                and not p.get("moves_outputs"):
+            verdict, summary = "inconclusive", (f"{summary}; the server changes what the model writes by itself "
+                                                f"({', '.join(outputs_moved)} failed): explained there, not here")
         out.append(Evidence(p.get("signal", f"probe:{name}"), "*", verdict, summary, component=p.get("component"),
                             modes={p["surface"]: 1} if p.get("surface") else None, qualifier=p.get("qualifier")))
     return out

@@ -141,6 +141,10 @@ TABLE: Mapping[str, tuple[str, str]] = _Table()
 
 MAX_EXAMPLES = 5
 
+SUITE_LEVEL_FORMS = frozenset({"decoding_changed", "logprobs_transformed"})
+"""Signals compare may also fail as one suite-level evidence item (over the suite's samples together) where the
+per-sample signal did not fail: the diagnosis counts that item's samples."""
+
 # A root cause and the symptoms it produces by itself: a component whose finding explains another component's
 # ranks first, whatever the sample counts (non-determinism breaks every parity check; altered text breaks the
 # parity of the paths it was altered on). Ranking by counts alone names the loudest symptom.
@@ -265,11 +269,12 @@ def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
             _add(acc, e.component or component_of(e.signal)[0], e.signal, "*", 1, [], list(e.modes or []))
         elif e.signal == "teacher_forced_tokens":  # a suite-level event of the teacher-forcing pass, not a signal row
             _add(acc, component_of(e.signal)[0], e.signal, e.suite, max(1, len(e.samples or ())), list(e.samples or ()), [])
-        elif e.signal == "decoding_changed" and e.suite in doc.suites \
-                and _verdict_of(doc.suites[e.suite].signals.get("decoding_changed")) != "fail":
-            # the suite-level form (zero drift on every shared prefix), when the per-sample one did not fail
+        elif e.signal in SUITE_LEVEL_FORMS and e.suite in doc.suites \
+                and _verdict_of(doc.suites[e.suite].signals.get(e.signal)) != "fail":
+            # a suite-level form (decoding_changed: zero drift on every shared prefix; logprobs_transformed: values
+            # pooled over short answers), when the per-sample one did not fail
             samples = list(e.samples or [])
-            _add(acc, component_of("decoding_changed")[0], "decoding_changed", e.suite, len(samples), samples, [])
+            _add(acc, component_of(e.signal)[0], e.signal, e.suite, len(samples), samples, [])
     failed_probes = {(e.signal, m) for e in doc.frontend.evidence if e.verdict == "fail" and e.signal.startswith("probe:")
                      for m in (e.modes or {})}
     on_chat = {r["probe"] for r in rows or [] if r["surface"] == REFERENCE_SURFACE and (r["status"] in ("pass", "improved") or r.get("weak"))}

@@ -676,8 +676,22 @@ def repeats_modes(g: Obs, c: Obs) -> set[str] | None:
     # surfaces answering differently is surface parity's to judge, not the engine's state.
     # And other answers: tokens alone that differ under the same text are the reporting's (a stream whose logprobs
     # skip a speculative decoder's accepted tokens spells the same text: stream assembly's, detokenize_mismatch).
-    return {o.mode for o in crecs if o not in right and any(_same_request(r, o) and _answered_otherwise(r, o) and _sure_parting(r, o)
-                                                          for r in right)}
+    # "First right, later wrong" where the journal recorded the send order: a record that went out before every
+    # record it parts from is not a stale state's doing (a cold first request, which llama.cpp answers otherwise at
+    # temperature 0 before its prompt cache is warm). Without the order (an older journal) any two repeats are read
+    # as today, unordered (compare says so: Signal.reads_send_order).
+    return {o.mode for o in crecs if o not in right and any(_same_request(r, o) and _sent_after(o, r) and _answered_otherwise(r, o)
+                                                          and _sure_parting(r, o) for r in right)}
+
+
+def _sent_after(later: Observation, first: Observation) -> bool:
+    """Whether `later` went out after `first` in the run's send order; True where either record has no order."""
+    return later.sent is None or first.sent is None or later.sent > first.sent
+
+
+def send_order_unknown(c: Obs) -> bool:
+    """Whether the candidate's records of a sample lack their send order (a journal from before it was recorded)."""
+    return any(o.sent is None for o in _with_tokens(c))
 
 
 def _answered_otherwise(a: Observation, b: Observation) -> bool:
@@ -700,14 +714,30 @@ SCALE_MIN = 0.05
 """A scale this far from 1 at least: run-to-run noise moves every value a little, never all by one factor this large."""
 
 
-def _transformed(g: Observation, c: Observation) -> bool | None:
-    """The same generated tokens, every logprob moved, and one monotone transform (a scale, or exp) explains every
-    token's new value: the values are reported otherwise, the model computed the same. None: not measurable."""
+def _points(g: Observation, c: Observation) -> list[tuple[float, float]] | None:
+    """(golden's, candidate's) logprob of each generated token whose golden value is not ~0, where the two records
+    generated the same tokens; None where they did not (another generation: nothing to compare value by value)."""
     gt, ct = comparable(g.logprobs), comparable(c.logprobs)
-    if len(gt) < 3 or len(gt) != len(ct) or any(a[1] != b[1] for a, b in zip(gt, ct)):
+    if not gt or len(gt) != len(ct) or any(a[1] != b[1] for a, b in zip(gt, ct)):
         return None
-    pairs = [(float(a[2]), float(b[2])) for a, b in zip(gt, ct)
-             if isinstance(a[2], (int, float)) and isinstance(b[2], (int, float)) and abs(a[2]) > LOGPROB_MOVED]
+    return [(float(a[2]), float(b[2])) for a, b in zip(gt, ct)
+            if isinstance(a[2], (int, float)) and isinstance(b[2], (int, float)) and abs(a[2]) > LOGPROB_MOVED]
+
+
+def transform_points(g: Obs, c: Obs) -> list[tuple[float, float]]:
+    """The value pairs of one record pair of the sample (the first with the same tokens): what compare pools over a
+    suite's samples too short to measure alone (`one_transform` needs three values; a one-word answer has one or two).
+    One pair per sample: a mode and its streamed twin report the same values, which are not more evidence."""
+    for a, b in _pairs(g, c):
+        pts = _points(a, b)
+        if pts is not None:
+            return pts
+    return []
+
+
+def one_transform(pairs: list[tuple[float, float]]) -> bool | None:
+    """Every value moved and one monotone transform (a scale at least SCALE_MIN from 1, or exp) explains each new
+    value: reported otherwise, computed the same. None: fewer than three values to tell."""
     if len(pairs) < 3:
         return None
     if all(abs(y - x) <= LOGPROB_MOVED for x, y in pairs):
@@ -718,6 +748,13 @@ def _transformed(g: Observation, c: Observation) -> bool | None:
     by_scale = scale > 0 and abs(scale - 1) >= SCALE_MIN and all(abs(y - scale * x) <= TRANSFORM_TOL * max(abs(y), LOGPROB_MOVED) + 1e-6 for x, y in pairs)
     by_exp = all(abs(y - math.exp(x)) <= 1e-3 for x, y in pairs)
     return by_scale or by_exp
+
+
+def _transformed(g: Observation, c: Observation) -> bool | None:
+    """The same generated tokens, every logprob moved, and one monotone transform (a scale, or exp) explains every
+    token's new value: the values are reported otherwise, the model computed the same. None: not measurable."""
+    pts = _points(g, c)
+    return None if pts is None else one_transform(pts)
 
 
 def logprobs_transformed(g: Obs, c: Obs) -> bool | None:
@@ -736,6 +773,19 @@ def logprobs_dropped(g: Obs, c: Obs) -> bool | None:
         if a.logprobs and (b.content or "").strip():
             measured = True
             fired = fired or "logprobs_ignored" in b.findings
+    return fired if measured else None
+
+
+def cached_tokens_dropped(g: Obs, c: Obs) -> bool | None:
+    """The golden's record of a mode reported its cached prompt tokens (`prompt_tokens_details.cached_tokens`, 0
+    included: the engine counts them) and the candidate's same mode and epoch reported usage without that figure: a
+    client billing or sizing its cache by it is told nothing. Presence, not the value: how much a prefix cache holds
+    follows what was sent before (batching, eviction), whether the engine reports it does not."""
+    measured = fired = False
+    for a, b in _pairs(g, c):
+        if a.cached_tokens is not None and b.prompt_tokens is not None:
+            measured = True
+            fired = fired or b.cached_tokens is None
     return fired if measured else None
 
 
@@ -812,6 +862,9 @@ class Signal:
     """A healthy engine cannot produce the event: its margin is 0 by construction, calibrated or not."""
     touches_numerics: bool = True
     """Whether a sample where it fired is kept out of the numerics comparison."""
+    reads_send_order: bool = False
+    """It reads which repeat went out first (Observation.sent): where it fired on records without that order (an
+    older journal) its evidence says it read them unordered."""
 
     def __post_init__(self) -> None:
         if self.side == "frontend" and not self.component:
@@ -891,10 +944,14 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("tool_calls_as_text", "frontend", "tool-call parser",
            "the golden's tool calls came back as text (no parsed call): the tool-call parser did not parse them, or a "
            "forcing tool_choice was not applied", None, tool_calls_as_text),
+    Signal("cached_tokens_dropped", "frontend", "response formatting & usage",
+           "usage without its cached-token figure (prompt_tokens_details.cached_tokens) on records whose golden reported "
+           "it: usage accounting dropped the prefix cache's count", None, cached_tokens_dropped,
+           touches_numerics=False),  # a usage figure changes no answer
     Signal("repeats_disagree", "frontend", ENGINE_STATE,
            "the candidate answered one greedy request two ways, parting at tokens the model was sure of, one of them the "
            "golden's, where the golden's repeats agreed: engine state (a prefix cache, speculative decoding, batching) "
-           "changes answers", repeats_modes, repeats_disagree),
+           "changes answers", repeats_modes, repeats_disagree, reads_send_order=True),
     Signal("repetition", "numerics", None,
            "the candidate fell into a repetition loop where the golden did not", None, repetition),
 )

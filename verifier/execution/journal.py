@@ -201,7 +201,7 @@ def write_samples(run_dir: Path, pairs: Iterable[tuple[str, Sample]]) -> None:
 _EXCHANGE_TYPES: dict[str, tuple[type, ...]] = {
     "suite": (str,), "sample_id": (str,), "epoch": (int,), "mode": (str,), "request": (dict,),
     "status": (int, type(None)), "body": (str, type(None)), "chunks": (list, type(None)), "error": (str, type(None)),
-    "latency_ms": (int, float), "attempts": (int,)}
+    "latency_ms": (int, float), "attempts": (int,), "sent": (int, type(None))}
 _EXCHANGE_REQUIRED = ("suite", "sample_id", "epoch", "mode", "request", "status")
 _JSON_TYPE = {dict: "an object", list: "an array", str: "a string", int: "an integer", float: "a number",
               bool: "a boolean", type(None): "null"}

@@ -465,11 +465,10 @@ def _parting(a: Parsed, b: Parsed) -> tuple[Any, Any] | None:
     return None
 
 
-def cold_equals_warm(a: list[Answer]) -> Seen:
-    """The first question's answer asked cold and asked again after another question warmed the shared prefix: one
-    text. Where they part, the tokens tell a near-tie (batch shape flips it) from a token the model was sure of (state
-    the engine kept: a stale prefix-cache block, a speculative decoder's accepted token)."""
-    cold, _, warm = a
+def _cold_against_warm(cold: Answer, warm: Answer) -> Seen:
+    """One question's answer asked cold and asked again warm: one text. Where they part, the tokens tell a near-tie
+    (batch shape flips it) from a token the model was sure of (state the engine kept: a stale prefix-cache block, a
+    speculative decoder's accepted token, a batch's shared-prefix state)."""
     if not (cold.ok and warm.ok):
         return Seen(False, f"a request failed: {(warm if cold.ok else cold).why()}")
     c, w = cold.parsed.content, warm.parsed.content  # type: ignore[union-attr]
@@ -482,6 +481,27 @@ def cold_equals_warm(a: list[Answer]) -> Seen:
             return Seen(True, f"cold {_short(c)} and warm {_short(w)} part at a near-tie (logprobs {at})")
     return Seen(False, f"the warm answer {_short(w)} differs from the cold one {_short(c)}"
                        + (f" at a token the model was sure of (logprobs {at})" if at else ""))
+
+
+def cold_equals_warm(a: list[Answer]) -> Seen:
+    """The first question's answer asked cold and asked again after another question warmed the shared prefix."""
+    cold, _, warm = a
+    return _cold_against_warm(cold, warm)
+
+
+def cold_equals_warm_in_batch(a: list[Answer]) -> Seen:
+    """The first question asked cold and alone, then again, twice, in one batch with other questions sharing its prefix
+    (sent at once): every warm answer is the cold one's. The request after the cold one is the first of the batch; the
+    first question's resends are the answers whose request equals the cold one's."""
+    cold = a[0]
+    warm = [x for x in a[1:] if x.sent.get("messages") == cold.sent.get("messages")]
+    if not warm:
+        return Seen(False, "no resend of the first question was answered")
+    seen = [_cold_against_warm(cold, w) for w in warm]
+    bad = next((x for x in seen if not x.passed), None)
+    if bad is not None:
+        return Seen(False, f"in the concurrent batch: {bad.detail}")
+    return Seen(True, f"{len(warm)} warm answers in the concurrent batch: " + "; ".join(x.detail for x in seen))
 
 
 CACHED_KEYS = (("prompt_tokens", "prompt_tokens_details"), ("input_tokens", "input_tokens_details"))

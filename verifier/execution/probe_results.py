@@ -92,14 +92,31 @@ def _fingerprint_moved(c: dict[str, Any], g: dict[str, Any], stream: bool) -> bo
                and a["prompt_tokens"] != b["prompt_tokens"] for a, b in zip(ge, ce))
 
 
-def exchange_changes(c: dict[str, Any], g: dict[str, Any], template_moved: bool = True
+def _text_moved(c: dict[str, Any], g: dict[str, Any], stream: bool) -> bool:
+    """Some request of this probe (streamed ones, or the others) wrote another greedy text than the golden's."""
+    ce, ge = c.get("exchanges"), g.get("exchanges")
+    if not isinstance(ce, list) or not isinstance(ge, list):
+        return False
+    return any(isinstance(a, dict) and isinstance(b, dict) and bool(b.get("stream")) == stream
+               and isinstance(a.get("text"), str) and isinstance(b.get("text"), str) and a["text"] != b["text"]
+               for a, b in zip(ge, ce))
+
+
+STREAM_TEXT = "stream_text_mismatch"
+"""The code a probe request's moved greedy text carries when only streamed requests moved: the stream's doing."""
+
+
+def exchange_changes(c: dict[str, Any], g: dict[str, Any], template_moved: bool = True, text_moved: bool = True
                      ) -> tuple[tuple[str, str] | None, tuple[str, str | None] | None]:
     """How the candidate's probe requests went otherwise than the golden's same requests, as two answers:
     (the first new contract finding: (what, its code)) and (the first other prompt-token count or other greedy text:
     (what, `prompt_tokens_mismatch` or None for the probe's own component)). Each None: the same, or not comparable (a
     golden from before this). A finding is looked for on every request before the fingerprint and the text.
     `template_moved`: some non-streamed probe request of the run counted other prompt tokens; where none did, a
-    streamed request's other count is the stream's usage report (`prompt_tokens_mismatch:stream`), not the prompt."""
+    streamed request's other count is the stream's usage report (`prompt_tokens_mismatch:stream`), not the prompt.
+    `text_moved`: some non-streamed probe request of the run wrote another greedy text; where none did, a streamed
+    request's other text was edited in the stream (STREAM_TEXT: stream assembly), not generated otherwise, since the
+    same engine generated every non-streamed text as the reference's."""
     ce, ge = c.get("exchanges"), g.get("exchanges")
     if not isinstance(ce, list) or not isinstance(ge, list):
         return None, None
@@ -119,7 +136,8 @@ def exchange_changes(c: dict[str, Any], g: dict[str, Any], template_moved: bool 
             break
         ta, tb = a.get("text"), b.get("text")
         if isinstance(ta, str) and isinstance(tb, str) and ta != tb:
-            moved = (f"request {i}: temperature-0 text {tb[:40]!r}, the reference's {ta[:40]!r}", None)
+            moved = (f"request {i}: temperature-0 text {tb[:40]!r}, the reference's {ta[:40]!r}",
+                     STREAM_TEXT if b.get("stream") and not text_moved else None)
             break
     return finding, moved
 
@@ -127,12 +145,15 @@ def exchange_changes(c: dict[str, Any], g: dict[str, Any], template_moved: bool 
 def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
           components: dict[str, str] | None = None,
           comparators: dict[str, Callable[[Any, Any], tuple[bool, str]]] | None = None,
-          reads_output: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+          reads_output: frozenset[str] = frozenset(), moves_outputs: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """The conformance table, failing rows first. `components` names a probe's component where a result does not
     (old goldens); `comparators` compare a measured value (prompt tokens, packet sizes) with the reference's;
-    `reads_output`: the probes whose check reads what the model wrote (probes.Probe.reads_output)."""
+    `reads_output`: the probes whose check reads what the model wrote (probes.Probe.reads_output); `moves_outputs`:
+    the probes whose failing check shows the server changing the model's outputs by itself (Probe.moves_outputs)."""
     cand, gold = normalize(candidate), normalize(golden)
     template_moved = any(_fingerprint_moved(cand[k], gold[k], stream=False) for k in set(cand) & set(gold))
+    text_moved = any(_text_moved(cand[k], gold[k], stream=False) for k in set(cand) & set(gold)
+                     if cand[k] is not None and gold[k] is not None)
     rows = []
     for k in sorted(set(cand) | set(gold)):
         c, g = cand.get(k), gold.get(k)
@@ -166,7 +187,7 @@ def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
             #   (reasoning moved, tools dropped from the prompt, server defaults);
             # - where it passed on both sides, a moved fingerprint or text is evidence too, ranked below the
             #   sample-level evidence (`weak`: one request, whose greedy text also moves with the numerics).
-            finding, moved = exchange_changes(c, g, template_moved)
+            finding, moved = exchange_changes(c, g, template_moved, text_moved)
             if finding is not None:
                 exchange_finding = finding[1]
                 if status != "regression":
@@ -186,6 +207,7 @@ def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
             **({"exchange_finding": exchange_finding} if exchange_finding else {}),
             **({"weak": True} if weak else {}),
             **({"reads_output": True} if name in reads_output else {}),
+            **({"moves_outputs": True} if name in moves_outputs else {}),
         })
     rows.sort(key=lambda r: (STATUS_ORDER.index(r["status"]), r["probe"], r["surface"]))
     return rows
@@ -210,12 +232,16 @@ def evidence(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         out[r["key"]] = {"signal": f"probe:{r['probe']}", "surface": r["surface"], "component": r["component"],
                          "verdict": verdict,
                          "summary": f"{r['probe']} on {r['surface']}: {said} ({r['candidate_detail']}; {ref}) [{r['component']}]"}
+        if verdict == "fail" and r.get("moves_outputs") and r["candidate"] == "fail":
+            # its own check failed: the server changes what the model writes, so the other probes' evidence that is
+            # what the model wrote names no component of its own (compare.py)
+            out[r["key"]]["moves_outputs"] = True
         if r["status"] == "reference_fails":
             out[r["key"]]["qualifier"] = "reference_fails"  # a pass only because the golden cannot do it either
         elif r.get("weak"):
             # the check passed on both sides; only the request's fingerprint or greedy text moved (compare.py
             # holds a moved text as inconclusive where the numerics moved too: it is no frontend evidence then)
-            out[r["key"]]["qualifier"] = "exchange_text" if r.get("evidence_code") is None else "exchange_fingerprint"
+            out[r["key"]]["qualifier"] = "exchange_text" if r.get("evidence_code") in (None, STREAM_TEXT) else "exchange_fingerprint"
         elif verdict == "fail" and r.get("reads_output") and not r.get("exchange_finding"):
             # the check read what the model wrote: compare.py holds it inconclusive where the sample-level numerics
             # moved (other weights write otherwise); a new contract finding on its requests stays evidence

@@ -13,6 +13,7 @@ not blamed (engines legitimately clamp instead of refusing, or have no stored re
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import struct
@@ -46,6 +47,9 @@ class Req:
     native: bool = False
     path: str | None = None
     """Another route than the surface's own (e.g. `/messages/count_tokens`)."""
+    together: bool = False
+    """Sent at once with the requests next to it also marked `together` (one concurrent batch), after every request
+    before the batch was answered; a body built from earlier answers sees those before the batch only."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,11 @@ class Probe:
     tool call the model must make first): other weights write otherwise. Its failure is frontend evidence only
     where the sample-level numerics are the reference's (compare reads it with the drift and parting); a check of
     what the feature itself controls (a refusal, a token cap, a grammar, an event shape) is evidence by itself."""
+    moves_outputs: bool = False
+    """Its own check failing shows the server changing what the model writes by itself (generation-config defaults
+    applied where the request set none, temperature 0 not greedy): then every probe whose evidence is what the model
+    wrote (`reads_output`, or a passing check whose greedy text moved) is no evidence against its own component, as
+    where the sample-level numerics moved (compare holds it inconclusive, naming this probe)."""
 
 
 COUNT = [{"role": "user", "content": "Count from 1 to 30, separated by spaces."}]
@@ -84,6 +93,7 @@ SHARED_PREFIX = ("You are a calculator. Read the question, work it out, and repl
                  "Numbers may be negative; never add words, units or punctuation. ") * 4
 STATE_A = [{"role": "system", "content": SHARED_PREFIX}, {"role": "user", "content": "What is 17 + 25?"}]
 STATE_B = [{"role": "system", "content": SHARED_PREFIX}, {"role": "user", "content": "What is 38 + 46?"}]
+STATE_C = [{"role": "system", "content": SHARED_PREFIX}, {"role": "user", "content": "What is 59 + 13?"}]
 LP = {"logprobs": True, "top_logprobs": 1}
 
 
@@ -180,17 +190,18 @@ CATALOGUE: tuple[Probe, ...] = (
     Probe("max_completion_tokens_honoured", "API validation", "max_completion_tokens 1 (no max_tokens)",
           "finish_reason length, at most 2 tokens", (Req({**G, "max_completion_tokens": 1, "messages": COUNT}),), pc.one_token),
     Probe("temperature_0_deterministic", "API validation", "the same temperature-0 request 3 times (seeds 1, 2, 3)",
-          "one output", tuple(Req({**G, "max_tokens": 48, "seed": s, "messages": COUNT}) for s in (1, 2, 3)), pc.same_text, ALL),
+          "one output", tuple(Req({**G, "max_tokens": 48, "seed": s, "messages": COUNT}) for s in (1, 2, 3)), pc.same_text, ALL,
+          moves_outputs=True),
     Probe("neutral_sampling_defaults", "API validation",
           "a greedy request without sampling extensions, then with repetition_penalty 1, presence/frequency_penalty 0, top_k -1, min_p 0",
           "the same output (a server applying generation-config defaults when they are absent fails)",
           (Req({**G, "max_tokens": 80, "messages": REPEAT}), Req({**G, **NEUTRAL, "max_tokens": 80, "messages": REPEAT})),
-          pc.neutral_same_as_none, reads_output=True),
+          pc.neutral_same_as_none, reads_output=True, moves_outputs=True),
     Probe("neutral_defaults_on_repeats", "API validation",
           "counting with each number written twice (\"1 1 2 2 ...\"), without sampling extensions, then with the neutral values",
           "the same output, its repeats kept (a penalty a server applies when the request sets none drops them)",
           (Req({**G, "max_tokens": 128, "messages": PAIRS}), Req({**G, **NEUTRAL, "max_tokens": 128, "messages": PAIRS})),
-          pc.neutral_same_on_repeats, reads_output=True),
+          pc.neutral_same_on_repeats, reads_output=True, moves_outputs=True),
     Probe("stop_honoured", "API validation", "counting without stop, then with stop [\"5\"] (Messages: stop_sequences)",
           "the output ends where the stop string would start, without it; finish_reason stop",
           (Req({**G, "max_tokens": 64, "messages": COUNT}), Req({**G, "max_tokens": 64, "stop": ["5"], "messages": COUNT})),
@@ -292,6 +303,15 @@ CATALOGUE: tuple[Probe, ...] = (
           "the first question's two answers are one text (or part only at a near-tie: logprob under log 0.6)",
           (Req({**G, **LP, "max_tokens": 16, "messages": STATE_A}), Req({**G, **LP, "max_tokens": 16, "messages": STATE_B}),
            Req({**G, **LP, "max_tokens": 16, "messages": STATE_A})), pc.cold_equals_warm),
+    Probe("state_repeat_under_concurrency", "engine state",
+          "a greedy question after a long prefix (cold, alone), then at once: two other questions sharing the prefix and "
+          "the first question twice (warm, in one concurrent batch)",
+          "each warm answer to the first question equals the cold one (or parts only at a near-tie: logprob under log 0.6)",
+          (Req({**G, **LP, "max_tokens": 16, "messages": STATE_A}),
+           Req({**G, **LP, "max_tokens": 16, "messages": STATE_B}, together=True),
+           Req({**G, **LP, "max_tokens": 16, "messages": STATE_A}, together=True),
+           Req({**G, **LP, "max_tokens": 16, "messages": STATE_C}, together=True),
+           Req({**G, **LP, "max_tokens": 16, "messages": STATE_A}, together=True)), pc.cold_equals_warm_in_batch),
     Probe("cached_tokens_on_repeat", "response formatting & usage", "one prompt sent twice",
           "cached_tokens never above prompt_tokens; on the repeat, cached tokens where the reference reported them",
           (Req({**G, "max_tokens": 8, "messages": STATE_A}), Req({**G, "max_tokens": 8, "messages": STATE_A})),
@@ -303,6 +323,7 @@ PROBES: dict[str, Probe] = {p.name: p for p in CATALOGUE}
 COMPONENTS: dict[str, str] = {p.name: p.component for p in CATALOGUE}
 COMPARATORS = {p.name: p.compare for p in CATALOGUE if p.compare is not None}
 READS_OUTPUT = frozenset(p.name for p in CATALOGUE if p.reads_output)
+MOVES_OUTPUTS = frozenset(p.name for p in CATALOGUE if p.moves_outputs)
 
 
 def _body(req: Req, surface: str, model: str, extra_body: dict[str, Any], prev: list[pc.Answer]) -> dict[str, Any] | None:
@@ -315,22 +336,41 @@ def _body(req: Req, surface: str, model: str, extra_body: dict[str, Any], prev: 
     return translate(mode_named(surface, req.stream), body)
 
 
+def _batches(requests: tuple[Req, ...]) -> list[list[Req]]:
+    """The probe's requests in sending order: each alone, but neighbours marked `together` in one batch."""
+    out: list[list[Req]] = []
+    for req in requests:
+        if req.together and out and out[-1][-1].together:
+            out[-1].append(req)
+        else:
+            out.append([req])
+    return out
+
+
 async def run_one(ep: "Endpoint", probe: Probe, surface: str, model: str, extra_body: dict[str, Any]) -> dict[str, Any]:
     answers: list[pc.Answer] = []
     modes: list[str] = []
-    for req in probe.requests:
-        body = _body(req, surface, model, extra_body, answers)
-        if body is None:
-            answers.append(pc.Answer(None, None, None, "skipped: the request before it failed", surface))
-            modes.append("")
-            continue
-        mode = mode_named(surface, req.stream)
-        modes.append(mode)
+
+    async def send(req: Req, body: dict[str, Any], mode: str) -> pc.Answer:
         r = await ep.send(mode, body, path=req.path)
         # Scrubbed before any check quotes (and cuts) the text: a cut secret no longer matches its whole value.
         text = scrub.text(r.body) if isinstance(r.body, str) else r.body
         chunks = [scrub.text(c) for c in r.chunks] if r.chunks is not None else None
-        answers.append(pc.answer(surface, mode, r.status, text, chunks, r.error, body))
+        return pc.answer(surface, mode, r.status, text, chunks, r.error, body)
+
+    for batch in _batches(probe.requests):
+        before = list(answers)  # a body is built from the answers before its batch
+        sends: list[Any] = []
+        for req in batch:
+            body = _body(req, surface, model, extra_body, before)
+            mode = mode_named(surface, req.stream) if body is not None else ""
+            sends.append((req, body, mode))
+        got = await asyncio.gather(*(send(req, body, mode) for req, body, mode in sends if body is not None))
+        it = iter(got)
+        for _, body, mode in sends:
+            modes.append(mode)
+            answers.append(next(it) if body is not None else
+                           pc.Answer(None, None, None, "skipped: the request before it failed", surface))
     infra = next((a.error for a in answers if a.error and not a.error.startswith("skipped")), None)
     if infra is not None:  # transport failure, timeout, 5xx after retries: no evidence either way, never a failure
         return {"probe": probe.name, "surface": surface, "component": probe.component, "passed": False, "infra": infra,
@@ -360,7 +400,8 @@ async def run_probes(ep: "Endpoint", model: str, extra_body: dict[str, Any], sur
                      only: frozenset[str] | set[str] | None = None) -> dict[str, Any]:
     """Every probe of the catalogue on every surface it applies to among `surfaces` (or only those `only` names, see
     `wanted`; a gate passes `selection(golden probes)`), one after another (concurrent requests change the batch,
-    and with it greedy outputs on some engines); keyed `<probe>@<surface>`."""
+    and with it greedy outputs on some engines; only a probe's own `together` batch is sent at once); keyed
+    `<probe>@<surface>`."""
     out: dict[str, Any] = {}
     for probe in CATALOGUE:
         for surface in probe.surfaces:
@@ -371,7 +412,7 @@ async def run_probes(ep: "Endpoint", model: str, extra_body: dict[str, Any], sur
 
 def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The conformance table of a run's probe results against the golden's."""
-    return probe_results.judge(candidate, golden, COMPONENTS, COMPARATORS, READS_OUTPUT)
+    return probe_results.judge(candidate, golden, COMPONENTS, COMPARATORS, READS_OUTPUT, MOVES_OUTPUTS)
 
 
 def verdicts(candidate: dict[str, Any], golden: dict[str, Any] | None) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TextIO, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, TextIO, cast
 
 from verifier import safewrite
 from verifier.execution import journal
@@ -142,6 +142,26 @@ def _env_interval() -> float:
         return 10.0
 
 
+class SendOrder:
+    """The run's send sequence (Exchange.sent): each request is numbered as the runner hands it to the client, one
+    counter for every worker and every batch of the run, continuing after the highest number a resumed journal holds.
+    Numbered at hand-off, so two requests in flight together are ordered as they were started, which is the order they
+    leave this process in (one event loop)."""
+
+    def __init__(self, after: int | None = None):
+        self._next = 0 if after is None else after + 1
+
+    @staticmethod
+    def after_journal(exchanges: "Iterable[Exchange]") -> "SendOrder":
+        """The sequence continuing a journal's records (numbers after its highest; from 0 when it has none)."""
+        return SendOrder(max((ex.sent for ex in exchanges if ex.sent is not None), default=None))
+
+    def take(self) -> int:
+        n = self._next
+        self._next += 1
+        return n
+
+
 @contextlib.contextmanager
 def lean_gc(gen0: int = 20_000) -> Iterator[None]:
     """Fewer, cheaper garbage collections while requests fly.
@@ -168,12 +188,14 @@ async def execute(
     endpoint: Endpoint | None = None,
     journaled: dict[tuple[str, str, int, str], Exchange] | None = None,
     written: Callable[[bytes, Any], None] | None = None,
+    order: SendOrder | None = None,
 ) -> dict[str, Any]:
     """Send every (suite, sample, epoch, mode, body) and journal each Exchange as it completes.
 
     `journaled`: the answered records of the run being resumed; a conversation replays them instead of
     re-sending (Suite.conversation), so only its missing steps go out. `written`: journal.Journal's hook, called
-    with each line written (execution/live.Follower.offer)."""
+    with each line written (execution/live.Follower.offer). `order`: the run's send sequence (one for all its
+    batches); None: one continuing `journaled`."""
     from verifier.wire.endpoint import Endpoint
 
     ep = endpoint or Endpoint(cfg)
@@ -181,6 +203,7 @@ async def execute(
     progress = Progress(sum(len(w[0].conversation.records(w[1])) if w[0].conversation else 1 for w in work), quiet)
     classes: dict[str, int] = {}
     journaled = journaled or {}
+    order = order or SendOrder.after_journal(journaled.values())
 
     def record(ex: Exchange, timed_out: str | None = None) -> None:
         """Journal one exchange, count it in the progress and, when it failed, in its error class (a timeout as
@@ -205,17 +228,20 @@ async def execute(
             if old is not None and old.request == body:
                 ex = old
             else:
+                sent = order.take()
                 r = await ep.send(mode, body)
-                ex = Exchange(suite.name, step_id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts)
+                ex = Exchange(suite.name, step_id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts,
+                              sent)
                 record(ex, r.timed_out)
             steps.append(ex)
             if ex.error is not None or ex.status is None or ex.status >= 400:
                 return  # no answer to build on: scoring reports the rest of the conversation as not reached
 
     async def one(suite: Suite, sample: Sample, epoch: int, mode: str, body: dict[str, Any]) -> None:
+        sent = order.take()
         r = await ep.send(mode, body)
-        record(Exchange(suite.name, sample.id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts),
-               r.timed_out)
+        record(Exchange(suite.name, sample.id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts,
+                        sent), r.timed_out)
 
     async def worker(queue: Iterator[tuple[Suite, Sample, int, str, dict[str, Any]]]) -> None:
         for w in queue:

@@ -26,7 +26,12 @@ SUMMARY = journal.SUMMARY
 
 def _signals(ex: Exchange, parsed: Parsed | None = None) -> dict[str, Any]:
     s: dict[str, Any] = {"latency_ms": ex.latency_ms, "attempts": ex.attempts, "status": ex.status}
+    if ex.sent is not None:
+        s["sent"] = ex.sent
     if parsed is not None:
+        cached = cached_tokens(parsed.usage)
+        if cached is not None:
+            s["cached_tokens"] = cached
         s["finish_reason"] = parsed.finish_reason
         s["prompt_tokens"] = parsed.prompt_tokens
         s["completion_tokens"] = parsed.completion_tokens
@@ -35,6 +40,20 @@ def _signals(ex: Exchange, parsed: Parsed | None = None) -> dict[str, Any]:
         if styles:
             s["tool_call_id_style"] = styles
     return s
+
+
+def cached_tokens(usage: Any) -> int | None:
+    """The cached prompt tokens the usage reported (chat's `prompt_tokens_details`, Responses'
+    `input_tokens_details`; Messages' `cache_read_input_tokens` is read into the chat spelling by its surface), or None
+    where it reported no such figure (a key absent or not a count)."""
+    if not isinstance(usage, dict):
+        return None
+    for details in ("prompt_tokens_details", "input_tokens_details"):
+        d = usage.get(details)
+        n = d.get("cached_tokens") if isinstance(d, dict) else None
+        if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+            return n
+    return None
 
 
 def judge(suite: Suite, sample: Sample, ex: Exchange, parse: Callable[[], Parsed] | None = None) -> Verdict:
@@ -93,6 +112,9 @@ def _steps_signals(steps: list[Verdict]) -> dict[str, Any]:
     }
     if styles:
         out["tool_call_id_style"] = styles
+    for k in ("sent", "cached_tokens"):  # the first request's, as its prompt tokens: the one the history does not shape
+        if sig[0].get(k) is not None:
+            out[k] = sig[0][k]
     return out
 
 

@@ -123,6 +123,7 @@ _ROW_FIELDS: dict[str, dict[str, Any]] = {
     "logprobs": _nullable({"type": "array", "maxItems": MAX_LOGPROBS, "items": _PAIR}),
     "top_logprobs": _nullable({"type": "array", "maxItems": MAX_LOGPROBS,
                                "items": {"type": "array", "maxItems": MAX_TOP, "items": _PAIR}}),
+    "sent": _nullable(_NONNEG_INT), "cached_tokens": _nullable(_NONNEG_INT),
 }
 
 OBSERVATION = {

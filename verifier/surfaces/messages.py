@@ -159,8 +159,11 @@ def messages_usage(u: Any) -> dict[str, Any] | None:
     pt = u.get("input_tokens")
     prompt = pt + cache_read + cache_new if isinstance(pt, int) else pt
     ct = u.get("output_tokens")
-    return {"prompt_tokens": prompt, "completion_tokens": ct, "total_tokens": int_or_zero(prompt) + int_or_zero(ct),
-            "prompt_tokens_details": {"cached_tokens": cache_read}, "surface": u}
+    out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": ct, "total_tokens": int_or_zero(prompt) + int_or_zero(ct)}
+    if isinstance(u.get("cache_read_input_tokens"), int):  # only where the server reported its cache reads: a usage
+        out["prompt_tokens_details"] = {"cached_tokens": cache_read}  # without them is not one that read 0 tokens
+    out["surface"] = u
+    return out
 
 
 def _tool_input(block: dict[str, Any], extra: WireFacts) -> str:

@@ -185,6 +185,11 @@ class Fault:
     """Acts only on the second and later sends of the same prompt (messages and tools, whatever the mode, the
     surface or the transport), never on the first: a bug of engine state (a prefix cache, speculative decoding)
     that shows once the engine has seen the prompt."""
+    with_shared_prefix: bool = False
+    """Acts only on an answer whose request was in flight at the same time as another request with the same first
+    message and another prompt (the proxy holds each request a batch window, BATCH_WINDOW_S, so requests sent at once
+    meet): a bug of batched shared-prefix state (a prefix block shared across a batch, a cascade-attention kernel)
+    that shows only under concurrency. Requests responses, not request edits: it is decided once the batch is known."""
 
     @property
     def kinds(self) -> list[str]:

@@ -44,6 +44,10 @@ _HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive
         "proxy-authorization", "proxy-authenticate", "accept-encoding", "content-encoding"}
 
 
+BATCH_WINDOW_S = 0.05
+"""How long a request a Fault.with_shared_prefix fault may act on is held before it is forwarded: requests sent at once
+are all in flight together by then, whatever the machine's load, as in an engine's scheduler batching them."""
+
 MAX_RESPONSE_BYTES = 64 * 2**20
 """What the proxy buffers to rewrite one response (`--max-response-mb`, the client's default cap): a larger body
 or SSE line is forwarded as it came, unmutated, without being held whole (a 400 MB body once cost 1.7 GB here)."""
@@ -98,6 +102,11 @@ class Proxy:
         self.requests = 0
         self._seen: dict[str, int] = {}
         self._prompts: dict[str, int] = {}
+        # Requests in flight by first message: (request number, prompt hash) of each; and the request numbers that met
+        # another prompt sharing their first message while in flight (what Fault.with_shared_prefix reads).
+        self._in_flight: dict[str, dict[int, str]] = {}
+        self._met_shared_prefix: set[int] = set()
+        self._batch_keys: dict[int, str | None] = {}
         self._redactors: dict[int, Redactor] = {}  # per request number, while it is in flight
         self._numbers: dict[int, int] = {}
         self._log_arg = log
@@ -131,6 +140,33 @@ class Proxy:
         self._prompts[h] = n + 1
         return n
 
+    @staticmethod
+    def _digest(x: Any) -> str:
+        return hashlib.sha256(json.dumps(x, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
+
+    def _enter_batch(self, n: int, chat_request: dict[str, Any]) -> str | None:
+        """Register request `n` as in flight under its first message; mark it, and every request in flight with the same
+        first message and another prompt, as having met a shared prefix. Returns the key to leave with."""
+        messages = chat_request.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return None
+        prefix = self._digest(messages[0])
+        prompt = self._digest({k: chat_request.get(k) for k in ("messages", "tools")})
+        others = self._in_flight.setdefault(prefix, {})
+        met = [m for m, p in others.items() if p != prompt]
+        if met:
+            self._met_shared_prefix.update(met + [n])
+        others[n] = prompt
+        return prefix
+
+    def _leave_batch(self, n: int, prefix: str | None) -> None:
+        if prefix is not None:
+            others = self._in_flight.get(prefix, {})
+            others.pop(n, None)
+            if not others:
+                self._in_flight.pop(prefix, None)
+        self._met_shared_prefix.discard(n)
+
     def _record(self, fault: Fault, path: str, n: int, stream: bool, before: str, after: str, count: int) -> None:
         r = self._redactors.get(n)
         if r:
@@ -148,7 +184,9 @@ class Proxy:
         try:
             return await self._forward(request)
         finally:
-            self._redactors.pop(self._numbers.pop(id(request), 0), None)
+            n = self._numbers.pop(id(request), 0)
+            self._redactors.pop(n, None)
+            self._leave_batch(n, self._batch_keys.pop(n, None))
 
     async def _forward(self, request: web.Request) -> web.StreamResponse:
         assert self._session is not None
@@ -177,6 +215,12 @@ class Proxy:
                 body, changed = self._apply(active, "request", body, path, n, bool(body.get("stream")))
                 if changed:
                     raw = json.dumps(body, ensure_ascii=False).encode()
+                if any(f.with_shared_prefix for f, _ in self.faults):
+                    # A batch window, as an engine's scheduler waits to batch requests: those sent at once meet here
+                    # (every request is registered, whether the fault was drawn for it or not: it is in the batch).
+                    self._batch_keys[n] = self._enter_batch(n, chat_view)
+                    await asyncio.sleep(BATCH_WINDOW_S)
+                    active = [f for f in active if not f.with_shared_prefix or n in self._met_shared_prefix]
         try:
             up = await self._session.request(request.method, self.upstream_root + request.path_qs, data=raw,
                                              headers=_filter_headers(request.headers), allow_redirects=False)

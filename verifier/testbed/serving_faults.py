@@ -3,8 +3,9 @@ arguments that lose content when several tokens arrive in one delta, argument va
 `tool_choice` answered without a call, cached-token accounting, and `response_format` not enforced with reasoning on.
 
 Pure functions and stream mutators only, like the rest of the catalogue (mutation.py); the proxy applies them, on the
-Responses and Messages surfaces by translation (surface_faults.py). Two need more than a body: `Fault.when` (the
-request they act on) and `Fault.on_repeat` (only the second and later sends of one prompt), which the proxy reads.
+Responses and Messages surfaces by translation (surface_faults.py). Some need more than a body: `Fault.when` (the
+request they act on), `Fault.on_repeat` (only the second and later sends of one prompt) and `Fault.with_shared_prefix`
+(only requests in flight together with another prompt sharing their first message), which the proxy reads.
 They live in SERVING_FAULTS; faults.ALL_FAULTS holds every table.
 """
 
@@ -207,6 +208,30 @@ class SplitUsageStream(StreamMutator):
         return [first, d]
 
 
+def _drop_cached(usage: Any) -> Pairs:
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    if not isinstance(details, dict) or "cached_tokens" not in details:
+        return []
+    usage["prompt_tokens_details"] = None  # what an engine without the details flag sends (vLLM: null)
+    return [(f"cached_tokens {details['cached_tokens']}", "prompt_tokens_details null")]
+
+
+@pure_edit
+def drop_cached_tokens(body: dict[str, Any]) -> Pairs:
+    """usage.prompt_tokens_details (cached_tokens) sent as null: the prefix cache's count dropped from usage."""
+    return _drop_cached(body.get("usage"))
+
+
+class DropCachedStream(StreamMutator):
+    """Streams: the usage chunk without its cached-token figure."""
+
+    def chunk(self, d: dict[str, Any]) -> list[dict[str, Any]] | None:
+        pairs = _drop_cached(d.get("usage"))
+        for before, after in pairs:
+            self.note(before, after)
+        return [d] if pairs else None
+
+
 # ----------------------------------------------------------------------------- structured output with reasoning
 
 
@@ -229,6 +254,14 @@ SERVING_FAULTS: dict[str, Fault] = {f.name: f for f in [
           "repeats_disagree (engine state: the candidate's repeats of one request part at tokens the model was sure of); "
           "probe:state_repeat_after_shared_prefix",
           response=pure_edit(shift_numbers), stream=_PerChunkShift, on_repeat=True),
+    Fault("shared_prefix_batch_state", "answers to requests in flight together with another prompt that shares their first "
+          "message (held a batch window) come back with every digit one up, in the text, the tool-call arguments and the "
+          "logprob tokens (values kept); a request alone is right",
+          "state shared across a batch of requests with a common prefix (a prefix-cache block or a cascade-attention "
+          "kernel shared by concurrent requests): right alone, wrong under concurrency",
+          "probe:state_repeat_under_concurrency (engine state: the warm resends in a concurrent batch part from the cold "
+          "answer at tokens the model was sure of)",
+          response=pure_edit(shift_numbers), stream=_PerChunkShift, with_shared_prefix=True),
     Fault("stream_multi_token_args_lost", "streams only: each string value in the tool-call arguments keeps only its first "
           "word (the rest of a multi-token delta lost); the text channel and the non-streamed call intact",
           "several tokens per streamed delta in a streaming tool parser (vLLM #48020, #55082; SGLang #31915: 71-91% loss)",
@@ -246,6 +279,11 @@ SERVING_FAULTS: dict[str, Fault] = {f.name: f for f in [
           "prefix-cache accounting (cached_tokens above prompt_tokens on repeats, a second usage chunk in streams)",
           "cached_tokens_exceed_prompt; usage_split_across_chunks (response formatting & usage); probe:cached_tokens_on_repeat",
           response=overcount_cached, stream=SplitUsageStream, on_repeat=True),
+    Fault("cached_tokens_dropped", "usage.prompt_tokens_details (cached_tokens) sent as null, in bodies and in the streamed "
+          "usage chunk", "usage accounting without the prefix cache's count (an engine or gateway dropping "
+          "prompt_tokens_details: clients billing cached input cannot)",
+          "cached_tokens_dropped (response formatting & usage: the golden's records reported cached tokens)",
+          response=drop_cached_tokens, stream=DropCachedStream),
     Fault("response_format_dropped_with_reasoning", "request: response_format removed when reasoning is on "
           "(chat_template_kwargs enable_thinking, reasoning_effort)", "structured output not enforced with reasoning on "
           "(vLLM #44012)", "json_invalid_strict / json_schema_violation_strict (structured-output backend)",
