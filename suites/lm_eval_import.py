@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from verifier.errors import UsageError
-from verifier.types import Exchange, Judgement, Parsed, RunHeader, Sample, Suite, Verdict
+from verifier.types import Exchange, Judgement, Parsed, RunHeader, RunSummary, Sample, Suite, Verdict
 from verifier.surfaces.registry import REFERENCE_MODE
 
 import suites.hub as hub
@@ -283,7 +283,7 @@ SUITE = Suite(
 # ---------------------------------------------------------------- `verifier lm-eval` (flags: verifier/cli/lm_eval.py)
 
 
-def run(spec: lm_eval_files.LmEvalSpec) -> tuple[Path, dict[str, Any]]:
+def run(spec: lm_eval_files.LmEvalSpec) -> tuple[Path, RunSummary]:
     """`verifier lm-eval`: run (or import) lm-eval tasks into a run directory, then score it.
     Returns (run directory, summary)."""
     from verifier.execution import scoring
@@ -350,7 +350,7 @@ def _evaluate(a: lm_eval_files.LmEvalSpec, model: str, tasks: list[str], url: st
                             api_key_env=a.api_key_env, evaluation_tracker=tracker)
 
 
-def score_imported(run_dir: Path) -> tuple[list[Verdict], dict[str, Any]]:
+def score_imported(run_dir: Path) -> tuple[list[Verdict], RunSummary]:
     """score_run for an imported run: the engine scores every `lm_eval:<task>` with the `lm_eval` suite."""
     from verifier.execution import scoring
 

@@ -272,6 +272,28 @@ def test_a_forcing_tool_choice_answered_without_a_call_is_blocking():
     assert "tool_choice_unmet" not in codes({"tools": tools, "tool_choice": "required"}, marked)
 
 
+def test_tool_markup_is_searched_once_per_text_and_read_by_both_checks(monkeypatch):
+    """The markup search is done once per response (content and reasoning, each once): the text findings name what
+    it found, and the same result silences tool_choice_unmet (a review finding: the forced-call check searched again)."""
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    searched: list[str] = []
+    real = contract.MARKUP
+
+    class Counting:
+        def search(self, text: str):
+            searched.append(text)
+            return real.search(text)
+
+    monkeypatch.setattr(contract, "MARKUP", Counting())
+    marked = parsed(content="I will call it.", reasoning='<tool_call>{"name": "f"}</tool_call>')
+    found = contract.check({"tools": tools, "tool_choice": "required"}, marked, "chat")
+    assert searched == ["I will call it.", '<tool_call>{"name": "f"}</tool_call>']
+    assert [x.detail for x in found if x.code == "tool_markup_in_content"] == ["reasoning: <tool_call>"]
+    assert "tool_choice_unmet" not in {x.code for x in found}
+    assert contract.tool_markup(marked) == {"reasoning": "<tool_call>"}
+    assert contract.tool_markup(parsed(content="no markup")) == {}
+
+
 def test_cached_tokens_and_split_usage_are_findings():
     over = {"prompt_tokens": 5, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 12}}
     assert "cached_tokens_exceed_prompt" in codes({}, parsed(usage=over))

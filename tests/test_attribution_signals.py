@@ -85,10 +85,10 @@ def test_a_fired_frontend_signal_keeps_the_sample_out_of_numerics():
     g = [obs(prompt_tokens=10, score=1.0, metrics={"accuracy": 1.0}, answer=4)]
     c = [obs(prompt_tokens=11, score=0.0, metrics={"accuracy": 0.0}, answer=5)]
     s = compare.paired_signals(g, c)["s"]
-    assert s["events"]["prompt_tokens_mismatch"] == ["a"] and s["metrics"] == {} and s["flips"]["regressed"] == []
+    assert s.events["prompt_tokens_mismatch"] == ["a"] and s.metrics == {} and s.flips["regressed"] == []
     c = [obs(prompt_tokens=10, score=0.0, metrics={"accuracy": 0.0}, answer=5)]
     s = compare.paired_signals(g, c)["s"]
-    assert s["metrics"]["accuracy"]["candidate"] == [0.0] and s["flips"]["regressed"] == ["a"]
+    assert s.metrics["accuracy"].candidate == [0.0] and s.flips["regressed"] == ["a"]
 
 
 def test_observation_round_trips_a_golden_row_byte_for_byte():

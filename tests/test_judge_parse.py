@@ -115,9 +115,9 @@ def test_stream_parity_ignores_paths_whose_tokens_diverged():
     decoding = [obs("chat", "7", ["7"]), obs("chat-stream", "8", ["8"])]  # different tokens: decoding, not assembly
     assembly = [obs("chat", "7", ["7", ""]), obs("chat-stream", "77", ["7"])]  # same tokens (EOS aside), different text
     stopped = [obs("chat", "7", ["7"]), obs("chat-stream", "7 8", ["7", " 8"])]  # one path went on: decoding
-    assert paired_signals(golden, stopped)["s"]["events"]["stream_parity_mismatch"] == []
-    assert paired_signals(golden, decoding)["s"]["events"]["stream_parity_mismatch"] == []
-    assert paired_signals(golden, assembly)["s"]["events"]["stream_parity_mismatch"] == ["a"]
+    assert paired_signals(golden, stopped)["s"].events["stream_parity_mismatch"] == []
+    assert paired_signals(golden, decoding)["s"].events["stream_parity_mismatch"] == []
+    assert paired_signals(golden, assembly)["s"].events["stream_parity_mismatch"] == ["a"]
 
 
 def test_deep_json_and_non_finite_usage_become_wire_facts_not_crashes():

@@ -115,7 +115,7 @@ def test_matrix_escapes_what_endpoints_say(tmp_path):
     doc = compare.compare(GoldenHeader.from_json({"suites": {"s": {}}, "margins": {}}), rows, rows).to_dict()  # a real document, then hostile strings in it
     doc["frontend"]["evidence"] = [{"suite": "s", "signal": "x", "verdict": "fail", "summary": "<script>window.__x=1</script>|pipe"}]
     doc["golden"], doc["run"] = {"name": "g"}, {"endpoint": {"base_url": "http://e/<b>"}}
-    m = matrix.build([matrix.Entry("<img src=x>", tmp_path, Comparison.from_dict(doc))], tmp_path)
+    m = matrix.build([matrix.Entry("<img src=x>", Comparison.from_dict(doc), tmp_path / "report.html")], tmp_path)
     html = matrix.render_html(m)
     assert "<script>window" not in html and "&lt;img src=x&gt;" in html and "<img src=x>" not in html
     assert "\\|pipe" in matrix.markdown(m)

@@ -264,6 +264,14 @@ def test_merge_shards_then_gate(world, tmp_path, monkeypatch, cli):
     ref = json.loads((world["ref"] / "run.json").read_text())
     assert hdr["suites"]["smoke"]["dataset_sha256"] == ref["suites"]["smoke"]["dataset_sha256"]
     assert len((out / "responses.jsonl").read_text().splitlines()) == 40
+    # merge builds the header typed: the RunHeader it returns is run.json as written, and the same shards merged
+    # again give the same header but for the run's own name
+    from verifier.execution import merge
+
+    again = merge.merge(list(shards), tmp_path / "merged-again")
+    written = json.loads((tmp_path / "merged-again" / "run.json").read_text())
+    assert again.to_json() == written and again.shard_set == hdr["shard_set"]
+    assert {k: v for k, v in written.items() if k != "run_id"} == {k: v for k, v in hdr.items() if k != "run_id"}
     summary = json.loads((out / "summary.json").read_text())
     assert summary["suites"]["smoke"]["metrics"]["accuracy"]["value"] == 1.0
     code, _, err = cli("compare", out, "--golden", world["golden"])

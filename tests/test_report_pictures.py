@@ -261,9 +261,10 @@ def test_tool_call_f1_and_schema_accuracy_beside_the_golden(bfcl_gate):
     assert f"  bfcl {line}" in bfcl_gate["stdout"]  # the console gate summary
     assert f"- **bfcl** {line}" in (bfcl_gate["cand"] / "summary.md").read_text()
     assert line in (bfcl_gate["cand"] / "report.html").read_text()
+    from verifier.app.report_files import read_matrix_entry
     from verifier.report import matrix
 
-    m = matrix.build([matrix.read_entry("vendor", bfcl_gate["cand"])], bfcl_gate["tmp"] / "m")
+    m = matrix.build([read_matrix_entry("vendor", bfcl_gate["cand"])], bfcl_gate["tmp"] / "m")
     assert m["rows"][0]["tool_calls"] == line
     assert line in matrix.markdown(m) and line in matrix.render_html(m)
     # A suite without tool calls has no such line.

@@ -205,7 +205,7 @@ def test_reading_a_run_registers_nothing(scored, tmp_path, monkeypatch):
     rd.header(), rd.summary(), rd.comparison(), rd.observations(), rd.verdicts()
     assert scrub.secrets() == [] and not scrub.current().mask_token_like
     with scrub.command() as mine:  # a command that writes from the run says so
-        scrub.register_run(rd.header_dict())
+        scrub.register_run(rd.header().endpoint)
         assert mine.secrets() == ["sk-rundir-secret-value-0123456789"] and mine.mask_token_like
     assert scrub.secrets() == [] and not scrub.current().mask_token_like  # gone with the command
 

@@ -232,6 +232,18 @@ def test_combine_refuses_what_is_not_a_configuration_directory(cli, tmp_path):
     assert code == 2 and "not a sweep configuration directory" in err
 
 
+def test_combine_refuses_a_gate_comparison_it_cannot_read_naming_it(cli, tmp_path):
+    """The table reads each configuration's comparison typed: a comparison.json that is JSON but not a comparison
+    (another tool's, or damaged) is one line naming the file and exit 2, not half a row or a traceback."""
+    cfg = tmp_path / "x"
+    (cfg / "gate").mkdir(parents=True)
+    (cfg / "config.json").write_text(json.dumps({"format": sweep.FORMAT, "name": "x", "golden": "g"}))
+    (cfg / "gate" / "comparison.json").write_text(json.dumps({"status": "pass", "suites": {"s": "not a suite"}}))
+    code, _, err = cli("sweep", "--combine", str(cfg), "--out", str(tmp_path / "o"))
+    assert code == 2 and err.count("\n") == 1 and "comparison.json" in err and "not a comparison" in err, err
+    assert not (tmp_path / "o" / "sweep.json").exists()
+
+
 def test_the_docs_sweep_file_is_valid(tmp_path):
     from verifier.cli import sweep as sweepfile
 

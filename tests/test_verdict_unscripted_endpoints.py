@@ -90,7 +90,7 @@ def test_every_finding_code_is_judged_by_some_side():
         if [o for o in c if o.clean] and not signals.touched_by_frontend(results):
             acc.add("a", g, [o for o in c if o.clean])
         judged = {"frontend"} if results["new_findings"] else set()
-        judged |= {"metrics"} if acc.to_dict()["metrics"].get("m") else set()
+        judged |= {"metrics"} if acc.summary().metrics.get("m") else set()
         assert judged == sides, (code, judged, sides)
 
 

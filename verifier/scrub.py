@@ -11,7 +11,7 @@ appended. `gate` with several endpoints runs each gate in its own thread under i
 one's secrets to its own before it writes the matrix (`adopt`).
 
 Offline commands (bless, compare, report, matrix, score, merge) never saw a `--header`, so they register what they
-can still know of the run they write from: `register_run(header)` (the value of the run's `api_key_env` variable).
+can still know of the run they write from: `register_run(header.endpoint)` (the value of the run's `api_key_env` variable).
 Reading a run registers nothing: the command that writes from it says so. When the run header says a credential
 was sent that this command does not hold (a `--header`, or a key whose variable is not set here), every
 token-like string it writes is masked as well (`TOKEN_LIKE`): a secret the journal writer missed cannot be printed
@@ -66,10 +66,11 @@ class Secrets:
         if name and isinstance(name, str):
             self.register(os.environ.get(name))
 
-    def register_run(self, hdr: dict[str, Any]) -> None:
-        """A run this command writes from: its key variable's value if set here; token-like masking on when the
-        run sent a credential this command does not hold (`endpoint.header_names`, `endpoint.api_key_sent`)."""
-        ep = hdr.get("endpoint") if isinstance(hdr, dict) else None
+    def register_run(self, endpoint: Any) -> None:
+        """A run this command writes from, by its header's `endpoint` block (RunHeader.endpoint; anything but an
+        object registers nothing): its key variable's value if set here; token-like masking on when the run sent a
+        credential this command does not hold (`header_names`, `api_key_sent`)."""
+        ep = endpoint
         if not isinstance(ep, dict):
             return
         env = ep.get("api_key_env") if isinstance(ep.get("api_key_env"), str) else None
@@ -131,8 +132,8 @@ def register_endpoint(api_key: str | None, headers: dict[str, str]) -> None:
     current().register_endpoint(api_key, headers)
 
 
-def register_run(hdr: dict[str, Any]) -> None:
-    current().register_run(hdr)
+def register_run(endpoint: Any) -> None:
+    current().register_run(endpoint)
 
 
 def register_env(name: str | None) -> None:

@@ -308,6 +308,17 @@ class RunHeader:
         """The golden a gate's run was made against (`gate_of`), when a gate made it."""
         return self.extra.get("gate_of")
 
+    @property
+    def selection(self) -> Any:
+        """How the run's samples were chosen (`selection`: smoke, limit, sample_seed, ids, shard, source), as recorded."""
+        return self.extra.get("selection")
+
+    @property
+    def shard_set(self) -> dict[str, Any] | None:
+        """A merged run's shard set (`shard_set`: inputs, n, missing, complete), when it is an object."""
+        v = self.extra.get("shard_set")
+        return v if isinstance(v, dict) else None
+
 
 DEFAULT_INFRA_BUDGET = 0.02
 """Infra error rate above which a run is incomplete, when neither the caller nor the gate's record says otherwise:

@@ -111,8 +111,8 @@ def cross(out: Path, runs: list[str]) -> None:
         if suite is None:
             continue
         pairs += 1
-        samples += suite["paired"]
-        for name, ids in suite["events"].items():
+        samples += suite.paired
+        for name, ids in suite.events.items():
             if ids and name in frontend:
                 fired[name] += len(ids)
                 print(f"  {a} as golden, {b}: {name} on {', '.join(ids)}")

@@ -29,7 +29,7 @@ from verifier import safeio, scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
 from verifier.errors import Interrupted, UsageError, did_you_mean
 from verifier.surfaces.registry import MODES, REFERENCE_MODE, mode_of, surfaces_of
-from verifier.types import Exchange, RunHeader, Sample, Suite, owner_ids
+from verifier.types import Exchange, RunHeader, RunSummary, Sample, Suite, owner_ids
 
 if TYPE_CHECKING:
     from verifier.execution.teacher_forcing import Forcing
@@ -167,7 +167,7 @@ class RunSpec:
         from verifier.execution.resume import recorded_concurrency
 
         return cls(
-            endpoint=recorded_concurrency(endpoint, {"endpoint": dict(h.source.endpoint or {})}, "the golden's rerun"), suites=tuple(h.suites), modes=h.modes, overrides=base,
+            endpoint=recorded_concurrency(endpoint, dict(h.source.endpoint or {}), "the golden's rerun"), suites=tuple(h.suites), modes=h.modes, overrides=base,
             extra_body=dict(extra_body) if extra_body is not None else dict(h.source.extra_body or {}),
             data=data, smoke=h.smoke, epochs=h.epochs,
             only_ids={k: frozenset(v) for k, v in ids.items()}, samples=samples, out=out, looks=looks,
@@ -199,8 +199,8 @@ class Collected:
 
     run_dir: Path
     """The run directory written."""
-    summary: dict[str, Any]
-    """The scored summary."""
+    summary: RunSummary
+    """The scored summary (summary.json's document is its `to_json()`, the journal's digest aside)."""
     sent: int
     """Requests sent by this invocation."""
     errors: int
@@ -429,7 +429,7 @@ class Collection:
         and prompt are the spec's (runner.IDENTITY_KEYS)."""
         from verifier.execution.resume import resumed_extra_body
 
-        return runner.without_identity(resumed_extra_body(self.spec, self.started().to_json()))
+        return runner.without_identity(resumed_extra_body(self.spec, self.started()))
 
 
 def with_keys(header: RunHeader, **keys: Any) -> RunHeader:
@@ -462,10 +462,10 @@ class Begin:
         else:
             from verifier.execution.resume import check_same_server, resumed_extra_body
 
-            check_same_server(c.run_dir, c.resumed.extra.get("server_info") or {}, c.server_info)
+            check_same_server(c.run_dir, c.resumed.server_info or {}, c.server_info)
             c.header = with_keys(c.resumed, server_info=c.server_info)
             h = c.header
-            c.work = runner.plan(c.suites, c.cfg.model, h.sampling, resumed_extra_body(c.spec, h.to_json()), h.epochs,
+            c.work = runner.plan(c.suites, c.cfg.model, h.sampling, resumed_extra_body(c.spec, h), h.epochs,
                                  c.modes, set(c.journaled), c.template)
         journal.write_header(c.run_dir, c.header, leave_out=c.leave_out)
         c.live = Follower(c.run_dir, get_suites())
@@ -553,15 +553,15 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, R
 
     run_dir = Path(spec.resume or "")
     try:
-        hdr = journal.check_run_dir(run_dir)
-        scrub.register_run(hdr)
+        hdr = journal.check_run_dir(run_dir)  # the document as read: which keys an older writer left out (absent_keys)
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
-    check_resume(spec, hdr, run_dir)
+    header = RunHeader.from_dict(hdr)
+    scrub.register_run(header.endpoint)
+    check_resume(spec, header, run_dir)
     stack.enter_context(journal.locked(run_dir))  # before reading what is done: a second writer would re-send it
     samples = journal.read_samples(run_dir)
     suites: list[tuple[Suite, Sequence[Sample]]] = []
-    header = RunHeader.from_dict(hdr)
     for name in header.suites:
         suite = suite_named(name)
         if suite.version != header.suite_version(name):
@@ -569,7 +569,7 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, R
         suites.append((suite, [s for (sn, _), s in samples.items() if sn == name]))
     from verifier.execution.resume import recorded_concurrency
 
-    cfg = endpoint_config(recorded_concurrency(spec.endpoint, hdr, f"--resume {run_dir}"), spec.endpoint.model or header.endpoint["model"])
+    cfg = endpoint_config(recorded_concurrency(spec.endpoint, header.endpoint, f"--resume {run_dir}"), spec.endpoint.model or header.endpoint["model"])
     if not spec.endpoint.base_url:
         raise UsageError("resuming needs the endpoint's base URL (the journal stores it redacted)", hints=("pass --base-url",))
     # Streamed; the last record of a key wins. Answered exchanges keep their bodies: a conversation resumes by
@@ -719,7 +719,7 @@ def _say_refused_modes(run_dir: Path) -> None:
     refused = sorted(k for k, (bad, total) in seen.items() if total and bad == total)
     if not refused:
         return
-    asked_logprobs = bool(((rd.header_dict().get("sampling") or {}).get("overrides") or {}).get("logprobs"))
+    asked_logprobs = bool((rd.header().sampling.get("overrides") or {}).get("logprobs"))
     why = ("; the run asked for logprobs, which some servers refuse on some modes (llama-server: streams with tools): "
            "without --logprobs that mode may answer") if asked_logprobs else ""
     where = ", ".join(f"{suite} on {mode} ({reason[(suite, mode)]})" for suite, mode in refused[:4])
@@ -748,7 +748,7 @@ def _interim_scores(run_dir: Path, live: "Follower | None") -> None:
     scoring.write_scores(run_dir, *live.scorer.result())
 
 
-def _score_followed(run_dir: Path, live: "Follower | None") -> dict[str, Any]:
+def _score_followed(run_dir: Path, live: "Follower | None") -> RunSummary:
     """The scores of a run judged as it was collected: only the aggregation is left. Anything the follower could
     not judge (a corrupt line, a scorer's exception) is left to a fresh `score`, which reports it as it always has."""
     if live is None:
@@ -761,10 +761,10 @@ def _score_followed(run_dir: Path, live: "Follower | None") -> dict[str, Any]:
     return summary
 
 
-def score(run_dir: Path) -> dict[str, Any]:
+def score(run_dir: Path) -> RunSummary:
     """Score a run directory offline: verdicts.jsonl, observations.jsonl and summary.json; returns the summary."""
     try:
-        scrub.register_run(RunDir(run_dir).header_dict())  # what scoring writes is scrubbed of the run's key
+        scrub.register_run(RunDir(run_dir).header().endpoint)  # what scoring writes is scrubbed of the run's key
         verdicts, summary, observed = scoring.score_journal(run_dir, get_suites())
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -321,7 +321,25 @@ def load_golden(path: str | Path, limit: int | None = None) -> Golden:
     return loaded
 
 
-def describe_goldens(directory: Path | None = None) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class GoldenRow:
+    """One line of `verifier list-goldens`: what `--golden NAME` would gate, from its golden.json alone."""
+
+    name: str
+    path: str
+    suites: list[str] = field(default_factory=list)
+    model: str | None = None
+    modes: list[str] = field(default_factory=list)
+    samples: int | str = 0
+    """Samples as the reference recorded them, over every suite ("?" when a suite did not say)."""
+    probes: bool = False
+    context_probe: bool = False
+    margins: bool = False
+    problem: str | None = None
+    """Why golden.json could not be read (the other fields then say nothing)."""
+
+
+def describe_goldens(directory: Path | None = None) -> list[GoldenRow]:
     """One row per golden in `directory` (default: the packaged ones): what `--golden NAME` would gate, from each
     golden.json alone (samples: as the reference recorded them per suite)."""
     from verifier.golden import store as golden
@@ -329,18 +347,15 @@ def describe_goldens(directory: Path | None = None) -> list[dict[str, Any]]:
     paths = golden.packaged() if directory is None else sorted(p for p in Path(directory).iterdir() if (p / golden.GOLDEN).is_file())
     rows = []
     for p in paths:
-        row: dict[str, Any] = {"name": p.name, "path": str(p), "suites": [], "model": None, "modes": [], "samples": 0,
-                               "probes": False, "context_probe": False, "margins": False}
         try:
             h = golden.load_header(p)  # golden.json only: its rows are read when it is gated, not when listed
         except golden.BadGolden as e:
-            rows.append({**row, "problem": str(e)})
+            rows.append(GoldenRow(p.name, str(p), problem=str(e)))
             continue
         counts = [info.samples for info in h.suites.values()]
-        row.update(suites=list(h.suites), model=h.source.model, modes=list(h.modes),
-                   samples=sum(c for c in counts if c is not None) if None not in counts else "?",
-                   probes=bool(h.probes), context_probe=bool(h.context_probe), margins=bool(h.margins))
-        rows.append(row)
+        rows.append(GoldenRow(p.name, str(p), suites=list(h.suites), model=h.source.model, modes=list(h.modes),
+                              samples=sum(c for c in counts if c is not None) if None not in counts else "?",
+                              probes=bool(h.probes), context_probe=bool(h.context_probe), margins=bool(h.margins)))
     return rows
 
 
@@ -373,7 +388,7 @@ def compare_run(run_dir: Path, spec: CompareSpec, loaded: Golden | None = None) 
               file=sys.stderr)
     infra_budget = spec.budget(applied.infra_budget if applied is not None else None)
     h = golden.header
-    scrub.register_run(rd.header_dict())  # the comparison is scrubbed of the key the run was made with
+    scrub.register_run(hdr.endpoint)  # the comparison is scrubbed of the key the run was made with
     for name in hdr.suites:
         if name in h.suites and hdr.suite_version(name) != h.suites[name].version:
             raise UsageError(f"run {run_dir} used {name} version {hdr.suite_version(name)}, golden has {h.suites[name].version}")

@@ -25,6 +25,7 @@ from verifier.errors import UsageError
 from verifier.types import Observation
 import verifier.report.ci as ci
 import verifier.report.html as html
+import verifier.report.matrix as matrix
 import verifier.report.views as views
 from verifier.report.data import Drawn, GoldenData, Inputs, RunData, Shown, inputs
 
@@ -43,7 +44,7 @@ def read_run(run_dir: Path, with_exchanges: bool = True) -> RunData:
     run_dir = Path(run_dir)
     rd = RunDir(run_dir)
     header = rd.header()
-    scrub.register_run(rd.header_dict())  # the report is scrubbed of the key its run was made with
+    scrub.register_run(header.endpoint)  # the report is scrubbed of the key its run was made with
     # The report shows no logprobs in its rows; the token diffs read them from `shown`. Row by row: the file's
     # rows are never all held beside what the report keeps of them.
     rows: list[Observation] = []
@@ -61,6 +62,30 @@ def read_run(run_dir: Path, with_exchanges: bool = True) -> RunData:
     finds = [{"suite": v.suite, "sample_id": v.sample_id, "mode": v.mode, "code": f.code, "detail": f.detail[:300]}
              for v in rd.iter_verdicts() for f in v.findings]  # streamed: only the findings are kept
     return RunData(run_dir, header, rd.summary(), rows, finds, exchanges, shown)
+
+
+def matrix_entry(provider: str, run_dir: Path, comparison: Comparison, link: Path | None = None) -> "matrix.Entry":
+    """A matrix row's inputs from a compared run directory: the comparison in hand (read, or made in memory), the
+    run's summary.json, and the page its row links to (`link` when given: a comparison the matrix wrote elsewhere;
+    else report.html when rendered, else comparison.json). The run's key and credential marks are registered, so
+    what the matrix writes is scrubbed of them."""
+    rd = RunDir(run_dir)
+    if rd.is_run():
+        try:
+            scrub.register_run(rd.header().endpoint)
+        except journal.NotARunDir:
+            pass  # a corrupt run.json: nothing of it to scrub by (the comparison was read, or made, without it)
+    target = link if link is not None else rd.report_html() if rd.report_html().exists() else rd.comparison_path()
+    return matrix.Entry(provider, comparison, target, rd.summary())
+
+
+def read_matrix_entry(provider: str, run_dir: Path) -> "matrix.Entry":
+    """matrix_entry of a run directory's own comparison.json (ValueError when it holds none)."""
+    rd = RunDir(run_dir)
+    doc = rd.comparison()
+    if doc is None:
+        raise ValueError(f"{run_dir} holds no {rd.comparison_path().name}: compare or gate it first")
+    return matrix_entry(provider, run_dir, Comparison.from_dict(doc))
 
 
 def read_golden(path: str | Path) -> GoldenData | None:

@@ -3,6 +3,7 @@ run, comparison.json (status, exit code, golden). Nothing is indexed or cached: 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from dataclasses import dataclass
@@ -41,6 +42,33 @@ class RunsQuery:
     """At most this many, newest first."""
 
 
+@dataclass(frozen=True)
+class RunRow:
+    """One line of `verifier runs`, from a run directory's own files (`--json` prints `to_json()`, one per line)."""
+
+    run_dir: str
+    run_id: str | None
+    started: Any
+    """run.json's `started` as written (ISO-8601; a foreign header's value is shown, never trusted to parse)."""
+    finished: Any
+    endpoint: Any
+    """The endpoint's (redacted) base URL."""
+    model: Any
+    suites: list[str]
+    modes: list[str]
+    kind: str
+    """`gate` (compared, or made by a gate) or `run`."""
+    status: str
+    """The comparison's status; else `run` (finished, never compared) or `interrupted`."""
+    exit_code: Any
+    golden: Any
+    """The golden it was compared with (or gated against)."""
+    scored: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 def _run_dirs(root: Path, depth: int = 0) -> Iterator[Path]:
     if RunDir(root).is_run():
         yield root
@@ -68,15 +96,15 @@ def since_cutoff(text: str, now: dt.datetime | None = None) -> dt.datetime:
     return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
-def _started(row: dict[str, Any]) -> dt.datetime | None:
+def _started(row: RunRow) -> dt.datetime | None:
     try:
-        when = dt.datetime.fromisoformat(row["started"])
+        when = dt.datetime.fromisoformat(row.started)
     except (TypeError, ValueError):
         return None
     return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
-def describe(run_dir: Path) -> dict[str, Any] | None:
+def describe(run_dir: Path) -> RunRow | None:
     """One row from a run directory's own headers; None when run.json is not a run header or is corrupt JSON.
     A planted special file or a symlink out of the directory is refused (UsageError naming it), never read."""
     rd = RunDir(run_dir)
@@ -97,31 +125,31 @@ def describe(run_dir: Path) -> dict[str, Any] | None:
     # Comparison is for documents this verifier compares or renders.
     made = cmp.get("golden") if cmp is not None else None
     golden = made if isinstance(made, dict) else {}
-    return {
-        "run_dir": str(run_dir), "run_id": hdr.run_id or None, "started": hdr.started, "finished": hdr.finished,
-        "endpoint": ep.get("base_url"), "model": ep.get("model"), "suites": sorted(hdr.suites),
-        "modes": hdr.modes or [REFERENCE_MODE], "kind": "gate" if cmp or hdr.gate_of else "run",
-        "status": str(cmp.get("status")) if cmp else "run" if hdr.finished and not hdr.gate_of else "interrupted",
-        "exit_code": cmp.get("exit_code") if cmp else None,
-        "golden": golden.get("name") or hdr.gate_of, "scored": rd.scored(),
-    }
+    return RunRow(
+        run_dir=str(run_dir), run_id=hdr.run_id or None, started=hdr.started, finished=hdr.finished,
+        endpoint=ep.get("base_url"), model=ep.get("model"), suites=sorted(hdr.suites),
+        modes=hdr.modes or [REFERENCE_MODE], kind="gate" if cmp or hdr.gate_of else "run",
+        status=str(cmp.get("status")) if cmp else "run" if hdr.finished and not hdr.gate_of else "interrupted",
+        exit_code=cmp.get("exit_code") if cmp else None,
+        golden=golden.get("name") or hdr.gate_of, scored=rd.scored(),
+    )
 
 
-def list_runs(q: RunsQuery) -> list[dict[str, Any]]:
+def list_runs(q: RunsQuery) -> list[RunRow]:
     """Rows for every run directory under q.root that matches, newest first."""
     if not q.root.is_dir():
         raise UsageError(f"{q.root} is not a directory")
     cutoff = since_cutoff(q.since) if q.since else None
     rows = [r for r in (describe(d) for d in _run_dirs(q.root)) if r is not None]
     if q.statuses:
-        rows = [r for r in rows if r["status"] in q.statuses]
+        rows = [r for r in rows if r.status in q.statuses]
     if q.model:
-        rows = [r for r in rows if r["model"] == q.model]
+        rows = [r for r in rows if r.model == q.model]
     if q.suite:
-        rows = [r for r in rows if q.suite in r["suites"]]
+        rows = [r for r in rows if q.suite in r.suites]
     if cutoff is not None:
         rows = [r for r in rows if (_started(r) or dt.datetime.min.replace(tzinfo=dt.timezone.utc)) >= cutoff]
-    rows.sort(key=lambda r: (_started(r) or dt.datetime.min.replace(tzinfo=dt.timezone.utc), r["run_dir"]), reverse=True)
+    rows.sort(key=lambda r: (_started(r) or dt.datetime.min.replace(tzinfo=dt.timezone.utc), r.run_dir), reverse=True)
     return rows[: q.limit] if q.limit else rows
 
 

@@ -38,7 +38,7 @@ def observed(run_dir: Path) -> list[Observation]:
 def _scored(run_dir: Path, take: Callable[[Observation, "dict[str, Any] | None"], None], drop: Callable[[], None]) -> None:
     rd = RunDir(run_dir)
     try:
-        scrub.register_run(rd.header_dict())  # what the caller writes from these rows is scrubbed of the run's key
+        scrub.register_run(rd.header().endpoint)  # what the caller writes from these rows is scrubbed of the run's key
         if not rd.stale() and rd.each_observation(take):
             return
         drop()

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
 
 from verifier import safewrite
+from verifier.attribution.document import Comparison
 from verifier.execution import perf
 from verifier.execution.layout import COMPARISON, NotARunDir, read_document
 from verifier.execution.rundir import RunDir
@@ -165,38 +166,45 @@ def _read(path: Path) -> Any:
         raise UsageError(f"{path}: not readable JSON ({type(e).__name__})") from None
 
 
-def _comparison(gate_dir: Path) -> dict[str, Any] | None:
-    """A configuration's gate comparison (None when it was never compared), read through RunDir."""
+def _comparison(gate_dir: Path) -> Comparison | None:
+    """A configuration's gate comparison (None when it was never compared), read through RunDir, typed. One this
+    verifier cannot read as a comparison is refused, naming it (it would otherwise be half read into the table)."""
+    rd = RunDir(gate_dir)
     try:
-        return RunDir(gate_dir).comparison()
+        doc = rd.comparison()
     except NotARunDir as e:
         raise UsageError(str(e)) from None
+    if doc is None:
+        return None
+    try:
+        return Comparison.from_dict(doc)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise UsageError(f"{rd.comparison_path()}: not a comparison this verifier reads ({type(e).__name__}: {e})") from None
 
 
-def _parting(comparison: Mapping[str, Any]) -> dict[str, Any]:
+def _parting(comparison: Comparison) -> dict[str, Any]:
     """Greedy parting rate over every suite (count/n) and the reference reruns' calibrated rate (the largest)."""
     count = n = 0
     ref: float | None = None
-    for s in (comparison.get("suites") or {}).values():
-        dv = s.get("divergence") or {}
-        if dv.get("n"):
-            count += dv.get("count") or 0
-            n += dv["n"]
-            if dv.get("margin") is not None:
-                ref = max(ref or 0.0, float(dv["margin"]))
+    for s in comparison.suites.values():
+        dv = s.divergence
+        if dv is not None and dv.n:
+            count += dv.count or 0
+            n += dv.n
+            if dv.margin is not None:
+                ref = max(ref or 0.0, float(dv.margin))
     return {"count": count, "n": n, "rate": round(count / n, 6) if n else None, "reference_rate": ref}
 
 
-def _drift(comparison: Mapping[str, Any]) -> float | None:
-    vals = [s["drift"]["mean_abs_delta"] for s in (comparison.get("suites") or {}).values()
-            if (s.get("drift") or {}).get("mean_abs_delta") is not None]
+def _drift(comparison: Comparison) -> float | None:
+    vals = [s.drift.mean_abs_delta for s in comparison.suites.values() if s.drift.mean_abs_delta is not None]
     return max(vals) if vals else None
 
 
-def _teacher_forced_kl(comparison: Mapping[str, Any]) -> float | None:
+def _teacher_forced_kl(comparison: Comparison) -> float | None:
     """The largest suite's teacher-forced mean KL (the correctness axis of the KL x tokens/s front); None unmeasured."""
-    vals = [t["kl_mean"] for s in (comparison.get("suites") or {}).values()
-            if isinstance(t := s.get("teacher_forced"), dict) and t.get("state") == "measured" and isinstance(t.get("kl_mean"), (int, float))]
+    vals = [t["kl_mean"] for s in comparison.suites.values()
+            if isinstance(t := s.teacher_forced, Mapping) and t.get("state") == "measured" and isinstance(t.get("kl_mean"), (int, float))]
     return max(vals) if vals else None
 
 
@@ -205,10 +213,10 @@ def row(config_dir: Path) -> dict[str, Any]:
     info = _read(config_dir / "config.json")
     if not isinstance(info, dict) or info.get("format") != FORMAT:
         raise UsageError(f"{config_dir} is not a sweep configuration directory (no config.json of format {FORMAT})")
-    comp = _comparison(config_dir / "gate") or {}
+    comp = _comparison(config_dir / "gate")
     perf_doc = _read(config_dir / "perf.json") or {}
-    diag = (comp.get("diagnosis") or [])
-    parting = _parting(comp) if comp else {"count": 0, "n": 0, "rate": None, "reference_rate": None}
+    diag = (comp.diagnosis if comp is not None else None) or ()
+    parting = _parting(comp) if comp is not None else {"count": 0, "n": 0, "rate": None, "reference_rate": None}
     lossless: dict[str, Any] | None = None
     if info.get("lossless"):
         if parting["rate"] is None:
@@ -218,13 +226,13 @@ def row(config_dir: Path) -> dict[str, Any]:
             held = parting["rate"] <= limit
             lossless = {"held": held, "why": f"greedy output parts from the golden's on {parting['count']}/{parting['n']} samples "
                                               f"(rate {parting['rate']}) vs the reference reruns' {limit}"}
-    status = comp.get("status") or ("error" if info.get("error") else "incomplete")
+    status = (comp.status if comp is not None else None) or ("error" if info.get("error") else "incomplete")
     return {
         "name": info["name"], "describe": info.get("describe") or {}, "endpoint": info.get("endpoint"),
-        "status": status, "exit_code": comp.get("exit_code"), "error": info.get("error"),
-        "diagnosis": diag[0]["component"] if diag else None,
-        "reason": comp.get("reason"), "drift": _drift(comp) if comp else None, "parting": parting,
-        "teacher_forced_kl": _teacher_forced_kl(comp) if comp else None,
+        "status": status, "exit_code": comp.exit_code if comp is not None else None, "error": info.get("error"),
+        "diagnosis": diag[0].component if diag else None,
+        "reason": comp.reason if comp is not None else None, "drift": _drift(comp) if comp is not None else None,
+        "parting": parting, "teacher_forced_kl": _teacher_forced_kl(comp) if comp is not None else None,
         "lossless": lossless, "perf": perf.headline(perf_doc), "warnings": perf_doc.get("warnings") or [],
         "dir": config_dir.name,
     }
@@ -282,7 +290,7 @@ def combine(config_dirs: Sequence[Path], out: Path) -> dict[str, Any]:
     if dup:
         raise UsageError(f"two configuration directories are both named {dup!r}")
     gated = {(str(g.get("name")), str(g.get("source_run"))): d for d in config_dirs
-             if isinstance(g := (_comparison(Path(d) / "gate") or {}).get("golden"), dict)}
+             if (c := _comparison(Path(d) / "gate")) is not None and isinstance(g := c.golden, Mapping)}
     if len(gated) > 1:  # one Pareto front across goldens would compare what was measured against different references
         (a, da), (b, db) = sorted(gated.items())[:2]
         raise UsageError(f"{da} and {db} were gated against different goldens ({a[0]} from run {a[1]}, "

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, TypeVar
 
 from verifier.attribution import numerics, signals, turn_diff
 from verifier import stats
@@ -51,7 +51,8 @@ class NoOverlap(ValueError):
     pass
 
 
-class PairedSuite(TypedDict):
+@dataclasses.dataclass(frozen=True)
+class PairedSuite:
     """What compare and calibrate read of one suite's paired observations (_suite_signals); not written as is."""
 
     turn_diff: dict[str, Any] | None
@@ -101,7 +102,22 @@ def _group(obs: list[Observation]) -> Grouped:
     return g
 
 
-def _count_findings(counts: dict[str, list[int]], detail: dict[str, dict[str, Any]], sid: str,
+@dataclasses.dataclass
+class _NewFinding:
+    """Where a finding code new on the candidate was seen, accumulated over samples (new_finding_detail[code])."""
+
+    samples: list[str] = dataclasses.field(default_factory=list)
+    modes: set[str] = dataclasses.field(default_factory=set)
+    completion_tokens: set[int] | None = None
+    """Output lengths, for LENGTH_EVIDENCE codes only."""
+
+    def detail(self) -> dict[str, Any]:
+        """The bounded block the comparison keeps."""
+        lengths = {} if self.completion_tokens is None else {"completion_tokens": sorted(self.completion_tokens)[:20]}
+        return {"samples": self.samples[:50], "modes": sorted(self.modes), **lengths}
+
+
+def _count_findings(counts: dict[str, list[int]], detail: dict[str, _NewFinding], sid: str,
                     g: Sequence[Observation], c: Sequence[Observation]) -> None:
     """Per finding code: on how many samples each side showed it; for codes new on the candidate, where (diagnosis)."""
     gcodes = {code for o in g for code in o.findings}
@@ -110,12 +126,13 @@ def _count_findings(counts: dict[str, list[int]], detail: dict[str, dict[str, An
         counts[code][0] += code in gcodes
         counts[code][1] += code in ccodes
     for code in sorted((ccodes - gcodes) - MODEL_BEHAVIOUR - SIGNAL_JUDGED):
-        d = detail.setdefault(code, {"samples": [], "modes": set()})
-        d["samples"].append(sid)
-        d["modes"].update(o.mode for o in c if code in o.findings)
+        d = detail.setdefault(code, _NewFinding())
+        d.samples.append(sid)
+        d.modes.update(o.mode for o in c if code in o.findings)
         if code in LENGTH_EVIDENCE:  # where the outputs ended: one constant length is a cap (the diagnosis says it)
-            d.setdefault("completion_tokens", set()).update(o.completion_tokens for o in c
-                                                            if code in o.findings and o.completion_tokens is not None)
+            if d.completion_tokens is None:
+                d.completion_tokens = set()
+            d.completion_tokens.update(o.completion_tokens for o in c if code in o.findings and o.completion_tokens is not None)
 
 
 LENGTH_EVIDENCE = frozenset({"output_capped"})
@@ -152,7 +169,7 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
     pooled_samples: list[str] = []
     modes: dict[str, set[str]] = defaultdict(set)
     finding_counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    detail: dict[str, dict[str, Any]] = {}
+    detail: dict[str, _NewFinding] = {}
     flips_by_mode: dict[str, dict[str, list[str]]] = {}
     trig = {"tp": 0, "fp": 0, "fn": 0, "tn": 0}
     event_modes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # signal -> wire mode -> samples
@@ -192,35 +209,33 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
         clean_g, clean_c = [o for o in gs if o.clean], [o for o in cs if o.clean]
         if clean_g and clean_c and not touched:
             acc.add(sid, clean_g, clean_c)
-    num = acc.to_dict()
-    return {
-        "turn_diff": turn_diff.summarize(G, C),
-        "modes": sorted({o.mode for sid in ids for o in C[sid]}),
-        "paired": len(ids),
-        "golden_clean": sum(any(o.clean for o in G[sid]) for sid in ids),
-        "clean_paired": num["clean_paired"],
-        "golden_only": len(set(G) - set(C)),
-        "candidate_only": len(set(C) - set(G)),
-        "events": events,
-        "reverse_events": reverse,
-        "denominators": denom,
-        "unordered": unordered,
-        "pooled_transform": {"samples": pooled_samples, "points": len(pooled),
-                             "fired": signals.one_transform(pooled) if len(pooled_samples) >= POOLED_MIN_SAMPLES else None},
-        "signal_modes": {k: sorted(v) for k, v in modes.items()},
-        "event_modes": {k: dict(sorted(v.items())) for k, v in event_modes.items()},
-        "metrics": num["metrics"],
-        "flips": num["flips"],
-        "flips_by_mode": flips_by_mode,
-        "findings": {k: {"golden": v[0], "candidate": v[1]} for k, v in sorted(finding_counts.items())},
-        "new_finding_detail": {k: {"samples": v["samples"][:50], "modes": sorted(v["modes"]),
-                                   **({"completion_tokens": sorted(v["completion_tokens"])[:20]} if "completion_tokens" in v else {})}
-                               for k, v in sorted(detail.items())},
-        "drift": num["drift"],
-        "divergence": num["divergence"],
-        "trigger": trig,
-        "answer_agreement": num["answer_agreement"],
-    }
+    num = acc.summary()
+    return PairedSuite(
+        turn_diff=turn_diff.summarize(G, C),
+        modes=sorted({o.mode for sid in ids for o in C[sid]}),
+        paired=len(ids),
+        golden_clean=sum(any(o.clean for o in G[sid]) for sid in ids),
+        clean_paired=num.clean_paired,
+        golden_only=len(set(G) - set(C)),
+        candidate_only=len(set(C) - set(G)),
+        events=events,
+        reverse_events=reverse,
+        denominators=denom,
+        unordered=unordered,
+        pooled_transform={"samples": pooled_samples, "points": len(pooled),
+                          "fired": signals.one_transform(pooled) if len(pooled_samples) >= POOLED_MIN_SAMPLES else None},
+        signal_modes={k: sorted(v) for k, v in modes.items()},
+        event_modes={k: dict(sorted(v.items())) for k, v in event_modes.items()},
+        metrics=num.metrics,
+        flips=num.flips,
+        flips_by_mode=flips_by_mode,
+        findings={k: {"golden": v[0], "candidate": v[1]} for k, v in sorted(finding_counts.items())},
+        new_finding_detail={k: v.detail() for k, v in sorted(detail.items())},
+        drift=num.drift,
+        divergence=num.divergence,
+        trigger=trig,
+        answer_agreement=num.answer_agreement,
+    )
 
 
 POOLED_MIN_SAMPLES = 3
@@ -270,34 +285,34 @@ def _combine(verdicts: Iterable[str]) -> str:
 
 def _quality(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) -> tuple[dict[str, MetricResult], list[Evidence]]:
     """Per-metric verdicts on the clean paired samples, and their evidence."""
-    if not s["metrics"]:
-        if s["golden_clean"] == 0:
+    if not s.metrics:
+        if s.golden_clean == 0:
             # The reference itself never answered cleanly (e.g. it rejects images): nothing to regress from.
             return {}, [Evidence("quality", suite, "pass", metric="*", qualifier="not_measured",
                                  summary="not measurable: the golden has no clean sample either (the reference refuses or breaks this suite)")]
-        if s["clean_paired"]:
+        if s.clean_paired:
             # A suite without a metric (a replay of recorded requests with no tool calls to diff): its signals judge it.
             return {}, [Evidence("quality", suite, "pass", metric="*",
-                                 summary=f"no quality metric on this suite: its {s['clean_paired']} clean paired samples are judged by the signals only")]
+                                 summary=f"no quality metric on this suite: its {s.clean_paired} clean paired samples are judged by the signals only")]
         return {}, [Evidence("quality", suite, "inconclusive", metric="*",
                              summary="no sample has a clean envelope on both sides: quality cannot be judged")]
     mets: dict[str, MetricResult] = {}
     ev: list[Evidence] = []
-    for m, v in sorted(s["metrics"].items()):
+    for m, v in sorted(s.metrics.items()):
         key = f"{suite}/{m}"
         margin = _margin(margins, key)
-        mv = numerics.metric_verdict(v["golden"], v["candidate"], 0.0 if margin is None else margin)
+        mv = numerics.metric_verdict(v.golden, v.candidate, 0.0 if margin is None else margin)
         if margin is None:
             mv = uncalibrated(mv, key)
         elif mv.verdict == "inconclusive":
-            diffs = [c - g for g, c in zip(v["golden"], v["candidate"])]
+            diffs = [c - g for g, c in zip(v.golden, v.candidate)]
             mv = dataclasses.replace(mv, samples_needed=stats.samples_needed(stats.sd(diffs), margin))
         mets[m] = mv
         p_value = "" if mv.p_value is None else f", p={mv.p_value}"  # no test on a non-binary metric: not "p=None"
         # A metric is judged on the samples both sides answered cleanly: where findings or errors left some out, the
         # line says so (an unchanged accuracy beside a schema accuracy of 0 is then no contradiction)
-        left_out = s["paired"] - (mv.n or 0)
-        scope = f"; on the {mv.n} of {s['paired']} paired samples both sides answered cleanly" if left_out > 0 else ""
+        left_out = s.paired - (mv.n or 0)
+        scope = f"; on the {mv.n} of {s.paired} paired samples both sides answered cleanly" if left_out > 0 else ""
         ev.append(Evidence("quality", suite, mv.verdict, metric=m, qualifier=_qualifier(mv),
                            summary=f"{m}: {mv.golden} -> {mv.candidate} (delta {mv.delta}, CI {mv.ci}, margin {mv.margin}{p_value}, n={mv.n})"
                                    + scope + (f"; {mv.note}" if mv.note else "")))
@@ -311,18 +326,18 @@ def _signal_verdicts(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) 
     q: list[Evidence] = []
     for sg in signals.declared():
         name = sg.name
-        n = s["denominators"][name]
+        n = s.denominators[name]
         key = f"{suite}/signal:{name}"
         # Older goldens predate newer signals: judged against 0 and, where the signal fired, undecided (uncalibrated).
         margin = 0.0 if sg.structural_zero else _margin(margins, key)
         if sg.side == "frontend":
-            ev = numerics.event_verdict(len(s["events"][name]), n, margin or 0.0)
+            ev = numerics.event_verdict(len(s.events[name]), n, margin or 0.0)
         else:
-            ev = numerics.paired_event_verdict(len(s["events"][name]), s["reverse_events"][name], n, margin or 0.0)
+            ev = numerics.paired_event_verdict(len(s.events[name]), s.reverse_events[name], n, margin or 0.0)
         if margin is None and n:
             ev = uncalibrated(ev, key)
-        ev = dataclasses.replace(ev, samples=s["events"][name][:50])
-        unordered = s.get("unordered", {}).get(name)
+        ev = dataclasses.replace(ev, samples=s.events[name][:50])
+        unordered = s.unordered.get(name)
         if unordered:
             ev = dataclasses.replace(ev, note="; ".join(x for x in (ev.note, f"{unordered} sample(s) read without "
                                      "their send order (a journal from before it was recorded): any two repeats compared, "
@@ -330,9 +345,9 @@ def _signal_verdicts(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) 
         sigs[name] = ev
         if ev.n:
             target = fe if sg.side == "frontend" else q
-            where = s["event_modes"].get(name) or None  # the wire modes it fired on: names a surface
+            where = s.event_modes.get(name) or None  # the wire modes it fired on: names a surface
             paired = "" if isinstance(ev.p_value, Absent) else f"; golden {ev.golden_count}/{ev.n}, McNemar p={ev.p_value}"
-            target.append(Evidence(name, suite, ev.verdict, samples=tuple(s["events"][name][:10]), modes=where,
+            target.append(Evidence(name, suite, ev.verdict, samples=tuple(s.events[name][:10]), modes=where,
                                    qualifier=_qualifier(ev), summary=f"{name}: {ev.count}/{ev.n} samples{mode_note(where)} (rate {ev.rate}, CI {ev.ci}, margin {ev.margin}"
                                            + paired + ")" + (f"; {ev.note}" if ev.note else "")))
     return sigs, fe, q
@@ -341,7 +356,7 @@ def _signal_verdicts(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) 
 def _drift_evidence(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) -> tuple[Drift, list[Evidence]]:
     key = f"{suite}/drift"
     calibrated = _margin(margins, key)
-    d = numerics.drift_state(s["drift"], calibrated or 0.0)
+    d = numerics.drift_state(s.drift, calibrated or 0.0)
     if d.state == "unavailable":
         return d, []
     note = ""
@@ -373,7 +388,7 @@ def _parting(d: Drift) -> str:
 def _divergence_evidence(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) -> tuple[SignalResult | None, list[Evidence]]:
     """How often the candidate's greedy output parts from the golden's, against how often the reference's own
     reruns parted (calibrated): the second, independent line of numerics evidence beside the drift."""
-    dv = s["divergence"]
+    dv = s.divergence
     n = dv["n"]
     if not n:
         return None, []
@@ -417,7 +432,7 @@ def _pooled_transform(suite: str, s: PairedSuite, sigs: dict[str, SignalResult])
     transform (a scale, or exp) on the golden's own tokens: logprobs reported otherwise (response formatting), where
     the per-sample signal could measure nothing. No margin: numerics move each token's value by its own amount, and
     batch shape moves none by a 5% factor, so one transform over every value of several answers is the reporting's."""
-    pool = s.get("pooled_transform") or {}
+    pool = s.pooled_transform
     per_sample = sigs.get("logprobs_transformed")
     if not pool.get("fired") or (per_sample is not None and per_sample.verdict == "fail"):
         return []
@@ -481,16 +496,16 @@ def _suite_verdicts(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) -
     d = dataclasses.replace(d, numerics_changed=d.state == "fired" and dv is not None and dv.verdict == "fail")
     fe += _zero_drift_parting(suite, d, dv)
     fe += _pooled_transform(suite, s, sigs)
-    sigs, fe = _followup_confounded(suite, s["turn_diff"], sigs, fe, d)
+    sigs, fe = _followup_confounded(suite, s.turn_diff, sigs, fe, d)
     block = SuiteResult(
-        paired=s["paired"], golden_only=s["golden_only"], candidate_only=s["candidate_only"],
-        metrics=mets, signals=sigs, drift=d, divergence=dv, flips=s["flips"], findings=s["findings"],
-        flips_by_mode=s["flips_by_mode"], new_finding_detail=s["new_finding_detail"], signal_modes=s["signal_modes"],
-        tool_trigger=numerics.tool_trigger(s["trigger"]), answer_agreement=stats.rnd(s["answer_agreement"]),
+        paired=s.paired, golden_only=s.golden_only, candidate_only=s.candidate_only,
+        metrics=mets, signals=sigs, drift=d, divergence=dv, flips=s.flips, findings=s.findings,
+        flips_by_mode=s.flips_by_mode, new_finding_detail=s.new_finding_detail, signal_modes=s.signal_modes,
+        tool_trigger=numerics.tool_trigger(s.trigger), answer_agreement=stats.rnd(s.answer_agreement),
         # multi-turn suites: the per-turn diff, and the modes it was made over; runs over several surfaces: the modes,
         # so the diagnosis can tell a signal that fired off chat only while chat ran (`<signal>:surface`)
-        turn_diff=s["turn_diff"] or None,
-        modes=s["modes"] if s["turn_diff"] or len({surface_for(m).name for m in s["modes"]}) > 1 else None,
+        turn_diff=s.turn_diff or None,
+        modes=s.modes if s.turn_diff or len({surface_for(m).name for m in s.modes}) > 1 else None,
     )
     return block, fe, q + q_sig + q_drift + q_div
 
@@ -648,14 +663,14 @@ def compare(header: GoldenHeader, golden_obs: Rows, cand_obs: Rows, infra_budget
     margins = header.margins
     golden_obs, cand_obs = as_observations(golden_obs), as_observations(cand_obs)
     sig = paired_signals(golden_obs, cand_obs)
-    if not sig or all(s["paired"] == 0 for s in sig.values()):
+    if not sig or all(s.paired == 0 for s in sig.values()):
         raise NoOverlap("the run and the golden share no sample ids")
     sampling = header.source.sampling or {}
     requested = (sampling.get("defaults") or {}).get("max_tokens")
     for s_ in sig.values():  # the run's limit beside the lengths a cap cut at (a gate sends the golden's sampling)
-        for code in LENGTH_EVIDENCE & s_["new_finding_detail"].keys():
+        for code in LENGTH_EVIDENCE & s_.new_finding_detail.keys():
             if isinstance(requested, int):
-                s_["new_finding_detail"][code]["requested_max_tokens"] = requested
+                s_.new_finding_detail[code]["requested_max_tokens"] = requested
     # A record the reference itself could not get (the same sample, mode and epoch was infra in the golden: e.g. a
     # parser that answers this model output with a 500 every time) is no evidence on either side, not missing
     # evidence: it is reported, but the budget counts only infra errors where the golden has an answer.
@@ -707,14 +722,14 @@ def compare(header: GoldenHeader, golden_obs: Rows, cand_obs: Rows, infra_budget
 def _spreads(s: PairedSuite, suite: str) -> dict[str, float]:
     """The run-to-run spread of one pair of reference runs, per margin key (the same keys compare looks up)."""
     out: dict[str, float] = {}
-    for m, v in s["metrics"].items():
-        n = len(v["golden"])
-        out[f"{suite}/{m}"] = abs(sum(v["candidate"]) - sum(v["golden"])) / n if n else 0.0
+    for m, v in s.metrics.items():
+        n = len(v.golden)
+        out[f"{suite}/{m}"] = abs(sum(v.candidate) - sum(v.golden)) / n if n else 0.0
     for name in signals.names():
-        n = s["denominators"][name]
-        out[f"{suite}/signal:{name}"] = len(s["events"][name]) / n if n else 0.0
-    out[f"{suite}/drift"] = s["drift"]["mean_abs_delta"] or 0.0
-    dv = s["divergence"]
+        n = s.denominators[name]
+        out[f"{suite}/signal:{name}"] = len(s.events[name]) / n if n else 0.0
+    out[f"{suite}/drift"] = s.drift["mean_abs_delta"] or 0.0
+    dv = s.divergence
     if dv["n"]:
         out[f"{suite}/divergence"] = dv["count"] / dv["n"]
     return out

@@ -84,7 +84,8 @@ def flip(g: Sequence[Observation], c: Sequence[Observation]) -> str | None:
     return "regressed" if ga > ca else "improved" if ca > ga else None
 
 
-class PairedMetric(TypedDict):
+@dataclass(frozen=True)
+class PairedMetric:
     """One metric's per-sample values on the clean paired samples, golden and candidate in sample order."""
 
     golden: list[float]
@@ -112,8 +113,9 @@ class DivergenceCount(TypedDict):
     samples: list[str]
 
 
-class NumericsSummary(TypedDict):
-    """What the accumulator hands compare and calibrate (Numerics.to_dict); not written as is."""
+@dataclass(frozen=True)
+class NumericsSummary:
+    """What the accumulator hands compare and calibrate (Numerics.summary); not written as is."""
 
     metrics: dict[str, PairedMetric]
     flips: dict[str, list[str]]
@@ -174,12 +176,12 @@ class Numerics:
                                     "first_divergence": d[2], "parted": bool(parted),
                                     "length": min(len(gr.logprobs or ()), len(cr.logprobs or ()))})
 
-    def to_dict(self) -> NumericsSummary:
+    def summary(self) -> NumericsSummary:
         fd = sorted(self.first_div)
-        return {
-            "metrics": {m: {"golden": v[0], "candidate": v[1], "ids": self.metric_ids[m]} for m, v in self.metrics.items()},
-            "flips": self.flips,
-            "drift": {
+        return NumericsSummary(
+            metrics={m: PairedMetric(golden=v[0], candidate=v[1], ids=self.metric_ids[m]) for m, v in self.metrics.items()},
+            flips=self.flips,
+            drift={
                 "tokens": self.drift_tokens,
                 "mean_abs_delta": (self.drift_sum / self.drift_tokens) if self.drift_tokens else None,
                 "first_divergence_median": fd[len(fd) // 2] if fd else None,
@@ -188,10 +190,10 @@ class Numerics:
                 "parted_at_token_0": len(self.parted_at_0),
                 "per_sample": bounded_per_sample(self.per_sample),
             },
-            "answer_agreement": (self.answers_same / self.answers_n) if self.answers_n else None,
-            "clean_paired": self.answers_n,
-            "divergence": {"count": len(self.diverged_ids), "n": self.divergence_n, "samples": self.diverged_ids[:50]},
-        }
+            answer_agreement=(self.answers_same / self.answers_n) if self.answers_n else None,
+            clean_paired=self.answers_n,
+            divergence={"count": len(self.diverged_ids), "n": self.divergence_n, "samples": self.diverged_ids[:50]},
+        )
 
 
 def parted_median(rows: Sequence[Mapping[str, Any]]) -> tuple[int, float] | None:

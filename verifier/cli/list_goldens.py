@@ -16,9 +16,9 @@ def handle(a: argparse.Namespace) -> int:
     from verifier.app.gate import describe_goldens
 
     rows = describe_goldens(Path(a.dir) if a.dir else None)
-    table = [[r["name"], ",".join(r["suites"]), str(r["model"]), ",".join(r["modes"]), str(r["samples"]),
-              ", ".join(x for x, on in (("probes", r["probes"]), ("context probe", r["context_probe"]), ("margins", r["margins"])) if on)
-              + (f"  ({r['problem']})" if r.get("problem") else "")] for r in rows]
+    table = [[r.name, ",".join(r.suites), str(r.model), ",".join(r.modes), str(r.samples),
+              ", ".join(x for x, on in (("probes", r.probes), ("context probe", r.context_probe), ("margins", r.margins)) if on)
+              + (f"  ({r.problem})" if r.problem else "")] for r in rows]
     for line in aligned(["name", "suites", "model", "modes", "samples", "extras"], table, right={4}):
         print(line)
     return 0

@@ -127,10 +127,11 @@ def finish(docs: Mapping[str, tuple[Path, Comparison]], out: Path, allow_inconcl
            links: dict[str, Path] | None = None) -> int:
     """Write the matrix of compared runs; print the Markdown table; the worst exit code. `links`: where a
     provider's row points when its run holds no comparison of its own against this golden."""
+    from verifier.app.report_files import matrix_entry
     from verifier.report import matrix
     from .args import exit_code
 
-    entries = [matrix.entry(name, run_dir, doc, (links or {}).get(name)) for name, (run_dir, doc) in docs.items()]
+    entries = [matrix_entry(name, run_dir, doc, (links or {}).get(name)) for name, (run_dir, doc) in docs.items()]
     m = matrix.build(entries, out)
     paths = matrix.write(m, out)
     print(matrix.markdown(m))

@@ -26,8 +26,8 @@ def handle(a: argparse.Namespace) -> int:
     summary = app.score(out)
     if not a.quiet:
         print_summary(summary)
-    n = sum(s["samples"] for s in hdr["suites"].values())
-    sset = hdr.get("shard_set") or {}
+    n = sum(s["samples"] for s in hdr.suites.values())
+    sset = hdr.shard_set or {}
     gap = f"; INCOMPLETE shard set, missing {', '.join(sset['missing'])}" if sset.get("missing") else ""
     print(f"merged {len(a.shards)} shards -> {out} ({n} samples){gap}")
     return 0

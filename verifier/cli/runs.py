@@ -31,13 +31,13 @@ def handle(a: argparse.Namespace) -> int:
                                since=a.since, limit=a.limit))
     if a.json:
         for r in rows:
-            print(json.dumps(r, sort_keys=True))
+            print(json.dumps(r.to_json(), sort_keys=True))
         return 0
     print(f"{'started':<20} {'kind':<5} {'status':<24} {'exit':>4}  {'model':<14} {'suites':<18} {'endpoint':<28} run")
     for r in rows:
-        code = "" if r["exit_code"] is None else str(r["exit_code"])
-        print(f"{(r['started'] or '?')[:19]:<20} {r['kind']:<5} {r['status']:<24} {code:>4}  {str(r['model'])[:14]:<14} "
-              f"{','.join(r['suites'])[:18]:<18} {str(r['endpoint'])[:28]:<28} {r['run_dir']}")
+        code = "" if r.exit_code is None else str(r.exit_code)
+        print(f"{(r.started or '?')[:19]:<20} {r.kind:<5} {r.status:<24} {code:>4}  {str(r.model)[:14]:<14} "
+              f"{','.join(r.suites)[:18]:<18} {str(r.endpoint)[:28]:<28} {r.run_dir}")
     if not rows:
         print(f"(no runs under {a.dir})")
     return 0

@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported where a comparison is printed: `verifier run` never prints one
     from verifier.attribution.document import Comparison, DiagnosisEntry
+    from verifier.types import RunSummary
 
 
-def print_summary(summary: dict[str, Any]) -> None:
-    for name, s in summary["suites"].items():
-        ms = "  ".join(f"{m}={v['value']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}] (n={v['n']})" for m, v in s["metrics"].items() if v["value"] is not None)
-        print(f"{name} v{s['version']}: {ms or 'no metric values (see outcomes)'}")
-        print(f"  outcomes {s['outcomes']}  findings {s['findings'] or '{}'}")
+def print_summary(summary: RunSummary) -> None:
+    from verifier.execution.scoring import summary_lines
+
+    print("\n".join(summary_lines(summary)))
 
 
 def first_cause(doc: Comparison) -> str | None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from verifier.execution import journal, observations as observe, scoring
-from verifier.types import Sample, Suite, Verdict
+from verifier.types import RunSummary, Sample, Suite, Verdict
 
 CHUNK = 1 << 22
 """Bytes read at a time: a resumed 300 MB journal is followed in pieces, as score streams it."""
@@ -196,7 +196,7 @@ class Follower:
             return not self._thread.is_alive()
         return True
 
-    def result(self) -> tuple[list[Verdict], dict[str, Any], observe.Collector]:
+    def result(self) -> tuple[list[Verdict], RunSummary, observe.Collector]:
         """Once nothing more is appended: the records left (in this thread, the scoring thread ended), then the
         scorer's result."""
         try:

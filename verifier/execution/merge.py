@@ -10,7 +10,7 @@ which samples they hold and in when they ran.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import fields
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -49,50 +49,64 @@ def _usage(msg: str, hints: tuple[str, ...] = ()) -> Exception:
     return UsageError(msg, hints=hints)
 
 
-def merge_headers(run_id: str, headers: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+def merge_headers(run_id: str, headers: list[tuple[Path, RunHeader]]) -> RunHeader:
+    """The merged run's header from the shards' (checked to be one run's parts): the first shard's model, sampling,
+    epochs and modes, the shards' suites, the earliest start and the latest finish, the shard list and selection.
+    The per-suite counts and the shard set are `merge`'s to add."""
     first_dir, first = headers[0]
-    model = first["endpoint"]["model"]
-    where = endpoint_place(str(first["endpoint"].get("base_url") or ""))
-    versions: dict[str, tuple[str, Path]] = {}
+    model = first.model
+    where = endpoint_place(str(first.endpoint.get("base_url") or ""))
+    versions: dict[str, tuple[str | None, Path]] = {}
     for d, h in headers:
-        if h["endpoint"]["model"] != model:
-            raise _usage(f"shard {d} used model {h['endpoint']['model']!r}, shard {first_dir} used {model!r}")
+        if h.model != model:
+            raise _usage(f"shard {d} used model {h.model!r}, shard {first_dir} used {model!r}")
         # Another endpoint is another system under test (a port may differ: a local server restarted, as --resume allows).
-        if endpoint_place(str(h["endpoint"].get("base_url") or "")) != where:
-            raise _usage(f"shard {d} ran against {h['endpoint'].get('base_url')!r}, shard {first_dir} against "
-                         f"{first['endpoint'].get('base_url')!r}: shards of one run share one endpoint")
+        if endpoint_place(str(h.endpoint.get("base_url") or "")) != where:
+            raise _usage(f"shard {d} ran against {h.endpoint.get('base_url')!r}, shard {first_dir} against "
+                         f"{first.endpoint.get('base_url')!r}: shards of one run share one endpoint")
+        mine, theirs = _comparable(h), _comparable(first)
         for k in SAME:
-            if h.get(k) != first.get(k):
-                raise _usage(f"shard {d} differs from {first_dir} in {k}: {h.get(k)!r} vs {first.get(k)!r}")
-        a, b = served_models(first.get("server_info") or {}), served_models(h.get("server_info") or {})
+            if mine[k] != theirs[k]:
+                raise _usage(f"shard {d} differs from {first_dir} in {k}: {mine[k]!r} vs {theirs[k]!r}")
+        a, b = served_models(first.server_info or {}), served_models(h.server_info or {})
         if a is not None and b is not None and a != b:  # one run's evidence must come from one served model
             raise _usage(f"shard {d}'s endpoint served models {b}, shard {first_dir}'s served {a}: merge shards of one endpoint")
-        for name, info in h["suites"].items():
-            seen = versions.setdefault(name, (info["version"], d))
-            if seen[0] != info["version"]:
-                raise _usage(f"conflicting {name} versions: {seen[0]} in {seen[1]}, {info['version']} in {d}")
-    starts: list[Any] = [h.get("started") for _, h in headers if h.get("started")]  # ISO-8601 strings as the shards wrote them
-    ends: list[Any] = [h.get("finished") for _, h in headers]
-    named = {f.name for f in fields(RunHeader)}
-    rest = {k: v for k, v in first.items() if k not in named}  # server_info and whatever else the first shard had
-    endpoints = sorted({str((h.get("endpoint") or {}).get("base_url")) for _, h in headers})
+        for name in h.suites:
+            version = h.suite_version(name)
+            seen = versions.setdefault(name, (version, d))
+            if seen[0] != version:
+                raise _usage(f"conflicting {name} versions: {seen[0]} in {seen[1]}, {version} in {d}")
+    starts = [h.started for _, h in headers if h.started]  # ISO-8601 strings as the shards wrote them
+    ends = [h.finished for _, h in headers if h.finished]
+    rest = dict(first.extra)  # server_info and whatever else the first shard had
+    endpoints = sorted({str(h.endpoint.get("base_url")) for _, h in headers})
     if len(endpoints) > 1:  # e.g. one server per CI job on its own port: the same model, said in run.json
         rest["endpoints"] = endpoints
     rest.update(
-        selection={"smoke": all((h.get("selection") or {}).get("smoke") for _, h in headers), "limit": None, "sample_seed": None,
-                   "ids": any((h.get("selection") or {}).get("ids") for _, h in headers)},
-        shards=[{"run_id": h.get("run_id"), "endpoint": h.get("endpoint"), "started": h.get("started"), "finished": h.get("finished"),
-                 "selection": h.get("selection"), "suites": h.get("suites")} for _, h in headers],
+        selection={"smoke": all(_selection(h).get("smoke") for _, h in headers), "limit": None, "sample_seed": None,
+                   "ids": any(_selection(h).get("ids") for _, h in headers)},
+        shards=[{"run_id": h.run_id, "endpoint": h.endpoint, "started": h.started, "finished": h.finished,
+                 "selection": h.selection, "suites": h.suites} for _, h in headers],
     )
-    kept: dict[str, Any] = {k: first.get(k) for k in ("harness", "sampling", "extra_body", "epochs", "modes")}  # the first shard's
-    return journal.run_header(  # a dict from here on: the shard set, sums and merged parts are added below
-        run_id, endpoint=first["endpoint"], **kept,
-        suites={name: {**h["suites"][name]} for _, h in reversed(headers) for name in h["suites"]},
+    return journal.run_header(  # the first shard's harness, sampling, extra body, epochs and modes
+        run_id, endpoint=first.endpoint, harness=first.harness, sampling=first.sampling, extra_body=first.extra_body,
+        epochs=first.epochs, modes=first.modes,
+        suites={name: {**h.suites[name]} for _, h in reversed(headers) for name in h.suites},
         started=min(starts) if starts else None,
         # ISO-8601 UTC strings sort chronologically; a shard that never finished leaves the merge unfinished.
-        finished=max(ends) if ends and all(ends) else None,
+        finished=max(ends) if len(ends) == len(headers) else None,
         **rest,
-    ).to_json()
+    )
+
+
+def _comparable(h: RunHeader) -> dict[str, Any]:
+    """What every shard must share (SAME), by name, for the message that names the first difference."""
+    return {"sampling": h.sampling, "extra_body": h.extra_body, "epochs": h.epochs, "modes": h.modes}
+
+
+def _selection(h: RunHeader) -> dict[str, Any]:
+    """A shard's `selection` (how its samples were chosen), empty when it recorded none."""
+    return h.selection if isinstance(h.selection, dict) else {}
 
 
 def _refuse_repeats(shards: list[Path]) -> None:
@@ -107,9 +121,9 @@ def _refuse_repeats(shards: list[Path]) -> None:
             seen[k] = Path(d)
 
 
-def shard_set(headers: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+def shard_set(headers: list[tuple[Path, RunHeader]]) -> dict[str, Any]:
     """The `--shard i/N` of each input, and which of the N are absent (an incomplete set must not pass as whole)."""
-    specs = [((h.get("selection") or {}).get("shard"), d) for d, h in headers]
+    specs = [(_selection(h).get("shard"), d) for d, h in headers]
     parsed = [(parse_shard(sp), d) for sp, d in specs if sp]
     if not parsed:
         return {"inputs": [None] * len(headers), "n": None, "missing": [], "complete": True}
@@ -122,7 +136,7 @@ def shard_set(headers: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
     return {"inputs": [sp for sp, _ in specs], "n": n, "missing": [f"{i}/{n}" for i in missing], "complete": not missing}
 
 
-def merge(shards: list[Path], out: Path, allow_partial: bool = False, force: bool = False) -> dict[str, Any]:
+def merge(shards: list[Path], out: Path, allow_partial: bool = False, force: bool = False) -> RunHeader:
     """Write the merged run dir (header, samples union, responses concatenated); returns the header. Does not score.
 
     An incomplete shard set (2/4 and 4/4 of four) is refused unless `allow_partial`; the header records
@@ -131,11 +145,11 @@ def merge(shards: list[Path], out: Path, allow_partial: bool = False, force: boo
     if len(shards) < 1:
         raise _usage("merge needs at least one shard run directory")
     RunDir(out).claim_for_write(flag="--out", force=force, own_run=True)  # a run there is refused below, naming --resume
-    headers = []
+    headers: list[tuple[Path, RunHeader]] = []
     for d in shards:
         try:
-            headers.append((d, journal.check_run_dir(d)))
-            scrub.register_run(headers[-1][1])  # the merged files are scrubbed of each shard's key
+            headers.append((d, journal.read_header(d)))
+            scrub.register_run(headers[-1][1].endpoint)  # the merged files are scrubbed of each shard's key
         except journal.NotARunDir as e:
             raise _usage(str(e)) from None
     _refuse_repeats(shards)
@@ -144,7 +158,6 @@ def merge(shards: list[Path], out: Path, allow_partial: bool = False, force: boo
         raise _usage(f"incomplete shard set: have {', '.join(sset['inputs'])}, missing {', '.join(sset['missing'])} "
                      "(a failed matrix job?)", hints=("pass --allow-partial to merge anyway (compare will report the gap)",))
     hdr = merge_headers(out.name, headers)
-    hdr["shard_set"] = sset
     samples: dict[tuple[str, str], Sample] = {}
     for d, _ in headers:
         for key, s in journal.read_samples(d).items():
@@ -154,29 +167,32 @@ def merge(shards: list[Path], out: Path, allow_partial: bool = False, force: boo
     journal.ensure_writable_new_dir(out)
     ordered = sorted(samples.items())
     journal.write_samples(out, [(suite, s) for (suite, _), s in ordered])
-    for name, info in hdr["suites"].items():
+    suites: dict[str, Any] = {}
+    for name, info in hdr.suites.items():
         mine = [s for (suite, _), s in ordered if suite == name]
         h = hashlib.sha256()
         for s in mine:
             h.update(safewrite.canonical(s.to_json()).encode())
             h.update(b"\n")
-        reqs = sum(x["suites"].get(name, {}).get("requests", 0) for _, x in headers)
-        hdr["suites"][name] = {**info, "dataset_sha256": h.hexdigest(), "samples": len(mine), "requests": reqs}
+        reqs = sum(x.suites.get(name, {}).get("requests", 0) for _, x in headers)
+        suites[name] = {**info, "dataset_sha256": h.hexdigest(), "samples": len(mine), "requests": reqs}
     # Responses: concatenated in shard order. Readers keep the latest record per key, so a sample that two
     # shards both ran resolves to the later shard, the same rule as a resumed run.
     with safewrite.atomic_write(out / journal.RESPONSES) as f:
         for d, _ in headers:
             for rec in journal.read_jsonl(d / journal.RESPONSES):
                 f.write(safewrite.scrubbed_line(rec) + "\n")
-    _merge_probes(headers, out, hdr)
-    safewrite.write_json(out / journal.HEADER, hdr)
+    parts = _merge_probes(headers, out)
+    hdr = replace(hdr, suites=suites, extra={**hdr.extra, "shard_set": sset, **({"merged_parts": parts} if parts else {})})
+    journal.write_header(out, hdr)
     return hdr
 
 
-def _merge_probes(headers: list[tuple[Path, dict[str, Any]]], out: Path, hdr: dict[str, Any]) -> None:
+def _merge_probes(headers: list[tuple[Path, RunHeader]], out: Path) -> dict[str, list[str]]:
     """The parameter-contract probes and the context probe are part of the run: a merge without them could
     never cover a golden that has them. Each probe's result comes from the first shard that ran it; shards
-    that disagree on one make it failed (a failure seen on the endpoint is not outvoted), naming both."""
+    that disagree on one make it failed (a failure seen on the endpoint is not outvoted), naming both.
+    Returns which shards each merged file came from (run.json's `merged_parts`; empty when none had either)."""
     probes: dict[str, Any] = {}
     sources: dict[str, list[str]] = {}
     for d, _ in headers:
@@ -199,5 +215,4 @@ def _merge_probes(headers: list[tuple[Path, dict[str, Any]]], out: Path, hdr: di
             safewrite.write_json(out / CONTEXT, ctx)
             sources[CONTEXT] = [str(d)]
             break
-    if sources:
-        hdr["merged_parts"] = sources
+    return sources

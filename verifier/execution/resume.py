@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from verifier.errors import UsageError
 from verifier.redact import credential_values, mask_credentials
 from verifier.surfaces.registry import REFERENCE_MODE
+from verifier.types import RunHeader
 
 # RunSpec.overrides key -> the flag that sets it.
 SAMPLING_FLAGS = {"temperature": "--temperature", "top_p": "--top-p", "max_tokens": "--max-tokens", "seed": "--seed",
@@ -50,31 +51,32 @@ def check_same_server(run_dir: Path, recorded: dict[str, Any], now: dict[str, An
                          "resume against the same endpoint or start a new run")
 
 
-def mismatches(spec: Any, hdr: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+def mismatches(spec: Any, hdr: RunHeader) -> list[tuple[str, Any, Any]]:
     """`spec` is an app.RunSpec (not imported: app imports this). (flag, given, recorded) for every flag the user set that disagrees with the run header."""
     from verifier.wire.endpoint import redact_url
 
     out: list[tuple[str, Any, Any]] = []
-    ep = hdr.get("endpoint") or {}
+    ep = hdr.endpoint
     if spec.endpoint.model and spec.endpoint.model != ep.get("model"):
         out.append(("--model", spec.endpoint.model, ep.get("model")))
     if spec.endpoint.base_url and ep.get("base_url") and endpoint_place(redact_url(spec.endpoint.base_url)) != endpoint_place(str(ep["base_url"])):
         out.append(("--base-url", redact_url(spec.endpoint.base_url), ep["base_url"]))
-    if spec.suites and sorted(spec.suites) != sorted(hdr.get("suites") or {}):
-        out.append(("--suite", ",".join(spec.suites), ",".join(sorted(hdr.get("suites") or {}))))
-    if spec.modes and list(spec.modes) != list(hdr.get("modes") or [REFERENCE_MODE]):
-        out.append(("--mode", ",".join(spec.modes), ",".join(hdr.get("modes") or [REFERENCE_MODE])))
+    if spec.suites and sorted(spec.suites) != sorted(hdr.suites):
+        out.append(("--suite", ",".join(spec.suites), ",".join(sorted(hdr.suites))))
+    modes = hdr.modes or [REFERENCE_MODE]  # a run from before modes were recorded was made on the reference mode
+    if spec.modes and list(spec.modes) != list(modes):
+        out.append(("--mode", ",".join(spec.modes), ",".join(modes)))
     # Credential values are masked in run.json: compared masked (a resume cannot check a key it never kept).
-    if spec.extra_body and mask_credentials(dict(spec.extra_body)) != mask_credentials(hdr.get("extra_body") or {}):
-        out.append(("--extra-body", mask_credentials(dict(spec.extra_body)), hdr.get("extra_body") or {}))
-    sampling = hdr.get("sampling") or {}
+    if spec.extra_body and mask_credentials(dict(spec.extra_body)) != mask_credentials(hdr.extra_body):
+        out.append(("--extra-body", mask_credentials(dict(spec.extra_body)), hdr.extra_body))
+    sampling = hdr.sampling
     recorded = {**(sampling.get("defaults") or {}), **(sampling.get("overrides") or {})}
     for k, v in spec.overrides.items():
         if recorded.get(k) != v:
             out.append((SAMPLING_FLAGS.get(k, k), v, recorded.get(k)))
-    if spec.epochs != 1 and spec.epochs != hdr.get("epochs", 1):
-        out.append(("--epochs", spec.epochs, hdr.get("epochs", 1)))
-    sel = hdr.get("selection") or {}
+    if spec.epochs != 1 and spec.epochs != hdr.epochs:
+        out.append(("--epochs", spec.epochs, hdr.epochs))
+    sel = hdr.selection if isinstance(hdr.selection, dict) else {}
     for flag, key, given in (("--limit", "limit", spec.limit), ("--sample-seed", "sample_seed", spec.sample_seed),
                              ("--shard", "shard", spec.shard)):
         if given is not None and given != sel.get(key):
@@ -84,12 +86,12 @@ def mismatches(spec: Any, hdr: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     return out
 
 
-def check_resume(spec: Any, hdr: dict[str, Any], run_dir: Path) -> None:
+def check_resume(spec: Any, hdr: RunHeader, run_dir: Path) -> None:
     """Raise a UsageError naming the first flag that disagrees with the run being resumed."""
     bad = mismatches(spec, hdr)
     if bad:
         raise _refuse(run_dir, *bad[0])
-    if not spec.extra_body and credential_values(hdr.get("extra_body") or {}):
+    if not spec.extra_body and credential_values(hdr.extra_body):
         raise UsageError(f"--resume {run_dir}: run.json masks the credentials in the run's --extra-body; "
                          "pass the same --extra-body again to continue")
 
@@ -99,14 +101,14 @@ MAX_RECORDED_CONCURRENCY = 1024
 must not open thousands of connections."""
 
 
-def recorded_concurrency(endpoint: Any, hdr: dict[str, Any], what: str) -> Any:
-    """`endpoint` (an app.EndpointSpec) with the concurrency a run header (run.json, or a golden's `source`) recorded
-    when the user gave none: concurrency changes the batch, and with it greedy outputs on some engines (llama.cpp).
+def recorded_concurrency(endpoint: Any, recorded_endpoint: dict[str, Any], what: str) -> Any:
+    """`endpoint` (an app.EndpointSpec) with the concurrency a run header's endpoint block (run.json's, or a golden's
+    `source.endpoint`) recorded when the user gave none: concurrency changes the batch, and with it greedy outputs on some engines (llama.cpp).
     When the user gave another one, it is kept and said (on stderr), since the outputs may then differ."""
     import dataclasses
     import sys
 
-    recorded = (hdr.get("endpoint") or {}).get("concurrency")
+    recorded = recorded_endpoint.get("concurrency") if isinstance(recorded_endpoint, dict) else None
     if not isinstance(recorded, int) or isinstance(recorded, bool) or not 1 <= recorded <= MAX_RECORDED_CONCURRENCY:
         return endpoint  # a run from before concurrency was recorded (or a header not to be trusted): the default applies
     if endpoint.concurrency is None:
@@ -117,6 +119,6 @@ def recorded_concurrency(endpoint: Any, hdr: dict[str, Any], what: str) -> Any:
     return endpoint
 
 
-def resumed_extra_body(spec: Any, hdr: dict[str, Any]) -> dict[str, Any]:
+def resumed_extra_body(spec: Any, hdr: RunHeader) -> dict[str, Any]:
     """The body extras a resume sends: the user's (with the real credentials) when given, else the run's."""
-    return dict(spec.extra_body) if spec.extra_body else dict(hdr.get("extra_body") or {})
+    return dict(spec.extra_body) if spec.extra_body else dict(hdr.extra_body)

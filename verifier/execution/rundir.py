@@ -64,13 +64,11 @@ class RunDir:
         return journal.stale(self.path)
 
     # ------------------------------------------------------------------ readers
-    def header_dict(self) -> dict[str, Any]:
-        """run.json as written, checked (NotARunDir when absent, unsafe or not a run header): only for writers that
-        rewrite the document and for the scrubber's registration; readers take `header()`."""
-        return journal.check_run_dir(self.path)
-
     def header(self) -> RunHeader:
-        return RunHeader.from_dict(self.header_dict())
+        """run.json, checked (NotARunDir when absent, unsafe or not a run header), typed. The scrubber registers a run
+        by its `endpoint`; a writer that needs the document as written (which keys an older run.json lacks) reads it
+        with journal.check_run_dir."""
+        return RunHeader.from_dict(journal.check_run_dir(self.path))
 
     def _document(self, name: str) -> dict[str, Any] | None:
         doc = layout.read_document(self.file(name), within=self.path)

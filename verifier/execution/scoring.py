@@ -15,7 +15,7 @@ from verifier import stats
 from verifier.wire.bodyread import STREAM_REFUSED, TOO_MANY_EVENTS
 from verifier.judge.parse import MalformedBody, parse_exchange
 from verifier.execution import observations as observe
-from verifier.types import Exchange, Finding, Judgement, Parsed, RunHeader, Sample, Suite, Verdict
+from verifier.types import Exchange, Finding, Judgement, Outcome, Parsed, RunHeader, RunSummary, Sample, Suite, Verdict
 from verifier import jsonsafe
 
 VERDICTS = journal.VERDICTS
@@ -158,12 +158,12 @@ def judge_conversation(suite: Suite, sample: Sample, steps: list[Exchange],
     return out
 
 
-def score_run(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], dict[str, Any]]:
+def score_run(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], RunSummary]:
     verdicts, summary, _ = score_journal(run_dir, suites)
     return verdicts, summary
 
 
-def score_journal(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], dict[str, Any], observe.Collector]:
+def score_journal(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], RunSummary, observe.Collector]:
     """Verdicts, the summary, and what observations.jsonl keeps of each record, from one parse per exchange."""
     journal.check_run_dir(run_dir)
     samples = journal.read_samples(run_dir)
@@ -209,7 +209,7 @@ class Scorer:
         v = self.latest[ex.key] = judge(suite, self.samples[(ex.suite, ex.sample_id)], ex, once)
         self.seen.add(ex, once, observe.judged(v))
 
-    def result(self) -> tuple[list[Verdict], dict[str, Any], observe.Collector]:
+    def result(self) -> tuple[list[Verdict], RunSummary, observe.Collector]:
         """Verdicts (conversations judged now, whole), the summary and the observations, once every record is in."""
         # The header as it is now (a run finished or resumed since this scorer started has rewritten it).
         header = journal.read_header(self.run_dir)
@@ -243,8 +243,10 @@ def step_order(step_id: str) -> tuple[Any, ...]:
     return tuple(tuple((0, int(x)) if x.isdigit() else (1, x) for x in re.split(r"(\d+)", part) if x) for part in step_id.split("/")[1:])
 
 
-def summarize(header: RunHeader, verdicts: list[Verdict], suites: dict[str, Suite], samples: Any = None) -> dict[str, Any]:
-    """summary.json's document (RunSummary.from_dict reads it typed) for the run `header` describes."""
+def summarize(header: RunHeader, verdicts: list[Verdict], suites: dict[str, Suite], samples: Any = None) -> RunSummary:
+    """What scoring counted of the run `header` describes, typed. Its `to_json()` is summary.json's document as this
+    function has always built it (key for key: `write_scores` adds only the journal's digest), so the file's bytes
+    do not depend on the type."""
     by_suite: dict[str, list[Verdict]] = defaultdict(list)
     for v in verdicts:
         by_suite[v.suite].append(v)
@@ -267,7 +269,7 @@ def summarize(header: RunHeader, verdicts: list[Verdict], suites: dict[str, Suit
             vals = [sum(xs) / len(xs) for _, xs in sorted(per_sample[m].items())]
             mean, (lo, hi) = stats.mean_ci(vals)
             metrics[m] = {"value": stats.rnd(mean), "ci": [stats.rnd(lo), stats.rnd(hi)], "n": len(vals)}
-        judged = outcomes["content"] + outcomes["contract"]
+        judged = outcomes[Outcome.CONTENT] + outcomes[Outcome.CONTRACT]
         findings = Counter(f.code for v in vs for f in v.findings)
         lat = sorted(v.signals.get("latency_ms", 0.0) for v in vs if v.outcome != "infra")
         entry: dict[str, Any] = {
@@ -278,8 +280,8 @@ def summarize(header: RunHeader, verdicts: list[Verdict], suites: dict[str, Suit
             "outcomes": dict(sorted(outcomes.items())),
             "reasons": dict(sorted(Counter(v.reason for v in vs).items())),
             "findings": dict(sorted(findings.items())),
-            "contract_rate": stats.rnd(outcomes["contract"] / judged) if judged else None,
-            "infra_rate": stats.rnd(outcomes["infra"] / len(vs)) if vs else None,
+            "contract_rate": stats.rnd(outcomes[Outcome.CONTRACT] / judged) if judged else None,
+            "infra_rate": stats.rnd(outcomes[Outcome.INFRA] / len(vs)) if vs else None,
             "metrics": metrics,
             "latency_ms": {
                 "p50": stats.rnd(lat[len(lat) // 2]) if lat else None,
@@ -290,20 +292,20 @@ def summarize(header: RunHeader, verdicts: list[Verdict], suites: dict[str, Suit
         if suite and suite.summarize:
             entry["extra"] = suite.summarize(vs)
         per_suite[name] = entry
-    return out
+    return RunSummary.from_dict(out)
 
 
-def summary_lines(summary: dict[str, Any]) -> list[str]:
+def summary_lines(summary: RunSummary) -> list[str]:
     """The summary as a person reads it: per suite, metrics with intervals, then outcomes and findings."""
     out = []
-    for name, s in summary["suites"].items():
-        ms = "  ".join(f"{m}={v['value']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}] (n={v['n']})" for m, v in s["metrics"].items() if v["value"] is not None)
-        out.append(f"{name} v{s['version']}: {ms or 'no metric values (see outcomes)'}")
-        out.append(f"  outcomes {s['outcomes']}  findings {s['findings'] or '{}'}")
+    for name, s in summary.suites.items():
+        ms = "  ".join(f"{m}={v['value']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}] (n={v['n']})" for m, v in s.metrics.items() if v["value"] is not None)
+        out.append(f"{name} v{s.version}: {ms or 'no metric values (see outcomes)'}")
+        out.append(f"  outcomes {s.outcomes}  findings {s.findings or '{}'}")
     return out
 
 
-def write_scores(run_dir: Path, verdicts: list[Verdict], summary: dict[str, Any],
+def write_scores(run_dir: Path, verdicts: list[Verdict], summary: RunSummary,
                  observed: observe.Collector | None = None) -> None:
     """verdicts.jsonl, summary.json, then observations.jsonl (when `observed`; else any older one is removed),
     recording the journal they were scored from (see `journal.stale`, `observations.read`): observations.jsonl
@@ -312,7 +314,7 @@ def write_scores(run_dir: Path, verdicts: list[Verdict], summary: dict[str, Any]
     digest = journal.file_digest(Path(run_dir) / journal.RESPONSES)
     observe.discard(run_dir)  # no sealed file may vouch for the verdicts and summary being replaced
     safewrite.write_jsonl(Path(run_dir) / VERDICTS, (v.fields() for v in verdicts), nested_dataclasses=True)
-    safewrite.write_json(Path(run_dir) / SUMMARY, {**summary, "responses_digest": digest})
+    safewrite.write_json(Path(run_dir) / SUMMARY, {**summary.to_json(), "responses_digest": digest})
     if observed is not None:
         observe.write(run_dir, observed, digest)
 

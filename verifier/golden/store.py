@@ -70,7 +70,7 @@ def portable(obj: Any) -> Any:
 
 def bless(run_dir: Path, to: Path, margins: Mapping[str, Margin] | None = None) -> GoldenHeader:
     hdr = journal.check_run_dir(run_dir)
-    scrub.register_run(hdr)  # the golden is scrubbed of the key its run was made with
+    scrub.register_run(hdr.get("endpoint"))  # the golden is scrubbed of the key its run was made with
     summary_path = Path(run_dir) / scoring.SUMMARY
     if not summary_path.exists():
         raise journal.NotARunDir(f"{run_dir} has not been scored; run `verifier score {run_dir}`")

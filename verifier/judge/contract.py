@@ -134,8 +134,9 @@ def check(request: dict[str, Any], p: Parsed, mode: str) -> list[Finding]:
     if p.extra.index_collisions:
         f.append(Finding("stream_index_collision", f"indexes {p.extra.index_collisions}"))
     f += _finish_findings(request, p, calls)
-    f += _text_findings(p, calls)
-    f += _tool_choice_findings(request, p, calls)
+    markup = tool_markup(p)  # searched once: the text findings name it, and it answers a forced call's absence
+    f += _text_findings(p, calls, markup)
+    f += _tool_choice_findings(request, p, calls, markup)
     f += _usage_and_logprob_findings(p)
     f += _usage_accounting_findings(p)
     f += _logprob_range_findings(p)
@@ -217,12 +218,23 @@ CAP_FRACTION = 0.9
 the margin is for servers counting a stop or reasoning token differently)."""
 
 
-def _text_findings(p: Parsed, calls: list[Any]) -> list[Finding]:
+def tool_markup(p: Parsed) -> dict[str, str]:
+    """Tool-call markup the model wrote as text, per field (`content`, `reasoning`): the first match in each. One
+    search of each text, which both `_text_findings` and `_tool_choice_findings` read (the texts may be long)."""
+    found: dict[str, str] = {}
+    for field_name, text in (("content", p.content), ("reasoning", p.reasoning)):
+        if text and (m := MARKUP.search(text)):
+            found[field_name] = m.group(0)
+    return found
+
+
+def _text_findings(p: Parsed, calls: list[Any], markup: dict[str, str]) -> list[Finding]:
+    """`markup`: tool_markup(p)."""
     f: list[Finding] = []
     fr = p.finish_reason
     for field_name, text in (("content", p.content), ("reasoning", p.reasoning)):
-        if text and (markup := MARKUP.search(text)):
-            f.append(Finding("tool_markup_in_content", f"{field_name}: {markup.group(0)}"))
+        if field_name in markup:
+            f.append(Finding("tool_markup_in_content", f"{field_name}: {markup[field_name]}"))
         if text and (special := SPECIAL_TOKEN.search(text)):
             f.append(Finding("stop_token_in_content", f"{field_name}: {special.group(0)}"))
     if p.content and (think := THINK.search(p.content)):
@@ -251,14 +263,15 @@ def forces_a_call(request: dict[str, Any]) -> str | None:
     return None
 
 
-def _tool_choice_findings(request: dict[str, Any], p: Parsed, calls: list[Any]) -> list[Finding]:
+def _tool_choice_findings(request: dict[str, Any], p: Parsed, calls: list[Any], markup: dict[str, str]) -> list[Finding]:
     """A request whose tool_choice forces a call answered without one: the contract the client relies on (it sent
     `required` so that it gets a call) is broken whatever the model wrote, so the answer is unusable as sent. An
-    output cut for length may have been cut inside the call, and says so itself."""
+    output cut for length may have been cut inside the call, and says so itself. `markup`: tool_markup(p), the
+    search `_text_findings` reported from."""
     forced = forces_a_call(request)
     if forced is None or calls or p.finish_reason == "length" or not request.get("tools"):
         return []
-    if any(text and MARKUP.search(text) for text in (p.content, p.reasoning)):
+    if markup:
         return []  # the model wrote the call in its tool-call markup and the parser let it through: tool_markup_in_content
     said = (p.content or "").strip()
     return [Finding("tool_choice_unmet", f"tool_choice {forced}, no tool call" + (f"; text: {said[:80]}" if said else ""))]

@@ -1,8 +1,8 @@
 """A vendor matrix: N candidate runs (one per provider) against one golden, as one HTML page and one Markdown table.
 
-Pure functions of the documents each run directory already holds: `comparison.json` (verdicts, evidence,
-metrics with intervals, infra rate) and `summary.json` (latency). Nothing here compares or scores; a row
-is what the comparison said, cut per suite:
+Pure functions of the documents each run directory already holds, read for it by app/report_files.matrix_entry:
+`comparison.json` (verdicts, evidence, metrics with intervals, infra rate) and `summary.json` (latency). Nothing
+here reads a file, compares or scores; a row is what the comparison said, cut per suite:
 
 - frontend / quantization verdict of a suite: the worst verdict among that side's evidence for the suite
   (fail > inconclusive > pass), else the document's overall verdict;
@@ -12,15 +12,11 @@ is what the comparison said, cut per suite:
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 from verifier import safewrite
-from verifier.execution import journal
-from verifier.execution.rundir import RunDir
-from verifier import scrub
 from verifier.attribution.document import Comparison, SuiteResult
 from verifier.types import RunSummary
 
@@ -34,39 +30,17 @@ FILES = ("matrix.html", "matrix.md", "matrix.json")
 
 @dataclass(frozen=True)
 class Entry:
-    """One provider's gate: a run directory and the documents it holds."""
+    """One provider's gate, as read from its run directory (app/report_files.matrix_entry): typed values only."""
 
     provider: str
     """The name shown in the matrix (unique)."""
-    run_dir: Path
-    """The candidate run directory."""
     comparison: Comparison
-    """Its comparison.json against the matrix's golden."""
+    """Its comparison against the matrix's golden."""
+    report: Path
+    """The page the row links to: the run's report.html, else its comparison.json, else the comparison the matrix
+    made in memory and wrote elsewhere."""
     summary: RunSummary | None = None
     """Its summary.json (latency), when present."""
-    link: Path | None = None
-    """What the row links to when not the run's own report.html (a comparison the matrix made in memory)."""
-
-
-def read_entry(provider: str, run_dir: Path) -> Entry:
-    """An Entry from a compared run directory (ValueError when it holds no comparison.json)."""
-    rd = RunDir(run_dir)
-    doc = rd.comparison()
-    if doc is None:
-        raise ValueError(f"{run_dir} holds no {rd.comparison_path().name}: compare or gate it first")
-    if rd.is_run():
-        with contextlib.suppress(journal.NotARunDir):
-            scrub.register_run(rd.header_dict())  # the run's key and credential marks: what matrix writes is scrubbed of them
-    return Entry(provider, run_dir, Comparison.from_dict(doc), rd.summary())
-
-
-def entry(provider: str, run_dir: Path, comparison: Comparison, link: Path | None = None) -> Entry:
-    """An Entry from a comparison already in hand (read, or made in memory), with the run's summary.json."""
-    rd = RunDir(run_dir)
-    if rd.is_run():
-        with contextlib.suppress(journal.NotARunDir):
-            scrub.register_run(rd.header_dict())  # the run's key and credential marks: what matrix writes is scrubbed of them
-    return Entry(provider, run_dir, comparison, rd.summary(), link)
 
 
 def side_verdict(doc: Comparison, side: str, suite: str) -> str:
@@ -142,14 +116,8 @@ def _latency(e: Entry, suite: str) -> dict[str, float] | None:
 
 
 def _report_link(e: Entry, out_dir: Path) -> str:
-    """The provider's full report, relative to the matrix page (the comparison when no report was rendered)."""
-    rd = RunDir(e.run_dir)
-    target = rd.report_html()
-    if e.link is not None:
-        target = e.link
-    elif not target.exists():
-        target = rd.comparison_path()
-    return Path(os.path.relpath(target.resolve(), out_dir.resolve())).as_posix()
+    """The provider's full report, relative to the matrix page."""
+    return Path(os.path.relpath(e.report.resolve(), out_dir.resolve())).as_posix()
 
 
 def build(entries: list[Entry], out_dir: Path) -> dict[str, Any]:
