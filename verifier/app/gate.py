@@ -143,6 +143,7 @@ def gate_golden(spec: GateSpec, loaded: Golden | None = None) -> Golden:
     spec's suites, modes, first samples, probes and margins. Hand it to `gate` and to the report. `loaded`: the
     whole golden, when the caller has it (a sweep loads it once for every configuration)."""
     golden = loaded if loaded is not None else load_golden(spec.golden, spec.limit)
+    check_serving_adapter(golden, spec.endpoint.serving_adapter, spec.golden)
     try:
         golden = golden.narrow(suites=spec.suites, modes=spec.modes, limit=spec.limit, probes=spec.probes is not Probes.OFF,
                                margins=spec.margins)
@@ -153,6 +154,22 @@ def gate_golden(spec: GateSpec, loaded: Golden | None = None) -> Golden:
         raise UsageError(f"golden {spec.golden} has no probe results to compare the probes with; bless a reference run "
                          "made with `verifier run --probes`", hints=("drop --probes",))
     return golden
+
+
+def check_serving_adapter(golden: Golden, given: str | None, name: Any) -> None:
+    """Refuse (UsageError, before any request) a gate served otherwise than the golden's reference: a golden
+    recorded behind a serving adapter (wire/serving_adapters.py) gated without it blames the engine's frontend for
+    what the adapter did (a prefilled tool call comes back as text: `tool_call_as_text`), and one gated behind an
+    adapter its reference never had is a different deployment."""
+    recorded = golden.header.source.serving_adapter
+    if given == recorded:
+        return
+    if recorded is None:
+        raise UsageError(f"golden {name} was recorded with no serving adapter, and this gate names --serving-adapter "
+                         f"{given}: gate it as its reference was served", hints=("drop --serving-adapter",))
+    raise UsageError(f"golden {name} was recorded behind the serving adapter {recorded}"
+                     + (f", not {given}" if given else "") + f": gate with --serving-adapter {recorded} (it applies the "
+                     "adapter in front of --base-url; docs/engines.md)")
 
 
 def gate(spec: GateSpec, golden: Golden | None = None) -> Comparison:
@@ -205,6 +222,7 @@ def calibrate(spec: CalibrateSpec) -> Calibrated:
         names.append(Path(r).name)
         run_dirs.append(Path(r))
     if spec.endpoint is not None and spec.endpoint.base_url:
+        check_serving_adapter(golden, spec.endpoint.serving_adapter, spec.golden)  # reruns are served as the reference was
         for i in range(spec.k):
             rd = Path(spec.out_prefix + f"-{i + 1}")
             collect(RunSpec.for_golden(golden, spec.endpoint, rd, overrides=spec.overrides, extra_body=spec.extra_body,
@@ -330,7 +348,7 @@ def describe_goldens(directory: Path | None = None) -> list[dict[str, Any]]:
     rows = []
     for p in paths:
         row: dict[str, Any] = {"name": p.name, "path": str(p), "suites": [], "model": None, "modes": [], "samples": 0,
-                               "probes": False, "context_probe": False, "margins": False}
+                               "probes": False, "context_probe": False, "margins": False, "serving_adapter": None}
         try:
             h = golden.load_header(p)  # golden.json only: its rows are read when it is gated, not when listed
         except golden.BadGolden as e:
@@ -339,7 +357,8 @@ def describe_goldens(directory: Path | None = None) -> list[dict[str, Any]]:
         counts = [info.samples for info in h.suites.values()]
         row.update(suites=list(h.suites), model=h.source.model, modes=list(h.modes),
                    samples=sum(c for c in counts if c is not None) if None not in counts else "?",
-                   probes=bool(h.probes), context_probe=bool(h.context_probe), margins=bool(h.margins))
+                   probes=bool(h.probes), context_probe=bool(h.context_probe), margins=bool(h.margins),
+                   serving_adapter=h.source.serving_adapter)
         rows.append(row)
     return rows
 

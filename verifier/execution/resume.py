@@ -117,6 +117,21 @@ def recorded_concurrency(endpoint: Any, hdr: dict[str, Any], what: str) -> Any:
     return endpoint
 
 
+def recorded_adapter(endpoint: Any, hdr: dict[str, Any], what: str) -> Any:
+    """`endpoint` (an app.EndpointSpec) with the serving adapter the run recorded (run.json's
+    `endpoint.serving_adapter`): a run is finished behind the adapter it was started behind. Another one named is
+    refused (UsageError): the run's records would then come from two different deployments."""
+    import dataclasses
+
+    recorded = (hdr.get("endpoint") or {}).get("serving_adapter")
+    recorded = recorded if isinstance(recorded, str) else None
+    given = endpoint.serving_adapter
+    if given is not None and given != recorded:
+        raise UsageError(f"{what}: the run was recorded behind serving adapter {recorded or 'none'}, not {given}",
+                         hints=("omit --serving-adapter: a resume applies the run's own",))
+    return dataclasses.replace(endpoint, serving_adapter=recorded)
+
+
 def resumed_extra_body(spec: Any, hdr: dict[str, Any]) -> dict[str, Any]:
     """The body extras a resume sends: the user's (with the real credentials) when given, else the run's."""
     return dict(spec.extra_body) if spec.extra_body else dict(hdr.get("extra_body") or {})
