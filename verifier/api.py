@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 
 ENDPOINT_FIELDS = frozenset({"concurrency", "timeout_s", "max_retries", "max_response_bytes", "max_stream_events",
-                             "request_deadline_s", "info_deadline_s", "model_check"})
+                             "request_deadline_s", "info_deadline_s", "model_check", "serving_adapter"})
 """EndpointSpec's other fields, which `run` and `gate` take as keyword arguments."""
 
 
