@@ -576,7 +576,7 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, R
         suites.append((suite, [s for (sn, _), s in samples.items() if sn == name]))
     from verifier.execution.resume import recorded_adapter, recorded_concurrency
 
-    cfg = endpoint_config(recorded_adapter(recorded_concurrency(spec.endpoint, hdr, f"--resume {run_dir}"), hdr, f"--resume {run_dir}"),
+    cfg = endpoint_config(recorded_adapter(recorded_concurrency(spec.endpoint, hdr, f"--resume {run_dir}"), header.serving_adapter, f"--resume {run_dir}"),
                           spec.endpoint.model or header.endpoint["model"])
     if not spec.endpoint.base_url:
         raise UsageError("resuming needs the endpoint's base URL (the journal stores it redacted)", hints=("pass --base-url",))

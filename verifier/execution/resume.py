@@ -117,14 +117,11 @@ def recorded_concurrency(endpoint: Any, hdr: dict[str, Any], what: str) -> Any:
     return endpoint
 
 
-def recorded_adapter(endpoint: Any, hdr: dict[str, Any], what: str) -> Any:
-    """`endpoint` (an app.EndpointSpec) with the serving adapter the run recorded (run.json's
-    `endpoint.serving_adapter`): a run is finished behind the adapter it was started behind. Another one named is
+def recorded_adapter(endpoint: Any, recorded: str | None, what: str) -> Any:
+    """`endpoint` (an app.EndpointSpec) with the serving adapter the run recorded (`recorded`: RunHeader.serving_adapter): a run is finished behind the adapter it was started behind. Another one named is
     refused (UsageError): the run's records would then come from two different deployments."""
     import dataclasses
 
-    recorded = (hdr.get("endpoint") or {}).get("serving_adapter")
-    recorded = recorded if isinstance(recorded, str) else None
     given = endpoint.serving_adapter
     if given is not None and given != recorded:
         raise UsageError(f"{what}: the run was recorded behind serving adapter {recorded or 'none'}, not {given}",
