@@ -363,6 +363,16 @@ def describe_goldens(directory: Path | None = None) -> list[dict[str, Any]]:
     return rows
 
 
+def holds_gate_comparison(run_dir: Path) -> bool:
+    """Whether RUN_DIR/comparison.json is the one its gate wrote: the gate's verdict of record (CI read it, the report
+    links it), which `compare` (the command and the API alike) replaces only when told. A run never compared, or
+    compared by `compare`, and an interrupted gate's directory (no comparison yet) hold none."""
+    from verifier.execution.layout import COMPARISON
+
+    rd = RunDir(run_dir)
+    return rd.is_run() and rd.has(COMPARISON) and rd.header().gate_of is not None
+
+
 def require_margins(golden: Golden, path: str | Path) -> None:
     if not golden.margins:
         raise UsageError(f"golden {path} has no margins; run `verifier calibrate {path} ...` first")
