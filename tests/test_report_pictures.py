@@ -331,3 +331,27 @@ def test_drift_plot_title_fits_and_its_legend_names_every_dot_drawn():
     assert xs == sorted(xs) and last["x"] + (14 if last["colour"] else 0) + pictures.LEGEND_CHAR_PX * len(last["text"]) <= plot["frame"]["w"]
     # Drawn within the plot's head, above the box.
     assert plot["frame"]["top"] > 47
+
+
+def test_a_moved_prompt_token_fingerprint_gives_its_magnitude_in_the_diagnosis_line(gates):
+    """Issue 50: the chat-template banner named the component but not how far the prompt moved (332 → 29 was only in
+    samples.csv). compare computes the median prompt tokens golden → candidate over the samples whose fingerprint
+    moved; the diagnosis line (console, summary.md, report banner) carries it, rendered, not recomputed."""
+    import statistics
+
+    from verifier.golden import store as golden_store
+
+    g = gates["template"]
+    block = g["doc"]["suites"]["smoke"]["signals"]["prompt_tokens_mismatch"]
+    assert block["verdict"] == "fail"
+    moved = set(block["samples"])
+    gold = {o.sample_id: o.prompt_tokens for o in golden_store.load(gates["golden"]).observations if o.mode == "chat"}
+    want = statistics.median(gold[s] for s in moved)
+    assert block["prompt_tokens"] == {"golden_median": want, "candidate_median": want + 3, "samples": len(moved)}
+    line = f"median prompt tokens golden {want:g} → candidate {want + 3:g}"
+    lead = g["doc"]["diagnosis"][0]
+    assert lead["component"] == "chat template & tokenization" and line in lead["explanation"], lead
+    assert line in g["stdout"] and line in g["md"] and line in g["html"]
+    # Nothing moved, nothing said.
+    rerun = gates["rerun"]["doc"]["suites"]["smoke"]["signals"]["prompt_tokens_mismatch"]
+    assert "prompt_tokens" not in rerun and "median prompt tokens" not in gates["rerun"]["stdout"]
