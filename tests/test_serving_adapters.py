@@ -166,3 +166,15 @@ def test_the_api_gate_takes_the_adapter(adapter_golden, prefill_engine, tmp_path
     doc = verifier.gate(adapter_golden["golden"], base_url=prefill_engine.url, model="m", out=tmp_path / "g", reports=False,
                         serving_adapter="tool-call-prefill")
     assert doc.exit_code == 0
+
+
+def test_the_shipped_goldens_recorded_behind_an_adapter_name_it():
+    """Each shipped golden recorded behind the test bed's proxy form of an adapter says which (bench/release:
+    acceptance.py tool-golden, acceptance_vllm.py bfcl-required, bfcl_mt_engine.py --engine vllm); the others none."""
+    from verifier.golden import store
+
+    named = {p.name: store.load_header(p).source.serving_adapter for p in store.packaged()}
+    assert {k: v for k, v in named.items() if v} == {"qwen0.5b-bfcl-tools": "tool-call-prefill",
+                                                     "qwen0.5b-vllm-bfcl-required": "tool-choice-required",
+                                                     "qwen0.5b-vllm-bfcl-mt": "turn-call-required"}
+    assert all(v is None or v in sa.ADAPTERS for v in named.values())
