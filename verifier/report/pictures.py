@@ -135,15 +135,16 @@ def drift_legend(pts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     kinds = [(colours.RED, True, "above the floor"), (colours.GREEN, True, "within it"),
              (colours.GREY, True, "no shared prefix")]
     present = {p["colour"] for p in pts}
-    out = [{"colour": c, "filled": filled, "text": text} for c, filled, text in kinds if c in present]
+    entries: list[tuple[str | None, bool, str]] = [k for k in kinds if k[0] in present]
     if any(not p["parted"] for p in pts):
-        out.append({"colour": "#555", "filled": False, "text": "never parts"})
+        entries.append(("#555", False, "never parts"))
     if any(p["n"] > 1 for p in pts):
-        out.append({"colour": None, "filled": False, "text": "×N: N samples at one spot"})
+        entries.append((None, False, "×N: N samples at one spot"))
+    out = []
     x = 8.0
-    for e in out:
-        e["x"] = x
-        x += (14 if e["colour"] else 0) + LEGEND_CHAR_PX * len(e["text"]) + 12
+    for colour, filled, text in entries:
+        out.append({"colour": colour, "filled": filled, "text": text, "x": x})
+        x += (14 if colour else 0) + LEGEND_CHAR_PX * len(text) + 12
     return out
 
 
