@@ -161,7 +161,7 @@ def test_the_api_gate_takes_the_adapter(adapter_golden, prefill_engine, tmp_path
     import verifier
     from verifier.errors import UsageError
 
-    with pytest.raises(UsageError, match="--serving-adapter tool-call-prefill"):
+    with pytest.raises(UsageError, match='serving_adapter = "tool-call-prefill"'):
         verifier.gate(adapter_golden["golden"], base_url=prefill_engine.url, model="m", out=tmp_path / "refused", reports=False)
     doc = verifier.gate(adapter_golden["golden"], base_url=prefill_engine.url, model="m", out=tmp_path / "g", reports=False,
                         serving_adapter="tool-call-prefill")
@@ -178,3 +178,18 @@ def test_the_shipped_goldens_recorded_behind_an_adapter_name_it():
                                                      "qwen0.5b-vllm-bfcl-required": "tool-choice-required",
                                                      "qwen0.5b-vllm-bfcl-mt": "turn-call-required"}
     assert all(v is None or v in sa.ADAPTERS for v in named.values())
+
+
+def test_a_sweep_gate_table_names_the_adapter(adapter_golden, cli, prefill_engine, tmp_path):
+    perf = "[perf]\nconcurrency = [1]\nprompt_tokens = [16]\noutput_tokens = 8\nrequests = 1\nrepeats = 1\nwarmup = 0\n"
+    config = f'\n[[config]]\nname = "a"\nbase_url = "{prefill_engine.url}"\nmodel = "m"\n'
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(f'golden = "{adapter_golden["golden"].as_posix()}"\n[gate]\nmax_retries = 0\n{perf}{config}')
+    code, out, err = cli("sweep", sweep, "--out", tmp_path / "refused", "--quiet")
+    assert code == 2 and 'serving_adapter = "tool-call-prefill"' in err, out + err  # checked before any engine is used
+    assert prefill_engine.script.requests == []
+    sweep.write_text(f'golden = "{adapter_golden["golden"].as_posix()}"\n[gate]\nmax_retries = 0\n'
+                     f'serving_adapter = "tool-call-prefill"\n{perf}{config}')
+    code, out, err = cli("sweep", sweep, "--out", tmp_path / "sw", "--quiet")
+    assert code == 0, out + err
+    assert json.loads(next((tmp_path / "sw").rglob("run.json")).read_text())["endpoint"]["serving_adapter"] == "tool-call-prefill"

@@ -164,12 +164,14 @@ def check_serving_adapter(golden: Golden, given: str | None, name: Any) -> None:
     recorded = golden.header.source.serving_adapter
     if given == recorded:
         return
+    # The message names no flag (the command line, a gate file, a sweep and the API all reach here); the hint does,
+    # and the CLI prints it only where the command has the flag.
     if recorded is None:
-        raise UsageError(f"golden {name} was recorded with no serving adapter, and this gate names --serving-adapter "
-                         f"{given}: gate it as its reference was served", hints=("drop --serving-adapter",))
-    raise UsageError(f"golden {name} was recorded behind the serving adapter {recorded}"
-                     + (f", not {given}" if given else "") + f": gate with --serving-adapter {recorded} (it applies the "
-                     "adapter in front of --base-url; docs/engines.md)")
+        raise UsageError(f"golden {name} was recorded with no serving adapter, and this gate names {given}: serve the "
+                         "candidate as its reference was", hints=("drop --serving-adapter",))
+    raise UsageError(f"golden {name} was recorded behind the serving adapter {recorded}" + (f", not {given}" if given else "")
+                     + f': serve the candidate behind it too (serving_adapter = "{recorded}" in a gate file, a sweep or '
+                     "the API; docs/engines.md)", hints=(f"pass --serving-adapter {recorded}",))
 
 
 def gate(spec: GateSpec, golden: Golden | None = None) -> Comparison:
