@@ -193,3 +193,13 @@ def test_a_sweep_gate_table_names_the_adapter(adapter_golden, cli, prefill_engin
     code, out, err = cli("sweep", sweep, "--out", tmp_path / "sw", "--quiet")
     assert code == 0, out + err
     assert json.loads(next((tmp_path / "sw").rglob("run.json")).read_text())["endpoint"]["serving_adapter"] == "tool-call-prefill"
+
+
+def test_calibrate_reruns_are_served_as_the_reference_was(adapter_golden, cli, prefill_engine, tmp_path):
+    golden = tmp_path / "g"
+    shutil.copytree(adapter_golden["golden"], golden)
+    before = (golden / "golden.json").read_bytes()
+    code, out, err = cli("calibrate", golden, "--base-url", prefill_engine.url, "--model", "m", "-k", "2", "--out-prefix",
+                         tmp_path / "rerun")
+    assert code == 2 and "--serving-adapter tool-call-prefill" in err, out + err
+    assert prefill_engine.script.requests == [] and (golden / "golden.json").read_bytes() == before
