@@ -118,8 +118,9 @@ def recorded_concurrency(endpoint: Any, hdr: dict[str, Any], what: str) -> Any:
 
 
 def recorded_adapter(endpoint: Any, recorded: str | None, what: str) -> Any:
-    """`endpoint` (an app.EndpointSpec) with the serving adapter the run recorded (`recorded`: RunHeader.serving_adapter): a run is finished behind the adapter it was started behind. Another one named is
-    refused (UsageError): the run's records would then come from two different deployments."""
+    """`endpoint` (an app.EndpointSpec) with the serving adapter the run recorded (`recorded`: RunHeader.serving_adapter):
+    a run is finished behind the adapter it was started behind. Another one named is refused (UsageError): the run's
+    records would then come from two different deployments."""
     import dataclasses
 
     given = endpoint.serving_adapter
