@@ -203,3 +203,14 @@ def test_calibrate_reruns_are_served_as_the_reference_was(adapter_golden, cli, p
                          tmp_path / "rerun")
     assert code == 2 and "--serving-adapter tool-call-prefill" in err, out + err
     assert prefill_engine.script.requests == [] and (golden / "golden.json").read_bytes() == before
+
+
+def test_a_golden_naming_an_adapter_this_verifier_does_not_know_is_refused(adapter_golden, cli, prefill_engine, tmp_path):
+    golden = tmp_path / "g"
+    shutil.copytree(adapter_golden["golden"], golden)
+    doc = json.loads((golden / "golden.json").read_text())
+    doc["source"]["endpoint"]["serving_adapter"] = "from-the-future"
+    (golden / "golden.json").write_text(json.dumps(doc))
+    code, out, err = cli("gate", "--golden", golden, "--base-url", prefill_engine.url, "--model", "m", "--out", tmp_path / "o")
+    assert code == 2 and "'from-the-future', which this verifier does not know" in err and len(err.strip().splitlines()) == 1, err
+    assert prefill_engine.script.requests == []

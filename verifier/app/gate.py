@@ -161,7 +161,12 @@ def check_serving_adapter(golden: Golden, given: str | None, name: Any) -> None:
     recorded behind a serving adapter (wire/serving_adapters.py) gated without it blames the engine's frontend for
     what the adapter did (a prefilled tool call comes back as text: `tool_call_as_text`), and one gated behind an
     adapter its reference never had is a different deployment."""
+    from verifier.wire.serving_adapters import ADAPTERS
+
     recorded = golden.header.source.serving_adapter
+    if recorded is not None and recorded not in ADAPTERS:  # a newer verifier's, or a hand-edited golden
+        raise UsageError(f"golden {name} was recorded behind the serving adapter {recorded!r}, which this verifier does "
+                         f"not know (known: {', '.join(ADAPTERS)})")
     if given == recorded:
         return
     # The message names no flag (the command line, a gate file, a sweep and the API all reach here); the hint does,
