@@ -1,9 +1,10 @@
 """The shipped llama.cpp tool-call golden `qwen0.5b-bfcl-tools`, gated by name on a fresh llama-server.
 
 The golden was recorded by bench/release/acceptance.py (stage tool-golden): bfcl smoke on Qwen2.5-Coder-0.5B Q4_K_M,
-llama-server with 2 slots, an 8192-token context and 1 thread, behind the tool-call prefill (engine_tools.TOOL_CALL_PREFILL),
-which is how this model on this engine returns calls its Hermes parser parses (tool_choice "required" is not
-enforced there: docs/engines.md). A rerun of the same configuration passes; a tool-call fault of the proxy on the
+llama-server with 2 slots, an 8192-token context and 1 thread, behind the serving adapter `tool-call-prefill` (the
+golden says so: wire/serving_adapters.py), which is how this model on this engine returns calls its Hermes parser
+parses (tool_choice "required" is not enforced there: docs/engines.md). The gate applies it from the command line
+(--serving-adapter), no Python glue. A rerun of the same configuration passes; a tool-call fault of the proxy on the
 rerun's real parsed calls fails the frontend with the tool-call parser named.
 
 Its own file, so its server (the reference configuration) never runs beside test_e2e_engine_tools.py's.
@@ -20,7 +21,6 @@ import pytest
 from verifier.execution import journal
 from verifier.golden import store
 from verifier.judge.parse import parse_exchange
-from verifier.testbed.engine_tools import TOOL_CALL_PREFILL
 from verifier.testbed.proxy import Proxy
 
 from conftest import engine_server
@@ -29,15 +29,16 @@ pytestmark = pytest.mark.e2e
 
 GOLDEN = "qwen0.5b-bfcl-tools"
 # Six samples, both modes: enough calls for every parser signal, a bounded share of the e2e tier's time.
-QUICK = ["--limit", "6", "--quiet"]
+QUICK = ["--limit", "6", "--quiet", "--serving-adapter", "tool-call-prefill"]
 
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    # The golden's reference configuration (bench/release/acceptance.py --threads 1: Bench.server), behind the prefill.
-    # One thread: on a shared 2-core machine two llama.cpp threads contend and decode ~10x slower.
-    with engine_server(tmp_path_factory, "qwen0.5b", slots=2, ctx=8192, threads=1) as srv, Proxy(srv.url, [(TOOL_CALL_PREFILL, 1.0)]) as px:
-        yield srv, px
+    # The golden's reference configuration (bench/release/acceptance.py --threads 1: Bench.server); the gate applies
+    # the golden's serving adapter itself. One thread: on a shared 2-core machine two llama.cpp threads contend and
+    # decode ~10x slower.
+    with engine_server(tmp_path_factory, "qwen0.5b", slots=2, ctx=8192, threads=1) as srv:
+        yield srv
 
 
 def gate(cli, url: str, model: str, out: Path, *extra: str) -> tuple[int, dict, str]:
@@ -51,9 +52,13 @@ def components(doc: dict) -> list[str]:
 
 
 def test_the_shipped_tool_golden_passes_a_rerun_and_a_tool_call_fault_names_the_parser(reference, tmp_path, cli):
-    srv, px = reference
+    srv = reference
+    # Without the golden's serving adapter the gate refuses before any request, naming the flag.
+    code, stdout, err = cli("gate", "--golden", GOLDEN, "--base-url", srv.url, "--model", srv.name, "--out", tmp_path / "bare",
+                            "--limit", "6", "--quiet")
+    assert code == 2 and "--serving-adapter tool-call-prefill" in err, stdout + err
     # The rerun sends exactly the golden's probes (recorded on llama-server): a golden blessed with probes there passes.
-    code, doc, out = gate(cli, px.url, srv.name, tmp_path / "rerun")
+    code, doc, out = gate(cli, srv.url, srv.name, tmp_path / "rerun")
     assert code == 0 and doc["status"] == "pass", out
     assert doc["frontend"]["verdict"] == "pass", out
     # Exactly the golden's probes were rerun; those the reference itself could not get (llama-server answers the image
@@ -81,7 +86,7 @@ def test_the_shipped_tool_golden_passes_a_rerun_and_a_tool_call_fault_names_the_
     assert code == 0 and self_doc["coverage"]["missing"] == 0, stdout + err
     assert self_doc["coverage"]["probes_reference_infra"] == doc["coverage"]["probes_reference_infra"]
 
-    with Proxy(px.url, ["tool_args_invalid_json"], seed=0) as bad:
+    with Proxy(srv.url, ["tool_args_invalid_json"], seed=0) as bad:
         code, doc, out = gate(cli, bad.url, srv.name, tmp_path / "fault", "--no-probes")
     assert code == 10 and doc["frontend"]["verdict"] == "fail", out
     assert components(doc)[:1] == ["tool-call parser"], doc.get("diagnosis")

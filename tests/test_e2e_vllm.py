@@ -19,7 +19,6 @@ from verifier.app.gate import load_golden
 from verifier.attribution import teacher_forced
 from verifier.execution import journal
 from verifier.judge.parse import parse_exchange
-from verifier.testbed.engine_tools import TOOL_CHOICE_REQUIRED
 from verifier.testbed.proxy import Proxy
 
 from conftest import engine_server, vllm_server
@@ -133,23 +132,23 @@ def test_tool_call_faults_on_vllm_fail_the_frontend_naming_the_tool_call_parser(
     """The shipped qwen0.5b-vllm-bfcl-required golden: bfcl with tool_choice "required" (vLLM's grammar forces a call,
     its Hermes parser returns it as tool_calls); a rerun passes, each tool-call fault fails the frontend."""
     g = "qwen0.5b-vllm-bfcl-required"
-    with Proxy(vllm.url, [(TOOL_CHOICE_REQUIRED, 1.0)]) as req:
-        code, doc, out = gate(cli, g, req.url, vllm.name, tmp_path / "rerun", *QUICK)
-        assert code == 0 and doc["frontend"]["verdict"] == "pass", out
-        parsed = [parse_exchange(ex) for ex in journal.read_exchanges(tmp_path / "rerun").values() if ex.status == 200]
-        # vLLM's parser produced the calls (the grammar forces one): tool_calls with JSON-object arguments.
-        with_calls = [p for p in parsed if p.tool_calls]
-        assert len(with_calls) >= len(parsed) // 2, [(p.content, p.tool_calls) for p in parsed]
-        assert all(isinstance(json.loads(c["function"]["arguments"]), dict) for p in with_calls for c in p.tool_calls)
-        for fault in TOOL_FAULTS:
-            with Proxy(req.url, [fault]) as bad:
-                code, doc, out = gate(cli, g, bad.url, vllm.name, tmp_path / fault, *QUICK)
-            assert code == 10 and doc["frontend"]["verdict"] == "fail", (fault, out)
-            # The parser is named. For markup in content it may come second: vLLM's grammar generated the call as
-            # bare JSON, so the proxy's `<tool_call>` text was never generated and the streamed text also parts from
-            # the logprob tokens (stream assembly) - evidence the wire really shows, so both are listed.
-            assert "tool-call parser" in components(doc)[:2], (fault, doc.get("diagnosis"))
-            assert set(components(doc)) <= {"tool-call parser", "stream assembly"}, (fault, doc.get("diagnosis"))
+    adapter = ("--serving-adapter", "tool-choice-required")  # the golden names it; the gate applies it
+    code, doc, out = gate(cli, g, vllm.url, vllm.name, tmp_path / "rerun", *QUICK, *adapter)
+    assert code == 0 and doc["frontend"]["verdict"] == "pass", out
+    parsed = [parse_exchange(ex) for ex in journal.read_exchanges(tmp_path / "rerun").values() if ex.status == 200]
+    # vLLM's parser produced the calls (the grammar forces one): tool_calls with JSON-object arguments.
+    with_calls = [p for p in parsed if p.tool_calls]
+    assert len(with_calls) >= len(parsed) // 2, [(p.content, p.tool_calls) for p in parsed]
+    assert all(isinstance(json.loads(c["function"]["arguments"]), dict) for p in with_calls for c in p.tool_calls)
+    for fault in TOOL_FAULTS:
+        with Proxy(vllm.url, [fault]) as bad:
+            code, doc, out = gate(cli, g, bad.url, vllm.name, tmp_path / fault, *QUICK, *adapter)
+        assert code == 10 and doc["frontend"]["verdict"] == "fail", (fault, out)
+        # The parser is named. For markup in content it may come second: vLLM's grammar generated the call as
+        # bare JSON, so the proxy's `<tool_call>` text was never generated and the streamed text also parts from
+        # the logprob tokens (stream assembly) - evidence the wire really shows, so both are listed.
+        assert "tool-call parser" in components(doc)[:2], (fault, doc.get("diagnosis"))
+        assert set(components(doc)) <= {"tool-call parser", "stream assembly"}, (fault, doc.get("diagnosis"))
 
 
 def test_cross_engine_gates_are_never_a_tokenization_regression(vllm, tmp_path_factory, tmp_path, cli):

@@ -2,8 +2,8 @@
 
 Marked e2e, in the vLLM tier (.ci/run). Its own vLLM server (the golden's configuration, recorded by
 bench/release/bfcl_mt_engine.py --engine vllm: float32, eager, a 16K context for the 32 function docs and the growing
-conversation), behind the test bed's turn rule (engine_tools.TURN_CALL_REQUIRED: tool_choice "required" on the
-first request of each user turn, "auto" after tool results). The golden holds its samples (inputs.jsonl), so no BFCL
+conversation), behind the serving adapter `turn-call-required` the golden names (tool_choice "required" on the
+first request of each user turn, "auto" after tool results), applied by the gate's --serving-adapter. The golden holds its samples (inputs.jsonl), so no BFCL
 data is needed. The gates take the golden's first two conversations: on vLLM's CPU backend an entry's first request
 prefills ~4.4K prompt tokens in about a minute.
 """
@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from verifier.testbed.engine_tools import TURN_CALL_REQUIRED
 from verifier.testbed.proxy import Proxy
 
 from conftest import vllm_server
@@ -24,7 +23,7 @@ pytestmark = pytest.mark.e2e
 
 GOLDEN = "qwen0.5b-vllm-bfcl-mt"
 SUITE = "bfcl-multi-turn"
-QUICK = ["--quiet", "--concurrency", "4", "--limit", "2", "--no-probes"]
+QUICK = ["--quiet", "--concurrency", "4", "--limit", "2", "--no-probes", "--serving-adapter", "turn-call-required"]
 
 
 @pytest.fixture(scope="module")
@@ -40,16 +39,16 @@ def gate(cli, url: str, model: str, out: Path) -> tuple[int, dict, str]:
 
 
 def test_the_multi_turn_golden_travels_and_a_dropped_tool_result_fails_on_the_first_follow_up(vllm_mt, tmp_path, cli):
-    with Proxy(vllm_mt.url, [(TURN_CALL_REQUIRED, 1.0)]) as turns:
-        code, doc, out = gate(cli, turns.url, vllm_mt.name, tmp_path / "rerun")
-        s = doc["suites"][SUITE]
-        # Real conversations: every request answered, tool calls parsed and executed, turns compared one by one.
-        assert doc["infra"]["count"] == 0 and s["paired"] >= 4, out
-        assert code == 0 and doc["status"] == "pass", out
-        assert all(m["diverged"] == 0 for m in s["turn_diff"]["by_mode"].values()), s["turn_diff"]
-    # The fault sits where a serving frontend's bug would: between the turn rule (the client side) and the engine.
-    with Proxy(vllm_mt.url, ["tool_result_dropped"]) as bad, Proxy(bad.url, [(TURN_CALL_REQUIRED, 1.0)]) as turns:
-        code, doc, out = gate(cli, turns.url, vllm_mt.name, tmp_path / "dropped")
+    code, doc, out = gate(cli, vllm_mt.url, vllm_mt.name, tmp_path / "rerun")
+    s = doc["suites"][SUITE]
+    # Real conversations: every request answered, tool calls parsed and executed, turns compared one by one.
+    assert doc["infra"]["count"] == 0 and s["paired"] >= 4, out
+    assert code == 0 and doc["status"] == "pass", out
+    assert all(m["diverged"] == 0 for m in s["turn_diff"]["by_mode"].values()), s["turn_diff"]
+    # The fault sits where a serving frontend's bug would: between the turn rule (the client's serving adapter) and
+    # the engine.
+    with Proxy(vllm_mt.url, ["tool_result_dropped"]) as bad:
+        code, doc, out = gate(cli, bad.url, vllm_mt.name, tmp_path / "dropped")
     assert code == 10 and doc["status"] == "frontend_regression", out
     assert doc["diagnosis"][0]["component"] == "conversation history", doc["diagnosis"]
     s = doc["suites"][SUITE]

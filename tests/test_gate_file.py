@@ -191,7 +191,7 @@ def test_the_gate_file_schema_is_versioned_and_knows_every_key():
             "margins": {"s/accuracy": {"value": 0.1, "reason": "why"}},
             "outputs": {"dir": "o", "report": "r.html", "junit": "j.xml", "markdown": "m.md", "matrix": "mx"},
             "endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "K", "concurrency": 2,
-                         "timeout": 5, "max_retries": 1}}
+                         "timeout": 5, "max_retries": 1, "serving_adapter": "tool-call-prefill"}}
     for table in ("sampling", "budgets", "outputs", "endpoint"):
         assert set(props[table]["properties"]) - {"name"} == set(full[table]), table
     assert gatefile_schema.problem(full) is None

@@ -164,6 +164,29 @@ def test_python_api(server, tmp_path):
         verifier.load_golden(tmp_path / "nope")
 
 
+def test_the_api_compare_keeps_a_gates_comparison_unless_told(server, tmp_path):
+    """As the command does (cli/compare): a gate's comparison.json is its verdict of record; `verifier.compare` writes
+    over it only with force=True, and out= writes elsewhere. A plain run's comparison is written as before."""
+    import verifier
+    from verifier.errors import UsageError
+
+    doc = verifier.gate("demo-smoke", base_url=server.url, model="m", out=tmp_path / "gate", reports=False)
+    recorded = (tmp_path / "gate" / "comparison.json").read_bytes()
+    with pytest.raises(UsageError, match="force=True"):
+        verifier.compare(tmp_path / "gate", "demo-smoke")
+    assert (tmp_path / "gate" / "comparison.json").read_bytes() == recorded
+    assert verifier.compare(tmp_path / "gate", "demo-smoke", write=False).status == doc.status
+    elsewhere = verifier.compare(tmp_path / "gate", "demo-smoke", out=tmp_path / "again.json")
+    assert json.loads((tmp_path / "again.json").read_text()) == elsewhere.to_json()
+    assert (tmp_path / "gate" / "comparison.json").read_bytes() == recorded
+    replaced = verifier.compare(tmp_path / "gate", "demo-smoke", force=True)
+    assert json.loads((tmp_path / "gate" / "comparison.json").read_text()) == replaced.to_json()
+    verifier.run("smoke", base_url=server.url, model="m", smoke=True, modes=("chat", "chat-stream"), out=tmp_path / "run")
+    for _ in range(2):  # a run compared by `compare` is compared again without ceremony
+        assert verifier.compare(tmp_path / "run", "demo-smoke").status == "pass"
+    assert (tmp_path / "run" / "comparison.json").exists()
+
+
 def test_runs_lists_past_runs_and_gates_newest_first(server, tmp_path, cli):
     runs = tmp_path / "runs"
     assert cli("run", "--suite", "smoke", "--smoke", "--limit", "2", "--base-url", server.url, "--model", "m",

@@ -84,7 +84,7 @@ def test_matrix_command_on_run_dirs_gives_the_same_rows(five, tmp_path, cli):
     assert code == 10, err
     again = json.loads((tmp_path / "m" / "matrix.json").read_text())
     first = json.loads((tmp / "matrix" / "matrix.json").read_text())
-    strip = lambda rows: [{k: v for k, v in r.items() if k != "report"} for r in rows]  # noqa: E731 - links are relative
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in ("report", "comparison")} for r in rows]  # noqa: E731 - links are relative
     assert strip(again["rows"]) == strip(first["rows"])
     # Bad input: a directory that is not a run, and clashing names.
     code, _, err = cli("matrix", "--golden", DEMO, "--out", tmp_path / "x", tmp_path)
@@ -115,7 +115,7 @@ def test_matrix_escapes_what_endpoints_say(tmp_path):
     doc = compare.compare(GoldenHeader.from_json({"suites": {"s": {}}, "margins": {}}), rows, rows).to_dict()  # a real document, then hostile strings in it
     doc["frontend"]["evidence"] = [{"suite": "s", "signal": "x", "verdict": "fail", "summary": "<script>window.__x=1</script>|pipe"}]
     doc["golden"], doc["run"] = {"name": "g"}, {"endpoint": {"base_url": "http://e/<b>"}}
-    m = matrix.build([matrix.Entry("<img src=x>", Comparison.from_dict(doc), tmp_path / "report.html")], tmp_path)
+    m = matrix.build([matrix.Entry("<img src=x>", Comparison.from_dict(doc), tmp_path / "report.html", tmp_path / "comparison.json")], tmp_path)
     html = matrix.render_html(m)
     assert "<script>window" not in html and "&lt;img src=x&gt;" in html and "<img src=x>" not in html
     assert "\\|pipe" in matrix.markdown(m)
@@ -143,7 +143,13 @@ def test_matrix_only_reads_its_inputs_and_keeps_each_gates_margins(server, tmp_p
     margin = {r: next(x for x in rows[r]["metrics"] if x["name"] == "accuracy") for r in rows}
     gated_doc = json.loads((tmp_path / "gated" / "comparison.json").read_text())
     assert gated_doc["suites"]["smoke"]["metrics"]["accuracy"]["margin"] == 0.05
-    assert rows["gated"]["report"].endswith("gated/report.html") and rows["plain"]["report"].endswith("comparisons/plain.json")
+    # Issue 50: a link named "report" goes to a report; a run without one says so and links its comparison.
+    assert rows["gated"]["report"].endswith("gated/report.html") and rows["gated"]["comparison"].endswith("gated/comparison.json")
+    assert rows["plain"]["report"] is None and rows["plain"]["comparison"].endswith("comparisons/plain.json")
+    md = (tmp_path / "m" / "matrix.md").read_text()
+    assert "[report](../gated/report.html)" in md and "no report: [comparison](comparisons/plain.json)" in md, md
+    html = (tmp_path / "m" / "matrix.html").read_text()
+    assert 'class="report" href="../gated/report.html"' in html and '(no report: <a class="comparison" href="comparisons/plain.json">' in html
     plain_doc = json.loads((tmp_path / "m" / "comparisons" / "plain.json").read_text())
     assert plain_doc["status"] == rows["plain"]["status"] == "pass"
     assert margin["gated"]["verdict"] == "pass" and "matrix:" in err

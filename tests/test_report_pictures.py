@@ -299,3 +299,60 @@ def test_an_older_comparison_without_per_sample_drift_says_so(gates):
                          Comparison.from_dict(doc))
     assert 'class="plot drift-plot"' not in html and "predates per-sample drift" in html
     assert 'class="plot token-scatter"' in html  # the scatter needs only the records
+
+
+def test_drift_plot_title_fits_and_its_legend_names_every_dot_drawn():
+    """Issue 50: the title (count, then where outputs parted) was one line clipped at the plot's width, and a grey
+    counted dot (no shared prefix) was in no legend. Each title line now fits; the legend names every colour drawn,
+    the ring and the counted dot."""
+    from types import SimpleNamespace
+
+    rows = [{"id": f"s{i}", "tokens": 0, "mean_abs_delta": None, "first_divergence": 0, "parted": True, "length": 40}
+            for i in range(10)]
+    rows += [{"id": "far", "tokens": 30, "mean_abs_delta": 0.5, "first_divergence": 17, "parted": True, "length": 40},
+             {"id": "same", "tokens": 40, "mean_abs_delta": 0.001, "first_divergence": 40, "parted": False, "length": 40}]
+    drift = SimpleNamespace(per_sample=rows, margin=0.01, mean_abs_delta=0.05, state="fail", samples=12,
+                            first_divergence_median=None)
+    suite = "a-suite-with-a-rather-long-name-as-plugins-have"
+    inp = SimpleNamespace(doc=SimpleNamespace(suites={suite: SimpleNamespace(drift=drift)}),
+                          frame={"suite": [], "sample_id": [], "anchor": []})
+    (plot,) = pictures.drift_plots(inp)  # type: ignore[arg-type]  # the fields drift_plots reads
+    for line in (plot["title"], plot["subtitle"]):
+        assert 0 < len(line) <= pictures.TITLE_CHARS
+        assert 8 + 6.5 * len(line) <= plot["frame"]["w"], line  # 11 px text from x=8 stays inside the plot
+    assert "median first divergence" in plot["subtitle"] and plot["title"].startswith(suite)
+    grey = [p for p in plot["points"] if p["colour"] == colours.GREY]
+    assert grey and grey[0]["label"] == "×10"
+    legend = {e["text"]: e for e in plot["legend"]}
+    assert legend["no shared prefix"]["colour"] == colours.GREY and legend["no shared prefix"]["filled"]
+    assert {colours.RED, colours.GREEN, colours.GREY} <= {e["colour"] for e in plot["legend"]}
+    assert not legend["never parts"]["filled"] and any(t.startswith("×N") for t in legend)
+    xs = [e["x"] for e in plot["legend"]]
+    last = plot["legend"][-1]
+    assert xs == sorted(xs) and last["x"] + (14 if last["colour"] else 0) + pictures.LEGEND_CHAR_PX * len(last["text"]) <= plot["frame"]["w"]
+    # Drawn within the plot's head, above the box.
+    assert plot["frame"]["top"] > 47
+
+
+def test_a_moved_prompt_token_fingerprint_gives_its_magnitude_in_the_diagnosis_line(gates):
+    """Issue 50: the chat-template banner named the component but not how far the prompt moved (332 → 29 was only in
+    samples.csv). compare computes the median prompt tokens golden → candidate over the samples whose fingerprint
+    moved; the diagnosis line (console, summary.md, report banner) carries it, rendered, not recomputed."""
+    import statistics
+
+    from verifier.golden import store as golden_store
+
+    g = gates["template"]
+    block = g["doc"]["suites"]["smoke"]["signals"]["prompt_tokens_mismatch"]
+    assert block["verdict"] == "fail"
+    moved = set(block["samples"])
+    gold = {o.sample_id: o.prompt_tokens for o in golden_store.load(gates["golden"]).observations if o.mode == "chat"}
+    want = statistics.median(gold[s] for s in moved)
+    assert block["prompt_tokens"] == {"golden_median": want, "candidate_median": want + 3, "samples": len(moved)}
+    line = f"median prompt tokens golden {want:g} → candidate {want + 3:g}"
+    lead = g["doc"]["diagnosis"][0]
+    assert lead["component"] == "chat template & tokenization" and line in lead["explanation"], lead
+    assert line in g["stdout"] and line in g["md"] and line in g["html"]
+    # Nothing moved, nothing said.
+    rerun = gates["rerun"]["doc"]["suites"]["smoke"]["signals"]["prompt_tokens_mismatch"]
+    assert "prompt_tokens" not in rerun and "median prompt tokens" not in gates["rerun"]["stdout"]

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 
 ENDPOINT_FIELDS = frozenset({"concurrency", "timeout_s", "max_retries", "max_response_bytes", "max_stream_events",
-                             "request_deadline_s", "info_deadline_s", "model_check"})
+                             "request_deadline_s", "info_deadline_s", "model_check", "serving_adapter"})
 """EndpointSpec's other fields, which `run` and `gate` take as keyword arguments."""
 
 
@@ -104,17 +104,22 @@ def run(suites: str | Iterable[str], *, base_url: str, model: str, out: str | Pa
 
 
 def compare(run_dir: str | Path, golden: str | Path | Golden, *, infra_budget: float | None = None,
-            allow_subset: bool = False, write: bool = True) -> Comparison:
-    """`verifier compare`: the Comparison (its `.to_json()` written to RUN_DIR/comparison.json unless write=False).
-    `golden`: a directory, a packaged name, or a Golden from `load_golden` (not loaded again). A gate's run
-    directory is judged as its gate was asked (suites, modes, limit, probes, margins; `infra_budget` None: the
-    gate's, else app/spec.DEFAULT_INFRA_BUDGET)."""
-    from verifier.app.gate import compare_run
+            allow_subset: bool = False, write: bool = True, out: str | Path | None = None, force: bool = False) -> Comparison:
+    """`verifier compare`: the Comparison (its `.to_json()` written to `out`, default RUN_DIR/comparison.json, unless
+    write=False). `golden`: a directory, a packaged name, or a Golden from `load_golden` (not loaded again). A gate's
+    run directory is judged as its gate was asked (suites, modes, limit, probes, margins; `infra_budget` None: the
+    gate's, else app/spec.DEFAULT_INFRA_BUDGET), and its comparison.json, the gate's verdict of record, is kept as the
+    command keeps it: UsageError unless `out` writes elsewhere, write=False, or force=True replaces it."""
+    from verifier.app.gate import compare_run, holds_gate_comparison
 
+    if write and out is None and not force and holds_gate_comparison(Path(run_dir)):
+        raise UsageError(f"{run_dir} holds the comparison its gate wrote; compare keeps it: pass out=FILE to write this "
+                         "one elsewhere, write=False to only return it, or force=True to replace the gate's")
     loaded = golden if isinstance(golden, Golden) else None
     path: str | Path = loaded.path if loaded is not None else golden  # type: ignore[assignment]  # not a Golden here
     with scrub.command():
-        return compare_run(Path(run_dir), CompareSpec(path, infra_budget, allow_subset=allow_subset, write=write), loaded)
+        return compare_run(Path(run_dir), CompareSpec(path, infra_budget, allow_subset=allow_subset, write=write,
+                                                      out=Path(out) if out is not None else None), loaded)
 
 
 def gate_spec(golden: str | Path, *, base_url: str, model: str, out: str | Path | None = None,

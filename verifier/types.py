@@ -283,6 +283,12 @@ class RunHeader:
         return self.endpoint.get("model")
 
     @property
+    def serving_adapter(self) -> str | None:
+        """The serving adapter the run was sent behind (`endpoint.serving_adapter`, wire/serving_adapters.py), or None."""
+        a = self.endpoint.get("serving_adapter")
+        return a if isinstance(a, str) else None
+
+    @property
     def has_gate_request(self) -> bool:
         """Whether a gate recorded what it was asked (run.json's `gate`, checked by app/gate.GateRequest.from_json)."""
         return "gate" in self.extra

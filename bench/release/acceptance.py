@@ -35,7 +35,6 @@ sys.path.append(str(Path(__file__).resolve().parent))  # acceptance_rows, when i
 from acceptance_rows import Row, gate, recompare, table, verifier  # noqa: E402
 
 from verifier.testbed import engine_models  # noqa: E402
-from verifier.testbed.engine_tools import TOOL_CALL_PREFILL  # noqa: E402
 from verifier.testbed.engines import EngineError, Server  # noqa: E402
 from verifier.testbed.proxy import Proxy  # noqa: E402
 
@@ -144,19 +143,20 @@ def reference_stages(b: Bench, stages: list[str]) -> None:
 
 
 def tool_stages(b: Bench, srv: Server, stages: list[str]) -> None:
-    """Real parsed tool calls: the prefill proxy in front of the engine for the golden and every candidate alike."""
+    """Real parsed tool calls: the serving adapter `tool-call-prefill` (--serving-adapter, recorded in the golden) in
+    front of the engine for the golden and every candidate alike."""
     name, shown = f"{MODEL}-bfcl-tools", "bfcl (tool prefill)"
-    with Proxy(srv.url, [(TOOL_CALL_PREFILL, 1.0)]) as pre:
-        if "tool-golden" in stages:
-            # llama-server refuses logprobs on streamed tool requests (400): without them the streams carry tool calls
-            b.make_golden(pre.url, MODEL, name, "bfcl", SUITES["bfcl"], logprobs=False)
-        if "tool-faults" in stages:
-            b.gate("same engine rerun (tool prefill)", "bfcl", name, pre.url, shown=shown)
-            for fault in TOOL_FAULTS:
-                if not b.a.faults or fault in b.a.faults.split(","):
-                    with Proxy(pre.url, [fault], seed=0) as px:
-                        b.gate(f"proxy {fault.replace('_', ' ')}", "bfcl", name, px.url, shown=shown, proxy=px,
-                               note=NOOP.get(fault, ""))
+    adapter = ("--serving-adapter", "tool-call-prefill")
+    if "tool-golden" in stages:
+        # llama-server refuses logprobs on streamed tool requests (400): without them the streams carry tool calls
+        b.make_golden(srv.url, MODEL, name, "bfcl", [*SUITES["bfcl"], *adapter], logprobs=False)
+    if "tool-faults" in stages:
+        b.gate("same engine rerun (tool prefill)", "bfcl", name, srv.url, shown=shown, args=adapter)
+        for fault in TOOL_FAULTS:
+            if not b.a.faults or fault in b.a.faults.split(","):
+                with Proxy(srv.url, [fault], seed=0) as px:
+                    b.gate(f"proxy {fault.replace('_', ' ')}", "bfcl", name, px.url, shown=shown, proxy=px,
+                           note=NOOP.get(fault, ""), args=adapter)
 
 
 def variant_stages(b: Bench, stages: list[str]) -> None:

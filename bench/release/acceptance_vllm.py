@@ -30,8 +30,6 @@ sys.path.append(str(Path(__file__).resolve().parent))
 from acceptance_rows import Row, gate, table, verifier  # noqa: E402
 
 from verifier.testbed.engine_models import EngineError  # noqa: E402
-from verifier.testbed.engine_tools import TOOL_CHOICE_REQUIRED  # noqa: E402
-from verifier.testbed.proxy import Proxy  # noqa: E402
 from verifier.testbed.vllm_engine import VllmServer  # noqa: E402
 
 MODEL = "qwen0.5b"
@@ -39,7 +37,7 @@ STAGES = ("goldens", "reruns", "variants", "cross")
 SUITES = {"smoke": ["--mode", "chat,chat-stream"], "bfcl": ["--mode", "chat,chat-stream"],
           "structured": ["--mode", "chat,chat-stream"]}
 REQUIRED = "bfcl-required"
-"""bfcl through the TOOL_CHOICE_REQUIRED proxy: vLLM's grammar forces a call, its Hermes parser parses it."""
+"""bfcl behind the serving adapter tool-choice-required (--serving-adapter): vLLM's grammar forces a call, its Hermes parser parses it."""
 SERVER = {"max_model_len": 4096, "kv_cache_space_gib": 1}
 """The reference and every variant: the same context and KV-cache budget unless the row changes them."""
 # name -> (kind, VllmServer kwargs, suites). Suites name a golden qwen0.5b-vllm-<suite> (bfcl-required: through the proxy).
@@ -72,7 +70,7 @@ class Bench:
     def limit(self) -> list[str]:
         return ["--limit", str(self.a.limit)] if self.a.limit else []
 
-    def make_golden(self, url: str, model: str, suite: str, name: str) -> None:
+    def make_golden(self, url: str, model: str, suite: str, name: str, extra: tuple[str, ...] = ()) -> None:
         runs = []
         for i in range(3):
             out = self.work / f"golden-{name}-{i}"
@@ -80,7 +78,7 @@ class Bench:
             # Probes are judged against the blessed run's only: the calibration reruns need none.
             probes = ["--probes"] if i == 0 else []
             rc = verifier("run", "--suite", suite, "--smoke", "--base-url", url, "--model", model, *probes, "--logprobs", "1",
-                          "--concurrency", str(self.a.concurrency), "--out", str(out), "--quiet", *SUITES[suite], *self.limit())
+                          "--concurrency", str(self.a.concurrency), "--out", str(out), "--quiet", *SUITES[suite], *self.limit(), *extra)
             assert rc == 0, f"run {name} failed"
             runs.append(out)
         g = self.goldens / name
@@ -92,15 +90,12 @@ class Bench:
         golden = golden or f"{MODEL}-vllm-{suite}"
         shown = "bfcl (tool_choice required)" if suite == REQUIRED else ""
         limit = (("--limit", str(self.a.gate_limit)) if self.a.gate_limit else ()) + (("--no-probes",) if self.a.no_probes else ())
-        gate(self.work, Row(label, suite.removesuffix("-required"), str(self.goldens / golden), model, shown, note, limit),
+        adapter = ("--serving-adapter", "tool-choice-required") if suite == REQUIRED else ()
+        gate(self.work, Row(label, suite.removesuffix("-required"), str(self.goldens / golden), model, shown, note, limit + adapter),
              url, self.results, self.a.concurrency)
 
     def gate_suite(self, label: str, suite: str, srv: VllmServer) -> None:
-        if suite == REQUIRED:
-            with Proxy(srv.url, [(TOOL_CHOICE_REQUIRED, 1.0)]) as px:
-                self.gate(label, suite, px.url, srv.name)
-        else:
-            self.gate(label, suite, srv.url, srv.name)
+        self.gate(label, suite, srv.url, srv.name)
 
 
 def reference_stages(b: Bench, stages: list[str]) -> None:
@@ -109,8 +104,8 @@ def reference_stages(b: Bench, stages: list[str]) -> None:
         if "goldens" in stages:
             for suite in SUITES:
                 b.make_golden(srv.url, srv.name, suite, f"{MODEL}-vllm-{suite}")
-            with Proxy(srv.url, [(TOOL_CHOICE_REQUIRED, 1.0)]) as px:
-                b.make_golden(px.url, srv.name, "bfcl", f"{MODEL}-vllm-{REQUIRED}")
+            # tool_choice "required" as the serving adapter (recorded in the golden; gates apply it with the flag)
+            b.make_golden(srv.url, srv.name, "bfcl", f"{MODEL}-vllm-{REQUIRED}", ("--serving-adapter", "tool-choice-required"))
         for i in range(b.a.reruns if "reruns" in stages else 0):
             b.gate(f"rerun {i + 1}", "smoke", srv.url, srv.name)
         if "cross" in stages:

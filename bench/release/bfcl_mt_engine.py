@@ -51,6 +51,10 @@ from verifier.testbed.vllm_engine import VllmServer  # noqa: E402
 MODEL, SUITE = "qwen0.5b", "bfcl-multi-turn"
 GOLDENS = {"llama": "qwen0.5b-bfcl-mt", "vllm": "qwen0.5b-vllm-bfcl-mt"}
 ADAPTERS = {"llama": TURN_CALL_PREFILL, "vllm": TURN_CALL_REQUIRED}
+"""The test bed's proxy form of each engine's turn rule: the surfaces stage only (it translates Responses and Messages
+requests; --serving-adapter rewrites chat-completions requests only)."""
+SERVING_ADAPTERS = {"llama": "turn-call-prefill", "vllm": "turn-call-required"}
+"""The same rules as serving adapters (--serving-adapter): applied by the client and recorded in the golden."""
 STAGES = ("measure", "golden", "rerun", "faults", "surfaces")
 CATEGORY_FILE = "BFCL_v4_multi_turn_base.json"
 
@@ -123,9 +127,14 @@ class Bench:
         t0 = time.time()
         rc = verifier("run", "--suite", suite, "--data", self.data, "--base-url", url, "--model", self.model,
                       "--mode", modes or self.a.modes, "--limit", str(limit), "--concurrency", str(concurrency),
-                      "--out", str(out), "--quiet")
+                      "--out", str(out), "--quiet", *self.adapter(modes or self.a.modes))
         assert rc == 0, f"run {out} exited {rc}"
         return time.time() - t0
+
+    def adapter(self, modes: str) -> tuple[str, ...]:
+        """--serving-adapter for chat-completions runs (the surfaces stage goes through the proxy's turn rule)."""
+        on_chat = all(m.startswith("chat") for m in modes.split(","))
+        return ("--serving-adapter", SERVING_ADAPTERS[self.a.engine]) if on_chat else ()
 
     def measure(self, url: str) -> None:
         out = self.work / "measure"
@@ -165,7 +174,8 @@ class Bench:
         # A fault gate may stop at the first look that decides it (--sequential): the rerun always runs every entry,
         # since a pass is only decided by all of them.
         row = Row(label, SUITE, str(self.goldens / GOLDENS[self.a.engine]), self.model,
-                  f"bfcl-multi-turn ({ADAPTERS[self.a.engine].name})", gate_args=("--sequential",) if sequential else ())
+                  f"bfcl-multi-turn ({SERVING_ADAPTERS[self.a.engine]})",
+                  gate_args=("--serving-adapter", SERVING_ADAPTERS[self.a.engine], *(("--sequential",) if sequential else ())))
         rec = gate(self.work, row, url, self.results, self.a.concurrency, proxy)
         print(json.dumps(rec), flush=True)
         return rec
@@ -196,20 +206,22 @@ def main(argv: list[str] | None = None) -> int:
     b = Bench(a)
     with b.server() as srv, Proxy(srv.url, [(ADAPTERS[a.engine], 1.0)]) as pre:
         b.model = srv.name
+        # The turn rule is the serving adapter (--serving-adapter, recorded in the golden) on chat runs; the proxy
+        # (`pre`) only for the surfaces stage, whose Responses and Messages requests it translates.
         if "measure" in stages:
-            b.measure(pre.url)
+            b.measure(srv.url)
         if "golden" in stages:
-            b.golden(pre.url)
+            b.golden(srv.url)
         if "rerun" in stages:
-            b.gate("same engine rerun", pre.url)
+            b.gate("same engine rerun", srv.url)
         if "faults" in stages:
             # The fault sits between the turn rule and the engine, where a serving frontend's bug would be: the turn
-            # rule reads the client's request (a tool result is still a tool result there), not the faulted one.
-            # In the other order tool_result_wrong_role's user-role results made every follow-up "required", and
-            # each turn called until the step bound.
+            # rule (the client's serving adapter) reads the client's request (a tool result is still a tool result
+            # there), not the faulted one. In the other order tool_result_wrong_role's user-role results made every
+            # follow-up "required", and each turn called until the step bound.
             for name in a.faults.split(",") if a.faults else HISTORY_FAULTS:
-                with Proxy(srv.url, [name], seed=0) as px, Proxy(px.url, [(ADAPTERS[a.engine], 1.0)]) as front:
-                    b.gate(f"proxy {name.replace('_', ' ')}", front.url, proxy=px, sequential=a.sequential)
+                with Proxy(srv.url, [name], seed=0) as px:
+                    b.gate(f"proxy {name.replace('_', ' ')}", px.url, proxy=px, sequential=a.sequential)
         if "surfaces" in stages:
             b.surfaces(pre.url)
     return 0

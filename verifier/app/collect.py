@@ -68,6 +68,9 @@ class EndpointSpec:
     """Total seconds for the start-up /models, /props, /version calls."""
     model_check: bool = True
     """Refuse a model the server's /v1/models does not list (off for gateways that alias names)."""
+    serving_adapter: str | None = None
+    """A serving adapter (wire/serving_adapters.ADAPTERS) applied in front of the endpoint to every chat-completions
+    request, and recorded in run.json; None: none. A resume takes the run's own."""
 
 
 @dataclass(frozen=True)
@@ -256,6 +259,13 @@ def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConf
     if ep.concurrency is not None and ep.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     check_base_url(ep.base_url)
+    if ep.serving_adapter is not None:
+        from verifier.wire.serving_adapters import adapter_named
+
+        try:
+            adapter_named(ep.serving_adapter)
+        except ValueError as e:
+            raise UsageError(f"--serving-adapter: {e}") from None
     api_key = os.environ.get(ep.api_key_env) if ep.api_key_env else None
     scrub.register_endpoint(api_key, dict(ep.headers))  # first: the checks below must not print them either
     scrub.register(*url_query_values(ep.base_url))  # `?api_key=K` is a secret too: a server may echo it
@@ -273,7 +283,7 @@ def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConf
         api_key=api_key, headers=dict(ep.headers),
         concurrency=ep.concurrency or DEFAULT_CONCURRENCY, timeout_s=ep.timeout_s, max_retries=ep.max_retries,
         max_response_bytes=ep.max_response_bytes, max_stream_events=ep.max_stream_events, request_deadline_s=ep.request_deadline_s,
-        info_deadline_s=ep.info_deadline_s,
+        info_deadline_s=ep.info_deadline_s, serving_adapter=ep.serving_adapter,
     )
 
 
@@ -567,9 +577,11 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, R
         if suite.version != header.suite_version(name):
             raise UsageError(f"run was made with {name} version {header.suite_version(name)}, this harness has {suite.version}")
         suites.append((suite, [s for (sn, _), s in samples.items() if sn == name]))
-    from verifier.execution.resume import recorded_concurrency
+    from verifier.execution.resume import recorded_adapter, recorded_concurrency
 
-    cfg = endpoint_config(recorded_concurrency(spec.endpoint, header.endpoint, f"--resume {run_dir}"), spec.endpoint.model or header.endpoint["model"])
+    cfg = endpoint_config(recorded_adapter(recorded_concurrency(spec.endpoint, header.endpoint, f"--resume {run_dir}"),
+                                           header.serving_adapter, f"--resume {run_dir}"),
+                          spec.endpoint.model or header.endpoint["model"])
     if not spec.endpoint.base_url:
         raise UsageError("resuming needs the endpoint's base URL (the journal stores it redacted)", hints=("pass --base-url",))
     # Streamed; the last record of a key wins. Answered exchanges keep their bodies: a conversation resumes by

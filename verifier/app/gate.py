@@ -143,6 +143,7 @@ def gate_golden(spec: GateSpec, loaded: Golden | None = None) -> Golden:
     spec's suites, modes, first samples, probes and margins. Hand it to `gate` and to the report. `loaded`: the
     whole golden, when the caller has it (a sweep loads it once for every configuration)."""
     golden = loaded if loaded is not None else load_golden(spec.golden, spec.limit)
+    check_serving_adapter(golden, spec.endpoint.serving_adapter, spec.golden)
     try:
         golden = golden.narrow(suites=spec.suites, modes=spec.modes, limit=spec.limit, probes=spec.probes is not Probes.OFF,
                                margins=spec.margins)
@@ -153,6 +154,29 @@ def gate_golden(spec: GateSpec, loaded: Golden | None = None) -> Golden:
         raise UsageError(f"golden {spec.golden} has no probe results to compare the probes with; bless a reference run "
                          "made with `verifier run --probes`", hints=("drop --probes",))
     return golden
+
+
+def check_serving_adapter(golden: Golden, given: str | None, name: Any) -> None:
+    """Refuse (UsageError, before any request) a gate served otherwise than the golden's reference: a golden
+    recorded behind a serving adapter (wire/serving_adapters.py) gated without it blames the engine's frontend for
+    what the adapter did (a prefilled tool call comes back as text: `tool_call_as_text`), and one gated behind an
+    adapter its reference never had is a different deployment."""
+    from verifier.wire.serving_adapters import ADAPTERS
+
+    recorded = golden.header.source.serving_adapter
+    if recorded is not None and recorded not in ADAPTERS:  # a newer verifier's, or a hand-edited golden
+        raise UsageError(f"golden {name} was recorded behind the serving adapter {recorded!r}, which this verifier does "
+                         f"not know (known: {', '.join(ADAPTERS)})")
+    if given == recorded:
+        return
+    # The message names no flag (the command line, a gate file, a sweep and the API all reach here); the hint does,
+    # and the CLI prints it only where the command has the flag.
+    if recorded is None:
+        raise UsageError(f"golden {name} was recorded with no serving adapter, and this gate names {given}: serve the "
+                         "candidate as its reference was", hints=("drop --serving-adapter",))
+    raise UsageError(f"golden {name} was recorded behind the serving adapter {recorded}" + (f", not {given}" if given else "")
+                     + f': serve the candidate behind it too (serving_adapter = "{recorded}" in a gate file, a sweep or '
+                     "the API; docs/engines.md)", hints=(f"pass --serving-adapter {recorded}",))
 
 
 def gate(spec: GateSpec, golden: Golden | None = None) -> Comparison:
@@ -205,6 +229,7 @@ def calibrate(spec: CalibrateSpec) -> Calibrated:
         names.append(Path(r).name)
         run_dirs.append(Path(r))
     if spec.endpoint is not None and spec.endpoint.base_url:
+        check_serving_adapter(golden, spec.endpoint.serving_adapter, spec.golden)  # reruns are served as the reference was
         for i in range(spec.k):
             rd = Path(spec.out_prefix + f"-{i + 1}")
             collect(RunSpec.for_golden(golden, spec.endpoint, rd, overrides=spec.overrides, extra_body=spec.extra_body,
@@ -335,6 +360,8 @@ class GoldenRow:
     probes: bool = False
     context_probe: bool = False
     margins: bool = False
+    serving_adapter: str | None = None
+    """The serving adapter the reference was recorded behind (gate it with --serving-adapter NAME)."""
     problem: str | None = None
     """Why golden.json could not be read (the other fields then say nothing)."""
 
@@ -355,8 +382,19 @@ def describe_goldens(directory: Path | None = None) -> list[GoldenRow]:
         counts = [info.samples for info in h.suites.values()]
         rows.append(GoldenRow(p.name, str(p), suites=list(h.suites), model=h.source.model, modes=list(h.modes),
                               samples=sum(c for c in counts if c is not None) if None not in counts else "?",
-                              probes=bool(h.probes), context_probe=bool(h.context_probe), margins=bool(h.margins)))
+                              probes=bool(h.probes), context_probe=bool(h.context_probe), margins=bool(h.margins),
+                              serving_adapter=h.source.serving_adapter))
     return rows
+
+
+def holds_gate_comparison(run_dir: Path) -> bool:
+    """Whether RUN_DIR/comparison.json is the one its gate wrote: the gate's verdict of record (CI read it, the report
+    links it), which `compare` (the command and the API alike) replaces only when told. A run never compared, or
+    compared by `compare`, and an interrupted gate's directory (no comparison yet) hold none."""
+    from verifier.execution.layout import COMPARISON
+
+    rd = RunDir(run_dir)
+    return rd.is_run() and rd.has(COMPARISON) and rd.header().gate_of is not None
 
 
 def require_margins(golden: Golden, path: str | Path) -> None:

@@ -66,8 +66,8 @@ def read_run(run_dir: Path, with_exchanges: bool = True) -> RunData:
 
 def matrix_entry(provider: str, run_dir: Path, comparison: Comparison, link: Path | None = None) -> "matrix.Entry":
     """A matrix row's inputs from a compared run directory: the comparison in hand (read, or made in memory), the
-    run's summary.json, and the page its row links to (`link` when given: a comparison the matrix wrote elsewhere;
-    else report.html when rendered, else comparison.json). The run's key and credential marks are registered, so
+    run's summary.json, its report.html when rendered (never for a comparison the matrix made: `link`, where it
+    wrote it) and the comparison.json the row shows. The run's key and credential marks are registered, so
     what the matrix writes is scrubbed of them."""
     rd = RunDir(run_dir)
     if rd.is_run():
@@ -75,8 +75,8 @@ def matrix_entry(provider: str, run_dir: Path, comparison: Comparison, link: Pat
             scrub.register_run(rd.header().endpoint)
         except journal.NotARunDir:
             pass  # a corrupt run.json: nothing of it to scrub by (the comparison was read, or made, without it)
-    target = link if link is not None else rd.report_html() if rd.report_html().exists() else rd.comparison_path()
-    return matrix.Entry(provider, comparison, target, rd.summary())
+    report = rd.report_html() if link is None and rd.report_html().exists() else None
+    return matrix.Entry(provider, comparison, report, link if link is not None else rd.comparison_path(), rd.summary())
 
 
 def read_matrix_entry(provider: str, run_dir: Path) -> "matrix.Entry":

@@ -276,6 +276,7 @@ class GateOptions:
     request_deadline_s: float | None = None
     info_deadline_s: float | None = None
     model_check: bool | None = None
+    serving_adapter: str | None = None
     # request
     sampling: Mapping[str, Any] | None = None
     extra_body: Mapping[str, Any] | None = None
@@ -315,7 +316,7 @@ class GateOptions:
             max_stream_events=pick(self.max_stream_events, d.max_stream_events),
             request_deadline_s=None if self.request_deadline_s is None else float(self.request_deadline_s),
             info_deadline_s=float(pick(self.info_deadline_s, d.info_deadline_s)),
-            model_check=pick(self.model_check, d.model_check))
+            model_check=pick(self.model_check, d.model_check), serving_adapter=self.serving_adapter)
 
     def spec(self, endpoint_required: bool = True) -> GateSpec:
         """The GateSpec, defaults filled; the golden, base URL and model are required from some door (the endpoint

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, TypeVar
 
 from verifier.attribution import numerics, signals, turn_diff
 from verifier import stats
-from verifier.attribution.document import Absent, Comparison, Drift, MetricResult, Side, SignalResult, SuiteResult
+from verifier.attribution.document import Absent, Comparison, Drift, MetricResult, Side, SignalResult, SuiteResult, prompt_tokens_move
 from verifier.attribution.numerics import DivergenceCount, DriftMeasure, PairedMetric
 from verifier.attribution.surface_signals import mode_note
 from verifier.golden.model import GoldenHeader, Margin
@@ -83,6 +83,9 @@ class PairedSuite:
     divergence: DivergenceCount
     trigger: dict[str, int]
     answer_agreement: float | None
+    prompt_tokens_moved: dict[str, Any] | None
+    """Where prompt_tokens_mismatch fired: the median prompt tokens of those samples, golden and candidate (the
+    magnitude the diagnosis line gives: a template that drops the system prompt reads 332 -> 29)."""
 
 
 def as_observations(rows: Rows) -> list[Observation]:
@@ -176,9 +179,12 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
     # A run over several surfaces asks each signal where it fired, so the evidence names the surface.
     several = len({surface_for(o.mode).name for sid in ids for o in C[sid]}) > 1
     acc = numerics.Numerics()
+    moved: list[tuple[float, float]] = []  # (golden, candidate) prompt tokens where prompt_tokens_mismatch fired
     for sid in ids:
         gs, cs = G[sid], C[sid]
         results = signals.evaluate(gs, cs)
+        if results.get("prompt_tokens_mismatch"):
+            moved.append(_prompt_tokens_of(gs, cs))
         touched = signals.touched_by_frontend(results)
         # Where each signal fired (mode by mode): the evidence names a surface when there are several, and the
         # diagnosis tells a streamed-only fault from one on every path.
@@ -235,12 +241,33 @@ def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observatio
         divergence=num.divergence,
         trigger=trig,
         answer_agreement=num.answer_agreement,
+        prompt_tokens_moved=_median_move(moved),
     )
 
 
 POOLED_MIN_SAMPLES = 3
 """Samples whose logprob values are pooled at least, for logprobs_transformed's suite-level form: one transform
 explaining every value across several answers is no coincidence of one short answer."""
+
+
+def _prompt_tokens_of(g: Sequence[Observation], c: Sequence[Observation]) -> tuple[float, float]:
+    """One sample's prompt tokens, golden and candidate: the median over its records (every mode sends one prompt)."""
+    import statistics
+
+    def med(obs: Sequence[Observation]) -> float:
+        return float(statistics.median(o.prompt_tokens for o in obs if o.prompt_tokens is not None))
+
+    return med(g), med(c)
+
+
+def _median_move(moved: list[tuple[float, float]]) -> dict[str, Any] | None:
+    """The median prompt tokens over the samples whose prompt tokens moved, golden and candidate; None: none moved."""
+    import statistics
+
+    if not moved:
+        return None
+    return {"golden_median": statistics.median(g for g, _ in moved), "candidate_median": statistics.median(c for _, c in moved),
+            "samples": len(moved)}
 
 
 def paired_signals(golden: Rows, cand: Rows) -> dict[str, PairedSuite]:
@@ -342,6 +369,8 @@ def _signal_verdicts(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) 
             ev = dataclasses.replace(ev, note="; ".join(x for x in (ev.note, f"{unordered} sample(s) read without "
                                      "their send order (a journal from before it was recorded): any two repeats compared, "
                                      "not only first against later") if x))
+        if name == "prompt_tokens_mismatch" and s.prompt_tokens_moved:  # the fingerprint's magnitude, for the diagnosis
+            ev = dataclasses.replace(ev, prompt_tokens=s.prompt_tokens_moved)
         sigs[name] = ev
         if ev.n:
             target = fe if sg.side == "frontend" else q
@@ -349,7 +378,8 @@ def _signal_verdicts(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) 
             paired = "" if isinstance(ev.p_value, Absent) else f"; golden {ev.golden_count}/{ev.n}, McNemar p={ev.p_value}"
             target.append(Evidence(name, suite, ev.verdict, samples=tuple(s.events[name][:10]), modes=where,
                                    qualifier=_qualifier(ev), summary=f"{name}: {ev.count}/{ev.n} samples{mode_note(where)} (rate {ev.rate}, CI {ev.ci}, margin {ev.margin}"
-                                           + paired + ")" + (f"; {ev.note}" if ev.note else "")))
+                                           + paired + ")" + (f"; {ev.note}" if ev.note else "")
+                                           + (f"; {prompt_tokens_move(ev.prompt_tokens)}" if ev.prompt_tokens else "")))
     return sigs, fe, q
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
 
 from verifier.attribution import signals
-from verifier.attribution.document import Comparison, DiagnosisEntry, SignalResult, SuiteResult
+from verifier.attribution.document import Comparison, DiagnosisEntry, SignalResult, SuiteResult, prompt_tokens_move
 
 from verifier.surfaces.registry import REFERENCE_SURFACE, mode_of, surface_for
 
@@ -304,7 +304,8 @@ def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
     for comp, d in acc.items():
         codes = findings[comp]
         lead = codes[0]
-        explanation = f"{component_of(lead)[1]} ({lead} on {max(d.findings.values())} sample(s)){_length_note(doc, lead)}; " \
+        explanation = f"{component_of(lead)[1]} ({lead} on {max(d.findings.values())} sample(s)){_length_note(doc, lead)}" \
+                      f"{_prompt_tokens_note(doc, lead)}; " \
                       f"look at {COMPONENTS.get(comp, comp)}"
         explained = {c for other, cs in findings.items() if other != comp for c in cs}
         # (a passing probe whose text moved is no root cause: only the evidence it ranks by explains)
@@ -349,6 +350,20 @@ def _length_note(doc: Comparison, code: str) -> str:
     if len(lengths) == 1:
         return f": every output cut for length ends at {next(iter(lengths))} tokens{asked}"
     return f": outputs cut for length end at {min(lengths)} to {max(lengths)} tokens{asked}"
+
+
+def _prompt_tokens_note(doc: Comparison, code: str) -> str:
+    """For a moved prompt-token fingerprint: by how much (": median prompt tokens golden 332 → candidate 29"), from the
+    figures compare put on the signal's block; per suite when several moved."""
+    if code.split(":")[0] != "prompt_tokens_mismatch":
+        return ""
+    moves = [(suite, sig.prompt_tokens) for suite, s in sorted(doc.suites.items())
+             if (sig := s.signals.get("prompt_tokens_mismatch")) is not None and sig.verdict == "fail" and sig.prompt_tokens]
+    if not moves:
+        return ""
+    if len(moves) == 1:
+        return f": {prompt_tokens_move(moves[0][1])}"
+    return ": " + "; ".join(f"{suite} {prompt_tokens_move(pt)}" for suite, pt in moves[:3])
 
 
 def _ranked(counts: Mapping[str, int]) -> list[str]:

@@ -87,6 +87,11 @@ class MetricResult:
         return None if isinstance(self.samples_needed, Absent) else self.samples_needed
 
 
+def prompt_tokens_move(pt: Mapping[str, Any]) -> str:
+    """`median prompt tokens golden 332 → candidate 29`, from a prompt_tokens_mismatch block's `prompt_tokens`."""
+    return f"median prompt tokens golden {pt['golden_median']:g} → candidate {pt['candidate_median']:g}"
+
+
 @dataclass(frozen=True)
 class SignalResult:
     """`suites.<suite>.signals.<name>` and `suites.<suite>.divergence` (numerics.event_verdict): an event rate."""
@@ -105,16 +110,21 @@ class SignalResult:
     note: str | None = None
     samples: list[str] | None = None
     """Where it fired (at most 50); absent when None."""
+    prompt_tokens: Mapping[str, Any] | None = None
+    """prompt_tokens_mismatch only: `{"golden_median", "candidate_median", "samples"}` over the samples it fired on
+    (the magnitude the diagnosis line gives); absent when None."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    KEYS = ("rate", "ci", "count", "n", "margin", "verdict", "golden_count", "p_value", "test", "note", "samples")
+    KEYS = ("rate", "ci", "count", "n", "margin", "verdict", "golden_count", "p_value", "test", "note", "samples",
+            "prompt_tokens")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SignalResult:
         samples = d.get("samples")
         return cls(rate=d["rate"], ci=list(d["ci"]), count=d["count"], n=d["n"], margin=d["margin"], verdict=d["verdict"],
                    golden_count=d.get("golden_count"), p_value=d.get("p_value", ABSENT), test=d.get("test"),
-                   note=d.get("note"), samples=None if samples is None else list(samples), extra=_extra(d, cls.KEYS))
+                   note=d.get("note"), samples=None if samples is None else list(samples), prompt_tokens=d.get("prompt_tokens"),
+                   extra=_extra(d, cls.KEYS))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rate": self.rate, "ci": list(self.ci), "count": self.count, "n": self.n,
@@ -126,6 +136,8 @@ class SignalResult:
         _put(out, "note", self.note)
         if self.samples is not None:
             out["samples"] = list(self.samples)
+        if self.prompt_tokens is not None:
+            out["prompt_tokens"] = dict(self.prompt_tokens)
         return {**out, **self.extra}
 
 

@@ -52,6 +52,12 @@ def add_endpoint_args(p: argparse.ArgumentParser, required: bool = True, url_fro
     g.add_argument("--no-model-check", dest="model_check", action="store_false", default=dflt(True),
                    help="send --model even when the server's /v1/models does not list it (gateways that alias names)")
     g.add_argument("--info-deadline", type=T.positive_float, default=dflt(10.0), help="total seconds for the start-up /models, /props, /version calls (default 10)")
+    from verifier.wire.serving_adapters import ADAPTERS  # a plain dict of pure functions: --help stays cheap
+
+    g.add_argument("--serving-adapter", choices=sorted(ADAPTERS), metavar="NAME",
+                   help="apply this request rewrite in front of --base-url to every chat-completions request and record it "
+                        f"in run.json (a golden recorded behind one is gated behind the same); one of {', '.join(sorted(ADAPTERS))} "
+                        "(docs/engines.md, 'Tool calls')")
     s = p.add_argument_group("sampling (override suite defaults)")
     s.add_argument("--temperature", type=T.finite_float)
     s.add_argument("--top-p", dest="top_p", type=T.finite_float)
@@ -144,7 +150,7 @@ def endpoint_from_args(a: argparse.Namespace) -> EndpointSpec:
     return EndpointSpec(base_url=a.base_url, model=a.model, api_key_env=a.api_key_env, headers=parse_headers(a.header),
                         concurrency=a.concurrency, timeout_s=a.timeout, max_retries=a.max_retries,
                         max_response_bytes=int(a.max_response_mb * 2**20), max_stream_events=a.max_stream_events, request_deadline_s=a.request_deadline,
-                        info_deadline_s=a.info_deadline, model_check=a.model_check)
+                        info_deadline_s=a.info_deadline, model_check=a.model_check, serving_adapter=a.serving_adapter)
 
 
 def overrides_from_args(a: argparse.Namespace) -> dict[str, Any]:

@@ -64,14 +64,10 @@ def keep_gate_comparison(run_dir: Path, elsewhere: bool, force: bool) -> None:
     """A gate's comparison.json is its verdict of record (CI read it, the report links it): compare writes over it
     only when told (--force); --out writes elsewhere. A run never compared, or compared by `compare`, is written
     as before; so is an interrupted gate's directory, which has no comparison yet."""
+    from verifier.app.gate import holds_gate_comparison
     from verifier.errors import UsageError
-    from verifier.execution.layout import COMPARISON
-    from verifier.execution.rundir import RunDir
 
-    rd = RunDir(run_dir)
-    if elsewhere or force or not rd.is_run() or not rd.has(COMPARISON):
-        return
-    if rd.header().gate_of is None:
+    if elsewhere or force or not holds_gate_comparison(run_dir):
         return
     raise UsageError(f"{run_dir} holds the comparison its gate wrote; compare keeps it: give --out FILE to write "
                      "this one elsewhere, or --force to replace the gate's")

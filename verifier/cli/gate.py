@@ -69,7 +69,7 @@ def options_from_flags(a: argparse.Namespace) -> "GateOptions":
         headers=parse_headers(a.header) if a.header else None, concurrency=a.concurrency, timeout_s=a.timeout,
         max_retries=a.max_retries, max_response_bytes=int(a.max_response_mb * 2**20) if a.max_response_mb else None,
         max_stream_events=a.max_stream_events, request_deadline_s=a.request_deadline, info_deadline_s=a.info_deadline,
-        model_check=a.model_check, sampling=sampling(a.temperature, a.top_p, a.max_tokens, a.seed, a.logprobs) or None,
+        model_check=a.model_check, serving_adapter=a.serving_adapter, sampling=sampling(a.temperature, a.top_p, a.max_tokens, a.seed, a.logprobs) or None,
         extra_body=parse_extra_body(a.extra_body) if a.extra_body else None, out=a.out, report=a.report,
         junit=a.junit, markdown=a.markdown, matrix=a.matrix)
 

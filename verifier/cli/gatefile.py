@@ -83,7 +83,7 @@ def endpoint_options(t: dict[str, Any], where: str) -> GateOptions:
     return GateOptions(base_url=t.get("base_url"), model=t.get("model"),
                        api_key_env=api_key_env(t["api_key_env"], f"gate file: {where}.api_key_env") if "api_key_env" in t else None,
                        concurrency=t.get("concurrency"), timeout_s=float(t["timeout"]) if "timeout" in t else None,
-                       max_retries=t.get("max_retries"))
+                       max_retries=t.get("max_retries"), serving_adapter=t.get("serving_adapter"))
 
 
 def options(doc: dict[str, Any], path: Path) -> tuple[GateOptions, list[tuple[str, GateOptions]]]:

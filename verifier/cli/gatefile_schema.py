@@ -12,6 +12,7 @@ import functools
 from typing import Any
 
 from verifier.execution.teacher_forcing import CHOICES as FORCING
+from verifier.wire.serving_adapters import ADAPTERS
 
 SCHEMA_VERSION = 1
 """Bump when a key changes meaning or type; the schema's $id names it."""
@@ -29,6 +30,7 @@ _ENDPOINT_PROPS = {
     "concurrency": {"type": "integer", "minimum": 1, "maximum": 4096},
     "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400},
     "max_retries": {"type": "integer", "minimum": 0, "maximum": 100},
+    "serving_adapter": {"enum": sorted(ADAPTERS)},  # --serving-adapter: the request rewrite the golden was recorded behind
 }
 _ENDPOINT = {"type": "object", "additionalProperties": False, "properties": _ENDPOINT_PROPS}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("list-goldens", help="list the packaged goldens (or those in DIR): name, suites, model, modes, samples")
+    p = sub.add_parser("list-goldens", help="list the packaged goldens (or those in DIR): name, suites, model, modes, samples, serving adapter")
     p.add_argument("dir", nargs="?", help="a directory of goldens (default: the ones installed with verifier)")
     p.set_defaults(fn=handle)
 
@@ -16,10 +16,11 @@ def handle(a: argparse.Namespace) -> int:
     from verifier.app.gate import describe_goldens
 
     rows = describe_goldens(Path(a.dir) if a.dir else None)
-    table = [[r.name, ",".join(r.suites), str(r.model), ",".join(r.modes), str(r.samples),
+    # the serving adapter the reference was recorded behind: gate it with --serving-adapter NAME ("-": none)
+    table = [[r.name, ",".join(r.suites), str(r.model), ",".join(r.modes), str(r.samples), r.serving_adapter or "-",
               ", ".join(x for x, on in (("probes", r.probes), ("context probe", r.context_probe), ("margins", r.margins)) if on)
               + (f"  ({r.problem})" if r.problem else "")] for r in rows]
-    for line in aligned(["name", "suites", "model", "modes", "samples", "extras"], table, right={4}):
+    for line in aligned(["name", "suites", "model", "modes", "samples", "serving adapter", "extras"], table, right={4}):
         print(line)
     return 0
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from verifier.execution.teacher_forcing import CHOICES as FORCING
+from verifier.wire.serving_adapters import ADAPTERS
 
 if TYPE_CHECKING:
     from verifier.app.spec import GateOptions
@@ -63,6 +64,7 @@ SCHEMA: dict[str, Any] = {
             "concurrency": {"type": "integer", "minimum": 1, "maximum": 4096},
             "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400},
             "max_retries": {"type": "integer", "minimum": 0, "maximum": 100},
+            "serving_adapter": {"enum": sorted(ADAPTERS)},  # --serving-adapter: the rewrite the golden was recorded behind
             "data": {"type": "string", "minLength": 1}}},
         "perf": {"type": "object", "additionalProperties": False, "properties": {
             "concurrency": _LIST_INT, "prompt_tokens": _LIST_INT,
@@ -190,7 +192,7 @@ def gate_options(g: dict[str, Any]) -> "GateOptions":
         infra_budget=float(g["infra_budget"]) if "infra_budget" in g else None,
         margins=margins_from_table(g["margins"], "gate", "sweep: [gate.margins]") if "margins" in g else None,
         concurrency=g.get("concurrency"), timeout_s=float(g["timeout"]) if "timeout" in g else None,
-        max_retries=g.get("max_retries"),
+        max_retries=g.get("max_retries"), serving_adapter=g.get("serving_adapter"),
         sampling=sampling(smp.get("temperature"), smp.get("top_p"), smp.get("max_tokens"), smp.get("seed"),
                           smp.get("logprobs")) or None,
         extra_body=dict(smp["extra_body"]) if "extra_body" in smp else None)

@@ -119,6 +119,19 @@ def recorded_concurrency(endpoint: Any, recorded_endpoint: dict[str, Any], what:
     return endpoint
 
 
+def recorded_adapter(endpoint: Any, recorded: str | None, what: str) -> Any:
+    """`endpoint` (an app.EndpointSpec) with the serving adapter the run recorded (`recorded`: RunHeader.serving_adapter):
+    a run is finished behind the adapter it was started behind. Another one named is refused (UsageError): the run's
+    records would then come from two different deployments."""
+    import dataclasses
+
+    given = endpoint.serving_adapter
+    if given is not None and given != recorded:
+        raise UsageError(f"{what}: the run was recorded behind serving adapter {recorded or 'none'}, not {given}",
+                         hints=("omit --serving-adapter: a resume applies the run's own",))
+    return dataclasses.replace(endpoint, serving_adapter=recorded)
+
+
 def resumed_extra_body(spec: Any, hdr: RunHeader) -> dict[str, Any]:
     """The body extras a resume sends: the user's (with the real credentials) when given, else the run's."""
     return dict(spec.extra_body) if spec.extra_body else dict(hdr.extra_body)

@@ -304,7 +304,9 @@ def header(run_id: str, cfg: EndpointConfig, suites: list[tuple[Suite, Sequence[
                   # that a credential was sent, never its value: offline commands then mask what looks like one
                   "api_key_sent": bool(cfg.api_key) and not any(k.lower() == "authorization" for k in cfg.headers),
                   # batching changes some engines' greedy outputs: a resume and a golden's rerun reuse it
-                  "concurrency": cfg.concurrency},
+                  "concurrency": cfg.concurrency,
+                  # the request rewrite the endpoint was served behind (wire/serving_adapters.py); bless carries it
+                  **({"serving_adapter": cfg.serving_adapter} if cfg.serving_adapter else {})},
         sampling=sampling, extra_body=mask_credentials(extra_body), epochs=epochs, modes=modes, started=now(),
         suites={
             s.name: {

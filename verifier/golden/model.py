@@ -94,6 +94,13 @@ class Source:
         return m if isinstance(m, str) else None
 
     @property
+    def serving_adapter(self) -> str | None:
+        """The serving adapter the reference was recorded behind (run.json's `endpoint.serving_adapter`, carried by
+        bless; wire/serving_adapters.py), or None: served as it is."""
+        a = (self.endpoint or {}).get("serving_adapter")
+        return a if isinstance(a, str) else None
+
+    @property
     def harness(self) -> Any:
         """The harness that made the reference run (`source.harness`), as blessed."""
         return self.document.get("harness")

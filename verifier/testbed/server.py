@@ -100,6 +100,27 @@ def tool_calling(answers: ToolAnswers, fallback: Callable[[dict[str, Any]], Repl
     return respond
 
 
+def needs_tool_call_prefill(answers: ToolAnswers, fallback: Callable[[dict[str, Any]], Reply]) -> Callable[[dict[str, Any]], Reply]:
+    """An engine like llama-server with a 0.5B model (engine_tools.py): a known BFCL request gets its ground-truth
+    calls as parsed `tool_calls` only when it ends with the assistant message that opens a Hermes call (the serving
+    adapter `tool-call-prefill`); without it the model writes the call as bare JSON text, finish_reason stop."""
+    from verifier.wire.serving_adapters import TOOL_CALL_OPENING
+
+    def respond(req: dict[str, Any]) -> Reply:
+        fields = answers.reply_fields(req)
+        if fields is None:
+            return fallback(req)
+        msgs = req.get("messages") or []
+        prefilled = bool(msgs) and isinstance(msgs[-1], dict) and msgs[-1].get("role") == "assistant" \
+            and msgs[-1].get("content") == TOOL_CALL_OPENING
+        calls = fields.get("tool_calls")
+        if prefilled or not calls:
+            return Reply(**fields)
+        return Reply(content=" ".join(json.dumps({"name": c["name"], "arguments": json.loads(c["arguments"])}) for c in calls))
+
+    return respond
+
+
 def arithmetic(req: dict[str, Any]) -> Reply:
     """Answers 'What is A + B?' correctly: the embedded default behind `verifier demo` (and counts, for the probes);
     a request of a known BFCL sample gets that sample's ground-truth tool calls (tool_answers.DEFAULT)."""

@@ -33,6 +33,7 @@ import aiohttp
 from multidict import CIMultiDict
 
 from verifier.wire.bodyread import TRANSIENT_CLIENT_CODES, MAX_STREAM_EVENTS, STREAM_REFUSED, TOO_MANY_EVENTS, TooLarge, UnknownCharset, _read_sse, read_capped, sse_text  # noqa: F401 - public names of this module
+from verifier.wire import serving_adapters
 from verifier.errors import UsageError
 from verifier.jsonsafe import TooDeep, dumps_strict, loads_bounded
 from verifier.surfaces.registry import MODES as MODE_NAMES, REFERENCE_MODE, mode_of, surface_for
@@ -77,6 +78,9 @@ class EndpointConfig:
     """Total wall time for one request, all attempts and the whole stream included; None: 10 x timeout_s."""
     info_deadline_s: float = 10.0
     """Total wall time for the start-up server-info calls (/models, /props, /version)."""
+    serving_adapter: str | None = None
+    """A serving adapter's name (serving_adapters.ADAPTERS): its rewrite is applied to every chat-completions body
+    this client sends, after the journal recorded it. None: bodies go out as built."""
 
     @property
     def deadline_s(self) -> float:
@@ -363,6 +367,7 @@ class Endpoint:
         async with self._sem:
             attempts = 0
             deadline = time.monotonic() + self.cfg.deadline_s
+            body = serving_adapters.apply(self.cfg.serving_adapter, path, body)  # in front of the endpoint, like a proxy
             req = self._request(path, body, {**surface_for(mode).headers(self.cfg), **(extra_headers or {})} or None)
             while True:
                 attempts += 1
