@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from hostile_server import HostileServer
 
 from suites import replay
@@ -415,6 +416,66 @@ def test_one_line_over_its_cap_is_refused_naming_the_line_before_it_is_parsed(tm
     code, _, err = cli("score", run)
     lines = sum(1 for _ in open(calibrated_golden["r2"] / "responses.jsonl", "rb"))
     assert code == 2 and f"line {lines + 1} is longer than {layout.MAX_LINE} bytes" in err and "internal" not in err, err
+
+
+def plant_long_line(path: Path, size: int, at: int = 2) -> None:
+    """Line `at` of a JSONL file becomes `size` NUL bytes, written as a hole (sparse: no time, no disk)."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    with open(path, "wb") as f:
+        f.writelines(lines[:at - 1])
+        f.seek(size, os.SEEK_CUR)
+        f.write(b"\n")
+        f.writelines(lines[at - 1:])
+
+
+@pytest.mark.parametrize("name,cmd", [("responses.jsonl", "compare"), ("responses.jsonl", "report"),
+                                      ("observations.jsonl", "compare"), ("verdicts.jsonl", "report")])
+def test_a_run_line_over_its_cap_is_refused_holding_one_piece_of_it(tmp_path, calibrated_golden, name, cmd):
+    """A line over the 400 MiB line cap (here 401 MiB) was read whole before it was refused (847 MB peak for
+    compare, 926 MB for report). It is measured a piece at a time and refused holding one piece: the journal's is
+    exit 2 naming file and line; a derived file's (observations, verdicts) is not the one scoring wrote, so the run
+    is scored again from its journal and the planted file replaced."""
+    from verifier.execution import layout
+
+    run = tmp_path / "run"
+    shutil.copytree(calibrated_golden["ref"], run)
+    assert cli_rss("compare", run, "--golden", calibrated_golden["golden"])[0] == 0  # scored: every file present
+    plant_long_line(run / name, layout.MAX_LINE + 2**20)
+    args = {"compare": ["compare", run, "--golden", calibrated_golden["golden"], "--out", tmp_path / "c.json"],
+            "report": ["report", run]}[cmd]
+    t0 = time.monotonic()
+    code, rss, err = cli_rss(*args, timeout=120)
+    assert rss is not None and rss < 200, f"peak RSS {rss} MB"
+    assert time.monotonic() - t0 < 60
+    if name == layout.RESPONSES:
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert code == 2 and len(lines) == 1, err
+        assert lines[0] == f"verifier: error: {run / name}: line 2 is longer than {layout.MAX_LINE} bytes (the cap on one line)"
+    else:
+        assert code == 0, err
+        assert (run / name).stat().st_size < 2**20  # written again from the journal
+        if cmd == "compare":
+            assert json.loads((tmp_path / "c.json").read_text())["status"] == "pass"
+
+
+def test_a_line_is_measured_before_it_is_read(tmp_path, monkeypatch):
+    """safeio.read_line at the edges of its cap and of its measuring piece (a piece of 4 bytes here)."""
+    from verifier import safeio
+
+    monkeypatch.setattr(safeio, "SCAN_CHUNK", 4)
+    p = tmp_path / "f"
+    p.write_bytes(b"ab\n" + b"x" * 9 + b"\n" + b"y" * 10 + b"\n" + b"z" * 7)
+    with open(p, "rb") as f:
+        assert safeio.read_line(f, 10) == b"ab\n"
+        assert safeio.read_line(f, 10) == b"x" * 9 + b"\n"  # exactly the cap, newline included, past several pieces
+        assert safeio.read_line(f, 10) is None  # one byte over
+    with open(p, "rb") as f:
+        assert [safeio.read_line(f, 11) for _ in range(5)] == [b"ab\n", b"x" * 9 + b"\n", b"y" * 10 + b"\n", b"z" * 7, b""]
+    with open(p, "rb") as f:
+        assert safeio.read_line(f, 2) is None  # shorter than one piece, over a small cap
+    p.write_bytes(b"z" * 12)  # a last line without its newline, over the cap
+    with open(p, "rb") as f:
+        assert safeio.read_line(f, 11) is None
 
 
 def test_the_tool_calls_of_one_response_share_one_step_budget():
