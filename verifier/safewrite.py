@@ -140,6 +140,12 @@ def write_jsonl(path: Path, rows: Iterable[Any], nested_dataclasses: bool = Fals
             f.write(scrubbed_line(r, encoder) + "\n")
 
 
+def as_written(row: Any, nested_dataclasses: bool = False) -> Any:
+    """`row` as `write_jsonl` writes it and a reader reads it back (scrubbed, encoded, decoded): what a command that
+    must not write a file (compare --out over a run it leaves as it is) uses in place of reading the file back."""
+    return jsonsafe.loads(scrubbed_line(row, _ROWS if nested_dataclasses else _ENCODER))
+
+
 def write_text(path: Path, text: str) -> None:
     """Reports, CSV, JUnit, Markdown: atomic and scrubbed like every JSON file."""
     with atomic_write(path) as f:
