@@ -236,6 +236,66 @@ def test_lone_surrogates_in_answers_and_a_goldens_name_and_content_reach_every_o
     assert p.returncode == 0 and b"sur" in p.stdout, p.stderr
 
 
+def surrogate_golden(where: Path, calibrated: Path) -> Path:
+    """The calibrated golden with a lone surrogate in its name and in every recorded content."""
+    shutil.copytree(calibrated, where)
+    header = json.loads((where / "golden.json").read_text())
+    (where / "golden.json").write_text(json.dumps({**header, "name": "smoke\ud800"}, indent=1))
+    rows = [json.loads(x) for x in (where / "samples.jsonl").read_text().splitlines()]
+    (where / "samples.jsonl").write_text("".join(json.dumps({**r, "content": r["content"] + "\udfff"}) + "\n" for r in rows))
+    return where
+
+
+def strict_utf8(*paths: Path) -> None:
+    for f in paths:
+        assert f.is_file() and f.stat().st_size > 0, f
+        f.read_bytes().decode("utf-8")  # strict: a lone surrogate is on disk as its escape, never as bytes
+
+
+def test_lone_surrogates_reach_the_step_summary_the_matrix_and_the_sweep(tmp_path, calibrated_golden):
+    """The writers the first surrogate test does not reach: $GITHUB_STEP_SUMMARY (appended by gate), `matrix` and
+    `sweep` (json, html, md), each a real process with strict UTF-8 stdout, over a golden whose name and content
+    hold lone surrogates and an endpoint answering with them. Each exits as documented (13: a quality drop of
+    unattributed cause; sweep 0: no configuration failed to run), never UnicodeEncodeError."""
+    golden = surrogate_golden(tmp_path / "goldens" / "sur", calibrated_golden["golden"])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8"}
+    step = tmp_path / "step.md"
+    step.write_text("earlier step\n")
+    srv = subprocess.Popen([sys.executable, "-c", SURROGATE_SERVER], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        url = srv.stdout.readline().strip()
+        gate = subprocess.run([sys.executable, "-m", "verifier", "gate", "--golden", golden, "--base-url", url,
+                               "--model", "m", "--out", tmp_path / "gate", "--quiet"], capture_output=True, timeout=300,
+                              env={**env, "GITHUB_STEP_SUMMARY": str(step)})
+        (tmp_path / "sweep.toml").write_text(
+            f'golden = "{golden.as_posix()}"\n[gate]\nconcurrency = 4\nmax_retries = 0\n[perf]\nconcurrency = [1]\n'
+            f'prompt_tokens = [16]\noutput_tokens = 8\nrequests = 2\nrepeats = 1\nwarmup = 0\n'
+            f'[[config]]\nname = "sur"\nbase_url = "{url}"\nmodel = "m"\nlossless = true\n')
+        sweep = subprocess.run([sys.executable, "-m", "verifier", "sweep", tmp_path / "sweep.toml", "--out",
+                                tmp_path / "sw", "--quiet"], capture_output=True, timeout=300, env=env)
+    finally:
+        srv.kill()
+        srv.wait()
+    matrix = subprocess.run([sys.executable, "-m", "verifier", "matrix", "--golden", golden, "--out", tmp_path / "mx",
+                             f"sur={tmp_path / 'gate'}"], capture_output=True, timeout=300, env=env)
+    for p in (gate, sweep, matrix):
+        out = p.stdout.decode("utf-8") + p.stderr.decode("utf-8")
+        assert "UnicodeEncodeError" not in out and "Traceback" not in out, out[-2000:]
+    assert gate.returncode == 13, gate.stderr[-2000:]
+    text = step.read_text(encoding="utf-8")
+    assert text.startswith("earlier step\n") and len(text) > len("earlier step\n") + 100
+    strict_utf8(step)
+    assert matrix.returncode == 13, matrix.stderr[-2000:]
+    strict_utf8(*(tmp_path / "mx" / name for name in ("matrix.json", "matrix.html", "matrix.md")))
+    shown = json.loads((tmp_path / "mx" / "matrix.json").read_text())
+    assert shown["golden"] == "smoke\ud800" and [r["status"] for r in shown["rows"]] == ["regression_unattributed"]
+    assert "\\ud800" in (tmp_path / "mx" / "matrix.html").read_text() + (tmp_path / "mx" / "matrix.md").read_text()
+    assert sweep.returncode == 0, sweep.stderr[-2000:]
+    strict_utf8(*(tmp_path / "sw" / name for name in ("sweep.json", "sweep.html", "sweep.md")))
+    rows = json.loads((tmp_path / "sw" / "sweep.json").read_text())["rows"]
+    assert [(r["name"], r["status"]) for r in rows] == [("sur", "regression_unattributed")]
+
+
 def test_the_console_escapes_lone_surrogates():
     from verifier.cli.console import printable
 

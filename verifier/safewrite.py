@@ -152,6 +152,13 @@ def write_text(path: Path, text: str) -> None:
         f.write(scrub.text(text))
 
 
+def append_text(path: str | Path, text: str) -> None:
+    """Append to a file another program owns and reads ($GITHUB_STEP_SUMMARY): scrubbed like every file, UTF-8 with
+    any string JSON can carry (a lone surrogate is written as its `\\ud800` escape, as `write_text` writes it)."""
+    with open(path, "a", encoding="utf-8", errors="backslashreplace", newline="") as f:
+        f.write(scrub.text(text))
+
+
 class Scrubber(Protocol):
     """What `scrubbed` scrubs with: this command's `scrub.Secrets`, or a journal's own `redact.Redactor`."""
 
