@@ -125,12 +125,12 @@ def read_line(f: BinaryIO, cap: int) -> bytes | None:
     nothing kept, and read in one piece only when it is within the cap: a line over its cap is refused after holding
     one piece of it, never the whole line (a 1 GB line costs 1 MiB of memory and one pass over its bytes). After
     None the position is somewhere inside the over-long line: the caller refuses the file (or stops reading it)."""
-    start = f.tell()
     probe = min(cap, SCAN_CHUNK) + 1
     head = f.readline(probe)
     if head.endswith(b"\n") or len(head) < probe:
         return head if len(head) <= cap else None
     length = len(head)
+    start = f.tell() - length  # only for a long line: tell() costs a system call
     del head
     while length <= cap:
         piece = f.read(SCAN_CHUNK)
