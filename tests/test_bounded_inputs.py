@@ -494,7 +494,7 @@ def test_a_run_line_over_its_cap_is_refused_holding_one_piece_of_it(tmp_path, ca
     """A line over the 400 MiB line cap (here 401 MiB) was read whole before it was refused (847 MB peak for
     compare, 926 MB for report). It is measured a piece at a time and refused holding one piece: the journal's is
     exit 2 naming file and line; a derived file's (observations, verdicts) is not the one scoring wrote, so the run
-    is scored again from its journal and the planted file replaced."""
+    is scored again from its journal (in place by `report`, which replaces the file; in memory by `compare --out`)."""
     from verifier.execution import layout
 
     run = tmp_path / "run"
@@ -513,9 +513,11 @@ def test_a_run_line_over_its_cap_is_refused_holding_one_piece_of_it(tmp_path, ca
         assert lines[0] == f"verifier: error: {run / name}: line 2 is longer than {layout.MAX_LINE} bytes (the cap on one line)"
     else:
         assert code == 0, err
-        assert (run / name).stat().st_size < 2**20  # written again from the journal
-        if cmd == "compare":
+        if cmd == "compare":  # with --out: scored again in memory, the run left as it is
             assert json.loads((tmp_path / "c.json").read_text())["status"] == "pass"
+            assert (run / name).stat().st_size > layout.MAX_LINE
+        else:
+            assert (run / name).stat().st_size < 2**20  # written again from the journal
 
 
 def test_a_line_is_measured_before_it_is_read(tmp_path, monkeypatch):
