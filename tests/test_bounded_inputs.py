@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from hostile_server import HostileServer
 
 from suites import replay
@@ -235,6 +236,66 @@ def test_lone_surrogates_in_answers_and_a_goldens_name_and_content_reach_every_o
     assert p.returncode == 0 and b"sur" in p.stdout, p.stderr
 
 
+def surrogate_golden(where: Path, calibrated: Path) -> Path:
+    """The calibrated golden with a lone surrogate in its name and in every recorded content."""
+    shutil.copytree(calibrated, where)
+    header = json.loads((where / "golden.json").read_text())
+    (where / "golden.json").write_text(json.dumps({**header, "name": "smoke\ud800"}, indent=1))
+    rows = [json.loads(x) for x in (where / "samples.jsonl").read_text().splitlines()]
+    (where / "samples.jsonl").write_text("".join(json.dumps({**r, "content": r["content"] + "\udfff"}) + "\n" for r in rows))
+    return where
+
+
+def strict_utf8(*paths: Path) -> None:
+    for f in paths:
+        assert f.is_file() and f.stat().st_size > 0, f
+        f.read_bytes().decode("utf-8")  # strict: a lone surrogate is on disk as its escape, never as bytes
+
+
+def test_lone_surrogates_reach_the_step_summary_the_matrix_and_the_sweep(tmp_path, calibrated_golden):
+    """The writers the first surrogate test does not reach: $GITHUB_STEP_SUMMARY (appended by gate), `matrix` and
+    `sweep` (json, html, md), each a real process with strict UTF-8 stdout, over a golden whose name and content
+    hold lone surrogates and an endpoint answering with them. Each exits as documented (13: a quality drop of
+    unattributed cause; sweep 0: no configuration failed to run), never UnicodeEncodeError."""
+    golden = surrogate_golden(tmp_path / "goldens" / "sur", calibrated_golden["golden"])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8"}
+    step = tmp_path / "step.md"
+    step.write_text("earlier step\n")
+    srv = subprocess.Popen([sys.executable, "-c", SURROGATE_SERVER], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        url = srv.stdout.readline().strip()
+        gate = subprocess.run([sys.executable, "-m", "verifier", "gate", "--golden", golden, "--base-url", url,
+                               "--model", "m", "--out", tmp_path / "gate", "--quiet"], capture_output=True, timeout=300,
+                              env={**env, "GITHUB_STEP_SUMMARY": str(step)})
+        (tmp_path / "sweep.toml").write_text(
+            f'golden = "{golden.as_posix()}"\n[gate]\nconcurrency = 4\nmax_retries = 0\n[perf]\nconcurrency = [1]\n'
+            f'prompt_tokens = [16]\noutput_tokens = 8\nrequests = 2\nrepeats = 1\nwarmup = 0\n'
+            f'[[config]]\nname = "sur"\nbase_url = "{url}"\nmodel = "m"\nlossless = true\n')
+        sweep = subprocess.run([sys.executable, "-m", "verifier", "sweep", tmp_path / "sweep.toml", "--out",
+                                tmp_path / "sw", "--quiet"], capture_output=True, timeout=300, env=env)
+    finally:
+        srv.kill()
+        srv.wait()
+    matrix = subprocess.run([sys.executable, "-m", "verifier", "matrix", "--golden", golden, "--out", tmp_path / "mx",
+                             f"sur={tmp_path / 'gate'}"], capture_output=True, timeout=300, env=env)
+    for p in (gate, sweep, matrix):
+        out = p.stdout.decode("utf-8") + p.stderr.decode("utf-8")
+        assert "UnicodeEncodeError" not in out and "Traceback" not in out, out[-2000:]
+    assert gate.returncode == 13, gate.stderr[-2000:]
+    text = step.read_text(encoding="utf-8")
+    assert text.startswith("earlier step\n") and len(text) > len("earlier step\n") + 100
+    strict_utf8(step)
+    assert matrix.returncode == 13, matrix.stderr[-2000:]
+    strict_utf8(*(tmp_path / "mx" / name for name in ("matrix.json", "matrix.html", "matrix.md")))
+    shown = json.loads((tmp_path / "mx" / "matrix.json").read_text())
+    assert shown["golden"] == "smoke\ud800" and [r["status"] for r in shown["rows"]] == ["regression_unattributed"]
+    assert "\\ud800" in (tmp_path / "mx" / "matrix.html").read_text() + (tmp_path / "mx" / "matrix.md").read_text()
+    assert sweep.returncode == 0, sweep.stderr[-2000:]
+    strict_utf8(*(tmp_path / "sw" / name for name in ("sweep.json", "sweep.html", "sweep.md")))
+    rows = json.loads((tmp_path / "sw" / "sweep.json").read_text())["rows"]
+    assert [(r["name"], r["status"]) for r in rows] == [("sur", "regression_unattributed")]
+
+
 def test_the_console_escapes_lone_surrogates():
     from verifier.cli.console import printable
 
@@ -415,6 +476,68 @@ def test_one_line_over_its_cap_is_refused_naming_the_line_before_it_is_parsed(tm
     code, _, err = cli("score", run)
     lines = sum(1 for _ in open(calibrated_golden["r2"] / "responses.jsonl", "rb"))
     assert code == 2 and f"line {lines + 1} is longer than {layout.MAX_LINE} bytes" in err and "internal" not in err, err
+
+
+def plant_long_line(path: Path, size: int, at: int = 2) -> None:
+    """Line `at` of a JSONL file becomes `size` NUL bytes, written as a hole (sparse: no time, no disk)."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    with open(path, "wb") as f:
+        f.writelines(lines[:at - 1])
+        f.seek(size, os.SEEK_CUR)
+        f.write(b"\n")
+        f.writelines(lines[at - 1:])
+
+
+@pytest.mark.parametrize("name,cmd", [("responses.jsonl", "compare"), ("responses.jsonl", "report"),
+                                      ("observations.jsonl", "compare"), ("verdicts.jsonl", "report")])
+def test_a_run_line_over_its_cap_is_refused_holding_one_piece_of_it(tmp_path, calibrated_golden, name, cmd):
+    """A line over the 400 MiB line cap (here 401 MiB) was read whole before it was refused (847 MB peak for
+    compare, 926 MB for report). It is measured a piece at a time and refused holding one piece: the journal's is
+    exit 2 naming file and line; a derived file's (observations, verdicts) is not the one scoring wrote, so the run
+    is scored again from its journal (in place by `report`, which replaces the file; in memory by `compare --out`)."""
+    from verifier.execution import layout
+
+    run = tmp_path / "run"
+    shutil.copytree(calibrated_golden["ref"], run)
+    assert cli_rss("compare", run, "--golden", calibrated_golden["golden"])[0] == 0  # scored: every file present
+    plant_long_line(run / name, layout.MAX_LINE + 2**20)
+    args = {"compare": ["compare", run, "--golden", calibrated_golden["golden"], "--out", tmp_path / "c.json"],
+            "report": ["report", run]}[cmd]
+    t0 = time.monotonic()
+    code, rss, err = cli_rss(*args, timeout=120)
+    assert rss is not None and rss < 200, f"peak RSS {rss} MB"
+    assert time.monotonic() - t0 < 60
+    if name == layout.RESPONSES:
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert code == 2 and len(lines) == 1, err
+        assert lines[0] == f"verifier: error: {run / name}: line 2 is longer than {layout.MAX_LINE} bytes (the cap on one line)"
+    else:
+        assert code == 0, err
+        if cmd == "compare":  # with --out: scored again in memory, the run left as it is
+            assert json.loads((tmp_path / "c.json").read_text())["status"] == "pass"
+            assert (run / name).stat().st_size > layout.MAX_LINE
+        else:
+            assert (run / name).stat().st_size < 2**20  # written again from the journal
+
+
+def test_a_line_is_measured_before_it_is_read(tmp_path, monkeypatch):
+    """safeio.read_line at the edges of its cap and of its measuring piece (a piece of 4 bytes here)."""
+    from verifier import safeio
+
+    monkeypatch.setattr(safeio, "SCAN_CHUNK", 4)
+    p = tmp_path / "f"
+    p.write_bytes(b"ab\n" + b"x" * 9 + b"\n" + b"y" * 10 + b"\n" + b"z" * 7)
+    with open(p, "rb") as f:
+        assert safeio.read_line(f, 10) == b"ab\n"
+        assert safeio.read_line(f, 10) == b"x" * 9 + b"\n"  # exactly the cap, newline included, past several pieces
+        assert safeio.read_line(f, 10) is None  # one byte over
+    with open(p, "rb") as f:
+        assert [safeio.read_line(f, 11) for _ in range(5)] == [b"ab\n", b"x" * 9 + b"\n", b"y" * 10 + b"\n", b"z" * 7, b""]
+    with open(p, "rb") as f:
+        assert safeio.read_line(f, 2) is None  # shorter than one piece, over a small cap
+    p.write_bytes(b"z" * 12)  # a last line without its newline, over the cap
+    with open(p, "rb") as f:
+        assert safeio.read_line(f, 11) is None
 
 
 def test_the_tool_calls_of_one_response_share_one_step_budget():

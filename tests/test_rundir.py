@@ -261,3 +261,51 @@ def test_merge_refuses_shards_from_different_endpoints(scored, tmp_path, cli):
     code, _, err = cli("merge", a, b, "--out", tmp_path / "m")
     assert code == 2 and "other.example" in err and "one endpoint" in err, err
     assert not (tmp_path / "m").exists()
+
+
+# ------------------------------------------------------------------------------------------------ issue 49: a foreign run
+
+
+def comparable(doc: dict) -> dict:
+    """A comparison without where its run was read from."""
+    return {k: v for k, v in doc.items() if k != "run"}
+
+
+@pytest.mark.parametrize("made", ["scored by a colleague", "never scored"])
+def test_compare_out_reads_a_run_it_may_not_write_and_leaves_it_byte_identical(scored, calibrated_golden, tmp_path,
+                                                                               monkeypatch, cli, made):
+    """A colleague's run (sealed with their key, so its observations are not believed here) or a bare journal is
+    scored again; with --out that happens in memory and the run directory is not written at all (it may be
+    read-only, another user's). The comparison equals the one made by scoring it in place."""
+    monkeypatch.setenv("VERIFIER_CONFIG_DIR", str(tmp_path / "this-user"))  # another key than the one that sealed it
+    golden = calibrated_golden["golden"]
+    for name in ("run", "in-place"):
+        shutil.copytree(scored, tmp_path / name)
+        if made == "never scored":
+            for derived in (layout.VERDICTS, layout.OBSERVATIONS, layout.SUMMARY, layout.COMPARISON):
+                (tmp_path / name / derived).unlink()
+    run = tmp_path / "run"
+    before = files(run)
+    code, out, err = cli("compare", run, "--golden", golden, "--out", tmp_path / "c.json")
+    assert code == 0, err
+    assert files(run) == before  # not a byte written, not a file added
+    assert f"comparison: {tmp_path / 'c.json'}" in out
+    code, _, err = cli("compare", tmp_path / "in-place", "--golden", golden, "--force")
+    assert code == 0, err
+    assert files(tmp_path / "in-place") != before  # scored again in place: its files are this user's now
+    assert comparable(json.loads((tmp_path / "c.json").read_text())) == comparable(
+        json.loads((tmp_path / "in-place" / layout.COMPARISON).read_text()))
+
+
+def test_compare_into_a_run_it_cannot_write_is_refused_naming_out(scored, calibrated_golden, tmp_path, cli):
+    run = tmp_path / "run"
+    shutil.copytree(scored, run)
+    (run / layout.COMPARISON).unlink()
+    run.chmod(0o555)
+    try:
+        if os.access(run, os.W_OK):
+            pytest.skip("this user (root) may write a directory without write permission")
+        code, _, err = cli("compare", run, "--golden", calibrated_golden["golden"])
+        assert code == 2 and err.strip().count("\n") == 0 and "--out FILE" in err and str(run) in err, err
+    finally:
+        run.chmod(0o755)

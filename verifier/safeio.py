@@ -115,17 +115,49 @@ def read_text(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: s
         raise UnsafeFile(f"{path}: not UTF-8 text (byte {e.start})") from None
 
 
+SCAN_CHUNK = MIB
+"""The piece a long line is measured in before it is read (`read_line`): what refusing a line over its cap costs."""
+
+
+def read_line(f: BinaryIO, cap: int) -> bytes | None:
+    """The next line of `f`, a regular file open in binary mode (newline kept; the last may lack it; b"" at the end),
+    or None when it is longer than `cap` bytes. A line longer than SCAN_CHUNK is measured first, a piece at a time and
+    nothing kept, and read in one piece only when it is within the cap: a line over its cap is refused after holding
+    one piece of it, never the whole line (a 1 GB line costs 1 MiB of memory and one pass over its bytes). After
+    None the position is somewhere inside the over-long line: the caller refuses the file (or stops reading it)."""
+    probe = min(cap, SCAN_CHUNK) + 1
+    head = f.readline(probe)
+    if head.endswith(b"\n") or len(head) < probe:
+        return head if len(head) <= cap else None
+    length = len(head)
+    start = f.tell() - length  # only for a long line: tell() costs a system call
+    del head
+    while length <= cap:
+        piece = f.read(SCAN_CHUNK)
+        if not piece:
+            break  # a last line without its newline (a torn tail, the caller's to judge)
+        newline = piece.find(b"\n")
+        length += len(piece) if newline < 0 else newline + 1
+        if newline >= 0:
+            break
+    if length > cap:
+        return None
+    f.seek(start)
+    line = f.read(length)  # one allocation of the line's size (a file that shrank meanwhile gives a shorter one)
+    return line
+
+
 def iter_lines(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: str | Path | None = None,
                max_line: int | None = None) -> Iterator[bytes]:
     """The file's lines as bytes (newline kept), streamed; the total read is capped at `max_bytes`, and one line at
-    `max_line` (default: `max_bytes`): a longer line is refused naming its number, after reading `max_line` + 1 bytes
-    of it, never the whole line."""
+    `max_line` (default: `max_bytes`): a longer line is refused naming its number, after holding at most
+    SCAN_CHUNK bytes of it (`read_line`), never the whole line."""
     cap = max_bytes if max_line is None else min(max_line, max_bytes)
     with open_regular(path, max_bytes=max_bytes, within=within) as f:
         total = n = 0
-        while line := f.readline(cap + 1):
+        while (line := read_line(f, cap)) != b"":
             n += 1
-            if len(line) > cap:
+            if line is None:
                 raise UnsafeFile(f"{path}: line {n} is longer than the cap of {cap} bytes on one line")
             total += len(line)
             if total > max_bytes:

@@ -140,9 +140,22 @@ def write_jsonl(path: Path, rows: Iterable[Any], nested_dataclasses: bool = Fals
             f.write(scrubbed_line(r, encoder) + "\n")
 
 
+def as_written(row: Any, nested_dataclasses: bool = False) -> Any:
+    """`row` as `write_jsonl` writes it and a reader reads it back (scrubbed, encoded, decoded): what a command that
+    must not write a file (compare --out over a run it leaves as it is) uses in place of reading the file back."""
+    return jsonsafe.loads(scrubbed_line(row, _ROWS if nested_dataclasses else _ENCODER))
+
+
 def write_text(path: Path, text: str) -> None:
     """Reports, CSV, JUnit, Markdown: atomic and scrubbed like every JSON file."""
     with atomic_write(path) as f:
+        f.write(scrub.text(text))
+
+
+def append_text(path: str | Path, text: str) -> None:
+    """Append to a file another program owns and reads ($GITHUB_STEP_SUMMARY): scrubbed like every file, UTF-8 with
+    any string JSON can carry (a lone surrogate is written as its `\\ud800` escape, as `write_text` writes it)."""
+    with open(path, "a", encoding="utf-8", errors="backslashreplace", newline="") as f:
         f.write(scrub.text(text))
 
 

@@ -14,14 +14,14 @@ from verifier.execution import journal, runner
 from verifier.execution.rundir import RunDir
 from verifier.app.catalog import suite_named
 from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir
-from verifier.app.scored import observed
+from verifier.app.scored import observed, observed_in_memory
 from verifier.attribution.document import Comparison, SuiteResult
 from verifier.app.spec import DEFAULT_INFRA_BUDGET as DEFAULT_INFRA_BUDGET, CalibrateSpec, CompareSpec, GateSpec, Probes
 from verifier.errors import UsageError
 from verifier.golden.model import Golden, GoldenHeader, Margin, margins_from_json
 from verifier import jsonsafe, scrub
 from verifier.execution.layout import NotARunDir
-from verifier.types import Observation, RunHeader
+from verifier.types import Observation, RunHeader, RunSummary
 
 _MAX_NAMES = 256
 
@@ -407,7 +407,8 @@ def compare_run(run_dir: Path, spec: CompareSpec, loaded: Golden | None = None) 
     `spec.write` is False (the matrix only reads the runs it is given). `loaded`: the golden, when the caller has it.
     `spec.as_gated`: a gate's run directory is judged as that gate judged it (its GateRequest: the golden narrowed
     the same way, its infra budget where the spec sets none); the gate itself, which narrowed already, says False.
-    The run is scored again first when stale (app/scored.observed, the explicit step)."""
+    The run is scored again first when stale (app/scored.observed, the explicit step): in place, unless the document
+    goes to `spec.out` or this user cannot write the run (app/scored.observed_in_memory: the run is left as it is)."""
     from verifier.attribution import compare
 
     golden_path, out, allow_subset = spec.golden, spec.out, spec.allow_subset
@@ -430,7 +431,16 @@ def compare_run(run_dir: Path, spec: CompareSpec, loaded: Golden | None = None) 
     for name in hdr.suites:
         if name in h.suites and hdr.suite_version(name) != h.suites[name].version:
             raise UsageError(f"run {run_dir} used {name} version {hdr.suite_version(name)}, golden has {h.suites[name].version}")
-    cobs = observed(run_dir)
+    # A run is written into (scored again in place when stale, comparison.json) only when this user may write it
+    # and the document goes there; with --out, or for a colleague's run this user cannot write, it is left as it is.
+    if spec.write and spec.out is None and not rd.writable():
+        raise UsageError(f"{run_dir} cannot be written (comparison.json goes there): give --out FILE to write the "
+                         "comparison elsewhere; the run is then read, never written")
+    if (spec.out is None or not spec.write) and rd.writable():
+        cobs = observed(run_dir)
+        cand = RunDir(run_dir).summary()
+    else:
+        cobs, cand = observed_in_memory(run_dir)
     ran = RunDir(run_dir).probes()
     probes, table = None, None
     if ran is not None or h.probes:
@@ -457,7 +467,7 @@ def compare_run(run_dir: Path, spec: CompareSpec, loaded: Golden | None = None) 
         raise UsageError(f"{run_dir} vs {golden_path}: {e}") from None
     # A margin the golden lacks is no error: compare judges that signal uncalibrated (compare.uncalibrated).
     doc = dataclasses.replace(
-        doc, suites=_with_tool_call_scores(doc, h, run_dir),
+        doc, suites=_with_tool_call_scores(doc, h, cand),
         golden={"name": h.name, "path": str(golden_path), "source_run": h.source.run_id,
                 "endpoint": h.source.endpoint, "margins_provenance": _provenance(h)},
         # (a header without run_id or endpoint, which no writer makes, reads as "" / {}: written as null, as before)
@@ -508,12 +518,11 @@ def with_floor_notes(doc: Comparison, h: GoldenHeader) -> Comparison:
     return dataclasses.replace(doc, reasons=reasons, reason=reasons[0])
 
 
-def _with_tool_call_scores(doc: Comparison, h: GoldenHeader, run_dir: Path) -> dict[str, SuiteResult]:
-    """The suites with K2VV's trigger F1 and schema accuracy, candidate beside golden, on every tool-calling suite
-    (key `tool_calls`)."""
+def _with_tool_call_scores(doc: Comparison, h: GoldenHeader, cand: RunSummary | None) -> dict[str, SuiteResult]:
+    """The suites with K2VV's trigger F1 and schema accuracy, candidate (`cand`: the run's summary) beside golden, on
+    every tool-calling suite (key `tool_calls`)."""
     from verifier.attribution import numerics
 
-    cand = RunDir(run_dir).summary()
     out = dict(doc.suites)
     for suite, block in doc.suites.items():
         mine = cand.suite(suite) if cand is not None else None

@@ -196,8 +196,7 @@ def write_all(run_dir: Path | str, doc: Comparison, html: str | Path | None = No
     safewrite.write_text(paths["markdown"], md)
     step = os.environ.get("GITHUB_STEP_SUMMARY")
     if step:
-        with open(step, "a", encoding="utf-8") as f:
-            f.write(scrub.text(md))
+        safewrite.append_text(step, md)
     return paths
 
 

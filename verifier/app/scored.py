@@ -8,13 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from verifier import scrub
+from verifier import safewrite, scrub
+from verifier.app.catalog import get_suites
 from verifier.app.collect import score
 from verifier.errors import UsageError
-from verifier.execution import journal
+from verifier.execution import journal, scoring
+from verifier.execution import observations as observe
 from verifier.execution.layout import OBSERVATIONS
 from verifier.execution.rundir import RunDir
-from verifier.types import Observation
+from verifier.types import Observation, RunSummary, Verdict
 
 
 def ensure_scored(run_dir: Path) -> None:
@@ -49,3 +51,24 @@ def _scored(run_dir: Path, take: Callable[[Observation, "dict[str, Any] | None"]
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
     raise UsageError(f"{run_dir}: scoring wrote no {OBSERVATIONS} (a run its suite cannot score again?)")
+
+
+def observed_in_memory(run_dir: Path) -> tuple[list[Observation], RunSummary | None]:
+    """`observed`'s rows, and the summary they were counted in, leaving the run directory as it is (compare --out,
+    a colleague's run this user cannot write): the files on disk when they are fresh and sealed with this user's
+    key, else the run scored again from its journal in memory, each verdict and row taken as writing it and reading
+    it back would give (scrubbed, encoded, decoded), so the rows are those `observed` would leave on disk."""
+    rd = RunDir(run_dir)
+    rows: list[Observation] = []
+    try:
+        scrub.register_run(rd.header_dict())
+        if not rd.stale() and rd.each_observation(lambda o, _shown: rows.append(o)):
+            return rows, rd.summary()
+        verdicts, summary, collected = scoring.score_journal(run_dir, get_suites())
+    except journal.NotARunDir as e:
+        raise UsageError(str(e)) from None
+    except KeyError as e:
+        raise UsageError(f"{run_dir}: journal names unknown suite or sample {e}") from None
+    read_back = [Verdict.from_json(safewrite.as_written(v.fields(), nested_dataclasses=True)) for v in verdicts]
+    rows = [Observation.from_dict(observe.golden_row(safewrite.as_written(r))) for r in collected.rows(read_back)]
+    return rows, RunSummary.from_dict(safewrite.as_written(summary))

@@ -19,7 +19,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("run_dir")
     p.add_argument("--golden", required=True)
     p.add_argument("--out", help="where to write comparison.json (default RUN_DIR/comparison.json; a gate's own comparison.json "
-                                 "is kept: give --out, or --force to replace it)")
+                                 "is kept: give --out, or --force to replace it); with --out and without --ci-outputs nothing is written into RUN_DIR "
+                                 "(a run you cannot write is compared this way)")
     p.add_argument("--force", action="store_true", help="replace the comparison.json (and, with --ci-outputs, the report files) a gate wrote into RUN_DIR")
     p.add_argument("--infra-budget", type=fraction, default=None,
                    help=f"infra error rate above which the run is incomplete (default: the gate's, for a gate's run directory; else {DEFAULT_INFRA_BUDGET})")

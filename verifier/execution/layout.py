@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -43,7 +44,8 @@ MAX_JSONL = 16 * 1024 * safeio.MIB
 MAX_LINE = 400 * safeio.MIB
 """Cap on one JSONL line, read before the line is parsed: a record holds one response (64 MiB decoded by default)
 and its request; JSON-escaped, a body of control characters takes six bytes each (384 MiB). A run made with
---max-response-mb above 64 can write longer lines than this reads back (refused, naming the line)."""
+--max-response-mb above 64 can write longer lines than this reads back (refused, naming the line, after holding one
+safeio.SCAN_CHUNK of it: safeio.read_line)."""
 
 
 class NotARunDir(ValueError):
@@ -98,12 +100,12 @@ def read_numbered_jsonl(path: Path, *, within: Path | None = None) -> Iterator[t
     with f:
         n = 0
         while True:
-            raw = f.readline(MAX_LINE + 1)
+            raw = safeio.read_line(f, MAX_LINE)  # an over-long line is measured, never held
             if not raw:
+                if raw is None:
+                    raise CorruptFile(f"{path}: line {n + 1} is longer than {MAX_LINE} bytes (the cap on one line)")
                 return
             n += 1
-            if len(raw) > MAX_LINE:
-                raise CorruptFile(f"{path}: line {n} is longer than {MAX_LINE} bytes")
             if not raw.endswith(b"\n"):
                 return  # torn tail
             if raw.isspace():
@@ -114,9 +116,14 @@ def read_numbered_jsonl(path: Path, *, within: Path | None = None) -> Iterator[t
             rec = {}
 
 
+_OPENS_OBJECT = re.compile(rb"[ \t\r\n]*\{")
+
+
 def decode_line(raw: bytes, path: Path, n: int) -> dict[str, Any]:
     """One complete, non-blank line of a JSONL file as read_jsonl reads it (execution/live.py follows the journal
     with it, so a record scored live is the record `verifier score` reads)."""
+    if not _OPENS_OBJECT.match(raw):  # refused before decoding: a planted line of NULs costs no decoded copy
+        raise CorruptFile(f"{path}: line {n} is not a JSON object")
     try:
         rec = jsonsafe.loads(raw)  # from the bytes: no decoded and stripped copies of a 64 MB line beside it
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:

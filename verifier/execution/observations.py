@@ -241,12 +241,14 @@ def read_each(run_dir: Path, take: Callable[[dict[str, Any]], None]) -> bool:
     with f:
         n = 0
         while True:
-            raw = f.readline(layout.MAX_LINE + 1)
+            raw = safeio.read_line(f, layout.MAX_LINE)  # an over-long line is measured, never held
+            if raw is None:
+                return False  # over-long: not the file scoring wrote
             if not raw:
                 break
             n += 1
             if not raw.endswith(b"\n"):
-                return False  # torn or over-long: not the file scoring wrote
+                return False  # torn: not the file scoring wrote
             if n > 1:  # every line before the last (the seal) is sealed
                 seal.update(prev)
             try:

@@ -17,6 +17,7 @@ JSON object, and the app wraps it (`Comparison.from_dict`).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -55,6 +56,10 @@ class RunDir:
 
     def scored(self) -> bool:
         return self.file(layout.SUMMARY).is_file()
+
+    def writable(self) -> bool:
+        """Whether this user may write into the directory (a colleague's run, a read-only mount: not)."""
+        return os.access(self.path, os.W_OK)
 
     def has(self, name: str) -> bool:
         return self.file(name).exists() or self.file(name).is_symlink()
