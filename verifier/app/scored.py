@@ -61,7 +61,7 @@ def observed_in_memory(run_dir: Path) -> tuple[list[Observation], RunSummary | N
     rd = RunDir(run_dir)
     rows: list[Observation] = []
     try:
-        scrub.register_run(rd.header_dict())
+        scrub.register_run(rd.header().endpoint)
         if not rd.stale() and rd.each_observation(lambda o, _shown: rows.append(o)):
             return rows, rd.summary()
         verdicts, summary, collected = scoring.score_journal(run_dir, get_suites())
@@ -71,4 +71,4 @@ def observed_in_memory(run_dir: Path) -> tuple[list[Observation], RunSummary | N
         raise UsageError(f"{run_dir}: journal names unknown suite or sample {e}") from None
     read_back = [Verdict.from_json(safewrite.as_written(v.fields(), nested_dataclasses=True)) for v in verdicts]
     rows = [Observation.from_dict(observe.golden_row(safewrite.as_written(r))) for r in collected.rows(read_back)]
-    return rows, RunSummary.from_dict(safewrite.as_written(summary))
+    return rows, RunSummary.from_dict(safewrite.as_written(summary.to_json()))
