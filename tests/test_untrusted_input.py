@@ -468,11 +468,18 @@ def test_shards_of_one_model_on_two_ports_merge_and_say_so(tmp_path, cli):
 
 
 def test_sweep_combine_refuses_configurations_of_different_goldens(tmp_path, cli):
+    from verifier.attribution import compare
+    from verifier.golden.model import GoldenHeader
+    from verifier.types import Observation
+
+    rows = [Observation(suite="s", sample_id="x", epoch=0, mode="chat", outcome="content", score=1.0, metrics={}, answer=4)]
     for name, golden in (("a", "golden-one"), ("b", "golden-two")):
         d = tmp_path / name
         (d / "gate").mkdir(parents=True)
         (d / "config.json").write_text(json.dumps({"format": 1, "name": name, "golden": f"/g/{golden}"}))
-        (d / "gate" / "comparison.json").write_text(json.dumps({"golden": {"name": golden, "source_run": "ref"}}))
+        doc = compare.compare(GoldenHeader.from_json({"suites": {"s": {}}, "margins": {}}), rows, rows).to_dict()
+        doc["golden"] = {"name": golden, "source_run": "ref"}  # a whole comparison (sweep reads it typed), two goldens
+        (d / "gate" / "comparison.json").write_text(json.dumps(doc))
     code, _, err = cli("sweep", "--combine", tmp_path / "a", tmp_path / "b", "--out", tmp_path / "all")
     assert code == 2 and "different goldens" in err and not (tmp_path / "all" / "sweep.json").exists()
 
