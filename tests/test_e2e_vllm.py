@@ -170,6 +170,10 @@ def test_cross_engine_gates_are_never_a_tokenization_regression(vllm, tmp_path_f
         # A frontend fail is a feature-contract difference between the engines (a probe, with its component), never
         # a sample-level frontend signal: the same weights answered the same samples through both frontends alike.
         assert all(f.startswith("probe:") for f in fired), (direction, fired, out)
-        assert code in (0, 10, 11, 20) and (code != 10 or fired), (direction, code, out)
+        assert code in (0, 10, 11, 12, 20) and (code not in (10, 12) or fired), (direction, code, out)
+        # Numerics may differ (Q4_K_M kernels against float32): measured where the golden was calibrated by teacher
+        # forcing (the vLLM golden: llama.cpp's prefill finds KL ~4e-4 over float32 reruns' 0), named as numerics.
+        if doc["quantization"]["verdict"] == "fail":
+            assert any(e["verdict"] == "fail" for e in doc["quantization"]["evidence"]), (direction, out)
         # The numerics side was judged on real samples, not left without evidence.
         assert s.get("paired") == 20 and doc["quantization"]["verdict"] in ("pass", "fail", "inconclusive"), (direction, out)
