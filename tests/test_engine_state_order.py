@@ -187,3 +187,23 @@ def test_cached_tokens_are_read_where_each_surface_reports_them_and_only_there()
     assert cached_tokens({"prompt_tokens": 9, "prompt_tokens_details": None}) is None
     assert cached_tokens({"input_tokens": 9, "input_tokens_details": {"cached_tokens": 4}}) == 4
     assert cached_tokens({"prompt_tokens": 9, "prompt_tokens_details": {"cached_tokens": True}}) is None
+
+
+def test_a_batched_probe_is_judged_by_its_own_check_not_by_its_text_against_the_golden():
+    """Measured on llama-server (2 slots): the concurrent state probe's check passed (cold and warm answers equal),
+    but its batched greedy text was not the reference's (batch shape moves near-tie tokens on a healthy engine). That
+    text is no evidence: a probe sent together is judged by its own check, while an unbatched probe's moved text is."""
+    from verifier.execution import probe_results
+
+    def result(text: str) -> dict:
+        return {"state_probe@chat": {"passed": True, "detail": "cold and warm answers equal",
+                                     "exchanges": [{"text": text, "prompt_tokens": 30, "findings": []}]}}
+
+    golden, candidate = result("17 + 25 = 42"), result("17 + 25 = 32")
+    batched = probe_results.judge(candidate, golden, batched=frozenset({"state_probe"}))
+    alone = probe_results.judge(candidate, golden)
+    assert [r["status"] for r in batched] == ["pass"], batched
+    assert [r["status"] for r in alone] == ["regression"], alone
+    from verifier.execution.probes import BATCHED
+
+    assert "state_repeat_under_concurrency" in BATCHED

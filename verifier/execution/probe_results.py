@@ -106,8 +106,8 @@ STREAM_TEXT = "stream_text_mismatch"
 """The code a probe request's moved greedy text carries when only streamed requests moved: the stream's doing."""
 
 
-def exchange_changes(c: dict[str, Any], g: dict[str, Any], template_moved: bool = True, text_moved: bool = True
-                     ) -> tuple[tuple[str, str] | None, tuple[str, str | None] | None]:
+def exchange_changes(c: dict[str, Any], g: dict[str, Any], template_moved: bool = True, text_moved: bool = True,
+                     compare_text: bool = True) -> tuple[tuple[str, str] | None, tuple[str, str | None] | None]:
     """How the candidate's probe requests went otherwise than the golden's same requests, as two answers:
     (the first new contract finding: (what, its code)) and (the first other prompt-token count or other greedy text:
     (what, `prompt_tokens_mismatch` or None for the probe's own component)). Each None: the same, or not comparable (a
@@ -116,7 +116,9 @@ def exchange_changes(c: dict[str, Any], g: dict[str, Any], template_moved: bool 
     streamed request's other count is the stream's usage report (`prompt_tokens_mismatch:stream`), not the prompt.
     `text_moved`: some non-streamed probe request of the run wrote another greedy text; where none did, a streamed
     request's other text was edited in the stream (STREAM_TEXT: stream assembly), not generated otherwise, since the
-    same engine generated every non-streamed text as the reference's."""
+    same engine generated every non-streamed text as the reference's. `compare_text` False: the probe's requests were
+    sent together (a batch whose shape is the probe's point), so their greedy text is not the golden's to compare with:
+    batch shape moves near-tie tokens on a healthy engine; the probe's own check reads its texts against each other."""
     ce, ge = c.get("exchanges"), g.get("exchanges")
     if not isinstance(ce, list) or not isinstance(ge, list):
         return None, None
@@ -135,7 +137,7 @@ def exchange_changes(c: dict[str, Any], g: dict[str, Any], template_moved: bool 
             moved = (f"request {i}: prompt_tokens {pb}, the reference's {pa}", code)
             break
         ta, tb = a.get("text"), b.get("text")
-        if isinstance(ta, str) and isinstance(tb, str) and ta != tb:
+        if compare_text and isinstance(ta, str) and isinstance(tb, str) and ta != tb:
             moved = (f"request {i}: temperature-0 text {tb[:40]!r}, the reference's {ta[:40]!r}",
                      STREAM_TEXT if b.get("stream") and not text_moved else None)
             break
@@ -145,15 +147,17 @@ def exchange_changes(c: dict[str, Any], g: dict[str, Any], template_moved: bool 
 def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
           components: dict[str, str] | None = None,
           comparators: dict[str, Callable[[Any, Any], tuple[bool, str]]] | None = None,
-          reads_output: frozenset[str] = frozenset(), moves_outputs: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+          reads_output: frozenset[str] = frozenset(), moves_outputs: frozenset[str] = frozenset(),
+          batched: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """The conformance table, failing rows first. `components` names a probe's component where a result does not
     (old goldens); `comparators` compare a measured value (prompt tokens, packet sizes) with the reference's;
     `reads_output`: the probes whose check reads what the model wrote (probes.Probe.reads_output); `moves_outputs`:
-    the probes whose failing check shows the server changing the model's outputs by itself (Probe.moves_outputs)."""
+    the probes whose failing check shows the server changing the model's outputs by itself (Probe.moves_outputs);
+    `batched`: the probes whose requests are sent together (their greedy text is judged by their own check only)."""
     cand, gold = normalize(candidate), normalize(golden)
     template_moved = any(_fingerprint_moved(cand[k], gold[k], stream=False) for k in set(cand) & set(gold))
     text_moved = any(_text_moved(cand[k], gold[k], stream=False) for k in set(cand) & set(gold)
-                     if cand[k] is not None and gold[k] is not None)
+                     if cand[k] is not None and gold[k] is not None and split(k)[0] not in batched)
     rows = []
     for k in sorted(set(cand) | set(gold)):
         c, g = cand.get(k), gold.get(k)
@@ -187,7 +191,7 @@ def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
             #   (reasoning moved, tools dropped from the prompt, server defaults);
             # - where it passed on both sides, a moved fingerprint or text is evidence too, ranked below the
             #   sample-level evidence (`weak`: one request, whose greedy text also moves with the numerics).
-            finding, moved = exchange_changes(c, g, template_moved, text_moved)
+            finding, moved = exchange_changes(c, g, template_moved, text_moved, compare_text=name not in batched)
             if finding is not None:
                 exchange_finding = finding[1]
                 if status != "regression":

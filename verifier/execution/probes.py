@@ -324,6 +324,7 @@ COMPONENTS: dict[str, str] = {p.name: p.component for p in CATALOGUE}
 COMPARATORS = {p.name: p.compare for p in CATALOGUE if p.compare is not None}
 READS_OUTPUT = frozenset(p.name for p in CATALOGUE if p.reads_output)
 MOVES_OUTPUTS = frozenset(p.name for p in CATALOGUE if p.moves_outputs)
+BATCHED = frozenset(p.name for p in CATALOGUE if any(r.together for r in p.requests))
 
 
 def _body(req: Req, surface: str, model: str, extra_body: dict[str, Any], prev: list[pc.Answer]) -> dict[str, Any] | None:
@@ -412,7 +413,7 @@ async def run_probes(ep: "Endpoint", model: str, extra_body: dict[str, Any], sur
 
 def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The conformance table of a run's probe results against the golden's."""
-    return probe_results.judge(candidate, golden, COMPONENTS, COMPARATORS, READS_OUTPUT, MOVES_OUTPUTS)
+    return probe_results.judge(candidate, golden, COMPONENTS, COMPARATORS, READS_OUTPUT, MOVES_OUTPUTS, BATCHED)
 
 
 def verdicts(candidate: dict[str, Any], golden: dict[str, Any] | None) -> dict[str, Any]:
