@@ -33,6 +33,14 @@ def test_run_and_score_end_to_end(server, tmp_path, cli):
     assert streamed and all(r["stream_options"] == {"include_usage": True} for r in streamed)
 
 
+def test_a_repeated_list_flag_adds_to_the_list_never_replaces_it(server, tmp_path, cli):
+    """`--mode chat --mode chat-stream` used to run chat-stream only (argparse keeps the last occurrence)."""
+    out = tmp_path / "r"
+    assert cli(*run_args(server, out, "--mode", "chat", "--mode", "chat-stream", "--limit", "2"))[0] == 0
+    assert json.loads((out / "run.json").read_text())["modes"] == ["chat", "chat-stream"]
+    assert json.loads((out / "summary.json").read_text())["suites"]["smoke"]["outcomes"] == {"content": 4}
+
+
 def test_score_is_byte_identical(server, tmp_path, cli):
     out = tmp_path / "r"
     assert cli(*run_args(server, out))[0] == 0

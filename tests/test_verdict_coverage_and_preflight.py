@@ -296,3 +296,39 @@ def test_infra_the_golden_shared_is_reported_not_counted(tmp_path, cli):
         code, out, err = cli("gate", "--golden", tmp_path / "g", "--base-url", srv.url, "--model", "m", "--out", tmp_path / "other", "--max-retries", "0")
     doc = json.loads((tmp_path / "other" / "comparison.json").read_text())
     assert code == 30 and doc["status"] == "incomplete" and doc["infra"]["count"] == 1, out + err
+
+
+def test_a_sample_the_reference_failed_in_one_mode_is_no_evidence_in_another(tmp_path, cli):
+    """The modes of a sample are one prompt. A reference whose server failed its chat record but parsed its stream
+    sits on an output that server cannot always serve: a rerun failing the stream instead is reported, not counted
+    (measured on llama-server, 2 slots); an error on a sample the reference answered every time still counts."""
+    import re as _re
+    from suites import BUILTIN as SUITES
+
+    first = _re.search(r"What is (-?\d+ \+ -?\d+)", SUITES["smoke"].load(None, True)[0].messages[-1]["content"]).group(1)
+    second = _re.search(r"What is (-?\d+ \+ -?\d+)", SUITES["smoke"].load(None, True)[1].messages[-1]["content"]).group(1)
+
+    def server(broken: str, streamed: bool):
+        def reply(req):
+            a, b = map(int, _re.search(r"What is (-?\d+) \+ (-?\d+)", req["messages"][-1]["content"]).groups())
+            if f"{a} + {b}" == broken and bool(req.get("stream")) == streamed:
+                return Reply(status=500, content='{"error": {"message": "output does not match the expected format"}}')
+            return Reply(content=str(a + b))
+        return reply
+
+    run = ["--suite", "smoke", "--model", "m", "--quiet", "--mode", "chat", "--mode", "chat-stream", "--max-retries", "0"]
+    ref = server(first, streamed=False)
+    with TestServer(Script(ref)) as srv:
+        for name in ("a", "b", "c"):
+            assert cli("run", *run, "--base-url", srv.url, "--out", tmp_path / name)[0] == 0
+    assert cli("bless", tmp_path / "a", "--to", tmp_path / "g", "--force")[0] == 0
+    assert cli("calibrate", tmp_path / "g", "--runs", tmp_path / "b", tmp_path / "c")[0] == 0
+    gate = ["--golden", tmp_path / "g", "--model", "m", "--max-retries", "0", "--quiet"]
+    with TestServer(Script(server(first, streamed=True))) as srv:
+        code, out, err = cli("gate", *gate, "--base-url", srv.url, "--out", tmp_path / "stream")
+    doc = json.loads((tmp_path / "stream" / "comparison.json").read_text())
+    assert code == 0 and doc["infra"] == {**doc["infra"], "count": 0, "reference_also_failed": 1}, out + err
+    with TestServer(Script(server(second, streamed=True))) as srv:
+        code, out, err = cli("gate", *gate, "--base-url", srv.url, "--out", tmp_path / "other")
+    doc = json.loads((tmp_path / "other" / "comparison.json").read_text())
+    assert code == 30 and doc["infra"]["count"] == 1 and doc["infra"]["reference_also_failed"] == 0, out + err

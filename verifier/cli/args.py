@@ -97,14 +97,14 @@ def options_from_env(environ: Mapping[str, str] | None = None) -> GateOptions:
 
 
 def add_selection_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--suite", default=None, help="comma-separated suite names (see list-suites)")
+    p.add_argument("--suite", default=None, action=T.CommaList, help="comma-separated suite names (see list-suites)")
     p.add_argument("--data", help="local dataset path overriding the suites' default source; per suite: bfcl=DIR,gsm8k=FILE")
     p.add_argument("--smoke", action="store_true", help="use each suite's built-in ~20-item smoke subset")
     p.add_argument("--limit", type=T.positive_int, help="first N samples (after --sample-seed shuffling)")
     p.add_argument("--sample-seed", type=int, help="shuffle samples with this seed before --limit")
     p.add_argument("--shard", metavar="I/N", help="run every N-th sample starting at the I-th (1-based), after --sample-seed/--limit; join shards with `verifier merge`")
     p.add_argument("--epochs", type=T.positive_int, default=1, help="repeat every sample N times (default 1)")
-    p.add_argument("--mode", default=None, help=f"comma-separated wire modes: {', '.join(MODE_NAMES)} (default chat); "
+    p.add_argument("--mode", default=None, action=T.CommaList, help=f"comma-separated wire modes: {', '.join(MODE_NAMES)} (default chat); "
                    "completions = the dual path: the chat template rendered client-side, sent to /v1/completions")
     p.add_argument("--chat-template", metavar="FILE", help="jinja chat template for the completions mode (default: the one the server reports in /props)")
 

@@ -12,7 +12,7 @@ from verifier.types import DEFAULT_INFRA_BUDGET
 from verifier.surfaces.registry import MODES as MODE_NAMES
 
 from .args import add_endpoint_args, add_teacher_forcing_args
-from .types import fraction, positive_int
+from .types import CommaList, fraction, positive_int
 
 if TYPE_CHECKING:
     from verifier.app.spec import GateOptions
@@ -24,8 +24,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p = sub.add_parser("gate", help="run the golden's samples against an endpoint, compare, report; CI exit code")
     p.add_argument("--config", metavar="GATE.toml", help="gate file (see docs/ci.md, 'Gate files'); flags given here override it")
     p.add_argument("--golden", help="golden directory, or the name of a packaged golden (verifier list-goldens)")
-    p.add_argument("--suite", help="comma-separated: gate only these of the golden's suites (default all)")
-    p.add_argument("--mode", help=f"comma-separated: gate only these of the golden's wire modes ({', '.join(MODE_NAMES)}; default all)")
+    p.add_argument("--suite", action=CommaList, help="comma-separated: gate only these of the golden's suites (default all)")
+    p.add_argument("--mode", action=CommaList, help=f"comma-separated: gate only these of the golden's wire modes ({', '.join(MODE_NAMES)}; default all)")
     p.add_argument("--limit", type=positive_int, help="gate only the first N samples of each of the golden's suites, in the order the reference sent them (a quick PR gate; the margins stay the golden's)")
     p.add_argument("--margin", action="append", metavar="KEY=VALUE:reason", help="margin over the golden's, e.g. smoke/accuracy=0.05:why (repeatable)")
     p.add_argument("--data", help="reload the samples from this dataset instead of the golden's own inputs.jsonl (rarely needed)")

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from .types import CommaList
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("lm-eval", help="run an lm-eval generate_until task through the endpoint (or import its samples) into a run directory")
@@ -16,7 +18,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", "--tasks", dest="task", required=True, help="comma-separated lm-eval task names or YAML paths (generate_until tasks)")
+    p.add_argument("--task", "--tasks", dest="task", required=True, action=CommaList, help="comma-separated lm-eval task names or YAML paths (generate_until tasks)")
     p.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"),
                    help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1 (default $OPENAI_BASE_URL)")
     p.add_argument("--model", default=os.environ.get("VERIFIER_MODEL"), help="model name sent in every request (default $VERIFIER_MODEL)")

@@ -6,13 +6,13 @@ import argparse
 import json
 from pathlib import Path
 
-from .types import positive_int
+from .types import CommaList, positive_int
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("runs", help="list past runs and gates under DIR (default runs/): when, endpoint, model, suites, status, exit")
     p.add_argument("dir", nargs="?", default="runs", help="where to look (default runs/); run directories up to 3 levels down")
-    p.add_argument("--status", help="only these statuses, comma-separated (pass, frontend_regression, ..., incomplete; "
+    p.add_argument("--status", action=CommaList, help="only these statuses, comma-separated (pass, frontend_regression, ..., incomplete; "
                                     "`run` for runs never compared, `interrupted` for a run or gate that never finished)")
     p.add_argument("--model", help="only runs of this model")
     p.add_argument("--suite", help="only runs that include this suite")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from verifier.execution.teacher_forcing import CHOICES as FORCING
 from verifier.wire.serving_adapters import ADAPTERS
+from .types import CommaList
 
 if TYPE_CHECKING:
     from verifier.app.spec import GateOptions
@@ -94,7 +95,7 @@ SCHEMA: dict[str, Any] = {
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("sweep", help="gate and speed-probe each serving configuration of a sweep file; one table and one page")
     p.add_argument("file", nargs="?", metavar="SWEEP.toml", help="the sweep file (see docs/sweeps.md)")
-    p.add_argument("--only", help="comma-separated configuration names: run only these (one CI job each)")
+    p.add_argument("--only", action=CommaList, help="comma-separated configuration names: run only these (one CI job each)")
     p.add_argument("--out", help="sweep directory (default: the file's `out`, else runs/<timestamp>-sweep)")
     p.add_argument("--combine", nargs="+", metavar="DIR", help="join configuration directories from several jobs into --out")
     p.add_argument("--quiet", action="store_true")

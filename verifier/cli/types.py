@@ -56,3 +56,13 @@ def fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text!r}")
     return v
 
+
+
+class CommaList(argparse.Action):
+    """A comma-separated list flag that may also be repeated: `--mode chat --mode chat-stream` is `--mode
+    chat,chat-stream`. argparse's default keeps only the last occurrence, which silently dropped the others."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        before = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, f"{before},{values}" if before else values)
