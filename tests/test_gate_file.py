@@ -207,6 +207,28 @@ def test_the_gate_file_schema_is_versioned_and_knows_every_key():
     assert gatefile_schema.problem({"golden": "g", "budgets": {"allow_inconclusive": False, "infra": 0.05}}) is None
 
 
+def test_the_gate_files_typed_tables_are_the_schemas_keys():
+    """GateFile is read once at the door: each table's fields are exactly its schema keys, so a key added to the
+    schema without a field (or a field the schema never admits) fails here, not silently at run time."""
+    from dataclasses import fields
+
+    from verifier.cli import gatefile, gatefile_schema
+
+    props = gatefile_schema.GATE["properties"]
+    assert {f.name for f in fields(gatefile.GateFile)} == set(props)
+    for table, cls in (("endpoint", gatefile.EndpointTable), ("sampling", gatefile.SamplingTable),
+                       ("budgets", gatefile.BudgetsTable), ("outputs", gatefile.OutputsTable)):
+        assert {f.name for f in fields(cls)} == set(props[table]["properties"]), table
+    assert set(props["endpoints"]["items"]["properties"]) == {f.name for f in fields(gatefile.EndpointTable)}
+    f = gatefile.gate_file({"golden": "g", "suites": ["a", "b"], "modes": "chat", "budgets": {"probes": False},
+                            "sampling": {"extra_body": {}}, "endpoints": [{"name": "x", "timeout": 5}]})
+    assert f.suites == ("a", "b") and f.modes == "chat" and f.budgets.probes is False and f.endpoint is None
+    assert f.sampling.extra_body == {} and f.endpoints == (gatefile.EndpointTable(name="x", timeout=5),)
+    shared, endpoints = f.shared_options(), f.endpoint_options()
+    assert shared.probes is not None and shared.probes.value == "off" and shared.extra_body == {} and shared.modes == ("chat",)
+    assert [(n, e.timeout_s) for n, e in endpoints] == [("x", 5.0)]
+
+
 def test_a_data_path_pointing_nowhere_is_refused_before_anything_is_sent(server, tmp_path, cli):
     """smoke reads no dataset: `data = "data/"` pointing nowhere was accepted without a word."""
     path = tmp_path / "gate.toml"

@@ -1,7 +1,8 @@
 """`verifier gate --config gate.toml`: a gate as a file to review in a pull request.
 
-The file is read with the stdlib's tomllib, checked against its schema (gatefile_schema.py) and read once into
-typed values (app/spec.GateOptions), the same values the flags give, so a file and the equivalent command line build
+The file is read with the stdlib's tomllib, checked against its schema (gatefile_schema.py) and read once into a
+typed `GateFile` (its tables as frozen dataclasses), then into typed values (app/spec.GateOptions), the same values
+the flags give, so a file and the equivalent command line build
 the same GateSpec (tests/test_gate_spec_doors.py, tests/test_gate_file.py). Precedence, merged as values: a flag given on
 the command line > the file > the environment > defaults.
 
@@ -48,15 +49,15 @@ the command line > the file > the environment > defaults.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import UsageError
 
 if TYPE_CHECKING:
     from verifier.app.spec import GateOptions
 
-TOP = {"golden", "suites", "modes", "limit", "data", "endpoint", "endpoints", "sampling", "budgets", "margins", "outputs"}
 MAX_BYTES = 1024 * 1024
 """A gate file is a page of TOML; anything larger is refused before it is parsed."""
 
@@ -77,50 +78,188 @@ def read(path: str | Path) -> dict[str, Any]:
         raise UsageError(f"--config {path}: not valid TOML: {e}") from None
 
 
-def endpoint_options(t: dict[str, Any], where: str) -> GateOptions:
-    from verifier.app.spec import GateOptions, api_key_env
+# ------------------------------------------------------------------------------------ the file as typed tables
+# Built once by `GateFile.from_dict`, after the schema (gatefile_schema.py) has checked every key's type and range:
+# the schema stays the validator, these classes only give its tables names, so nothing past the door indexes the
+# TOML by string key. A field is None where the file said nothing. tests/test_gate_file.py checks that their fields
+# are the schema's keys, table by table.
 
-    return GateOptions(base_url=t.get("base_url"), model=t.get("model"),
-                       api_key_env=api_key_env(t["api_key_env"], f"gate file: {where}.api_key_env") if "api_key_env" in t else None,
-                       concurrency=t.get("concurrency"), timeout_s=float(t["timeout"]) if "timeout" in t else None,
-                       max_retries=t.get("max_retries"), serving_adapter=t.get("serving_adapter"))
+@dataclass(frozen=True)
+class EndpointTable:
+    """`[endpoint]`, or one of `[[endpoints]]` (which also has its `name`)."""
+
+    name: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    """The variable's name, checked by `app/spec.api_key_env` when the options are built (never the key)."""
+    concurrency: int | None = None
+    timeout: float | None = None
+    max_retries: int | None = None
+    serving_adapter: str | None = None
+
+    @classmethod
+    def from_dict(cls, t: Mapping[str, Any]) -> EndpointTable:
+        return cls(name=t.get("name"), base_url=t.get("base_url"), model=t.get("model"), api_key_env=t.get("api_key_env"),
+                   concurrency=t.get("concurrency"), timeout=t.get("timeout"), max_retries=t.get("max_retries"),
+                   serving_adapter=t.get("serving_adapter"))
+
+    def options(self, where: str) -> GateOptions:
+        """This endpoint's options; `where` names the table in an error (`endpoint`, `endpoints.NAME`)."""
+        from verifier.app.spec import GateOptions, api_key_env
+
+        key_env = api_key_env(self.api_key_env, f"gate file: {where}.api_key_env") if self.api_key_env is not None else None
+        return GateOptions(base_url=self.base_url, model=self.model, api_key_env=key_env, concurrency=self.concurrency,
+                           timeout_s=float(self.timeout) if self.timeout is not None else None,
+                           max_retries=self.max_retries, serving_adapter=self.serving_adapter)
 
 
-def options(doc: dict[str, Any], path: Path) -> tuple[GateOptions, list[tuple[str, GateOptions]]]:
-    """The gate file's door: the shared options, and one (name, endpoint options) per [endpoint] / [[endpoints]].
-    Checked first against the gate file's schema (every key's type and range), then read once into values."""
-    from verifier.app.spec import GateOptions, Probes, margins_from_table, names, sampling
+@dataclass(frozen=True)
+class SamplingTable:
+    """`[sampling]` of a gate file, `[gate.sampling]` of a sweep file: the same keys."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+    logprobs: int | None = None
+    extra_body: Mapping[str, Any] | None = None
+    """Merged into every request body as given (free-form: the endpoint's own keys)."""
+
+    @classmethod
+    def from_dict(cls, t: Mapping[str, Any]) -> SamplingTable:
+        return cls(temperature=t.get("temperature"), top_p=t.get("top_p"), max_tokens=t.get("max_tokens"),
+                   seed=t.get("seed"), logprobs=t.get("logprobs"), extra_body=t.get("extra_body"))
+
+    def overrides(self) -> dict[str, Any] | None:
+        """The sampling overrides (GateOptions.sampling); None when the table sets none."""
+        from verifier.app.spec import sampling
+
+        return sampling(self.temperature, self.top_p, self.max_tokens, self.seed, self.logprobs) or None
+
+    def body(self) -> dict[str, Any] | None:
+        """extra_body as GateOptions takes it (a copy); None when absent."""
+        return dict(self.extra_body) if self.extra_body is not None else None
+
+
+@dataclass(frozen=True)
+class BudgetsTable:
+    """`[budgets]`."""
+
+    infra: float | None = None
+    allow_inconclusive: bool | None = None
+    sequential: bool | None = None
+    looks: int | None = None
+    teacher_forcing: str | None = None
+    forced_positions: int | None = None
+    probes: bool | None = None
+
+    @classmethod
+    def from_dict(cls, t: Mapping[str, Any]) -> BudgetsTable:
+        return cls(infra=t.get("infra"), allow_inconclusive=t.get("allow_inconclusive"), sequential=t.get("sequential"),
+                   looks=t.get("looks"), teacher_forcing=t.get("teacher_forcing"),
+                   forced_positions=t.get("forced_positions"), probes=t.get("probes"))
+
+
+@dataclass(frozen=True)
+class OutputsTable:
+    """`[outputs]`: paths as written (resolve_outputs places them)."""
+
+    dir: str | None = None
+    report: str | None = None
+    junit: str | None = None
+    markdown: str | None = None
+    matrix: str | None = None
+
+    @classmethod
+    def from_dict(cls, t: Mapping[str, Any]) -> OutputsTable:
+        return cls(dir=t.get("dir"), report=t.get("report"), junit=t.get("junit"), markdown=t.get("markdown"),
+                   matrix=t.get("matrix"))
+
+
+@dataclass(frozen=True)
+class GateFile:
+    """A gate file, schema-checked, as typed tables: what `options` turns into GateOptions."""
+
+    golden: str | None = None
+    suites: str | tuple[str, ...] | None = None
+    """As written: a list of names, or one comma-separated string (`app/spec.names` reads either)."""
+    modes: str | tuple[str, ...] | None = None
+    limit: int | None = None
+    data: str | None = None
+    endpoint: EndpointTable | None = None
+    endpoints: tuple[EndpointTable, ...] | None = None
+    sampling: SamplingTable = SamplingTable()
+    budgets: BudgetsTable = BudgetsTable()
+    margins: Mapping[str, Mapping[str, Any]] | None = None
+    """`"suite/metric" = { value, reason }` as written: `app/spec.margins_from_table` makes them Margins."""
+    outputs: OutputsTable = OutputsTable()
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> GateFile:
+        """The tables of a document the schema accepted (`problem(doc)` is None)."""
+        def listed(v: Any) -> Any:
+            return tuple(v) if isinstance(v, list) else v
+
+        ep, eps = doc.get("endpoint"), doc.get("endpoints")
+        return cls(golden=doc.get("golden"), suites=listed(doc.get("suites")), modes=listed(doc.get("modes")),
+                   limit=doc.get("limit"), data=doc.get("data"),
+                   endpoint=EndpointTable.from_dict(ep) if ep is not None else None,
+                   endpoints=tuple(EndpointTable.from_dict(t) for t in eps) if eps is not None else None,
+                   sampling=SamplingTable.from_dict(doc.get("sampling") or {}),
+                   budgets=BudgetsTable.from_dict(doc.get("budgets") or {}), margins=doc.get("margins"),
+                   outputs=OutputsTable.from_dict(doc.get("outputs") or {}))
+
+    def shared_options(self) -> GateOptions:
+        """What every endpoint of the file shares."""
+        from verifier.app.spec import GateOptions, Probes, margins_from_table, names
+
+        bud, outs = self.budgets, self.outputs
+        return GateOptions(
+            golden=self.golden, suites=names(self.suites, "gate file: suites") if self.suites is not None else None,
+            modes=names(self.modes, "gate file: modes") if self.modes is not None else None, limit=self.limit,
+            data=self.data,
+            margins=margins_from_table(self.margins, "gate", "gate file: [margins]") if self.margins is not None else None,
+            probes=Probes.of(bud.probes) if bud.probes is not None else None, sequential=bud.sequential,
+            looks=bud.looks, teacher_forcing=bud.teacher_forcing, forced_positions=bud.forced_positions,
+            infra_budget=float(bud.infra) if bud.infra is not None else None,
+            allow_inconclusive=bud.allow_inconclusive,
+            sampling=self.sampling.overrides(), extra_body=self.sampling.body(),
+            out=outs.dir, report=outs.report, junit=outs.junit, markdown=outs.markdown, matrix=outs.matrix)
+
+    def endpoint_options(self) -> list[tuple[str, GateOptions]]:
+        """One (name, endpoint options) per [endpoint] (named "") / [[endpoints]]; none when the file has neither."""
+        if self.endpoint is not None:
+            return [("", self.endpoint.options("endpoint"))]
+        if self.endpoints is None:
+            return []
+        seen = [str(t.name) for t in self.endpoints]
+        if len(set(seen)) != len(seen):
+            raise UsageError("gate file: [[endpoints]] names must be unique")
+        return [(str(t.name), t.options(f"endpoints.{t.name}")) for t in self.endpoints]
+
+
+TOP = frozenset(f.name for f in fields(GateFile))
+"""The gate file's top-level keys: the schema's, one field each (tests/test_gate_file.py)."""
+
+
+def gate_file(doc: Any) -> GateFile:
+    """The gate file's door: checked first against its schema (every key's type and range: a wrong type never
+    changes a meaning), then read once into typed tables."""
     from .gatefile_schema import problem
 
-    why = problem(doc)  # every key's type and range first: a wrong type never changes a meaning
+    why = problem(doc)
     if why:
         raise UsageError(f"gate file: {why}")
     if "endpoint" in doc and "endpoints" in doc:
         raise UsageError("gate file: give [endpoint] or [[endpoints]], not both")
-    smp, bud, outs = doc.get("sampling") or {}, doc.get("budgets") or {}, doc.get("outputs") or {}
-    shared = GateOptions(
-        golden=doc.get("golden"), suites=names(doc["suites"], "gate file: suites") if "suites" in doc else None,
-        modes=names(doc["modes"], "gate file: modes") if "modes" in doc else None, limit=doc.get("limit"),
-        data=doc.get("data"),
-        margins=margins_from_table(doc["margins"], "gate", "gate file: [margins]") if "margins" in doc else None,
-        probes=Probes.of(bud["probes"]) if "probes" in bud else None, sequential=bud.get("sequential"),
-        looks=bud.get("looks"), teacher_forcing=bud.get("teacher_forcing"), forced_positions=bud.get("forced_positions"),
-        infra_budget=float(bud["infra"]) if "infra" in bud else None,
-        allow_inconclusive=bud.get("allow_inconclusive"),
-        sampling=sampling(smp.get("temperature"), smp.get("top_p"), smp.get("max_tokens"), smp.get("seed"),
-                          smp.get("logprobs")) or None,
-        extra_body=dict(smp["extra_body"]) if "extra_body" in smp else None,
-        out=outs.get("dir"), report=outs.get("report"), junit=outs.get("junit"), markdown=outs.get("markdown"),
-        matrix=outs.get("matrix"))
-    endpoints: list[tuple[str, GateOptions]] = []
-    if "endpoint" in doc:
-        endpoints = [("", endpoint_options(doc["endpoint"], "endpoint"))]
-    elif "endpoints" in doc:
-        seen = [t["name"] for t in doc["endpoints"]]
-        if len(set(seen)) != len(seen):
-            raise UsageError("gate file: [[endpoints]] names must be unique")
-        endpoints = [(t["name"], endpoint_options(t, f"endpoints.{t['name']}")) for t in doc["endpoints"]]
-    return shared, endpoints
+    return GateFile.from_dict(doc)
+
+
+def options(doc: Any, path: Path) -> tuple[GateOptions, list[tuple[str, GateOptions]]]:
+    """The shared options, and one (name, endpoint options) per [endpoint] / [[endpoints]] of a gate file's document."""
+    file = gate_file(doc)
+    return file.shared_options(), file.endpoint_options()
 
 
 def refuse_foreign_dir(path: Path, value: str) -> None:
