@@ -433,9 +433,9 @@ STRING_KEY_DEBT = {
     # turn_diff), probe-result rows' "infra" (probe_results, coverage), a Verdict's signals["latency_ms"] (scoring),
     # the listing's lenient comparison read (app/runs), a sweep's config.json (app/sweep), and the reading of
     # summary.json's digest and run.json's suites in journal.py.
-    "verifier/cli/sweep.py": 12, "verifier/report/matrix.py": 11,
-    "verifier/report/sweep.py": 10, "verifier/attribution/explain.py": 6, "verifier/execution/probe_results.py": 5,
-    "verifier/report/views.py": 3, "verifier/app/runs.py": 2, "verifier/app/sweep.py": 2,
+    "verifier/report/matrix.py": 11,
+    "verifier/attribution/explain.py": 6, "verifier/execution/probe_results.py": 5,
+    "verifier/report/views.py": 3, "verifier/app/runs.py": 2,
     "verifier/execution/scoring.py": 2, "verifier/attribution/diagnosis.py": 2, "verifier/execution/journal.py": 2,
     "verifier/report/pictures.py": 2, "verifier/cli/text.py": 1, "verifier/attribution/coverage.py": 1,
     "verifier/attribution/teacher_forced.py": 1, "verifier/attribution/turn_diff.py": 1, "verifier/wire/preflight.py": 1,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from conftest import SMOKE_RUN, reference_reply
 from verifier.execution import perf
 from verifier.app import sweep
+from verifier.report.sweep import SweepRow
 from verifier.testbed.server import Reply, Script, TestServer
 from verifier.testbed.server import _usage as usage_of
 
@@ -97,27 +99,22 @@ def test_probe_counts_failures_and_never_reports_them_as_speed():
     assert any("2/2 requests failed" in w for w in doc["warnings"])
 
 
-def _row(name, status, agg, ttft, req=None):
+def _row(name, status, agg, ttft, req=None, ci=True):
     def f(m, half):
-        return {"mean": m, "ci": [m - half, m + half], "n": 3}
-    return {"name": name, "status": status, "perf": {"aggregate_tokens_per_s": f(agg, 1.0), "ttft_p50_s": f(ttft, 0.001),
-                                                     "request_tokens_per_s": f(req if req is not None else agg / 4, 0.25)}}
+        return {"mean": m, "ci": [m - half, m + half] if ci else None, "n": 3}
+    return SweepRow(name=name, status=status, perf={"aggregate_tokens_per_s": f(agg, 1.0), "ttft_p50_s": f(ttft, 0.001),
+                                                    "request_tokens_per_s": f(req if req is not None else agg / 4, 0.25)})
 
 
 def test_pareto_front_is_the_passing_configurations_no_one_beats_beyond_the_intervals():
     rows = [_row("fast", "pass", 100, 0.05), _row("slow", "pass", 50, 0.20), _row("faster-but-broken", "frontend_regression", 200, 0.01),
             _row("as-fast", "pass", 100.5, 0.0505), _row("low-latency", "pass", 60, 0.01, req=10)]
-    sweep.pareto(rows)
-    front = {r["name"] for r in rows if r["front"]}
+    front = {r.name for r in sweep.pareto(rows) if r.front}
     # slow is beaten on every figure; the broken one is fast but not faithful; fast and as-fast are within their
     # intervals of each other; low-latency trades throughput for TTFT, so nothing dominates it.
     assert front == {"fast", "as-fast", "low-latency"}
-    one_round = [{**_row("a", "pass", 100, 0.05)}, {**_row("b", "pass", 50, 0.2)}]
-    for r in one_round:
-        for v in r["perf"].values():
-            v["ci"] = None
-    sweep.pareto(one_round)
-    assert all(r["front"] for r in one_round)  # without intervals nothing is decided faster
+    one_round = [_row("a", "pass", 100, 0.05, ci=False), _row("b", "pass", 50, 0.2, ci=False)]
+    assert all(r.front for r in sweep.pareto(one_round))  # without intervals nothing is decided faster
 
 
 SWEEP_PERF = """
@@ -244,6 +241,32 @@ def test_combine_refuses_a_gate_comparison_it_cannot_read_naming_it(cli, tmp_pat
     assert not (tmp_path / "o" / "sweep.json").exists()
 
 
+def test_the_sweep_files_typed_tables_are_the_schemas_keys(tmp_path):
+    """SweepFile is read once at the door, right after the schema: each table's fields are exactly its schema keys
+    (a key added to one and not the other fails here), and the file's values arrive as attributes."""
+    from dataclasses import fields
+
+    from verifier.cli import gatefile, sweep as sweepfile
+
+    props = sweepfile.SCHEMA["properties"]
+    assert {f.name for f in fields(sweepfile.SweepFile)} == set(props)
+    assert {f.name for f in fields(sweepfile.SweepGateTable)} == set(props["gate"]["properties"])
+    assert {f.name for f in fields(gatefile.SamplingTable)} == set(props["gate"]["properties"]["sampling"]["properties"])
+    assert {f.name for f in fields(sweepfile.PerfTable)} == set(props["perf"]["properties"])
+    assert {f.name for f in fields(sweepfile.ConfigTable)} == set(props["config"]["items"]["properties"])
+    f = tmp_path / "sweep.toml"
+    f.write_text('golden = "g"\nout = "o"\n[gate]\nsuites = ["smoke"]\nprobes = false\ninfra_budget = 0\n'
+                 '[gate.sampling]\nextra_body = {}\n[perf]\nconcurrency = [1, 2]\n'
+                 '[[config]]\nname = "a"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\nlossless = true\n')
+    doc = sweepfile.read(str(f))
+    assert (doc.golden, doc.out, doc.gate.suites, doc.gate.probes, doc.gate.sampling.extra_body) == ("g", "o", ("smoke",), False, {})
+    assert doc.perf.concurrency == (1, 2) and doc.perf.requests is None and doc.config[0].lossless is True
+    opts = doc.gate.options()
+    assert opts.probes is not None and opts.probes.value == "off" and opts.infra_budget == 0.0 and opts.extra_body == {}
+    spec = sweepfile.spec_from_file(doc, tmp_path / "out", quiet=True)
+    assert spec.perf.concurrencies == (1, 2) and spec.perf.requests == perf.PerfSpec().requests and spec.configs[0].lossless
+
+
 def test_the_docs_sweep_file_is_valid(tmp_path):
     from verifier.cli import sweep as sweepfile
 
@@ -253,7 +276,7 @@ def test_the_docs_sweep_file_is_valid(tmp_path):
     f = tmp_path / "sweep.toml"
     f.write_text(block)
     doc = sweepfile.read(str(f))
-    assert (root / doc["golden"] / "golden.json").exists()
+    assert (root / doc.golden / "golden.json").exists()
     spec = sweepfile.spec_from_file(doc, tmp_path / "out", quiet=True)
     assert [c.name for c in spec.configs] == ["baseline", "prompt-cache-off", "hosted"]
     assert spec.configs[1].lossless and spec.configs[0].launcher is not None and spec.configs[2].launcher is None
@@ -376,11 +399,11 @@ def test_a_row_without_a_component_shows_the_gates_reason():
     from verifier.report.sweep import COLUMNS, cells
 
     reason = "smoke: drift 0.021 above floor 0.013 but no quality change and greedy outputs part on 0/20 samples"
-    row = {"name": "kv-q8_0", "status": "inconclusive", "exit_code": 20, "reason": reason, "diagnosis": None}
+    row = SweepRow(name="kv-q8_0", status="inconclusive", exit_code=20, reason=reason, diagnosis=None)
     got = dict(zip(COLUMNS, cells(row)))
     assert got["diagnosis"] == reason and got["status"] == "inconclusive (20)"
-    assert dict(zip(COLUMNS, cells({**row, "status": "pass", "exit_code": 0})))["diagnosis"] == "—"
-    long = dict(zip(COLUMNS, cells({**row, "reason": "x" * 500})))["diagnosis"]
+    assert dict(zip(COLUMNS, cells(replace(row, status="pass", exit_code=0))))["diagnosis"] == "—"
+    long = dict(zip(COLUMNS, cells(replace(row, reason="x" * 500))))["diagnosis"]
     assert len(long) <= 140 and long.endswith("…")
 
 

@@ -300,15 +300,16 @@ def test_report_draws_reruns_against_candidate(forced_golden, tmp_path, cli):
 def test_sweep_kl_front_trades_distance_against_throughput():
     from verifier.app import sweep
 
+    from verifier.report.sweep import SweepRow
+
     def row(name, kl, agg):
-        return {"name": name, "status": "quantization_regression", "teacher_forced_kl": kl,
-                "perf": {"aggregate_tokens_per_s": {"mean": agg, "ci": [agg - 1, agg + 1], "n": 3}}}
+        return SweepRow(name=name, status="quantization_regression", teacher_forced_kl=kl,
+                        perf={"aggregate_tokens_per_s": {"mean": agg, "ci": [agg - 1, agg + 1], "n": 3}})
 
     rows = [row("bf16", 0.0, 50), row("q8", 0.001, 80), row("q4", 0.02, 120), row("q4-slow", 0.03, 60),
-            {**row("unmeasured", None, 500), "teacher_forced_kl": None}]
-    sweep.pareto(rows)
+            row("unmeasured", None, 500)]
     # q4-slow is beaten on both axes by q8; the others each trade one axis for the other; unmeasured is not on it
-    assert {r["name"] for r in rows if r["kl_front"]} == {"bf16", "q8", "q4"}
+    assert {r.name for r in sweep.pareto(rows) if r.kl_front} == {"bf16", "q8", "q4"}
 
 
 def test_reason_and_checks_name_the_teacher_forced_distance(forced_golden, tmp_path, cli):

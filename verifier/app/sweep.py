@@ -32,6 +32,7 @@ from verifier.app.collect import EndpointSpec
 from verifier.app.spec import GateOptions, GateSpec
 from verifier.errors import UsageError
 from verifier.golden.model import Golden
+from verifier.report.sweep import Lossless, Parting, SweepRow, SweepTable
 
 Launcher = Callable[[], ContextManager[tuple[str, str]]]
 """Starts an engine and yields (base URL, model name); leaving the context stops it."""
@@ -71,6 +72,46 @@ class SweepSpec:
     quiet: bool = False
 
 
+@dataclass(frozen=True)
+class ConfigRecord:
+    """OUT/<config>/config.json: what a configuration was and whether it ran (the table's row source)."""
+
+    name: str
+    describe: Mapping[str, Any] = field(default_factory=dict)
+    """The engine and its flags, or the endpoint: never secrets."""
+    lossless: bool = False
+    golden: str | None = None
+    """The golden's path as the sweep named it."""
+    error: str | None = None
+    """Why the configuration could not be gated or probed, if it could not."""
+    endpoint: Mapping[str, Any] | None = None
+    """The endpoint as started (`_public_endpoint`); None (absent from the file) when it never started."""
+    format: int = FORMAT
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"format": self.format, "name": self.name, "describe": dict(self.describe),
+                               "lossless": self.lossless, "golden": self.golden, "error": self.error}
+        if self.endpoint is not None:
+            out["endpoint"] = dict(self.endpoint)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ConfigRecord:
+        """A config.json as read (its format already checked); ValueError when a field has the wrong type."""
+        name, describe, endpoint, error, golden = d.get("name"), d.get("describe"), d.get("endpoint"), d.get("error"), d.get("golden")
+        if not isinstance(name, str) or not name:
+            raise ValueError("no configuration name")
+        if describe is not None and not isinstance(describe, Mapping):
+            raise ValueError("describe is not an object")
+        if endpoint is not None and not isinstance(endpoint, Mapping):
+            raise ValueError("endpoint is not an object")
+        if error is not None and not isinstance(error, str):
+            raise ValueError("error is not a string")
+        return cls(name=name, describe=describe or {}, lossless=bool(d.get("lossless")),
+                   golden=golden if golden is None else str(golden), error=error, endpoint=endpoint,
+                   format=int(d.get("format") or FORMAT))
+
+
 def _public_endpoint(ep: EndpointSpec) -> dict[str, Any]:
     from verifier.wire.endpoint import redact_url
 
@@ -93,8 +134,8 @@ def gate_spec(spec: SweepSpec, ep: EndpointSpec, out: Path) -> GateSpec:
                                               out=str(out), quiet=spec.quiet)).spec(), endpoint=ep)
 
 
-def run_config(spec: SweepSpec, cfg: SweepConfig, log: Callable[[str], None], golden: Golden | None = None) -> dict[str, Any]:
-    """Gate and probe one configuration into OUT/<name>/; returns its row source (config.json's content).
+def run_config(spec: SweepSpec, cfg: SweepConfig, log: Callable[[str], None], golden: Golden | None = None) -> ConfigRecord:
+    """Gate and probe one configuration into OUT/<name>/; returns its row source (config.json).
     Whatever stops this configuration (an engine that does not start, an unreachable endpoint, a failing probe)
     is recorded as its error; what would stop every configuration (the golden) is checked before the first.
     `golden`: the sweep's golden, loaded once for every configuration."""
@@ -102,11 +143,10 @@ def run_config(spec: SweepSpec, cfg: SweepConfig, log: Callable[[str], None], go
 
     d = spec.out / cfg.name
     d.mkdir(parents=True, exist_ok=True)
-    info: dict[str, Any] = {"format": FORMAT, "name": cfg.name, "describe": dict(cfg.describe), "lossless": cfg.lossless,
-                            "golden": str(spec.golden), "error": None}
+    info = ConfigRecord(name=cfg.name, describe=dict(cfg.describe), lossless=cfg.lossless, golden=str(spec.golden))
     try:
         with _started(cfg) as ep:
-            info["endpoint"] = _public_endpoint(ep)
+            info = replace(info, endpoint=_public_endpoint(ep))
             log(f"sweep: {cfg.name}: gating against {spec.golden}")
             _set_aside_interrupted(d / "gate", log)
             gspec = gate_spec(spec, ep, d / "gate")
@@ -115,10 +155,10 @@ def run_config(spec: SweepSpec, cfg: SweepConfig, log: Callable[[str], None], go
             assert ep.base_url and ep.model
             safewrite.write_json(d / "perf.json", perf.probe(ep.base_url, ep.model, spec.perf, ep.api_key_env, ep.headers))
     except Exception as e:  # noqa: BLE001 - one configuration that cannot run (unreachable, engine crash) must not cost the others
-        info["error"] = f"{type(e).__name__}: {e}"[:500]
+        info = replace(info, error=f"{type(e).__name__}: {e}"[:500])
         if not spec.quiet:
             traceback.print_exc(limit=3, file=sys.stderr)
-    safewrite.write_json(d / "config.json", info)
+    safewrite.write_json(d / "config.json", info.to_json())
     return info
 
 
@@ -135,7 +175,7 @@ def _set_aside_interrupted(gate_dir: Path, log: Callable[[str], None]) -> None:
     log(f"sweep: {gate_dir.parent.name}: an interrupted gate was kept as {aside.name}; gating afresh")
 
 
-def run(spec: SweepSpec, only: Sequence[str] = (), log: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run(spec: SweepSpec, only: Sequence[str] = (), log: Callable[[str], None] | None = None) -> SweepTable:
     """Run the chosen configurations (all by default) and write the combined table over every configuration
     directory now in OUT (so shards run into one OUT, or combined later, give the same page)."""
     names = [c.name for c in spec.configs]
@@ -182,7 +222,7 @@ def _comparison(gate_dir: Path) -> Comparison | None:
         raise UsageError(f"{rd.comparison_path()}: not a comparison this verifier reads ({type(e).__name__}: {e})") from None
 
 
-def _parting(comparison: Comparison) -> dict[str, Any]:
+def _parting(comparison: Comparison) -> Parting:
     """Greedy parting rate over every suite (count/n) and the reference reruns' calibrated rate (the largest)."""
     count = n = 0
     ref: float | None = None
@@ -193,7 +233,7 @@ def _parting(comparison: Comparison) -> dict[str, Any]:
             n += dv.n
             if dv.margin is not None:
                 ref = max(ref or 0.0, float(dv.margin))
-    return {"count": count, "n": n, "rate": round(count / n, 6) if n else None, "reference_rate": ref}
+    return Parting(count=count, n=n, rate=round(count / n, 6) if n else None, reference_rate=ref)
 
 
 def _drift(comparison: Comparison) -> float | None:
@@ -208,34 +248,43 @@ def _teacher_forced_kl(comparison: Comparison) -> float | None:
     return max(vals) if vals else None
 
 
-def row(config_dir: Path) -> dict[str, Any]:
-    """One configuration's row, from its files only."""
+def config_record(config_dir: Path) -> ConfigRecord:
+    """A configuration directory's config.json, typed; one this verifier did not write is refused, naming it."""
     info = _read(config_dir / "config.json")
     if not isinstance(info, dict) or info.get("format") != FORMAT:
         raise UsageError(f"{config_dir} is not a sweep configuration directory (no config.json of format {FORMAT})")
+    try:
+        return ConfigRecord.from_dict(info)
+    except ValueError as e:
+        raise UsageError(f"{config_dir / 'config.json'}: not a sweep configuration this verifier reads ({e})") from None
+
+
+def row(config_dir: Path, info: ConfigRecord | None = None) -> SweepRow:
+    """One configuration's row, from its files only (`info`: its config.json, when already read)."""
+    info = info if info is not None else config_record(config_dir)
     comp = _comparison(config_dir / "gate")
     perf_doc = _read(config_dir / "perf.json") or {}
     diag = (comp.diagnosis if comp is not None else None) or ()
-    parting = _parting(comp) if comp is not None else {"count": 0, "n": 0, "rate": None, "reference_rate": None}
-    lossless: dict[str, Any] | None = None
-    if info.get("lossless"):
-        if parting["rate"] is None:
-            lossless = {"held": None, "why": "not measured: no greedy parting evidence (logprobs off, or no gate)"}
+    parting = _parting(comp) if comp is not None else Parting()
+    lossless: Lossless | None = None
+    if info.lossless:
+        if parting.rate is None:
+            lossless = Lossless(held=None, why="not measured: no greedy parting evidence (logprobs off, or no gate)")
         else:
-            limit = max(parting["reference_rate"] or 0.0, 0.0)
-            held = parting["rate"] <= limit
-            lossless = {"held": held, "why": f"greedy output parts from the golden's on {parting['count']}/{parting['n']} samples "
-                                              f"(rate {parting['rate']}) vs the reference reruns' {limit}"}
-    status = (comp.status if comp is not None else None) or ("error" if info.get("error") else "incomplete")
-    return {
-        "name": info["name"], "describe": info.get("describe") or {}, "endpoint": info.get("endpoint"),
-        "status": status, "exit_code": comp.exit_code if comp is not None else None, "error": info.get("error"),
-        "diagnosis": diag[0].component if diag else None,
-        "reason": comp.reason if comp is not None else None, "drift": _drift(comp) if comp is not None else None,
-        "parting": parting, "teacher_forced_kl": _teacher_forced_kl(comp) if comp is not None else None,
-        "lossless": lossless, "perf": perf.headline(perf_doc), "warnings": perf_doc.get("warnings") or [],
-        "dir": config_dir.name,
-    }
+            limit = max(parting.reference_rate or 0.0, 0.0)
+            lossless = Lossless(held=parting.rate <= limit,
+                                why=f"greedy output parts from the golden's on {parting.count}/{parting.n} samples "
+                                    f"(rate {parting.rate}) vs the reference reruns' {limit}")
+    status = (comp.status if comp is not None else None) or ("error" if info.error else "incomplete")
+    return SweepRow(
+        name=info.name, describe=info.describe, endpoint=info.endpoint,
+        status=status, exit_code=comp.exit_code if comp is not None else None, error=info.error,
+        diagnosis=diag[0].component if diag else None,
+        reason=comp.reason if comp is not None else None, drift=_drift(comp) if comp is not None else None,
+        parting=parting, teacher_forced_kl=_teacher_forced_kl(comp) if comp is not None else None,
+        lossless=lossless, perf=perf.headline(perf_doc), warnings=list(perf_doc.get("warnings") or []),
+        dir=config_dir.name,
+    )
 
 
 # Objectives of the speed front: (figure, larger is better).
@@ -255,37 +304,40 @@ def _better(a: Mapping[str, Any], b: Mapping[str, Any], larger: bool) -> int:
     return 0
 
 
-def dominates(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+def dominates(a: SweepRow, b: SweepRow) -> bool:
     """a is no worse than b on every speed objective and better on one, each judged by intervals."""
-    cmp = [_better(a["perf"].get(k) or {}, b["perf"].get(k) or {}, larger) for k, larger in OBJECTIVES]
+    cmp = [_better(a.perf.get(k) or {}, b.perf.get(k) or {}, larger) for k, larger in OBJECTIVES]
     return all(c >= 0 for c in cmp) and any(c > 0 for c in cmp)
 
 
-def pareto(rows: list[dict[str, Any]]) -> None:
-    """Mark `front` on the rows that pass the gate and that no other passing row dominates on speed, and `kl_front` on
-    the rows no other row beats on both the teacher-forced KL (lower) and aggregate tokens/s (by intervals): what a
-    quantization engineer trades, pass or not."""
-    eligible = [r for r in rows if r["status"] == "pass" and r["perf"]]
-    for r in rows:
-        r["front"] = r in eligible and not any(dominates(o, r) for o in eligible if o is not r)
-    measured = [r for r in rows if r.get("teacher_forced_kl") is not None and r["perf"]]
-    for r in rows:
-        r["kl_front"] = r in measured and not any(_kl_dominates(o, r) for o in measured if o is not r)
+def pareto(rows: Sequence[SweepRow]) -> list[SweepRow]:
+    """The rows with `front` marked on those that pass the gate and that no other passing row dominates on speed, and
+    `kl_front` on those no other row beats on both the teacher-forced KL (lower) and aggregate tokens/s (by
+    intervals): what a quantization engineer trades, pass or not."""
+    eligible = [r for r in rows if r.status == "pass" and r.perf]
+    measured = [r for r in rows if r.teacher_forced_kl is not None and r.perf]
+    return [replace(r, front=any(r is o for o in eligible) and not any(dominates(o, r) for o in eligible if o is not r),
+                    kl_front=any(r is o for o in measured) and not any(_kl_dominates(o, r) for o in measured if o is not r))
+            for r in rows]
 
 
-def _kl_dominates(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    speed = _better(a["perf"].get("aggregate_tokens_per_s") or {}, b["perf"].get("aggregate_tokens_per_s") or {}, True)
-    return a["teacher_forced_kl"] <= b["teacher_forced_kl"] and speed >= 0 and (a["teacher_forced_kl"] < b["teacher_forced_kl"] or speed > 0)
+def _kl_dominates(a: SweepRow, b: SweepRow) -> bool:
+    assert a.teacher_forced_kl is not None and b.teacher_forced_kl is not None  # pareto's `measured` rows only
+    speed = _better(a.perf.get("aggregate_tokens_per_s") or {}, b.perf.get("aggregate_tokens_per_s") or {}, True)
+    return a.teacher_forced_kl <= b.teacher_forced_kl and speed >= 0 and (a.teacher_forced_kl < b.teacher_forced_kl or speed > 0)
 
 
-def combine(config_dirs: Sequence[Path], out: Path) -> dict[str, Any]:
+def combine(config_dirs: Sequence[Path], out: Path) -> SweepTable:
     """The sweep table over configuration directories (from one run or from many CI jobs): sweep.json, .md, .html."""
     from verifier.report import sweep as page
 
     if not config_dirs:
         raise UsageError("no sweep configuration directories to combine")
-    rows = [row(Path(d)) for d in config_dirs]
-    names = [r["name"] for r in rows]
+    records, rows = [], []
+    for d in config_dirs:  # each directory whole before the next: the first bad one is the one named
+        records.append(config_record(Path(d)))
+        rows.append(row(Path(d), records[-1]))
+    names = [r.name for r in rows]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
         raise UsageError(f"two configuration directories are both named {dup!r}")
@@ -295,12 +347,10 @@ def combine(config_dirs: Sequence[Path], out: Path) -> dict[str, Any]:
         (a, da), (b, db) = sorted(gated.items())[:2]
         raise UsageError(f"{da} and {db} were gated against different goldens ({a[0]} from run {a[1]}, "
                          f"{b[0]} from run {b[1]}): combine configurations of one golden only")
-    pareto(rows)
-    goldens = sorted({str((_read(Path(d) / "config.json") or {}).get("golden")) for d in config_dirs})
-    doc = {"format": FORMAT, "golden": goldens[0] if len(goldens) == 1 else goldens, "rows": rows,
-           "front": [r["name"] for r in rows if r["front"]]}
+    goldens = sorted({str(info.golden) for info in records})
+    table = SweepTable(format=FORMAT, golden=goldens[0] if len(goldens) == 1 else goldens, rows=tuple(pareto(rows)))
     out.mkdir(parents=True, exist_ok=True)
-    safewrite.write_json(out / "sweep.json", doc)
-    safewrite.write_text(out / "sweep.md", page.markdown(doc))
-    safewrite.write_text(out / "sweep.html", page.html(doc))
-    return doc
+    safewrite.write_json(out / "sweep.json", table.to_json())
+    safewrite.write_text(out / "sweep.md", page.markdown(table))
+    safewrite.write_text(out / "sweep.html", page.html(table))
+    return table

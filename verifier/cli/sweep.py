@@ -13,16 +13,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from verifier.execution.teacher_forcing import CHOICES as FORCING
 from verifier.wire.serving_adapters import ADAPTERS
+from .gatefile import SamplingTable
 from .types import CommaList
 
 if TYPE_CHECKING:
     from verifier.app.spec import GateOptions
     from verifier.app.sweep import Launcher, SweepSpec
+    from verifier.execution.perf import PerfSpec
+    from verifier.report.sweep import SweepTable
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _LIST_INT = {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 1_000_000}, "minItems": 1, "maxItems": 16}
@@ -102,8 +106,140 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.set_defaults(fn=handle)
 
 
-def read(path: str) -> dict[str, Any]:
-    """The sweep file, schema-checked: every error is one line naming the key."""
+# ----------------------------------------------------------------------------------- the file as typed tables
+# Built once by `SweepFile.from_dict` right after SCHEMA has checked every key's type and range: the schema stays the
+# validator, these classes give its tables names, so nothing past the door indexes the TOML by string key. A field is
+# None where the file said nothing; tests/test_sweep.py checks that the fields are the schema's keys.
+
+@dataclass(frozen=True)
+class SweepGateTable:
+    """`[gate]`: what every configuration's gate shares."""
+
+    suites: tuple[str, ...] | None = None
+    modes: tuple[str, ...] | None = None
+    probes: bool | None = None
+    limit: int | None = None
+    sequential: bool | None = None
+    looks: int | None = None
+    teacher_forcing: str | None = None
+    forced_positions: int | None = None
+    margins: Mapping[str, Mapping[str, Any]] | None = None
+    """`"suite/metric" = { value, reason }` as written: `app/spec.margins_from_table` makes them Margins."""
+    sampling: SamplingTable = SamplingTable()
+    infra_budget: float | None = None
+    concurrency: int | None = None
+    timeout: float | None = None
+    max_retries: int | None = None
+    serving_adapter: str | None = None
+    data: str | None = None
+
+    @classmethod
+    def from_dict(cls, g: Mapping[str, Any]) -> SweepGateTable:
+        suites, modes = g.get("suites"), g.get("modes")
+        return cls(suites=tuple(suites) if suites is not None else None, modes=tuple(modes) if modes is not None else None,
+                   probes=g.get("probes"), limit=g.get("limit"), sequential=g.get("sequential"), looks=g.get("looks"),
+                   teacher_forcing=g.get("teacher_forcing"), forced_positions=g.get("forced_positions"),
+                   margins=g.get("margins"), sampling=SamplingTable.from_dict(g.get("sampling") or {}),
+                   infra_budget=g.get("infra_budget"), concurrency=g.get("concurrency"), timeout=g.get("timeout"),
+                   max_retries=g.get("max_retries"), serving_adapter=g.get("serving_adapter"), data=g.get("data"))
+
+    def options(self) -> GateOptions:
+        """The sweep's gate door: this table as the values every configuration's gate shares."""
+        from verifier.app.spec import GateOptions, Probes, margins_from_table
+
+        return GateOptions(
+            suites=self.suites, modes=self.modes, limit=self.limit, data=self.data,
+            probes=Probes.of(self.probes) if self.probes is not None else None,
+            sequential=self.sequential, looks=self.looks, teacher_forcing=self.teacher_forcing,
+            forced_positions=self.forced_positions,
+            infra_budget=float(self.infra_budget) if self.infra_budget is not None else None,
+            margins=margins_from_table(self.margins, "gate", "sweep: [gate.margins]") if self.margins is not None else None,
+            concurrency=self.concurrency, timeout_s=float(self.timeout) if self.timeout is not None else None,
+            max_retries=self.max_retries, serving_adapter=self.serving_adapter,
+            sampling=self.sampling.overrides(), extra_body=self.sampling.body())
+
+
+@dataclass(frozen=True)
+class PerfTable:
+    """`[perf]`: the performance probe's ladder (unset: perf.PerfSpec's defaults)."""
+
+    concurrency: tuple[int, ...] | None = None
+    prompt_tokens: tuple[int, ...] | None = None
+    output_tokens: int | None = None
+    requests: int | None = None
+    repeats: int | None = None
+    warmup: int | None = None
+    ignore_eos: bool | None = None
+    timeout: float | None = None
+
+    @classmethod
+    def from_dict(cls, p: Mapping[str, Any]) -> PerfTable:
+        conc, prompt = p.get("concurrency"), p.get("prompt_tokens")
+        return cls(concurrency=tuple(conc) if conc is not None else None,
+                   prompt_tokens=tuple(prompt) if prompt is not None else None, output_tokens=p.get("output_tokens"),
+                   requests=p.get("requests"), repeats=p.get("repeats"), warmup=p.get("warmup"),
+                   ignore_eos=p.get("ignore_eos"), timeout=p.get("timeout"))
+
+    def spec(self) -> PerfSpec:
+        from verifier.execution import perf
+
+        d = perf.PerfSpec()
+
+        def given(value: Any, default: Any) -> Any:
+            return default if value is None else value
+
+        return perf.PerfSpec(concurrencies=given(self.concurrency, d.concurrencies),
+                             prompt_tokens=given(self.prompt_tokens, d.prompt_tokens),
+                             output_tokens=given(self.output_tokens, d.output_tokens),
+                             requests=given(self.requests, d.requests), repeats=given(self.repeats, d.repeats),
+                             warmup=given(self.warmup, d.warmup), ignore_eos=given(self.ignore_eos, d.ignore_eos),
+                             timeout_s=float(given(self.timeout, d.timeout_s)))
+
+
+@dataclass(frozen=True)
+class ConfigTable:
+    """One `[[config]]`: an engine the sweep starts (`engine` + `model`, its `options` and `args`) or an endpoint
+    someone else runs (`base_url` + `model`); the schema's oneOf holds exactly one of the two shapes."""
+
+    name: str
+    engine: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    options: Mapping[str, Any] | None = None
+    """The llama.cpp engine's keyword arguments (engines.Server), passed through in the file's order."""
+    args: tuple[str, ...] | None = None
+    lossless: bool | None = None
+
+    @classmethod
+    def from_dict(cls, c: Mapping[str, Any]) -> ConfigTable:
+        args = c.get("args")
+        return cls(name=c["name"], engine=c.get("engine"), model=c.get("model"), base_url=c.get("base_url"),
+                   api_key_env=c.get("api_key_env"), options=c.get("options"),
+                   args=tuple(args) if args is not None else None, lossless=c.get("lossless"))
+
+
+@dataclass(frozen=True)
+class SweepFile:
+    """A sweep file, schema-checked, as typed tables."""
+
+    golden: str
+    config: tuple[ConfigTable, ...]
+    format: int | None = None
+    out: str | None = None
+    gate: SweepGateTable = SweepGateTable()
+    perf: PerfTable = PerfTable()
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> SweepFile:
+        """The tables of a document SCHEMA accepted."""
+        return cls(golden=doc["golden"], config=tuple(ConfigTable.from_dict(c) for c in doc["config"]),
+                   format=doc.get("format"), out=doc.get("out"), gate=SweepGateTable.from_dict(doc.get("gate") or {}),
+                   perf=PerfTable.from_dict(doc.get("perf") or {}))
+
+
+def read(path: str) -> SweepFile:
+    """The sweep file, schema-checked (every error is one line naming the key), then read once into a SweepFile."""
     import tomllib
 
     import jsonschema
@@ -132,11 +268,12 @@ def read(path: str) -> dict[str, Any]:
         else:
             msg = f"{where}: {err.message}"
         raise UsageError(f"sweep {path}: {msg}")
-    names = [c["name"] for c in doc["config"]]
+    file = SweepFile.from_dict(doc)
+    names = [c.name for c in file.config]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
         raise UsageError(f"sweep {path}: two configurations are named {dup!r}")
-    return doc
+    return file
 
 
 def _check_llama(name: str, model: str, options: dict[str, Any]) -> None:
@@ -180,77 +317,53 @@ def _vllm(model: str, options: dict[str, Any], args: list[str]) -> Launcher:
     return launch
 
 
-def gate_options(g: dict[str, Any]) -> "GateOptions":
-    """The sweep's door: its [gate] table (schema-checked by `read`) as the values every configuration's gate shares."""
-    from verifier.app.spec import GateOptions, Probes, margins_from_table, sampling
-
-    smp = g.get("sampling") or {}
-    return GateOptions(
-        suites=tuple(g["suites"]) if "suites" in g else None, modes=tuple(g["modes"]) if "modes" in g else None,
-        limit=g.get("limit"), data=g.get("data"), probes=Probes.of(g["probes"]) if "probes" in g else None,
-        sequential=g.get("sequential"), looks=g.get("looks"), teacher_forcing=g.get("teacher_forcing"),
-        forced_positions=g.get("forced_positions"),
-        infra_budget=float(g["infra_budget"]) if "infra_budget" in g else None,
-        margins=margins_from_table(g["margins"], "gate", "sweep: [gate.margins]") if "margins" in g else None,
-        concurrency=g.get("concurrency"), timeout_s=float(g["timeout"]) if "timeout" in g else None,
-        max_retries=g.get("max_retries"), serving_adapter=g.get("serving_adapter"),
-        sampling=sampling(smp.get("temperature"), smp.get("top_p"), smp.get("max_tokens"), smp.get("seed"),
-                          smp.get("logprobs")) or None,
-        extra_body=dict(smp["extra_body"]) if "extra_body" in smp else None)
-
-
-def spec_from_file(doc: dict[str, Any], out: Path, quiet: bool) -> "SweepSpec":
-    from verifier.execution import perf
+def spec_from_file(file: SweepFile, out: Path, quiet: bool) -> "SweepSpec":
     from verifier.app.spec import GateOptions, api_key_env
     from ..errors import UsageError
     from verifier.app.sweep import SweepConfig, SweepSpec
 
-    shared = gate_options(doc.get("gate") or {})
+    shared = file.gate.options()
     configs = []
-    for c in doc["config"]:
-        key_env = api_key_env(c["api_key_env"], f"sweep: configuration {c['name']!r}: api_key_env") if "api_key_env" in c else None
-        ep = GateOptions(base_url=c.get("base_url"), model=c.get("model"), api_key_env=key_env).over(shared).endpoint()
+    for c in file.config:
+        key_env = api_key_env(c.api_key_env, f"sweep: configuration {c.name!r}: api_key_env") if c.api_key_env is not None else None
+        ep = GateOptions(base_url=c.base_url, model=c.model, api_key_env=key_env).over(shared).endpoint()
         launcher = None
         describe: dict[str, Any] = {}
-        if c.get("engine"):
-            options, args = dict(c.get("options") or {}), list(c.get("args") or [])
-            if c["engine"] == "vllm" and options:
-                raise UsageError(f"sweep: configuration {c['name']!r}: vLLM flags go in `args`, not `options`")
-            if c["engine"] == "llama":
-                _check_llama(c["name"], c["model"], options)
-            launcher = (_llama if c["engine"] == "llama" else _vllm)(c["model"], options, args)
-            describe = {"engine": c["engine"], "model": c["model"], **options, **({"args": " ".join(args)} if args else {})}
+        if c.engine:
+            assert c.model is not None  # the schema: an engine configuration names its model
+            options, args = dict(c.options or {}), list(c.args or [])
+            if c.engine == "vllm" and options:
+                raise UsageError(f"sweep: configuration {c.name!r}: vLLM flags go in `args`, not `options`")
+            if c.engine == "llama":
+                _check_llama(c.name, c.model, options)
+            launcher = (_llama if c.engine == "llama" else _vllm)(c.model, options, args)
+            describe = {"engine": c.engine, "model": c.model, **options, **({"args": " ".join(args)} if args else {})}
         else:
             from verifier.wire.endpoint import check_base_url, redact_url
 
-            check_base_url(c["base_url"])
-            describe = {"endpoint": redact_url(c["base_url"]), "model": c["model"]}
-        configs.append(SweepConfig(name=c["name"], endpoint=ep, launcher=launcher, describe=describe,
-                                   lossless=bool(c.get("lossless", False))))
-    p = doc.get("perf") or {}
-    d = perf.PerfSpec()
-    pspec = perf.PerfSpec(concurrencies=tuple(p.get("concurrency", d.concurrencies)),
-                          prompt_tokens=tuple(p.get("prompt_tokens", d.prompt_tokens)),
-                          output_tokens=p.get("output_tokens", d.output_tokens), requests=p.get("requests", d.requests),
-                          repeats=p.get("repeats", d.repeats), warmup=p.get("warmup", d.warmup),
-                          ignore_eos=p.get("ignore_eos", d.ignore_eos), timeout_s=float(p.get("timeout", d.timeout_s)))
-    return SweepSpec(golden=Path(doc["golden"]), configs=tuple(configs), out=out, perf=pspec, gate=shared, quiet=quiet)
+            assert c.base_url is not None  # the schema: an endpoint configuration names its base_url
+            check_base_url(c.base_url)
+            describe = {"endpoint": redact_url(c.base_url), "model": c.model}
+        configs.append(SweepConfig(name=c.name, endpoint=ep, launcher=launcher, describe=describe,
+                                   lossless=bool(c.lossless or False)))
+    return SweepSpec(golden=Path(file.golden), configs=tuple(configs), out=out, perf=file.perf.spec(), gate=shared,
+                     quiet=quiet)
 
 
 def _say(quiet: bool) -> Callable[[str], None]:
     return (lambda s: None) if quiet else (lambda s: print(s, file=sys.stderr))
 
 
-def print_table(doc: dict[str, Any], out: Path) -> None:
+def print_table(table: "SweepTable", out: Path) -> None:
     from ..report.sweep import figure
 
-    for r in doc["rows"]:
-        p = r.get("perf") or {}
+    for r in table.rows:
+        p = r.perf
         speed = (f"TTFT p50 {figure(p.get('ttft_p50_s'), ' ms', 1000)}, aggregate {figure(p.get('aggregate_tokens_per_s'), ' tok/s')}"
                  if p else "no speed figures")
-        extra = f" {r['diagnosis']}" if r.get("diagnosis") else ""
-        err = f" error: {r['error']}" if r.get("error") else ""
-        print(f"{'*' if r.get('front') else ' '} {r['name']}: {r['status']}{extra}; {speed}{err}")
+        extra = f" {r.diagnosis}" if r.diagnosis else ""
+        err = f" error: {r.error}" if r.error else ""
+        print(f"{'*' if r.front else ' '} {r.name}: {r.status}{extra}; {speed}{err}")
     print(f"sweep: wrote {out / 'sweep.html'}, {out / 'sweep.md'}, {out / 'sweep.json'}")
 
 
@@ -301,20 +414,20 @@ def handle(a: argparse.Namespace) -> int:
         if not a.out:
             raise UsageError("--combine needs --out DIR for the combined table")
         out = Path(a.out)
-        doc = sweep.combine([Path(d) for d in a.combine], out)
+        table = sweep.combine([Path(d) for d in a.combine], out)
     else:
         if not a.file:
             raise UsageError("sweep needs a sweep file (or --combine DIR ... --out DIR)")
-        file_doc = read(a.file)
-        out = Path(a.out or file_doc.get("out") or default_run_dir("sweep"))
-        spec = spec_from_file(file_doc, out, a.quiet)
+        file = read(a.file)
+        out = Path(a.out or file.out or default_run_dir("sweep"))
+        spec = spec_from_file(file, out, a.quiet)
         _stop_on_sigterm()
         only = names(a.only)
         try:
-            doc = sweep.run(spec, only=only, log=_say(a.quiet))
+            table = sweep.run(spec, only=only, log=_say(a.quiet))
         except (KeyboardInterrupt, SystemExit) as e:
             _say_how_to_continue(e, a.file, spec, only, out)
             raise
-    print_table(doc, out)
+    print_table(table, out)
     # The table is the product; a configuration that could not be measured makes the sweep incomplete (30).
-    return 30 if any(r.get("error") or r["status"] == "error" for r in doc["rows"]) else 0
+    return 30 if any(r.error or r.status == "error" for r in table.rows) else 0
