@@ -265,7 +265,7 @@ def test_tool_call_f1_and_schema_accuracy_beside_the_golden(bfcl_gate):
     from verifier.report import matrix
 
     m = matrix.build([read_matrix_entry("vendor", bfcl_gate["cand"])], bfcl_gate["tmp"] / "m")
-    assert m["rows"][0]["tool_calls"] == line
+    assert m.rows[0].tool_calls == line
     assert line in matrix.markdown(m) and line in matrix.render_html(m)
     # A suite without tool calls has no such line.
     assert "tool_calls" not in json.loads(json.dumps(bfcl_gate["doc"]))["suites"].get("smoke", {})

@@ -444,6 +444,12 @@ class Comparison:
         return (self.run or {}).get("run_id")
 
     @property
+    def run_base_url(self) -> Any:
+        """The compared run's endpoint as recorded (`run.endpoint.base_url`, redacted when written), or None."""
+        endpoint = (self.run or {}).get("endpoint")
+        return endpoint.get("base_url") if isinstance(endpoint, Mapping) else None
+
+    @property
     def golden_name(self) -> Any:
         """The golden's name as the gate recorded it (`golden.name`), or None."""
         return (self.golden or {}).get("name")

@@ -2,7 +2,8 @@
 
 Pure functions of the documents each run directory already holds, read for it by app/report_files.matrix_entry:
 `comparison.json` (verdicts, evidence, metrics with intervals, infra rate) and `summary.json` (latency). Nothing
-here reads a file, compares or scores; a row is what the comparison said, cut per suite:
+here reads a file, compares or scores; a row (`MatrixRow`, of the `Matrix` whose `to_json()` is matrix.json) is what
+the comparison said, cut per suite:
 
 - frontend / quantization verdict of a suite: the worst verdict among that side's evidence for the suite
   (fail > inconclusive > pass), else the document's overall verdict;
@@ -15,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 from verifier import safewrite
 from verifier.attribution.document import Comparison, SuiteResult
 from verifier.types import RunSummary
@@ -46,6 +47,69 @@ class Entry:
     """Its summary.json (latency), when present."""
 
 
+@dataclass(frozen=True)
+class MetricCell:
+    """One metric of a row: golden -> candidate, the delta with its interval, the verdict (comparison's MetricResult)."""
+
+    name: str
+    golden: float | None
+    candidate: float | None
+    delta: float | None
+    ci: Sequence[float | None] | None
+    verdict: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "golden": self.golden, "candidate": self.candidate, "delta": self.delta,
+                "ci": self.ci, "verdict": self.verdict}
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    """One provider's suite: matrix.json's row, the page's and the table's line."""
+
+    provider: str
+    suite: str
+    status: str
+    exit_code: int
+    frontend: str
+    """The worst frontend verdict among the suite's evidence, else the side's."""
+    quantization: str
+    metrics: tuple[MetricCell, ...]
+    evidence: str
+    """The first failing, else inconclusive, evidence line ("" when none)."""
+    tool_calls: str | None
+    diagnosis: tuple[str, ...]
+    missing: tuple[str, ...]
+    """For an incomplete gate: what is missing."""
+    infra_rate: float | None
+    latency_ms: Mapping[str, float] | None
+    paired: int
+    report: str | None
+    """The provider's report, relative to the matrix page; None when it has none (the row links its comparison)."""
+    comparison: str
+    endpoint: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"provider": self.provider, "suite": self.suite, "status": self.status, "exit_code": self.exit_code,
+                "frontend": self.frontend, "quantization": self.quantization,
+                "metrics": [m.to_json() for m in self.metrics], "evidence": self.evidence, "tool_calls": self.tool_calls,
+                "diagnosis": list(self.diagnosis), "missing": list(self.missing), "infra_rate": self.infra_rate,
+                "latency_ms": self.latency_ms, "paired": self.paired, "report": self.report,
+                "comparison": self.comparison, "endpoint": self.endpoint}
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """matrix.json: one row per provider and suite against one golden (or the goldens' names, when they differ)."""
+
+    golden: str | list[str]
+    providers: tuple[str, ...]
+    rows: tuple[MatrixRow, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"golden": self.golden, "providers": list(self.providers), "rows": [r.to_json() for r in self.rows]}
+
+
 def side_verdict(doc: Comparison, side: str, suite: str) -> str:
     verdicts = [e.verdict for e in doc.side(side).evidence if e.suite == suite and e.verdict in RANK]
     if not verdicts:
@@ -73,12 +137,9 @@ def _new_findings(doc: Comparison, suite: str, signal: str | None) -> str:
     return f"; new: {', '.join(new)}" if new else ""
 
 
-def metric_cells(suite_doc: SuiteResult) -> list[dict[str, Any]]:
-    out = []
-    for name, m in sorted(suite_doc.metrics.items()):
-        out.append({"name": name, "golden": m.golden, "candidate": m.candidate, "delta": m.delta,
-                    "ci": m.ci, "verdict": m.verdict})
-    return out
+def metric_cells(suite_doc: SuiteResult) -> tuple[MetricCell, ...]:
+    return tuple(MetricCell(name=name, golden=m.golden, candidate=m.candidate, delta=m.delta, ci=m.ci, verdict=m.verdict)
+                 for name, m in sorted(suite_doc.metrics.items()))
 
 
 def diagnosis_cells(doc: Comparison, suite: str) -> list[str]:
@@ -132,28 +193,26 @@ def _comparison_link(e: Entry, out_dir: Path) -> str:
     return _relative(e.comparison_file, out_dir)
 
 
-def build(entries: list[Entry], out_dir: Path) -> dict[str, Any]:
-    """The matrix document: one row per provider and suite, in the order given."""
+def build(entries: list[Entry], out_dir: Path) -> Matrix:
+    """The matrix: one row per provider and suite, in the order given."""
     names = [e.provider for e in entries]
     if len(set(names)) != len(names):
         raise ValueError(f"provider names must be unique, got {names}")
-    goldens = sorted({str((e.comparison.golden or {}).get("name")) for e in entries})
+    goldens = sorted({str(e.comparison.golden_name) for e in entries})
     rows = []
     for e in entries:
         doc = e.comparison
         for suite in sorted(doc.suites):
             s = doc.suites[suite]
-            rows.append({
-                "provider": e.provider, "suite": suite, "status": doc.status, "exit_code": doc.exit_code,
-                "frontend": side_verdict(doc, "frontend", suite), "quantization": side_verdict(doc, "quantization", suite),
-                "metrics": metric_cells(s), "evidence": top_evidence(doc, suite),
-                "tool_calls": tool_call_line(s.tool_calls),
-                "diagnosis": diagnosis_cells(doc, suite), "missing": missing_cells(doc),
-                "infra_rate": _infra_rate(e, suite), "latency_ms": _latency(e, suite),
-                "paired": s.paired, "report": _report_link(e, out_dir), "comparison": _comparison_link(e, out_dir),
-                "endpoint": (doc.run or {}).get("endpoint", {}).get("base_url"),
-            })
-    return {"golden": goldens[0] if len(goldens) == 1 else goldens, "providers": names, "rows": rows}
+            rows.append(MatrixRow(
+                provider=e.provider, suite=suite, status=doc.status, exit_code=doc.exit_code,
+                frontend=side_verdict(doc, "frontend", suite), quantization=side_verdict(doc, "quantization", suite),
+                metrics=metric_cells(s), evidence=top_evidence(doc, suite), tool_calls=tool_call_line(s.tool_calls),
+                diagnosis=tuple(diagnosis_cells(doc, suite)), missing=tuple(missing_cells(doc)),
+                infra_rate=_infra_rate(e, suite), latency_ms=_latency(e, suite),
+                paired=s.paired, report=_report_link(e, out_dir), comparison=_comparison_link(e, out_dir),
+                endpoint=doc.run_base_url))
+    return Matrix(golden=goldens[0] if len(goldens) == 1 else goldens, providers=tuple(names), rows=tuple(rows))
 
 
 def fmt(x: Any, digits: int = 3) -> str:
@@ -164,13 +223,13 @@ def fmt(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
-def metric_text(m: dict[str, Any]) -> str:
-    ci = m.get("ci") or [None, None]
-    return (f"{m['name']} {fmt(m['golden'])}→{fmt(m['candidate'])} "
-            f"(Δ {fmt(m['delta'])}, CI [{fmt(ci[0])}, {fmt(ci[1])}]) {m.get('verdict') or ''}").strip()
+def metric_text(m: MetricCell) -> str:
+    ci = m.ci or [None, None]
+    return (f"{m.name} {fmt(m.golden)}→{fmt(m.candidate)} "
+            f"(Δ {fmt(m.delta)}, CI [{fmt(ci[0])}, {fmt(ci[1])}]) {m.verdict or ''}").strip()
 
 
-def latency_text(lat: dict[str, float] | None) -> str:
+def latency_text(lat: Mapping[str, float] | None) -> str:
     if not lat:
         return "—"
     return f"p50 {lat.get('p50', 0):.0f} ms / p95 {lat.get('p95', 0):.0f} ms"
@@ -180,28 +239,28 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ") or "—"
 
 
-def report_cell(r: dict[str, Any]) -> str:
+def report_cell(r: MatrixRow) -> str:
     """The row's report link, or what there is instead: its comparison, said to be one."""
-    return f"[report]({r['report']})" if r.get("report") else f"no report: [comparison]({r['comparison']})"
+    return f"[report]({r.report})" if r.report else f"no report: [comparison]({r.comparison})"
 
 
-def markdown(m: dict[str, Any]) -> str:
+def markdown(m: Matrix) -> str:
     """The Markdown table: one line per provider and suite (GitHub renders it in a step summary)."""
-    lines = [f"## verifier matrix vs golden `{m['golden']}`", "",
+    lines = [f"## verifier matrix vs golden `{m.golden}`", "",
              "| provider | suite | status | diagnosis | frontend | quantization | key metrics | top evidence | infra | latency | report |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in m["rows"]:
-        metrics = "; ".join([metric_text(x) for x in r["metrics"]] + ([r["tool_calls"]] if r.get("tool_calls") else [])) or "—"
-        why = "; ".join((r.get("diagnosis") or []) + [f"missing: {x}" for x in r.get("missing") or []])
-        infra = "—" if r["infra_rate"] is None else f"{100 * r['infra_rate']:.1f}%"
+    for r in m.rows:
+        metrics = "; ".join([metric_text(x) for x in r.metrics] + ([r.tool_calls] if r.tool_calls else [])) or "—"
+        why = "; ".join(list(r.diagnosis) + [f"missing: {x}" for x in r.missing])
+        infra = "—" if r.infra_rate is None else f"{100 * r.infra_rate:.1f}%"
         lines.append("| " + " | ".join(_md_cell(c) for c in (
-            r["provider"], r["suite"], f"{colours.STATUS_ICON.get(r['status'], '')} {r['status']} ({r['exit_code']})".strip(), why,
-            r["frontend"], r["quantization"], metrics,
-            r["evidence"], infra, latency_text(r["latency_ms"]), report_cell(r))) + " |")
+            r.provider, r.suite, f"{colours.STATUS_ICON.get(r.status, '')} {r.status} ({r.exit_code})".strip(), why,
+            r.frontend, r.quantization, metrics,
+            r.evidence, infra, latency_text(r.latency_ms), report_cell(r))) + " |")
     return "\n".join(lines) + "\n"
 
 
-def render_html(m: dict[str, Any]) -> str:
+def render_html(m: Matrix) -> str:
     """One self-contained page (inline CSS and script, CSP by hash, no network); rows sortable by any column."""
     import base64
     import hashlib
@@ -220,14 +279,14 @@ def render_html(m: dict[str, Any]) -> str:
     return tpl.render(m=m, rank=RANK, script=SORT_JS)
 
 
-def write(m: dict[str, Any], out_dir: Path) -> dict[str, Path]:
+def write(m: Matrix, out_dir: Path) -> dict[str, Path]:
     """matrix.html, matrix.md and matrix.json into `out_dir`; their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {name: out_dir / name for name in FILES}
     # Through the one atomic, scrubbed writer: a planted temp symlink is refused, a run's echoed key is masked.
     safewrite.write_text(paths["matrix.html"], render_html(m))
     safewrite.write_text(paths["matrix.md"], markdown(m))
-    safewrite.write_json(paths["matrix.json"], m)
+    safewrite.write_json(paths["matrix.json"], m.to_json())
     return paths
 
 
