@@ -426,14 +426,15 @@ RUN_HEADER_EXTRAS = {"gate", "gate_of", "teacher_forcing", "server_info", "shard
 """run.json's optional keys that RunHeader reads through typed accessors (kept in its `extra`)."""
 STRING_KEY_DEBT = {
     # Shrinking: each module's count of string-key reads on these documents' keys that remain. Lower a count when a
-    # module reads its values typed; remove it at 0. What is left (75 reads in 18 modules, from 181 in 26): the gate
-    # file's and the sweep file's own tables, read once at their doors after their schema check (cli/gatefile,
-    # cli/sweep), the matrix's and the sweep's own rows (report/matrix, report/sweep), {"golden", "candidate"} side
-    # counts and "modes" lists inside comparison blocks that stay mappings (explain, views, pictures, diagnosis,
-    # turn_diff), probe-result rows' "infra" (probe_results, coverage), a Verdict's signals["latency_ms"] (scoring),
-    # the listing's lenient comparison read (app/runs), a sweep's config.json (app/sweep), and the reading of
-    # summary.json's digest and run.json's suites in journal.py.
-    "verifier/report/matrix.py": 11,
+    # module reads its values typed; remove it at 0. What is left (30 reads in 14 modules, from 181 in 26):
+    # {"golden", "candidate"} side counts and "modes" lists inside comparison blocks that stay mappings (explain,
+    # views, pictures, diagnosis, turn_diff, and the matrix's new-findings cell), probe-result rows' "infra"
+    # (probe_results, coverage), a Verdict's signals["latency_ms"] (scoring), the listing's lenient comparison read
+    # (app/runs), and the reading of summary.json's digest and run.json's suites in journal.py. Paid: the gate file's
+    # and the sweep file's tables are typed once at their doors after their schema check (cli/gatefile.GateFile,
+    # cli/sweep.SweepFile), the matrix's and the sweep's rows are typed (report/matrix.MatrixRow,
+    # report/sweep.SweepRow), a sweep's config.json is app/sweep.ConfigRecord.
+    "verifier/report/matrix.py": 1,
     "verifier/attribution/explain.py": 6, "verifier/execution/probe_results.py": 5,
     "verifier/report/views.py": 3, "verifier/app/runs.py": 2,
     "verifier/execution/scoring.py": 2, "verifier/attribution/diagnosis.py": 2, "verifier/execution/journal.py": 2,
