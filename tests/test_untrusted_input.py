@@ -484,6 +484,24 @@ def test_sweep_combine_refuses_configurations_of_different_goldens(tmp_path, cli
     assert code == 2 and "different goldens" in err and not (tmp_path / "all" / "sweep.json").exists()
 
 
+@pytest.mark.parametrize("config", [
+    {"format": 1, "golden": "/g/x"},                                   # no configuration name
+    {"format": 1, "name": ["a"], "golden": "/g/x"},                     # a name that is not a string
+    {"format": 1, "name": "a", "describe": "engine=llama", "golden": "/g/x"},
+    {"format": 1, "name": "a", "endpoint": ["http://127.0.0.1:9/v1"], "golden": "/g/x"},
+    {"format": 1, "name": "a", "error": {"why": 1}, "golden": "/g/x"},
+])
+def test_sweep_combine_refuses_a_config_json_it_cannot_read(tmp_path, cli, config):
+    """config.json is read typed (app/sweep.ConfigRecord): a field of the wrong type is one line naming the file,
+    exit 2, nothing written (a missing name was a traceback)."""
+    d = tmp_path / "a"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(config))
+    code, _, err = cli("sweep", "--combine", d, "--out", tmp_path / "all")
+    assert code == 2 and "config.json: not a sweep configuration this verifier reads" in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "all").exists()
+
+
 class QueryEchoServer:
     """An OpenAI-compatible server that routes on the URL's path (its query apart, as real servers do), records
     every request line, and echoes the whole request line (query and key included) into each answer."""
