@@ -15,6 +15,7 @@ from verifier.attribution import compare, explain, signals
 from verifier.attribution.document import ABSENT, Check, Comparison, DiagnosisEntry, MetricResult, SignalResult
 from verifier import safewrite
 from verifier.execution import journal
+from verifier.execution.rundir import RunDir
 from verifier.types import Evidence, Observation, RunHeader
 
 
@@ -104,7 +105,7 @@ def test_run_header_reads_back_what_run_header_wrote(tmp_path):
     hdr = journal.run_header("r1", endpoint={"base_url": "http://x/v1", "model": "m"}, suites={"smoke": {"version": "3"}},
                              sampling={}, extra_body={}, epochs=1, modes=["chat"], started=None, selection={"limit": 2})
     journal.write_header(tmp_path, hdr)
-    typed = journal.read_header(tmp_path)
+    typed = RunDir(tmp_path).header()
     assert typed == hdr and typed.to_json() == json.loads((tmp_path / journal.HEADER).read_text())
     assert typed.extra == {"selection": {"limit": 2}}
     assert typed.suite_version("smoke") == "3" and typed.suite_version("other") is None and typed.model == "m"
