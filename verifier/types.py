@@ -281,7 +281,7 @@ class RunHeader:
 
     @staticmethod
     def from_dict(d: "dict[str, Any]") -> "RunHeader":
-        """A run.json as read (journal.read_header): the named keys become fields, the optional ones `extra`. Lenient
+        """A run.json as read (RunDir.header()): the named keys become fields, the optional ones `extra`. Lenient
         as every reader has been: a key an older writer left out reads as empty (`format` as 0: before it existed)."""
         named = {f for f in RunHeader.__dataclass_fields__ if f != "extra"}
         return RunHeader(run_id=d.get("run_id") or "", harness=d.get("harness") or {}, endpoint=d.get("endpoint") or {},

@@ -12,7 +12,8 @@ field); where the key may also hold null (`MetricResult.samples_needed`) the abs
 
 Blocks whose shape is owned elsewhere stay mappings: `infra`, `coverage` (coverage.py), `golden`, `run`
 (app/gate.py), `conformance` rows (execution/probe_results.py), `tool_trigger`, `tool_calls`, `turn_diff`, flips and
-finding counts (numerics.py, compare.py).
+finding counts (numerics.py, compare.py). Readers take their `{"golden", "candidate"}` pairs as `SideCounts` and a new
+finding's detail as `NewFinding` (SuiteResult.finding_counts / new_findings, Drift.logprob_counts), not by key.
 """
 
 from __future__ import annotations

@@ -145,8 +145,8 @@ def findings_view(inp: Inputs) -> list[dict[str, Any]]:
     doc_counts: dict[str, tuple[int, int]] = {}  # code -> samples showing it (golden, candidate), over the suites
     for s in (inp.doc.suites if inp.doc is not None else {}).values():
         for code, c in s.finding_counts().items():
-            golden, candidate = doc_counts.get(code, (0, 0))
-            doc_counts[code] = (golden + c.golden, candidate + c.candidate)
+            in_golden, in_candidate = doc_counts.get(code, (0, 0))
+            doc_counts[code] = (in_golden + c.golden, in_candidate + c.candidate)
     out = []
     f = inp.findings
     codes = sorted(set(f["code"]) | set(doc_counts))
@@ -288,8 +288,8 @@ def provenance(inp: Inputs) -> dict[str, Any]:
     side: dict[str, dict[str, Any]] = {"candidate": {"run_id": h.run_id, "endpoint": ep, "harness": h.harness, "sampling": h.sampling,
                           "extra_body": h.extra_body, "started": h.started, "finished": h.finished,
                           "epochs": h.epochs, "modes": h.modes, "server_info": _pretty(h.server_info)}}
-    suites = [{"suite": k, "run_version": v.version, "run_sha": v.dataset_sha256, "samples": v.samples}
-              for k, v in h.suite_infos().items()]
+    suites: list[dict[str, Any]] = [{"suite": k, "run_version": v.version, "run_sha": v.dataset_sha256, "samples": v.samples}
+                                   for k, v in h.suite_infos().items()]
     if inp.golden_header is not None:
         g = inp.golden_header
         src = g.source

@@ -70,7 +70,7 @@ async def check(ep: "Endpoint", model: str, modes: list[str], key_env: str | Non
         raise UsageError(f"preflight: model {model!r} is not in GET {redact_url(models_url)}: "
                          f"{', '.join(listed[:20])}{' ...' if len(listed) > 20 else ''}",
                          hints=("pass --model with one of them", "--no-model-check for a gateway that aliases model names"))
-    statuses: dict[str, int] = {}
+    statuses: dict[str, int | None] = {}
     seen: dict[str, Any] = {"models": listed, "models_status": mstatus, "modes": statuses}
     for mode in modes:
         r = await ep.send(mode, ping_body(mode, model), extra_headers={HEADER: "1"})
