@@ -258,6 +258,8 @@ class _ExchangeEvidence:
     evidence_code: str | None = None
     exchange_finding: str | None = None
     weak: bool = False
+    text_only: bool = False
+    """Both checks failed alike and only the greedy text moved: read with the numerics, like `weak` (evidence)."""
 
 
 def _exchange_evidence(name: str, c: ProbeResult, g: ProbeResult, status: str, why: str,
@@ -272,7 +274,7 @@ def _exchange_evidence(name: str, c: ProbeResult, g: ProbeResult, status: str, w
       evidence (`weak`: one request, whose greedy text also moves with the numerics)."""
     finding, moved = exchange_changes(c.document, g.document, how.template_moved, how.text_moved,
                                       compare_text=name not in how.batched)
-    evidence_code, exchange_finding, weak = None, None, False
+    evidence_code, exchange_finding, weak, text_only = None, None, False, False
     if finding is not None:
         exchange_finding = finding[1]
         if status != "regression":
@@ -280,10 +282,14 @@ def _exchange_evidence(name: str, c: ProbeResult, g: ProbeResult, status: str, w
         why = f"{why}; {finding[0]}" if why else finding[0]
     elif moved is not None and status != "regression":
         evidence_code, weak = moved[1], status == "pass"
+        # both checks failed alike and only the greedy text moved: what the model wrote, read with the
+        # numerics like a passing probe's moved text (a KV-q4_0 model writes another refusal than the
+        # reference's under a tool_choice neither enforces)
+        text_only = status == "reference_fails" and moved[1] in (None, STREAM_TEXT)
         why = f"{why}; but {moved[0]}" if why else moved[0]
     if status != "regression" and (finding is not None or moved is not None):
         status = "regression"
-    return _ExchangeEvidence(status, why, evidence_code, exchange_finding, weak)
+    return _ExchangeEvidence(status, why, evidence_code, exchange_finding, weak, text_only)
 
 
 def _row(k: str, c: ProbeResult | None, g: ProbeResult | None, how: _Judging) -> dict[str, Any]:
@@ -303,6 +309,7 @@ def _row(k: str, c: ProbeResult | None, g: ProbeResult | None, how: _Judging) ->
         **({"evidence_code": found.evidence_code} if found.evidence_code else {}),
         **({"exchange_finding": found.exchange_finding} if found.exchange_finding else {}),
         **({"weak": True} if found.weak else {}),
+        **({"text_only": True} if found.text_only else {}),
         **({"reads_output": True} if name in how.reads_output else {}),
         **({"moves_outputs": True} if name in how.moves_outputs else {}),
     }
@@ -333,9 +340,9 @@ def evidence(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             out[r["key"]]["moves_outputs"] = True
         if r["status"] == "reference_fails":
             out[r["key"]]["qualifier"] = "reference_fails"  # a pass only because the golden cannot do it either
-        elif r.get("weak"):
-            # the check passed on both sides; only the request's fingerprint or greedy text moved (compare.py
-            # holds a moved text as inconclusive where the numerics moved too: it is no frontend evidence then)
+        elif r.get("weak") or r.get("text_only"):
+            # the check passed on both sides (or failed alike); only the request's fingerprint or greedy text moved
+            # (compare.py holds a moved text as inconclusive where the numerics moved too: no frontend evidence then)
             out[r["key"]]["qualifier"] = "exchange_text" if r.get("evidence_code") in (None, STREAM_TEXT) else "exchange_fingerprint"
         elif verdict == "fail" and r.get("reads_output") and not r.get("exchange_finding"):
             # the check read what the model wrote: compare.py holds it inconclusive where the sample-level numerics
