@@ -426,20 +426,13 @@ RUN_HEADER_EXTRAS = {"gate", "gate_of", "teacher_forcing", "server_info", "shard
 """run.json's optional keys that RunHeader reads through typed accessors (kept in its `extra`)."""
 STRING_KEY_DEBT = {
     # Shrinking: each module's count of string-key reads on these documents' keys that remain. Lower a count when a
-    # module reads its values typed; remove it at 0. What is left (30 reads in 14 modules, from 181 in 26):
-    # {"golden", "candidate"} side counts and "modes" lists inside comparison blocks that stay mappings (explain,
-    # views, pictures, diagnosis, turn_diff, and the matrix's new-findings cell), probe-result rows' "infra"
-    # (probe_results, coverage), a Verdict's signals["latency_ms"] (scoring), the listing's lenient comparison read
-    # (app/runs), and the reading of summary.json's digest and run.json's suites in journal.py. Paid: the gate file's
-    # and the sweep file's tables are typed once at their doors after their schema check (cli/gatefile.GateFile,
-    # cli/sweep.SweepFile), the matrix's and the sweep's rows are typed (report/matrix.MatrixRow,
-    # report/sweep.SweepRow), a sweep's config.json is app/sweep.ConfigRecord.
-    "verifier/report/matrix.py": 1,
-    "verifier/attribution/explain.py": 6, "verifier/execution/probe_results.py": 5,
-    "verifier/report/views.py": 3, "verifier/app/runs.py": 2,
-    "verifier/execution/scoring.py": 2, "verifier/attribution/diagnosis.py": 2, "verifier/execution/journal.py": 2,
-    "verifier/report/pictures.py": 2, "verifier/cli/text.py": 1, "verifier/attribution/coverage.py": 1,
-    "verifier/attribution/teacher_forced.py": 1, "verifier/attribution/turn_diff.py": 1, "verifier/wire/preflight.py": 1,
+    # module reads its values typed; remove it at 0. Nothing is left (from 181 reads in 26 modules): the comparison's
+    # side counts and finding details read as SideCounts / NewFinding (attribution/document.py), probe results as
+    # probe_results.ProbeResult, a Verdict's latency as Verdict.latency_ms, the listing's comparison as
+    # rundir.ComparisonGlance, run.json's suites as RunSuite, and run.json's check and summary.json's digest moved from
+    # journal.py into execution/rundir.py; the gate file's and the sweep file's tables are typed once at their doors
+    # after their schema check (cli/gatefile.GateFile, cli/sweep.SweepFile), the matrix's and the sweep's rows are
+    # typed (report/matrix.MatrixRow, report/sweep.SweepRow), and a sweep's config.json is app/sweep.ConfigRecord.
 }
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from verifier import safewrite
-from verifier.execution import journal, runner, scoring
+from verifier.execution import journal, rundir, runner, scoring
 from verifier.execution.live import Follower
 from verifier.execution.rundir import RunDir
 from verifier import safeio, scrub
@@ -563,7 +563,7 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, R
 
     run_dir = Path(spec.resume or "")
     try:
-        hdr = journal.check_run_dir(run_dir)  # the document as read: which keys an older writer left out (absent_keys)
+        hdr = rundir.check_run_dir(run_dir)  # the document as read: which keys an older writer left out (absent_keys)
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
     header = RunHeader.from_dict(hdr)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 from verifier import safewrite
-from verifier.attribution.document import Comparison, SuiteResult
+from verifier.attribution.document import Comparison, SideCounts, SuiteResult
 from verifier.types import RunSummary
 
 from verifier.report import colours
@@ -132,8 +132,9 @@ def _new_findings(doc: Comparison, suite: str, signal: str | None) -> str:
         return ""
     s = doc.suites.get(suite)
     found = s.findings if s is not None else {}
-    new = [f"{k} {v.get('candidate', 0)}" for k, v in sorted(found.items())
-           if isinstance(v, dict) and (v.get("candidate") or 0) > (v.get("golden") or 0)]
+    # Only well-formed counts: a hand-edited comparison's non-object count is no finding here (it was never one).
+    counts = {k: SideCounts.from_dict(v) for k, v in found.items() if isinstance(v, dict)}
+    new = [f"{k} {c.candidate}" for k, c in sorted(counts.items()) if (c.candidate or 0) > (c.golden or 0)]
     return f"; new: {', '.join(new)}" if new else ""
 
 
