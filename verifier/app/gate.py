@@ -225,7 +225,7 @@ def calibrate(spec: CalibrateSpec) -> Calibrated:
     names = [golden.header.source.run_id]
     run_dirs: list[Path] = []
     for r in spec.runs:
-        runs.append(observed(Path(r)))
+        runs.append(observed_where_allowed(Path(r))[0])  # a colleague's run is scored again in memory, left as it is
         names.append(Path(r).name)
         run_dirs.append(Path(r))
     if spec.endpoint is not None and spec.endpoint.base_url:
@@ -258,7 +258,7 @@ def _teacher_forced_margins(golden: Golden, run_dirs: list[Path], provenance: di
     measured = []
     used = []
     for rd in run_dirs:
-        forced = teacher_forced_measures(rd, RunDir(rd).header(), golden, observed(rd))
+        forced = teacher_forced_measures(rd, RunDir(rd).header(), golden, observed_where_allowed(rd)[0])
         if forced is not None and forced[0].get("state") == "measured":
             measured.append(forced[1])
             used.append(f"{rd.name}:{forced[0].get('method')}")
