@@ -128,7 +128,7 @@ class Follower:
             return True
         if len(buf) < CHUNK:
             return False  # a record being written (or a torn tail the writer will cut)
-        length = self._measure(len(buf))
+        length = self._measure(self._fd, len(buf))
         if length is None:
             return False
         self._buf, self._pos = os.pread(self._fd, length, self.offset), 0  # one allocation of the line's size
@@ -138,13 +138,12 @@ class Follower:
         self.offset += length
         return True
 
-    def _measure(self, scanned: int) -> int | None:
+    def _measure(self, fd: int, scanned: int) -> int | None:
         """The length of the line at `offset` whose first `scanned` bytes hold no newline, newline included; None
         while it is unfinished and within its cap (nothing is kept: pieces of safeio.SCAN_CHUNK are read and dropped)."""
-        assert self._fd is not None
         length = scanned
         while length <= layout.MAX_LINE:
-            piece = os.pread(self._fd, safeio.SCAN_CHUNK, self.offset + length)
+            piece = os.pread(fd, safeio.SCAN_CHUNK, self.offset + length)
             if not piece:
                 return None
             newline = piece.find(b"\n")
