@@ -145,3 +145,14 @@ def test_every_results_file_is_listed_with_the_script_that_makes_it():
             assert f"]({f.name})" in index, f"bench/results/README.md does not list {f.name}"
     for script in re.findall(r"`(bench/[\w/]+\.py)`", index):
         assert (ROOT / script).exists(), script
+
+
+def test_every_test_the_security_page_names_exists():
+    """docs/security.md's table of bounds names the test that holds each one: a renamed or deleted test must not
+    leave the page claiming a bound nothing asserts."""
+    text = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"tests/(test_\w+\.py)::(test_\w+)", text))
+    assert len(named) >= 30
+    missing = [f"{f}::{t}" for f, t in sorted(named)
+               if not re.search(rf"^def {t}\(", (ROOT / "tests" / f).read_text(encoding="utf-8"), re.M)]
+    assert not missing, missing
