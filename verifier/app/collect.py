@@ -252,6 +252,23 @@ def default_run_dir(prefix: str) -> Path:
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+def check_adapter_modes(adapter: str | None, modes: Sequence[str]) -> None:
+    """A serving adapter rewrites chat-completions requests only (wire/serving_adapters.CHAT_PATH). A mode on another
+    route (the Responses and Messages surfaces, the dual path's /completions) would reach the engine unadapted beside
+    adapted chat modes: one run, two deployments, and a golden whose non-chat records were never served as it says.
+    Refused before anything is sent (run, gate, calibrate, a sweep and the API all build their run here)."""
+    if adapter is None:
+        return
+    from verifier.wire.serving_adapters import CHAT_PATH
+
+    off = [m for m in modes if mode_of(m).path != CHAT_PATH]
+    if off:
+        chat = [m for m in modes if m not in off]
+        raise UsageError(f"the serving adapter {adapter} rewrites chat-completions requests only; mode(s) {', '.join(off)} "
+                         "would be sent unadapted: leave them out of a run or gate behind an adapter",
+                         hints=(f"pass --mode {','.join(chat)}",) if chat else ())
+
+
 def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConfig":
     from verifier.redact import url_query_values
     from verifier.wire.endpoint import EndpointConfig, check_base_url
@@ -607,6 +624,7 @@ def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, Sequence[Sample
     for m in spec.modes:
         if m not in MODES:
             raise UsageError(f"unknown mode {m!r}; {did_you_mean(m, MODES)}known: {', '.join(MODES)}")
+    check_adapter_modes(spec.endpoint.serving_adapter, spec.modes)
     cfg = endpoint_config(spec.endpoint)
     run_dir = spec.out or default_run_dir("-".join(s.name for s in suites_))
     if (run_dir / journal.HEADER).exists():
