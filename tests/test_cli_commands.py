@@ -41,6 +41,60 @@ def test_a_repeated_list_flag_adds_to_the_list_never_replaces_it(server, tmp_pat
     assert json.loads((out / "summary.json").read_text())["suites"]["smoke"]["outcomes"] == {"content": 4}
 
 
+def test_every_list_option_of_every_command_adds_up_when_repeated():
+    """No list option keeps only its last occurrence: a comma-separated one is cli/types.CommaList, one taking several
+    values (`calibrate --runs A B`, `sweep --combine D E`) extends, and a repeatable one appends."""
+    import argparse
+
+    from verifier.cli.main import build_parser
+    from verifier.cli.types import CommaList
+
+    def commands(p: argparse.ArgumentParser, prefix: str = ""):
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield f"{prefix}{name}", sub
+                    yield from commands(sub, f"{prefix}{name} ")
+
+    checked = []
+    for name, sub in commands(build_parser()):
+        for action in sub._actions:
+            if not action.option_strings:
+                continue
+            takes_several = action.nargs in ("*", "+") or "comma" in (action.help or "").lower()
+            if takes_several:
+                assert isinstance(action, (CommaList, argparse._ExtendAction, argparse._AppendAction)), (name, action.option_strings)
+                checked.append((name, action.option_strings[0]))
+    assert ("calibrate", "--runs") in checked and ("proxy", "--surface") in checked and ("sweep", "--combine") in checked and ("gate", "--mode") in checked
+    a = build_parser().parse_args(["calibrate", "g", "--runs", "a", "b", "--runs", "c"])
+    assert a.runs == ["a", "b", "c"]
+    a = build_parser().parse_args(["sweep", "--combine", "d", "--combine", "e", "--out", "o"])
+    assert a.combine == ["d", "e"]
+    a = build_parser().parse_args(["gate", "--golden", "g", "--mode", "chat", "--mode", "chat-stream", "--suite", "smoke"])
+    assert (a.mode, a.suite) == ("chat,chat-stream", "smoke")
+    a = build_parser().parse_args(["proxy", "--surface", "chat", "--surface", "responses"])
+    assert a.surface == "chat,responses"
+
+
+def test_the_api_run_reads_a_mode_string_as_the_flag_does(server, tmp_path):
+    """`verifier.run(..., modes="chat,chat-stream")` used to be iterated letter by letter ("unknown mode 'c'")."""
+    import verifier
+
+    done = verifier.run("smoke", base_url=server.url, model="m", modes="chat,chat-stream", limit=2, out=tmp_path / "r")
+    assert json.loads((done.run_dir / "run.json").read_text())["modes"] == ["chat", "chat-stream"]
+    done = verifier.run(["smoke"], base_url=server.url, model="m", modes=["chat", "chat"], limit=2, out=tmp_path / "r2")
+    assert json.loads((done.run_dir / "run.json").read_text())["modes"] == ["chat"]
+
+
+def test_calibrate_runs_given_twice_calibrate_from_all_of_them(calibrated_golden, tmp_path, cli):
+    import shutil
+
+    golden = tmp_path / "g"
+    shutil.copytree(calibrated_golden["golden"], golden)
+    code, out, err = cli("calibrate", golden, "--runs", calibrated_golden["r2"], "--runs", calibrated_golden["r3"])
+    assert code == 0 and "from 3 reference runs" in out, out + err
+
+
 def test_score_is_byte_identical(server, tmp_path, cli):
     out = tmp_path / "r"
     assert cli(*run_args(server, out))[0] == 0
