@@ -615,6 +615,28 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, R
     return run_dir, header, journal.absent_keys(hdr), suites, cfg, answered, runner.SendOrder(last_sent)
 
 
+def resumed_steps(spec: RunSpec, header: RunHeader, run_dir: Path) -> RunSpec:
+    """A resume's spec with the probes and the context probe its run asked for (run.json's `probes_asked`,
+    `context_probe_asked`) and has no results of yet (an interrupt during them, before any sample): run as they were
+    asked, so the continuation ends where the uninterrupted command would. Results already written are kept; a
+    run from before the record asks nothing more. (The teacher-forcing pass needs the golden: a resume makes none.)"""
+    from verifier.execution.layout import CONTEXT, PROBES
+
+    probes, context = header.extra.get("probes_asked"), header.extra.get("context_probe_asked")
+    if isinstance(probes, dict) and not spec.probes and not (run_dir / PROBES).exists():
+        only = probes.get("only")
+        if only is not None and not (isinstance(only, list) and all(isinstance(x, str) for x in only)):
+            raise UsageError(f"{run_dir / journal.HEADER}: probes_asked.only is not a list of probe names")
+        spec = dataclasses.replace(spec, probes=True, probe_only=frozenset(only) if only is not None else None)
+    if isinstance(context, dict) and not spec.context_probe and not (run_dir / CONTEXT).exists():
+        lengths = context.get("lengths")
+        if lengths is not None and not (isinstance(lengths, list) and len(lengths) <= 64
+                                        and all(isinstance(n, int) and not isinstance(n, bool) and 0 < n <= 10_000_000 for n in lengths)):
+            raise UsageError(f"{run_dir / journal.HEADER}: context_probe_asked.lengths is not a list of prompt lengths")
+        spec = dataclasses.replace(spec, context_probe=True, context_lengths=tuple(lengths) if lengths else None)
+    return spec
+
+
 def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, Sequence[Sample]]], "EndpointConfig"]:
     if spec.out is not None:  # before anything is loaded or sent: a golden is not a place for a run's files
         RunDir(spec.out).claim_for_write(flag="--out", force=spec.force, own_run=True)  # a run there: refused below
@@ -696,6 +718,12 @@ def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list
         keys["gate_of"] = spec.golden
     if spec.gate_request is not None:
         keys["gate"] = dict(spec.gate_request)
+    # The steps asked beside the samples, so a resume runs the ones an interrupt left undone (resumed_steps): a gate
+    # killed during its probes must not continue to a verdict with every golden probe `not run`.
+    if spec.probes:
+        keys["probes_asked"] = {"only": sorted(spec.probe_only) if spec.probe_only is not None else None}
+    if spec.context_probe:
+        keys["context_probe_asked"] = {"lengths": list(spec.context_lengths) if spec.context_lengths else None}
     if template and any(mode_of(m).dual_path for m in modes):
         keys["dual_path_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
     keys["selection"] = {"smoke": bool(spec.smoke), "limit": spec.limit, "sample_seed": spec.sample_seed,
