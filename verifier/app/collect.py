@@ -664,7 +664,8 @@ def _prepare(spec: RunSpec, stack: contextlib.ExitStack, stop_check: Callable[[P
     if spec.resume:
         run_dir, header, leave_out, suites, cfg, done, order = _prepare_resume(spec, stack)
         scrub.register(*credential_values(dict(spec.extra_body)))  # `--extra-body '{"api_key": ...}'` is a secret too
-        return Collection(spec=spec, run_dir=run_dir, cfg=cfg, endpoint=Endpoint(cfg), suites=suites, modes=header.modes,
+        return Collection(spec=resumed_steps(spec, header, run_dir), run_dir=run_dir, cfg=cfg, endpoint=Endpoint(cfg),
+                          suites=suites, modes=header.modes,
                           stack=stack, stop_check=stop_check, resumed=header, leave_out=leave_out, journaled=done,
                           order=order)
     if not spec.suites:
