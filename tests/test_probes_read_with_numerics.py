@@ -64,3 +64,31 @@ def test_the_same_probe_failure_blames_the_frontend_when_the_numerics_are_the_re
     stop = next(e for e in doc["frontend"]["evidence"] if e["signal"] == "probe:stop_honoured" and e.get("modes") == {"chat": 1})
     assert stop["verdict"] == "fail" and stop["qualifier"] == "model_output", stop
     assert any(d["component"] == "API validation" for d in doc["diagnosis"]), doc["diagnosis"]
+
+
+def test_a_probe_line_says_what_each_sides_check_said():
+    """Issue 50, item 6: a chatml gate printed `max_tokens_honoured on chat: passed (... reference passed)` as a
+    failure, and `rejects_negative_temperature ... FAILED (HTTP 200; ... reference passed)` where the golden's
+    probes.json said the reference failed too. Each side's own check is said as the results hold it."""
+    from verifier.execution.probe_results import evidence
+
+    base = {"surface": "chat", "component": "API validation", "reference_detail": ""}
+    rows = [
+        {**base, "key": "max_tokens_honoured@chat", "probe": "max_tokens_honoured", "reference": "pass",
+         "candidate": "pass", "status": "regression", "weak": True,
+         "candidate_detail": "stopped at 8 tokens; but the greedy text moved"},
+        {**base, "key": "rejects_negative_temperature@chat", "probe": "rejects_negative_temperature", "reference": "fail",
+         "candidate": "fail", "status": "regression", "candidate_detail": "HTTP 200; but the prompt tokens moved"},
+        {**base, "key": "stop_honoured@chat", "probe": "stop_honoured", "reference": "pass", "candidate": "fail",
+         "status": "regression", "candidate_detail": "'5' in the output"},
+        {**base, "key": "seed_reproducible@chat", "probe": "seed_reproducible", "reference": "fail", "candidate": "pass",
+         "status": "improved", "candidate_detail": "same text"},
+    ]
+    said = {k: e["summary"] for k, e in evidence(rows).items()}
+    moved = said["max_tokens_honoured@chat"]
+    assert "its check passed, but the exchange moved" in moved and "FAILED" not in moved and "reference passed" in moved
+    both = said["rejects_negative_temperature@chat"]
+    assert "FAILED (HTTP 200" in both and "reference also fails" in both and "reference passed" not in both, both
+    assert "FAILED ('5' in the output; reference passed)" in said["stop_honoured@chat"]
+    better = said["seed_reproducible@chat"]
+    assert "passed (same text; reference failed)" in better, better
