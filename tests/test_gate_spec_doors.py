@@ -351,6 +351,18 @@ def test_probes_false_in_a_gate_file_or_a_sweep_turns_probes_off(two_suites, hea
     assert not (tmp_path / "sweep" / "a" / "gate" / "probes.json").exists()
 
 
+def test_probes_false_on_a_golden_without_probes_is_no_limited_gate(healthy, tmp_path, cli):
+    """Issue 50, low: `probes = false` on a golden that never had probes printed a "limited" line: nothing of the
+    golden was left out, so the gate is whole."""
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text(f'golden = "demo-smoke"\n[budgets]\nprobes = false\n[endpoint]\nbase_url = "{healthy.url}"\nmodel = "m"\n'
+                   f'[outputs]\ndir = "{tmp_path / "file"}"\n')
+    code, out, err = cli("gate", "--config", cfg)
+    assert code == 0, out + err
+    assert "limited" not in json.loads((tmp_path / "file" / "comparison.json").read_text())
+    assert "limited" not in out + err
+
+
 def test_a_gate_loads_its_golden_once(two_suites, healthy, tmp_path, cli, monkeypatch):
     import verifier.api
     from verifier.golden import store
