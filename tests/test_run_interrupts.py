@@ -72,6 +72,13 @@ def test_run_interrupted_prints_the_real_resume_command_and_it_finishes(sig, cod
     assert r.returncode == 0, r.stderr
     keys = [rec["sample_id"] for rec in _journal_whole(out)]
     assert len(keys) == len(set(keys)) == 20
+    # ... and ends where the uninterrupted run does: the same scores
+    whole = subprocess.run([sys.executable, "-m", *cmd[2:cmd.index("--out")], "--out", str(tmp_path / "whole"), "--quiet",
+                            "--concurrency", "4"], cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    assert whole.returncode == 0, whole.stderr
+    resumed, uninterrupted = ({k: v for k, v in json.loads((d / "summary.json").read_text())["suites"]["smoke"].items()
+                               if k != "latency_ms"} for d in (out, tmp_path / "whole"))  # timings differ, scores not
+    assert resumed == uninterrupted and resumed["metrics"]
 
 
 def test_gate_interrupted_prints_resume_then_compare_and_they_finish_the_gate(slow_server, tmp_path):
