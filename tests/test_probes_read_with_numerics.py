@@ -43,11 +43,11 @@ def _gate(cli, golden, responder, out):
     with TestServer(Script(responder, honour_sampling=True)) as srv:
         code, stdout, err = cli("gate", "--golden", golden, "--base-url", srv.url, "--model", "m", "--out", out, "--quiet",
                                 "--max-retries", "0")
-    return code, json.loads((out / "comparison.json").read_text()), stdout + err
+    return code, json.loads((out / "comparison.json").read_text()), stdout + err, stdout
 
 
 def test_a_probe_that_reads_the_output_is_not_frontend_evidence_when_the_numerics_moved(probe_golden, tmp_path, cli):
-    code, doc, out = _gate(cli, probe_golden, quantized(numerics_moved=True), tmp_path / "q")
+    code, doc, out, _ = _gate(cli, probe_golden, quantized(numerics_moved=True), tmp_path / "q")
     assert code == 11 and doc["status"] == "quantization_regression", out
     assert doc["frontend"]["verdict"] != "fail" and not doc["diagnosis"], doc["diagnosis"]
     ev = {e["signal"]: e for e in doc["frontend"]["evidence"] if e.get("modes") == {"chat": 1}}
@@ -59,8 +59,13 @@ def test_a_probe_that_reads_the_output_is_not_frontend_evidence_when_the_numeric
 
 
 def test_the_same_probe_failure_blames_the_frontend_when_the_numerics_are_the_references(probe_golden, tmp_path, cli):
-    code, doc, out = _gate(cli, probe_golden, quantized(numerics_moved=False), tmp_path / "f")
+    code, doc, out, stdout = _gate(cli, probe_golden, quantized(numerics_moved=False), tmp_path / "f")
     assert code == 10 and doc["status"] == "frontend_regression", out
+    # Issue 50, item 7: --quiet against a probe-recorded golden printed 40-55 lines; the status, the first cause and
+    # the report path now (the probe table is in the report)
+    lines = stdout.splitlines()
+    assert len(lines) == 3 and lines[0].startswith("status: frontend_regression (exit 10)"), stdout
+    assert lines[1].startswith("  diagnosis: ") and lines[2] == f"report: {tmp_path / 'f' / 'report.html'}", stdout
     stop = next(e for e in doc["frontend"]["evidence"] if e["signal"] == "probe:stop_honoured" and e.get("modes") == {"chat": 1})
     assert stop["verdict"] == "fail" and stop["qualifier"] == "model_output", stop
     assert any(d["component"] == "API validation" for d in doc["diagnosis"]), doc["diagnosis"]
