@@ -230,6 +230,20 @@ RUN_FORMAT = 1
 
 
 @dataclass(frozen=True)
+class ForcingAsked:
+    """run.json's `teacher_forcing_asked`: the teacher-forcing pass a gate's (or calibration rerun's) run asked for,
+    read by a resume that makes the pass the run has not made (app/collect.resumed_forcing checks each value)."""
+
+    method: Any
+    positions: Any
+    calibrated: bool
+    golden: Any
+    """The golden's directory."""
+    golden_run: Any
+    """Its source run (the directory must still hold that golden)."""
+
+
+@dataclass(frozen=True)
 class RunHeader:
     """`run.json`: what a run was made with. Written by `run`, `merge` and the lm-eval importer alike."""
 
@@ -303,6 +317,15 @@ class RunHeader:
         """run.json's `teacher_forcing` block (the teacher-forcing pass's method and state), when it is an object."""
         v = self.extra.get("teacher_forcing")
         return v if isinstance(v, dict) else None
+
+    @property
+    def teacher_forcing_asked(self) -> ForcingAsked | None:
+        """The teacher-forcing pass the run asked for (`teacher_forcing_asked`), when it is an object."""
+        v = self.extra.get("teacher_forcing_asked")
+        if not isinstance(v, dict):
+            return None
+        return ForcingAsked(method=v.get("method"), positions=v.get("positions"), calibrated=v.get("calibrated") is True,
+                            golden=v.get("golden"), golden_run=v.get("golden_run"))
 
     @property
     def server_info(self) -> Any:

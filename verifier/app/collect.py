@@ -29,7 +29,7 @@ from verifier import safeio, scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
 from verifier.errors import Interrupted, UsageError, did_you_mean
 from verifier.surfaces.registry import MODES, REFERENCE_MODE, mode_of, surfaces_of
-from verifier.types import Exchange, RunHeader, RunSummary, Sample, Suite, owner_ids
+from verifier.types import Exchange, ForcingAsked, RunHeader, RunSummary, Sample, Suite, owner_ids
 
 if TYPE_CHECKING:
     from verifier.execution.teacher_forcing import Forcing
@@ -641,13 +641,13 @@ def resumed_steps(spec: RunSpec, header: RunHeader, run_dir: Path) -> RunSpec:
                                         and all(isinstance(n, int) and not isinstance(n, bool) and 0 < n <= 10_000_000 for n in lengths)):
             raise UsageError(f"{run_dir / journal.HEADER}: context_probe_asked.lengths is not a list of prompt lengths")
         spec = dataclasses.replace(spec, context_probe=True, context_lengths=tuple(lengths) if lengths else None)
-    forcing = header.extra.get("teacher_forcing_asked")
-    if isinstance(forcing, dict) and spec.forcing is None and header.teacher_forcing is None:
+    forcing = header.teacher_forcing_asked
+    if forcing is not None and spec.forcing is None and header.teacher_forcing is None:
         spec = dataclasses.replace(spec, forcing=resumed_forcing(forcing, header, run_dir))
     return spec
 
 
-def resumed_forcing(asked: Mapping[str, Any], header: RunHeader, run_dir: Path) -> "Forcing | None":
+def resumed_forcing(asked: ForcingAsked, header: RunHeader, run_dir: Path) -> "Forcing | None":
     """The teacher-forcing pass a gate's run asked for (run.json's `teacher_forcing_asked`: method, positions, the
     golden's directory and source run), over the golden's greedy records of the samples this run planned, as the
     gate computed it. A golden that cannot be read, or that is another golden now, makes no pass: said on stderr
@@ -655,7 +655,7 @@ def resumed_forcing(asked: Mapping[str, Any], header: RunHeader, run_dir: Path) 
     from verifier.execution import teacher_forcing as tf
     from verifier.golden import store
 
-    method, positions, path = asked.get("method"), asked.get("positions"), asked.get("golden")
+    method, positions, path = asked.method, asked.positions, asked.golden
     if method not in tf.CHOICES or isinstance(positions, bool) or not isinstance(positions, int) or not 0 < positions <= 512 \
             or not isinstance(path, str):
         raise UsageError(f"{run_dir / journal.HEADER}: teacher_forcing_asked is not a method, positions and a golden")
@@ -667,7 +667,7 @@ def resumed_forcing(asked: Mapping[str, Any], header: RunHeader, run_dir: Path) 
         print(f"warning: the teacher-forcing pass this run asked for is not made: its golden {path} cannot be read "
               f"({scrub.text(str(e))[:200]})", file=sys.stderr)
         return None
-    if (golden.header.source.run_id or None) != asked.get("golden_run"):
+    if (golden.header.source.run_id or None) != asked.golden_run:
         print(f"warning: the teacher-forcing pass this run asked for is not made: {path} holds another golden now",
               file=sys.stderr)
         return None
@@ -677,7 +677,7 @@ def resumed_forcing(asked: Mapping[str, Any], header: RunHeader, run_dir: Path) 
     planned = set(journal.read_samples(run_dir))
     targets = tuple(t for t in forcing.targets if any((t.suite, sid) in planned for sid in owner_ids(t.sample_id)))
     # calibrated as the gate saw its (narrowed) golden: `auto` measures only then
-    return dataclasses.replace(forcing, targets=targets, calibrated=asked.get("calibrated") is True) if targets else None
+    return dataclasses.replace(forcing, targets=targets, calibrated=asked.calibrated) if targets else None
 
 
 def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, Sequence[Sample]]], "EndpointConfig"]:
