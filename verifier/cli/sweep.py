@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from verifier.execution.teacher_forcing import CHOICES as FORCING
 from verifier.wire.serving_adapters import ADAPTERS
-from .types import CommaList
+from .types import CommaList, SpacedList
 
 if TYPE_CHECKING:
     from verifier.app.spec import GateOptions
@@ -97,7 +97,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("file", nargs="?", metavar="SWEEP.toml", help="the sweep file (see docs/sweeps.md)")
     p.add_argument("--only", action=CommaList, help="comma-separated configuration names: run only these (one CI job each)")
     p.add_argument("--out", help="sweep directory (default: the file's `out`, else runs/<timestamp>-sweep)")
-    p.add_argument("--combine", nargs="+", action="extend", metavar="DIR", help="join configuration directories from several jobs into --out (repeatable: the lists add up)")
+    p.add_argument("--combine", nargs="+", action=SpacedList, metavar="DIR", help="join configuration directories from several jobs into --out (given once: --combine D E)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=handle)
 
