@@ -22,7 +22,7 @@ import pytest
 
 from conftest import SMOKE_RUN, reference_reply
 from verifier.execution import layout
-from verifier.execution.rundir import RunDir
+from verifier.execution.rundir import ComparisonGlance, RunDir
 from verifier.testbed.server import Reply, Script, TestServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,6 +121,26 @@ def test_rundir_reads_typed_values(scored):
     rows = rd.observations()
     assert rows and len(rows) == len(rd.verdicts())
     assert rd.probes() is None and rd.context() is None
+
+
+def test_the_listing_reads_a_comparison_leniently_and_staleness_from_the_summary(scored, tmp_path):
+    """Issue 45: the run listing's comparison read (any writer's, any age) and the staleness check read the documents
+    in RunDir, the load boundary."""
+    run = tmp_path / "r"
+    shutil.copytree(scored, run)
+    rd = RunDir(run)
+    glance = rd.comparison_glance()
+    assert glance is not None and (glance.status, glance.exit_code) == ("pass", 0)
+    (run / layout.COMPARISON).write_text(json.dumps({"status": "odd", "golden": "not an object"}))
+    assert rd.comparison_glance() == ComparisonGlance(status="odd", exit_code=None, golden_name=None)
+    (run / layout.COMPARISON).write_text("{}")
+    assert rd.comparison_glance() is None  # an empty document lists as a run never compared
+    assert not rd.stale()
+    with open(run / layout.RESPONSES, "ab") as f:
+        f.write(b"\n")
+    assert rd.stale()  # the journal is not the one summary.json's digest was taken of
+    (run / layout.VERDICTS).unlink()
+    assert rd.stale()
 
 
 # ------------------------------------------------------------------------------------------------ item 7

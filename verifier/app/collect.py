@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from verifier import safewrite
-from verifier.execution import journal, runner, scoring
+from verifier.execution import journal, rundir, runner, scoring
 from verifier.execution.live import Follower
 from verifier.execution.rundir import RunDir
 from verifier import safeio, scrub
@@ -586,7 +586,7 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, R
 
     run_dir = Path(spec.resume or "")
     try:
-        hdr = journal.check_run_dir(run_dir)  # the document as read: which keys an older writer left out (absent_keys)
+        hdr = rundir.check_run_dir(run_dir)  # the document as read: which keys an older writer left out (absent_keys)
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
     header = RunHeader.from_dict(hdr)
@@ -629,13 +629,13 @@ def resumed_steps(spec: RunSpec, header: RunHeader, run_dir: Path) -> RunSpec:
     run.json has no `teacher_forcing` block yet, over the golden it names (resumed_forcing)."""
     from verifier.execution.layout import CONTEXT, PROBES
 
-    probes, context = header.extra.get("probes_asked"), header.extra.get("context_probe_asked")
-    if isinstance(probes, dict) and not spec.probes and not (run_dir / PROBES).exists():
+    probes, context = header.probes_asked, header.context_probe_asked
+    if probes is not None and not spec.probes and not (run_dir / PROBES).exists():
         only = probes.get("only")
         if only is not None and not (isinstance(only, list) and all(isinstance(x, str) for x in only)):
             raise UsageError(f"{run_dir / journal.HEADER}: probes_asked.only is not a list of probe names")
         spec = dataclasses.replace(spec, probes=True, probe_only=frozenset(only) if only is not None else None)
-    if isinstance(context, dict) and not spec.context_probe and not (run_dir / CONTEXT).exists():
+    if context is not None and not spec.context_probe and not (run_dir / CONTEXT).exists():
         lengths = context.get("lengths")
         if lengths is not None and not (isinstance(lengths, list) and len(lengths) <= 64
                                         and all(isinstance(n, int) and not isinstance(n, bool) and 0 < n <= 10_000_000 for n in lengths)):

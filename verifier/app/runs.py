@@ -116,22 +116,19 @@ def describe(run_dir: Path) -> RunRow | None:
         return None
     ep = hdr.endpoint if isinstance(hdr.endpoint, dict) else {}
     try:
-        cmp = rd.comparison()
+        # read leniently (any writer's, any age: the listing shows what it says)
+        cmp = rd.comparison_glance()
     except RefusedFile as e:
         raise UsageError(str(e)) from None
     except NotARunDir:
         cmp = None  # corrupt: listed as a run never compared, as before
-    # comparison.json is read leniently here (any writer's, any age: the listing shows what it says); the typed
-    # Comparison is for documents this verifier compares or renders.
-    made = cmp.get("golden") if cmp is not None else None
-    golden = made if isinstance(made, dict) else {}
     return RunRow(
         run_dir=str(run_dir), run_id=hdr.run_id or None, started=hdr.started, finished=hdr.finished,
         endpoint=ep.get("base_url"), model=ep.get("model"), suites=sorted(hdr.suites),
         modes=hdr.modes or [REFERENCE_MODE], kind="gate" if cmp or hdr.gate_of else "run",
-        status=str(cmp.get("status")) if cmp else "run" if hdr.finished and not hdr.gate_of else "interrupted",
-        exit_code=cmp.get("exit_code") if cmp else None,
-        golden=golden.get("name") or hdr.gate_of, scored=rd.scored(),
+        status=cmp.status if cmp else "run" if hdr.finished and not hdr.gate_of else "interrupted",
+        exit_code=cmp.exit_code if cmp else None,
+        golden=(cmp.golden_name if cmp else None) or hdr.gate_of, scored=rd.scored(),
     )
 
 

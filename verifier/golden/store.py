@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from verifier import safewrite
-from verifier.execution import journal, scoring
+from verifier.execution import journal, rundir, scoring
 from verifier.execution import observations as observe
 from verifier.execution.rundir import RunDir
 from verifier.execution.observations import MAX_CONTENT as MAX_CONTENT, MAX_LOGPROBS as MAX_LOGPROBS, MAX_TOP as MAX_TOP  # a golden's caps
@@ -69,7 +69,7 @@ def portable(obj: Any) -> Any:
 
 
 def bless(run_dir: Path, to: Path, margins: Mapping[str, Margin] | None = None) -> GoldenHeader:
-    hdr = journal.check_run_dir(run_dir)
+    hdr = rundir.check_run_dir(run_dir)
     scrub.register_run(hdr.get("endpoint"))  # the golden is scrubbed of the key its run was made with
     summary_path = Path(run_dir) / scoring.SUMMARY
     if not summary_path.exists():
