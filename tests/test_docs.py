@@ -191,3 +191,14 @@ def test_every_documented_lm_eval_import_names_its_out():
     shown = [c for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))] for c in _code_commands(page)
              if c.startswith("verifier lm-eval --task ")]
     assert shown and all("--out " in c for c in shown), shown
+
+
+def test_every_test_the_security_page_names_exists():
+    """docs/security.md's table of bounds names the test that holds each one: a renamed or deleted test must not
+    leave the page claiming a bound nothing asserts."""
+    text = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"tests/(test_\w+\.py)::(test_\w+)", text))
+    assert len(named) >= 30
+    missing = [f"{f}::{t}" for f, t in sorted(named)
+               if not re.search(rf"^def {t}\(", (ROOT / "tests" / f).read_text(encoding="utf-8"), re.M)]
+    assert not missing, missing

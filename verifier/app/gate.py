@@ -14,7 +14,7 @@ from verifier.execution import journal, runner
 from verifier.execution.rundir import RunDir
 from verifier.app.catalog import suite_named
 from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir
-from verifier.app.scored import observed, observed_in_memory
+from verifier.app.scored import observed, observed_in_memory, observed_where_allowed
 from verifier.attribution.document import Comparison, SuiteResult
 from verifier.app.spec import DEFAULT_INFRA_BUDGET as DEFAULT_INFRA_BUDGET, CalibrateSpec, CompareSpec, GateSpec, Probes
 from verifier.errors import UsageError
@@ -233,7 +233,7 @@ def calibrate(spec: CalibrateSpec) -> Calibrated:
     names = [golden.header.source.run_id]
     run_dirs: list[Path] = []
     for r in spec.runs:
-        runs.append(observed(Path(r)))  # (refuses a directory that is no run, naming it)
+        runs.append(observed_where_allowed(Path(r))[0])  # a colleague's run is scored again in memory, left as it is
         # a rerun served otherwise than the reference would widen the margins by what the adapter changes
         check_serving_adapter(golden, RunDir(Path(r)).header().serving_adapter, spec.golden, Path(r))
         names.append(Path(r).name)
@@ -268,7 +268,7 @@ def _teacher_forced_margins(golden: Golden, run_dirs: list[Path], provenance: di
     measured = []
     used = []
     for rd in run_dirs:
-        forced = teacher_forced_measures(rd, RunDir(rd).header(), golden, observed(rd))
+        forced = teacher_forced_measures(rd, RunDir(rd).header(), golden, observed_where_allowed(rd)[0])
         if forced is not None and forced[0].get("state") == "measured":
             measured.append(forced[1])
             used.append(f"{rd.name}:{forced[0].get('method')}")
@@ -284,9 +284,13 @@ def bless_run(run_dir: Path, to: Path, force: bool = False, epochs_as_reruns: bo
     if (to / golden.GOLDEN).exists() and not force:
         raise UsageError(f"{to} already holds a golden; pass --force to replace it")
     RunDir(to).claim_for_write(flag="--to", force=force)  # a run directory: its samples.jsonl would be replaced
-    refuse_broken_reference(observed(run_dir), run_dir, force)
-    margins = margins_from_json(margins_from_epochs(run_dir)) if epochs_as_reruns else None
-    return golden.bless(run_dir, to, margins)
+    # Scored again when stale: in place if this user may write the run, else in memory, the run left as it is (a
+    # colleague's run, a read-only mount); the golden is made from those rows, never from files the journal does
+    # not back.
+    rows, summary = observed_where_allowed(run_dir)
+    refuse_broken_reference(rows, run_dir, force)
+    margins = margins_from_json(margins_from_epochs(run_dir, rows)) if epochs_as_reruns else None
+    return golden.bless(run_dir, to, margins, scored=(rows, summary))
 
 
 def floor_warnings(summary: Mapping[str, Any], suites: Iterable[str] | None = None) -> list[str]:
@@ -329,10 +333,10 @@ def _route_refused(o: Observation) -> bool:
     return o.reason in ("http_401", "http_403", "http_404")
 
 
-def margins_from_epochs(run_dir: Path) -> dict[str, Any]:
+def margins_from_epochs(run_dir: Path, obs: list[Observation]) -> dict[str, Any]:
+    """Margins from a run's epochs as reruns: `obs`, its rows (app/scored)."""
     from verifier.attribution import compare
 
-    obs = observed(run_dir)
     epochs = sorted({o.epoch for o in obs})
     if len(epochs) < 3:
         raise UsageError(f"{run_dir} has {len(epochs)} epoch(s); calibration from epochs needs at least 3")

@@ -179,3 +179,16 @@ def recompare(run_dir: Path, golden_path: str | Path, loaded: "Golden", recorded
     spec = CompareSpec(golden_path, float(budget) if isinstance(budget, (int, float)) else None,
                        allow_subset=bool(recorded.sequential), write=False, as_gated=False)
     return compare_run(Path(run_dir), spec, narrowed)
+
+
+def believed(run_dir: Path, golden_path: str | Path, loaded: "Golden", recorded: "Comparison") -> tuple["Comparison", str | None]:
+    """A run's recorded comparison.json as far as the run's own evidence backs it (docs/security.md, a run
+    directory): the recorded document when `recompare` gives the same status and exit code, else the comparison
+    made now, with the reason naming the file, what it says and what the evidence says. What `matrix` and `report`
+    show of a run compared before; the reason (None when believed) is also the caller's to print."""
+    made = recompare(run_dir, golden_path, loaded, recorded)
+    if (recorded.status, recorded.exit_code) == (made.status, made.exit_code):
+        return recorded, None
+    why = (f"unverified {run_dir}/comparison.json: it says {recorded.status}, the run's own evidence "
+           f"says {made.status}; shown as compared now")
+    return dataclasses.replace(made, reasons=[why, *(made.reasons or [])], reason=why), why
