@@ -230,6 +230,20 @@ RUN_FORMAT = 1
 
 
 @dataclass(frozen=True)
+class ForcingAsked:
+    """run.json's `teacher_forcing_asked`: the teacher-forcing pass a gate's (or calibration rerun's) run asked for,
+    read by a resume that makes the pass the run has not made (app/collect.resumed_forcing checks each value)."""
+
+    method: Any
+    positions: Any
+    calibrated: bool
+    golden: Any
+    """The golden's directory."""
+    golden_run: Any
+    """Its source run (the directory must still hold that golden)."""
+
+
+@dataclass(frozen=True)
 class RunSuite:
     """`run.json`'s `suites.<suite>`: what the run was made with of one suite (execution/runner writes it). A key an
     older writer left out, or an entry that is not an object, reads as None."""
@@ -327,6 +341,25 @@ class RunHeader:
     def teacher_forcing(self) -> dict[str, Any] | None:
         """run.json's `teacher_forcing` block (the teacher-forcing pass's method and state), when it is an object."""
         return self._object("teacher_forcing")
+
+    @property
+    def teacher_forcing_asked(self) -> ForcingAsked | None:
+        """The teacher-forcing pass the run asked for (`teacher_forcing_asked`), when it is an object."""
+        v = self._object("teacher_forcing_asked")
+        if v is None:
+            return None
+        return ForcingAsked(method=v.get("method"), positions=v.get("positions"), calibrated=v.get("calibrated") is True,
+                            golden=v.get("golden"), golden_run=v.get("golden_run"))
+
+    @property
+    def probes_asked(self) -> dict[str, Any] | None:
+        """The probes the run asked for (`probes_asked`: `only`, a selection, or null for the catalogue)."""
+        return self._object("probes_asked")
+
+    @property
+    def context_probe_asked(self) -> dict[str, Any] | None:
+        """The context probe the run asked for (`context_probe_asked`: its `lengths`, or null for the defaults)."""
+        return self._object("context_probe_asked")
 
     @property
     def server_info(self) -> Any:

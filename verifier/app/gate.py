@@ -156,11 +156,13 @@ def gate_golden(spec: GateSpec, loaded: Golden | None = None) -> Golden:
     return golden
 
 
-def check_serving_adapter(golden: Golden, given: str | None, name: Any) -> None:
-    """Refuse (UsageError, before any request) a gate served otherwise than the golden's reference: a golden
+def check_serving_adapter(golden: Golden, given: str | None, name: Any, run_dir: Path | None = None) -> None:
+    """Refuse (UsageError, before any request) a candidate served otherwise than the golden's reference: a golden
     recorded behind a serving adapter (wire/serving_adapters.py) gated without it blames the engine's frontend for
     what the adapter did (a prefilled tool call comes back as text: `tool_call_as_text`), and one gated behind an
-    adapter its reference never had is a different deployment."""
+    adapter its reference never had is a different deployment. One rule for every door: `given` is the adapter a gate
+    or calibration sends behind, or (`run_dir` set) the one a finished run was sent behind (run.json's
+    `endpoint.serving_adapter`), which `compare`, the matrix, `report` and calibrate's --runs judge against the golden."""
     from verifier.wire.serving_adapters import ADAPTERS
 
     recorded = golden.header.source.serving_adapter
@@ -169,6 +171,12 @@ def check_serving_adapter(golden: Golden, given: str | None, name: Any) -> None:
                          f"not know (known: {', '.join(ADAPTERS)})")
     if given == recorded:
         return
+    if run_dir is not None:  # a finished run: it cannot be served again, only made again
+        sent = f"behind the serving adapter {given}" if given else "with no serving adapter"
+        kept = f"behind the serving adapter {recorded}" if recorded else "with no serving adapter"
+        raise UsageError(f"run {run_dir} was sent {sent}, and golden {name} was recorded {kept}: compare a run served "
+                         "as its reference was (run or gate it again so; docs/engines.md, 'Tool calls behind a serving "
+                         "adapter')")
     # The message names no flag (the command line, a gate file, a sweep and the API all reach here); the hint does,
     # and the CLI prints it only where the command has the flag.
     if recorded is None:
@@ -226,6 +234,8 @@ def calibrate(spec: CalibrateSpec) -> Calibrated:
     run_dirs: list[Path] = []
     for r in spec.runs:
         runs.append(observed_where_allowed(Path(r))[0])  # a colleague's run is scored again in memory, left as it is
+        # a rerun served otherwise than the reference would widen the margins by what the adapter changes
+        check_serving_adapter(golden, RunDir(Path(r)).header().serving_adapter, spec.golden, Path(r))
         names.append(Path(r).name)
         run_dirs.append(Path(r))
     if spec.endpoint is not None and spec.endpoint.base_url:
@@ -419,6 +429,7 @@ def compare_run(run_dir: Path, spec: CompareSpec, loaded: Golden | None = None) 
     if not rd.is_run():
         raise UsageError(f"{run_dir} is not a run directory (no {journal.HEADER})")
     hdr = rd.header()
+    check_serving_adapter(golden, hdr.serving_adapter, spec.golden, run_dir)  # as gate refuses: one rule, both doors
     golden, applied = _golden_as_gated(run_dir, hdr, golden, spec)
     infra_budget = spec.budget(applied.infra_budget if applied is not None else None)
     scrub.register_run(hdr.endpoint)  # the comparison is scrubbed of the key the run was made with

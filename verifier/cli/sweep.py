@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 from verifier.execution.teacher_forcing import CHOICES as FORCING
 from verifier.wire.serving_adapters import ADAPTERS
 from .gatefile import SamplingTable
-from .types import CommaList
+from .types import CommaList, SpacedList
 
 if TYPE_CHECKING:
     from verifier.app.spec import GateOptions
@@ -101,7 +101,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("file", nargs="?", metavar="SWEEP.toml", help="the sweep file (see docs/sweeps.md)")
     p.add_argument("--only", action=CommaList, help="comma-separated configuration names: run only these (one CI job each)")
     p.add_argument("--out", help="sweep directory (default: the file's `out`, else runs/<timestamp>-sweep)")
-    p.add_argument("--combine", nargs="+", metavar="DIR", help="join configuration directories from several jobs into --out")
+    p.add_argument("--combine", nargs="+", action=SpacedList, metavar="DIR", help="join configuration directories from several jobs into --out (given once: --combine D E)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=handle)
 
@@ -145,10 +145,12 @@ class SweepGateTable:
 
     def options(self) -> GateOptions:
         """The sweep's gate door: this table as the values every configuration's gate shares."""
-        from verifier.app.spec import GateOptions, Probes, margins_from_table
+        from verifier.app.spec import GateOptions, Probes, margins_from_table, names
 
-        return GateOptions(
-            suites=self.suites, modes=self.modes, limit=self.limit, data=self.data,
+        return GateOptions(  # lists read as the gate file's and the flags' are (app/spec.names)
+            suites=names(self.suites, "sweep: [gate] suites") if self.suites is not None else None,
+            modes=names(self.modes, "sweep: [gate] modes") if self.modes is not None else None,
+            limit=self.limit, data=self.data,
             probes=Probes.of(self.probes) if self.probes is not None else None,
             sequential=self.sequential, looks=self.looks, teacher_forcing=self.teacher_forcing,
             forced_positions=self.forced_positions,
