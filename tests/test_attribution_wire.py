@@ -634,6 +634,29 @@ def test_probe_exchange_evidence_is_judged_and_ranked():
     assert srow["evidence_code"] == "prompt_tokens_mismatch"
 
 
+def test_a_probe_both_sides_fail_alike_with_only_its_text_moved_is_read_with_the_numerics():
+    """Measured on llama-server (tests/test_e2e_engine_kv_recipe.py): `tool_choice_required` fails on the reference
+    (not enforced) and on a KV-q4_0 server alike, only the refusal's greedy text moved. That is what the model wrote:
+    inconclusive where the numerics moved (it made the recipe's gate exit 12 with API validation named), a fail where
+    they did not; a moved prompt-token count on such a probe stays frontend evidence."""
+    from verifier.execution import probe_results
+
+    def res(passed, **ex):
+        return {"passed": passed, "detail": "no tool call", "exchanges": [{"findings": [], "prompt_tokens": 10, "text": "Hello", "stream": False, **ex}]}
+
+    gold = {"t@chat": res(False), "f@chat": res(False)}
+    cand = {"t@chat": res(False, text='{"name": "hello"}'), "f@chat": res(False, prompt_tokens=12)}
+    rows = {r["key"]: r for r in probe_results.judge(cand, gold, {"t": "API validation", "f": "API validation"})}
+    assert rows["t@chat"]["status"] == "regression" and rows["t@chat"]["text_only"] and not rows["t@chat"].get("weak")
+    assert rows["f@chat"]["status"] == "regression" and not rows["f@chat"].get("text_only")
+    ev = probe_results.evidence(list(rows.values()))
+    assert ev["t@chat"]["qualifier"] == "exchange_text" and "qualifier" not in ev["f@chat"]
+    assert "FAILED" in ev["t@chat"]["summary"] and "reference also fails" in ev["t@chat"]["summary"]
+    judged = {e.signal: e.verdict for e in compare._probe_evidence(ev, numerics_moved=True)}
+    assert judged == {"probe:t": "inconclusive", "probe:f": "fail"}
+    assert {e.signal: e.verdict for e in compare._probe_evidence(ev, numerics_moved=False)} == {"probe:t": "fail", "probe:f": "fail"}
+
+
 def test_a_passing_probes_moved_text_ranks_below_sample_level_evidence():
     g = [Observation(suite="s", sample_id="a", epoch=0, mode="chat", outcome="content", score=1.0, metrics={"m": 1.0}, answer="1")]
     c = [Observation(suite="s", sample_id="a", epoch=0, mode="chat", outcome="contract", answer="1", findings=("reasoning_in_content",))]

@@ -33,12 +33,15 @@ def test_run_and_score_end_to_end(server, tmp_path, cli):
     assert streamed and all(r["stream_options"] == {"include_usage": True} for r in streamed)
 
 
-def test_a_repeated_list_flag_adds_to_the_list_never_replaces_it(server, tmp_path, cli):
-    """`--mode chat --mode chat-stream` used to run chat-stream only (argparse keeps the last occurrence)."""
+def test_a_repeated_list_flag_says_the_last_wins(server, tmp_path, cli):
+    """`--mode chat --mode chat-stream` ran chat-stream only without a word (argparse keeps the last occurrence).
+    The last still wins (a wrapper's defaults, then the user's override), and stderr says so with the spelling for both."""
     out = tmp_path / "r"
-    assert cli(*run_args(server, out, "--mode", "chat", "--mode", "chat-stream", "--limit", "2"))[0] == 0
-    assert json.loads((out / "run.json").read_text())["modes"] == ["chat", "chat-stream"]
-    assert json.loads((out / "summary.json").read_text())["suites"]["smoke"]["outcomes"] == {"content": 4}
+    code, _, err = cli(*run_args(server, out, "--mode", "chat", "--mode", "chat-stream", "--limit", "2"))
+    assert code == 0 and json.loads((out / "run.json").read_text())["modes"] == ["chat-stream"]
+    assert "--mode given more than once: the last wins (chat-stream)" in err and "--mode chat,chat-stream" in err
+    code, _, err = cli(*run_args(server, tmp_path / "once", "--mode", "chat,chat-stream", "--limit", "2"))
+    assert code == 0 and "more than once" not in err
 
 
 def test_score_is_byte_identical(server, tmp_path, cli):

@@ -316,7 +316,7 @@ def test_a_sample_the_reference_failed_in_one_mode_is_no_evidence_in_another(tmp
             return Reply(content=str(a + b))
         return reply
 
-    run = ["--suite", "smoke", "--model", "m", "--quiet", "--mode", "chat", "--mode", "chat-stream", "--max-retries", "0"]
+    run = ["--suite", "smoke", "--model", "m", "--quiet", "--mode", "chat,chat-stream", "--max-retries", "0"]
     ref = server(first, streamed=False)
     with TestServer(Script(ref)) as srv:
         for name in ("a", "b", "c"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 
 def _whole_number(text: str, least: int, says: str) -> int:
@@ -58,11 +59,16 @@ def fraction(text: str) -> float:
 
 
 
+
 class CommaList(argparse.Action):
-    """A comma-separated list flag that may also be repeated: `--mode chat --mode chat-stream` is `--mode
-    chat,chat-stream`. argparse's default keeps only the last occurrence, which silently dropped the others."""
+    """A comma-separated list flag. Given twice, the last wins, as argparse does for every flag (a wrapper's defaults
+    then the user's override), but never silently: `--mode chat --mode chat-stream` ran chat-stream only without a
+    word. The notice goes to stderr and names the one spelling that gives both."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: str | None = None) -> None:
         before = getattr(namespace, self.dest, None)
-        setattr(namespace, self.dest, f"{before},{values}" if before else values)
+        if before is not None and before != self.default:
+            print(f"verifier: {option_string} given more than once: the last wins ({values}); for several, give one "
+                  f"comma-separated list: {option_string} {before},{values}", file=sys.stderr)
+        setattr(namespace, self.dest, values)

@@ -181,7 +181,7 @@ def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
             status = "pass" if g["passed"] else "improved"
         else:
             status = "regression" if g["passed"] else "reference_fails"
-        evidence_code, exchange_finding, weak = None, None, False
+        evidence_code, exchange_finding, weak, text_only = None, None, False, False
         if c and g and status in ("regression", "reference_fails", "pass") and not c.get("infra"):
             # Every probe request goes through the contract findings and the prompt-token fingerprint against the
             # golden's same request, and at temperature 0 its text, whatever the probe's own check said:
@@ -199,6 +199,10 @@ def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
                 why = f"{why}; {finding[0]}" if why else finding[0]
             elif moved is not None and status != "regression":
                 evidence_code, weak = moved[1], status == "pass"
+                # both checks failed alike and only the greedy text moved: what the model wrote, read with the
+                # numerics like a passing probe's moved text (a KV-q4_0 model writes another refusal than the
+                # reference's under a tool_choice neither enforces)
+                text_only = status == "reference_fails" and moved[1] in (None, STREAM_TEXT)
                 why = f"{why}; but {moved[0]}" if why else moved[0]
             if status != "regression" and (finding is not None or moved is not None):
                 status = "regression"
@@ -210,6 +214,7 @@ def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
             **({"evidence_code": evidence_code} if evidence_code else {}),
             **({"exchange_finding": exchange_finding} if exchange_finding else {}),
             **({"weak": True} if weak else {}),
+            **({"text_only": True} if text_only else {}),
             **({"reads_output": True} if name in reads_output else {}),
             **({"moves_outputs": True} if name in moves_outputs else {}),
         })
@@ -242,9 +247,9 @@ def evidence(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             out[r["key"]]["moves_outputs"] = True
         if r["status"] == "reference_fails":
             out[r["key"]]["qualifier"] = "reference_fails"  # a pass only because the golden cannot do it either
-        elif r.get("weak"):
-            # the check passed on both sides; only the request's fingerprint or greedy text moved (compare.py
-            # holds a moved text as inconclusive where the numerics moved too: it is no frontend evidence then)
+        elif r.get("weak") or r.get("text_only"):
+            # the check passed on both sides (or failed alike); only the request's fingerprint or greedy text moved
+            # (compare.py holds a moved text as inconclusive where the numerics moved too: no frontend evidence then)
             out[r["key"]]["qualifier"] = "exchange_text" if r.get("evidence_code") in (None, STREAM_TEXT) else "exchange_fingerprint"
         elif verdict == "fail" and r.get("reads_output") and not r.get("exchange_finding"):
             # the check read what the model wrote: compare.py holds it inconclusive where the sample-level numerics
