@@ -426,19 +426,15 @@ RUN_HEADER_EXTRAS = {"gate", "gate_of", "teacher_forcing", "server_info", "shard
 """run.json's optional keys that RunHeader reads through typed accessors (kept in its `extra`)."""
 STRING_KEY_DEBT = {
     # Shrinking: each module's count of string-key reads on these documents' keys that remain. Lower a count when a
-    # module reads its values typed; remove it at 0. What is left (75 reads in 18 modules, from 181 in 26): the gate
+    # module reads its values typed; remove it at 0. What is left (46 reads in 5 modules, from 181 in 26): the gate
     # file's and the sweep file's own tables, read once at their doors after their schema check (cli/gatefile,
-    # cli/sweep), the matrix's and the sweep's own rows (report/matrix, report/sweep), {"golden", "candidate"} side
-    # counts and "modes" lists inside comparison blocks that stay mappings (explain, views, pictures, diagnosis,
-    # turn_diff), probe-result rows' "infra" (probe_results, coverage), a Verdict's signals["latency_ms"] (scoring),
-    # the listing's lenient comparison read (app/runs), a sweep's config.json (app/sweep), and the reading of
-    # summary.json's digest and run.json's suites in journal.py.
+    # cli/sweep), the matrix's and the sweep's own rows (report/matrix, report/sweep) and a sweep's config.json
+    # (app/sweep). The comparison's side counts and finding details read as SideCounts / NewFinding
+    # (attribution/document.py), probe results as probe_results.ProbeResult, a Verdict's latency as
+    # Verdict.latency_ms, the listing's comparison as rundir.ComparisonGlance, run.json's suites as RunSuite, and
+    # run.json's check and summary.json's digest moved from journal.py into execution/rundir.py.
     "verifier/cli/sweep.py": 12, "verifier/cli/gatefile.py": 11, "verifier/report/matrix.py": 11,
-    "verifier/report/sweep.py": 10, "verifier/attribution/explain.py": 6, "verifier/execution/probe_results.py": 5,
-    "verifier/report/views.py": 3, "verifier/app/runs.py": 2, "verifier/app/sweep.py": 2,
-    "verifier/execution/scoring.py": 2, "verifier/attribution/diagnosis.py": 2, "verifier/execution/journal.py": 2,
-    "verifier/report/pictures.py": 2, "verifier/cli/text.py": 1, "verifier/attribution/coverage.py": 1,
-    "verifier/attribution/teacher_forced.py": 1, "verifier/attribution/turn_diff.py": 1, "verifier/wire/preflight.py": 1,
+    "verifier/report/sweep.py": 10, "verifier/app/sweep.py": 2,
 }
 
 

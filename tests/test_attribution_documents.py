@@ -12,10 +12,11 @@ import pytest
 
 from verifier.golden.model import GoldenHeader
 from verifier.attribution import compare, explain, signals
-from verifier.attribution.document import ABSENT, Check, Comparison, DiagnosisEntry, MetricResult, SignalResult
+from verifier.attribution.document import ABSENT, Check, Comparison, DiagnosisEntry, MetricResult, SideCounts, SignalResult
 from verifier import safewrite
 from verifier.execution import journal
-from verifier.types import Evidence, Observation, RunHeader
+from verifier.execution.rundir import RunDir
+from verifier.types import Evidence, Observation, RunHeader, RunSuite, Verdict
 
 
 def obs(sid: str, mode: str = "chat", score: float = 1.0, **kw: object) -> Observation:
@@ -104,7 +105,7 @@ def test_run_header_reads_back_what_run_header_wrote(tmp_path):
     hdr = journal.run_header("r1", endpoint={"base_url": "http://x/v1", "model": "m"}, suites={"smoke": {"version": "3"}},
                              sampling={}, extra_body={}, epochs=1, modes=["chat"], started=None, selection={"limit": 2})
     journal.write_header(tmp_path, hdr)
-    typed = journal.read_header(tmp_path)
+    typed = RunDir(tmp_path).header()
     assert typed == hdr and typed.to_json() == json.loads((tmp_path / journal.HEADER).read_text())
     assert typed.extra == {"selection": {"limit": 2}}
     assert typed.suite_version("smoke") == "3" and typed.suite_version("other") is None and typed.model == "m"
@@ -114,3 +115,51 @@ def test_run_header_reads_back_what_run_header_wrote(tmp_path):
     completed = dataclasses.replace(RunHeader.from_dict(old), finished="2026-01-01T00:00:00+00:00")
     journal.write_header(tmp_path, completed, leave_out=journal.absent_keys(old))
     assert json.loads((tmp_path / journal.HEADER).read_text()) == {**old, "finished": "2026-01-01T00:00:00+00:00"}
+
+
+def test_blocks_that_stay_mappings_read_as_typed_values():
+    """Issue 45: a comparison's {"golden", "candidate"} pairs and new-finding details are read as SideCounts and
+    NewFinding, with the same values the keys hold; the document is unchanged by reading it."""
+    doc = documents()[1]  # usage_missing on the candidate's streams only
+    c = Comparison.from_dict(doc)
+    s = c.suites["s"]
+    counts = s.finding_counts()
+    assert {code: (n.golden, n.candidate) for code, n in counts.items()} == \
+        {code: (n["golden"], n["candidate"]) for code, n in doc["suites"]["s"]["findings"].items()}
+    assert counts["usage_missing"] == SideCounts(golden=0, candidate=12)
+    new = s.new_findings()["usage_missing"]
+    assert new.samples == doc["suites"]["s"]["new_finding_detail"]["usage_missing"]["samples"] and new.modes == ["chat-stream"]
+    assert new.completion_tokens is None and new.requested_max_tokens is None
+    lp = s.drift.logprob_counts
+    assert lp is None if not doc["suites"]["s"]["drift"].get("logprobs") else \
+        (lp.golden, lp.candidate, lp.of) == tuple(doc["suites"]["s"]["drift"]["logprobs"][k] for k in ("golden", "candidate", "of"))
+    assert SideCounts.from_dict(None) == SideCounts(None, None) and SideCounts.from_dict({"golden": 0.5}).candidate is None
+    assert same(c.to_dict(), doc)
+    # the models each side was made with, as the gate recorded them (absent: None)
+    assert (c.run_model, c.golden_model) == (None, None)
+    recorded = dataclasses.replace(c, run={"run_dir": "r", "endpoint": {"model": "a"}}, golden={"endpoint": {"model": "b"}})
+    assert (recorded.run_model, recorded.golden_model) == ("a", "b")
+
+
+def test_tool_call_line_reads_the_pairs_it_prints():
+    tc = {"trigger_f1": {"golden": 1.0, "candidate": 0.5}, "schema_accuracy": {"golden": 0.9, "candidate": 0.8, "candidate_calls": 7}}
+    assert explain.tool_call_line(tc) == ("tool calls: trigger F1 0.500 (golden 1.000); schema accuracy 0.800 "
+                                          "(golden 0.900, 7 calls)")
+    assert explain.tool_call_line({"schema_accuracy": {}}) == "tool calls: schema accuracy – (golden –)"
+
+
+def test_run_header_reads_its_suites_and_optional_blocks_typed():
+    hdr = RunHeader.from_dict({"suites": {"b": {"version": "2", "dataset_sha256": "ab", "samples": 5, "requests": 10},
+                                          "a": {"version": "1"}, "c": "not an object"},
+                               "teacher_forcing": {"method": "echo"}, "shard_set": ["not", "an", "object"]})
+    infos = hdr.suite_infos()
+    assert list(infos) == ["a", "b", "c"]
+    assert infos["b"] == RunSuite(version="2", dataset_sha256="ab", samples=5, requests=10)
+    assert infos["a"] == RunSuite("1", None, None, None) and infos["c"] == RunSuite(None, None, None, None)
+    assert hdr.teacher_forcing == {"method": "echo"} and hdr.shard_set is None
+    assert RunHeader.from_dict({"suites": {}}).teacher_forcing is None
+
+
+def test_a_verdicts_latency_reads_its_signal():
+    v = Verdict(suite="s", sample_id="x", epoch=0, mode="chat", outcome="content", signals={"latency_ms": 12.5})
+    assert v.latency_ms == 12.5 and dataclasses.replace(v, signals={}).latency_ms == 0.0

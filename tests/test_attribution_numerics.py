@@ -65,3 +65,24 @@ def test_reference_rerun_neither_drifts_nor_parts(calibrated_golden, tmp_path, c
     code, doc, out = _gate(cli, calibrated_golden["golden"], reference_reply, tmp_path / "r")
     s = doc["suites"]["smoke"]
     assert code == 0 and s["divergence"]["count"] == 0 and s["divergence"]["verdict"] == "pass", out
+
+
+def test_a_quality_line_on_a_non_binary_metric_prints_no_p_none_and_says_its_scope():
+    """Issue 50, low: `p=None` appeared in the KV banner (no paired test on a non-binary metric), and a metric judged on
+    part of the paired samples did not say so (accuracy 1 -> 1 beside a schema accuracy of 0 read as a contradiction)."""
+    import dataclasses
+
+    from verifier.attribution import compare
+    from verifier.attribution.numerics import PairedMetric
+    from verifier.golden.model import Margin
+
+    suite = compare.PairedSuite(**{f.name: None for f in dataclasses.fields(compare.PairedSuite)})
+    graded = PairedMetric(golden=[0.5, 0.75, 0.25, 1.0], candidate=[0.5, 0.5, 0.25, 1.0], ids=["a", "b", "c", "d"])
+    binary = PairedMetric(golden=[1.0, 1.0, 0.0], candidate=[1.0, 1.0, 0.0], ids=["a", "b", "c"])
+    suite = dataclasses.replace(suite, paired=4, golden_clean=4, clean_paired=4, metrics={"f1": graded, "accuracy": binary})
+    margins = {k: Margin(k, 0.5, "test", "calibrated") for k in ("s/f1", "s/accuracy")}
+    mets, ev = compare._quality("s", suite, margins)
+    lines = {e.metric: e.summary for e in ev}
+    assert mets["f1"].p_value is None and "p=None" not in lines["f1"] and "p=" not in lines["f1"], lines
+    assert "on the" not in lines["f1"]  # all 4 paired samples judged
+    assert "p=" in lines["accuracy"] and "; on the 3 of 4 paired samples both sides answered cleanly" in lines["accuracy"], lines

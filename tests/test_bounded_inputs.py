@@ -552,3 +552,57 @@ def test_the_tool_calls_of_one_response_share_one_step_budget():
     assert time.monotonic() - t0 < HANG_BOUND_S
     ok = [{"type": "function", "function": {"name": "g", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}}]
     assert chk.call_checks(ok, [{"function": {"name": "g", "arguments": '{"n": 1}'}}, {"function": {"name": "g", "arguments": '{"n": "x"}'}}]) == [True, False]
+
+
+# --- the live follower measures an unfinished record before it reads it -----------------------------------------
+
+FOLLOW_SCRIPT = """
+import json, os, sys
+from pathlib import Path
+from verifier.app.catalog import get_suites
+from verifier.execution import journal, layout, live
+run, complete, offset = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+path = run / journal.RESPONSES
+def hwm():
+    return int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024
+out = {}
+f = live.Follower(run, get_suites())
+out["waits"] = f.step(float("inf"))  # the unfinished record, within the cap: nothing judged, nothing held
+out["lines"], out["offset_ok"] = f.lines, f.offset == offset
+out["rss_waiting"] = hwm()
+with open(path, "r+b") as j:  # the record grows past the line cap, still without its newline
+    j.truncate(f.offset + layout.MAX_LINE + 2**20)
+try:
+    f.step(float("inf"))
+    out["refused"] = None
+except journal.CorruptFile as e:
+    out["refused"] = str(e)
+out["rss"] = hwm()
+f.close()
+print(json.dumps(out))
+"""
+
+
+def test_the_live_follower_measures_an_unfinished_record_without_holding_it(tmp_path, calibrated_golden):
+    """`run` judges the journal while it is written (execution/live.py). A record not yet ended (or a resumed run's
+    torn tail before the writer cuts it) was read whole at every step, growing to the file's end: a 300 MiB one held
+    300 MiB, and one past the line cap held all of it. Now it is measured a piece at a time and read only once it is
+    complete and within layout.MAX_LINE; past the cap the follower stops naming the line (the run is then scored
+    afresh, which refuses that line as `score` does)."""
+    from verifier.execution import journal, layout
+
+    run = tmp_path / "run"
+    shutil.copytree(calibrated_golden["ref"], run)
+    path = run / journal.RESPONSES
+    complete, offset = len(path.read_bytes().splitlines()), path.stat().st_size
+    with open(path, "ab") as f:  # an unfinished record of 300 MiB: a hole, no time, no disk
+        f.write(b'{"suite": "smoke", ')
+        f.truncate(f.tell() + 300 * 2**20)
+    p = subprocess.run([sys.executable, "-c", FOLLOW_SCRIPT, run, str(complete), str(offset)], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["waits"] is True and out["lines"] == complete and out["offset_ok"], out
+    assert out["rss_waiting"] < 150, out  # 300 MiB were read whole before
+    assert out["refused"] == f"{path}: line {complete + 1} is longer than {layout.MAX_LINE} bytes (the cap on one line)", out
+    assert out["rss"] < 150, out

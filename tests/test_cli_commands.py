@@ -44,6 +44,68 @@ def test_a_repeated_list_flag_says_the_last_wins(server, tmp_path, cli):
     assert code == 0 and "more than once" not in err
 
 
+def test_no_list_option_of_any_command_drops_values_silently(capsys):
+    """Given twice, a list option keeps the last (a wrapper's defaults, then the user's override), never silently:
+    a comma-separated one is cli/types.CommaList, one taking several values at once (`calibrate --runs A B`,
+    `sweep --combine D E`) is cli/types.SpacedList, each saying so on stderr with the spelling that gives every
+    value; a repeatable one appends."""
+    import argparse
+
+    from verifier.cli.main import build_parser
+    from verifier.cli.types import CommaList, SpacedList
+
+    def commands(p: argparse.ArgumentParser, prefix: str = ""):
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield f"{prefix}{name}", sub
+                    yield from commands(sub, f"{prefix}{name} ")
+
+    checked = []
+    for name, sub in commands(build_parser()):
+        for action in sub._actions:
+            if not action.option_strings:
+                continue
+            takes_several = action.nargs in ("*", "+") or "comma" in (action.help or "").lower()
+            if takes_several:
+                assert isinstance(action, (CommaList, SpacedList, argparse._AppendAction)), (name, action.option_strings)
+                checked.append((name, action.option_strings[0]))
+    assert {("calibrate", "--runs"), ("proxy", "--surface"), ("sweep", "--combine"), ("gate", "--mode")} <= set(checked)
+    capsys.readouterr()
+    for argv, dest, kept, spelling in (
+            (["calibrate", "g", "--runs", "a", "b", "--runs", "c"], "runs", ["c"], "--runs a b c"),
+            (["sweep", "--combine", "d", "--combine", "e", "--out", "o"], "combine", ["e"], "--combine d e"),
+            (["gate", "--golden", "g", "--mode", "chat", "--mode", "chat-stream"], "mode", "chat-stream", "--mode chat,chat-stream"),
+            (["proxy", "--surface", "chat", "--surface", "responses"], "surface", "responses", "--surface chat,responses")):
+        assert getattr(build_parser().parse_args(argv), dest) == kept
+        err = capsys.readouterr().err
+        assert "given more than once: the last wins" in err and spelling in err, err
+    build_parser().parse_args(["calibrate", "g", "--runs", "a", "b"])
+    assert capsys.readouterr().err == ""
+
+
+def test_the_api_run_reads_a_mode_string_as_the_flag_does(server, tmp_path):
+    """`verifier.run(..., modes="chat,chat-stream")` used to be iterated letter by letter ("unknown mode 'c'")."""
+    import verifier
+
+    done = verifier.run("smoke", base_url=server.url, model="m", modes="chat,chat-stream", limit=2, out=tmp_path / "r")
+    assert json.loads((done.run_dir / "run.json").read_text())["modes"] == ["chat", "chat-stream"]
+    done = verifier.run(["smoke"], base_url=server.url, model="m", modes=["chat", "chat"], limit=2, out=tmp_path / "r2")
+    assert json.loads((done.run_dir / "run.json").read_text())["modes"] == ["chat"]
+
+
+def test_calibrate_runs_given_twice_says_which_were_kept(calibrated_golden, tmp_path, cli):
+    import shutil
+
+    golden = tmp_path / "g"
+    shutil.copytree(calibrated_golden["golden"], golden)
+    code, out, err = cli("calibrate", golden, "--runs", calibrated_golden["r2"], "--runs", calibrated_golden["r3"])
+    assert f"--runs {calibrated_golden['r2']} {calibrated_golden['r3']}" in err, err  # the spelling that gives both
+    assert code == 2 and "calibration needs k >= 3 reference runs in all (have 2)" in err, out + err
+    code, out, err = cli("calibrate", golden, "--runs", calibrated_golden["r2"], calibrated_golden["r3"])
+    assert code == 0 and "from 3 reference runs" in out and "more than once" not in err, out + err
+
+
 def test_score_is_byte_identical(server, tmp_path, cli):
     out = tmp_path / "r"
     assert cli(*run_args(server, out))[0] == 0

@@ -96,6 +96,16 @@ TABLE = {
                lambda s: s.suites == ("smoke",)),
     "modes": (["--mode", "chat"], ({"modes": ["chat"]}, {}), ({"modes": ["chat"]}, {}), {"modes": ["chat"]},
               lambda s: s.modes == ("chat",)),
+    # A list of two, given each door's ways: a file's or the API's item is split at commas as the flag's value is;
+    # a name given twice is one name.
+    "two modes, a list": (["--mode", "chat,chat-stream"], ({"modes": ["chat", "chat-stream"]}, {}),
+                          ({"modes": ["chat", "chat-stream"]}, {}), {"modes": ["chat", "chat-stream"]},
+                          lambda s: s.modes == ("chat", "chat-stream")),
+    "two modes, comma string": (["--mode", "chat,chat-stream"], ({"modes": ["chat,chat-stream"]}, {}),
+                                ({"modes": ["chat", "chat-stream,chat"]}, {}), {"modes": "chat,chat-stream"},
+                                lambda s: s.modes == ("chat", "chat-stream")),
+    "a suite named twice": (["--suite", "smoke,smoke"], ({"suites": "smoke"}, {}), ({"suites": ["smoke", "smoke"]}, {}),
+                            {"suites": ("smoke", "smoke")}, lambda s: s.suites == ("smoke",)),
     "limit": (["--limit", 3], ({"limit": 3}, {}), ({"limit": 3}, {}), {"limit": 3}, lambda s: s.limit == 3),
     "probes on": (["--probes"], ({"budgets": {"probes": True}}, {}), ({"probes": True}, {}), {"probes": True},
                   lambda s: s.probes is Probes.ON),
@@ -339,6 +349,18 @@ def test_probes_false_in_a_gate_file_or_a_sweep_turns_probes_off(two_suites, hea
     assert code == 0, (out, err)
     assert (tmp_path / "sweep" / "a" / "gate" / "comparison.json").exists()
     assert not (tmp_path / "sweep" / "a" / "gate" / "probes.json").exists()
+
+
+def test_probes_false_on_a_golden_without_probes_is_no_limited_gate(healthy, tmp_path, cli):
+    """Issue 50, low: `probes = false` on a golden that never had probes printed a "limited" line: nothing of the
+    golden was left out, so the gate is whole."""
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text(f'golden = "demo-smoke"\n[budgets]\nprobes = false\n[endpoint]\nbase_url = "{healthy.url}"\nmodel = "m"\n'
+                   f'[outputs]\ndir = "{tmp_path / "file"}"\n')
+    code, out, err = cli("gate", "--config", cfg)
+    assert code == 0, out + err
+    assert "limited" not in json.loads((tmp_path / "file" / "comparison.json").read_text())
+    assert "limited" not in out + err
 
 
 def test_a_gate_loads_its_golden_once(two_suites, healthy, tmp_path, cli, monkeypatch):

@@ -125,6 +125,24 @@ def test_judging_rows_and_old_golden_names():
     assert "[5] vs [4]" in next(r for r in rows if r["key"] == "e@chat")["candidate_detail"]
 
 
+def test_infra_on_either_side_is_no_evidence_and_rows_read_typed_results():
+    """A probe result is read as a ProbeResult (its check, its infra flag, its component, a measured value); the
+    reference's infra makes `reference_infra` whatever the candidate got, the candidate's `infra`; a golden entry whose
+    reference met infra (a conformance row's column or a raw result's flag) is no coverage gap (coverage.py)."""
+    r = probe_results.ProbeResult.from_dict({"passed": True, "infra": True, "component": "tool-call parser", "value": 0})
+    assert (r.passed, r.infra, r.component, r.has_value, r.value, r.detail) == (True, True, "tool-call parser", True, 0, "")
+    assert probe_results.ProbeResult.from_dict({"passed": "yes"}).passed is False  # what normalize drops reads as failed
+    cand = {"a@chat": {"passed": True, "detail": ""}, "b@chat": {"passed": False, "detail": "", "infra": True}}
+    gold = {"a@chat": {"passed": True, "detail": "", "infra": True}, "b@chat": {"passed": True, "detail": "", "component": "X"}}
+    rows = {r["key"]: r for r in probe_results.judge(cand, gold)}
+    assert (rows["a@chat"]["status"], rows["a@chat"]["reference"], rows["a@chat"]["candidate"]) == ("reference_infra", "infra", "pass")
+    assert (rows["b@chat"]["status"], rows["b@chat"]["candidate"], rows["b@chat"]["component"]) == ("infra", "infra", "X")
+    assert probe_results.evidence(list(rows.values())) == {}
+    assert probe_results.reference_infra(rows["a@chat"]) and not probe_results.reference_infra(rows["b@chat"])
+    assert probe_results.reference_infra(gold["a@chat"]) and not probe_results.reference_infra(gold["b@chat"])
+    assert not probe_results.reference_infra("not an entry")
+
+
 @pytest.fixture(scope="module")
 def probe_golden(tmp_path_factory):
     """A golden of the test server on every surface, with the whole catalogue and zero margins."""

@@ -43,11 +43,11 @@ def _gate(cli, golden, responder, out):
     with TestServer(Script(responder, honour_sampling=True)) as srv:
         code, stdout, err = cli("gate", "--golden", golden, "--base-url", srv.url, "--model", "m", "--out", out, "--quiet",
                                 "--max-retries", "0")
-    return code, json.loads((out / "comparison.json").read_text()), stdout + err
+    return code, json.loads((out / "comparison.json").read_text()), stdout + err, stdout
 
 
 def test_a_probe_that_reads_the_output_is_not_frontend_evidence_when_the_numerics_moved(probe_golden, tmp_path, cli):
-    code, doc, out = _gate(cli, probe_golden, quantized(numerics_moved=True), tmp_path / "q")
+    code, doc, out, _ = _gate(cli, probe_golden, quantized(numerics_moved=True), tmp_path / "q")
     assert code == 11 and doc["status"] == "quantization_regression", out
     assert doc["frontend"]["verdict"] != "fail" and not doc["diagnosis"], doc["diagnosis"]
     ev = {e["signal"]: e for e in doc["frontend"]["evidence"] if e.get("modes") == {"chat": 1}}
@@ -59,8 +59,41 @@ def test_a_probe_that_reads_the_output_is_not_frontend_evidence_when_the_numeric
 
 
 def test_the_same_probe_failure_blames_the_frontend_when_the_numerics_are_the_references(probe_golden, tmp_path, cli):
-    code, doc, out = _gate(cli, probe_golden, quantized(numerics_moved=False), tmp_path / "f")
+    code, doc, out, stdout = _gate(cli, probe_golden, quantized(numerics_moved=False), tmp_path / "f")
     assert code == 10 and doc["status"] == "frontend_regression", out
+    # Issue 50, item 7: --quiet against a probe-recorded golden printed 40-55 lines; the status, the first cause and
+    # the report path now (the probe table is in the report)
+    lines = stdout.splitlines()
+    assert len(lines) == 3 and lines[0].startswith("status: frontend_regression (exit 10)"), stdout
+    assert lines[1].startswith("  diagnosis: ") and lines[2] == f"report: {tmp_path / 'f' / 'report.html'}", stdout
     stop = next(e for e in doc["frontend"]["evidence"] if e["signal"] == "probe:stop_honoured" and e.get("modes") == {"chat": 1})
     assert stop["verdict"] == "fail" and stop["qualifier"] == "model_output", stop
     assert any(d["component"] == "API validation" for d in doc["diagnosis"]), doc["diagnosis"]
+
+
+def test_a_probe_line_says_what_each_sides_check_said():
+    """Issue 50, item 6: a chatml gate printed `max_tokens_honoured on chat: passed (... reference passed)` as a
+    failure, and `rejects_negative_temperature ... FAILED (HTTP 200; ... reference passed)` where the golden's
+    probes.json said the reference failed too. Each side's own check is said as the results hold it."""
+    from verifier.execution.probe_results import evidence
+
+    base = {"surface": "chat", "component": "API validation", "reference_detail": ""}
+    rows = [
+        {**base, "key": "max_tokens_honoured@chat", "probe": "max_tokens_honoured", "reference": "pass",
+         "candidate": "pass", "status": "regression", "weak": True,
+         "candidate_detail": "stopped at 8 tokens; but the greedy text moved"},
+        {**base, "key": "rejects_negative_temperature@chat", "probe": "rejects_negative_temperature", "reference": "fail",
+         "candidate": "fail", "status": "regression", "candidate_detail": "HTTP 200; but the prompt tokens moved"},
+        {**base, "key": "stop_honoured@chat", "probe": "stop_honoured", "reference": "pass", "candidate": "fail",
+         "status": "regression", "candidate_detail": "'5' in the output"},
+        {**base, "key": "seed_reproducible@chat", "probe": "seed_reproducible", "reference": "fail", "candidate": "pass",
+         "status": "improved", "candidate_detail": "same text"},
+    ]
+    said = {k: e["summary"] for k, e in evidence(rows).items()}
+    moved = said["max_tokens_honoured@chat"]
+    assert "its check passed, but the exchange moved" in moved and "FAILED" not in moved and "reference passed" in moved
+    both = said["rejects_negative_temperature@chat"]
+    assert "FAILED (HTTP 200" in both and "reference also fails" in both and "reference passed" not in both, both
+    assert "FAILED ('5' in the output; reference passed)" in said["stop_honoured@chat"]
+    better = said["seed_reproducible@chat"]
+    assert "passed (same text; reference failed)" in better, better

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import reference_reply
 from verifier.testbed.proxy import Proxy
-from verifier.testbed.server import Script, TestServer
+from verifier.testbed.server import Reply, Script, TestServer
 
 FAULTS = ["numerics", "stream_duplicate_chars", "answer_in_reasoning", "prompt_tokens_skewed", "usage_dropped", "stream_garble"]
 
@@ -95,3 +95,43 @@ def test_the_samples_that_carry_the_evidence_are_drawn_first(fault, reports):
             assert above or row.get("parted"), (fault, ref, row)
     if fault == "numerics":
         assert drawn and len(drawn) <= 2  # 20 samples above the floor, none parted: two examples say it
+
+
+def test_every_output_gives_one_median_first_divergence(tmp_path, cli):
+    """Issue 50, item 6: the report said "median first divergence at token 13" where the console, summary.md and
+    comparison.json said 17 (per-sample values 9, 0, 18, 17). Outputs that part at different tokens: the console,
+    summary.md and the report give one median, the one of the per-sample rows (numerics.parted_median)."""
+    from conftest import zero_margins
+    from verifier.attribution.numerics import parted_median
+
+    words = "then I add the two numbers again and check the sum once more".split()
+
+    def answer(req, parts_at=None):
+        m = re.search(r"What is (-?\d+) \+ (-?\d+)", req["messages"][-1]["content"])
+        a, b = int(m.group(1)), int(m.group(2))
+        said = [f"{a + b}", *words]
+        if parts_at is not None:  # a different word from a point that depends on the sample: medians of spread values
+            k = 1 + (abs(a) + abs(b)) % (len(words) - 1)
+            said = [*said[:k], "otherwise", *said[k + 1:]]
+        return Reply(content=" ".join(said))
+
+    run = ["--suite", "smoke", "--model", "m", "--quiet", "--mode", "chat", "--logprobs", "1", "--max-retries", "0"]
+    with TestServer(Script(answer)) as srv:
+        assert cli("run", *run, "--base-url", srv.url, "--out", tmp_path / "ref")[0] == 0
+    assert cli("bless", tmp_path / "ref", "--to", tmp_path / "g")[0] == 0
+    zero_margins(tmp_path / "g")
+    with TestServer(Script(lambda req: answer(req, parts_at=True))) as srv:
+        code, stdout, err = cli("gate", "--golden", tmp_path / "g", "--base-url", srv.url, "--model", "m",
+                                "--out", tmp_path / "gate")
+    doc = json.loads((tmp_path / "gate" / "comparison.json").read_text())
+    rows = doc["suites"]["smoke"]["drift"]["per_sample"]
+    parted = parted_median(rows)
+    assert parted is not None and len({r["first_divergence"] for r in rows if r["parted"]}) > 2, rows
+    said = {
+        "console": stdout + err,
+        "summary.md": (tmp_path / "gate" / "summary.md").read_text(),
+        "report": visible((tmp_path / "gate" / "report.html").read_text()),
+    }
+    medians = {where: set(re.findall(r"median first divergence at token (\d+(?:\.\d+)?)", text)) for where, text in said.items()}
+    assert all(medians.values()), medians
+    assert {m for found in medians.values() for m in found} == {f"{parted[1]:g}"}, (medians, parted)

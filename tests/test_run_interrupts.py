@@ -72,6 +72,13 @@ def test_run_interrupted_prints_the_real_resume_command_and_it_finishes(sig, cod
     assert r.returncode == 0, r.stderr
     keys = [rec["sample_id"] for rec in _journal_whole(out)]
     assert len(keys) == len(set(keys)) == 20
+    # ... and ends where the uninterrupted run does: the same scores
+    whole = subprocess.run([sys.executable, "-m", *cmd[2:cmd.index("--out")], "--out", str(tmp_path / "whole"), "--quiet",
+                            "--concurrency", "4"], cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    assert whole.returncode == 0, whole.stderr
+    resumed, uninterrupted = ({k: v for k, v in json.loads((d / "summary.json").read_text())["suites"]["smoke"].items()
+                               if k != "latency_ms"} for d in (out, tmp_path / "whole"))  # timings differ, scores not
+    assert resumed == uninterrupted and resumed["metrics"]
 
 
 def test_gate_interrupted_prints_resume_then_compare_and_they_finish_the_gate(slow_server, tmp_path):
@@ -138,3 +145,43 @@ def test_a_limited_gate_terminated_continues_to_the_verdict_the_whole_gate_gives
                            env=ENV, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "--out FILE" in again.stderr and "--force" in again.stderr, again.stderr
     assert json.loads((whole / "comparison.json").read_text()) == gated
+
+
+def test_a_gate_terminated_during_its_probes_continues_to_the_verdict_the_whole_gate_gives(tmp_path):
+    """Probes run before the samples, so on a slow engine an interrupt lands in them (no record journaled yet). run.json
+    records the probes asked (`probes_asked`: the golden's selection); the printed resume runs them, and the printed
+    compare ends with the uninterrupted gate's verdict, not `incomplete` with every golden probe `not run`."""
+    from conftest import zero_margins
+    from verifier.cli import main
+    from verifier.testbed.server import Reply, Script, TestServer, arithmetic
+
+    ref, golden, out, whole = tmp_path / "ref", tmp_path / "golden", tmp_path / "g", tmp_path / "whole"
+    with TestServer(Script(arithmetic)) as fast:
+        assert main(["run", "--suite", "smoke", "--limit", "3", "--probes", "--base-url", fast.url, "--model", "m",
+                     "--out", str(ref), "--quiet"]) == 0
+        assert main(["bless", str(ref), "--to", str(golden)]) == 0
+        zero_margins(golden)
+        code = main(["gate", "--golden", str(golden), "--base-url", fast.url, "--model", "m", "--quiet", "--out", str(whole)])
+    def slow(req):  # the same answers, each a little late: the interrupt lands while the probes are sent
+        return Reply(**{**arithmetic(req).__dict__, "delay_s": 0.05})
+
+    with TestServer(Script(slow)) as srv:
+        p = subprocess.Popen([sys.executable, "-m", "verifier", "gate", "--golden", str(golden), "--base-url", srv.url,
+                              "--model", "m", "--quiet", "--out", str(out)], cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
+        wait_until(lambda: (out / "run.json").exists(), "run.json", proc=p)
+        p.send_signal(signal.SIGTERM)
+        _, stderr = p.communicate(timeout=60)
+        assert p.returncode == 143 and not (out / "probes.json").exists(), stderr
+        asked = json.loads((out / "run.json").read_text())["probes_asked"]
+        assert asked["only"] == sorted(json.loads((golden / "golden.json").read_text())["probes"]), asked
+        steps = _steps(stderr)
+        assert len(steps) == 2 and steps[1] == f"verifier compare {out} --golden {golden} --ci-outputs", stderr
+        codes = [main(shlex.split(step)[1:]) for step in steps]  # the printed commands, exactly (in this process)
+    assert (out / "probes.json").exists()
+    cont, doc = (json.loads((d / "comparison.json").read_text()) for d in (out, whole))
+    assert codes == [0, code] and code == 0
+    for key in ("status", "exit_code", "coverage"):
+        assert cont[key] == doc[key], key
+    statuses = [{(row["key"], row["status"]) for row in d["conformance"]} for d in (cont, doc)]
+    assert statuses[0] == statuses[1] and not any(status == "not_run" for _, status in statuses[0]), statuses

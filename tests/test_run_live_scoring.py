@@ -197,6 +197,32 @@ def test_the_follower_never_reads_a_torn_tail_the_writer_cuts(tmp_path, cli):
     assert len(verdicts) == 20
 
 
+def test_a_record_longer_than_a_read_is_judged_once_it_ends(tmp_path, cli):
+    """A record longer than the follower's 4 MiB read, written in two parts: while it is unfinished the follower
+    judges what came before it and waits (measuring it, keeping nothing); once its newline is in, it is read whole
+    and judged as `score` judges it."""
+    out = tmp_path / "r"
+    with TestServer(Script(mixed)) as srv:
+        assert cli(*run_args(srv.url, out))[0] == 0
+    path = out / journal.RESPONSES
+    lines = path.read_bytes().splitlines(keepends=True)
+    rec = json.loads(lines[3])
+    assert rec["error"] is None and rec["body"]
+    rec["body"] += " " * (live.CHUNK + 2**20)  # JSON may end in whitespace: the same answer, a longer line
+    long_line = (json.dumps(rec) + "\n").encode()
+    assert len(long_line) > live.CHUNK
+    path.write_bytes(b"".join(lines[:3]) + long_line[:live.CHUNK + 100])
+    follower = live.Follower(out, get_suites())
+    assert follower.step(float("inf")) and follower.lines == 3 and follower.offset == len(b"".join(lines[:3]))
+    with path.open("ab") as f:
+        f.write(long_line[live.CHUNK + 100:] + b"".join(lines[4:]))
+    verdicts, summary, observed = follower.result()
+    assert follower.lines == len(lines)
+    expected = scoring.score_journal(out, get_suites())
+    assert [v.to_json() for v in verdicts] == [v.to_json() for v in expected[0]] and summary.to_json() == expected[1].to_json()
+    assert observed.texts == expected[2].texts
+
+
 def test_verdicts_are_written_from_their_fields_as_to_json_writes_them(tmp_path):
     """write_scores writes Verdict.fields (no deep copy) with the encoder that turns a nested dataclass into what
     asdict makes of it: the same bytes as to_json, tuples, a nested dataclass and a non-finite number included."""

@@ -19,6 +19,7 @@ from verifier.app.collect import get_suites
 from verifier import seal as sealing
 from verifier.golden import store
 from verifier.execution import journal, observations as observe, scoring
+from verifier.execution.rundir import RunDir
 from verifier.testbed.server import Reply, Script, TestServer
 
 # Every module that imports parse_exchange under its own name, on the paths from a scored run to a document.
@@ -236,7 +237,7 @@ def test_stale_observations_are_not_trusted(world, tmp_path, monkeypatch, cli):
     assert cli("score", run)[0] == 0
     with (run / journal.RESPONSES).open("a", encoding="utf-8") as f:
         f.write((run / journal.RESPONSES).read_text(encoding="utf-8").splitlines()[-1] + "\n")
-    assert journal.stale(run) and observe.read(run) is None
+    assert RunDir(run).stale() and observe.read(run) is None
     before = outputs(run, world["golden"])  # re-scores (stale verdicts), which rewrites observations.jsonl
     assert observe.read(run) is not None
     count_parses(monkeypatch, fail=True)

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import SMOKE_RUN, reference_reply
 from verifier.execution import layout
-from verifier.execution.rundir import RunDir
+from verifier.execution.rundir import ComparisonGlance, RunDir
 from verifier.testbed.server import Reply, Script, TestServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,6 +123,26 @@ def test_rundir_reads_typed_values(scored):
     assert rd.probes() is None and rd.context() is None
 
 
+def test_the_listing_reads_a_comparison_leniently_and_staleness_from_the_summary(scored, tmp_path):
+    """Issue 45: the run listing's comparison read (any writer's, any age) and the staleness check read the documents
+    in RunDir, the load boundary."""
+    run = tmp_path / "r"
+    shutil.copytree(scored, run)
+    rd = RunDir(run)
+    glance = rd.comparison_glance()
+    assert glance is not None and (glance.status, glance.exit_code) == ("pass", 0)
+    (run / layout.COMPARISON).write_text(json.dumps({"status": "odd", "golden": "not an object"}))
+    assert rd.comparison_glance() == ComparisonGlance(status="odd", exit_code=None, golden_name=None)
+    (run / layout.COMPARISON).write_text("{}")
+    assert rd.comparison_glance() is None  # an empty document lists as a run never compared
+    assert not rd.stale()
+    with open(run / layout.RESPONSES, "ab") as f:
+        f.write(b"\n")
+    assert rd.stale()  # the journal is not the one summary.json's digest was taken of
+    (run / layout.VERDICTS).unlink()
+    assert rd.stale()
+
+
 # ------------------------------------------------------------------------------------------------ item 7
 
 
@@ -168,7 +188,9 @@ def wrong(req):
     return Reply(content=str(int(m.group(1)) + int(m.group(2)) + 1))
 
 
-def test_matrix_does_not_show_a_hand_edited_comparison_as_pass(calibrated_golden, tmp_path, cli):
+def test_matrix_and_report_do_not_show_a_hand_edited_comparison_as_pass(calibrated_golden, tmp_path, cli):
+    """A comparison.json is derived: shown only as far as the run's own evidence backs it (the report used the
+    recorded one as it stood)."""
     golden = calibrated_golden["golden"]
     with TestServer(Script(wrong)) as srv:
         code, _, err = cli("gate", "--golden", golden, "--base-url", srv.url, "--model", "m", "--quiet",
@@ -187,6 +209,10 @@ def test_matrix_does_not_show_a_hand_edited_comparison_as_pass(calibrated_golden
     shown = json.loads((tmp_path / "mx" / "comparisons" / "bad.json").read_text())
     assert shown["status"] != "pass" and "unverified" in shown["reason"]
     assert json.loads(cp.read_text())["status"] == "pass"  # the run itself is not rewritten
+    code, out, err = cli("report", tmp_path / "bad", "--golden", golden, "-o", tmp_path / "r.html")
+    assert code == 0 and f"({shown['status']}, " in out and "unverified" in err, (out, err)
+    assert "all good" not in (tmp_path / "r.html").read_text()
+    assert json.loads(cp.read_text())["status"] == "pass"
 
 
 # ------------------------------------------------------------------------------------------------ item 5 of issue 36
@@ -297,15 +323,70 @@ def test_compare_out_reads_a_run_it_may_not_write_and_leaves_it_byte_identical(s
         json.loads((tmp_path / "in-place" / layout.COMPARISON).read_text()))
 
 
-def test_compare_into_a_run_it_cannot_write_is_refused_naming_out(scored, calibrated_golden, tmp_path, cli):
+def as_a_reader(*args, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`verifier ARGS` in a child process that the file modes bind: for root, without CAP_DAC_OVERRIDE (setpriv),
+    so a directory without write permission is one it cannot write, as for a colleague reading another's run."""
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("root without setpriv: the file modes cannot bind this user")
+        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-dac_override,-dac_read_search", "--"]
+    return subprocess.run([*prefix, sys.executable, "-m", "verifier", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+def read_only(d: Path) -> None:
+    for p in [*d.rglob("*"), d]:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+
+
+@pytest.mark.parametrize("made", ["scored by a colleague", "never scored"])
+def test_a_run_this_user_cannot_write_is_compared_reported_and_blessed_without_a_byte_written(
+        scored, calibrated_golden, tmp_path, cli, made):
+    """A colleague's run (their seal: its derived files are not believed here) or a bare journal, read-only to this
+    user: `compare`, `report` and `bless` score it again from its journal in memory and leave it byte for byte as it
+    was; without `--out` / `-o`, where their output would go into the run, they refuse in one line naming the way
+    out. What they make equals what scoring a writable copy in place gives. Before, `report` and `bless` scored it
+    in place and failed on the first write."""
+    golden = calibrated_golden["golden"]
+    env = {"VERIFIER_CONFIG_DIR": str(tmp_path / "this-user")}  # another key than the one that sealed the run
+    for name in ("run", "in-place"):
+        shutil.copytree(scored, tmp_path / name)
+        if made == "never scored":
+            for derived in (layout.VERDICTS, layout.OBSERVATIONS, layout.SUMMARY, layout.COMPARISON):
+                (tmp_path / name / derived).unlink()
     run = tmp_path / "run"
-    shutil.copytree(scored, run)
-    (run / layout.COMPARISON).unlink()
-    run.chmod(0o555)
+    before = files(run)
+    read_only(run)
     try:
-        if os.access(run, os.W_OK):
-            pytest.skip("this user (root) may write a directory without write permission")
-        code, _, err = cli("compare", run, "--golden", calibrated_golden["golden"])
-        assert code == 2 and err.strip().count("\n") == 0 and "--out FILE" in err and str(run) in err, err
+        p = as_a_reader("compare", run, "--golden", golden, env=env)
+        assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "--out FILE" in p.stderr, p.stderr
+        p = as_a_reader("report", run, "--golden", golden, env=env)
+        assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "-o FILE" in p.stderr, p.stderr
+        p = as_a_reader("compare", run, "--golden", golden, "--out", tmp_path / "c.json", env=env)
+        assert p.returncode == 0, p.stderr[-2000:]
+        p = as_a_reader("report", run, "--golden", golden, "-o", tmp_path / "r.html", "--csv", tmp_path / "r.csv", env=env)
+        assert p.returncode == 0 and "(pass, 40 records)" in p.stdout, (p.stdout, p.stderr[-2000:])
+        p = as_a_reader("bless", run, "--to", tmp_path / "blessed", env=env)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert files(run) == before  # not a byte written, not a file added
     finally:
-        run.chmod(0o755)
+        for q in [run, *run.rglob("*")]:
+            q.chmod(0o755 if q.is_dir() else 0o644)
+    # The same commands on a writable copy, scored again in place: the same comparison, rows and golden.
+    mine = tmp_path / "in-place"
+    p = as_a_reader("bless", mine, "--to", tmp_path / "blessed-in-place", env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert files(mine) != files(run)  # scored again in place: its files are this user's now
+    for f in ("samples.jsonl", "inputs.jsonl"):
+        assert (tmp_path / "blessed" / f).read_bytes() == (tmp_path / "blessed-in-place" / f).read_bytes(), f
+    blessed, in_place = (json.loads((tmp_path / d / "golden.json").read_text()) for d in ("blessed", "blessed-in-place"))
+    assert blessed["summary"] == in_place["summary"] and blessed["summary"] is not None
+    p = as_a_reader("report", mine, "--golden", golden, "-o", tmp_path / "mine.html", "--csv", tmp_path / "mine.csv", env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (tmp_path / "r.csv").read_bytes() == (tmp_path / "mine.csv").read_bytes()
+    code, _, err = cli("compare", mine, "--golden", golden, "--force")
+    assert code == 0, err
+    assert comparable(json.loads((tmp_path / "c.json").read_text())) == comparable(
+        json.loads((mine / layout.COMPARISON).read_text()))

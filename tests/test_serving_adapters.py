@@ -214,3 +214,76 @@ def test_a_golden_naming_an_adapter_this_verifier_does_not_know_is_refused(adapt
     code, out, err = cli("gate", "--golden", golden, "--base-url", prefill_engine.url, "--model", "m", "--out", tmp_path / "o")
     assert code == 2 and "'from-the-future', which this verifier does not know" in err and len(err.strip().splitlines()) == 1, err
     assert prefill_engine.script.requests == []
+
+
+@pytest.fixture(scope="module")
+def plain_pair(adapter_golden, tmp_path_factory):
+    """The same engine's run made with no adapter, and a golden blessed from another such run (margins 0)."""
+    from verifier.cli import main
+
+    tmp = tmp_path_factory.mktemp("plain")
+    with TestServer(Script(needs_tool_call_prefill(TOOL_ANSWERS, echo))) as srv:
+        for name in ("bare", "ref"):
+            assert main(["run", *BFCL_RUN, "--base-url", srv.url, "--out", str(tmp / name)]) == 0
+    assert main(["bless", str(tmp / "ref"), "--to", str(tmp / "golden")]) == 0
+    zero_margins(tmp / "golden")
+    return {"bare": tmp / "bare", "golden": tmp / "golden"}
+
+
+def test_compare_refuses_a_run_served_otherwise_than_the_golden_as_gate_does(adapter_golden, plain_pair, cli, tmp_path):
+    """Offline `compare` holds the gate's rule: a run sent with no adapter against a golden recorded behind one, and a
+    run sent behind one against a golden recorded with none, are refused in one line (exit 2), nothing written."""
+    bare, behind = tmp_path / "bare", tmp_path / "behind"
+    shutil.copytree(plain_pair["bare"], bare)
+    shutil.copytree(adapter_golden["ref"], behind)
+    for run, golden, sent, kept in ((bare, adapter_golden["golden"], "with no serving adapter", "behind the serving adapter tool-call-prefill"),
+                                    (behind, plain_pair["golden"], "behind the serving adapter tool-call-prefill", "with no serving adapter")):
+        code, out, err = cli("compare", run, "--golden", golden)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1, out + err
+        assert f"run {run} was sent {sent}, and golden {golden} was recorded {kept}" in lines[0], err
+        assert not (run / "comparison.json").exists()
+    # Served as its reference was, the same run compares (exit 0: the reference's own run against its golden).
+    code, out, err = cli("compare", behind, "--golden", adapter_golden["golden"])
+    assert code == 0 and (behind / "comparison.json").exists(), out + err
+
+
+def test_the_api_compare_the_matrix_and_calibrate_runs_hold_the_same_rule(adapter_golden, plain_pair, cli, tmp_path):
+    import verifier
+    from verifier.errors import UsageError
+
+    with pytest.raises(UsageError, match="was sent with no serving adapter, and golden .* tool-call-prefill"):
+        verifier.compare(plain_pair["bare"], adapter_golden["golden"], write=False)
+    code, out, err = cli("matrix", "--golden", adapter_golden["golden"], f"plain={plain_pair['bare']}", "--out", tmp_path / "m")
+    assert code == 2 and "was sent with no serving adapter" in err and len(err.strip().splitlines()) == 1, out + err
+    golden = tmp_path / "g"
+    shutil.copytree(adapter_golden["golden"], golden)
+    before = (golden / "golden.json").read_bytes()
+    code, out, err = cli("calibrate", golden, "--runs", plain_pair["bare"], plain_pair["bare"])
+    assert code == 2 and "was sent with no serving adapter" in err, out + err
+    assert (golden / "golden.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("modes", ["chat,responses", "messages-stream", "chat-stream,completions"])
+def test_an_adapter_with_a_mode_off_chat_completions_is_refused_before_any_request(adapter_golden, cli, prefill_engine, tmp_path, modes):
+    """Adapters rewrite chat-completions bodies only: a Responses, Messages or dual-path mode would go unadapted
+    beside adapted chat modes (one run, two deployments), so `run` and `gate` refuse it in one line naming the modes."""
+    run = [a if a != "chat,chat-stream" else modes for a in BFCL_RUN]
+    code, out, err = cli("run", *run, "--base-url", prefill_engine.url, "--serving-adapter", "tool-call-prefill",
+                         "--out", tmp_path / "r")
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "rewrites chat-completions requests only" in lines[0], out + err
+    off = [m for m in modes.split(",") if not m.startswith("chat")]
+    assert f"mode(s) {', '.join(off)} would be sent unadapted" in lines[0]
+    assert prefill_engine.script.requests == [] and prefill_engine.script.preflight == []
+    assert not (tmp_path / "r" / "run.json").exists()
+    # A golden recorded behind an adapter with such a mode (by hand, or an older verifier) is refused by gate too.
+    golden = tmp_path / "g"
+    shutil.copytree(adapter_golden["golden"], golden)
+    doc = json.loads((golden / "golden.json").read_text())
+    doc["modes"] = [*doc["modes"], "responses"]
+    (golden / "golden.json").write_text(json.dumps(doc))
+    code, out, err = cli("gate", "--golden", golden, "--base-url", prefill_engine.url, "--model", "m",
+                         "--serving-adapter", "tool-call-prefill", "--out", tmp_path / "o", "--quiet")
+    assert code == 2 and "responses would be sent unadapted" in err and "--mode chat,chat-stream" in err, out + err
+    assert prefill_engine.script.requests == []

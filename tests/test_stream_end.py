@@ -69,3 +69,48 @@ def test_dropped_logprobs_remove_only_the_drift_and_quality_is_still_compared(tm
     assert smoke["drift"]["state"] == "unavailable" and smoke["drift"]["logprobs"]["candidate"] == 0
     assert not any("clean envelope" in r for r in doc["reasons"]), doc["reasons"]
     assert doc["quantization"]["verdict"] != "fail"
+
+
+def test_a_server_that_drops_done_ignores_tool_choice_and_returns_no_logprobs_is_named_frontend_on_each(tmp_path, cli):
+    """Issue 50's acceptance line, the HF `transformers serve` wire on the test bed: chat streams end without [DONE],
+    tool_choice "required" is ignored (the model then writes its calls as bare JSON text) and logprobs are dropped. The
+    gate names each as a frontend difference with its component: nothing is infra, and the missing logprobs do not
+    leave it inconclusive (quality is still compared on every sample)."""
+    from verifier.testbed.tool_answers import DEFAULT as TOOL_ANSWERS
+
+    def grammar_forced(req):
+        """An engine whose calls are parsed only when tool_choice forces them (vLLM's grammar); else bare JSON."""
+        fields = TOOL_ANSWERS.reply_fields(req)
+        if fields is None or not fields.get("tool_calls") or req.get("tool_choice") == "required":
+            return arithmetic(req)
+        return Reply(content=" ".join(json.dumps({"name": c["name"], "arguments": json.loads(c["arguments"])})
+                                      for c in fields["tool_calls"]))
+
+    golden = tmp_path / "golden"
+    with TestServer(Script(grammar_forced)) as srv:
+        assert cli("run", "--suite", "smoke,bfcl", "--smoke", "--mode", "chat,chat-stream", "--logprobs", "2",
+                   "--extra-body", '{"tool_choice": "required"}', "--base-url", srv.url, "--model", "m",
+                   "--out", tmp_path / "ref", "--quiet", "--max-retries", "0")[0] == 0
+        assert cli("bless", tmp_path / "ref", "--to", golden)[0] == 0
+        zero_margins(golden)
+        faults = ["stream_done_dropped", "tool_choice_required_ignored", "logprobs_dropped"]
+        with Proxy(srv.url, faults) as px:
+            code, out, err = cli("gate", "--golden", golden, "--base-url", px.url, "--model", "m", "--out", tmp_path / "g",
+                                 "--quiet")
+    doc = json.loads((tmp_path / "g" / "comparison.json").read_text())
+    assert code == 10 and doc["status"] == "frontend_regression", (out, err)
+    assert doc["infra"]["count"] == 0 and doc["infra"]["total"] == 84, doc["infra"]
+    records = list(journal.read_jsonl(tmp_path / "g" / "responses.jsonl"))
+    assert all(r["error"] is None and r["attempts"] == 1 for r in records)  # no stream retried as a cut one
+    named = {d["component"]: d for d in doc["diagnosis"]}
+    assert named["stream assembly"]["counts"] == {"stream_done_missing": 42} and named["stream assembly"]["modes"] == ["chat-stream"]
+    assert named["API validation"]["counts"]["logprobs_dropped"] == 42  # every record, both suites, both modes
+    assert named["API validation"]["counts"]["tool_choice_unmet"] == 18  # each call the golden made, as text
+    assert named["tool-call parser"]["counts"] == {"tool_calls_as_text": 18}
+    # Missing logprobs remove the drift only: quality is judged on every clean sample, and nothing is held
+    # inconclusive for want of logprobs (bfcl's calls were all lost: their envelopes are the frontend's finding).
+    smoke = doc["suites"]["smoke"]["metrics"]["accuracy"]
+    assert (smoke["n"], smoke["verdict"]) == (20, "pass"), smoke
+    held = [e["summary"] for e in doc["quantization"]["evidence"] if e["verdict"] == "inconclusive"]
+    assert not any("logprob" in summary for summary in held), held
+    assert doc["quantization"]["verdict"] != "fail"

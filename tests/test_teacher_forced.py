@@ -442,3 +442,52 @@ def test_each_suite_is_decided_by_its_own_numerics_evidence():
     dropped = [Evidence("quality", "a", "fail", "", metric="accuracy")]
     assert _decide([], dropped, {"a": held}, False)[0] == "regression_unattributed"
     assert _decide([], dropped, {"a": SuiteNumerics("fired", False, None)}, False)[0] == "quantization_regression"
+
+
+def test_a_gate_interrupted_before_its_teacher_forcing_pass_continues_to_the_verdict_the_whole_gate_gives(forced_golden, tmp_path):
+    """The pass comes after the samples, so an interrupted gate had not made it. run.json records the pass asked
+    (`teacher_forcing_asked`: method, positions, the golden's directory and source run); the printed resume makes it
+    over the run's own records, and the printed compare ends with the uninterrupted gate's verdict (here a numerics
+    change that only teacher forcing names)."""
+    import os
+    import shlex
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import ROOT, wait_until
+    from verifier.cli import main
+
+    method, tmp = forced_golden
+    if method != "prompt_logprobs":
+        pytest.skip("one method is enough: the resume's pass is the gate's pass")
+    golden, out, whole = tmp / "golden", tmp_path / "g", tmp_path / "whole"
+
+    def slow(req):
+        return Reply(**{**answer(req).__dict__, "delay_s": 0.05})
+
+    with TestServer(Script(answer, teacher=Teacher(methods=(method,), numerics=1.0))) as srv:
+        code = main(["gate", "--golden", str(golden), "--base-url", srv.url, "--model", "m", "--quiet", "--out", str(whole)])
+    with TestServer(Script(slow, teacher=Teacher(methods=(method,), numerics=1.0))) as srv:
+        p = subprocess.Popen([sys.executable, "-m", "verifier", "gate", "--golden", str(golden), "--base-url", srv.url,
+                              "--model", "m", "--quiet", "--out", str(out), "--concurrency", "1"], cwd=tmp_path,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        journal = out / "responses.jsonl"
+        wait_until(lambda: journal.exists() and journal.read_text().count("\n") >= 3, "3 journal lines", proc=p)
+        p.send_signal(signal.SIGTERM)
+        _, stderr = p.communicate(timeout=60)
+        assert p.returncode == 143, stderr
+        header = json.loads((out / "run.json").read_text())
+        assert "teacher_forcing" not in header
+        asked = header["teacher_forcing_asked"]
+        assert (asked["method"], asked["golden"], asked["calibrated"]) == ("auto", str(golden.resolve()), True), asked
+        steps = [line.split(": ", 1)[1] for line in stderr.splitlines() if line.startswith(("  continue with: ", "  then: "))]
+        assert len(steps) == 2, stderr
+        codes = [main(shlex.split(step)[1:]) for step in steps]
+    assert json.loads((out / "run.json").read_text())["teacher_forcing"]["state"] == "measured"
+    cont, doc = (json.loads((d / "comparison.json").read_text()) for d in (out, whole))
+    assert code == 11 and codes == [0, code], (code, codes)
+    assert cont["status"] == doc["status"] == "quantization_regression"
+    forced = [d["suites"]["smoke"]["teacher_forced"] for d in (cont, doc)]
+    assert forced[0]["verdict"] == forced[1]["verdict"] == "fail" and forced[0]["positions"] == forced[1]["positions"], forced

@@ -85,14 +85,14 @@ def run(suites: str | Iterable[str], *, base_url: str, model: str, out: str | Pa
     (`modes=verifier.load_golden(G).modes`). `endpoint` takes EndpointSpec's other fields (concurrency, timeout_s,
     max_retries, model_check...)."""
     from verifier.app.collect import RunSpec, collect
-    from verifier.app.spec import api_key_env as key_env, sampling as _sampling
+    from verifier.app.spec import api_key_env as key_env, names, sampling as _sampling
 
     if api_key_env is not None:
         key_env(api_key_env, "api_key_env")
 
-    names = (suites,) if isinstance(suites, str) else tuple(suites)
+    # A string or a list, read as every door reads one (`modes="chat,chat-stream"` is not seven one-letter modes)
     spec = RunSpec(endpoint=_endpoint(base_url, model, api_key_env, headers, **endpoint),
-                   suites=tuple(s for n in names for s in n.split(",") if s), modes=tuple(modes),
+                   suites=names(suites, "suites"), modes=names(modes, "modes"),
                    overrides={**(sampling or {}), **_sampling(logprobs=logprobs)}, data=data, smoke=smoke, limit=limit, epochs=epochs,
                    out=Path(out) if out else None, probes=probes, quiet=quiet)
     with scrub.command():  # this call's secrets, as a CLI command's: they end with it, no other thread sees them

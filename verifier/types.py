@@ -230,6 +230,37 @@ RUN_FORMAT = 1
 
 
 @dataclass(frozen=True)
+class ForcingAsked:
+    """run.json's `teacher_forcing_asked`: the teacher-forcing pass a gate's (or calibration rerun's) run asked for,
+    read by a resume that makes the pass the run has not made (app/collect.resumed_forcing checks each value)."""
+
+    method: Any
+    positions: Any
+    calibrated: bool
+    golden: Any
+    """The golden's directory."""
+    golden_run: Any
+    """Its source run (the directory must still hold that golden)."""
+
+
+@dataclass(frozen=True)
+class RunSuite:
+    """`run.json`'s `suites.<suite>`: what the run was made with of one suite (execution/runner writes it). A key an
+    older writer left out, or an entry that is not an object, reads as None."""
+
+    version: str | None
+    dataset_sha256: str | None
+    samples: int | None
+    requests: int | None
+
+    @staticmethod
+    def from_dict(d: Any) -> "RunSuite":
+        d = d if isinstance(d, dict) else {}
+        return RunSuite(version=d.get("version"), dataset_sha256=d.get("dataset_sha256"), samples=d.get("samples"),
+                        requests=d.get("requests"))
+
+
+@dataclass(frozen=True)
 class RunHeader:
     """`run.json`: what a run was made with. Written by `run`, `merge` and the lm-eval importer alike."""
 
@@ -264,7 +295,7 @@ class RunHeader:
 
     @staticmethod
     def from_dict(d: "dict[str, Any]") -> "RunHeader":
-        """A run.json as read (journal.read_header): the named keys become fields, the optional ones `extra`. Lenient
+        """A run.json as read (RunDir.header()): the named keys become fields, the optional ones `extra`. Lenient
         as every reader has been: a key an older writer left out reads as empty (`format` as 0: before it existed)."""
         named = {f for f in RunHeader.__dataclass_fields__ if f != "extra"}
         return RunHeader(run_id=d.get("run_id") or "", harness=d.get("harness") or {}, endpoint=d.get("endpoint") or {},
@@ -275,8 +306,16 @@ class RunHeader:
 
     def suite_version(self, suite: str) -> str | None:
         """The version of `suite` the run was made with (None: the run has no such suite, or did not record it)."""
-        info = self.suites.get(suite)
-        return info.get("version") if isinstance(info, dict) else None
+        return RunSuite.from_dict(self.suites.get(suite)).version
+
+    def suite_infos(self) -> dict[str, RunSuite]:
+        """`suites`, typed, in suite-name order."""
+        return {name: RunSuite.from_dict(info) for name, info in sorted(self.suites.items())}
+
+    def _object(self, key: str) -> dict[str, Any] | None:
+        """An optional block of run.json (kept in `extra`) when it is an object; None when absent or of another type."""
+        v = self.extra.get(key)
+        return v if isinstance(v, dict) else None
 
     @property
     def model(self) -> str | None:
@@ -301,8 +340,26 @@ class RunHeader:
     @property
     def teacher_forcing(self) -> dict[str, Any] | None:
         """run.json's `teacher_forcing` block (the teacher-forcing pass's method and state), when it is an object."""
-        v = self.extra.get("teacher_forcing")
-        return v if isinstance(v, dict) else None
+        return self._object("teacher_forcing")
+
+    @property
+    def teacher_forcing_asked(self) -> ForcingAsked | None:
+        """The teacher-forcing pass the run asked for (`teacher_forcing_asked`), when it is an object."""
+        v = self._object("teacher_forcing_asked")
+        if v is None:
+            return None
+        return ForcingAsked(method=v.get("method"), positions=v.get("positions"), calibrated=v.get("calibrated") is True,
+                            golden=v.get("golden"), golden_run=v.get("golden_run"))
+
+    @property
+    def probes_asked(self) -> dict[str, Any] | None:
+        """The probes the run asked for (`probes_asked`: `only`, a selection, or null for the catalogue)."""
+        return self._object("probes_asked")
+
+    @property
+    def context_probe_asked(self) -> dict[str, Any] | None:
+        """The context probe the run asked for (`context_probe_asked`: its `lengths`, or null for the defaults)."""
+        return self._object("context_probe_asked")
 
     @property
     def server_info(self) -> Any:
@@ -322,8 +379,7 @@ class RunHeader:
     @property
     def shard_set(self) -> dict[str, Any] | None:
         """A merged run's shard set (`shard_set`: inputs, n, missing, complete), when it is an object."""
-        v = self.extra.get("shard_set")
-        return v if isinstance(v, dict) else None
+        return self._object("shard_set")
 
 
 DEFAULT_INFRA_BUDGET = 0.02
@@ -479,6 +535,12 @@ class Verdict:
         d = asdict(self)
         d["findings"] = [asdict(f) for f in self.findings]
         return d
+
+    @property
+    def latency_ms(self) -> float:
+        """The request's (or a record's requests') time in ms, from `signals` (0.0 when it was not recorded)."""
+        latency: float = self.signals.get("latency_ms") or 0.0
+        return latency
 
     def fields(self) -> dict[str, Any]:
         """to_json's keys and values without asdict's deep copy (1 ms a gsm8k verdict), for writing only: it shares

@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from verifier import safewrite
-from verifier.execution import journal, runner, scoring
+from verifier.execution import journal, rundir, runner, scoring
 from verifier.execution.live import Follower
 from verifier.execution.rundir import RunDir
 from verifier import safeio, scrub
 from verifier.app.catalog import get_suites, resolve_suites, suite_named, suite_origin
 from verifier.errors import Interrupted, UsageError, did_you_mean
 from verifier.surfaces.registry import MODES, REFERENCE_MODE, mode_of, surfaces_of
-from verifier.types import Exchange, RunHeader, RunSummary, Sample, Suite, owner_ids
+from verifier.types import Exchange, ForcingAsked, RunHeader, RunSummary, Sample, Suite, owner_ids
 
 if TYPE_CHECKING:
     from verifier.execution.teacher_forcing import Forcing
@@ -122,6 +122,11 @@ class RunSpec:
     probe_only: frozenset[str] | None = None
     """With `probes`: the `<probe>@<surface>` results to run (a gate's rerun: exactly the golden's, execution/probes.selection);
     None: the whole catalogue (`run --probes`, `gate --probes`)."""
+    golden_path: str | None = None
+    """A gate's (or calibration rerun's) golden directory, recorded with its teacher-forcing pass
+    (`teacher_forcing_asked`) so a resume can make the pass an interrupt left undone."""
+    golden_run: str | None = None
+    """That golden's source run (a resume checks the directory still holds the same golden)."""
     golden: str | None = None
     """A gate's rerun: the golden's name, recorded in run.json (`gate_of`) so a gate killed before it compared is
     still listed as a gate (`verifier runs`)."""
@@ -177,7 +182,8 @@ class RunSpec:
             probes=probes or bool(h.probes), probe_only=None if probes else selection(dict(h.probes or {})),
             quiet=quiet, golden=h.name or golden.path.name, context_probe=bool(h.context_probe),
             context_lengths=h.context_lengths, force=force, gate_request=gate_request,
-            forcing=_forcing(golden, teacher_forcing, forced_positions),
+            forcing=_forcing(golden, teacher_forcing, forced_positions), golden_path=str(Path(golden.path).resolve()),
+            golden_run=h.source.run_id or None,
         )
 
 
@@ -250,6 +256,23 @@ def default_run_dir(prefix: str) -> Path:
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_adapter_modes(adapter: str | None, modes: Sequence[str]) -> None:
+    """A serving adapter rewrites chat-completions requests only (wire/serving_adapters.CHAT_PATH). A mode on another
+    route (the Responses and Messages surfaces, the dual path's /completions) would reach the engine unadapted beside
+    adapted chat modes: one run, two deployments, and a golden whose non-chat records were never served as it says.
+    Refused before anything is sent (run, gate, calibrate, a sweep and the API all build their run here)."""
+    if adapter is None:
+        return
+    from verifier.wire.serving_adapters import CHAT_PATH
+
+    off = [m for m in modes if mode_of(m).path != CHAT_PATH]
+    if off:
+        chat = [m for m in modes if m not in off]
+        raise UsageError(f"the serving adapter {adapter} rewrites chat-completions requests only; mode(s) {', '.join(off)} "
+                         "would be sent unadapted: leave them out of a run or gate behind an adapter",
+                         hints=(f"pass --mode {','.join(chat)}",) if chat else ())
 
 
 def endpoint_config(ep: EndpointSpec, model: str | None = None) -> "EndpointConfig":
@@ -410,7 +433,7 @@ class Collection:
     order: runner.SendOrder = field(default_factory=runner.SendOrder)
     """The run's send sequence, shared by every batch (a resume's continues after its journal's highest number)."""
     forcing: "Forcing | None" = None
-    """The teacher-forcing pass (None: no pass; a resume makes none)."""
+    """The teacher-forcing pass (None: no pass; a resume makes the one its run asked for and has not made)."""
     server_info: dict[str, Any] = field(default_factory=dict)
     """Preflight: what the server said of itself."""
     template: str | None = None
@@ -563,7 +586,7 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, R
 
     run_dir = Path(spec.resume or "")
     try:
-        hdr = journal.check_run_dir(run_dir)  # the document as read: which keys an older writer left out (absent_keys)
+        hdr = rundir.check_run_dir(run_dir)  # the document as read: which keys an older writer left out (absent_keys)
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
     header = RunHeader.from_dict(hdr)
@@ -598,6 +621,65 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, R
     return run_dir, header, journal.absent_keys(hdr), suites, cfg, answered, runner.SendOrder(last_sent)
 
 
+def resumed_steps(spec: RunSpec, header: RunHeader, run_dir: Path) -> RunSpec:
+    """A resume's spec with the probes and the context probe its run asked for (run.json's `probes_asked`,
+    `context_probe_asked`) and has no results of yet (an interrupt during them, before any sample): run as they were
+    asked, so the continuation ends where the uninterrupted command would. Results already written are kept; a
+    run from before the record asks nothing more. The teacher-forcing pass (`teacher_forcing_asked`) is made when
+    run.json has no `teacher_forcing` block yet, over the golden it names (resumed_forcing)."""
+    from verifier.execution.layout import CONTEXT, PROBES
+
+    probes, context = header.probes_asked, header.context_probe_asked
+    if probes is not None and not spec.probes and not (run_dir / PROBES).exists():
+        only = probes.get("only")
+        if only is not None and not (isinstance(only, list) and all(isinstance(x, str) for x in only)):
+            raise UsageError(f"{run_dir / journal.HEADER}: probes_asked.only is not a list of probe names")
+        spec = dataclasses.replace(spec, probes=True, probe_only=frozenset(only) if only is not None else None)
+    if context is not None and not spec.context_probe and not (run_dir / CONTEXT).exists():
+        lengths = context.get("lengths")
+        if lengths is not None and not (isinstance(lengths, list) and len(lengths) <= 64
+                                        and all(isinstance(n, int) and not isinstance(n, bool) and 0 < n <= 10_000_000 for n in lengths)):
+            raise UsageError(f"{run_dir / journal.HEADER}: context_probe_asked.lengths is not a list of prompt lengths")
+        spec = dataclasses.replace(spec, context_probe=True, context_lengths=tuple(lengths) if lengths else None)
+    forcing = header.teacher_forcing_asked
+    if forcing is not None and spec.forcing is None and header.teacher_forcing is None:
+        spec = dataclasses.replace(spec, forcing=resumed_forcing(forcing, header, run_dir))
+    return spec
+
+
+def resumed_forcing(asked: ForcingAsked, header: RunHeader, run_dir: Path) -> "Forcing | None":
+    """The teacher-forcing pass a gate's run asked for (run.json's `teacher_forcing_asked`: method, positions, the
+    golden's directory and source run), over the golden's greedy records of the samples this run planned, as the
+    gate computed it. A golden that cannot be read, or that is another golden now, makes no pass: said on stderr
+    (the comparison then has no `teacher_forced` block, as for a gate made with --teacher-forcing off)."""
+    from verifier.execution import teacher_forcing as tf
+    from verifier.golden import store
+
+    method, positions, path = asked.method, asked.positions, asked.golden
+    if method not in tf.CHOICES or isinstance(positions, bool) or not isinstance(positions, int) or not 0 < positions <= 512 \
+            or not isinstance(path, str):
+        raise UsageError(f"{run_dir / journal.HEADER}: teacher_forcing_asked is not a method, positions and a golden")
+    if REFERENCE_MODE not in header.modes:
+        return None
+    try:
+        golden = store.load(Path(path))
+    except (store.BadGolden, OSError) as e:
+        print(f"warning: the teacher-forcing pass this run asked for is not made: its golden {path} cannot be read "
+              f"({scrub.text(str(e))[:200]})", file=sys.stderr)
+        return None
+    if (golden.header.source.run_id or None) != asked.golden_run:
+        print(f"warning: the teacher-forcing pass this run asked for is not made: {path} holds another golden now",
+              file=sys.stderr)
+        return None
+    forcing = _forcing(golden, method, positions)
+    if forcing is None:
+        return None
+    planned = set(journal.read_samples(run_dir))
+    targets = tuple(t for t in forcing.targets if any((t.suite, sid) in planned for sid in owner_ids(t.sample_id)))
+    # calibrated as the gate saw its (narrowed) golden: `auto` measures only then
+    return dataclasses.replace(forcing, targets=targets, calibrated=asked.calibrated) if targets else None
+
+
 def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, Sequence[Sample]]], "EndpointConfig"]:
     if spec.out is not None:  # before anything is loaded or sent: a golden is not a place for a run's files
         RunDir(spec.out).claim_for_write(flag="--out", force=spec.force, own_run=True)  # a run there: refused below
@@ -607,6 +689,7 @@ def _prepare_new(spec: RunSpec) -> tuple[Path, list[tuple[Suite, Sequence[Sample
     for m in spec.modes:
         if m not in MODES:
             raise UsageError(f"unknown mode {m!r}; {did_you_mean(m, MODES)}known: {', '.join(MODES)}")
+    check_adapter_modes(spec.endpoint.serving_adapter, spec.modes)
     cfg = endpoint_config(spec.endpoint)
     run_dir = spec.out or default_run_dir("-".join(s.name for s in suites_))
     if (run_dir / journal.HEADER).exists():
@@ -624,9 +707,11 @@ def _prepare(spec: RunSpec, stack: contextlib.ExitStack, stop_check: Callable[[P
     if spec.resume:
         run_dir, header, leave_out, suites, cfg, done, order = _prepare_resume(spec, stack)
         scrub.register(*credential_values(dict(spec.extra_body)))  # `--extra-body '{"api_key": ...}'` is a secret too
-        return Collection(spec=spec, run_dir=run_dir, cfg=cfg, endpoint=Endpoint(cfg), suites=suites, modes=header.modes,
+        resumed = resumed_steps(spec, header, run_dir)
+        return Collection(spec=resumed, run_dir=run_dir, cfg=cfg, endpoint=Endpoint(cfg),
+                          suites=suites, modes=header.modes,
                           stack=stack, stop_check=stop_check, resumed=header, leave_out=leave_out, journaled=done,
-                          order=order)
+                          order=order, forcing=resumed.forcing)
     if not spec.suites:
         raise UsageError("--suite is required")
     run_dir, suites, cfg = _prepare_new(spec)
@@ -678,6 +763,16 @@ def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list
         keys["gate_of"] = spec.golden
     if spec.gate_request is not None:
         keys["gate"] = dict(spec.gate_request)
+    # The steps asked beside the samples, so a resume runs the ones an interrupt left undone (resumed_steps): a gate
+    # killed during its probes must not continue to a verdict with every golden probe `not run`.
+    if spec.probes:
+        keys["probes_asked"] = {"only": sorted(spec.probe_only) if spec.probe_only is not None else None}
+    if spec.context_probe:
+        keys["context_probe_asked"] = {"lengths": list(spec.context_lengths) if spec.context_lengths else None}
+    if spec.forcing is not None and spec.golden_path is not None:
+        keys["teacher_forcing_asked"] = {"method": spec.forcing.method, "positions": spec.forcing.positions,
+                                         "calibrated": spec.forcing.calibrated, "golden": spec.golden_path,
+                                         "golden_run": spec.golden_run}
     if template and any(mode_of(m).dual_path for m in modes):
         keys["dual_path_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
     keys["selection"] = {"smoke": bool(spec.smoke), "limit": spec.limit, "sample_seed": spec.sample_seed,

@@ -14,7 +14,7 @@ from verifier.execution import journal, runner
 from verifier.execution.rundir import RunDir
 from verifier.app.catalog import suite_named
 from verifier.app.collect import EndpointSpec, RunSpec, collect, default_run_dir
-from verifier.app.scored import observed, observed_in_memory
+from verifier.app.scored import observed, observed_in_memory, observed_where_allowed
 from verifier.attribution.document import Comparison, SuiteResult
 from verifier.app.spec import DEFAULT_INFRA_BUDGET as DEFAULT_INFRA_BUDGET, CalibrateSpec, CompareSpec, GateSpec, Probes
 from verifier.errors import UsageError
@@ -156,11 +156,13 @@ def gate_golden(spec: GateSpec, loaded: Golden | None = None) -> Golden:
     return golden
 
 
-def check_serving_adapter(golden: Golden, given: str | None, name: Any) -> None:
-    """Refuse (UsageError, before any request) a gate served otherwise than the golden's reference: a golden
+def check_serving_adapter(golden: Golden, given: str | None, name: Any, run_dir: Path | None = None) -> None:
+    """Refuse (UsageError, before any request) a candidate served otherwise than the golden's reference: a golden
     recorded behind a serving adapter (wire/serving_adapters.py) gated without it blames the engine's frontend for
     what the adapter did (a prefilled tool call comes back as text: `tool_call_as_text`), and one gated behind an
-    adapter its reference never had is a different deployment."""
+    adapter its reference never had is a different deployment. One rule for every door: `given` is the adapter a gate
+    or calibration sends behind, or (`run_dir` set) the one a finished run was sent behind (run.json's
+    `endpoint.serving_adapter`), which `compare`, the matrix, `report` and calibrate's --runs judge against the golden."""
     from verifier.wire.serving_adapters import ADAPTERS
 
     recorded = golden.header.source.serving_adapter
@@ -169,6 +171,12 @@ def check_serving_adapter(golden: Golden, given: str | None, name: Any) -> None:
                          f"not know (known: {', '.join(ADAPTERS)})")
     if given == recorded:
         return
+    if run_dir is not None:  # a finished run: it cannot be served again, only made again
+        sent = f"behind the serving adapter {given}" if given else "with no serving adapter"
+        kept = f"behind the serving adapter {recorded}" if recorded else "with no serving adapter"
+        raise UsageError(f"run {run_dir} was sent {sent}, and golden {name} was recorded {kept}: compare a run served "
+                         "as its reference was (run or gate it again so; docs/engines.md, 'Tool calls behind a serving "
+                         "adapter')")
     # The message names no flag (the command line, a gate file, a sweep and the API all reach here); the hint does,
     # and the CLI prints it only where the command has the flag.
     if recorded is None:
@@ -225,7 +233,9 @@ def calibrate(spec: CalibrateSpec) -> Calibrated:
     names = [golden.header.source.run_id]
     run_dirs: list[Path] = []
     for r in spec.runs:
-        runs.append(observed(Path(r)))
+        runs.append(observed_where_allowed(Path(r))[0])  # a colleague's run is scored again in memory, left as it is
+        # a rerun served otherwise than the reference would widen the margins by what the adapter changes
+        check_serving_adapter(golden, RunDir(Path(r)).header().serving_adapter, spec.golden, Path(r))
         names.append(Path(r).name)
         run_dirs.append(Path(r))
     if spec.endpoint is not None and spec.endpoint.base_url:
@@ -258,7 +268,7 @@ def _teacher_forced_margins(golden: Golden, run_dirs: list[Path], provenance: di
     measured = []
     used = []
     for rd in run_dirs:
-        forced = teacher_forced_measures(rd, RunDir(rd).header(), golden, observed(rd))
+        forced = teacher_forced_measures(rd, RunDir(rd).header(), golden, observed_where_allowed(rd)[0])
         if forced is not None and forced[0].get("state") == "measured":
             measured.append(forced[1])
             used.append(f"{rd.name}:{forced[0].get('method')}")
@@ -274,9 +284,13 @@ def bless_run(run_dir: Path, to: Path, force: bool = False, epochs_as_reruns: bo
     if (to / golden.GOLDEN).exists() and not force:
         raise UsageError(f"{to} already holds a golden; pass --force to replace it")
     RunDir(to).claim_for_write(flag="--to", force=force)  # a run directory: its samples.jsonl would be replaced
-    refuse_broken_reference(observed(run_dir), run_dir, force)
-    margins = margins_from_json(margins_from_epochs(run_dir)) if epochs_as_reruns else None
-    return golden.bless(run_dir, to, margins)
+    # Scored again when stale: in place if this user may write the run, else in memory, the run left as it is (a
+    # colleague's run, a read-only mount); the golden is made from those rows, never from files the journal does
+    # not back.
+    rows, summary = observed_where_allowed(run_dir)
+    refuse_broken_reference(rows, run_dir, force)
+    margins = margins_from_json(margins_from_epochs(run_dir, rows)) if epochs_as_reruns else None
+    return golden.bless(run_dir, to, margins, scored=(rows, summary))
 
 
 def floor_warnings(summary: Mapping[str, Any], suites: Iterable[str] | None = None) -> list[str]:
@@ -319,10 +333,10 @@ def _route_refused(o: Observation) -> bool:
     return o.reason in ("http_401", "http_403", "http_404")
 
 
-def margins_from_epochs(run_dir: Path) -> dict[str, Any]:
+def margins_from_epochs(run_dir: Path, obs: list[Observation]) -> dict[str, Any]:
+    """Margins from a run's epochs as reruns: `obs`, its rows (app/scored)."""
     from verifier.attribution import compare
 
-    obs = observed(run_dir)
     epochs = sorted({o.epoch for o in obs})
     if len(epochs) < 3:
         raise UsageError(f"{run_dir} has {len(epochs)} epoch(s); calibration from epochs needs at least 3")
@@ -409,39 +423,64 @@ def compare_run(run_dir: Path, spec: CompareSpec, loaded: Golden | None = None) 
     the same way, its infra budget where the spec sets none); the gate itself, which narrowed already, says False.
     The run is scored again first when stale (app/scored.observed, the explicit step): in place, unless the document
     goes to `spec.out` or this user cannot write the run (app/scored.observed_in_memory: the run is left as it is)."""
-    from verifier.attribution import compare
-
-    golden_path, out, allow_subset = spec.golden, spec.out, spec.allow_subset
-    golden = loaded or load_golden(golden_path)
-    require_margins(golden, golden_path)
+    golden = loaded or load_golden(spec.golden)
+    require_margins(golden, spec.golden)
     rd = RunDir(run_dir)
     if not rd.is_run():
         raise UsageError(f"{run_dir} is not a run directory (no {journal.HEADER})")
     hdr = rd.header()
+    check_serving_adapter(golden, hdr.serving_adapter, spec.golden, run_dir)  # as gate refuses: one rule, both doors
+    golden, applied = _golden_as_gated(run_dir, hdr, golden, spec)
+    infra_budget = spec.budget(applied.infra_budget if applied is not None else None)
+    scrub.register_run(hdr.endpoint)  # the comparison is scrubbed of the key the run was made with
+    _check_suite_versions(run_dir, hdr, golden.header)
+    cobs, cand = _candidate(run_dir, rd, spec)
+    probes, table, ctx = _probe_evidence(run_dir, rd, golden.header)
+    forced = teacher_forced_measures(run_dir, hdr, golden, cobs)
+    doc = _decided(run_dir, spec, golden, cobs, _Evidence(infra_budget, probes, table, forced), applied)
+    doc = _recorded(doc, run_dir, spec.golden, hdr, golden, cand, ctx)
+    if spec.write:
+        rd.write_comparison(doc.to_dict(), spec.out)
+    return doc
+
+
+def _golden_as_gated(run_dir: Path, hdr: RunHeader, golden: Golden,
+                     spec: CompareSpec) -> tuple[Golden, GateRequest | None]:
+    """The golden as the run's own gate judged it, and that gate's request (None: not a gate's run, not asked
+    (`spec.as_gated` False), or gated against another golden: then a note says its narrowing is not applied)."""
     asked = gate_request(run_dir, hdr) if spec.as_gated else None
-    applied = asked if asked is not None and asked.applies_to(golden) else None
-    if applied is not None:
-        golden = _narrowed_as_asked(golden, applied, golden_path)
-    elif asked is not None:
+    if asked is not None and asked.applies_to(golden):
+        return _narrowed_as_asked(golden, asked, spec.golden), asked
+    if asked is not None:
         print(f"note: {run_dir} was gated against {asked.golden}, not this golden: its gate's narrowing is not applied",
               file=sys.stderr)
-    infra_budget = spec.budget(applied.infra_budget if applied is not None else None)
-    h = golden.header
-    scrub.register_run(hdr.endpoint)  # the comparison is scrubbed of the key the run was made with
+    return golden, None
+
+
+def _check_suite_versions(run_dir: Path, hdr: RunHeader, h: GoldenHeader) -> None:
+    """A suite both hold must be of the same version (another version asks other questions, or scores otherwise)."""
     for name in hdr.suites:
         if name in h.suites and hdr.suite_version(name) != h.suites[name].version:
             raise UsageError(f"run {run_dir} used {name} version {hdr.suite_version(name)}, golden has {h.suites[name].version}")
-    # A run is written into (scored again in place when stale, comparison.json) only when this user may write it
-    # and the document goes there; with --out, or for a colleague's run this user cannot write, it is left as it is.
+
+
+def _candidate(run_dir: Path, rd: RunDir, spec: CompareSpec) -> tuple[list[Observation], RunSummary | None]:
+    """The run's observations and summary, scored again first when stale. A run is written into (scored again in
+    place, comparison.json) only when this user may write it and the document goes there; with --out, or for a
+    colleague's run this user cannot write, it is left as it is (scored in memory)."""
     if spec.write and spec.out is None and not rd.writable():
         raise UsageError(f"{run_dir} cannot be written (comparison.json goes there): give --out FILE to write the "
                          "comparison elsewhere; the run is then read, never written")
     if (spec.out is None or not spec.write) and rd.writable():
-        cobs = observed(run_dir)
-        cand = RunDir(run_dir).summary()
-    else:
-        cobs, cand = observed_in_memory(run_dir)
-    ran = RunDir(run_dir).probes()
+        return observed(run_dir), rd.summary()
+    return observed_in_memory(run_dir)
+
+
+def _probe_evidence(run_dir: Path, rd: RunDir, h: GoldenHeader) -> tuple[dict[str, Any] | None,
+                                                                         list[dict[str, Any]] | None, dict[str, Any] | None]:
+    """(evidence items of the probes and the context probe, the probes' conformance table, the context probe's
+    verdict): each None where neither side has it."""
+    ran = rd.probes()
     probes, table = None, None
     if ran is not None or h.probes:
         from verifier.execution import probe_results
@@ -453,18 +492,44 @@ def compare_run(run_dir: Path, spec: CompareSpec, loaded: Golden | None = None) 
     ctx = _context_verdict(run_dir, h)
     if ctx:  # joins the probe evidence under its own signal name, and keeps its details in the document
         probes = {**(probes or {}), "context_truncated": ctx}
-    forced = teacher_forced_measures(run_dir, hdr, golden, cobs)
+    return probes, table, ctx
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """What compare.compare weighs beside the observations."""
+
+    infra_budget: float
+    probes: dict[str, Any] | None
+    table: list[dict[str, Any]] | None
+    forced: tuple[dict[str, Any], dict[str, Any]] | None
+
+
+def _decided(run_dir: Path, spec: CompareSpec, golden: Golden, cobs: list[Observation], ev: _Evidence,
+             applied: GateRequest | None) -> Comparison:
+    """compare.compare's document; a sequential gate's run is judged on what it sent where that decides a regression."""
+    from verifier.attribution import compare
+
+    h = golden.header
     try:
-        doc = compare.compare(h, golden.observations, cobs, infra_budget=infra_budget, probes=probes,
-                              allow_subset=allow_subset, probe_table=table, teacher_forced=forced)
-        if applied is not None and applied.sequential and not allow_subset and doc.status == "incomplete":
+        doc = compare.compare(h, golden.observations, cobs, infra_budget=ev.infra_budget, probes=ev.probes,
+                              allow_subset=spec.allow_subset, probe_table=ev.table, teacher_forced=ev.forced)
+        if applied is not None and applied.sequential and not spec.allow_subset and doc.status == "incomplete":
             # A sequential gate stops once a regression is decided, judging what it sent (gate(): allow_subset);
             # its directory is judged so again, and only when that decides a regression, as the gate did.
-            early = compare.compare(h, golden.observations, cobs, infra_budget=infra_budget, probes=probes,
-                                    allow_subset=True, probe_table=table, teacher_forced=forced)
+            early = compare.compare(h, golden.observations, cobs, infra_budget=ev.infra_budget, probes=ev.probes,
+                                    allow_subset=True, probe_table=ev.table, teacher_forced=ev.forced)
             doc = early if early.status in DECIDED else doc
     except compare.NoOverlap as e:
-        raise UsageError(f"{run_dir} vs {golden_path}: {e}") from None
+        raise UsageError(f"{run_dir} vs {spec.golden}: {e}") from None
+    return doc
+
+
+def _recorded(doc: Comparison, run_dir: Path, golden_path: str | Path, hdr: RunHeader, golden: Golden,
+              cand: RunSummary | None, ctx: dict[str, Any] | None) -> Comparison:
+    """The document with what the comparison was of: tool-call scores, the golden and the run, the context probe,
+    the part of the golden judged, and the floor notes."""
+    h = golden.header
     # A margin the golden lacks is no error: compare judges that signal uncalibrated (compare.uncalibrated).
     doc = dataclasses.replace(
         doc, suites=_with_tool_call_scores(doc, h, cand),
@@ -475,10 +540,7 @@ def compare_run(run_dir: Path, spec: CompareSpec, loaded: Golden | None = None) 
         context_truncation=ctx or None)
     if golden.narrowed:  # a reviewer must see that this gate judged part of the golden, and which part
         doc = dataclasses.replace(doc, limited=dict(golden.narrowed))
-    doc = with_floor_notes(doc, h)
-    if spec.write:
-        RunDir(run_dir).write_comparison(doc.to_dict(), out)
-    return doc
+    return with_floor_notes(doc, h)
 
 
 def _narrowed_as_asked(golden: Golden, asked: GateRequest, golden_path: str | Path) -> Golden:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from verifier.attribution.document import Comparison
 from verifier.golden import store as golden_mod
@@ -45,16 +46,9 @@ def read_run(run_dir: Path, with_exchanges: bool = True) -> RunData:
     rd = RunDir(run_dir)
     header = rd.header()
     scrub.register_run(header.endpoint)  # the report is scrubbed of the key its run was made with
-    # The report shows no logprobs in its rows; the token diffs read them from `shown`. Row by row: the file's
-    # rows are never all held beside what the report keeps of them.
     rows: list[Observation] = []
     shown: dict[tuple[str, str, int, str], Shown] = {}
-
-    def take(o: Observation, extra: dict[str, Any] | None) -> None:
-        rows.append(dataclasses.replace(o, logprobs=None, top_logprobs=None))
-        if extra is not None:
-            shown[(o.suite, o.sample_id, o.epoch, o.mode)] = Shown.of(o, extra)
-
+    take = _kept(rows, shown)
     if rd.stale() or not rd.each_observation(take):
         raise NotScored(f"{run_dir}: not scored, or scored from another journal ({layout.OBSERVATIONS} is missing or "
                          f"does not match it); run `verifier score {run_dir}`")
@@ -62,6 +56,39 @@ def read_run(run_dir: Path, with_exchanges: bool = True) -> RunData:
     finds = [{"suite": v.suite, "sample_id": v.sample_id, "mode": v.mode, "code": f.code, "detail": f.detail[:300]}
              for v in rd.iter_verdicts() for f in v.findings]  # streamed: only the findings are kept
     return RunData(run_dir, header, rd.summary(), rows, finds, exchanges, shown)
+
+
+def _kept(rows: list[Observation], shown: dict[tuple[str, str, int, str], Shown]) -> Callable[[Observation, dict[str, Any] | None], None]:
+    """What the report keeps of each observation row, into `rows` and `shown`. The report shows no logprobs in its
+    rows; the token diffs read them from `shown`. Row by row: the file's rows are never all held beside what the
+    report keeps of them."""
+    def take(o: Observation, extra: dict[str, Any] | None) -> None:
+        rows.append(dataclasses.replace(o, logprobs=None, top_logprobs=None))
+        if extra is not None:
+            shown[(o.suite, o.sample_id, o.epoch, o.mode)] = Shown.of(o, extra)
+    return take
+
+
+def read_run_in_memory(run_dir: Path) -> RunData:
+    """`read_run` of a run this user may not write (a colleague's, a read-only mount), without writing into it: its
+    files when fresh and sealed with this user's key, else its journal scored again in memory (app/scored), so the
+    report shows what the journal backs, never a stale or foreign verdicts.jsonl, summary.json or observations.jsonl."""
+    from verifier.app.scored import scored_in_memory
+
+    rd = RunDir(run_dir)
+    header = rd.header()
+    scrub.register_run(header.endpoint)
+    rows: list[Observation] = []
+    shown: dict[tuple[str, str, int, str], Shown] = {}
+
+    def drop() -> None:
+        rows.clear()
+        shown.clear()
+
+    summary, verdicts = scored_in_memory(run_dir, _kept(rows, shown), drop)
+    finds = [{"suite": v.suite, "sample_id": v.sample_id, "mode": v.mode, "code": f.code, "detail": f.detail[:300]}
+             for v in (verdicts if verdicts is not None else rd.iter_verdicts()) for f in v.findings]
+    return RunData(run_dir, header, summary, rows, finds, {}, shown)
 
 
 def matrix_entry(provider: str, run_dir: Path, comparison: Comparison, link: Path | None = None) -> "matrix.Entry":
@@ -114,19 +141,25 @@ def comparison(run_dir: Path, golden_path: str | Path) -> Comparison:
     """"Compare if missing", the `report` command's explicit step: the recorded comparison against this golden,
     else one made now (never written: a report never writes into the run)."""
     recorded = recorded_comparison(run_dir, golden_path)
-    if recorded is not None:
-        return recorded
+    if recorded is not None:  # believed as far as the run's own evidence backs it, as the matrix does
+        from verifier.app.gate import load_golden
+        from verifier.app.runs import believed
+
+        shown, why = believed(run_dir, golden_path, load_golden(golden_path), recorded)
+        if why is not None:
+            print(f"verifier: report: {why}", file=sys.stderr)
+        return shown
     from verifier.app.gate import compare_run  # an application step, imported only when a report must compare
     from verifier.app.spec import CompareSpec
 
     return compare_run(run_dir, CompareSpec(str(golden_path), write=False))  # a report never writes into the run
 
 
-def load(run_dir: Path | str, golden: GoldenData | None, doc: Comparison | None) -> Inputs:
-    """The report's inputs: the scored run read from disk (`read_run`), the golden and the comparison as given.
-    Nothing is scored or compared here."""
+def load(run_dir: Path | str, golden: GoldenData | None, doc: Comparison | None, in_memory: bool = False) -> Inputs:
+    """The report's inputs: the scored run read from disk (`read_run`; `in_memory`: `read_run_in_memory`), the
+    golden and the comparison as given. Nothing is written here."""
     run_dir = Path(run_dir)
-    run = read_run(run_dir, with_exchanges=False)
+    run = read_run_in_memory(run_dir) if in_memory else read_run(run_dir, with_exchanges=False)
     inp = inputs(run, golden, doc)
     inp.drawn = draw(run_dir, views.card_keys(inp))
     return inp
@@ -134,12 +167,15 @@ def load(run_dir: Path | str, golden: GoldenData | None, doc: Comparison | None)
 
 def load_scored(run_dir: Path | str, golden: GoldenData | None, doc: Comparison | None) -> Inputs:
     """`load`, with "score again if stale" as the explicit step between two reads: a run `read_run` finds not
-    freshly scored is scored again (app/scored.ensure_scored), then read. A fresh run is read once."""
+    freshly scored is scored again (app/scored.ensure_scored), then read; a run this user may not write is scored
+    again in memory instead, and left as it is. A fresh run is read once."""
     try:
         return load(run_dir, golden, doc)
     except NotScored:
         from verifier.app.scored import ensure_scored
 
+        if not RunDir(Path(run_dir)).writable():
+            return load(run_dir, golden, doc, in_memory=True)
         ensure_scored(Path(run_dir))
         return load(run_dir, golden, doc)
 
@@ -208,6 +244,9 @@ def write_report(run_dir: Path | str, golden: str | Path | None = None, out: str
     """`verifier report`: the HTML report (default RUN_DIR/report.html) and optionally the per-sample CSV.
     Returns (HTML path, comparison status or "single run", records shown). UsageError when RUN_DIR is not a run."""
     run_dir = Path(run_dir)
+    if out is None and RunDir(run_dir).is_run() and not RunDir(run_dir).writable():
+        raise UsageError(f"{run_dir} cannot be written (report.html goes there): give -o FILE to write the report "
+                         "elsewhere; the run is then read, never written")
     try:
         shown, doc = prepared(run_dir, golden, None)
         inp = load_scored(run_dir, shown, doc)

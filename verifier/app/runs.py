@@ -116,22 +116,19 @@ def describe(run_dir: Path) -> RunRow | None:
         return None
     ep = hdr.endpoint if isinstance(hdr.endpoint, dict) else {}
     try:
-        cmp = rd.comparison()
+        # read leniently (any writer's, any age: the listing shows what it says)
+        cmp = rd.comparison_glance()
     except RefusedFile as e:
         raise UsageError(str(e)) from None
     except NotARunDir:
         cmp = None  # corrupt: listed as a run never compared, as before
-    # comparison.json is read leniently here (any writer's, any age: the listing shows what it says); the typed
-    # Comparison is for documents this verifier compares or renders.
-    made = cmp.get("golden") if cmp is not None else None
-    golden = made if isinstance(made, dict) else {}
     return RunRow(
         run_dir=str(run_dir), run_id=hdr.run_id or None, started=hdr.started, finished=hdr.finished,
         endpoint=ep.get("base_url"), model=ep.get("model"), suites=sorted(hdr.suites),
         modes=hdr.modes or [REFERENCE_MODE], kind="gate" if cmp or hdr.gate_of else "run",
-        status=str(cmp.get("status")) if cmp else "run" if hdr.finished and not hdr.gate_of else "interrupted",
-        exit_code=cmp.get("exit_code") if cmp else None,
-        golden=golden.get("name") or hdr.gate_of, scored=rd.scored(),
+        status=cmp.status if cmp else "run" if hdr.finished and not hdr.gate_of else "interrupted",
+        exit_code=cmp.exit_code if cmp else None,
+        golden=(cmp.golden_name if cmp else None) or hdr.gate_of, scored=rd.scored(),
     )
 
 
@@ -182,3 +179,16 @@ def recompare(run_dir: Path, golden_path: str | Path, loaded: "Golden", recorded
     spec = CompareSpec(golden_path, float(budget) if isinstance(budget, (int, float)) else None,
                        allow_subset=bool(recorded.sequential), write=False, as_gated=False)
     return compare_run(Path(run_dir), spec, narrowed)
+
+
+def believed(run_dir: Path, golden_path: str | Path, loaded: "Golden", recorded: "Comparison") -> tuple["Comparison", str | None]:
+    """A run's recorded comparison.json as far as the run's own evidence backs it (docs/security.md, a run
+    directory): the recorded document when `recompare` gives the same status and exit code, else the comparison
+    made now, with the reason naming the file, what it says and what the evidence says. What `matrix` and `report`
+    show of a run compared before; the reason (None when believed) is also the caller's to print."""
+    made = recompare(run_dir, golden_path, loaded, recorded)
+    if (recorded.status, recorded.exit_code) == (made.status, made.exit_code):
+        return recorded, None
+    why = (f"unverified {run_dir}/comparison.json: it says {recorded.status}, the run's own evidence "
+           f"says {made.status}; shown as compared now")
+    return dataclasses.replace(made, reasons=[why, *(made.reasons or [])], reason=why), why

@@ -58,17 +58,41 @@ def observed_in_memory(run_dir: Path) -> tuple[list[Observation], RunSummary | N
     a colleague's run this user cannot write): the files on disk when they are fresh and sealed with this user's
     key, else the run scored again from its journal in memory, each verdict and row taken as writing it and reading
     it back would give (scrubbed, encoded, decoded), so the rows are those `observed` would leave on disk."""
-    rd = RunDir(run_dir)
     rows: list[Observation] = []
+    summary, _verdicts = scored_in_memory(run_dir, lambda o, _shown: rows.append(o), rows.clear)
+    return rows, summary
+
+
+def observed_where_allowed(run_dir: Path) -> tuple[list[Observation], RunSummary | None]:
+    """The rows and summary of a run as bless reads them: scored again in place when stale if this user may write
+    the run (`observed`, as compare without --out), else in memory, the run left as it is (`observed_in_memory`)."""
+    if not RunDir(run_dir).writable():
+        return observed_in_memory(run_dir)
+    rows = observed(run_dir)
+    return rows, RunDir(run_dir).summary()
+
+
+def scored_in_memory(run_dir: Path, take: Callable[[Observation, "dict[str, Any] | None"], None],
+                     drop: Callable[[], None]) -> tuple[RunSummary | None, list[Verdict] | None]:
+    """Each observation row of the run with its `shown` block, to `take`, without writing into the run: read from
+    disk when fresh and sealed with this user's key (then the verdicts are None: verdicts.jsonl is bound to that
+    file), else from the journal scored again in memory, each verdict and row as writing and reading it back would
+    give. Returns the summary and, when scored here, the verdicts."""
+    rd = RunDir(run_dir)
     try:
         scrub.register_run(rd.header().endpoint)
-        if not rd.stale() and rd.each_observation(lambda o, _shown: rows.append(o)):
-            return rows, rd.summary()
+        if not rd.stale() and rd.each_observation(take):
+            return rd.summary(), None
+        drop()
         verdicts, summary, collected = scoring.score_journal(run_dir, get_suites())
+        digest = journal.file_digest(Path(run_dir) / journal.RESPONSES)  # summary.json records it (scoring.write_scores)
     except journal.NotARunDir as e:
         raise UsageError(str(e)) from None
     except KeyError as e:
         raise UsageError(f"{run_dir}: journal names unknown suite or sample {e}") from None
     read_back = [Verdict.from_json(safewrite.as_written(v.fields(), nested_dataclasses=True)) for v in verdicts]
-    rows = [Observation.from_dict(observe.golden_row(safewrite.as_written(r))) for r in collected.rows(read_back)]
-    return rows, RunSummary.from_dict(safewrite.as_written(summary.to_json()))
+    for r in collected.rows(read_back):
+        row = safewrite.as_written(r)
+        shown = row.get("shown")
+        take(Observation.from_dict(observe.golden_row(row)), shown if isinstance(shown, dict) else None)
+    return RunSummary.from_dict(safewrite.as_written({**summary.to_json(), "responses_digest": digest})), read_back

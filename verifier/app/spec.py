@@ -220,11 +220,13 @@ def api_key_env(value: Any, where: str) -> str:
 
 
 def names(value: Any, where: str) -> tuple[str, ...]:
-    """A list of names (files, API), a comma-separated string (flags, API): a tuple of stripped, non-empty items."""
+    """A list of names (files, API) or a comma-separated string (flags, API): a tuple of stripped, non-empty items,
+    each named once, in order. A list's items are split at commas as a flag's value is, so every door reads a list
+    the same way: `modes = ["chat,chat-stream"]` is `--mode chat,chat-stream` is `--mode chat --mode chat-stream`."""
     if isinstance(value, str):
-        value = value.split(",")
+        value = [value]
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        items = tuple(v.strip() for v in value if v.strip())
+        items = tuple(dict.fromkeys(x.strip() for v in value for x in v.split(",") if x.strip()))
         if items:
             return items
     raise UsageError(f"{where} must be a list of names")

@@ -159,90 +159,136 @@ def _count_trigger(trig: dict[str, int], g: Sequence[Observation], c: Sequence[O
         trig["tp" if g1 and c1 else "fp" if c1 else "fn" if g1 else "tn"] += 1
 
 
-def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) -> PairedSuite:
-    ids = sorted(set(G) & set(C))
-    declared = signals.by_name()
-    numerics_events = signals.names("numerics")
-    path_modes = signals.fixed_blame_modes()
-    events: dict[str, list[str]] = {k: [] for k in declared}
-    reverse: dict[str, int] = {k: 0 for k in numerics_events}
-    denom: dict[str, int] = {k: 0 for k in declared}
-    unordered: dict[str, int] = {k: 0 for k, sg in declared.items() if sg.reads_send_order}
-    pooled: list[tuple[float, float]] = []  # logprobs_transformed's values on samples it could not measure alone
-    pooled_samples: list[str] = []
-    modes: dict[str, set[str]] = defaultdict(set)
-    finding_counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    detail: dict[str, _NewFinding] = {}
-    flips_by_mode: dict[str, dict[str, list[str]]] = {}
-    trig = {"tp": 0, "fp": 0, "fn": 0, "tn": 0}
-    event_modes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # signal -> wire mode -> samples
-    # A run over several surfaces asks each signal where it fired, so the evidence names the surface.
-    several = len({surface_for(o.mode).name for sid in ids for o in C[sid]}) > 1
-    acc = numerics.Numerics()
-    moved: list[tuple[float, float]] = []  # (golden, candidate) prompt tokens where prompt_tokens_mismatch fired
-    for sid in ids:
-        gs, cs = G[sid], C[sid]
-        results = signals.evaluate(gs, cs)
-        if results.get("prompt_tokens_mismatch"):
-            moved.append(_prompt_tokens_of(gs, cs))
-        touched = signals.touched_by_frontend(results)
+@dataclasses.dataclass
+class _SignalTally:
+    """The declared signals over one suite's paired samples (PairedSuite's events, reverse_events, denominators,
+    unordered, signal_modes, event_modes), one sample at a time."""
+
+    several: bool
+    """The run covers several surfaces: each signal's evidence names where it fired (event_modes)."""
+    declared: dict[str, signals.Signal]
+    numerics_events: tuple[str, ...]
+    path_modes: dict[str, set[str]]
+    """signal -> the modes it blames whatever mode it fired on (signals.fixed_blame_modes)"""
+    events: dict[str, list[str]]
+    reverse: dict[str, int]
+    denom: dict[str, int]
+    unordered: dict[str, int]
+    modes: dict[str, set[str]]
+    event_modes: dict[str, dict[str, int]]
+    """signal -> wire mode -> samples"""
+
+    @classmethod
+    def start(cls, several: bool) -> _SignalTally:
+        declared = signals.by_name()
+        numerics_events = signals.names("numerics")
+        return cls(several=several, declared=declared, numerics_events=numerics_events,
+                   path_modes=signals.fixed_blame_modes(), events={k: [] for k in declared},
+                   reverse={k: 0 for k in numerics_events}, denom={k: 0 for k in declared},
+                   unordered={k: 0 for k, sg in declared.items() if sg.reads_send_order}, modes=defaultdict(set),
+                   event_modes=defaultdict(lambda: defaultdict(int)))
+
+    def add(self, sid: str, gs: list[Observation], cs: list[Observation], results: dict[str, bool | None],
+            touched: bool) -> None:
+        """One sample's signal results (`touched`: some frontend signal fired on it)."""
         # Where each signal fired (mode by mode): the evidence names a surface when there are several, and the
         # diagnosis tells a streamed-only fault from one on every path.
         where = signals.where_fired(gs, cs, results)
         for name, fired in results.items():
             # Numerics signals count only on samples no frontend signal touched (DESIGN.md, "Attribution").
-            if fired is None or (touched and name in numerics_events):
+            if fired is None or (touched and name in self.numerics_events):
                 continue
-            denom[name] += 1
+            self.denom[name] += 1
             if fired:
-                events[name].append(sid)
-                if name in unordered and signals.send_order_unknown(cs):
-                    unordered[name] += 1
-                modes[name].update(path_modes.get(name) or where.get(name) or {o.mode for o in cs})
-                for m in (where.get(name) or ()) if several else ():
-                    event_modes[name][m] += 1
-        for name in numerics_events:
+                self.events[name].append(sid)
+                if name in self.unordered and signals.send_order_unknown(cs):
+                    self.unordered[name] += 1
+                self.modes[name].update(self.path_modes.get(name) or where.get(name) or {o.mode for o in cs})
+                for m in (where.get(name) or ()) if self.several else ():
+                    self.event_modes[name][m] += 1
+        for name in self.numerics_events:
             if not touched and results[name] is not None:
-                reverse[name] += bool(declared[name].measure(cs, gs))
+                self.reverse[name] += bool(self.declared[name].measure(cs, gs))
+
+
+@dataclasses.dataclass
+class _SuiteTally:
+    """Everything _suite_signals gathers over one suite's paired samples, one sample at a time (add), and the
+    PairedSuite it makes of them (paired_suite)."""
+
+    signal_tally: _SignalTally
+    pooled: list[tuple[float, float]] = dataclasses.field(default_factory=list)
+    """logprobs_transformed's values on samples it could not measure alone"""
+    pooled_samples: list[str] = dataclasses.field(default_factory=list)
+    finding_counts: dict[str, list[int]] = dataclasses.field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    detail: dict[str, _NewFinding] = dataclasses.field(default_factory=dict)
+    flips_by_mode: dict[str, dict[str, list[str]]] = dataclasses.field(default_factory=dict)
+    trigger: dict[str, int] = dataclasses.field(default_factory=lambda: {"tp": 0, "fp": 0, "fn": 0, "tn": 0})
+    paired_numerics: numerics.Numerics = dataclasses.field(default_factory=numerics.Numerics)
+    """Drift, parting and the quality metrics, on the clean samples no frontend signal touched"""
+    moved: list[tuple[float, float]] = dataclasses.field(default_factory=list)
+    """(golden, candidate) prompt tokens where prompt_tokens_mismatch fired"""
+
+    def add(self, sid: str, gs: list[Observation], cs: list[Observation]) -> None:
+        """One paired sample: the golden's records and the candidate's."""
+        results = signals.evaluate(gs, cs)
+        if results.get("prompt_tokens_mismatch"):
+            self.moved.append(_prompt_tokens_of(gs, cs))
+        touched = signals.touched_by_frontend(results)
+        self.signal_tally.add(sid, gs, cs, results, touched)
         if results.get("logprobs_transformed") is None:
             pts = signals.transform_points(gs, cs)
             if pts:
-                pooled += pts
-                pooled_samples.append(sid)
-        _count_findings(finding_counts, detail, sid, gs, cs)
-        _flip_by_mode(flips_by_mode, sid, gs, cs)
-        _count_trigger(trig, gs, cs)
+                self.pooled += pts
+                self.pooled_samples.append(sid)
+        _count_findings(self.finding_counts, self.detail, sid, gs, cs)
+        _flip_by_mode(self.flips_by_mode, sid, gs, cs)
+        _count_trigger(self.trigger, gs, cs)
         clean_g, clean_c = [o for o in gs if o.clean], [o for o in cs if o.clean]
         if clean_g and clean_c and not touched:
-            acc.add(sid, clean_g, clean_c)
-    num = acc.summary()
-    return PairedSuite(
-        turn_diff=turn_diff.summarize(G, C),
-        modes=sorted({o.mode for sid in ids for o in C[sid]}),
-        paired=len(ids),
-        golden_clean=sum(any(o.clean for o in G[sid]) for sid in ids),
-        clean_paired=num.clean_paired,
-        golden_only=len(set(G) - set(C)),
-        candidate_only=len(set(C) - set(G)),
-        events=events,
-        reverse_events=reverse,
-        denominators=denom,
-        unordered=unordered,
-        pooled_transform={"samples": pooled_samples, "points": len(pooled),
-                          "fired": signals.one_transform(pooled) if len(pooled_samples) >= POOLED_MIN_SAMPLES else None},
-        signal_modes={k: sorted(v) for k, v in modes.items()},
-        event_modes={k: dict(sorted(v.items())) for k, v in event_modes.items()},
-        metrics=num.metrics,
-        flips=num.flips,
-        flips_by_mode=flips_by_mode,
-        findings={k: {"golden": v[0], "candidate": v[1]} for k, v in sorted(finding_counts.items())},
-        new_finding_detail={k: v.detail() for k, v in sorted(detail.items())},
-        drift=num.drift,
-        divergence=num.divergence,
-        trigger=trig,
-        answer_agreement=num.answer_agreement,
-        prompt_tokens_moved=_median_move(moved),
-    )
+            self.paired_numerics.add(sid, clean_g, clean_c)
+
+    def paired_suite(self, G: dict[str, list[Observation]], C: dict[str, list[Observation]], ids: list[str]) -> PairedSuite:
+        num = self.paired_numerics.summary()
+        sig = self.signal_tally
+        return PairedSuite(
+            turn_diff=turn_diff.summarize(G, C),
+            modes=sorted({o.mode for sid in ids for o in C[sid]}),
+            paired=len(ids),
+            golden_clean=sum(any(o.clean for o in G[sid]) for sid in ids),
+            clean_paired=num.clean_paired,
+            golden_only=len(set(G) - set(C)),
+            candidate_only=len(set(C) - set(G)),
+            events=sig.events,
+            reverse_events=sig.reverse,
+            denominators=sig.denom,
+            unordered=sig.unordered,
+            pooled_transform={"samples": self.pooled_samples, "points": len(self.pooled),
+                              "fired": signals.one_transform(self.pooled) if len(self.pooled_samples) >= POOLED_MIN_SAMPLES else None},
+            signal_modes={k: sorted(v) for k, v in sig.modes.items()},
+            event_modes={k: dict(sorted(v.items())) for k, v in sig.event_modes.items()},
+            metrics=num.metrics,
+            flips=num.flips,
+            flips_by_mode=self.flips_by_mode,
+            findings={k: {"golden": v[0], "candidate": v[1]} for k, v in sorted(self.finding_counts.items())},
+            new_finding_detail={k: v.detail() for k, v in sorted(self.detail.items())},
+            drift=num.drift,
+            divergence=num.divergence,
+            trigger=self.trigger,
+            answer_agreement=num.answer_agreement,
+            prompt_tokens_moved=_median_move(self.moved),
+        )
+
+
+def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) -> PairedSuite:
+    """One suite's paired observations, sample by sample (_SuiteTally.add), summed into a PairedSuite."""
+    ids = sorted(set(G) & set(C))
+    # A run over several surfaces asks each signal where it fired, so the evidence names the surface.
+    several = len({surface_for(o.mode).name for sid in ids for o in C[sid]}) > 1
+    tally = _SuiteTally(signal_tally=_SignalTally.start(several))
+    for sid in ids:
+        tally.add(sid, G[sid], C[sid])
+    return tally.paired_suite(G, C, ids)
 
 
 POOLED_MIN_SAMPLES = 3

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable
 
+from verifier.execution import probe_results
 from verifier.types import Observation
 
 MAX_LISTED = 50
@@ -41,7 +42,7 @@ def coverage(golden: list[Observation], cand: list[Observation], golden_probes: 
     missing_modes = sorted({m for _, _, m in missing})
     # A probe the reference itself could not get (its requests met an infra error) is no evidence either way, as for
     # a sample: not expected of the candidate. Values are conformance rows or raw probe results.
-    no_ref = sorted(k for k, v in (golden_probes or {}).items() if isinstance(v, dict) and (v.get("reference") == "infra" or v.get("infra")))
+    no_ref = sorted(k for k, v in (golden_probes or {}).items() if probe_results.reference_infra(v))
     golden_probes = {k: v for k, v in (golden_probes or {}).items() if k not in no_ref}
     probes_missing = sorted(set(golden_probes) - set(cand_probes or {}))
     probes_infra = [k for k in probes_missing if isinstance(golden_probes[k], dict) and golden_probes[k].get("candidate") == "infra"]

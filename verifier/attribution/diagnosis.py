@@ -237,9 +237,9 @@ def _suite_items(s: SuiteResult) -> list[tuple[str, int, list[str], list[str]]]:
         if sig.verdict != "fail" or sg is None or sg.side != "frontend":
             continue
         if sg.component == signals.BY_FINDING_CODE:
-            for code, det in sorted(s.new_finding_detail.items()):
-                out.append((code, len(det["samples"]), det["samples"], det["modes"]))
-                if code == "detokenize_mismatch" and _streams_only(det["modes"]):
+            for code, det in sorted(s.new_findings().items()):
+                out.append((code, len(det.samples), det.samples, det.modes))
+                if code == "detokenize_mismatch" and _streams_only(det.modes):
                     out[-1] = ("detokenize_mismatch:stream", *out[-1][1:])
         else:
             modes = s.signal_modes.get(name, [])

@@ -12,7 +12,8 @@ field); where the key may also hold null (`MetricResult.samples_needed`) the abs
 
 Blocks whose shape is owned elsewhere stay mappings: `infra`, `coverage` (coverage.py), `golden`, `run`
 (app/gate.py), `conformance` rows (execution/probe_results.py), `tool_trigger`, `tool_calls`, `turn_diff`, flips and
-finding counts (numerics.py, compare.py).
+finding counts (numerics.py, compare.py). Readers take their `{"golden", "candidate"}` pairs as `SideCounts` and a new
+finding's detail as `NewFinding` (SuiteResult.finding_counts / new_findings, Drift.logprob_counts), not by key.
 """
 
 from __future__ import annotations
@@ -184,6 +185,49 @@ class Drift:
         _put(out, "numerics_changed", self.numerics_changed)
         return {**out, **self.extra}
 
+    @property
+    def logprob_counts(self) -> SideCounts | None:
+        """`logprobs`, typed (None where the block is absent or empty)."""
+        return SideCounts.from_dict(self.logprobs) if self.logprobs else None
+
+
+@dataclass(frozen=True)
+class SideCounts:
+    """A `{"golden", "candidate"}` pair inside a block that stays a mapping (a finding's sample counts, a drift's
+    samples with logprobs, a tool-calling suite's F1 or schema accuracy): the same figure on each side. A side the
+    block leaves out is None; `of` is a drift's logprob count's total (`logprobs.of`), None elsewhere."""
+
+    golden: Any
+    candidate: Any
+    of: Any = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> SideCounts:
+        """The pair as the block holds it; an absent block (None, {}) is a pair of Nones."""
+        d = d or {}
+        return cls(golden=d.get("golden"), candidate=d.get("candidate"), of=d.get("of"))
+
+
+@dataclass(frozen=True)
+class NewFinding:
+    """`suites.<suite>.new_finding_detail.<code>` (compare._NewFinding.detail), read: where a finding code new on the
+    candidate was seen."""
+
+    samples: list[str]
+    """Sample ids (at most 50)."""
+    modes: list[str]
+    completion_tokens: list[int] | None = None
+    """Output lengths (compare.LENGTH_EVIDENCE codes only)."""
+    requested_max_tokens: Any = None
+    """The max_tokens the requests asked for, where one value was asked (compare.py adds it)."""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> NewFinding:
+        d = d or {}
+        ct = d.get("completion_tokens")
+        return cls(samples=list(d.get("samples") or []), modes=list(d.get("modes") or []),
+                   completion_tokens=None if ct is None else list(ct), requested_max_tokens=d.get("requested_max_tokens"))
+
 
 @dataclass(frozen=True)
 class SuiteResult:
@@ -246,6 +290,14 @@ class SuiteResult:
         _put(out, "tool_calls", self.tool_calls)
         _put(out, "teacher_forced", self.teacher_forced)
         return {**out, **self.extra}
+
+    def finding_counts(self) -> dict[str, SideCounts]:
+        """`findings`, typed: finding code -> the samples showing it on each side."""
+        return {code: SideCounts.from_dict(n) for code, n in self.findings.items()}
+
+    def new_findings(self) -> dict[str, NewFinding]:
+        """`new_finding_detail`, typed: finding code new on the candidate -> where it was seen."""
+        return {code: NewFinding.from_dict(d) for code, d in self.new_finding_detail.items()}
 
 
 @dataclass(frozen=True)
@@ -452,6 +504,16 @@ class Comparison:
     def golden_path(self) -> Any:
         """The golden's path as the gate recorded it (`golden.path`), or None."""
         return (self.golden or {}).get("path")
+
+    @property
+    def run_model(self) -> Any:
+        """The model the compared run was made with, as recorded (`run.endpoint.model`), or None."""
+        return ((self.run or {}).get("endpoint") or {}).get("model")
+
+    @property
+    def golden_model(self) -> Any:
+        """The model the golden was recorded with, as the gate recorded it (`golden.endpoint.model`), or None."""
+        return ((self.golden or {}).get("endpoint") or {}).get("model")
 
     def side(self, name: str) -> Side:
         """`frontend` or `quantization` by name."""

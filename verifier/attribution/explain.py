@@ -14,7 +14,7 @@ from verifier.attribution import coverage as coverage_mod
 from verifier.attribution.diagnosis import component_of, headline
 from verifier.attribution.numerics import DRIFT_FLOOR
 from verifier.attribution import signals
-from verifier.attribution.document import Check, Comparison, SuiteResult
+from verifier.attribution.document import Check, Comparison, SideCounts, SuiteResult
 from verifier.golden.model import GoldenHeader
 from verifier.surfaces.registry import surface_for
 from verifier.types import Evidence, Observation
@@ -89,8 +89,8 @@ def _why_unattributed(suite: str, s: SuiteResult) -> str:
     """Why one suite's quality drop could not be put on the frontend or the numerics, naming what is missing:
     advice to add logprobs only where they were absent."""
     d = s.drift
-    lp = d.logprobs or {}
-    of = lp.get("of") or d.samples or 0
+    lp = d.logprob_counts
+    of = (lp.of if lp else None) or d.samples or 0
     if d.state == "clean":
         return (f"{suite}: logprob drift {_g(d.mean_abs_delta)} at the noise floor {_g(d.margin)} over {d.tokens} shared-prefix "
                 "tokens: not the weights; look for post-processing or ignored sampling parameters (rerun with `verifier gate --probes`)")
@@ -100,9 +100,9 @@ def _why_unattributed(suite: str, s: SuiteResult) -> str:
         parted = d.samples if d.parted_at_token_0 is None else d.parted_at_token_0
         return (f"{suite}: outputs part from the golden at token 0 on {parted}/{d.samples} samples: "
                 "no shared prefix to measure drift")
-    if lp and lp.get("golden", 0) == 0:
+    if lp and (lp.golden or 0) == 0:
         return f"{suite}: the golden has no logprobs to measure drift on: bless a reference run made with `verifier run --logprobs 5`"
-    if lp and lp.get("candidate", 0) == 0:
+    if lp and (lp.candidate or 0) == 0:
         return f"{suite}: the candidate returned no logprobs on {of} samples: rerun with `verifier gate --logprobs 5` (or the endpoint does not return them)"
     return f"{suite}: no logprobs to separate numerics from frontend: rerun with `verifier gate --logprobs 5`"
 
@@ -114,9 +114,9 @@ def _behaviour_notes(doc: Comparison) -> list[str]:
 
     out = []
     for suite, s in doc.suites.items():
-        for code, n in sorted(s.findings.items()):
-            if code in MODEL_BEHAVIOUR and n["candidate"] > n["golden"]:
-                out.append(f"{suite}: {code} on {n['candidate']}/{s.paired} samples (golden {n['golden']})")
+        for code, n in sorted(s.finding_counts().items()):
+            if code in MODEL_BEHAVIOUR and n.candidate > n.golden:
+                out.append(f"{suite}: {code} on {n.candidate}/{s.paired} samples (golden {n.golden})")
     return out
 
 
@@ -211,8 +211,8 @@ def _numerics_unmeasured(doc: Comparison) -> str | None:
         if s.drift.state != "unavailable" or (s.divergence is not None and s.divergence.n):
             continue
         blind.append(suite)
-        lp = s.drift.logprobs or {}
-        sides.update(side for side, key in (("the golden", "golden"), ("the run", "candidate")) if not lp.get(key))
+        lp = s.drift.logprob_counts or SideCounts.from_dict(None)
+        sides.update(side for side, count in (("the golden", lp.golden), ("the run", lp.candidate)) if not count)
     if not blind:
         return None
     why = f"no logprobs from {' or '.join(sorted(sides))}" if sides else "no clean paired sample with logprobs"
@@ -298,12 +298,13 @@ def tool_call_line(tc: Mapping[str, Any] | None) -> str | None:
     def num(x: Any) -> str:
         return "–" if x is None else f"{x:.3f}"
 
-    f1, sa = tc.get("trigger_f1") or {}, tc.get("schema_accuracy") or {}
+    f1, sa = SideCounts.from_dict(tc.get("trigger_f1")), tc.get("schema_accuracy") or {}
+    accuracy = SideCounts.from_dict(sa)
     parts = []
-    if f1.get("candidate") is not None or f1.get("golden") is not None:
-        parts.append(f"trigger F1 {num(f1.get('candidate'))} (golden {num(f1.get('golden'))})")
+    if f1.candidate is not None or f1.golden is not None:
+        parts.append(f"trigger F1 {num(f1.candidate)} (golden {num(f1.golden)})")
     calls = f", {sa['candidate_calls']} calls" if sa.get("candidate_calls") is not None else ""
-    parts.append(f"schema accuracy {num(sa.get('candidate'))} (golden {num(sa.get('golden'))}{calls})")
+    parts.append(f"schema accuracy {num(accuracy.candidate)} (golden {num(accuracy.golden)}{calls})")
     if tc.get("trigger_agreement_f1") is not None:
         parts.append(f"trigger agreement with golden F1 {num(tc['trigger_agreement_f1'])}")
     return "tool calls: " + "; ".join(parts)

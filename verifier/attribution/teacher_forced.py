@@ -235,7 +235,7 @@ def measure(golden_obs: Sequence[Observation], cand_obs: Sequence[Observation], 
     epoch 0) matches the golden's, and its tokens aligned."""
     gref = {(o.suite, o.sample_id): o for o in golden_obs if o.mode == REFERENCE_MODE and o.epoch == 0}
     cref = {(o.suite, o.sample_id): o for o in cand_obs if o.mode == REFERENCE_MODE and o.epoch == 0}
-    acc: dict[str, dict[str, Any]] = {}
+    acc: dict[str, _SuiteTally] = {}
     for row in rows:
         key = (str(row.get("suite")), str(row.get("sample_id")))
         g = gref.get(key)
@@ -244,26 +244,38 @@ def measure(golden_obs: Sequence[Observation], cand_obs: Sequence[Observation], 
         tokens = [t for _, t, _ in comparable(g.logprobs)]
         if row.get("tokens_sha256") != tokens_digest(tokens):
             continue  # forced against another golden's tokens (a run compared with a golden it was not gated on)
-        a = acc.setdefault(key[0], {"samples": [], "records": 0, "misaligned": [], "context": [], "infra": 0, "aligned_n": 0})
-        a["records"] += 1
+        a = acc.setdefault(key[0], _SuiteTally())
+        a.records += 1
         f = forced_of(row, tokens)
         if f.infra is not None:
-            a["infra"] += 1
+            a.infra += 1
             continue
         c = cref.get(key)
         if c is None or c.prompt_tokens is None or c.prompt_tokens != g.prompt_tokens:
-            a["context"].append(key[1])
+            a.context_changed.append(key[1])
             continue
-        a["aligned_n"] += 1
+        a.aligned_n += 1
         if not f.aligned:
-            a["misaligned"].append(key[1])
+            a.misaligned.append(key[1])
             continue
         m = measure_sample(g, f)
         if m is not None:
-            a["samples"].append(m)
-    return {suite: SuiteMeasure(method, tuple(a["samples"]), a["records"], tuple(a["misaligned"]), tuple(a["context"]),
-                                a["infra"], a["aligned_n"])
+            a.samples.append(m)
+    return {suite: SuiteMeasure(method, tuple(a.samples), a.records, tuple(a.misaligned), tuple(a.context_changed),
+                                a.infra, a.aligned_n)
             for suite, a in sorted(acc.items())}
+
+
+@dataclass
+class _SuiteTally:
+    """One suite's SuiteMeasure while measure reads the forced records (the same fields, as lists)."""
+
+    samples: list[SampleMeasure] = field(default_factory=list)
+    records: int = 0
+    misaligned: list[str] = field(default_factory=list)
+    context_changed: list[str] = field(default_factory=list)
+    infra: int = 0
+    aligned_n: int = 0
 
 
 def reference_values(margin_provenance: Mapping[str, Any] | None) -> list[float] | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from verifier.surfaces.registry import surface_for
@@ -92,6 +93,27 @@ def is_followup(d: dict[str, Any]) -> bool:
     return bool(d["turn"] >= 2 or d["step"] >= 1)
 
 
+@dataclass
+class _SurfaceTally:
+    """`by_surface.<surface>`: one surface's modes' conversations, divergences and follow-up divergences summed."""
+
+    conversations: int = 0
+    diverged: int = 0
+    followup: int = 0
+    modes: list[str] = field(default_factory=list)
+
+    def add(self, mode: str, block: dict[str, Any]) -> None:
+        """One mode's `by_mode` block."""
+        self.conversations += block["conversations"]
+        self.diverged += block["diverged"]
+        self.followup += block["followup"]
+        self.modes.append(mode)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"conversations": self.conversations, "diverged": self.diverged, "followup": self.followup,
+                "modes": list(self.modes)}
+
+
 def summarize(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) -> dict[str, Any] | None:
     """The `turn_diff` block of a suite in comparison.json, or None when the suite has no turn transcripts."""
     by_mode: dict[str, dict[str, Any]] = {}
@@ -119,15 +141,12 @@ def summarize(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) 
     if not seen:
         return None
     out_modes = {}
-    by_surface: dict[str, dict[str, Any]] = {}
+    by_surface: dict[str, _SurfaceTally] = {}
     for mode, m in sorted(by_mode.items()):
         block = {"conversations": len(m["conversations"]), "diverged": m["diverged"], "followup": m["followup"], "later_turn": m["later_turn"],
                  "first_turn": dict(sorted(m["first_turn"].items(), key=lambda kv: int(kv[0]))),
                  "kinds": {k: m["kinds"][k] for k in KINDS if m["kinds"].get(k)}, "examples": m["examples"]}
         out_modes[mode] = block
-        s = by_surface.setdefault(surface_for(mode).name, {"conversations": 0, "diverged": 0, "followup": 0, "modes": []})
-        s["conversations"] += block["conversations"]
-        s["diverged"] += block["diverged"]
-        s["followup"] += block["followup"]
-        s["modes"].append(mode)
-    return {"conversations": len(conversations), "by_mode": out_modes, "by_surface": by_surface}
+        by_surface.setdefault(surface_for(mode).name, _SurfaceTally()).add(mode, block)
+    return {"conversations": len(conversations), "by_mode": out_modes,
+            "by_surface": {name: t.to_dict() for name, t in by_surface.items()}}

@@ -110,8 +110,9 @@ def add_selection_args(p: argparse.ArgumentParser) -> None:
 
 
 def names(text: str | None) -> tuple[str, ...]:
-    """A comma-separated flag value -> its non-empty items, stripped."""
-    return tuple(x.strip() for x in (text or "").split(",") if x.strip())
+    """A comma-separated flag value (a repeated flag's values joined by cli/types.CommaList) -> its non-empty items,
+    stripped, each once in order (`--mode chat --mode chat` runs chat once)."""
+    return tuple(dict.fromkeys(x.strip() for x in (text or "").split(",") if x.strip()))
 
 
 def parse_extra_body(text: str | None) -> dict[str, Any]:

@@ -6,13 +6,13 @@ import argparse
 from pathlib import Path
 
 from .args import add_endpoint_args, add_teacher_forcing_args
-from .types import positive_int
+from .types import SpacedList, positive_int
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("calibrate", help="store run-to-run spread of reference reruns as the golden's margins")
     p.add_argument("golden")
-    p.add_argument("--runs", nargs="*", help="existing reference rerun directories")
+    p.add_argument("--runs", nargs="*", action=SpacedList, help="existing reference rerun directories, given once: --runs A B")
     p.add_argument("-k", type=positive_int, default=2, help="with --base-url: how many reruns to make (default 2); the golden's own run is added, so k+1 runs in all (3 needed)")
     p.add_argument("--out-prefix", default=str(Path("runs") / "calibrate"), help="run directory prefix for new reruns")
     p.add_argument("--margin", action="append", metavar="KEY=VALUE:reason", help="manual margin, recorded with its reason")

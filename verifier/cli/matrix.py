@@ -66,10 +66,8 @@ def handle(a: argparse.Namespace) -> int:
     once the run's own evidence, compared again in memory, gives the same status and exit code; otherwise (a
     comparison.json edited by hand, or made from other files) the matrix shows the comparison made now, saying so.
     A run never compared is compared in memory. Comparisons made here go into OUT/comparisons/, never into the run."""
-    import dataclasses
-
     from verifier.app import gate as app_gate
-    from verifier.app.runs import recompare
+    from verifier.app.runs import believed
     from verifier import safewrite
     from verifier.app.spec import CompareSpec
 
@@ -82,14 +80,11 @@ def handle(a: argparse.Namespace) -> int:
         if recorded is None:
             made = app_gate.compare_run(run_dir, CompareSpec(a.golden, a.infra_budget, write=False), loaded)
         else:
-            made = recompare(run_dir, a.golden, loaded, recorded)
-            if (recorded.status, recorded.exit_code) == (made.status, made.exit_code):
+            made, why = believed(run_dir, a.golden, loaded, recorded)
+            if why is None:
                 docs[name] = (run_dir, recorded)
                 continue
-            why = (f"unverified {run_dir}/comparison.json: it says {recorded.status}, the run's own evidence "
-                   f"says {made.status}; shown as compared now")
             print(f"verifier: matrix: {name}: {why}", file=sys.stderr)
-            made = dataclasses.replace(made, reasons=[why, *(made.reasons or [])], reason=why)
         links[name] = out / "comparisons" / f"{name}.json"
         links[name].parent.mkdir(parents=True, exist_ok=True)
         safewrite.write_json(links[name], made.to_dict())

@@ -25,8 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="fault to inject (repeatable; RATE in [0,1], default 1.0); see --list-faults")
     p.add_argument("--seed", type=int, default=0, help="selection seed: same seed and requests, same mutations (default 0)")
     p.add_argument("--log", metavar="FILE.jsonl", help="append one JSON line per mutation here (default stderr); headers are never logged")
-    p.add_argument("--surface", metavar=",".join(SURFACE_NAMES),
-                   help="apply the faults only on these API surfaces (default: every surface); other traffic passes through")
+    p.add_argument("--surface", metavar=",".join(SURFACE_NAMES), action=T.CommaList,
+                   help="apply the faults only on these API surfaces, comma-separated (default: every surface); other traffic passes through")
     p.add_argument("--max-response-mb", type=T.positive_float, default=64.0,
                    help="largest response the proxy buffers to rewrite, MiB (default 64, the client's cap); larger ones pass unmutated")
     p.add_argument("--list-faults", action="store_true", help="describe every fault and exit")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from verifier.execution.teacher_forcing import CHOICES as FORCING
 from verifier.wire.serving_adapters import ADAPTERS
-from .types import CommaList
+from .types import CommaList, SpacedList
 
 if TYPE_CHECKING:
     from verifier.app.spec import GateOptions
@@ -97,7 +97,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("file", nargs="?", metavar="SWEEP.toml", help="the sweep file (see docs/sweeps.md)")
     p.add_argument("--only", action=CommaList, help="comma-separated configuration names: run only these (one CI job each)")
     p.add_argument("--out", help="sweep directory (default: the file's `out`, else runs/<timestamp>-sweep)")
-    p.add_argument("--combine", nargs="+", metavar="DIR", help="join configuration directories from several jobs into --out")
+    p.add_argument("--combine", nargs="+", action=SpacedList, metavar="DIR", help="join configuration directories from several jobs into --out (given once: --combine D E)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=handle)
 
@@ -182,11 +182,12 @@ def _vllm(model: str, options: dict[str, Any], args: list[str]) -> Launcher:
 
 def gate_options(g: dict[str, Any]) -> "GateOptions":
     """The sweep's door: its [gate] table (schema-checked by `read`) as the values every configuration's gate shares."""
-    from verifier.app.spec import GateOptions, Probes, margins_from_table, sampling
+    from verifier.app.spec import GateOptions, Probes, margins_from_table, names, sampling
 
     smp = g.get("sampling") or {}
-    return GateOptions(
-        suites=tuple(g["suites"]) if "suites" in g else None, modes=tuple(g["modes"]) if "modes" in g else None,
+    return GateOptions(  # lists read as the gate file's and the flags' are (app/spec.names)
+        suites=names(g["suites"], "sweep: [gate] suites") if "suites" in g else None,
+        modes=names(g["modes"], "sweep: [gate] modes") if "modes" in g else None,
         limit=g.get("limit"), data=g.get("data"), probes=Probes.of(g["probes"]) if "probes" in g else None,
         sequential=g.get("sequential"), looks=g.get("looks"), teacher_forcing=g.get("teacher_forcing"),
         forced_positions=g.get("forced_positions"),

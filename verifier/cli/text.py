@@ -54,7 +54,7 @@ def print_comparison(doc: Comparison) -> None:
     for why in c.reasons or []:
         if not why.startswith("diagnosis:"):
             print(f"  why: {why}")
-    models = [((side or {}).get("endpoint") or {}).get("model") for side in (c.run, c.golden)]
+    models = [c.run_model, c.golden_model]
     if all(isinstance(m, str) and m for m in models) and models[0] != models[1]:
         print(f"  note: the run is of model {models[0]!r}, the golden of {models[1]!r}: a difference may be the model's, not the endpoint's")
     from verifier.attribution.explain import tool_call_line

@@ -72,3 +72,17 @@ class CommaList(argparse.Action):
             print(f"verifier: {option_string} given more than once: the last wins ({values}); for several, give one "
                   f"comma-separated list: {option_string} {before},{values}", file=sys.stderr)
         setattr(namespace, self.dest, values)
+
+
+class SpacedList(argparse.Action):
+    """A flag taking several values at once (`calibrate --runs A B`, `sweep --combine D E`). Given twice, the last
+    wins as for CommaList, and stderr says so with the one spelling that gives every value."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        before = getattr(namespace, self.dest, None)
+        given = [str(v) for v in values] if isinstance(values, list) else [str(values)]
+        if before is not None and before != self.default:
+            print(f"verifier: {option_string} given more than once: the last wins ({' '.join(given)}); for several, "
+                  f"give them once: {option_string} {' '.join([*map(str, before), *given])}", file=sys.stderr)
+        setattr(namespace, self.dest, values)

@@ -108,23 +108,6 @@ def ensure_writable_new_dir(path: Path, resumable: bool = True) -> None:
         raise UsageError(f"output directory {path} is not writable: {e.strerror}") from None
 
 
-def check_run_dir(run_dir: Path) -> dict[str, Any]:
-    """run.json as a dict, checked: present, a regular file inside the directory, JSON, with a `suites` object."""
-    p = Path(run_dir) / HEADER
-    if not p.exists() and not p.is_symlink():
-        raise NotARunDir(f"{run_dir} is not a run directory (no {HEADER})")
-    hdr = read_document(p, within=Path(run_dir))
-    if not isinstance(hdr, dict) or not isinstance(hdr.get("suites"), dict):
-        raise NotARunDir(f"{p} is corrupt: not a run header (no suites)")
-    # Reading registers nothing (scrub.py): a command that writes from this run calls scrub.register_run itself.
-    return hdr
-
-
-def read_header(run_dir: Path) -> RunHeader:
-    """run.json, typed (check_run_dir's checks included)."""
-    return RunHeader.from_dict(check_run_dir(run_dir))
-
-
 def read_samples(run_dir: Path, legacy: bool = True) -> dict[tuple[str, str], Sample]:
     return dict(iter_samples(run_dir, legacy))
 
@@ -341,21 +324,3 @@ def _write_line(fd: int | None, data: bytes) -> None:
         rest = memoryview(data + b"\n")[n:]
         while rest:
             rest = rest[os.write(fd, rest):]
-
-
-def stale(run_dir: Path) -> bool:
-    """No verdicts yet, or verdicts scored from another responses.jsonl (e.g. a resume killed before scoring):
-    compare, gate, calibrate and bless then re-score instead of using them."""
-    if not (Path(run_dir) / VERDICTS).exists():
-        return True
-    try:
-        summary = read_document(Path(run_dir) / SUMMARY, within=Path(run_dir))
-    except RefusedFile:
-        raise  # planted (a FIFO, a device, a symlink out): refused, not scored over
-    except NotARunDir:
-        return True
-    if not isinstance(summary, dict):
-        return True
-    if "responses_digest" not in summary:
-        return False  # scored before digests were recorded: trusted as before (it may be a read-only checkout)
-    return bool(summary["responses_digest"] != file_digest(Path(run_dir) / RESPONSES))

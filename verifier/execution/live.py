@@ -29,11 +29,13 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from verifier.execution import journal, observations as observe, scoring
+from verifier import safeio
+from verifier.execution import journal, layout, observations as observe, scoring
 from verifier.types import RunSummary, Sample, Suite, Verdict
 
 CHUNK = 1 << 22
-"""Bytes read at a time: a resumed 300 MB journal is followed in pieces, as score streams it."""
+"""Bytes read at a time: a resumed 300 MB journal is followed in pieces, as score streams it. A record longer than
+this is measured before it is read (`_fill`)."""
 SLICE_S = 0.0005
 """Judging time of one slice (at least one record): the answers that arrive meanwhile wait for the GIL at most about
 this long. Measured on full gsm8k against bench/perf/lean_server.py (68 ms, concurrency 32) when the slices ran inside the
@@ -104,25 +106,55 @@ class Follower:
         return parsed
 
     def _fill(self) -> bool:
-        """Read the complete lines appended since the last read; False when there is none yet."""
+        """Read the complete lines appended since the last read; False when there is none yet. A record longer than a
+        chunk is measured before it is read, as `score` reads it (safeio.read_line): its unfinished part is scanned a
+        piece at a time and nothing of it kept, and it is read in one piece once its newline is in and it is within
+        layout.MAX_LINE. A line over that cap, finished or not, is a CorruptFile naming it: the follower stops and the
+        run is scored afresh, which refuses such a line as `score` does (a torn tail that long, left by a killed run,
+        would be cut by the journal writer; scoring afresh reads what it leaves)."""
         if self._fd is None:
             try:
                 self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
             except FileNotFoundError:
                 return False  # a new run: the journal is created with the first request
         avail = os.fstat(self._fd).st_size - self.offset
-        want = min(avail, CHUNK)
-        while want > 0:
-            buf = os.pread(self._fd, want, self.offset)
-            end = buf.rfind(b"\n") + 1
-            if end:
-                self._buf, self._pos = buf[:end], 0
-                self.offset += end
-                return True
-            if want >= avail:
-                return False  # a record being written (or a torn tail the writer will cut)
-            want = min(avail, want * 2)  # one record longer than a chunk
-        return False
+        if avail <= 0:
+            return False
+        buf = os.pread(self._fd, min(avail, CHUNK), self.offset)
+        end = buf.rfind(b"\n") + 1
+        if end:
+            self._buf, self._pos = (buf if end == len(buf) else buf[:end]), 0
+            self.offset += end
+            return True
+        if len(buf) < CHUNK:
+            return False  # a record being written (or a torn tail the writer will cut)
+        length = self._measure(self._fd, len(buf))
+        if length is None:
+            return False
+        self._buf, self._pos = os.pread(self._fd, length, self.offset), 0  # one allocation of the line's size
+        if not self._buf.endswith(b"\n"):
+            self._buf = b""
+            return False  # the file was cut meanwhile (the writer healed a torn tail): measured again next time
+        self.offset += length
+        return True
+
+    def _measure(self, fd: int, scanned: int) -> int | None:
+        """The length of the line at `offset` whose first `scanned` bytes hold no newline, newline included; None
+        while it is unfinished and within its cap (nothing is kept: pieces of safeio.SCAN_CHUNK are read and dropped)."""
+        length = scanned
+        while length <= layout.MAX_LINE:
+            piece = os.pread(fd, safeio.SCAN_CHUNK, self.offset + length)
+            if not piece:
+                return None
+            newline = piece.find(b"\n")
+            if newline >= 0:
+                length += newline + 1
+                break
+            length += len(piece)
+        if length > layout.MAX_LINE:
+            raise layout.CorruptFile(f"{self.path}: line {self.lines + 1} is longer than {layout.MAX_LINE} bytes "
+                                     "(the cap on one line)")
+        return length
 
     def step(self, budget_s: float) -> bool:
         """Judge journaled records for about `budget_s` (at least one); True when every complete one is judged."""

@@ -148,7 +148,7 @@ def merge(shards: list[Path], out: Path, allow_partial: bool = False, force: boo
     headers: list[tuple[Path, RunHeader]] = []
     for d in shards:
         try:
-            headers.append((d, journal.read_header(d)))
+            headers.append((d, RunDir(d).header()))
             scrub.register_run(headers[-1][1].endpoint)  # the merged files are scrubbed of each shard's key
         except journal.NotARunDir as e:
             raise _usage(str(e)) from None

@@ -18,6 +18,7 @@ How a row is judged:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from verifier.judge import contract
@@ -63,10 +64,11 @@ def normalize(results: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _component(row_probe: str, *sides: dict[str, Any] | None, components: dict[str, str] | None = None) -> str:
+def _component(row_probe: str, *sides: ProbeResult | None, components: dict[str, str] | None = None) -> str:
+    """The first side's own component; else the probe's as `components` names it (old goldens)."""
     for s in sides:
-        if s and isinstance(s.get("component"), str):
-            return str(s["component"])
+        if s is not None and s.component is not None:
+            return s.component
     return (components or {}).get(row_probe, "API validation")
 
 
@@ -144,6 +146,56 @@ def exchange_changes(c: dict[str, Any], g: dict[str, Any], template_moved: bool 
     return finding, moved
 
 
+@dataclass(frozen=True)
+class ProbeResult:
+    """One probe x surface result as a run's probes.json or a golden holds it (normalize's entries), typed for
+    judging. `document` is the entry as read: its per-request `exchanges` are compared with the golden's by
+    exchange_changes."""
+
+    passed: bool
+    """What the probe's own check said."""
+    infra: bool
+    """Its requests met an infra error (timeout, transport, 5xx): no evidence."""
+    detail: str
+    component: str | None
+    """The probe's component as the result names it (None: an old golden's result, named by `components`)."""
+    has_value: bool
+    value: Any
+    """A measured value (prompt tokens, packet sizes) a comparator reads against the reference's; see has_value."""
+    document: dict[str, Any]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ProbeResult:
+        """An entry as read; lenient (an entry normalize would drop reads as a failed check)."""
+        comp = d.get("component")
+        return cls(passed=d.get("passed") is True, infra=bool(d.get("infra")), detail=d.get("detail", ""),
+                   component=comp if isinstance(comp, str) else None, has_value="value" in d, value=d.get("value"),
+                   document=d)
+
+
+def reference_infra(entry: Any) -> bool:
+    """Whether a golden's probe entry says the reference's own requests met an infra error: a conformance row's
+    `reference` column (judge), or a raw result's flag."""
+    if not isinstance(entry, dict):
+        return False
+    return entry.get("reference") == "infra" or ProbeResult.from_dict(entry).infra
+
+
+@dataclass(frozen=True)
+class _Judging:
+    """What judge was given, and what it found over the whole run, that each row's judgement reads."""
+
+    components: dict[str, str]
+    comparators: dict[str, Callable[[Any, Any], tuple[bool, str]]]
+    reads_output: frozenset[str]
+    moves_outputs: frozenset[str]
+    batched: frozenset[str]
+    template_moved: bool
+    """Some non-streamed probe request of the run counted other prompt tokens than the golden's (exchange_changes)."""
+    text_moved: bool
+    """Some non-streamed, not batched, probe request of the run wrote another greedy text than the golden's."""
+
+
 def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
           components: dict[str, str] | None = None,
           comparators: dict[str, Callable[[Any, Any], tuple[bool, str]]] | None = None,
@@ -154,72 +206,113 @@ def judge(candidate: dict[str, Any] | None, golden: dict[str, Any] | None,
     `reads_output`: the probes whose check reads what the model wrote (probes.Probe.reads_output); `moves_outputs`:
     the probes whose failing check shows the server changing the model's outputs by itself (Probe.moves_outputs);
     `batched`: the probes whose requests are sent together (their greedy text is judged by their own check only)."""
-    cand, gold = normalize(candidate), normalize(golden)
-    template_moved = any(_fingerprint_moved(cand[k], gold[k], stream=False) for k in set(cand) & set(gold))
-    text_moved = any(_text_moved(cand[k], gold[k], stream=False) for k in set(cand) & set(gold)
-                     if cand[k] is not None and gold[k] is not None and split(k)[0] not in batched)
-    rows = []
-    for k in sorted(set(cand) | set(gold)):
-        c, g = cand.get(k), gold.get(k)
-        name, surface = split(k)
-        comp = _component(name, c, g, components=components)
-        c_ok, why = (c["passed"], c.get("detail", "")) if c else (None, "")
-        comparator = (comparators or {}).get(name)
-        if c and g and c_ok and g["passed"] and comparator and "value" in c and "value" in g:
-            same, how = comparator(c["value"], g["value"])  # a measured value against the reference's
-            if not same:
-                c_ok, why = False, f"{why}; {how}" if why else how
-        if g is not None and g.get("infra"):
-            status = "reference_infra"  # whatever the candidate got: there is nothing to compare it with
-        elif c is not None and c.get("infra"):
-            status = "infra"  # no answer to judge: counted as missing coverage, never as a failure
-        elif c is None:
-            status = "not_run"
-        elif g is None:
-            status = "not_in_golden"
-        elif c_ok:
-            status = "pass" if g["passed"] else "improved"
-        else:
-            status = "regression" if g["passed"] else "reference_fails"
-        evidence_code, exchange_finding, weak, text_only = None, None, False, False
-        if c and g and status in ("regression", "reference_fails", "pass") and not c.get("infra"):
-            # Every probe request goes through the contract findings and the prompt-token fingerprint against the
-            # golden's same request, and at temperature 0 its text, whatever the probe's own check said:
-            # - a new contract finding always counts, with the finding's component (a check that fails as the
-            #   reference's did, or passes, blames nothing by itself: the finding does);
-            # - where the check failed as the reference's did, a moved fingerprint or text is the evidence
-            #   (reasoning moved, tools dropped from the prompt, server defaults);
-            # - where it passed on both sides, a moved fingerprint or text is evidence too, ranked below the
-            #   sample-level evidence (`weak`: one request, whose greedy text also moves with the numerics).
-            finding, moved = exchange_changes(c, g, template_moved, text_moved, compare_text=name not in batched)
-            if finding is not None:
-                exchange_finding = finding[1]
-                if status != "regression":
-                    evidence_code = finding[1]
-                why = f"{why}; {finding[0]}" if why else finding[0]
-            elif moved is not None and status != "regression":
-                evidence_code, weak = moved[1], status == "pass"
-                # both checks failed alike and only the greedy text moved: what the model wrote, read with the
-                # numerics like a passing probe's moved text (a KV-q4_0 model writes another refusal than the
-                # reference's under a tool_choice neither enforces)
-                text_only = status == "reference_fails" and moved[1] in (None, STREAM_TEXT)
-                why = f"{why}; but {moved[0]}" if why else moved[0]
-            if status != "regression" and (finding is not None or moved is not None):
-                status = "regression"
-        rows.append({
-            "key": k, "probe": name, "surface": surface, "component": comp,
-            "reference": None if g is None else "infra" if g.get("infra") else ("pass" if g["passed"] else "fail"),
-            "candidate": None if c is None else "infra" if c.get("infra") else ("pass" if c_ok else "fail"),
-            "status": status, "candidate_detail": why, "reference_detail": (g or {}).get("detail", ""),
-            **({"evidence_code": evidence_code} if evidence_code else {}),
-            **({"exchange_finding": exchange_finding} if exchange_finding else {}),
-            **({"weak": True} if weak else {}),
-            **({"text_only": True} if text_only else {}),
-            **({"reads_output": True} if name in reads_output else {}),
-            **({"moves_outputs": True} if name in moves_outputs else {}),
-        })
+    cand = {k: ProbeResult.from_dict(v) for k, v in normalize(candidate).items()}
+    gold = {k: ProbeResult.from_dict(v) for k, v in normalize(golden).items()}
+    both = set(cand) & set(gold)
+    how = _Judging(
+        components=components or {}, comparators=comparators or {}, reads_output=reads_output,
+        moves_outputs=moves_outputs, batched=batched,
+        template_moved=any(_fingerprint_moved(cand[k].document, gold[k].document, stream=False) for k in both),
+        text_moved=any(_text_moved(cand[k].document, gold[k].document, stream=False) for k in both
+                       if split(k)[0] not in batched))
+    rows = [_row(k, cand.get(k), gold.get(k), how) for k in sorted(set(cand) | set(gold))]
     rows.sort(key=lambda r: (STATUS_ORDER.index(r["status"]), r["probe"], r["surface"]))
     return rows
+
+
+def _own_check(name: str, c: ProbeResult | None, g: ProbeResult | None, how: _Judging) -> tuple[bool | None, str]:
+    """The candidate's own check (None: not run) and its detail, with a measured value held against the
+    reference's where both checks passed and the probe has a comparator."""
+    if c is None:
+        return None, ""
+    c_ok, why = c.passed, c.detail
+    comparator = how.comparators.get(name)
+    if g is not None and c_ok and g.passed and comparator and c.has_value and g.has_value:
+        same, moved = comparator(c.value, g.value)  # a measured value against the reference's
+        if not same:
+            c_ok, why = False, f"{why}; {moved}" if why else moved
+    return c_ok, why
+
+
+def _status(c: ProbeResult | None, g: ProbeResult | None, c_ok: bool | None) -> str:
+    """The row's status from the two checks alone (STATUS_ORDER; exchange_evidence may make it a regression)."""
+    if g is not None and g.infra:
+        return "reference_infra"  # whatever the candidate got: there is nothing to compare it with
+    if c is not None and c.infra:
+        return "infra"  # no answer to judge: counted as missing coverage, never as a failure
+    if c is None:
+        return "not_run"
+    if g is None:
+        return "not_in_golden"
+    if c_ok:
+        return "pass" if g.passed else "improved"
+    return "regression" if g.passed else "reference_fails"
+
+
+@dataclass(frozen=True)
+class _ExchangeEvidence:
+    """What the probe's requests, held against the golden's same requests, add to a row."""
+
+    status: str
+    why: str
+    evidence_code: str | None = None
+    exchange_finding: str | None = None
+    weak: bool = False
+    text_only: bool = False
+    """Both checks failed alike and only the greedy text moved: read with the numerics, like `weak` (evidence)."""
+
+
+def _exchange_evidence(name: str, c: ProbeResult, g: ProbeResult, status: str, why: str,
+                       how: _Judging) -> _ExchangeEvidence:
+    """Every probe request goes through the contract findings and the prompt-token fingerprint against the golden's
+    same request, and at temperature 0 its text, whatever the probe's own check said:
+    - a new contract finding always counts, with the finding's component (a check that fails as the reference's
+      did, or passes, blames nothing by itself: the finding does);
+    - where the check failed as the reference's did, a moved fingerprint or text is the evidence (reasoning moved,
+      tools dropped from the prompt, server defaults);
+    - where it passed on both sides, a moved fingerprint or text is evidence too, ranked below the sample-level
+      evidence (`weak`: one request, whose greedy text also moves with the numerics)."""
+    finding, moved = exchange_changes(c.document, g.document, how.template_moved, how.text_moved,
+                                      compare_text=name not in how.batched)
+    evidence_code, exchange_finding, weak, text_only = None, None, False, False
+    if finding is not None:
+        exchange_finding = finding[1]
+        if status != "regression":
+            evidence_code = finding[1]
+        why = f"{why}; {finding[0]}" if why else finding[0]
+    elif moved is not None and status != "regression":
+        evidence_code, weak = moved[1], status == "pass"
+        # both checks failed alike and only the greedy text moved: what the model wrote, read with the
+        # numerics like a passing probe's moved text (a KV-q4_0 model writes another refusal than the
+        # reference's under a tool_choice neither enforces)
+        text_only = status == "reference_fails" and moved[1] in (None, STREAM_TEXT)
+        why = f"{why}; but {moved[0]}" if why else moved[0]
+    if status != "regression" and (finding is not None or moved is not None):
+        status = "regression"
+    return _ExchangeEvidence(status, why, evidence_code, exchange_finding, weak, text_only)
+
+
+def _row(k: str, c: ProbeResult | None, g: ProbeResult | None, how: _Judging) -> dict[str, Any]:
+    """One conformance row: the two checks, the status, and what the exchanges add."""
+    name, surface = split(k)
+    comp = _component(name, c, g, components=how.components)
+    c_ok, why = _own_check(name, c, g, how)
+    status = _status(c, g, c_ok)
+    found = _ExchangeEvidence(status, why)
+    if c is not None and g is not None and status in ("regression", "reference_fails", "pass") and not c.infra:
+        found = _exchange_evidence(name, c, g, status, why, how)
+    return {
+        "key": k, "probe": name, "surface": surface, "component": comp,
+        "reference": None if g is None else "infra" if g.infra else ("pass" if g.passed else "fail"),
+        "candidate": None if c is None else "infra" if c.infra else ("pass" if c_ok else "fail"),
+        "status": found.status, "candidate_detail": found.why, "reference_detail": "" if g is None else g.detail,
+        **({"evidence_code": found.evidence_code} if found.evidence_code else {}),
+        **({"exchange_finding": found.exchange_finding} if found.exchange_finding else {}),
+        **({"weak": True} if found.weak else {}),
+        **({"text_only": True} if found.text_only else {}),
+        **({"reads_output": True} if name in how.reads_output else {}),
+        **({"moves_outputs": True} if name in how.moves_outputs else {}),
+    }
 
 
 def evidence(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

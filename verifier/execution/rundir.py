@@ -32,6 +32,37 @@ GOLDEN_MARK = "golden.json"
 """The file that makes a directory a golden (golden/store.GOLDEN; spelled here because run/ is below golden/)."""
 
 
+def check_run_dir(run_dir: Path) -> dict[str, Any]:
+    """run.json as a dict, checked: present, a regular file inside the directory, JSON, with a `suites` object. For a
+    writer that needs the document as written (which keys an older run.json lacks); readers take `RunDir.header()`."""
+    p = Path(run_dir) / layout.HEADER
+    if not p.exists() and not p.is_symlink():
+        raise layout.NotARunDir(f"{run_dir} is not a run directory (no {layout.HEADER})")
+    hdr = layout.read_document(p, within=Path(run_dir))
+    if not isinstance(hdr, dict) or not isinstance(hdr.get("suites"), dict):
+        raise layout.NotARunDir(f"{p} is corrupt: not a run header (no suites)")
+    # Reading registers nothing (scrub.py): a command that writes from this run calls scrub.register_run itself.
+    return hdr
+
+
+@dataclass(frozen=True)
+class ComparisonGlance:
+    """What a listing of runs shows of a comparison.json: read leniently, any writer's and any age (the typed
+    Comparison, above this floor, is for documents this verifier compares or renders)."""
+
+    status: str
+    exit_code: Any
+    """As written (not checked: the listing shows what the file says)."""
+    golden_name: Any
+    """`golden.name` as written, or None."""
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> ComparisonGlance:
+        made = doc.get("golden")
+        return cls(status=str(doc.get("status")), exit_code=doc.get("exit_code"),
+                   golden_name=made.get("name") if isinstance(made, dict) else None)
+
+
 @dataclass(frozen=True)
 class RunDir:
     """A run directory on disk (it need not exist yet: `claim_for_write` makes one)."""
@@ -65,15 +96,28 @@ class RunDir:
         return self.file(name).exists() or self.file(name).is_symlink()
 
     def stale(self) -> bool:
-        """No verdicts, or verdicts scored from another responses.jsonl: re-score before use."""
-        return journal.stale(self.path)
+        """No verdicts yet, or verdicts scored from another responses.jsonl (e.g. a resume killed before scoring):
+        compare, gate, calibrate and bless then re-score instead of using them."""
+        if not self.file(layout.VERDICTS).exists():
+            return True
+        try:
+            summary = layout.read_document(self.file(layout.SUMMARY), within=self.path)
+        except layout.RefusedFile:
+            raise  # planted (a FIFO, a device, a symlink out): refused, not scored over
+        except layout.NotARunDir:
+            return True
+        if not isinstance(summary, dict):
+            return True
+        if "responses_digest" not in summary:
+            return False  # scored before digests were recorded: trusted as before (it may be a read-only checkout)
+        return bool(summary["responses_digest"] != layout.file_digest(self.file(layout.RESPONSES)))
 
     # ------------------------------------------------------------------ readers
     def header(self) -> RunHeader:
         """run.json, checked (NotARunDir when absent, unsafe or not a run header), typed. The scrubber registers a run
         by its `endpoint`; a writer that needs the document as written (which keys an older run.json lacks) reads it
-        with journal.check_run_dir."""
-        return RunHeader.from_dict(journal.check_run_dir(self.path))
+        with check_run_dir."""
+        return RunHeader.from_dict(check_run_dir(self.path))
 
     def _document(self, name: str) -> dict[str, Any] | None:
         doc = layout.read_document(self.file(name), within=self.path)
@@ -108,6 +152,11 @@ class RunDir:
         if doc is not None and "status" in doc and not isinstance(doc["status"], str):
             raise layout.NotARunDir(f"{self.file(layout.COMPARISON)} is corrupt: its status is not a string")
         return doc
+
+    def comparison_glance(self) -> ComparisonGlance | None:
+        """`comparison`, as a listing shows it (None when the run was never compared, or the document is empty)."""
+        doc = self.comparison()
+        return ComparisonGlance.from_dict(doc) if doc else None
 
     def samples(self) -> dict[tuple[str, str], Sample]:
         return journal.read_samples(self.path)

@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 
 from verifier.judge import contract, contract_surfaces
 from verifier import safewrite
-from verifier.execution import journal
+from verifier.execution import journal, rundir
 from verifier import stats
 from verifier.wire.bodyread import STREAM_REFUSED, TOO_MANY_EVENTS
 from verifier.judge.parse import MalformedBody, parse_exchange
@@ -105,7 +105,7 @@ def _steps_signals(steps: list[Verdict]) -> dict[str, Any]:
     sig = [v.signals for v in steps]
     styles = sorted({x for s in sig for x in s.get("tool_call_id_style") or ()})
     out: dict[str, Any] = {
-        "latency_ms": sum(s.get("latency_ms") or 0.0 for s in sig), "attempts": sum(s.get("attempts") or 0 for s in sig),
+        "latency_ms": sum(v.latency_ms for v in steps), "attempts": sum(s.get("attempts") or 0 for s in sig),
         "status": sig[-1].get("status"), "finish_reason": sig[-1].get("finish_reason"),
         "prompt_tokens": sig[0].get("prompt_tokens"), "requests": len(steps),
         "completion_tokens": sum(s.get("completion_tokens") or 0 for s in sig) if any(s.get("completion_tokens") is not None for s in sig) else None,
@@ -165,7 +165,7 @@ def score_run(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], R
 
 def score_journal(run_dir: Path, suites: dict[str, Suite]) -> tuple[list[Verdict], RunSummary, observe.Collector]:
     """Verdicts, the summary, and what observations.jsonl keeps of each record, from one parse per exchange."""
-    journal.check_run_dir(run_dir)
+    rundir.check_run_dir(run_dir)
     samples = journal.read_samples(run_dir)
     for (name, _), sample in samples.items():  # a run directory may come from someone else: its samples too
         check = suites[name].check if name in suites else None
@@ -212,7 +212,7 @@ class Scorer:
     def result(self) -> tuple[list[Verdict], RunSummary, observe.Collector]:
         """Verdicts (conversations judged now, whole), the summary and the observations, once every record is in."""
         # The header as it is now (a run finished or resumed since this scorer started has rewritten it).
-        header = journal.read_header(self.run_dir)
+        header = rundir.RunDir(self.run_dir).header()
         suites, samples, latest, conv_latest, seen = self.suites, self.samples, self.latest, self.conv_latest, self.seen
         verdicts = [latest[k] for k in sorted(latest)]
         conversations: dict[tuple[str, str, int, str], list[Exchange]] = defaultdict(list)
@@ -271,7 +271,7 @@ def summarize(header: RunHeader, verdicts: list[Verdict], suites: dict[str, Suit
             metrics[m] = {"value": stats.rnd(mean), "ci": [stats.rnd(lo), stats.rnd(hi)], "n": len(vals)}
         judged = outcomes[Outcome.CONTENT] + outcomes[Outcome.CONTRACT]
         findings = Counter(f.code for v in vs for f in v.findings)
-        lat = sorted(v.signals.get("latency_ms", 0.0) for v in vs if v.outcome != "infra")
+        lat = sorted(v.latency_ms for v in vs if v.outcome != "infra")
         entry: dict[str, Any] = {
             "version": info.get("version"),
             "requests": expected,
@@ -308,7 +308,7 @@ def summary_lines(summary: RunSummary) -> list[str]:
 def write_scores(run_dir: Path, verdicts: list[Verdict], summary: RunSummary,
                  observed: observe.Collector | None = None) -> None:
     """verdicts.jsonl, summary.json, then observations.jsonl (when `observed`; else any older one is removed),
-    recording the journal they were scored from (see `journal.stale`, `observations.read`): observations.jsonl
+    recording the journal they were scored from (see `RunDir.stale`, `observations.read`): observations.jsonl
     comes last because its header binds the other two (a kill before it leaves it stale, and the run is scored
     again)."""
     digest = journal.file_digest(Path(run_dir) / journal.RESPONSES)

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from verifier import safewrite
-from verifier.execution import journal, scoring
+from verifier.execution import journal, rundir, scoring
 from verifier.execution import observations as observe
 from verifier.execution.rundir import RunDir
 from verifier.execution.observations import MAX_CONTENT as MAX_CONTENT, MAX_LOGPROBS as MAX_LOGPROBS, MAX_TOP as MAX_TOP  # a golden's caps
-from verifier.types import Observation, Sample, owner_ids
+from verifier.types import Observation, RunSummary, Sample, owner_ids
 from verifier import jsonsafe, safeio, scrub
 from verifier.golden.model import Golden, GoldenHeader, Margin, add_metric_spans, implausible_margin
 from verifier.surfaces.registry import REFERENCE_MODE
@@ -68,14 +68,18 @@ def portable(obj: Any) -> Any:
     return obj
 
 
-def bless(run_dir: Path, to: Path, margins: Mapping[str, Margin] | None = None) -> GoldenHeader:
-    hdr = journal.check_run_dir(run_dir)
+def bless(run_dir: Path, to: Path, margins: Mapping[str, Margin] | None = None,
+          scored: tuple[list[Observation], RunSummary | None] | None = None) -> GoldenHeader:
+    """The golden of a scored run. `scored`: its rows and summary as the caller obtained them (app/scored: scored
+    again in memory for a run this user may not write); else read from the run's files, which must be fresh."""
+    hdr = rundir.check_run_dir(run_dir)
     scrub.register_run(hdr.get("endpoint"))  # the golden is scrubbed of the key its run was made with
     summary_path = Path(run_dir) / scoring.SUMMARY
-    if not summary_path.exists():
+    if scored is None and not summary_path.exists():
         raise journal.NotARunDir(f"{run_dir} has not been scored; run `verifier score {run_dir}`")
+    rows, summary = scored if scored is not None else (observations(run_dir), RunDir(run_dir).summary())
     # A golden keeps chosen tokens only: the alternatives matter on the candidate's side of a parting.
-    obs = [{k: v for k, v in o.to_dict().items() if k != "top_logprobs"} for o in observations(run_dir)]
+    obs = [{k: v for k, v in o.to_dict().items() if k != "top_logprobs"} for o in rows]
     info = portable(hdr.get("server_info") or {})
     g = {
         "golden_format": FORMAT,
@@ -89,7 +93,7 @@ def bless(run_dir: Path, to: Path, margins: Mapping[str, Margin] | None = None) 
         "selection": hdr.get("selection", {}),
         "epochs": hdr.get("epochs", 1),
         "modes": hdr.get("modes", [REFERENCE_MODE]),
-        "summary": _summary_document(run_dir),
+        "summary": summary.to_json() if summary is not None else None,  # the document, key for key
         "margins": {k: m.to_json() for k, m in margins.items()} if margins is not None else None,
         "probes": RunDir(run_dir).probes(),
         "context_probe": RunDir(run_dir).context(),
@@ -103,12 +107,6 @@ def bless(run_dir: Path, to: Path, margins: Mapping[str, Margin] | None = None) 
 
     _swap_in(to, fill)
     return GoldenHeader.from_json(g)
-
-
-def _summary_document(run_dir: Path) -> dict[str, Any] | None:
-    """summary.json as the golden keeps it: the document, key for key."""
-    summary = RunDir(run_dir).summary()
-    return summary.to_json() if summary is not None else None
 
 
 def _swap_in(to: Path, fill: Callable[[Path], None]) -> None:

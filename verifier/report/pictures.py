@@ -14,6 +14,7 @@ that get a token diff).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 from verifier.attribution.numerics import parted_median  # the one definition compare's summaries use too
@@ -188,6 +189,24 @@ def _spread(pts: list[dict[str, Any]], step: float = 7.0) -> list[dict[str, Any]
     return out
 
 
+@dataclass
+class _TokenPair:
+    """The records of one suite with one (golden, candidate) prompt-token pair: a point of token_scatter."""
+
+    anchor: str
+    """The first record's anchor (the point links to it)."""
+    n: int = 0
+    ids: list[str] = field(default_factory=list)
+    """At most 5 sample ids, for the point's title."""
+    modes: set[str] = field(default_factory=set)
+
+    def add(self, sample_id: str, mode: str) -> None:
+        self.n += 1
+        self.modes.add(mode)
+        if len(self.ids) < 5 and sample_id not in self.ids:
+            self.ids.append(sample_id)
+
+
 def token_scatter(inp: Inputs) -> list[dict[str, Any]]:
     """Per suite: golden vs candidate prompt_tokens of each record, aggregated by (golden, candidate) pair."""
     if inp.golden_header is None:
@@ -198,32 +217,28 @@ def token_scatter(inp: Inputs) -> list[dict[str, Any]]:
         both = g[g["g_prompt_tokens"].notna() & g["c_prompt_tokens"].notna()]
         if both.empty:
             continue
-        pairs: dict[tuple[int, int], dict[str, Any]] = {}
+        pairs: dict[tuple[int, int], _TokenPair] = {}
         for gt, ct, sid, mode, a in zip(both["g_prompt_tokens"], both["c_prompt_tokens"], both["sample_id"], both["mode"], both["anchor"]):
-            p = pairs.setdefault((int(gt), int(ct)), {"n": 0, "ids": [], "modes": set(), "anchor": a})
-            p["n"] += 1
-            p["modes"].add(mode)
-            if len(p["ids"]) < 5 and sid not in p["ids"]:
-                p["ids"].append(sid)
+            pairs.setdefault((int(gt), int(ct)), _TokenPair(anchor=a)).add(sid, mode)
         # Off-diagonal pairs first: when a suite has more distinct pairs than the cap, the moved ones are kept.
-        keys = sorted(pairs, key=lambda k: (k[0] == k[1], -pairs[k]["n"], k))[:MAX_SCATTER_POINTS]
+        keys = sorted(pairs, key=lambda k: (k[0] == k[1], -pairs[k].n, k))[:MAX_SCATTER_POINTS]
         lo = min(min(k) for k in keys)
         hi = max(max(k) for k in keys)
         pad = max(1.0, (hi - lo) * 0.05)
         ax = _Axes(max(0.0, lo - pad), hi + pad, max(0.0, lo - pad), hi + pad)
-        peak = max(pairs[k]["n"] for k in keys)
+        peak = max(pairs[k].n for k in keys)
         pts = []
         for k in keys:
             p = pairs[k]
             moved = k[0] != k[1]
-            more = f" (+{p['n'] - len(p['ids'])} more)" if p["n"] > len(p["ids"]) else ""
-            pts.append({"cx": ax.x(k[0]), "cy": ax.y(k[1]), "r": round(3 + 5 * math.sqrt(p["n"] / peak), 1), "moved": moved,
-                        "label": f"×{p['n']}" if p["n"] > 1 and len(keys) <= 30 else None,
-                        "colour": colours.RED if moved else colours.GREEN, "href": "#s-" + p["anchor"] if moved else None,
-                        "title": f"golden {k[0]} → candidate {k[1]} ({k[1] - k[0]:+d}) on {p['n']} record(s) "
-                                 f"[{', '.join(sorted(p['modes']))}]: {', '.join(p['ids'])}{more}"})
+            more = f" (+{p.n - len(p.ids)} more)" if p.n > len(p.ids) else ""
+            pts.append({"cx": ax.x(k[0]), "cy": ax.y(k[1]), "r": round(3 + 5 * math.sqrt(p.n / peak), 1), "moved": moved,
+                        "label": f"×{p.n}" if p.n > 1 and len(keys) <= 30 else None,
+                        "colour": colours.RED if moved else colours.GREEN, "href": "#s-" + p.anchor if moved else None,
+                        "title": f"golden {k[0]} → candidate {k[1]} ({k[1] - k[0]:+d}) on {p.n} record(s) "
+                                 f"[{', '.join(sorted(p.modes))}]: {', '.join(p.ids)}{more}"})
         pts.sort(key=lambda p: bool(p["moved"]))  # moved points drawn last, on top
-        moved_records = sum(pairs[k]["n"] for k in pairs if k[0] != k[1])
+        moved_records = sum(pairs[k].n for k in pairs if k[0] != k[1])
         out.append({"suite": suite, "frame": ax.frame(), "points": pts, "records": int(len(both)), "moved": moved_records,
                     "diag": {"x1": ax.x(ax.x0), "y1": ax.y(ax.y0), "x2": ax.x(ax.x1), "y2": ax.y(ax.y1)},
                     "dropped": max(0, len(pairs) - len(keys))})

@@ -142,12 +142,11 @@ def _wall(a: str | None, b: str | None) -> float | None:
 def findings_view(inp: Inputs) -> list[dict[str, Any]]:
     """Contract findings grouped by code: counts on both sides and a few candidate examples with their detail."""
     anchors = dict(zip(zip(inp.frame["suite"], inp.frame["sample_id"]), inp.frame["anchor"]))
-    doc_counts: dict[str, dict[str, int]] = {}
+    doc_counts: dict[str, tuple[int, int]] = {}  # code -> samples showing it (golden, candidate), over the suites
     for s in (inp.doc.suites if inp.doc is not None else {}).values():
-        for code, c in s.findings.items():
-            d = doc_counts.setdefault(code, {"golden": 0, "candidate": 0})
-            d["golden"] += c["golden"]
-            d["candidate"] += c["candidate"]
+        for code, c in s.finding_counts().items():
+            in_golden, in_candidate = doc_counts.get(code, (0, 0))
+            doc_counts[code] = (in_golden + c.golden, in_candidate + c.candidate)
     out = []
     f = inp.findings
     codes = sorted(set(f["code"]) | set(doc_counts))
@@ -156,9 +155,10 @@ def findings_view(inp: Inputs) -> list[dict[str, Any]]:
         g = grouped.get(code, f.iloc[0:0])
         ex = [{"anchor": anchors.get((r.suite, r.sample_id), anchor(r.sample_id)), "suite": r.suite, "sample_id": r.sample_id,
                "mode": r.mode, "detail": r.detail} for r in g.drop_duplicates(["suite", "sample_id"]).head(FINDING_EXAMPLES).itertuples()]
-        dc = doc_counts.get(code, {})
+        counted: tuple[int | None, int | None] = doc_counts.get(code, (None, None))
+        golden, candidate = counted
         out.append({"code": code, "records": len(g), "samples": g[["suite", "sample_id"]].drop_duplicates().shape[0],
-                    "golden": dc.get("golden"), "candidate": dc.get("candidate"), "examples": ex})
+                    "golden": golden, "candidate": candidate, "examples": ex})
     return sorted(out, key=lambda r: (-(r["candidate"] or r["samples"]), r["code"]))
 
 
@@ -288,8 +288,8 @@ def provenance(inp: Inputs) -> dict[str, Any]:
     side: dict[str, dict[str, Any]] = {"candidate": {"run_id": h.run_id, "endpoint": ep, "harness": h.harness, "sampling": h.sampling,
                           "extra_body": h.extra_body, "started": h.started, "finished": h.finished,
                           "epochs": h.epochs, "modes": h.modes, "server_info": _pretty(h.server_info)}}
-    suites = [{"suite": k, "run_version": v.get("version"), "run_sha": v.get("dataset_sha256"), "samples": v.get("samples")}
-              for k, v in sorted(h.suites.items())]
+    suites: list[dict[str, Any]] = [{"suite": k, "run_version": v.version, "run_sha": v.dataset_sha256, "samples": v.samples}
+                                   for k, v in h.suite_infos().items()]
     if inp.golden_header is not None:
         g = inp.golden_header
         src = g.source

@@ -70,10 +70,11 @@ async def check(ep: "Endpoint", model: str, modes: list[str], key_env: str | Non
         raise UsageError(f"preflight: model {model!r} is not in GET {redact_url(models_url)}: "
                          f"{', '.join(listed[:20])}{' ...' if len(listed) > 20 else ''}",
                          hints=("pass --model with one of them", "--no-model-check for a gateway that aliases model names"))
-    seen: dict[str, Any] = {"models": listed, "models_status": mstatus, "modes": {}}
+    statuses: dict[str, int | None] = {}
+    seen: dict[str, Any] = {"models": listed, "models_status": mstatus, "modes": statuses}
     for mode in modes:
         r = await ep.send(mode, ping_body(mode, model), extra_headers={HEADER: "1"})
-        seen["modes"][mode] = r.status
+        statuses[mode] = r.status
         why = hint(r.status, model, listed, r.body, key_env)
         if why:
             url = redact_url(endpoint_url(ep.cfg.base_url, mode_of(mode).path))
