@@ -116,7 +116,8 @@ EXPECTED = {
 
 # Faults a probe catches rather than the suites' samples: their gate test is the probe catalogue's
 # (tests/test_probes_catalogue.py, BREAKS). State shared across a batch breaks every concurrent sample alike, so the
-# samples alone show greedy outputs parted with zero drift (decoding_changed); the concurrent probe names engine state.
+# samples alone show greedy outputs parted with zero drift (decoding_changed); the concurrent probe names engine state,
+# first, as their explanation (tests/test_engine_state_order.py).
 BY_PROBE = {"shared_prefix_batch_state": "state_repeat_under_concurrency"}
 
 

@@ -207,3 +207,38 @@ def test_a_batched_probe_is_judged_by_its_own_check_not_by_its_text_against_the_
     from verifier.execution.probes import BATCHED
 
     assert "state_repeat_under_concurrency" in BATCHED
+
+
+def test_state_shared_across_a_batch_on_the_samples_names_engine_state_first(tmp_path, cli):
+    """#47: the fault of state shared across a batch hits the suites' samples too (they are sent at concurrency with a
+    shared first message): their greedy outputs part from the golden's at unchanged logprobs, which alone reads as a
+    changed decoding path (decoding_changed, API validation). The concurrent state probe measures the cause directly,
+    so engine state is named first and said to explain it."""
+    from verifier.cli import main
+    from verifier.testbed.server import arithmetic
+
+    table = {last_user_text({"messages": s.messages}): s.target for s in gsm8k.SUITE.load(None, True)}
+
+    def answer(req):  # the gsm8k samples as above; the probes' arithmetic (the state probes ask a sum) answered right
+        target = table.get(last_user_text(req))
+        return Reply(content=f"Working it out step by step, the final answer is {target}") if target else arithmetic(req)
+
+    def serve():
+        return TestServer(Script(answer, honour_sampling=True))
+
+    at = RUN.index("--epochs")
+    run = RUN[:at] + RUN[at + 2:] + ["--probes"]  # one epoch: the state probes and the samples' parting are the evidence
+    with serve() as srv:
+        assert main(["run", *run, "--base-url", srv.url, "--out", str(tmp_path / "ref")]) == 0
+    assert main(["bless", str(tmp_path / "ref"), "--to", str(tmp_path / "g")]) == 0
+    zero_margins(tmp_path / "g")
+    with serve() as srv, Proxy(srv.url, ["shared_prefix_batch_state"]) as px:
+        code, out, err = cli("gate", "--golden", tmp_path / "g", "--base-url", px.url, "--model", "m",
+                             "--out", tmp_path / "c", "--quiet")
+    doc = json.loads((tmp_path / "c" / "comparison.json").read_text())
+    assert px.mutations and code == 10 and doc["status"] == "frontend_regression", out + err
+    comps = {d["component"]: d for d in doc["diagnosis"]}
+    assert "decoding_changed" in comps["API validation"]["findings"], doc["diagnosis"]  # the samples' symptom, still shown
+    first = doc["diagnosis"][0]
+    assert first["component"] == "engine state" and "probe:state_repeat_under_concurrency" in first["findings"], doc["diagnosis"]
+    assert "API validation" in first["explains"] and doc["reason"].startswith("diagnosis: engine state"), doc["reason"]

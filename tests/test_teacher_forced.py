@@ -387,6 +387,64 @@ def test_quality_decides_what_the_numerics_change_cost(forced_golden, tmp_path, 
     assert code == 11 and doc["quantization"]["impact"] == "quality_regressed", out
 
 
+def test_batch_shape_noise_passes_where_teacher_forcing_holds_the_distribution(forced_golden, tmp_path, cli):
+    """The batching-noise bench's case (a 4-slot llama-server at concurrency 4 against a 1-slot golden): the decode
+    moves (a near tie flips, the shared prefix drifts), so drift and parting both fire, while the distribution on the
+    golden's own tokens is the reference's. Teacher forcing decides the suite: numerics pass, the two reported as
+    corroboration that did not hold. Without the forced pass the old rule decides, and fails as before."""
+    method, tmp = forced_golden
+    with serve((method,), batch_noise=0.05) as srv:
+        code, doc, out = _gate(cli, tmp / "golden", srv, tmp_path / "b")
+        code_off, off, out_off = _gate(cli, tmp / "golden", srv, tmp_path / "off", "--teacher-forcing", "off")
+    s = doc["suites"]["smoke"]
+    assert s["drift"]["state"] == "fired" and s["drift"]["numerics_changed"] and s["divergence"]["verdict"] == "fail", s["drift"]
+    assert s["teacher_forced"]["verdict"] == "pass" and s["teacher_forced"]["kl_mean"] == 0.0
+    assert s["metrics"]["accuracy"]["verdict"] == "pass"
+    assert code == 0 and doc["status"] == "pass" and doc["quantization"]["verdict"] == "pass", out
+    ev = {e["signal"]: e for e in doc["quantization"]["evidence"]}
+    for name in ("logprob_drift", "greedy_divergence"):
+        assert ev[name]["verdict"] == "pass" and ev[name]["qualifier"] == "outweighed", ev[name]
+        assert "corroboration that did not hold" in ev[name]["summary"]
+    assert ev["teacher_forced_kl"]["verdict"] == "pass"
+    assert any("corroboration that did not hold" in r and "teacher-forced KL" in r for r in doc["reasons"]), doc["reasons"]
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["smoke: logprob_drift"]["verdict"] == "pass" and checks["smoke: greedy_divergence"]["verdict"] == "pass"
+    # the same endpoint gated without the pass: drift and parting agree, today's rule fails the numerics
+    assert "teacher_forced" not in off["suites"]["smoke"]
+    assert code_off == 11 and off["quantization"]["verdict"] == "fail", out_off
+
+
+def test_forced_failure_under_batch_noise_is_a_regression_named_by_teacher_forced_kl(forced_golden, tmp_path, cli):
+    """Moved numerics with the decode moving too: the teacher-forced distance fails, and it is the evidence; drift and
+    parting stay as they were (they corroborate)."""
+    method, tmp = forced_golden
+    with serve((method,), numerics=1.0, batch_noise=0.05) as srv:
+        code, doc, out = _gate(cli, tmp / "golden", srv, tmp_path / "nb")
+    assert code == 11 and doc["status"] == "quantization_regression", out
+    ev = {e["signal"]: e for e in doc["quantization"]["evidence"]}
+    assert ev["teacher_forced_kl"]["verdict"] == "fail" and ev["logprob_drift"].get("qualifier") != "outweighed"
+    assert doc["quantization"]["impact"] == "no_measurable_quality_cost"
+    assert doc["reason"].startswith("numerics: smoke: on the golden's own tokens"), doc["reason"]
+
+
+def test_each_suite_is_decided_by_its_own_numerics_evidence():
+    """A forced pass on one suite settles that suite only: drift firing on a suite without a forced measure still
+    leaves the numerics undecided, and both drift and parting there still fail them (compare._decide)."""
+    from verifier.attribution.compare import SuiteNumerics, _decide
+    from verifier.types import Evidence
+
+    quality = [Evidence("quality", s, "pass", "", metric="accuracy") for s in ("a", "b")]
+    held = SuiteNumerics("fired", True, "pass")
+    assert _decide([], quality, {"a": held}, False) == ("pass", "pass", "pass")
+    assert _decide([], quality, {"a": held, "b": SuiteNumerics("fired", False, None)}, False)[2] == "inconclusive"
+    assert _decide([], quality, {"a": held, "b": SuiteNumerics("fired", True, None)}, False)[2] == "fail"
+    assert _decide([], quality, {"a": SuiteNumerics("clean", False, "fail")}, False)[0] == "quantization_regression"
+    # a quality drop is not put on the weights by drift where the forced distance held, and is then unattributed
+    dropped = [Evidence("quality", "a", "fail", "", metric="accuracy")]
+    assert _decide([], dropped, {"a": held}, False)[0] == "regression_unattributed"
+    assert _decide([], dropped, {"a": SuiteNumerics("fired", False, None)}, False)[0] == "quantization_regression"
+
+
 def test_a_gate_interrupted_before_its_teacher_forcing_pass_continues_to_the_verdict_the_whole_gate_gives(forced_golden, tmp_path):
     """The pass comes after the samples, so an interrupted gate had not made it. run.json records the pass asked
     (`teacher_forcing_asked`: method, positions, the golden's directory and source run); the printed resume makes it

@@ -13,8 +13,11 @@ and figures (method, KL mean/p99, top-1 agreement, the margin, p), the engine-st
 the `state_repeat_after_shared_prefix` probe), the usage-accounting evidence, and any frontend or numerics evidence
 that did not pass. Then every ordered pair of the runs (references and batched runs alike, one taken as the
 golden) and the frontend signals that fired on each: with batching on both sides, the noise a frontend signal must
-stand. Asserts nothing; any failure here is a false alarm, since nothing but batch shape differs. --reuse prints
-the same over the runs already in --out. Tens of minutes on 2 cores.
+stand. Asserts nothing; any failure here is a false alarm, since nothing but batch shape differs. Drift and parting
+that fired where the teacher-forced distance passed are printed as `outweighed` (corroboration that did not hold).
+--reuse prints the same over the runs already in --out; with --recompare it first compares each gate's run again with
+this checkout (`verifier compare --force`), so a change of the decision is measured on the same runs. Tens of minutes
+on 2 cores.
 """
 
 from __future__ import annotations
@@ -81,11 +84,15 @@ def gate_lines(run: Path, code: int | None = None) -> str:
                      f"mean {t.get('reference_kl_mean')}, p {t.get('p_value')}; pass {forced.get('requests')} requests "
                      f"in {forced.get('wall_s')} s")
     evidence = [*doc["frontend"]["evidence"], *doc["quantization"]["evidence"]]
+    declared = signals.by_name()  # a signal's evidence names no component: its declaration does (repeats_disagree)
     for side, component in (("engine state", ENGINE_STATE), ("usage", USAGE)):
-        mine = [e for e in evidence if e.get("component") == component]
-        lines.append(f"  {side}: " + ("; ".join(f"{e['signal']} {e['verdict']}" for e in mine) or "no evidence"))
+        mine = [e for e in evidence if (e.get("component") or getattr(declared.get(e["signal"]), "component", None)) == component]
+        lines.append(f"  {side}: " + ("; ".join(f"{e['signal']} {e['verdict']}" + (f" ({e['summary'].split(': ', 1)[1].split(' (')[0]})"
+                                                                                    if e["signal"] in declared else "")
+                                                for e in mine) or "no evidence"))
     lines += [f"  not pass: {e['signal']} ({e['suite']}): {e['verdict']}: {e.get('summary')}"
               for e in evidence if e["verdict"] != "pass"]
+    lines += [f"  outweighed: {e['signal']} ({e['suite']}): {e.get('summary')}" for e in evidence if e.get("qualifier") == "outweighed"]
     return "\n".join(lines)
 
 
@@ -128,13 +135,17 @@ def main() -> None:
     ap.add_argument("--logprobs", type=int, default=5, help="top logprobs per token in the reference (the KL's support)")
     ap.add_argument("--out", help="directory for the runs (default runs/bench-batching-<stamp>)")
     ap.add_argument("--reuse", action="store_true", help="only the pairwise table, over the runs already in --out")
+    ap.add_argument("--recompare", action="store_true", help="with --reuse: compare each gate's run again with this checkout first")
     a = ap.parse_args()
     out = Path(a.out or f"runs/bench-batching-{dt.datetime.now():%Y%m%d-%H%M%S}")
     out.mkdir(parents=True, exist_ok=True)
     if a.reuse:
         names = sorted(p.name for p in out.iterdir() if (p / "run.json").exists() and p.name != "golden")
         for name in names:
-            if (out / name / "comparison.json").exists():
+            if a.recompare and (out / name / "comparison.json").exists():  # a gate's run (a rerun has none)
+                code = verifier_main(["compare", str(out / name), "--golden", str(out / "golden"), "--force"])
+                print(gate_lines(out / name, code), flush=True)
+            elif (out / name / "comparison.json").exists():
                 print(gate_lines(out / name), flush=True)
     else:
         golden = reference(out, a.limit, a.logprobs)

@@ -172,6 +172,11 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "repeats_disagree": PARITY | {"stream_text_mismatch", "stream_tool_calls_dropped", "stream_tool_args_changed"},
     # a forcing tool_choice not applied: the call that came back as text follows from it
     "tool_choice_unmet": PARITY | {"tool_calls_as_text"},
+    # The engine measured answering one request otherwise when it is warm or batched with prompts sharing its prefix:
+    # the suites' samples, sent warm and at concurrency, part from the golden's at unchanged logprobs for that reason,
+    # which reads as a changed decoding path (decoding_changed) where no sampling probe failed.
+    "probe:state_repeat_after_shared_prefix": PARITY | {"decoding_changed", "repeats_disagree"},
+    "probe:state_repeat_under_concurrency": PARITY | {"decoding_changed", "repeats_disagree"},
 }
 
 
@@ -323,10 +328,20 @@ def diagnose(doc: Comparison) -> list[DiagnosisEntry]:
     # distinct findings, then the name (a stable order).
     # A component named only by passing probes whose fingerprint or text moved ranks below every other; their
     # counts rank no component.
+    # A root cause whose symptoms are themselves another component's explanation (an engine-state probe explaining
+    # decoding_changed, which explains the parity checks) ranks above that component: explained ones come after.
     ranked = {comp: (max(d.ranked.values(), default=0), len(d.ranked)) for comp, d in acc.items()}
-    out.sort(key=lambda x: (not x.explains, not ranked[x.component][0], -ranked[x.component][0], -max(x.counts.values()),
+    explained_by = {comp: {x.component for x in out if comp in (x.explains or ()) and x.component != comp} for comp in acc}
+    out.sort(key=lambda x: (not x.explains, _explained_by_a_cause(x.component, explained_by),
+                            not ranked[x.component][0], -ranked[x.component][0], -max(x.counts.values()),
                             not x.suites, -ranked[x.component][1], -len(x.findings), x.component))
     return out
+
+
+def _explained_by_a_cause(comp: str, explained_by: Mapping[str, set[str]]) -> bool:
+    """Whether another component explains this one without this one explaining it back (a root cause above it).
+    Where two explain each other neither is the root: both stay where the counts rank them."""
+    return any(comp not in explained_by.get(other, set()) for other in explained_by.get(comp, set()))
 
 
 def _explained_by(code: str) -> frozenset[str]:

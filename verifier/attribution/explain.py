@@ -34,6 +34,8 @@ def _numerics_changed(doc: Comparison) -> list[str]:
     out = []
     for suite, s in doc.suites.items():
         d, dv = s.drift, s.divergence
+        if _forced_passed(s):
+            continue  # corroboration that did not hold: _outweighed_notes
         if d.numerics_changed and dv is not None:  # numerics_changed holds only with a failing divergence
             out.append(f"{suite}: logprob drift {d.mean_abs_delta} above {d.margin} and greedy outputs part from the "
                        f"golden's on {dv.count}/{dv.n} samples (reruns: {dv.margin})")
@@ -55,6 +57,32 @@ def _teacher_forced_fails(doc: Comparison) -> list[str]:
 
 def _g(x: float | None) -> str:
     return "–" if x is None else f"{x:.4g}"
+
+
+def _forced_passed(s: SuiteResult) -> bool:
+    """The suite's teacher-forced distance was used and passed: it decides the suite's numerics (compare._decide)."""
+    return (s.teacher_forced or {}).get("verdict") == "pass"
+
+
+def _outweighed_notes(doc: Comparison) -> list[str]:
+    """Suites whose drift or parting fired while the teacher-forced distance passed, in words: corroboration that did
+    not hold, so the numerics did not fail or stay undecided on it."""
+    out = []
+    for suite, s in doc.suites.items():
+        if not _forced_passed(s):
+            continue
+        d, dv = s.drift, s.divergence
+        moved = ([f"logprob drift {_g(d.mean_abs_delta)} above its floor {_g(d.margin)}"]
+                 if d.state in ("fired", "uncalibrated") else []) \
+            + ([f"greedy outputs part from the golden's on {dv.count}/{dv.n} samples (reruns: {dv.margin})"]
+               if dv is not None and dv.verdict != "pass" else [])
+        if moved:
+            t = s.teacher_forced or {}
+            out.append(f"{suite}: {' and '.join(moved)}, but on the golden's own tokens the distribution is within the "
+                       f"reruns' spread (teacher-forced KL mean {_g(t.get('kl_mean'))}, margin {_g(t.get('margin'))}, "
+                       f"p={t.get('p_value')}): corroboration that did not hold, the greedy decode moved otherwise "
+                       "(batch shape or kernel order flips near-tie tokens)")
+    return out
 
 
 def _why_unattributed(suite: str, s: SuiteResult) -> str:
@@ -106,7 +134,7 @@ def _numerics_reasons(doc: Comparison) -> list[str]:
     if not dropped and "fired" in states:
         for suite, d in drift.items():
             dv = doc.suites[suite].divergence
-            if d.state == "fired" and not d.numerics_changed:
+            if d.state == "fired" and not d.numerics_changed and not _forced_passed(doc.suites[suite]):
                 parted = f"greedy outputs part on {dv.count}/{dv.n} samples, not above the reruns' rate" if dv else "no tokens to compare greedy outputs"
                 out.append(f"{suite}: drift {d.mean_abs_delta} above floor {max(d.margin, DRIFT_FLOOR)} but no quality change "
                            f"and {parted}")
@@ -154,6 +182,7 @@ def reasons(doc: Comparison) -> list[str]:
         out += _numerics_reasons(doc)
     if doc.status == "inconclusive":
         out += _evidence_reasons(doc)
+    out += _outweighed_notes(doc)
     if doc.status in ("frontend_regression", "quantization_regression", "both"):
         out += _behaviour_notes(doc)  # empty answers and the like, named wherever the verdict fails
     if doc.logprobs_missing_modes:

@@ -330,6 +330,9 @@ def make_app(script: Script) -> web.Application:
                 return web.json_response({"error": {"message": sampled, "type": "invalid_request_error"}}, status=400)
             reply = sampled
         await delay_or_drop(reply, request)
+        if script.teacher is not None and script.teacher.batch_noise and reply.content and not reply.tool_calls:
+            reply = dataclasses.replace(reply, content=script.teacher.decoded(
+                script.teacher.context(req.get("messages") or []), reply.content))
         if script.teacher is not None and req.get("logprobs") and not reply.tool_calls and reply.logprob_entries is None:
             from .wire import generated_text
 

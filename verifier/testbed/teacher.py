@@ -12,7 +12,9 @@ Tokens are the server's stand-in tokenizer's (wire.py: whitespace-led pieces), s
 distribution at a position depends on the context (the rendered prompt), the prefix and the position; the chosen
 token's logprob is the one wire.logprobs_of reports (-0.01 * (i % 7)), the rest of the mass spread over four
 alternatives and the tail by weights drawn from a hash. `numerics` perturbs those weights (a stand-in for changed
-kernels or quantization: the distribution moves, greedy tokens stay), and `methods` says which ways are offered.
+kernels or quantization: the distribution moves, greedy tokens stay), `batch_noise` moves the decode only (a stand-in
+for another batch shape: greedy tokens part, the distribution on the golden's tokens stays), and `methods` says which
+ways are offered.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 ALTERNATIVES = 4
+NEAR_TIE_AT = 2
+"""The token of a generated answer that batch_noise takes the other way (the answer's first near tie)."""
 Dist = list[tuple[str, float]]
 
 
@@ -65,6 +69,21 @@ class Teacher:
     prompt) is tokenized with every piece over three characters split in two, so the golden's own text does not come
     back as the golden's tokens (and a prefix takes more prompt tokens)."""
 
+    batch_noise: float = 0.0
+    """A stand-in for a change of batch shape (more slots at concurrency): the decode's arithmetic moves, the model
+    does not. A generated answer (not a forced request) takes its token NEAR_TIE_AT the other way (the runner-up
+    alternative), so greedy outputs part from the golden's, and its reported logprobs drop by this much per token
+    (drift on the shared prefix); requests forced on the golden's tokens still see the reference's distributions."""
+
+    def decoded(self, context: str, text: str) -> str:
+        """The text the decode generates where the model's own answer is `text`: with batch_noise, the near tie at
+        NEAR_TIE_AT flipped to the runner-up."""
+        toks = pieces(text)
+        if not self.batch_noise or len(toks) <= NEAR_TIE_AT:
+            return text
+        runner_up = self.distribution(context, toks[:NEAR_TIE_AT], toks[NEAR_TIE_AT])[1][0]
+        return "".join([*toks[:NEAR_TIE_AT], runner_up, *toks[NEAR_TIE_AT + 1:]])
+
     def tokens(self, text: str) -> list[str]:
         """How the server tokenizes a text it is given."""
         out = pieces(text)
@@ -99,6 +118,7 @@ class Teacher:
         out = []
         for i, t in enumerate(toks):
             d = self.distribution(context, toks[:i], t)
+            d = [(a, round(v - self.batch_noise, 6)) if j == 0 else (a, v) for j, (a, v) in enumerate(d) if j == 0 or a != t]
             out.append({"token": t, "logprob": d[0][1], "top_logprobs": [{"token": a, "logprob": v} for a, v in d[:k]]})
         return out
 
