@@ -13,12 +13,9 @@ whatever the peaks (1 only when a command fails).
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,19 +23,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from verifier.testbed.server import Reply, Script, TestServer  # noqa: E402
 
-SCRIPT = ("import json, sys\nfrom verifier.cli import main\ncode = main(sys.argv[1:])\n"
-          "print(json.dumps({'code': code, 'rss_mb': int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024}))")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hostile_memory import cli  # noqa: E402  (one child process measuring its own peak RSS, as there)
+
 MIB = 2**20
-
-
-def cli(*args: object) -> tuple[int, float, float]:
-    t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-c", SCRIPT, *map(str, args)], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
-    if not p.stdout.strip():
-        raise SystemExit(p.stderr[-2000:])
-    doc = json.loads(p.stdout.strip().splitlines()[-1])
-    return doc["code"], doc["rss_mb"], time.monotonic() - t0
 
 
 def answer(text: str) -> str:
