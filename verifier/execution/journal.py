@@ -7,6 +7,7 @@ pure even for datasets that came from the hub.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import fcntl
 import os
@@ -22,10 +23,16 @@ from verifier.redact import Redactor
 from verifier import safewrite
 from verifier.safewrite import create_new, dumps, scrubbed, write_jsonl
 from verifier.types import Exchange, RunHeader, Sample
+from verifier.execution import layout
 
 # The names of a run directory's files and their safe readers live in execution/layout.py; the journal re-exports its own.
 from verifier.execution.layout import (HEADER as HEADER, SAMPLES as SAMPLES, RESPONSES as RESPONSES, LOCK as LOCK, VERDICTS as VERDICTS, SUMMARY as SUMMARY, CorruptFile as CorruptFile, NotARunDir as NotARunDir, decode_line as decode_line, file_digest as file_digest, read_jsonl as read_jsonl, read_numbered_jsonl as read_numbered_jsonl,
                                   RefusedFile as RefusedFile, read_document)
+
+
+TOO_LARGE_TO_RECORD = "response_too_large"
+"""The error class of a record too costly to read back (Journal.append): the wire's class for a body over its byte
+cap (wire/endpoint.FINAL_ERRORS), judged the same way (infra, not retried)."""
 
 
 def now() -> str:
@@ -265,7 +272,26 @@ class Journal:
         self._redact = Redactor(scrub)
         self._written = written
 
-    def append(self, ex: Exchange) -> None:
+    def append(self, ex: Exchange) -> Exchange:
+        """Write `ex`'s record; the exchange as written. A record that reading back would cost more than
+        layout.MAX_LINE_MEMORY (a body of wide characters, or escaped many times over) is written as the infra error
+        `response_too_large` without its body or chunks, as the wire reader records a body over its byte cap: the
+        run goes on, and no reader is ever handed a line it must refuse."""
+        data, parsed = self._line(ex)
+        if len(data) > layout.MAX_LINE or layout.over_line_memory(data) is not None:
+            del data
+            ex = dataclasses.replace(ex, status=None, body=None, chunks=None, error=TOO_LARGE_TO_RECORD)
+            data, parsed = self._line(ex)
+            if len(data) > layout.MAX_LINE or layout.over_line_memory(data) is not None:  # the request itself
+                ex = dataclasses.replace(ex, request={})
+                data, parsed = self._line(ex)
+        if self._written is not None:  # before the write: a reader of the file must find it offered already
+            self._written(data, parsed)
+        _write_line(self._fd, data)
+        return ex
+
+    def _line(self, ex: Exchange) -> tuple[bytes, tuple[Any, BaseException | None] | None]:
+        """The record's line as it is written (scrubbed, encoded) and the writer's parse of it (None without secrets)."""
         # A gsm8k record's request holds 17 messages: walked string by string only when the line scan cannot clear it.
         rec, line = scrubbed(self._redact, self._redact.record_streams(ex.to_json()))
         parsed = None
@@ -274,12 +300,9 @@ class Journal:
             if self._parsed_leak(parsed[0]):
                 rec, parsed = self._redact.blank_texts(rec), None
                 line = dumps(rec)
-        # backslashreplace: a lone surrogate is written as its JSON escape, as the text file did.
-        data = line.encode("utf-8", "backslashreplace")
         rec = {}
-        if self._written is not None:  # before the write: a reader of the file must find it offered already
-            self._written(data, parsed)
-        _write_line(self._fd, data)
+        # backslashreplace: a lone surrogate is written as its JSON escape, as the text file did.
+        return line.encode("utf-8", "backslashreplace"), parsed
 
     @staticmethod
     def _parse(rec: dict[str, Any]) -> tuple[Any, BaseException | None]:
