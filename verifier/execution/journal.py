@@ -277,12 +277,16 @@ class Journal:
         layout.MAX_LINE_MEMORY (a body of wide characters, or escaped many times over) is written as the infra error
         `response_too_large` without its body or chunks, as the wire reader records a body over its byte cap: the
         run goes on, and no reader is ever handed a line it must refuse."""
-        data, parsed = self._line(ex)
-        if len(data) > layout.MAX_LINE or layout.over_line_memory(data) is not None:
+        data, parsed = b"", None
+        if self._redact and _may_be_costly(ex) and _too_costly(dumps(ex.to_json()).encode("utf-8", "backslashreplace")):
+            pass  # measured before redaction, which rejoins a stream's text: a record refused costs no copies of it
+        else:
+            data, parsed = self._line(ex)
+        if not data or _too_costly(data):
             del data
             ex = dataclasses.replace(ex, status=None, body=None, chunks=None, error=TOO_LARGE_TO_RECORD)
             data, parsed = self._line(ex)
-            if len(data) > layout.MAX_LINE or layout.over_line_memory(data) is not None:  # the request itself
+            if _too_costly(data):  # the request itself
                 ex = dataclasses.replace(ex, request={})
                 data, parsed = self._line(ex)
         if self._written is not None:  # before the write: a reader of the file must find it offered already
@@ -335,6 +339,18 @@ class Journal:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _may_be_costly(ex: Exchange) -> bool:
+    """Whether the record's answer is long enough that its line might pass a cap: at 6 bytes a character escaped,
+    then 8 times that read back (layout.over_line_memory), a shorter answer cannot."""
+    size = len(ex.body or "") + sum(len(c) for c in ex.chunks or ())
+    return 48 * size > layout.MAX_LINE_MEMORY
+
+
+def _too_costly(data: bytes) -> bool:
+    """Whether a record's line is one no reader takes: over layout.MAX_LINE bytes or layout.MAX_LINE_MEMORY to read."""
+    return len(data) > layout.MAX_LINE or layout.over_line_memory(data) is not None
 
 
 def _write_line(fd: int | None, data: bytes) -> None:

@@ -46,25 +46,54 @@ MAX_LINE_MEMORY = 384 * safeio.MIB
 journal writer before it writes a record (execution/journal.Journal.append: a record over it is written as
 `response_too_large` instead). With the interpreter and the scorer beside it, a record read within this cap keeps
 `verifier score` under 500 MB (bench/perf/journal_line_memory.py)."""
-MAX_LINE = MAX_LINE_MEMORY // 2
-"""Cap on one JSONL line's bytes, measured before the line is read (safeio.read_line): a longer line always costs more
-than MAX_LINE_MEMORY (its bytes and their string at least twice its length), so it is refused after holding one
-safeio.SCAN_CHUNK of it. Journals written before this cap (400 MiB then) with a longer line are refused naming it."""
+MAX_LINE = MAX_LINE_MEMORY // 3
+"""Cap on one JSONL line's bytes (128 MiB), measured before the line is read (safeio.read_line): a longer line
+always costs more than MAX_LINE_MEMORY (`line_memory` counts a line of plain text three times), so it is refused
+after holding one safeio.SCAN_CHUNK of it. Journals written before this cap (400 MiB then) with a longer line are
+refused naming it."""
+_JSON_STRING = re.compile(rb'"(?:[^"\\]+|\\.)*"')
+MAX_STRINGS_MEASURED = 300_000
+"""`line_memory` measures the strings of a line one by one only up to this many (a stream record holds one per event,
+at most 250,000 by default: wire/bodyread.MAX_STREAM_EVENTS); a line of more is judged by the simpler bound."""
 
 
 def line_memory(raw: bytes) -> int:
-    """What reading the line `raw` holds at its peak, from its bytes (verifier/textmemory.py): first the bytes and
-    the string they decode to, then the record's strings and the answer parsed from them (each at most the line's
-    characters at the widest width JSON can give them). A 64 MiB answer of plain text: 128 MiB; the same ending in
-    one emoji, whose every string then takes 4 bytes a character: 512 MiB."""
+    """What reading the line `raw` holds at its peak, from its bytes (verifier/textmemory.py), in three stages: the
+    bytes and the string they decode to; that string and the record's strings parsed from it; the record's strings,
+    the pieces the parser takes out of them (a stream's deltas: at most as much again) and the answer it joins (at
+    most the line's characters, at the widest width JSON can give them). A 64 MiB answer of plain text: 192 MiB;
+    the same ending in one emoji, whose every copy then takes 4 bytes a character: 768 MiB.
+
+    The record's strings are first bounded as the line's characters at that widest width. When that bound alone
+    passes MAX_LINE_MEMORY, each string of the line is measured at its own width (up to MAX_STRINGS_MEASURED of
+    them): a stream record is thousands of strings, and one emoji among its logprobs widens the line's decoded
+    string and the answer, not every event's string (32,768 events of 20 top logprobs, 61 MiB: 366 MiB)."""
     m = textmemory.measure(raw)
-    return max(m.size + m.decoded, 2 * m.parsed)
+    strings = m.parsed
+    if _peak(m, strings) > MAX_LINE_MEMORY:
+        strings = _strings_memory(raw, m.parsed)
+    return _peak(m, strings)
+
+
+def _peak(m: textmemory.TextSize, strings: int) -> int:
+    return max(m.size + m.decoded, m.decoded + strings, 2 * strings + m.parsed)
+
+
+def _strings_memory(raw: bytes, bound: int) -> int:
+    """The strings of the JSON line `raw`, each measured at its own widest width (escapes included); `bound` when
+    there are more than MAX_STRINGS_MEASURED of them."""
+    total = 0
+    for n, s in enumerate(_JSON_STRING.finditer(raw)):
+        if n >= MAX_STRINGS_MEASURED:
+            return bound
+        total += textmemory.measure(s.group()).parsed
+    return min(total, bound)
 
 
 def over_line_memory(raw: bytes) -> int | None:
-    """`line_memory(raw)` when it is over MAX_LINE_MEMORY, else None. A line of at most an eighth of the cap cannot
-    pass it (its bytes, then 4 bytes a character twice), so nearly every line is not measured at all."""
-    if 8 * len(raw) <= MAX_LINE_MEMORY:
+    """`line_memory(raw)` when it is over MAX_LINE_MEMORY, else None. A line of at most a twelfth of the cap cannot
+    pass it (4 bytes a character three times), so nearly every line is not measured at all."""
+    if 12 * len(raw) <= MAX_LINE_MEMORY:
         return None
     cost = line_memory(raw)
     return cost if cost > MAX_LINE_MEMORY else None
