@@ -587,7 +587,7 @@ print(json.dumps(out))
 def test_the_live_follower_measures_an_unfinished_record_without_holding_it(tmp_path, calibrated_golden):
     """`run` judges the journal while it is written (execution/live.py). A record not yet ended (or a resumed run's
     torn tail before the writer cuts it) was read whole at every step, growing to the file's end: a 300 MiB one held
-    300 MiB, and one past the line cap held all of it. Now it is measured a piece at a time and read only once it is
+    300 MiB, and one past the line cap held all of it (here one just under the cap, then past it). Now it is measured a piece at a time and read only once it is
     complete and within layout.MAX_LINE; past the cap the follower stops naming the line (the run is then scored
     afresh, which refuses that line as `score` does)."""
     from verifier.execution import journal, layout
@@ -596,9 +596,9 @@ def test_the_live_follower_measures_an_unfinished_record_without_holding_it(tmp_
     shutil.copytree(calibrated_golden["ref"], run)
     path = run / journal.RESPONSES
     complete, offset = len(path.read_bytes().splitlines()), path.stat().st_size
-    with open(path, "ab") as f:  # an unfinished record of 300 MiB: a hole, no time, no disk
+    with open(path, "ab") as f:  # an unfinished record just under the line cap (120 MiB): a hole, no time, no disk
         f.write(b'{"suite": "smoke", ')
-        f.truncate(f.tell() + 300 * 2**20)
+        f.truncate(f.tell() + layout.MAX_LINE - 8 * 2**20)
     p = subprocess.run([sys.executable, "-c", FOLLOW_SCRIPT, run, str(complete), str(offset)], capture_output=True, text=True,
                        timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 0, p.stderr[-2000:]
@@ -767,3 +767,59 @@ def test_an_admitted_record_costs_at_most_what_the_line_cap_counts(tmp_path, one
     assert base + layout.MAX_LINE_MEMORY / 1e6 + 20 < 500  # so at the cap itself: under 500 MB
     v = json.loads((mine / "verdicts.jsonl").read_text().splitlines()[0])
     assert v["outcome"] != "infra", v  # recorded and scored: an answer, not an error
+
+
+def test_an_answer_too_wide_for_the_body_cap_is_response_too_large_at_receive_and_the_run_goes_on(tmp_path):
+    """A 64 MiB answer ending in one emoji is within the 64 MiB byte cap, but as a string every character takes 4
+    bytes (256 MiB, and the journal, scoring and the report each held a copy: 605 MB for `score`). The body's text
+    is counted on its bytes before it is decoded and refused past twice the byte cap: the sample is the infra error
+    `response_too_large` (not retried), the other sample is answered, and `run` stays far under 500 MB (107 MB
+    measured). Text up to U+FFFF is never refused within the byte cap, and wide text up to half of it is kept."""
+    replies = iter([Reply(content="a" * (64 * MIB - 512) + EMOJI), Reply(content="4")])
+    with TestServer(Script(lambda req: next(replies))) as srv:
+        code, rss, err = cli_rss("run", "--suite", "smoke", "--smoke", "--limit", "2", "--mode", "chat", "--base-url",
+                                 srv.url, "--model", "m", "--out", tmp_path / "r", "--quiet", "--max-retries", "2")
+    assert code == 0, err[-2000:]
+    recs = [json.loads(x) for x in (tmp_path / "r" / "responses.jsonl").read_bytes().splitlines()]
+    assert sorted((r["error"] or "", r["attempts"]) for r in recs) == [("", 1), ("response_too_large", 1)], [
+        (r["error"], r["attempts"]) for r in recs]
+    assert "response_too_large" in err  # the console names the class
+    assert rss is not None and rss < 500, f"peak RSS {rss} MB"
+    # The rule at an eighth of the scale (--max-response-mb 8: 16 MiB of string): wide text from half the cap refused,
+    # under it kept; text of 2-byte characters kept up to the byte cap.
+    texts = ["a" * (4 * MIB + 4096) + EMOJI, "a" * (4 * MIB - 4096) + EMOJI, "\u4e2d" * (8 * MIB // 3 - 4096)]
+    replies = iter(Reply(body=answer_body(t)) for t in texts)  # UTF-8 as sent, not the test server's \u escapes
+    with TestServer(Script(lambda req: next(replies))) as srv:
+        code, _, err = cli_rss("run", "--suite", "smoke", "--smoke", "--limit", "3", "--mode", "chat", "--base-url",
+                               srv.url, "--model", "m", "--out", tmp_path / "small", "--quiet", "--concurrency", "1",
+                               "--max-response-mb", "8")
+    assert code == 0, err[-2000:]
+    recs = [json.loads(x) for x in (tmp_path / "small" / "responses.jsonl").read_bytes().splitlines()]
+    assert [r["error"] for r in recs] == ["response_too_large", None, None], [r["error"] for r in recs]
+    assert json.loads(recs[1]["body"])["choices"][0]["message"]["content"] == texts[1]
+
+
+def test_a_long_real_stream_with_logprobs_and_an_emoji_is_within_the_line_cap():
+    """What a real endpoint sends for a long answer stays recorded and scored: a 32k-token stream with 20 top
+    logprobs a token (61 MiB as a journal line) in which one alternative is an emoji. Counted as one string at the
+    emoji's width it would pass the cap (8 x 61 MiB); each event's string is measured at its own width, and it is
+    within (366 MiB). The whole `run` and `score` of it are bench/perf/journal_line_memory.py's rows (about 440 and
+    390 MB); here the rule, on the record's line."""
+    from verifier.execution import layout
+
+    def event(i: int) -> str:
+        alts = [{"token": EMOJI if (i, k) == (16384, 7) else f" alt{k}", "logprob": -1.5 - k,
+                 "bytes": list((EMOJI if (i, k) == (16384, 7) else f" alt{k}").encode())} for k in range(20)]
+        w = f" w{i % 997}"
+        return json.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                           "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None, "logprobs": {
+                               "content": [{"token": w, "logprob": -0.125, "bytes": list(w.encode()), "top_logprobs": alts}]}}]},
+                          ensure_ascii=False)
+
+    rec = {"suite": "smoke", "sample_id": "s", "epoch": 0, "mode": "chat-stream", "request": {"stream": True},
+           "status": 200, "body": None, "chunks": [event(i) for i in range(32768)] + ["[DONE]"], "error": None}
+    line = json.dumps(rec, ensure_ascii=False).encode()
+    assert len(line) > 60 * MIB and EMOJI.encode() in line
+    assert 8 * len(line) > layout.MAX_LINE_MEMORY  # the line's string alone is 4 bytes a character
+    assert layout.line_memory(line) <= layout.MAX_LINE_MEMORY
+    assert layout.line_text(line, Path("responses.jsonl"), 1)  # read, not refused

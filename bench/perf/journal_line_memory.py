@@ -8,10 +8,13 @@ line (layout.MAX_LINE_MEMORY, layout.MAX_LINE) and on a body's text (wire/bodyre
 same ending in one emoji (a string holding it takes 4 bytes a character), a body of 64 MiB of control bytes (each
 escaped in six), a 399 MiB text answer (under the old 400 MiB line cap), and the longest text line the caps admit.
 `run` rows: the test server answers one request, then the run is scored again (`score`): a 64 MiB answer ending in
-one emoji (refused at receive), the widest answer the caps admit (32 MiB ending in one emoji), a stream of 64 MiB
-of text deltas ending in one emoji (journaled as `response_too_large`: its record would cost more than the cap to
-read back), the same sent with an API key (the journal writer then rejoins the stream's text to look for it), and a 32k-token stream with 20 top logprobs a token and one emoji among them (about 40 MB of SSE, what a
-real long answer sends: recorded and scored). Exits 1 when a command fails unexpectedly or a peak reaches 500 MB.
+one emoji (refused at receive), the widest answer the caps admit (32 MiB ending in one emoji), a stream of 62 MiB
+of text deltas ending in one emoji (within the line cap: each event's string is narrow, the answer joined from them
+takes 4 bytes a character), the same sent with an API key (the journal writer then parses the record to look for a split key), a
+32k-token stream with 20 top logprobs a token and one emoji among them (54 MiB of SSE, what a real long answer
+sends: recorded and scored), the same with an API key, and a 120 MiB answer under `--max-response-mb 128`. Exits 1
+when a command fails unexpectedly or a peak reaches 500 MB, except the rows with an API key and with
+`--max-response-mb` above its default (docs/security.md says what those cost).
 """
 
 from __future__ import annotations
@@ -89,16 +92,19 @@ def main() -> int:
                   Reply(content=" ".join(["a" * 65000] * 1000) + "\U0001F600")),
                  ("the same stream, sent with an API key", "chat-stream",
                   Reply(content=" ".join(["a" * 65000] * 1000) + "\U0001F600")),
-                 ("32k tokens, top-20 logprobs, one emoji (stream)", "chat-stream", logprob_stream())]
+                 ("32k tokens, top-20 logprobs, one emoji (stream)", "chat-stream", logprob_stream()),
+                 ("the same stream, sent with an API key", "chat-stream", logprob_stream()),
+                 ("--max-response-mb 128: a 120 MiB text answer", "chat", Reply(content="a" * (120 * MIB)))]
     os.environ["JOURNAL_LINE_MEMORY_KEY"] = "sk-journal-line-memory-0123456789"  # the redactor then rejoins streams
     for i, (what, mode, reply) in enumerate(run_cases):
         key = ["--api-key-env", "JOURNAL_LINE_MEMORY_KEY"] if "API key" in what else []
+        key += ["--max-response-mb", "128"] if what.startswith("--max-response-mb") else []
         with TestServer(Script(lambda req, reply=reply: reply)) as srv:
             code, rss, wall = cli(*base, *key, "--mode", mode, "--base-url", srv.url, "--out", tmp / f"r{i}")
         del reply
         rec = json.loads((tmp / f"r{i}" / "responses.jsonl").read_bytes().splitlines()[0])
         size = (tmp / f"r{i}" / "responses.jsonl").stat().st_size / MIB
-        ok &= code in (0, 10, 12, 13, 20, 30) and rss < 500
+        ok &= code in (0, 10, 12, 13, 20, 30) and (rss < 500 or "API key" in what or "--max-response-mb" in what)
         print(f"run:   {what:<51} line {size:5.0f} MiB  exit {code}  peak RSS {rss:6.0f} MB  {wall:5.1f} s  "
               f"journaled {rec.get('error') or 'the answer'}")
         for name in ("verdicts.jsonl", "observations.jsonl", "summary.json"):
