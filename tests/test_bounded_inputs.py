@@ -749,9 +749,9 @@ def test_a_planted_record_too_costly_to_read_is_refused_before_it_is_decoded(tmp
 
 def test_an_admitted_record_costs_at_most_what_the_line_cap_counts(tmp_path, one_record_run):
     """What reading a record within the caps costs is bounded by what layout.line_memory counts for it, and the cap
-    on that (384 MiB) keeps `score` under 500 MB. Here at a quarter of the cap, to stay fast: a 24 MiB answer ending
-    in one emoji (counted 192 MiB; 605 MB was the full-size case before). The full sizes (the longest text line the
-    caps admit, 414 MB; 32 MiB ending in an emoji, 222 MB) are bench/perf/journal_line_memory.py's rows."""
+    on that (384 MiB) keeps `score` under 500 MB. Here at three quarters of the cap, to stay fast: a 24 MiB answer
+    ending in one emoji (counted 288 MiB; 605 MB was the 64 MiB case before). The full sizes (the longest text line the
+    caps admit, 286 MB; 32 MiB ending in an emoji, 221 MB) are bench/perf/journal_line_memory.py's rows."""
     from verifier.execution import layout
 
     run, base = one_record_run
@@ -823,3 +823,18 @@ def test_a_long_real_stream_with_logprobs_and_an_emoji_is_within_the_line_cap():
     assert 8 * len(line) > layout.MAX_LINE_MEMORY  # the line's string alone is 4 bytes a character
     assert layout.line_memory(line) <= layout.MAX_LINE_MEMORY
     assert layout.line_text(line, Path("responses.jsonl"), 1)  # read, not refused
+
+
+def test_measuring_a_planted_line_of_unclosed_strings_takes_linear_time(monkeypatch):
+    """The strings of a line are measured one by one before it is decoded: a planted line that is no JSON (a string
+    never closed, a run of quotes, backslashes) is scanned in linear time, never backtracked over (a nested
+    repetition took 22 s for 26 bytes), then refused."""
+    from verifier.execution import layout
+
+    small_caps(monkeypatch)
+    for line in (b'{"a": "' + b"a" * MIB + EMOJI.encode(), b'{"' + b'"' * MIB + EMOJI.encode(),
+                 b'{"' + b"\\" * MIB + EMOJI.encode() + b"\n", b'{"' + b'a\\"' * (MIB // 3) + EMOJI.encode()):
+        t0 = time.monotonic()
+        with pytest.raises(layout.CorruptFile):
+            layout.line_text(line, Path("responses.jsonl"), 1)
+        assert time.monotonic() - t0 < 10, line[:20]

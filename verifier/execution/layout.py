@@ -51,7 +51,9 @@ MAX_LINE = MAX_LINE_MEMORY // 3
 always costs more than MAX_LINE_MEMORY (`line_memory` counts a line of plain text three times), so it is refused
 after holding one safeio.SCAN_CHUNK of it. Journals written before this cap (400 MiB then) with a longer line are
 refused naming it."""
-_JSON_STRING = re.compile(rb'"(?:[^"\\]+|\\.)*"')
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
+"""A JSON string in a line's bytes. Possessive: a planted line with a string never closed is scanned once, in linear
+time (`(?:[^"\\]+|\\.)*` backtracks exponentially there: 26 bytes took 22 s)."""
 MAX_STRINGS_MEASURED = 300_000
 """`line_memory` measures the strings of a line one by one only up to this many (a stream record holds one per event,
 at most 250,000 by default: wire/bodyread.MAX_STREAM_EVENTS); a line of more is judged by the simpler bound."""
@@ -81,13 +83,20 @@ def _peak(m: textmemory.TextSize, strings: int) -> int:
 
 def _strings_memory(raw: bytes, bound: int) -> int:
     """The strings of the JSON line `raw`, each measured at its own widest width (escapes included); `bound` when
-    there are more than MAX_STRINGS_MEASURED of them."""
-    total = 0
-    for n, s in enumerate(_JSON_STRING.finditer(raw)):
-        if n >= MAX_STRINGS_MEASURED:
+    there are more than MAX_STRINGS_MEASURED of them, or one is never closed (no JSON: the simpler bound judges it).
+    Each string is matched from the quote that opens it, so every byte is scanned once (a search restarting at every
+    quote inside an unclosed string would be quadratic)."""
+    total, pos = 0, 0
+    for _ in range(MAX_STRINGS_MEASURED):
+        start = raw.find(b'"', pos)
+        if start < 0:
+            return min(total, bound)
+        m = _JSON_STRING.match(raw, start)
+        if m is None:
             return bound
-        total += textmemory.measure(s.group()).parsed
-    return min(total, bound)
+        total += textmemory.measure(m.group()).parsed
+        pos = m.end()
+    return bound if raw.find(b'"', pos) >= 0 else min(total, bound)
 
 
 def over_line_memory(raw: bytes) -> int | None:
