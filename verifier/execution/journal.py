@@ -35,6 +35,12 @@ TOO_LARGE_TO_RECORD = "response_too_large"
 cap (wire/endpoint.FINAL_ERRORS), judged the same way (infra, not retried)."""
 
 
+KEEP_PARSE_UP_TO = 8 * 2**20
+"""A record's line up to this long hands the writer's parse of it to the live follower (execution/live.py), which
+then need not parse it again; a longer one is parsed again there, so the writer's parse is not held while the
+follower reads the line (a 61 MiB stream of logprobs parses into about 250 MB of objects)."""
+
+
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -298,15 +304,19 @@ class Journal:
         """The record's line as it is written (scrubbed, encoded) and the writer's parse of it (None without secrets)."""
         # A gsm8k record's request holds 17 messages: walked string by string only when the line scan cannot clear it.
         rec, line = scrubbed(self._redact, self._redact.record_streams(ex.to_json()))
+        # backslashreplace: a lone surrogate is written as its JSON escape, as the text file did.
+        data = line.encode("utf-8", "backslashreplace")
+        del line  # one character beyond U+FFFF makes the whole line's string 4 bytes a character: not kept for the parse
         parsed = None
         if self._redact:
             parsed = self._parse(rec)
             if self._parsed_leak(parsed[0]):
                 rec, parsed = self._redact.blank_texts(rec), None
-                line = dumps(rec)
+                data = dumps(rec).encode("utf-8", "backslashreplace")
+            elif len(data) > KEEP_PARSE_UP_TO:
+                parsed = None  # the live follower parses a long record again rather than hold this beside its line
         rec = {}
-        # backslashreplace: a lone surrogate is written as its JSON escape, as the text file did.
-        return line.encode("utf-8", "backslashreplace"), parsed
+        return data, parsed
 
     @staticmethod
     def _parse(rec: dict[str, Any]) -> tuple[Any, BaseException | None]:
@@ -343,9 +353,9 @@ class Journal:
 
 def _may_be_costly(ex: Exchange) -> bool:
     """Whether the record's answer is long enough that its line might pass a cap: at 6 bytes a character escaped,
-    then 8 times that read back (layout.over_line_memory), a shorter answer cannot."""
+    then 12 times that read back (layout.over_line_memory), a shorter answer cannot."""
     size = len(ex.body or "") + sum(len(c) for c in ex.chunks or ())
-    return 48 * size > layout.MAX_LINE_MEMORY
+    return 72 * size > layout.MAX_LINE_MEMORY
 
 
 def _too_costly(data: bytes) -> bool:
