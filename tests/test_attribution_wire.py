@@ -657,6 +657,24 @@ def test_a_probe_both_sides_fail_alike_with_only_its_text_moved_is_read_with_the
     assert {e.signal: e.verdict for e in compare._probe_evidence(ev, numerics_moved=False)} == {"probe:t": "fail", "probe:f": "fail"}
 
 
+def test_a_probes_moved_text_passes_where_teacher_forcing_cleared_the_decodes_moving():
+    """The batching-noise bench (4 slots at concurrency 4 against a 1-slot golden), measured: the greedy decode moved
+    on gsm8k (drift and parting) while the teacher-forced distance passed, and `state_repeat_after_shared_prefix`'s
+    check passed with only its greedy text moved (a near tie flipped): it held the frontend inconclusive (exit 20).
+    The same near-tie flips the suites' parting was cleared of: pass, qualified `outweighed`. A probe whose check reads
+    what the model wrote and failed stays inconclusive; a moved prompt-token count stays frontend evidence."""
+    ev = {"t@chat": {"signal": "probe:t", "surface": "chat", "component": "engine state", "verdict": "fail",
+                     "summary": "t on chat: its check passed, but the exchange moved", "qualifier": "exchange_text"},
+          "o@chat": {"signal": "probe:o", "surface": "chat", "component": "API validation", "verdict": "fail",
+                     "summary": "o on chat: FAILED", "qualifier": "model_output"},
+          "f@chat": {"signal": "probe:f", "surface": "chat", "component": "API validation", "verdict": "fail",
+                     "summary": "f on chat: its check passed, but the exchange moved"}}
+    judged = {e.signal: (e.verdict, e.qualifier) for e in compare._probe_evidence(ev, numerics_moved=True, decode_noise=True)}
+    assert judged == {"probe:t": ("pass", "outweighed"), "probe:o": ("inconclusive", "model_output"), "probe:f": ("fail", None)}
+    held = {e.signal: e.verdict for e in compare._probe_evidence(ev, numerics_moved=True, decode_noise=False)}
+    assert held == {"probe:t": "inconclusive", "probe:o": "inconclusive", "probe:f": "fail"}
+
+
 def test_a_passing_probes_moved_text_ranks_below_sample_level_evidence():
     g = [Observation(suite="s", sample_id="a", epoch=0, mode="chat", outcome="content", score=1.0, metrics={"m": 1.0}, answer="1")]
     c = [Observation(suite="s", sample_id="a", epoch=0, mode="chat", outcome="contract", answer="1", findings=("reasoning_in_content",))]
