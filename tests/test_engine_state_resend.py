@@ -242,3 +242,40 @@ def test_only_the_signals_declared_to_read_resends_see_them():
     alone = signals.evaluate(golden, [rec(ANSWER, 3)])
     assert {k: v for k, v in results.items() if k != "repeats_disagree"} == {k: v for k, v in alone.items() if k != "repeats_disagree"}
     assert "resent" not in rec(ANSWER, 3).to_dict() and Observation.from_dict(rec(ANSWER, 3).to_dict()).resent is None
+
+
+# ----------------------------------------------------------------------------- with the probes, and an older golden's
+
+@pytest.fixture(scope="module")
+def probed_goldens(tmp_path_factory):
+    """The same golden blessed with --probes (the state probes in it), and an older golden's probes: the same without
+    the state probes (recorded before they existed), whose other probes still repeat prompts."""
+    import shutil
+
+    from verifier.cli import main
+
+    tmp = tmp_path_factory.mktemp("probed")
+    with server() as srv:
+        assert main(["run", *RUN, "--probes", "--base-url", srv.url, "--out", str(tmp / "ref")]) == 0
+    assert main(["bless", str(tmp / "ref"), "--to", str(tmp / "with")]) == 0
+    zero_margins(tmp / "with")
+    shutil.copytree(tmp / "with", tmp / "older")
+    doc = json.loads((tmp / "older" / "golden.json").read_text())
+    assert any(k.startswith("state_") for k in doc["probes"])
+    doc["probes"] = {k: v for k, v in doc["probes"].items() if not k.startswith("state_")}
+    (tmp / "older" / "golden.json").write_text(json.dumps(doc))
+    return tmp / "with", tmp / "older"
+
+
+@pytest.mark.parametrize("which", ["with the state probes", "an older golden without them"])
+def test_the_state_fault_is_named_engine_state_first_with_or_without_a_state_probe(probed_goldens, tmp_path, cli, which):
+    """With the state probes the probe and the resends both say it; without them (an older golden), the probes that
+    repeat a prompt fail under their own components (API validation: neutral values on repeats), and the resends
+    still name engine state first, on the workload's samples."""
+    golden = probed_goldens[0 if which.startswith("with") else 1]
+    with server() as srv, Proxy(srv.url, ["state_dependent_answers"]) as px:
+        code, doc, out = gate(cli, golden, px.url, tmp_path / "c")
+    assert px.mutations and code == 10 and doc["status"] == "frontend_regression", out
+    first = doc["diagnosis"][0]
+    assert first["component"] == "engine state" and "repeats_disagree" in first["findings"], doc["diagnosis"]
+    assert ("probe:state_repeat_after_shared_prefix" in first["findings"]) == which.startswith("with"), first
