@@ -166,7 +166,7 @@ def test_an_interrupted_resend_step_is_completed_by_a_resume(golden, tmp_path, c
     assert len(again) == resend.DEFAULT_SAMPLES and len({r["sample_id"] for r in again}) == resend.DEFAULT_SAMPLES
     sent = [r["sent"] for r in lines(out / "responses.jsonl") + again]
     assert len(set(sent)) == len(sent)
-    assert json.loads((out / "run.json").read_text())["resend"]["requests"] == 2
+    assert json.loads((out / "run.json").read_text())["resend"]["requests"] == resend.DEFAULT_SAMPLES
     code, stdout, err = cli("compare", out, "--golden", golden)
     assert code == 10, stdout + err
     assert json.loads((out / "comparison.json").read_text())["diagnosis"][0]["component"] == "engine state"

@@ -605,6 +605,7 @@ class Resend:
             block = await resend.run(c.endpoint, c.run_dir, c.spec.resend, c.cfg.concurrency, c.modes, c.order,
                                      {s.name for s, _ in c.suites if s.conversation},
                                      [c.cfg.api_key or "", *c.cfg.headers.values()])
+        resend.say(block, c.spec.quiet)
         c.header = with_keys(c.started(), resend=block)
 
 

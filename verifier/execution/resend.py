@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping
 from verifier import scrub
 from verifier.execution import journal
 from verifier.execution.layout import RESENDS, CorruptFile
-from verifier.surfaces.registry import mode_of
+from verifier.surfaces.registry import REFERENCE_SURFACE, mode_of, surface_for
 from verifier.types import Exchange, Observation, Suite
 
 if TYPE_CHECKING:
@@ -44,9 +44,10 @@ Target = tuple[str, str, int, str]
 """(suite, sample id, epoch, mode): the journaled record whose request is sent again."""
 
 
-def _mode_rank(modes: list[str], mode: str) -> tuple[bool, int]:
-    """A non-streamed mode before a streamed one, then the run's own order: one request per sample, the plainest."""
-    return mode_of(mode).stream, modes.index(mode) if mode in modes else len(modes)
+def _mode_rank(modes: list[str], mode: str) -> tuple[bool, bool, int]:
+    """A non-streamed mode before a streamed one, chat before the other surfaces (Messages returns no logprobs), then
+    the run's own order: one request per sample, the plainest."""
+    return mode_of(mode).stream, surface_for(mode).name != REFERENCE_SURFACE, modes.index(mode) if mode in modes else len(modes)
 
 
 def targets(exchanges: Iterable[Exchange], per_suite: int, cold: int, modes: list[str],
@@ -92,6 +93,8 @@ async def run(ep: "Endpoint", run_dir: Path, per_suite: int, cold: int, modes: l
     done = {ex.key for ex in read(run_dir) if ex.error is None}
     block: dict[str, Any] = {"state": "done", "samples": per_suite, "requests": 0, "errors": 0,
                              "resent": len(chosen)}
+    """`resent`: the requests chosen; `requests`, `errors`: what resends.jsonl holds once the step is done (a resumed
+    step's earlier sends included), and of those the infra errors."""
     if not chosen:
         return {**block, "state": "skipped", "reason": "no greedy request of the run to send again (temperature 0, "
                 "epoch 0, sent after the run's first concurrent batch)"}
@@ -102,13 +105,12 @@ async def run(ep: "Endpoint", run_dir: Path, per_suite: int, cold: int, modes: l
                 continue
             sent = order.take()
             r = await ep.send(ex.mode, ex.request)
-            block["requests"] += 1
-            block["errors"] += r.error is not None
             jr.append(Exchange(ex.suite, ex.sample_id, ex.epoch, ex.mode, ex.request, r.status, r.body, r.chunks, r.error,
                                r.latency_ms, r.attempts, sent))
     finally:
         jr.close()
-    return block
+    latest = {x.key: x for x in read(run_dir)}
+    return {**block, "requests": len(latest), "errors": sum(x.error is not None for x in latest.values())}
 
 
 def observations(run_dir: Path, suites: Mapping[str, Suite]) -> list[Observation]:
@@ -138,7 +140,11 @@ def observations(run_dir: Path, suites: Mapping[str, Suite]) -> list[Observation
     return out
 
 
-def say_skipped(block: Mapping[str, Any]) -> None:
-    """A skipped step said once on stderr (the reason is in run.json too)."""
-    if block.get("state") == "skipped":
+def say(block: Mapping[str, Any], quiet: bool) -> None:
+    """The step's infra errors said on stderr even when quiet (a resend that met one measures nothing), a skipped
+    step's reason unless quiet; both are in run.json's `resend` too."""
+    if block.get("errors"):
+        print(f"resend: {block['errors']} of {block.get('requests')} resent request(s) met an infra error: engine state is "
+              "not read on those samples (run.json resend)", file=sys.stderr)
+    elif block.get("state") == "skipped" and not quiet:
         print(f"resend: skipped: {block.get('reason')}", file=sys.stderr)
