@@ -198,7 +198,8 @@ def test_the_resend_targets_are_bounded_greedy_answered_and_warm():
                ex("i", 12), ex("j", 13), ex("k", 14), ex("x", 15, suite="conv")]
     chosen = resend.targets(records, 2, 4, modes, skip_suites={"conv"})
     # a, b: the cold first batch; d: the dual path; e: sampled; f: another epoch; g, h: no answer; conv: conversation
-    assert [(t.sample_id, t.mode) for t in chosen] == [("c", "chat"), ("i", "chat")]  # two per suite, chat before its stream
+    assert [(sid, mode) for _, sid, _, mode in chosen] == [("c", "chat"), ("i", "chat")]  # two per suite, chat before its stream
+    assert resend.requests_of(records, chosen) == {("s", "c", 0, "chat"): {"temperature": 0}, ("s", "i", 0, "chat"): {"temperature": 0}}
     assert len(resend.targets(records, 64, 0, modes)) == 7  # a, b, c, i, j, k, and conv's x, when not skipped
 
 

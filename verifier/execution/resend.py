@@ -51,27 +51,33 @@ def _mode_rank(modes: list[str], mode: str) -> tuple[bool, bool, int]:
 
 
 def targets(exchanges: Iterable[Exchange], per_suite: int, cold: int, modes: list[str],
-            skip_suites: Collection[str] = ()) -> list[Exchange]:
+            skip_suites: Collection[str] = ()) -> list[Target]:
     """The records to send again: per suite, the samples of the first `per_suite` answered greedy records (temperature
     0, epoch 0, a mode the server renders itself: not the dual path) in send order, each sample's plainest mode,
-    leaving out the run's first `cold` sends and `skip_suites` (conversations: a step's request replays answers)."""
-    best: dict[tuple[str, str], Exchange] = {}
+    leaving out the run's first `cold` sends and `skip_suites` (conversations: a step's request replays answers).
+    Only keys and send numbers are kept while the journal is walked (its memory does not grow with the run)."""
+    best: dict[tuple[str, str], tuple[tuple[bool, bool, int], int, Target]] = {}
     for ex in exchanges:
         if ex.suite in skip_suites or ex.epoch != 0 or ex.error is not None or ex.status != 200 or ex.sent is None:
             continue
         if ex.sent < cold or mode_of(ex.mode).dual_path or ex.request.get("temperature") != 0:
             continue
-        key = (ex.suite, ex.sample_id)
+        key, rank = (ex.suite, ex.sample_id), _mode_rank(modes, ex.mode)
         old = best.get(key)
-        if old is None or _mode_rank(modes, ex.mode) < _mode_rank(modes, old.mode):
-            best[key] = ex
-    out: list[Exchange] = []
+        if old is None or rank < old[0]:
+            best[key] = (rank, ex.sent, ex.key)
+    out: list[Target] = []
     taken: dict[str, int] = {}
-    for ex in sorted(best.values(), key=lambda e: (e.suite, e.sent or 0)):
-        if taken.get(ex.suite, 0) < per_suite:
-            taken[ex.suite] = taken.get(ex.suite, 0) + 1
-            out.append(ex)
+    for _, _, target in sorted(best.values(), key=lambda b: (b[2][0], b[1])):
+        if taken.get(target[0], 0) < per_suite:
+            taken[target[0]] = taken.get(target[0], 0) + 1
+            out.append(target)
     return out
+
+
+def requests_of(exchanges: Iterable[Exchange], chosen: Collection[Target]) -> dict[Target, dict[str, Any]]:
+    """The request bodies of the chosen records, as the run sent them (the latest answered record of each key)."""
+    return {ex.key: ex.request for ex in exchanges if ex.key in chosen and ex.error is None}
 
 
 def read(run_dir: Path) -> list[Exchange]:
@@ -90,22 +96,23 @@ async def run(ep: "Endpoint", run_dir: Path, per_suite: int, cold: int, modes: l
     """Send the targets again, one at a time, journaling each in resends.jsonl; returns run.json's `resend` block.
     A resume sends only the targets resends.jsonl has no answer for."""
     chosen = targets(journal.iter_exchanges(run_dir), per_suite, cold, modes, skip_suites)
+    bodies = requests_of(journal.iter_exchanges(run_dir), set(chosen))
     done = {ex.key for ex in read(run_dir) if ex.error is None}
-    block: dict[str, Any] = {"state": "done", "samples": per_suite, "requests": 0, "errors": 0,
-                             "resent": len(chosen)}
-    """`resent`: the requests chosen; `requests`, `errors`: what resends.jsonl holds once the step is done (a resumed
-    step's earlier sends included), and of those the infra errors."""
+    # `resent`: the requests chosen; `requests`, `errors`: what resends.jsonl holds once the step is done (a resumed
+    # step's earlier sends included), and of those the infra errors
+    block: dict[str, Any] = {"state": "done", "samples": per_suite, "requests": 0, "errors": 0, "resent": len(chosen)}
     if not chosen:
         return {**block, "state": "skipped", "reason": "no greedy request of the run to send again (temperature 0, "
                 "epoch 0, sent after the run's first concurrent batch)"}
     jr = journal.Journal(run_dir, scrub=[*secrets, *scrub.secrets()], name=RESENDS)
     try:
-        for ex in chosen:
-            if ex.key in done:
+        for key in chosen:
+            if key in done:
                 continue
+            suite, sample_id, epoch, mode = key
             sent = order.take()
-            r = await ep.send(ex.mode, ex.request)
-            jr.append(Exchange(ex.suite, ex.sample_id, ex.epoch, ex.mode, ex.request, r.status, r.body, r.chunks, r.error,
+            r = await ep.send(mode, bodies[key])
+            jr.append(Exchange(suite, sample_id, epoch, mode, bodies[key], r.status, r.body, r.chunks, r.error,
                                r.latency_ms, r.attempts, sent))
     finally:
         jr.close()
