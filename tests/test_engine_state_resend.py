@@ -13,6 +13,7 @@ from conftest import zero_margins
 from suites import gsm8k
 from verifier.attribution import signals
 from verifier.execution import resend
+from verifier.testbed.mutation import choices_of
 from verifier.testbed.proxy import Proxy
 from verifier.testbed.server import Reply, Script, TestServer, arithmetic, last_user_text
 from verifier.types import Exchange, Observation
@@ -280,3 +281,70 @@ def test_the_state_fault_is_named_engine_state_first_with_or_without_a_state_pro
     first = doc["diagnosis"][0]
     assert first["component"] == "engine state" and "repeats_disagree" in first["findings"], doc["diagnosis"]
     assert ("probe:state_repeat_after_shared_prefix" in first["findings"]) == which.startswith("with"), first
+
+
+# ----------------------------------------------------------------------------- batching noise is no state event
+
+NEAR_TIE = -0.69  # the answer's last token and its runner-up: probability about a half each
+
+
+def near_tie_server():
+    """gsm8k's smoke samples answered right, the answer's last token a near tie with the next number (as a small
+    model's digit often is); every other token sure."""
+    table = {last_user_text({"messages": s.messages}): s.target for s in gsm8k.SUITE.load(None, True)}
+
+    def answer(req):
+        target = table.get(last_user_text(req))
+        if target is None:
+            return arithmetic(req)
+        toks = ["Working", " it", " out,", " the", " answer", " is", f" {target}"]
+        entries = [{"token": t, "logprob": -0.01, "top_logprobs": [{"token": t, "logprob": -0.01}]} for t in toks[:-1]]
+        runner_up = f" {int(target) + 1}"
+        entries.append({"token": toks[-1], "logprob": NEAR_TIE, "top_logprobs": [
+            {"token": toks[-1], "logprob": NEAR_TIE}, {"token": runner_up, "logprob": NEAR_TIE - 0.01}]})
+        return Reply(content="".join(toks), logprob_entries=entries)
+
+    return TestServer(Script(answer, honour_sampling=True))
+
+
+def _flip_near_tie(d):
+    """The decode under another batch shape: the near tie taken the other way (the runner-up, its value and the
+    original's swapped, a hair apart), the text with it; sure tokens untouched."""
+    pairs = []
+    for c in choices_of(d):
+        entries = ((c.get("logprobs") or {}).get("content")) or []
+        msg = c.get("message") or {}
+        for e in entries:
+            alts = e.get("top_logprobs") or []
+            if len(alts) >= 2 and abs(alts[0]["logprob"] - alts[1]["logprob"]) < 0.05:
+                before = e["token"]
+                e["token"], alts[0]["token"], alts[1]["token"] = alts[1]["token"], alts[1]["token"], before
+                if isinstance(msg.get("content"), str):
+                    msg["content"] = msg["content"][: len(msg["content"]) - len(before)] + e["token"]
+                pairs.append((before, e["token"]))
+    return pairs
+
+
+def test_a_near_tie_flipped_in_the_concurrent_run_and_not_alone_is_no_engine_state_event(tmp_path, cli):
+    """Batch shape flips near ties: the run's concurrent requests take the answer's near tie the other way, the resend
+    alone does not. Alone right, in the run wrong, but at a token the model was not sure of: repeats_disagree does not
+    fire and engine state is not named (whatever the other evidence says of the changed answers)."""
+    from verifier.cli import main
+    from verifier.testbed.mutation import Fault, pure_edit
+
+    with near_tie_server() as srv:
+        assert main(["run", *RUN, "--base-url", srv.url, "--out", str(tmp_path / "ref")]) == 0
+    assert main(["bless", str(tmp_path / "ref"), "--to", str(tmp_path / "g")]) == 0
+    zero_margins(tmp_path / "g")
+    noise = Fault("batch_shape_near_tie", "the near tie taken the other way in a concurrent batch", "batch shape",
+                  "nothing (no state event)", response=pure_edit(_flip_near_tie), with_shared_prefix=True)
+    with near_tie_server() as srv, Proxy(srv.url, [(noise, 1.0)]) as px:
+        code, doc, out = gate(cli, tmp_path / "g", px.url, tmp_path / "c")
+    assert px.mutations, "the noise never acted"
+    right = golden_texts(tmp_path / "g")
+    run = {r["sample_id"]: r for r in lines(tmp_path / "c" / "responses.jsonl")}
+    again = lines(tmp_path / "c" / "resends.jsonl")
+    assert again and all(text_of(r) == right[r["sample_id"]] != text_of(run[r["sample_id"]]) for r in again)
+    ev = next(e for e in doc["frontend"]["evidence"] if e["signal"] == "repeats_disagree")
+    assert ev["verdict"] == "pass" and ev["summary"].startswith("repeats_disagree: 0/"), ev
+    assert "engine state" not in {d["component"] for d in doc["diagnosis"]}, doc["diagnosis"]
