@@ -123,13 +123,17 @@ class _Handler(BaseHTTPRequestHandler):
         getattr(self, "b_" + self.server.behaviour.replace("-", "_"))(stream, body)
 
     # --- behaviours -------------------------------------------------------------------------
-    def _tokens(self) -> list[str]:
+    def _tokens(self, body: Any = None) -> list[str]:
+        """The credentials this request carries: its headers', else its body's `api_key` (an --extra-body credential)."""
         auth = self.headers.get("Authorization", "")
-        return [v for v in (auth, auth.split(" ", 1)[-1], self.headers.get("X-Api-Key", "")) if v]
+        found = [v for v in (auth, auth.split(" ", 1)[-1], self.headers.get("X-Api-Key", "")) if v]
+        if not found and isinstance(body, dict) and isinstance(body.get("api_key"), str):
+            found = ["Bearer " + body["api_key"], body["api_key"]]
+        return found
 
     def b_echo(self, stream: bool, body: Any) -> None:
         """Echo credentials every way: whole, bare, split across chunks, escaped."""
-        toks = self._tokens()
+        toks = self._tokens(body)
         bare = toks[1] if len(toks) > 1 else toks[0]
         escaped = json.dumps(bare).replace("-", "\\u002d")[1:-1]
         if stream:

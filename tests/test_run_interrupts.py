@@ -185,3 +185,32 @@ def test_a_gate_terminated_during_its_probes_continues_to_the_verdict_the_whole_
         assert cont[key] == doc[key], key
     statuses = [{(row["key"], row["status"]) for row in d["conformance"]} for d in (cont, doc)]
     assert statuses[0] == statuses[1] and not any(status == "not_run" for _, status in statuses[0]), statuses
+
+
+def test_a_sequential_gate_terminated_continues_to_the_verdict_the_whole_sequential_gate_gives(slow_server, tmp_path):
+    """`gate --sequential` stops once a regression is decided. Terminated before that, its printed commands (the
+    resume sends what is left; compare reads `sequential` from run.json) end with the uninterrupted gate's verdict."""
+    from verifier.testbed.proxy import Proxy
+
+    out, whole = tmp_path / "g", tmp_path / "whole"
+    golden = ROOT / "goldens" / "demo-smoke"
+    with Proxy(slow_server, ["answer_in_reasoning"], seed=0) as bad:
+        base = [sys.executable, "-m", "verifier", "gate", "--golden", str(golden), "--base-url", bad.url, "--model", "m",
+                "--quiet", "--concurrency", "1", "--sequential", "--looks", "4"]
+        rc, stderr = _interrupt([*base, "--out", str(out)], out, signal.SIGTERM, tmp_path)
+        assert rc == 143, stderr
+        assert json.loads((out / "run.json").read_text())["gate"]["sequential"] is True
+        steps = _steps(stderr)
+        assert len(steps) == 2 and steps[1] == f"verifier compare {out} --golden {golden} --ci-outputs", stderr
+        codes = [subprocess.run([sys.executable, "-m", *shlex.split(step)], cwd=tmp_path, env=ENV, capture_output=True,
+                                text=True, timeout=300) for step in steps]
+        gated = subprocess.run([*base, "--out", str(whole)], cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    assert codes[0].returncode == 0, codes[0].stderr
+    assert gated.returncode == 10, gated.stdout + gated.stderr
+    assert codes[1].returncode == gated.returncode, codes[1].stdout + codes[1].stderr
+    cont, doc = (json.loads((d / "comparison.json").read_text()) for d in (out, whole))
+    for key in ("status", "exit_code"):
+        assert cont[key] == doc[key], key
+    assert [d["component"] for d in cont["diagnosis"]][:1] == [d["component"] for d in doc["diagnosis"]][:1] == ["reasoning parser"]
+    # The uninterrupted gate stopped at a look; the continuation sent the rest and decided the same.
+    assert doc["sequential"]["used_samples"] < doc["sequential"]["total_samples"], doc["sequential"]
