@@ -348,3 +348,14 @@ def test_a_near_tie_flipped_in_the_concurrent_run_and_not_alone_is_no_engine_sta
     ev = next(e for e in doc["frontend"]["evidence"] if e["signal"] == "repeats_disagree")
     assert ev["verdict"] == "pass" and ev["summary"].startswith("repeats_disagree: 0/"), ev
     assert "engine state" not in {d["component"] for d in doc["diagnosis"]}, doc["diagnosis"]
+
+
+def test_a_sequential_gate_that_stopped_early_records_its_resend_step_skipped(golden, tmp_path, cli):
+    """A sequential gate that stopped on a decided regression judged what it sent; the resend step is not made then,
+    and run.json says why (a resume does not make it either: the block is there)."""
+    with server() as srv, Proxy(srv.url, ["answer_in_reasoning"]) as px:
+        code, doc, out = gate(cli, golden, px.url, tmp_path / "c", "--sequential", "--looks", "4")
+    assert code == 10 and doc["sequential"]["saved_samples"] > 0, out
+    block = json.loads((tmp_path / "c" / "run.json").read_text())["resend"]
+    assert block["state"] == "skipped" and "stopped early" in block["reason"] and block["requests"] == 0, block
+    assert not (tmp_path / "c" / "resends.jsonl").exists()
