@@ -88,6 +88,7 @@ def test_the_state_fault_without_a_state_probe_is_named_engine_state_from_the_re
     right = golden_texts(golden)
     ev = next(e for e in doc["frontend"]["evidence"] if e["signal"] == "repeats_disagree")
     assert ev["verdict"] == "fail" and sorted(ev["samples"]) == sorted(r["sample_id"] for r in again), ev
+    assert f"{len(again)} sample(s) read through the gate's resend step" in ev["summary"], ev
     for r in again:
         assert text_of(next(x for x in run if x["sample_id"] == r["sample_id"])) == right[r["sample_id"]]
         assert text_of(r) != right[r["sample_id"]]

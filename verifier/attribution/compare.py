@@ -70,6 +70,8 @@ class PairedSuite:
     """signal -> samples it was measurable on"""
     unordered: dict[str, int]
     """signal reading the send order (Signal.reads_send_order) -> samples it fired on whose records had none"""
+    through_resends: dict[str, int]
+    """signal reading the resend step (Signal.reads_resends) -> samples it fired on only with their resends"""
     pooled_transform: dict[str, Any]
     """logprobs_transformed over the samples too short to measure it alone, pooled: {"samples", "points", "fired"}"""
     signal_modes: dict[str, list[str]]
@@ -174,6 +176,7 @@ class _SignalTally:
     reverse: dict[str, int]
     denom: dict[str, int]
     unordered: dict[str, int]
+    through_resends: dict[str, int]
     modes: dict[str, set[str]]
     event_modes: dict[str, dict[str, int]]
     """signal -> wire mode -> samples"""
@@ -185,7 +188,8 @@ class _SignalTally:
         return cls(several=several, declared=declared, numerics_events=numerics_events,
                    path_modes=signals.fixed_blame_modes(), events={k: [] for k in declared},
                    reverse={k: 0 for k in numerics_events}, denom={k: 0 for k in declared},
-                   unordered={k: 0 for k, sg in declared.items() if sg.reads_send_order}, modes=defaultdict(set),
+                   unordered={k: 0 for k, sg in declared.items() if sg.reads_send_order},
+                   through_resends={k: 0 for k, sg in declared.items() if sg.reads_resends}, modes=defaultdict(set),
                    event_modes=defaultdict(lambda: defaultdict(int)))
 
     def add(self, sid: str, gs: list[Observation], cs: list[Observation], results: dict[str, bool | None],
@@ -203,6 +207,8 @@ class _SignalTally:
                 self.events[name].append(sid)
                 if name in self.unordered and signals.send_order_unknown(cs):
                     self.unordered[name] += 1
+                if rs and name in self.through_resends and not self.declared[name].measure(gs, cs):
+                    self.through_resends[name] += 1
                 self.modes[name].update(self.path_modes.get(name) or where.get(name) or {o.mode for o in cs})
                 for m in (where.get(name) or ()) if self.several else ():
                     self.event_modes[name][m] += 1
@@ -264,6 +270,7 @@ class _SuiteTally:
             reverse_events=sig.reverse,
             denominators=sig.denom,
             unordered=sig.unordered,
+            through_resends=sig.through_resends,
             pooled_transform={"samples": self.pooled_samples, "points": len(self.pooled),
                               "fired": signals.one_transform(self.pooled) if len(self.pooled_samples) >= POOLED_MIN_SAMPLES else None},
             signal_modes={k: sorted(v) for k, v in sig.modes.items()},
@@ -419,6 +426,10 @@ def _signal_verdicts(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) 
             ev = dataclasses.replace(ev, note="; ".join(x for x in (ev.note, f"{unordered} sample(s) read without "
                                      "their send order (a journal from before it was recorded): any two repeats compared, "
                                      "not only first against later") if x))
+        resent = s.through_resends.get(name)
+        if resent:
+            ev = dataclasses.replace(ev, note="; ".join(x for x in (ev.note, f"{resent} sample(s) read through the gate's "
+                                     "resend step (the request sent again alone after the run)") if x))
         if name == "prompt_tokens_mismatch" and s.prompt_tokens_moved:  # the fingerprint's magnitude, for the diagnosis
             ev = dataclasses.replace(ev, prompt_tokens=s.prompt_tokens_moved)
         sigs[name] = ev
