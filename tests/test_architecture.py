@@ -66,7 +66,7 @@ def inside(name: str, pkg: str) -> bool:
 # Lowest first. A module belongs to the floor of its longest matching prefix; `verifier` alone is the package's
 # __init__ (the lazy Python API). Keep in step with docs/DESIGN.md "Packages" and "Package map".
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("verifier.types", "verifier.errors", "verifier.jsonsafe", "verifier.safeio", "verifier.safewrite", "verifier.redact",
+    ("base", ("verifier.types", "verifier.errors", "verifier.jsonsafe", "verifier.safeio", "verifier.safewrite", "verifier.redact", "verifier.textmemory",
               "verifier.scrub", "verifier.seal", "verifier.version", "verifier.stats")),
     ("surfaces", ("verifier.surfaces",)),
     ("wire", ("verifier.wire",)),

@@ -494,7 +494,8 @@ def plant_long_line(path: Path, size: int, at: int = 2) -> None:
 @pytest.mark.parametrize("name,cmd", [("responses.jsonl", "compare"), ("responses.jsonl", "report"),
                                       ("observations.jsonl", "compare"), ("verdicts.jsonl", "report")])
 def test_a_run_line_over_its_cap_is_refused_holding_one_piece_of_it(tmp_path, calibrated_golden, name, cmd):
-    """A line over the 400 MiB line cap (here 401 MiB) was read whole before it was refused (847 MB peak for
+    """A line over the line cap (layout.MAX_LINE, 128 MiB; the issue's reproduction was 401 MiB over the 400 MiB cap
+    of then) was read whole before it was refused (847 MB peak for
     compare, 926 MB for report). It is measured a piece at a time and refused holding one piece: the journal's is
     exit 2 naming file and line; a derived file's (observations, verdicts) is not the one scoring wrote, so the run
     is scored again from its journal (in place by `report`, which replaces the file; in memory by `compare --out`)."""
@@ -589,7 +590,7 @@ print(json.dumps(out))
 def test_the_live_follower_measures_an_unfinished_record_without_holding_it(tmp_path, calibrated_golden):
     """`run` judges the journal while it is written (execution/live.py). A record not yet ended (or a resumed run's
     torn tail before the writer cuts it) was read whole at every step, growing to the file's end: a 300 MiB one held
-    300 MiB, and one past the line cap held all of it. Now it is measured a piece at a time and read only once it is
+    300 MiB, and one past the line cap held all of it (here one just under the cap, then past it). Now it is measured a piece at a time and read only once it is
     complete and within layout.MAX_LINE; past the cap the follower stops naming the line (the run is then scored
     afresh, which refuses that line as `score` does)."""
     from verifier.execution import journal, layout
@@ -598,9 +599,9 @@ def test_the_live_follower_measures_an_unfinished_record_without_holding_it(tmp_
     shutil.copytree(calibrated_golden["ref"], run)
     path = run / journal.RESPONSES
     complete, offset = len(path.read_bytes().splitlines()), path.stat().st_size
-    with open(path, "ab") as f:  # an unfinished record of 300 MiB: a hole, no time, no disk
+    with open(path, "ab") as f:  # an unfinished record just under the line cap (120 MiB): a hole, no time, no disk
         f.write(b'{"suite": "smoke", ')
-        f.truncate(f.tell() + 300 * 2**20)
+        f.truncate(f.tell() + layout.MAX_LINE - 8 * 2**20)
     p = subprocess.run([sys.executable, "-c", FOLLOW_SCRIPT, run, str(complete), str(offset)], capture_output=True, text=True,
                        timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 0, p.stderr[-2000:]
@@ -609,3 +610,234 @@ def test_the_live_follower_measures_an_unfinished_record_without_holding_it(tmp_
     assert out["rss_waiting"] < 150, out  # 300 MiB were read whole before
     assert out["refused"] == f"{path}: line {complete + 1} is longer than {layout.MAX_LINE} bytes (the cap on one line)", out
     assert out["rss"] < 150, out
+
+
+# --- 7. what one journal record costs to read, within its caps ---------------------------------------------------
+
+MIB = 2**20
+EMOJI = "\U0001F600"
+
+
+@pytest.mark.parametrize("text", ["", "plain", "caf\u00e9", "\u4e2d\u6587 and ascii", "ends in " + EMOJI, "\u00ff" * 5,
+                                  "\u0100", "\ufffd\u2019", "\ud800 lone", "\x01\x02 controls"])
+def test_text_memory_is_measured_on_the_bytes_as_python_stores_the_string(text):
+    """textmemory.measure, on the UTF-8 bytes, gives the characters and the width CPython stores the decoded string
+    at (1, 2 or 4 bytes a character: its `sys.getsizeof` grows by that per character), and the widest string JSON
+    can parse from a line holding it escaped, as the journal writer escapes it."""
+    from verifier.textmemory import measure
+
+    raw = text.encode("utf-8", "surrogatepass")  # as `layout.line_text` decodes a line back
+    m = measure(raw)
+    assert m.size == len(raw) and m.characters >= len(text)
+    assert m.characters == len(text) or "\ud800" in text  # a surrogate's 3 bytes count 3: never under
+    if text:
+        assert m.width == sys.getsizeof(text + "x") - sys.getsizeof(text), text  # one character more: one width more
+    line = json.dumps({"t": text}, ensure_ascii=False).encode("utf-8", "backslashreplace")
+    value = json.loads(line)["t"]
+    assert measure(line).parsed >= len(value) * (sys.getsizeof(value + "x") - sys.getsizeof(value))
+
+
+def test_json_escapes_count_at_the_width_they_parse_to():
+    """An ASCII line whose escapes parse to wide strings is counted at their width: `\\ud83d\\ude00` (a character
+    beyond U+FFFF) at 4 bytes a character for every character of the line, `\\u4e2d` at 2; `\\u00e9` stays 1. An
+    escaped backslash before `u` (literal text) is counted as an escape too: an upper bound, never less."""
+    from verifier.textmemory import measure
+
+    for line, width in ((b'{"t":"a\\ud83d\\ude00"}', 4), (b'{"t":"\\u4e2d"}', 2), (b'{"t":"\\u00e9"}', 1),
+                        (b'{"t":"\\\\u4e2d"}', 2), (b'{"t":"plain"}', 1)):
+        m = measure(line)
+        assert (m.width, m.parsed_width) == (1, width), line
+        assert m.parsed == len(line) * width
+
+
+def small_caps(monkeypatch, memory: int = 4 * MIB) -> None:
+    """The line caps at a small scale (the rule is the same; the sizes are a 96th of the real ones)."""
+    from verifier.execution import layout
+
+    monkeypatch.setattr(layout, "MAX_LINE_MEMORY", memory)
+    monkeypatch.setattr(layout, "MAX_LINE", memory // 2)
+
+
+@pytest.mark.parametrize("key", [None, "sk-journal-test-0123456789abcdef"])
+def test_a_record_too_costly_to_read_back_is_journaled_as_response_too_large(tmp_path, monkeypatch, key):
+    """The writer measures each record's line as a reader would (layout.line_memory) and writes one over the cap as
+    the infra error `response_too_large`, without its body or chunks; the records before and after it are written as
+    they came and the run goes on. The reader refuses the very line the writer did not write, naming it, and takes
+    every line the writer writes: one rule, both sides. With a key (the writer then rejoins a stream's text to look
+    for it) the record is measured before that work."""
+    from verifier.execution import journal, layout
+    from verifier.types import Exchange
+
+    small_caps(monkeypatch)
+    chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+    def ex(sid: str, body: str | None = None, chunks: list[str] | None = None) -> Exchange:
+        return Exchange("smoke", sid, 0, "chat-stream" if chunks else "chat", chat, 200, body, chunks)
+
+    plain = answer_body("a" * (1 * MIB))  # 1 MiB of text: 2 MiB to read back, within the 4 MiB cap
+    wide = answer_body("a" * (1 * MIB) + EMOJI)  # the same ending in one emoji: every copy 4 bytes a character
+    stream = [json.dumps({"choices": [{"index": 0, "delta": {"content": "a" * 60000}}]})] * 18 + [
+        json.dumps({"choices": [{"index": 0, "delta": {"content": EMOJI}}]}, ensure_ascii=False)]
+    jr = journal.Journal(tmp_path, scrub=[key] if key else [])
+    written = [jr.append(ex("a", plain)), jr.append(ex("b", wide)), jr.append(ex("c", chunks=stream)),
+               jr.append(ex("d", plain))]
+    jr.close()
+    assert [w.error for w in written] == [None, "response_too_large", "response_too_large", None]
+    assert written[1].body is None and written[1].status is None and written[2].chunks is None
+    back = list(journal.iter_exchanges(tmp_path))
+    assert [(b.sample_id, b.error, b.body is not None) for b in back] == [
+        ("a", None, True), ("b", "response_too_large", False), ("c", "response_too_large", False), ("d", None, True)]
+    assert back[0].body == plain and back[0].request == chat
+    # The lines it refused, planted by hand, are refused by the reader naming the line; what it wrote is read.
+    for refused in (ex("b", wide), ex("c", chunks=stream)):
+        line = json.dumps(refused.to_json(), ensure_ascii=False).encode()
+        assert layout.line_memory(line) > layout.MAX_LINE_MEMORY
+        with pytest.raises(layout.CorruptFile, match=r"line 7 would take \d+ bytes of memory to read, over the cap"):
+            layout.line_text(line, tmp_path / "responses.jsonl", 7)
+    for raw in (tmp_path / "responses.jsonl").read_bytes().splitlines(keepends=True):
+        assert layout.line_memory(raw) <= layout.MAX_LINE_MEMORY
+
+
+def answer_body(text: str) -> str:
+    return json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                    "finish_reason": "stop"}]}, ensure_ascii=False)
+
+
+def planted_record(run: Path, body: str) -> int:
+    """`run`'s first journal record now carries `body` (its derived files removed); the line's size in bytes."""
+    for name in ("verdicts.jsonl", "observations.jsonl", "summary.json"):
+        (run / name).unlink(missing_ok=True)
+    lines = (run / "responses.jsonl").read_bytes().splitlines(keepends=True)
+    rec = json.loads(lines[0])
+    rec["body"] = body
+    line = (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8")
+    (run / "responses.jsonl").write_bytes(line + b"".join(lines[1:]))
+    return len(line)
+
+
+@pytest.fixture(scope="module")
+def one_record_run(tmp_path_factory):
+    """A scored one-record chat run of the smoke suite, and `score`'s peak RSS on it (the interpreter's own)."""
+    run = tmp_path_factory.mktemp("one-record") / "run"
+    with TestServer(Script(lambda req: Reply(content="4"))) as srv:
+        code, _, err = cli_rss("run", "--suite", "smoke", "--smoke", "--limit", "1", "--mode", "chat", "--base-url",
+                               srv.url, "--model", "m", "--out", run, "--quiet")
+    assert code == 0, err[-2000:]
+    code, base, err = cli_rss("score", run)
+    assert code == 0 and base is not None, err[-2000:]
+    return run, base
+
+
+@pytest.mark.parametrize("what,body", [
+    ("a 64 MiB answer ending in one emoji", lambda: answer_body("a" * (64 * MIB) + EMOJI)),
+    ("56 MiB of ASCII escaping a character beyond U+FFFF", lambda: answer_body("a" * (56 * MIB)).replace(
+        '"content": "', '"content": "\\ud83d\\ude00', 1)),
+])
+def test_a_planted_record_too_costly_to_read_is_refused_before_it_is_decoded(tmp_path, one_record_run, what, body):
+    """A journal record within the byte cap on a line whose reading would pass layout.MAX_LINE_MEMORY (its copies
+    4 bytes a character: 605 MB for `score` before) is refused in one line naming the file and the line, exit 2,
+    before it is decoded (95 MB measured)."""
+    from verifier.execution import layout
+
+    run = tmp_path / "run"
+    shutil.copytree(one_record_run[0], run)
+    size = planted_record(run, body())
+    assert size <= layout.MAX_LINE
+    code, rss, err = cli_rss("score", run, timeout=120)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, err[-2000:]
+    assert f"{run / 'responses.jsonl'}: line 1 would take" in lines[0] and "over the cap of" in lines[0], lines
+    assert rss is not None and rss < 200, f"peak RSS {rss} MB"
+
+
+def test_an_admitted_record_costs_at_most_what_the_line_cap_counts(tmp_path, one_record_run):
+    """What reading a record within the caps costs is bounded by what layout.line_memory counts for it, and the cap
+    on that (384 MiB) keeps `score` under 500 MB. Here at three quarters of the cap, to stay fast: a 24 MiB answer
+    ending in one emoji (counted 288 MiB; 605 MB was the 64 MiB case before). The full sizes (the longest text line the
+    caps admit, 286 MB; 32 MiB ending in an emoji, 221 MB) are bench/perf/journal_line_memory.py's rows."""
+    from verifier.execution import layout
+
+    run, base = one_record_run
+    mine = tmp_path / "run"
+    shutil.copytree(run, mine)
+    planted_record(mine, answer_body("a" * (24 * MIB) + EMOJI))
+    line = (mine / "responses.jsonl").read_bytes().splitlines()[0]
+    counted = layout.line_memory(line) / 1e6
+    assert 190 < counted <= layout.MAX_LINE_MEMORY / 1e6
+    code, rss, err = cli_rss("score", mine, timeout=120)
+    assert code == 0, err[-2000:]
+    assert rss is not None and rss - base <= counted + 20, (rss, base, counted)
+    assert base + layout.MAX_LINE_MEMORY / 1e6 + 20 < 500  # so at the cap itself: under 500 MB
+    v = json.loads((mine / "verdicts.jsonl").read_text().splitlines()[0])
+    assert v["outcome"] != "infra", v  # recorded and scored: an answer, not an error
+
+
+def test_an_answer_too_wide_for_the_body_cap_is_response_too_large_at_receive_and_the_run_goes_on(tmp_path):
+    """A 64 MiB answer ending in one emoji is within the 64 MiB byte cap, but as a string every character takes 4
+    bytes (256 MiB, and the journal, scoring and the report each held a copy: 605 MB for `score`). The body's text
+    is counted on its bytes before it is decoded and refused past twice the byte cap: the sample is the infra error
+    `response_too_large` (not retried), the other sample is answered, and `run` stays far under 500 MB (107 MB
+    measured). Text up to U+FFFF is never refused within the byte cap, and wide text up to half of it is kept."""
+    replies = iter([Reply(content="a" * (64 * MIB - 512) + EMOJI), Reply(content="4")])
+    with TestServer(Script(lambda req: next(replies))) as srv:
+        code, rss, err = cli_rss("run", "--suite", "smoke", "--smoke", "--limit", "2", "--mode", "chat", "--base-url",
+                                 srv.url, "--model", "m", "--out", tmp_path / "r", "--quiet", "--max-retries", "2")
+    assert code == 0, err[-2000:]
+    recs = [json.loads(x) for x in (tmp_path / "r" / "responses.jsonl").read_bytes().splitlines()]
+    assert sorted((r["error"] or "", r["attempts"]) for r in recs) == [("", 1), ("response_too_large", 1)], [
+        (r["error"], r["attempts"]) for r in recs]
+    assert "response_too_large" in err  # the console names the class
+    assert rss is not None and rss < 500, f"peak RSS {rss} MB"
+    # The rule at an eighth of the scale (--max-response-mb 8: 16 MiB of string): wide text from half the cap refused,
+    # under it kept; text of 2-byte characters kept up to the byte cap.
+    texts = ["a" * (4 * MIB + 4096) + EMOJI, "a" * (4 * MIB - 4096) + EMOJI, "\u4e2d" * (8 * MIB // 3 - 4096)]
+    replies = iter(Reply(body=answer_body(t)) for t in texts)  # UTF-8 as sent, not the test server's \u escapes
+    with TestServer(Script(lambda req: next(replies))) as srv:
+        code, _, err = cli_rss("run", "--suite", "smoke", "--smoke", "--limit", "3", "--mode", "chat", "--base-url",
+                               srv.url, "--model", "m", "--out", tmp_path / "small", "--quiet", "--concurrency", "1",
+                               "--max-response-mb", "8")
+    assert code == 0, err[-2000:]
+    recs = [json.loads(x) for x in (tmp_path / "small" / "responses.jsonl").read_bytes().splitlines()]
+    assert [r["error"] for r in recs] == ["response_too_large", None, None], [r["error"] for r in recs]
+    assert json.loads(recs[1]["body"])["choices"][0]["message"]["content"] == texts[1]
+
+
+def test_a_long_real_stream_with_logprobs_and_an_emoji_is_within_the_line_cap():
+    """What a real endpoint sends for a long answer stays recorded and scored: a 32k-token stream with 20 top
+    logprobs a token (61 MiB as a journal line) in which one alternative is an emoji. Counted as one string at the
+    emoji's width it would pass the cap (8 x 61 MiB); each event's string is measured at its own width, and it is
+    within (366 MiB). The whole `run` and `score` of it are bench/perf/journal_line_memory.py's rows (about 440 and
+    390 MB); here the rule, on the record's line."""
+    from verifier.execution import layout
+
+    def event(i: int) -> str:
+        alts = [{"token": EMOJI if (i, k) == (16384, 7) else f" alt{k}", "logprob": -1.5 - k,
+                 "bytes": list((EMOJI if (i, k) == (16384, 7) else f" alt{k}").encode())} for k in range(20)]
+        w = f" w{i % 997}"
+        return json.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                           "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None, "logprobs": {
+                               "content": [{"token": w, "logprob": -0.125, "bytes": list(w.encode()), "top_logprobs": alts}]}}]},
+                          ensure_ascii=False)
+
+    rec = {"suite": "smoke", "sample_id": "s", "epoch": 0, "mode": "chat-stream", "request": {"stream": True},
+           "status": 200, "body": None, "chunks": [event(i) for i in range(32768)] + ["[DONE]"], "error": None}
+    line = json.dumps(rec, ensure_ascii=False).encode()
+    assert len(line) > 60 * MIB and EMOJI.encode() in line
+    assert 8 * len(line) > layout.MAX_LINE_MEMORY  # the line's string alone is 4 bytes a character
+    assert layout.line_memory(line) <= layout.MAX_LINE_MEMORY
+    assert layout.line_text(line, Path("responses.jsonl"), 1)  # read, not refused
+
+
+def test_measuring_a_planted_line_of_unclosed_strings_takes_linear_time(monkeypatch):
+    """The strings of a line are measured one by one before it is decoded: a planted line that is no JSON (a string
+    never closed, a run of quotes, backslashes) is scanned in linear time, never backtracked over (a nested
+    repetition took 22 s for 26 bytes), then refused."""
+    from verifier.execution import layout
+
+    small_caps(monkeypatch)
+    for line in (b'{"a": "' + b"a" * MIB + EMOJI.encode(), b'{"' + b'"' * MIB + EMOJI.encode(),
+                 b'{"' + b"\\" * MIB + EMOJI.encode() + b"\n", b'{"' + b'a\\"' * (MIB // 3) + EMOJI.encode()):
+        t0 = time.monotonic()
+        with pytest.raises(layout.CorruptFile):
+            layout.line_text(line, Path("responses.jsonl"), 1)
+        assert time.monotonic() - t0 < 10, line[:20]

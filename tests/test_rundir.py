@@ -390,3 +390,56 @@ def test_a_run_this_user_cannot_write_is_compared_reported_and_blessed_without_a
     assert code == 0, err
     assert comparable(json.loads((tmp_path / "c.json").read_text())) == comparable(
         json.loads((mine / layout.COMPARISON).read_text()))
+
+
+@pytest.mark.parametrize("made", ["scored by a colleague", "never scored"])
+def test_compare_ci_outputs_never_write_into_a_run_this_user_cannot_write(scored, calibrated_golden, tmp_path, made):
+    """`compare --ci-outputs` puts report.html, junit.xml, summary.md and samples.csv into the run: on a run this user
+    cannot write (file modes binding, root without CAP_DAC_OVERRIDE too) it refuses in one line before anything is
+    scored, naming `--ci-outputs-dir DIR`; with it every output, comparison.json included, goes into DIR and the run
+    is left byte for byte as it was, even when it could be written. The outputs equal those written into a writable
+    copy by `--ci-outputs`. Before, the comparison was made and the report files then failed to write into the run."""
+    golden = calibrated_golden["golden"]
+    env = {"VERIFIER_CONFIG_DIR": str(tmp_path / "this-user")}  # another key than the one that sealed the run
+    for name in ("run", "writable", "in-place"):
+        shutil.copytree(scored, tmp_path / name)
+        if made == "never scored":
+            for derived in (layout.VERDICTS, layout.OBSERVATIONS, layout.SUMMARY, layout.COMPARISON):
+                (tmp_path / name / derived).unlink()
+    run = tmp_path / "run"
+    before = files(run)
+    read_only(run)
+    try:
+        p = as_a_reader("compare", run, "--golden", golden, "--ci-outputs", env=env)
+        assert p.returncode == 2 and p.stderr.strip().count("\n") == 0, p.stderr
+        assert "--ci-outputs-dir DIR" in p.stderr and "cannot be written" in p.stderr, p.stderr
+        p = as_a_reader("compare", run, "--golden", golden, "--ci-outputs", "--out", tmp_path / "c.json", env=env)
+        assert p.returncode == 2 and "--ci-outputs-dir DIR" in p.stderr, p.stderr  # --out moves the comparison only
+        assert not (tmp_path / "c.json").exists()
+        p = as_a_reader("compare", run, "--golden", golden, "--ci-outputs-dir", tmp_path / "ci", env=env)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert files(run) == before  # not a byte written, not a file added
+    finally:
+        for q in [run, *run.rglob("*")]:
+            q.chmod(0o755 if q.is_dir() else 0o644)
+    ci_dir = tmp_path / "ci"
+    assert sorted(p.name for p in ci_dir.iterdir()) == sorted(
+        [layout.COMPARISON, layout.REPORT_HTML, layout.JUNIT, layout.SUMMARY_MD, layout.SAMPLES_CSV])
+    assert f"comparison {ci_dir / layout.COMPARISON}" in p.stdout and f"report: {ci_dir / layout.REPORT_HTML}" in p.stdout
+    # A run this user may write is not written either: --ci-outputs-dir reads the run.
+    writable = tmp_path / "writable"
+    before = files(writable)
+    p = as_a_reader("compare", writable, "--golden", golden, "--ci-outputs-dir", tmp_path / "ci2", env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert files(writable) == before
+    # The same outputs as --ci-outputs writes into a writable copy, scored again in place.
+    mine = tmp_path / "in-place"
+    p = as_a_reader("compare", mine, "--golden", golden, "--ci-outputs", "--force", env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    for name in (layout.SAMPLES_CSV, layout.JUNIT):
+        assert (ci_dir / name).read_bytes() == (mine / name).read_bytes() == (tmp_path / "ci2" / name).read_bytes(), name
+    assert comparable(json.loads((ci_dir / layout.COMPARISON).read_text())) == comparable(
+        json.loads((mine / layout.COMPARISON).read_text()))
+    # DIR naming the run itself is refused (that is --ci-outputs).
+    p = as_a_reader("compare", mine, "--golden", golden, "--ci-outputs-dir", mine, env=env)
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "is the run directory" in p.stderr, p.stderr

@@ -165,16 +165,18 @@ def load(run_dir: Path | str, golden: GoldenData | None, doc: Comparison | None,
     return inp
 
 
-def load_scored(run_dir: Path | str, golden: GoldenData | None, doc: Comparison | None) -> Inputs:
+def load_scored(run_dir: Path | str, golden: GoldenData | None, doc: Comparison | None,
+                write_run: bool = True) -> Inputs:
     """`load`, with "score again if stale" as the explicit step between two reads: a run `read_run` finds not
-    freshly scored is scored again (app/scored.ensure_scored), then read; a run this user may not write is scored
-    again in memory instead, and left as it is. A fresh run is read once."""
+    freshly scored is scored again (app/scored.ensure_scored), then read; a run this user may not write, or one the
+    caller must not write (`write_run` False: `compare --ci-outputs-dir`), is scored again in memory instead, and
+    left as it is. A fresh run is read once."""
     try:
         return load(run_dir, golden, doc)
     except NotScored:
         from verifier.app.scored import ensure_scored
 
-        if not RunDir(Path(run_dir)).writable():
+        if not write_run or not RunDir(Path(run_dir)).writable():
             return load(run_dir, golden, doc, in_memory=True)
         ensure_scored(Path(run_dir))
         return load(run_dir, golden, doc)
@@ -215,16 +217,16 @@ def render_html(run_dir: Path | str, golden_path: str | Path | None, doc: Compar
 
 def write_all(run_dir: Path | str, doc: Comparison, html: str | Path | None = None, junit: str | Path | None = None,
               markdown: str | Path | None = None, csv: str | Path | None = None,
-              golden: Golden | None = None) -> dict[str, Path]:
+              golden: Golden | None = None, write_run: bool = True) -> dict[str, Path]:
     """Everything CI keeps from a gate: report.html, junit.xml, summary.md (+ $GITHUB_STEP_SUMMARY), samples.csv.
     `golden`: the golden the gate compared with, when the caller has it loaded (a gate loads it once; else the one
-    the comparison recorded is read)."""
+    the comparison recorded is read). `write_run` False: a stale run is scored again in memory, never in place."""
     run_dir = Path(run_dir)
     paths = RunDir(run_dir).report_paths(html, junit, markdown, csv)
     for p in paths.values():
         p.parent.mkdir(parents=True, exist_ok=True)
     shown = GoldenData.of(golden) if golden is not None else prepared(run_dir, None, doc)[0]
-    inp = load_scored(run_dir, shown, doc)
+    inp = load_scored(run_dir, shown, doc, write_run)
     safewrite.write_text(paths["html"], _html.render_inputs(inp))
     ci.write_csv(inp, paths["csv"])
     safewrite.write_text(paths["junit"], ci.junit_xml(doc))

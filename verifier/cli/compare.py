@@ -27,6 +27,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--allow-inconclusive", action="store_true", help="exit 0 instead of 20 when inconclusive (never for 13, a significant quality drop of unattributed cause)")
     p.add_argument("--ci-outputs", action="store_true",
                    help="also write what gate writes into RUN_DIR: report.html, junit.xml, summary.md (+ $GITHUB_STEP_SUMMARY), samples.csv")
+    p.add_argument("--ci-outputs-dir", metavar="DIR",
+                   help="write those CI outputs, and comparison.json unless --out says elsewhere, into DIR instead "
+                        "(implies --ci-outputs): RUN_DIR is read, never written (a run you cannot write)")
     p.add_argument("--allow-subset", action="store_true",
                    help="judge a --limit/--sample-seed subset of the golden: samples never run are not counted missing (reported as a subset)")
     p.set_defaults(fn=handle)
@@ -38,20 +41,57 @@ def handle(a: argparse.Namespace) -> int:
     from .args import exit_code
     from .gate import print_limited
 
-    keep_gate_comparison(Path(a.run_dir), bool(a.out) and not a.ci_outputs, a.force)
+    run_dir = Path(a.run_dir)
+    ci_paths = ci_outputs_elsewhere(run_dir, a)
+    keep_gate_comparison(run_dir, bool(a.out) and (ci_paths is not None or not a.ci_outputs), a.force)
     golden = load_golden(a.golden)  # once: the comparison and the report read the same value
-    doc = compare_run(Path(a.run_dir), spec_from_flags(a), golden)
+    doc = compare_run(run_dir, spec_from_flags(a), golden)
     print_limited(doc)
     print_comparison(doc)
-    if a.ci_outputs:
+    if ci_paths is not None:
         from .gate import print_outputs, write_ci_outputs
 
-        print_outputs(Path(a.run_dir), write_ci_outputs(Path(a.run_dir), doc, None, None, None, golden))
+        written = write_ci_outputs(run_dir, doc, ci_paths["html"], ci_paths["junit"], ci_paths["markdown"], golden,
+                                   csv=ci_paths["csv"], write_run=False)
+        print_outputs(run_dir, written, Path(a.out))
+    elif a.ci_outputs:
+        from .gate import print_outputs, write_ci_outputs
+
+        print_outputs(run_dir, write_ci_outputs(run_dir, doc, None, None, None, golden))
     else:
         from verifier.execution.rundir import RunDir
 
         print(f"comparison: {Path(a.out) if a.out else RunDir(Path(a.run_dir)).comparison_path()}")
     return exit_code(doc, a.allow_inconclusive)
+
+
+def ci_outputs_elsewhere(run_dir: Path, a: argparse.Namespace) -> dict[str, Path] | None:
+    """Where `--ci-outputs-dir DIR` puts the CI outputs (None without it), each checked writable before anything is
+    scored; `a.out` defaults to DIR/comparison.json. `--ci-outputs` alone writes into RUN_DIR: a run this user cannot
+    write is refused first, in one line naming the way out (before, the comparison was made and the report files
+    then failed to write into the run)."""
+    from verifier.errors import UsageError
+    from verifier.execution import layout
+    from verifier.execution.rundir import RunDir
+    from verifier.safewrite import check_writable
+
+    if a.ci_outputs_dir is None:
+        if a.ci_outputs and RunDir(run_dir).is_run() and not RunDir(run_dir).writable():
+            raise UsageError(f"{run_dir} cannot be written (--ci-outputs puts report.html, junit.xml, summary.md and "
+                             "samples.csv there): give --ci-outputs-dir DIR to write them, and comparison.json, there; "
+                             "the run is then read, never written")
+        return None
+    where = Path(a.ci_outputs_dir)
+    if where.resolve() == run_dir.resolve():
+        raise UsageError(f"--ci-outputs-dir {where} is the run directory: use --ci-outputs to write into the run")
+    check_writable(where, directory=True)
+    a.ci_outputs = True
+    a.out = a.out or str(where / layout.COMPARISON)
+    paths = {"html": where / layout.REPORT_HTML, "junit": where / layout.JUNIT, "markdown": where / layout.SUMMARY_MD,
+             "csv": where / layout.SAMPLES_CSV}
+    for path in [*paths.values(), Path(a.out)]:
+        check_writable(path)
+    return paths
 
 
 def spec_from_flags(a: argparse.Namespace) -> "CompareSpec":

@@ -164,24 +164,28 @@ def print_limited(doc: Comparison) -> None:
         print(f"limited: {part} ({lim['gated_records']} of its {lim['golden_records']} samples){probes}")
 
 
-def print_outputs(run_dir: Path, paths: dict[str, Path] | None) -> None:
-    """Where the report went: the last lines a person (or a CI log) reads."""
+def print_outputs(run_dir: Path, paths: dict[str, Path] | None, comparison: Path | None = None) -> None:
+    """Where the report went: the last lines a person (or a CI log) reads. `comparison`: where comparison.json went,
+    when not into the run."""
     from verifier.execution.rundir import RunDir
 
-    print(f"report: {paths['html']}" if paths else f"comparison: {RunDir(run_dir).comparison_path()}")
+    comparison = comparison or RunDir(run_dir).comparison_path()
+    print(f"report: {paths['html']}" if paths else f"comparison: {comparison}")
     if paths:
-        print(f"  junit {paths['junit']}, summary {paths['markdown']}, samples {paths['csv']}, "
-              f"comparison {RunDir(run_dir).comparison_path()}")
+        print(f"  junit {paths['junit']}, summary {paths['markdown']}, samples {paths['csv']}, comparison {comparison}")
 
 
-def write_ci_outputs(run_dir: Path, doc: Comparison, html: str | None, junit: str | None, markdown: str | None,
-                     golden: Golden | None = None) -> dict[str, Path] | None:
-    """HTML report, JUnit XML and Markdown summary, where the report module offers them; their paths."""
+def write_ci_outputs(run_dir: Path, doc: Comparison, html: str | Path | None, junit: str | Path | None,
+                     markdown: str | Path | None, golden: Golden | None = None, csv: str | Path | None = None,
+                     write_run: bool = True) -> dict[str, Path] | None:
+    """HTML report, JUnit XML, Markdown summary and samples CSV, where the report module offers them; their paths.
+    `write_run` False: the run is read, never written (report_files.write_all)."""
     try:
         from verifier.app import report_files as report
     except ImportError:
         return None
-    return report.write_all(run_dir, doc, html=html, junit=junit, markdown=markdown, golden=golden)
+    return report.write_all(run_dir, doc, html=html, junit=junit, markdown=markdown, csv=csv, golden=golden,
+                            write_run=write_run)
 
 
 def gate_many(flags: Any, file_opts: Any, endpoints: list[tuple[str, Any]], env: Any) -> int:

@@ -7,6 +7,7 @@ pure even for datasets that came from the hub.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import fcntl
 import os
@@ -22,10 +23,22 @@ from verifier.redact import Redactor
 from verifier import safewrite
 from verifier.safewrite import create_new, dumps, scrubbed, write_jsonl
 from verifier.types import Exchange, RunHeader, Sample
+from verifier.execution import layout
 
 # The names of a run directory's files and their safe readers live in execution/layout.py; the journal re-exports its own.
 from verifier.execution.layout import (HEADER as HEADER, SAMPLES as SAMPLES, RESPONSES as RESPONSES, LOCK as LOCK, VERDICTS as VERDICTS, SUMMARY as SUMMARY, CorruptFile as CorruptFile, NotARunDir as NotARunDir, decode_line as decode_line, file_digest as file_digest, read_jsonl as read_jsonl, read_numbered_jsonl as read_numbered_jsonl,
                                   RefusedFile as RefusedFile, read_document)
+
+
+TOO_LARGE_TO_RECORD = "response_too_large"
+"""The error class of a record too costly to read back (Journal.append): the wire's class for a body over its byte
+cap (wire/endpoint.FINAL_ERRORS), judged the same way (infra, not retried)."""
+
+
+KEEP_PARSE_UP_TO = 8 * 2**20
+"""A record's line up to this long hands the writer's parse of it to the live follower (execution/live.py), which
+then need not parse it again; a longer one is parsed again there, so the writer's parse is not held while the
+follower reads the line (a 61 MiB stream of logprobs parses into about 250 MB of objects)."""
 
 
 def now() -> str:
@@ -267,21 +280,45 @@ class Journal:
         self._redact = Redactor(scrub)
         self._written = written
 
-    def append(self, ex: Exchange) -> None:
+    def append(self, ex: Exchange) -> Exchange:
+        """Write `ex`'s record; the exchange as written. A record that reading back would cost more than
+        layout.MAX_LINE_MEMORY (a body of wide characters, or escaped many times over) is written as the infra error
+        `response_too_large` without its body or chunks, as the wire reader records a body over its byte cap: the
+        run goes on, and no reader is ever handed a line it must refuse."""
+        data, parsed = b"", None
+        if self._redact and _may_be_costly(ex) and _too_costly(dumps(ex.to_json()).encode("utf-8", "backslashreplace")):
+            pass  # measured before redaction, which rejoins a stream's text: a record refused costs no copies of it
+        else:
+            data, parsed = self._line(ex)
+        if not data or _too_costly(data):
+            del data
+            ex = dataclasses.replace(ex, status=None, body=None, chunks=None, error=TOO_LARGE_TO_RECORD)
+            data, parsed = self._line(ex)
+            if _too_costly(data):  # the request itself
+                ex = dataclasses.replace(ex, request={})
+                data, parsed = self._line(ex)
+        if self._written is not None:  # before the write: a reader of the file must find it offered already
+            self._written(data, parsed)
+        _write_line(self._fd, data)
+        return ex
+
+    def _line(self, ex: Exchange) -> tuple[bytes, tuple[Any, BaseException | None] | None]:
+        """The record's line as it is written (scrubbed, encoded) and the writer's parse of it (None without secrets)."""
         # A gsm8k record's request holds 17 messages: walked string by string only when the line scan cannot clear it.
         rec, line = scrubbed(self._redact, self._redact.record_streams(ex.to_json()))
+        # backslashreplace: a lone surrogate is written as its JSON escape, as the text file did.
+        data = line.encode("utf-8", "backslashreplace")
+        del line  # one character beyond U+FFFF makes the whole line's string 4 bytes a character: not kept for the parse
         parsed = None
         if self._redact:
             parsed = self._parse(rec)
             if self._parsed_leak(parsed[0]):
                 rec, parsed = self._redact.blank_texts(rec), None
-                line = dumps(rec)
-        # backslashreplace: a lone surrogate is written as its JSON escape, as the text file did.
-        data = line.encode("utf-8", "backslashreplace")
+                data = dumps(rec).encode("utf-8", "backslashreplace")
+            elif len(data) > KEEP_PARSE_UP_TO:
+                parsed = None  # the live follower parses a long record again rather than hold this beside its line
         rec = {}
-        if self._written is not None:  # before the write: a reader of the file must find it offered already
-            self._written(data, parsed)
-        _write_line(self._fd, data)
+        return data, parsed
 
     @staticmethod
     def _parse(rec: dict[str, Any]) -> tuple[Any, BaseException | None]:
@@ -314,6 +351,18 @@ class Journal:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _may_be_costly(ex: Exchange) -> bool:
+    """Whether the record's answer is long enough that its line might pass a cap: at 6 bytes a character escaped,
+    then 12 times that read back (layout.over_line_memory), a shorter answer cannot."""
+    size = len(ex.body or "") + sum(len(c) for c in ex.chunks or ())
+    return 72 * size > layout.MAX_LINE_MEMORY
+
+
+def _too_costly(data: bytes) -> bool:
+    """Whether a record's line is one no reader takes: over layout.MAX_LINE bytes or layout.MAX_LINE_MEMORY to read."""
+    return len(data) > layout.MAX_LINE or layout.over_line_memory(data) is not None
 
 
 def _write_line(fd: int | None, data: bytes) -> None:

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from verifier import jsonsafe, safeio
+from verifier import jsonsafe, safeio, textmemory
 
 HEADER = "run.json"
 SAMPLES = "samples.jsonl"
@@ -44,11 +44,71 @@ MAX_DOCUMENT = 64 * safeio.MIB
 above any a run writes, small enough that a planted file cannot exhaust memory."""
 MAX_JSONL = 16 * 1024 * safeio.MIB
 """Cap on a whole JSONL file (read a line at a time, so memory follows the longest line, not this)."""
-MAX_LINE = 400 * safeio.MIB
-"""Cap on one JSONL line, read before the line is parsed: a record holds one response (64 MiB decoded by default)
-and its request; JSON-escaped, a body of control characters takes six bytes each (384 MiB). A run made with
---max-response-mb above 64 can write longer lines than this reads back (refused, naming the line, after holding one
-safeio.SCAN_CHUNK of it: safeio.read_line)."""
+MAX_LINE_MEMORY = 384 * safeio.MIB
+"""Cap on what reading one JSONL line holds (`line_memory`), checked on its bytes before it is decoded, and by the
+journal writer before it writes a record (execution/journal.Journal.append: a record over it is written as
+`response_too_large` instead). With the interpreter and the scorer beside it, a record read within this cap keeps
+`verifier score` under 500 MB (bench/perf/journal_line_memory.py)."""
+MAX_LINE = MAX_LINE_MEMORY // 3
+"""Cap on one JSONL line's bytes (128 MiB), measured before the line is read (safeio.read_line): a longer line
+always costs more than MAX_LINE_MEMORY (`line_memory` counts a line of plain text three times), so it is refused
+after holding one safeio.SCAN_CHUNK of it. Journals written before this cap (400 MiB then) with a longer line are
+refused naming it."""
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
+"""A JSON string in a line's bytes. Possessive: a planted line with a string never closed is scanned once, in linear
+time (`(?:[^"\\]+|\\.)*` backtracks exponentially there: 26 bytes took 22 s)."""
+MAX_STRINGS_MEASURED = 300_000
+"""`line_memory` measures the strings of a line one by one only up to this many (a stream record holds one per event,
+at most 250,000 by default: wire/bodyread.MAX_STREAM_EVENTS); a line of more is judged by the simpler bound."""
+
+
+def line_memory(raw: bytes) -> int:
+    """What reading the line `raw` holds at its peak, from its bytes (verifier/textmemory.py), in three stages: the
+    bytes and the string they decode to; that string and the record's strings parsed from it; the record's strings,
+    the pieces the parser takes out of them (a stream's deltas: at most as much again) and the answer it joins (at
+    most the line's characters, at the widest width JSON can give them). A 64 MiB answer of plain text: 192 MiB;
+    the same ending in one emoji, whose every copy then takes 4 bytes a character: 768 MiB.
+
+    The record's strings are first bounded as the line's characters at that widest width. When that bound alone
+    passes MAX_LINE_MEMORY, each string of the line is measured at its own width (up to MAX_STRINGS_MEASURED of
+    them): a stream record is thousands of strings, and one emoji among its logprobs widens the line's decoded
+    string and the answer, not every event's string (32,768 events of 20 top logprobs, 61 MiB: 366 MiB)."""
+    m = textmemory.measure(raw)
+    strings = m.parsed
+    if _peak(m, strings) > MAX_LINE_MEMORY:
+        strings = _strings_memory(raw, m.parsed)
+    return _peak(m, strings)
+
+
+def _peak(m: textmemory.TextSize, strings: int) -> int:
+    return max(m.size + m.decoded, m.decoded + strings, 2 * strings + m.parsed)
+
+
+def _strings_memory(raw: bytes, bound: int) -> int:
+    """The strings of the JSON line `raw`, each measured at its own widest width (escapes included); `bound` when
+    there are more than MAX_STRINGS_MEASURED of them, or one is never closed (no JSON: the simpler bound judges it).
+    Each string is matched from the quote that opens it, so every byte is scanned once (a search restarting at every
+    quote inside an unclosed string would be quadratic)."""
+    total, pos = 0, 0
+    for _ in range(MAX_STRINGS_MEASURED):
+        start = raw.find(b'"', pos)
+        if start < 0:
+            return min(total, bound)
+        m = _JSON_STRING.match(raw, start)
+        if m is None:
+            return bound
+        total += textmemory.measure(m.group()).parsed
+        pos = m.end()
+    return bound if raw.find(b'"', pos) >= 0 else min(total, bound)
+
+
+def over_line_memory(raw: bytes) -> int | None:
+    """`line_memory(raw)` when it is over MAX_LINE_MEMORY, else None. A line of at most a twelfth of the cap cannot
+    pass it (4 bytes a character three times), so nearly every line is not measured at all."""
+    if 12 * len(raw) <= MAX_LINE_MEMORY:
+        return None
+    cost = line_memory(raw)
+    return cost if cost > MAX_LINE_MEMORY else None
 
 
 class NotARunDir(ValueError):
@@ -113,8 +173,10 @@ def read_numbered_jsonl(path: Path, *, within: Path | None = None) -> Iterator[t
                 return  # torn tail
             if raw.isspace():
                 continue
-            rec = decode_line(raw, path, n)
-            raw = b""  # only the record is kept while it is in use
+            text = line_text(raw, path, n)
+            raw = b""  # the bytes go before the string is parsed: the line is never held three times
+            rec = record_of(text, path, n)
+            text = ""  # only the record is kept while it is in use
             yield n, rec
             rec = {}
 
@@ -125,12 +187,30 @@ _OPENS_OBJECT = re.compile(rb"[ \t\r\n]*\{")
 def decode_line(raw: bytes, path: Path, n: int) -> dict[str, Any]:
     """One complete, non-blank line of a JSONL file as read_jsonl reads it (execution/live.py follows the journal
     with it, so a record scored live is the record `verifier score` reads)."""
-    if not _OPENS_OBJECT.match(raw):  # refused before decoding: a planted line of NULs costs no decoded copy
+    return record_of(line_text(raw, path, n), path, n)
+
+
+def line_text(raw: bytes, path: Path, n: int) -> str:
+    """The line decoded, once it is known to open a JSON object and to cost at most MAX_LINE_MEMORY (line_memory):
+    both checked on the bytes, so a planted line of NULs or of wide characters costs no decoded copy."""
+    if not _OPENS_OBJECT.match(raw):
         raise CorruptFile(f"{path}: line {n} is not a JSON object")
+    cost = over_line_memory(raw)
+    if cost is not None:
+        raise CorruptFile(f"{path}: line {n} would take {cost} bytes of memory to read, over the cap of "
+                          f"{MAX_LINE_MEMORY} (its {len(raw)} bytes, decoded at up to 4 bytes a character)")
     try:
-        rec = jsonsafe.loads(raw)  # from the bytes: no decoded and stripped copies of a 64 MB line beside it
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        why = getattr(e, "msg", None) or getattr(e, "reason", None) or "nested too deep"
+        return raw.decode("utf-8", "surrogatepass")  # as json.loads decodes bytes; a lone surrogate's escape stays one
+    except UnicodeDecodeError as e:
+        raise CorruptFile(f"{path}: line {n} is not valid JSON ({e.reason})") from None
+
+
+def record_of(text: str, path: Path, n: int) -> dict[str, Any]:
+    """A line's text (line_text) parsed into the record it holds, or CorruptFile naming the line."""
+    try:
+        rec = jsonsafe.loads(text)
+    except (json.JSONDecodeError, RecursionError) as e:
+        why = getattr(e, "msg", None) or "nested too deep"
         raise CorruptFile(f"{path}: line {n} is not valid JSON ({why})") from None
     if not isinstance(rec, dict):
         raise CorruptFile(f"{path}: line {n} is not a JSON object")

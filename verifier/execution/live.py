@@ -180,8 +180,14 @@ class Follower:
             self.lines += 1
             if raw.isspace():
                 continue
-            ex = journal.exchange_of(journal.decode_line(raw, self.path, self.lines), self.path, self.lines)
-            self.scorer.add(ex, self._taken(raw))
+            taken = self._taken(raw)
+            text = layout.line_text(raw, self.path, self.lines)  # as `score` reads it (layout.read_numbered_jsonl)
+            raw = b""
+            if self._pos >= len(self._buf):
+                self._buf = b""  # a long line read on its own is not held beside its string
+            ex = journal.exchange_of(layout.record_of(text, self.path, self.lines), self.path, self.lines)
+            text = ""
+            self.scorer.add(ex, taken)
             if time.perf_counter() >= end:
                 return False
 

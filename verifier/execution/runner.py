@@ -205,14 +205,16 @@ async def execute(
     journaled = journaled or {}
     order = order or SendOrder.after_journal(journaled.values())
 
-    def record(ex: Exchange, timed_out: str | None = None) -> None:
+    def record(ex: Exchange, timed_out: str | None = None) -> Exchange:
         """Journal one exchange, count it in the progress and, when it failed, in its error class (a timeout as
-        `timeout/<which limit, what had arrived>`, for the console: wire/endpoint.TIMEOUTS)."""
-        jr.append(ex)
+        `timeout/<which limit, what had arrived>`, for the console: wire/endpoint.TIMEOUTS). The exchange as the
+        journal holds it (a record too costly to read back is journaled as `response_too_large`)."""
+        ex = jr.append(ex)  # as written: a record too costly to read back is response_too_large
         progress.tick(ex.error is not None)
         if ex.error is not None:
             cls = f"{ex.error}/{timed_out}" if timed_out else ex.error
             classes[cls] = classes.get(cls, 0) + 1
+        return ex
 
     async def converse(suite: Suite, sample: Sample, epoch: int, mode: str, first: dict[str, Any]) -> None:
         """One conversation, step by step: each request is built from the answers before it (pure), so a
@@ -230,9 +232,8 @@ async def execute(
             else:
                 sent = order.take()
                 r = await ep.send(mode, body)
-                ex = Exchange(suite.name, step_id, epoch, mode, body, r.status, r.body, r.chunks, r.error, r.latency_ms, r.attempts,
-                              sent)
-                record(ex, r.timed_out)
+                ex = record(Exchange(suite.name, step_id, epoch, mode, body, r.status, r.body, r.chunks, r.error,
+                                     r.latency_ms, r.attempts, sent), r.timed_out)
             steps.append(ex)
             if ex.error is not None or ex.status is None or ex.status >= 400:
                 return  # no answer to build on: scoring reports the rest of the conversation as not reached

@@ -6,9 +6,11 @@ Split from endpoint.py, which sends; these only read what came back.
 from __future__ import annotations
 
 import codecs
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
+from verifier import textmemory
 from verifier.jsonsafe import TooDeep, loads_bounded
 from verifier.surfaces.registry import REFERENCE_MODE, surface_for
 
@@ -66,9 +68,32 @@ async def read_capped(resp: Any, limit: int, strict_charset: bool = False) -> st
     buf = bytearray()  # one buffer, decoded in place: a list of pieces joined then decoded held the body three times
     async for b in _bytes(resp, limit):
         buf += b
+    if charset == "utf-8":
+        check_text_memory(buf, limit)  # before decoding: a body of wide characters is never held as a string
     text = buf.decode(charset, errors="replace")
     del buf
+    if charset != "utf-8" and sys.getsizeof(text) > TEXT_MEMORY_FACTOR * limit:
+        raise TooLarge(f"response of {sys.getsizeof(text)} bytes as a string, over {TEXT_MEMORY_FACTOR} x {limit}")
     return text
+
+
+TEXT_MEMORY_FACTOR = 2
+"""A body's text may take at most this many times the byte cap (`--max-response-mb`) as Python strings: the body
+and what JSON parsed from it can hold (textmemory.TextSize.parsed). Text whose widest character is at most U+FFFF
+(any script, curly quotes, the replacement character) takes at most 2 bytes a character, so it is never refused
+below the byte cap; a body holding a character beyond U+FFFF (an emoji: 4 bytes a character for the whole string)
+is refused from half the byte cap, as `response_too_large`. Kept so, the journal line of any body the cap admits
+is within layout.MAX_LINE_MEMORY at the default cap, and every copy of it is at most 128 MiB."""
+
+
+def check_text_memory(data: bytes | bytearray, limit: int) -> None:
+    """TooLarge when the UTF-8 text `data` would take more than TEXT_MEMORY_FACTOR x `limit` as strings."""
+    if len(data) * 4 <= TEXT_MEMORY_FACTOR * limit:
+        return  # 4 bytes a character at most: cannot pass
+    size = textmemory.measure(data)
+    if size.parsed > TEXT_MEMORY_FACTOR * limit:
+        raise TooLarge(f"response of {size.characters} characters at {size.parsed_width} bytes each, over "
+                       f"{TEXT_MEMORY_FACTOR} x {limit} bytes as a string")
 
 
 STREAM_ERROR = "stream_error"
