@@ -187,7 +187,7 @@ def test_the_gate_file_schema_is_versioned_and_knows_every_key():
     full = {"golden": "g", "suites": ["s"], "modes": ["chat"], "limit": 2, "data": "d",
             "sampling": {"temperature": 0.5, "top_p": 0.9, "max_tokens": 7, "seed": 3, "logprobs": 2, "extra_body": {"x": 1}},
             "budgets": {"infra": 0.1, "allow_inconclusive": True, "sequential": True, "looks": 3, "probes": False,
-                        "teacher_forcing": "off", "forced_positions": 2},
+                        "teacher_forcing": "off", "forced_positions": 2, "resend": 2},
             "margins": {"s/accuracy": {"value": 0.1, "reason": "why"}},
             "outputs": {"dir": "o", "report": "r.html", "junit": "j.xml", "markdown": "m.md", "matrix": "mx"},
             "endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "K", "concurrency": 2,

@@ -146,6 +146,10 @@ TABLE = {
                         ({"teacher_forcing": "prefill", "forced_positions": 6}, {}),
                         {"teacher_forcing": "prefill", "forced_positions": 6},
                         lambda s: s.teacher_forcing == "prefill" and s.forced_positions == 6),
+    "resend": (["--resend", 2], ({"budgets": {"resend": 2}}, {}), ({"resend": 2}, {}), {"resend": 2},
+               lambda s: s.resend == 2),
+    "resend off": (["--resend", 0], ({"budgets": {"resend": 0}}, {}), ({"resend": 0}, {}), {"resend": 0},
+                   lambda s: s.resend == 0),
 }
 
 

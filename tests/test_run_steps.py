@@ -22,7 +22,7 @@ class Watch:
 
 def test_the_steps_are_one_list_in_order():
     assert [type(s).__name__ for s in collect.STEPS] == [
-        "Preflight", "Begin", "Probes", "ContextProbe", "Samples", "TeacherForcing"]
+        "Preflight", "Begin", "Probes", "ContextProbe", "Samples", "Resend", "TeacherForcing"]
     samples = next(s for s in collect.STEPS if isinstance(s, collect.Samples))
     assert isinstance(samples.after_batch, collect.SequentialLook)
 

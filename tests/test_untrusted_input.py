@@ -344,8 +344,9 @@ def test_a_golden_never_overrides_the_model_the_stream_mode_or_the_prompt(tmp_pa
         sent = list(srv.script.requests)
     assert code in (0, 10, 20), err  # the verdict is not the point here: what was sent is
     assert "warning: ignored" in err and "extra_body.model" in err and "params.model" in err and "sampling.model" in err
-    assert len(sent) == 40 and {r["model"] for r in sent} == {"m"}
-    assert sorted(bool(r.get("stream")) for r in sent) == [False] * 20 + [True] * 20  # chat and chat-stream, as the modes say
+    resent = len((tmp_path / "g" / "resends.jsonl").read_text().splitlines())  # the resend step's (chat) requests
+    assert len(sent) == 40 + resent and {r["model"] for r in sent} == {"m"}
+    assert sorted(bool(r.get("stream")) for r in sent) == [False] * (20 + resent) + [True] * 20  # chat and chat-stream, as the modes say
     assert all(r["messages"] for r in sent)
     hdr = json.loads((tmp_path / "g" / "run.json").read_text())
     assert hdr["endpoint"]["model"] == "m"

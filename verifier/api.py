@@ -129,7 +129,7 @@ def gate_spec(golden: str | Path, *, base_url: str, model: str, out: str | Path 
               infra_budget: float | None = None, probes: bool | None = None, sequential: bool | None = None,
               looks: int | None = None, data: str | None = None, api_key_env: str | None = None,
               headers: Mapping[str, str] | None = None, quiet: bool = True, teacher_forcing: str | None = None,
-              forced_positions: int | None = None, **endpoint: Any) -> GateSpec:
+              forced_positions: int | None = None, resend: int | None = None, **endpoint: Any) -> GateSpec:
     """The GateSpec `gate` runs for these arguments (the API's door: app/spec.py). Every argument means what the
     same flag or gate-file key means: `suites`/`modes` narrow the golden (default: all of its suites and modes),
     `limit` takes the first N samples per suite, `probes` None reruns exactly the golden's probes, True runs and
@@ -149,7 +149,7 @@ def gate_spec(golden: str | Path, *, base_url: str, model: str, out: str | Path 
         sampling={**(sampling or {}), **_sampling(logprobs=logprobs)} or None,
         extra_body=dict(extra_body) if extra_body is not None else None, infra_budget=infra_budget,
         probes=Probes.of(probes) if probes is not None else None, sequential=sequential, looks=looks, data=data,
-        teacher_forcing=teacher_forcing, forced_positions=forced_positions,
+        teacher_forcing=teacher_forcing, forced_positions=forced_positions, resend=resend,
         api_key_env=key_env(api_key_env, "api_key_env") if api_key_env is not None else None,
         headers=dict(headers) if headers else None, quiet=quiet, **endpoint).spec()
 

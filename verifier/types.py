@@ -357,6 +357,16 @@ class RunHeader:
         return self._object("probes_asked")
 
     @property
+    def resend_asked(self) -> dict[str, Any] | None:
+        """The resend step the run asked for (`resend_asked`: `samples` per suite), when it is an object."""
+        return self._object("resend_asked")
+
+    @property
+    def resend(self) -> dict[str, Any] | None:
+        """run.json's `resend` block (the resend step's state, requests and errors), when it is an object."""
+        return self._object("resend")
+
+    @property
     def context_probe_asked(self) -> dict[str, Any] | None:
         """The context probe the run asked for (`context_probe_asked`: its `lengths`, or null for the defaults)."""
         return self._object("context_probe_asked")
@@ -668,6 +678,9 @@ class Observation:
     cached_tokens: int | None = None
     """The prompt tokens the usage reported as cached (`prompt_tokens_details.cached_tokens`, Responses'
     `input_tokens_details`, Messages' `cache_read_input_tokens`); None where the usage did not report the figure."""
+    resent: bool | None = None
+    """True on a record of the gate's resend step (resends.jsonl, execution/resend.py): the request sent again, alone,
+    after the run. Never written into a row: compare builds these records from the run's resends.jsonl."""
 
     @property
     def judged(self) -> bool:
@@ -718,7 +731,7 @@ class Observation:
 
 
 _OBSERVATION_FIELDS = frozenset(Observation.__dataclass_fields__)
-OPTIONAL_ROW_KEYS = ("top_logprobs", "sent", "cached_tokens")
+OPTIONAL_ROW_KEYS = ("top_logprobs", "sent", "cached_tokens", "resent")
 """Observation fields written into a row only when set: rows (and goldens) without them stay byte for byte as they were."""
 
 

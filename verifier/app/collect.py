@@ -138,13 +138,16 @@ class RunSpec:
     forcing: "Forcing | None" = None
     """A gate's (or calibration rerun's) teacher-forcing pass over the golden's greedy records, after the samples
     (execution/teacher_forcing.py); None: no pass."""
+    resend: int = 0
+    """The resend step after the samples (execution/resend.py): this many greedy requests per suite sent again, alone;
+    0: none (a plain run; a gate asks for it where its golden can read it)."""
 
     @classmethod
     def for_golden(cls, golden: "Golden", endpoint: EndpointSpec, out: Path, *,
                    overrides: Mapping[str, Any] | None = None, extra_body: Mapping[str, Any] | None = None,
                    data: str | None = None, looks: int = 5, probes: bool = False, quiet: bool = False,
                    force: bool = False, gate_request: Mapping[str, Any] | None = None,
-                   teacher_forcing: str = "auto", forced_positions: int | None = None) -> "RunSpec":
+                   teacher_forcing: str = "auto", forced_positions: int | None = None, resend: int = 0) -> "RunSpec":
         """A run that reproduces the golden's selection, sampling and modes against another endpoint: from the
         golden's own samples (inputs.jsonl), or, with `data`, reloaded from the dataset."""
         h = golden.header
@@ -183,8 +186,17 @@ class RunSpec:
             quiet=quiet, golden=h.name or golden.path.name, context_probe=bool(h.context_probe),
             context_lengths=h.context_lengths, force=force, gate_request=gate_request,
             forcing=_forcing(golden, teacher_forcing, forced_positions), golden_path=str(Path(golden.path).resolve()),
-            golden_run=h.source.run_id or None,
+            golden_run=h.source.run_id or None, resend=resend if _reads_repeats(golden) else 0,
         )
+
+
+def _reads_repeats(golden: "Golden") -> bool:
+    """Whether the golden's records can judge a resend (repeats_disagree): greedy (temperature 0) with logprobs. A
+    sampled golden's repeats disagree by design, and without logprobs a sure token cannot be told from a near tie:
+    the resend step would send requests nothing reads."""
+    sampling = golden.header.source.sampling or {}
+    temperature = {**(sampling.get("defaults") or {}), **(sampling.get("overrides") or {})}.get("temperature")
+    return temperature == 0 and any(o.logprobs for o in golden.observations)
 
 
 def _forcing(golden: "Golden", method: str, positions: int | None) -> "Forcing | None":
@@ -576,8 +588,29 @@ class TeacherForcing:
         c.header = with_keys(c.started(), teacher_forcing=done)
 
 
+class Resend:
+    """The resend step after the samples (execution/resend.py): a few of the run's greedy requests sent again, one at a
+    time, journaled in resends.jsonl; run.json records the step as `resend`. Before teacher forcing, whose forced
+    requests would warm the engine with the golden's outputs."""
+
+    async def run(self, c: Collection) -> None:
+        if not c.spec.resend:
+            return
+        from verifier.execution import resend
+
+        if c.stopped:
+            block: dict[str, Any] = {"state": "skipped", "samples": c.spec.resend, "requests": 0, "errors": 0,
+                                     "reason": "the sequential gate stopped early, its regression decided"}
+        else:
+            block = await resend.run(c.endpoint, c.run_dir, c.spec.resend, c.cfg.concurrency, c.modes, c.order,
+                                     {s.name for s, _ in c.suites if s.conversation},
+                                     [c.cfg.api_key or "", *c.cfg.headers.values()])
+        resend.say(block, c.spec.quiet)
+        c.header = with_keys(c.started(), resend=block)
+
+
 STEPS: tuple[Step, ...] = (Preflight(), Begin(), Probes(), ContextProbe(), Samples(after_batch=SequentialLook()),
-                           TeacherForcing())
+                           Resend(), TeacherForcing())
 """The one order of a run's collection."""
 
 
@@ -618,6 +651,13 @@ def _prepare_resume(spec: RunSpec, stack: contextlib.ExitStack) -> tuple[Path, R
             answered[ex.key] = ex
         else:
             answered.pop(ex.key, None)
+    from verifier.execution import resend
+
+    try:
+        resent = resend.read(run_dir)  # the resend step's sends are in the one sequence too
+    except journal.NotARunDir as e:
+        raise UsageError(str(e)) from None
+    last_sent = max([x for x in [last_sent, *(ex.sent for ex in resent)] if x is not None], default=None)
     return run_dir, header, journal.absent_keys(hdr), suites, cfg, answered, runner.SendOrder(last_sent)
 
 
@@ -625,8 +665,10 @@ def resumed_steps(spec: RunSpec, header: RunHeader, run_dir: Path) -> RunSpec:
     """A resume's spec with the probes and the context probe its run asked for (run.json's `probes_asked`,
     `context_probe_asked`) and has no results of yet (an interrupt during them, before any sample): run as they were
     asked, so the continuation ends where the uninterrupted command would. Results already written are kept; a
-    run from before the record asks nothing more. The teacher-forcing pass (`teacher_forcing_asked`) is made when
-    run.json has no `teacher_forcing` block yet, over the golden it names (resumed_forcing)."""
+    run from before the record asks nothing more. The resend step (`resend_asked`) is made when run.json has no
+    `resend` block yet (execution/resend.run sends only what resends.jsonl lacks). The teacher-forcing pass
+    (`teacher_forcing_asked`) is made when run.json has no `teacher_forcing` block yet, over the golden it names
+    (resumed_forcing)."""
     from verifier.execution.layout import CONTEXT, PROBES
 
     probes, context = header.probes_asked, header.context_probe_asked
@@ -641,6 +683,14 @@ def resumed_steps(spec: RunSpec, header: RunHeader, run_dir: Path) -> RunSpec:
                                         and all(isinstance(n, int) and not isinstance(n, bool) and 0 < n <= 10_000_000 for n in lengths)):
             raise UsageError(f"{run_dir / journal.HEADER}: context_probe_asked.lengths is not a list of prompt lengths")
         spec = dataclasses.replace(spec, context_probe=True, context_lengths=tuple(lengths) if lengths else None)
+    resend = header.resend_asked
+    if resend is not None and not spec.resend and header.resend is None:
+        from verifier.execution.resend import MAX_SAMPLES
+
+        n = resend.get("samples")
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= MAX_SAMPLES:
+            raise UsageError(f"{run_dir / journal.HEADER}: resend_asked.samples is not a count of requests per suite")
+        spec = dataclasses.replace(spec, resend=n)
     forcing = header.teacher_forcing_asked
     if forcing is not None and spec.forcing is None and header.teacher_forcing is None:
         spec = dataclasses.replace(spec, forcing=resumed_forcing(forcing, header, run_dir))
@@ -769,6 +819,8 @@ def _start_new(spec: RunSpec, run_dir: Path, cfg: "EndpointConfig", suites: list
         keys["probes_asked"] = {"only": sorted(spec.probe_only) if spec.probe_only is not None else None}
     if spec.context_probe:
         keys["context_probe_asked"] = {"lengths": list(spec.context_lengths) if spec.context_lengths else None}
+    if spec.resend:
+        keys["resend_asked"] = {"samples": spec.resend}
     if spec.forcing is not None and spec.golden_path is not None:
         keys["teacher_forcing_asked"] = {"method": spec.forcing.method, "positions": spec.forcing.positions,
                                          "calibrated": spec.forcing.calibrated, "golden": spec.golden_path,

@@ -196,7 +196,8 @@ def gate(spec: GateSpec, golden: Golden | None = None) -> Comparison:
     run = RunSpec.for_golden(golden, spec.endpoint, out, overrides=spec.overrides, extra_body=spec.extra_body,
                              data=spec.data, looks=spec.looks, probes=spec.probes is Probes.ON, quiet=spec.quiet,
                              force=spec.force, gate_request=GateRequest.of(spec, golden).to_json(),
-                             teacher_forcing=spec.teacher_forcing, forced_positions=spec.forced_positions)
+                             teacher_forcing=spec.teacher_forcing, forced_positions=spec.forced_positions,
+                             resend=spec.resend)
     looks: list[dict[str, Any]] = []
 
     def decided(run_dir: Path) -> bool:
@@ -228,12 +229,17 @@ def calibrate(spec: CalibrateSpec) -> Calibrated:
     if not Path(spec.golden).is_dir():  # calibrate writes into the golden: never into an installed package by name
         raise UsageError(f"calibrate: {spec.golden} is not a directory; calibrate writes margins into the golden, "
                          "so give its directory (copy a packaged golden out of `verifier list-goldens` first)")
+    from verifier.app.spec import check_resend
+
+    check_resend(spec.resend, "resend")
     golden = load_golden(spec.golden)
     runs: list[Any] = [list(golden.observations)]
+    resent: list[list[Observation]] = [[]]  # each run's resend records (the golden keeps none)
     names = [golden.header.source.run_id]
     run_dirs: list[Path] = []
     for r in spec.runs:
         runs.append(observed_where_allowed(Path(r))[0])  # a colleague's run is scored again in memory, left as it is
+        resent.append(resent_of(Path(r)))
         # a rerun served otherwise than the reference would widen the margins by what the adapter changes
         check_serving_adapter(golden, RunDir(Path(r)).header().serving_adapter, spec.golden, Path(r))
         names.append(Path(r).name)
@@ -244,14 +250,15 @@ def calibrate(spec: CalibrateSpec) -> Calibrated:
             rd = Path(spec.out_prefix + f"-{i + 1}")
             collect(RunSpec.for_golden(golden, spec.endpoint, rd, overrides=spec.overrides, extra_body=spec.extra_body,
                                        data=spec.data, quiet=spec.quiet, teacher_forcing=spec.teacher_forcing,
-                                       forced_positions=spec.forced_positions))
+                                       forced_positions=spec.forced_positions, resend=spec.resend))
             runs.append(observed(rd))
+            resent.append(resent_of(rd))
             names.append(rd.name)
             run_dirs.append(rd)
     if len(runs) < 3:
         raise UsageError(f"calibration needs k >= 3 reference runs in all (have {len(runs)}): pass --runs or --base-url with -k")
     provenance = {"method": "reruns", "k": len(runs), "runs": names, "created": runner.now()}
-    margins = margins_from_json({**compare.calibrate_margins(runs, provenance),
+    margins = margins_from_json({**compare.calibrate_margins(runs, provenance, resent),
                                  **_teacher_forced_margins(golden, run_dirs, provenance)})
     for m in spec.manual:
         margins[m.key] = dataclasses.replace(m, source="manual")
@@ -437,7 +444,7 @@ def compare_run(run_dir: Path, spec: CompareSpec, loaded: Golden | None = None) 
     cobs, cand = _candidate(run_dir, rd, spec)
     probes, table, ctx = _probe_evidence(run_dir, rd, golden.header)
     forced = teacher_forced_measures(run_dir, hdr, golden, cobs)
-    doc = _decided(run_dir, spec, golden, cobs, _Evidence(infra_budget, probes, table, forced), applied)
+    doc = _decided(run_dir, spec, golden, cobs, _Evidence(infra_budget, probes, table, forced, resent_of(run_dir)), applied)
     doc = _recorded(doc, run_dir, spec.golden, hdr, golden, cand, ctx)
     if spec.write:
         rd.write_comparison(doc.to_dict(), spec.out)
@@ -503,6 +510,20 @@ class _Evidence:
     probes: dict[str, Any] | None
     table: list[dict[str, Any]] | None
     forced: tuple[dict[str, Any], dict[str, Any]] | None
+    resent: list[Observation] = field(default_factory=list)
+    """The run's resend records (resends.jsonl), read by the signals that read resends."""
+
+
+def resent_of(run_dir: Path) -> list[Observation]:
+    """The run's resend records as observations (execution/resend.observations); none where it made no resend step.
+    A resends.jsonl that cannot be read safely is bad input (exit 2), as every other file of a run."""
+    from verifier.app.catalog import get_suites
+    from verifier.execution import resend
+
+    try:
+        return resend.observations(run_dir, get_suites())
+    except NotARunDir as e:
+        raise UsageError(str(e)) from None
 
 
 def _decided(run_dir: Path, spec: CompareSpec, golden: Golden, cobs: list[Observation], ev: _Evidence,
@@ -513,12 +534,13 @@ def _decided(run_dir: Path, spec: CompareSpec, golden: Golden, cobs: list[Observ
     h = golden.header
     try:
         doc = compare.compare(h, golden.observations, cobs, infra_budget=ev.infra_budget, probes=ev.probes,
-                              allow_subset=spec.allow_subset, probe_table=ev.table, teacher_forced=ev.forced)
+                              allow_subset=spec.allow_subset, probe_table=ev.table, teacher_forced=ev.forced,
+                              resent=ev.resent)
         if applied is not None and applied.sequential and not spec.allow_subset and doc.status == "incomplete":
             # A sequential gate stops once a regression is decided, judging what it sent (gate(): allow_subset);
             # its directory is judged so again, and only when that decides a regression, as the gate did.
             early = compare.compare(h, golden.observations, cobs, infra_budget=ev.infra_budget, probes=ev.probes,
-                                    allow_subset=True, probe_table=ev.table, teacher_forced=ev.forced)
+                                    allow_subset=True, probe_table=ev.table, teacher_forced=ev.forced, resent=ev.resent)
             doc = early if early.status in DECIDED else doc
     except compare.NoOverlap as e:
         raise UsageError(f"{run_dir} vs {spec.golden}: {e}") from None

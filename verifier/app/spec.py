@@ -21,6 +21,13 @@ from verifier.app.collect import EndpointSpec
 from verifier.errors import UsageError
 from verifier.golden.model import Margin
 from verifier.types import DEFAULT_INFRA_BUDGET as DEFAULT_INFRA_BUDGET
+from verifier.execution.resend import DEFAULT_SAMPLES as DEFAULT_RESEND, MAX_SAMPLES as MAX_RESEND
+
+
+def check_resend(value: Any, where: str) -> None:
+    """The resend step's requests per suite from any door: an integer from 0 (off) to MAX_RESEND, else a UsageError."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RESEND):
+        raise UsageError(f"{where} {value!r}: an integer from 0 (no resend step) to {MAX_RESEND}")
 
 
 class Probes(StrEnum):
@@ -114,6 +121,9 @@ class GateSpec:
     """The teacher-forcing pass (execution/teacher_forcing.CHOICES): detect the best method, `off`, or one method."""
     forced_positions: int | None = None
     """Prefill positions per sample (None: teacher_forcing.DEFAULT_POSITIONS)."""
+    resend: int = DEFAULT_RESEND
+    """The resend step (execution/resend.py): this many greedy requests per suite sent again, alone, after the run, where
+    the golden's records are greedy with logprobs; 0: none."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +154,8 @@ class CalibrateSpec:
     """New reruns' teacher-forcing pass (as GateSpec's, but measured whatever margins the golden holds): its figures
     become the `<suite>/teacher_forced_kl` margins."""
     forced_positions: int | None = None
+    resend: int = DEFAULT_RESEND
+    """New reruns' resend step (as GateSpec's): what they resend calibrates `repeats_disagree` as a gate reads it."""
 
 
 # ------------------------------------------------------------------------------------------------ edge parsers
@@ -262,6 +274,7 @@ class GateOptions:
     looks: int | None = None
     teacher_forcing: str | None = None
     forced_positions: int | None = None
+    resend: int | None = None
     infra_budget: float | None = None
     allow_inconclusive: bool | None = None
     quiet: bool | None = None
@@ -337,6 +350,7 @@ class GateOptions:
             raise UsageError(f"teacher_forcing {self.teacher_forcing!r}: one of {', '.join(CHOICES)}")
         if self.forced_positions is not None and (not isinstance(self.forced_positions, int) or self.forced_positions < 1):
             raise UsageError(f"forced_positions {self.forced_positions!r}: a positive integer")
+        check_resend(self.resend, "resend")
         d = GateSpec(golden=Path(self.golden), endpoint=self.endpoint())
         return GateSpec(
             golden=Path(self.golden), endpoint=self.endpoint(), overrides=dict(self.sampling or {}),
@@ -346,4 +360,5 @@ class GateOptions:
             sequential=bool(self.sequential), looks=self.looks if self.looks is not None else d.looks,
             probes=self.probes or Probes.GOLDEN, quiet=bool(self.quiet), suites=self.suites or (),
             modes=self.modes or (), margins=self.margins or (), limit=self.limit,
-            teacher_forcing=self.teacher_forcing or d.teacher_forcing, forced_positions=self.forced_positions)
+            teacher_forcing=self.teacher_forcing or d.teacher_forcing, forced_positions=self.forced_positions,
+            resend=d.resend if self.resend is None else self.resend)

@@ -70,6 +70,8 @@ class PairedSuite:
     """signal -> samples it was measurable on"""
     unordered: dict[str, int]
     """signal reading the send order (Signal.reads_send_order) -> samples it fired on whose records had none"""
+    through_resends: dict[str, int]
+    """signal reading the resend step (Signal.reads_resends) -> samples it fired on only with their resends"""
     pooled_transform: dict[str, Any]
     """logprobs_transformed over the samples too short to measure it alone, pooled: {"samples", "points", "fired"}"""
     signal_modes: dict[str, list[str]]
@@ -174,6 +176,7 @@ class _SignalTally:
     reverse: dict[str, int]
     denom: dict[str, int]
     unordered: dict[str, int]
+    through_resends: dict[str, int]
     modes: dict[str, set[str]]
     event_modes: dict[str, dict[str, int]]
     """signal -> wire mode -> samples"""
@@ -185,15 +188,16 @@ class _SignalTally:
         return cls(several=several, declared=declared, numerics_events=numerics_events,
                    path_modes=signals.fixed_blame_modes(), events={k: [] for k in declared},
                    reverse={k: 0 for k in numerics_events}, denom={k: 0 for k in declared},
-                   unordered={k: 0 for k, sg in declared.items() if sg.reads_send_order}, modes=defaultdict(set),
+                   unordered={k: 0 for k, sg in declared.items() if sg.reads_send_order},
+                   through_resends={k: 0 for k, sg in declared.items() if sg.reads_resends}, modes=defaultdict(set),
                    event_modes=defaultdict(lambda: defaultdict(int)))
 
     def add(self, sid: str, gs: list[Observation], cs: list[Observation], results: dict[str, bool | None],
-            touched: bool) -> None:
-        """One sample's signal results (`touched`: some frontend signal fired on it)."""
+            touched: bool, rs: Sequence[Observation] = ()) -> None:
+        """One sample's signal results (`touched`: some frontend signal fired on it; `rs`: its resend records)."""
         # Where each signal fired (mode by mode): the evidence names a surface when there are several, and the
         # diagnosis tells a streamed-only fault from one on every path.
-        where = signals.where_fired(gs, cs, results)
+        where = signals.where_fired(gs, cs, results, rs)
         for name, fired in results.items():
             # Numerics signals count only on samples no frontend signal touched (DESIGN.md, "Attribution").
             if fired is None or (touched and name in self.numerics_events):
@@ -203,6 +207,8 @@ class _SignalTally:
                 self.events[name].append(sid)
                 if name in self.unordered and signals.send_order_unknown(cs):
                     self.unordered[name] += 1
+                if rs and name in self.through_resends and not self.declared[name].measure(gs, cs):
+                    self.through_resends[name] += 1
                 self.modes[name].update(self.path_modes.get(name) or where.get(name) or {o.mode for o in cs})
                 for m in (where.get(name) or ()) if self.several else ():
                     self.event_modes[name][m] += 1
@@ -229,13 +235,14 @@ class _SuiteTally:
     moved: list[tuple[float, float]] = dataclasses.field(default_factory=list)
     """(golden, candidate) prompt tokens where prompt_tokens_mismatch fired"""
 
-    def add(self, sid: str, gs: list[Observation], cs: list[Observation]) -> None:
-        """One paired sample: the golden's records and the candidate's."""
-        results = signals.evaluate(gs, cs)
+    def add(self, sid: str, gs: list[Observation], cs: list[Observation], rs: Sequence[Observation] = ()) -> None:
+        """One paired sample: the golden's records and the candidate's (`rs`: its records of the resend step, which
+        only the signals declared `reads_resends` read)."""
+        results = signals.evaluate(gs, cs, rs)
         if results.get("prompt_tokens_mismatch"):
             self.moved.append(_prompt_tokens_of(gs, cs))
         touched = signals.touched_by_frontend(results)
-        self.signal_tally.add(sid, gs, cs, results, touched)
+        self.signal_tally.add(sid, gs, cs, results, touched, rs)
         if results.get("logprobs_transformed") is None:
             pts = signals.transform_points(gs, cs)
             if pts:
@@ -263,6 +270,7 @@ class _SuiteTally:
             reverse_events=sig.reverse,
             denominators=sig.denom,
             unordered=sig.unordered,
+            through_resends=sig.through_resends,
             pooled_transform={"samples": self.pooled_samples, "points": len(self.pooled),
                               "fired": signals.one_transform(self.pooled) if len(self.pooled_samples) >= POOLED_MIN_SAMPLES else None},
             signal_modes={k: sorted(v) for k, v in sig.modes.items()},
@@ -280,14 +288,16 @@ class _SuiteTally:
         )
 
 
-def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observation]]) -> PairedSuite:
-    """One suite's paired observations, sample by sample (_SuiteTally.add), summed into a PairedSuite."""
+def _suite_signals(G: dict[str, list[Observation]], C: dict[str, list[Observation]],
+                   R: Mapping[str, list[Observation]] | None = None) -> PairedSuite:
+    """One suite's paired observations, sample by sample (_SuiteTally.add), summed into a PairedSuite; `R`: the
+    candidate's resend records per sample."""
     ids = sorted(set(G) & set(C))
     # A run over several surfaces asks each signal where it fired, so the evidence names the surface.
     several = len({surface_for(o.mode).name for sid in ids for o in C[sid]}) > 1
     tally = _SuiteTally(signal_tally=_SignalTally.start(several))
     for sid in ids:
-        tally.add(sid, G[sid], C[sid])
+        tally.add(sid, G[sid], C[sid], (R or {}).get(sid, ()))
     return tally.paired_suite(G, C, ids)
 
 
@@ -316,10 +326,11 @@ def _median_move(moved: list[tuple[float, float]]) -> dict[str, Any] | None:
             "samples": len(moved)}
 
 
-def paired_signals(golden: Rows, cand: Rows) -> dict[str, PairedSuite]:
-    """Everything compare and calibrate need, per suite, from two sets of observations."""
-    G, C = _group(as_observations(golden)), _group(as_observations(cand))
-    return {suite: _suite_signals(G[suite], C[suite]) for suite in sorted(set(G) & set(C))}
+def paired_signals(golden: Rows, cand: Rows, resent: Rows = ()) -> dict[str, PairedSuite]:
+    """Everything compare and calibrate need, per suite, from two sets of observations (`resent`: the candidate's
+    records of the resend step, execution/resend.py)."""
+    G, C, R = _group(as_observations(golden)), _group(as_observations(cand)), _group(as_observations(resent))
+    return {suite: _suite_signals(G[suite], C[suite], R.get(suite)) for suite in sorted(set(G) & set(C))}
 
 
 def _margin(margins: Mapping[str, Margin], key: str) -> float | None:
@@ -415,6 +426,10 @@ def _signal_verdicts(suite: str, s: PairedSuite, margins: Mapping[str, Margin]) 
             ev = dataclasses.replace(ev, note="; ".join(x for x in (ev.note, f"{unordered} sample(s) read without "
                                      "their send order (a journal from before it was recorded): any two repeats compared, "
                                      "not only first against later") if x))
+        resent = s.through_resends.get(name)
+        if resent:
+            ev = dataclasses.replace(ev, note="; ".join(x for x in (ev.note, f"{resent} sample(s) read through the gate's "
+                                     "resend step (the request sent again alone after the run)") if x))
         if name == "prompt_tokens_mismatch" and s.prompt_tokens_moved:  # the fingerprint's magnitude, for the diagnosis
             ev = dataclasses.replace(ev, prompt_tokens=s.prompt_tokens_moved)
         sigs[name] = ev
@@ -787,15 +802,18 @@ def _logprob_gaps(golden_obs: list[Observation], cand_obs: list[Observation],
 def compare(header: GoldenHeader, golden_obs: Rows, cand_obs: Rows, infra_budget: float = DEFAULT_INFRA_BUDGET,
             probes: dict[str, Any] | None = None, allow_subset: bool = False,
             probe_table: list[dict[str, Any]] | None = None,
-            teacher_forced: "tuple[Mapping[str, Any], Mapping[str, SuiteMeasure]] | None" = None) -> Comparison:
+            teacher_forced: "tuple[Mapping[str, Any], Mapping[str, SuiteMeasure]] | None" = None,
+            resent: Rows = ()) -> Comparison:
     """The comparison document (DESIGN.md, "Machine-readable outputs"), typed; `to_dict()` is comparison.json. `probes`: run-wide evidence items (probe
     verdicts, the context probe); `probe_table`: the probes' conformance rows (probe_results.judge); `teacher_forced`: the
-    run's teacher-forcing state (run.json) and what its forced records measured per suite (teacher_forced.measure)."""
+    run's teacher-forcing state (run.json) and what its forced records measured per suite (teacher_forced.measure);
+    `resent`: the run's resend records (execution/resend.observations), read by the signals declared `reads_resends`
+    only (never counted in coverage, infra or quality)."""
     from verifier.attribution import coverage, diagnosis, explain
 
     margins = header.margins
     golden_obs, cand_obs = as_observations(golden_obs), as_observations(cand_obs)
-    sig = paired_signals(golden_obs, cand_obs)
+    sig = paired_signals(golden_obs, cand_obs, resent)
     if not sig or all(s.paired == 0 for s in sig.values()):
         raise NoOverlap("the run and the golden share no sample ids")
     sampling = header.source.sampling or {}
@@ -871,12 +889,13 @@ def _spreads(s: PairedSuite, suite: str) -> dict[str, float]:
     return out
 
 
-def calibrate_margins(runs: Sequence[Rows], provenance: dict[str, Any]) -> dict[str, Any]:
+def calibrate_margins(runs: Sequence[Rows], provenance: dict[str, Any], resent: Sequence[Rows] | None = None) -> dict[str, Any]:
     """Margins = the largest run-to-run spread seen between reference runs, per metric and signal.
 
     Every ordered pair: a signal read within one run (stream parity: its chat and its stream answers) is counted on
     the pair's candidate side, so each run, the blessed one included, must be a candidate once, or its own rate
-    would never reach the margin and the golden would fail against the very run it was blessed from."""
+    would never reach the margin and the golden would fail against the very run it was blessed from. `resent`: each
+    run's resend records (execution/resend.py), read on the pair's candidate side as compare reads them."""
     if len(runs) < 2:
         raise ValueError("calibration needs at least 2 reference runs (k >= 3 recommended)")
     runs = [as_observations(r) for r in runs]
@@ -885,7 +904,7 @@ def calibrate_margins(runs: Sequence[Rows], provenance: dict[str, Any]) -> dict[
         for j in range(len(runs)):
             if i == j:
                 continue
-            for suite, s in paired_signals(runs[i], runs[j]).items():
+            for suite, s in paired_signals(runs[i], runs[j], resent[j] if resent else ()).items():
                 for key, v in _spreads(s, suite).items():
                     spread[key] = max(spread.get(key, 0.0), v)
     return {k: {"value": round(v, 6), "source": "calibrate", **provenance} for k, v in sorted(spread.items())}

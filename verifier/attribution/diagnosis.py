@@ -151,7 +151,11 @@ per-sample signal did not fail: the diagnosis counts that item's samples."""
 PARITY = frozenset({"stream_parity_mismatch", "surface_parity_mismatch", "dual_path_mismatch"})
 EXPLAINS: dict[str, frozenset[str]] = {
     "probe:temperature_0_deterministic": PARITY | {"repeats_disagree"},
-    "decoding_changed": PARITY | {"repeats_disagree"},
+    # A lower-ranked token chosen at temperature 0 is sampling: it makes repeats disagree by itself. decoding_changed
+    # (outputs parted from the golden's at an unchanged distribution) does not explain repeats_disagree: that signal
+    # needs one of the request's answers to be the golden's generation, which a changed decoding rule (a penalty, a
+    # default) never gives on one send and not on another; repeats_disagree explains it instead (below).
+    "decoding_changed": PARITY,
     "non_greedy_token": PARITY | {"repeats_disagree"},
     "stop_token_in_content": PARITY,
     "detokenize_mismatch": PARITY,
@@ -168,8 +172,12 @@ EXPLAINS: dict[str, frozenset[str]] = {
     # the streaming parser lost argument content: the streamed answer differs (parity), the cut values may break the
     # schema or the JSON
     "stream_tool_args_changed": PARITY | {"tool_args_schema_violation", "tool_args_invalid_json"},
-    # one request answered two ways by the engine: every comparison of two paths of that request breaks with it
-    "repeats_disagree": PARITY | {"stream_text_mismatch", "stream_tool_calls_dropped", "stream_tool_args_changed"},
+    # One request answered two ways by the engine, one of them the golden's: every comparison of two paths of that
+    # request breaks with it, and the run's outputs that parted from the golden's at unchanged logprobs
+    # (decoding_changed) are that state's too where a resend alone, or a first send, gave the golden's generation
+    # ("alone right, under load wrong": a batch-dependent answer reads as a changed decoding path otherwise).
+    "repeats_disagree": PARITY | {"stream_text_mismatch", "stream_tool_calls_dropped", "stream_tool_args_changed",
+                                  "decoding_changed"},
     # a forcing tool_choice not applied: the call that came back as text follows from it
     "tool_choice_unmet": PARITY | {"tool_calls_as_text"},
     # The engine measured answering one request otherwise when it is warm or batched with prompts sharing its prefix:

@@ -680,8 +680,18 @@ def repeats_modes(g: Obs, c: Obs) -> set[str] | None:
     # record it parts from is not a stale state's doing (a cold first request, which llama.cpp answers otherwise at
     # temperature 0 before its prompt cache is warm). Without the order (an older journal) any two repeats are read
     # as today, unordered (compare says so: Signal.reads_send_order).
-    return {o.mode for o in crecs if o not in right and any(_same_request(r, o) and _sent_after(o, r) and _answered_otherwise(r, o)
+    # A resend (the gate's resend step: the request sent again alone, once the run was in) that is the golden's
+    # generation, against the run's record that parted from it: "alone right, in the run wrong", the run's record sent
+    # warm or beside other requests (a batch-dependent answer, state shared across a batch). The resend step leaves
+    # out the run's first, cold, concurrent sends, so a cold first request is not read this way either.
+    return {o.mode for o in crecs if o not in right and any(_same_request(r, o) and _in_order(r, o) and _answered_otherwise(r, o)
                                                           and _sure_parting(r, o) for r in right)}
+
+
+def _in_order(right: Observation, wrong: Observation) -> bool:
+    """Whether `wrong` parting from `right` is state's order: sent after it ("first right, later wrong"), or `right`
+    is a resend sent alone after the run and `wrong` the run's own record ("alone right, in the run wrong")."""
+    return _sent_after(wrong, right) or (bool(right.resent) and not wrong.resent)
 
 
 def _sent_after(later: Observation, first: Observation) -> bool:
@@ -865,6 +875,9 @@ class Signal:
     reads_send_order: bool = False
     """It reads which repeat went out first (Observation.sent): where it fired on records without that order (an
     older journal) its evidence says it read them unordered."""
+    reads_resends: bool = False
+    """It reads the gate's resend step too (Observation.resent, from resends.jsonl) beside the candidate's records of
+    the sample; every other signal reads the run's records only."""
 
     def __post_init__(self) -> None:
         if self.side == "frontend" and not self.component:
@@ -951,7 +964,7 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("repeats_disagree", "frontend", ENGINE_STATE,
            "the candidate answered one greedy request two ways, parting at tokens the model was sure of, one of them the "
            "golden's, where the golden's repeats agreed: engine state (a prefix cache, speculative decoding, batching) "
-           "changes answers", repeats_modes, repeats_disagree, reads_send_order=True),
+           "changes answers", repeats_modes, repeats_disagree, reads_send_order=True, reads_resends=True),
     Signal("repetition", "numerics", None,
            "the candidate fell into a repetition loop where the golden did not", None, repetition),
 )
@@ -985,9 +998,15 @@ STRUCTURAL_ZERO = frozenset(s.name for s in SIGNALS if s.structural_zero)
 NOT_TOUCHING = frozenset(s.name for s in SIGNALS if not s.touches_numerics)
 
 
-def evaluate(g: Obs, c: Obs) -> dict[str, bool | None]:
-    """Every declared signal on one paired sample, by name."""
-    return {s.name: s.measure(g, c) for s in SIGNALS}
+def evaluate(g: Obs, c: Obs, resent: Obs = ()) -> dict[str, bool | None]:
+    """Every declared signal on one paired sample, by name; `resent`: the sample's records of the gate's resend step,
+    read by the signals declared `reads_resends` beside the candidate's."""
+    return {s.name: s.measure(g, with_resent(s, c, resent)) for s in SIGNALS}
+
+
+def with_resent(s: Signal, c: Obs, resent: Obs) -> Obs:
+    """The candidate's records a signal reads: the run's, and the resend step's where it is declared to read them."""
+    return [*c, *resent] if s.reads_resends and resent else c
 
 
 def touched_by_frontend(results: dict[str, bool | None]) -> bool:
@@ -996,7 +1015,7 @@ def touched_by_frontend(results: dict[str, bool | None]) -> bool:
     return any(results[s.name] for s in declared("frontend") if s.touches_numerics)
 
 
-def where_fired(g: Obs, c: Obs, results: dict[str, bool | None]) -> dict[str, set[str]]:
+def where_fired(g: Obs, c: Obs, results: dict[str, bool | None], resent: Obs = ()) -> dict[str, set[str]]:
     """For each signal that fired on this sample: the candidate's wire modes it fired on, so evidence can
     name a surface (Signal.blame_modes). A signal is asked again of each mode alone (against the golden's same
     mode); surface parity names the modes that moved; signals that need two modes (stream parity) name none."""
@@ -1008,7 +1027,7 @@ def where_fired(g: Obs, c: Obs, results: dict[str, bool | None]) -> dict[str, se
         if isinstance(s.blame_modes, frozenset):
             out[s.name] = set()  # a path comparison: one mode alone has nothing to compare with
         elif s.blame_modes is not None:
-            out[s.name] = s.blame_modes(g, c) or set()
+            out[s.name] = s.blame_modes(g, with_resent(s, c, resent)) or set()
         else:
             out[s.name] = {m for m, co in cm.items() if s.measure(gm.get(m) or g, co)}
     return out

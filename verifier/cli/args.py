@@ -195,3 +195,14 @@ def add_teacher_forcing_args(p: argparse.ArgumentParser, default: str | None = N
                         "(calibrate's default) measures whatever the golden holds; off skips the pass; a method name insists on it")
     p.add_argument("--forced-positions", type=T.positive_int, metavar="K",
                    help=f"with the prefill method: positions per sample (default {DEFAULT_POSITIONS})")
+
+
+def add_resend_arg(p: argparse.ArgumentParser) -> None:
+    """--resend N (gate, calibrate): the resend step, which reads engine state from repeats of one request."""
+    from verifier.execution.resend import DEFAULT_SAMPLES, MAX_SAMPLES
+
+    p.add_argument("--resend", type=T.nonneg_int, metavar="N",
+                   help=f"after the samples, send this many greedy requests per suite again, one at a time, to read "
+                        f"engine state (a prefix cache, speculative decoding, batching) from how they are answered; "
+                        f"only where the golden's records are greedy with logprobs (default {DEFAULT_SAMPLES}, at most "
+                        f"{MAX_SAMPLES}; 0: none)")

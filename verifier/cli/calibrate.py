@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .args import add_endpoint_args, add_teacher_forcing_args
+from .args import add_endpoint_args, add_resend_arg, add_teacher_forcing_args
 from .types import SpacedList, positive_int
 
 
@@ -19,6 +19,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--data", help="with --base-url: reload the samples from this dataset instead of the golden's own")
     p.add_argument("--quiet", action="store_true")
     add_teacher_forcing_args(p, default="on")
+    add_resend_arg(p)
     add_endpoint_args(p, required=False, url_from_env=False)  # reruns only when asked on the command line
     p.set_defaults(fn=handle)
 
@@ -34,6 +35,7 @@ def handle(a: argparse.Namespace) -> int:
         endpoint=endpoint_from_args(a) if a.base_url else None, overrides=overrides_from_args(a),
         extra_body=parse_extra_body(a.extra_body) if a.extra_body else None,
         teacher_forcing=a.teacher_forcing, forced_positions=a.forced_positions,
+        **({} if a.resend is None else {"resend": a.resend}),
     )
     c = calibrate(spec)
     print(f"calibrated {len(c.margins)} margins from {c.runs} reference runs into {a.golden}")

@@ -11,7 +11,7 @@ from verifier.types import DEFAULT_INFRA_BUDGET
 
 from verifier.surfaces.registry import MODES as MODE_NAMES
 
-from .args import add_endpoint_args, add_teacher_forcing_args
+from .args import add_endpoint_args, add_resend_arg, add_teacher_forcing_args
 from .types import CommaList, fraction, positive_int
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--sequential", action="store_true", default=None, help="send samples in batches and stop once a regression is decided (reports samples saved)")
     p.add_argument("--looks", type=positive_int, help="with --sequential: number of batches / interim looks (default 5)")
     add_teacher_forcing_args(p)
+    add_resend_arg(p)
     # No defaults and no environment here: the flags are merged over the gate file and the environment as values.
     add_endpoint_args(p, required=False, unset=True)
     p.set_defaults(fn=handle, check=check)
@@ -64,7 +65,7 @@ def options_from_flags(a: argparse.Namespace) -> "GateOptions":
         modes=names(a.mode, "--mode") if a.mode else None, limit=a.limit, data=a.data,
         margins=tuple(margin_from_flag(m, "gate") for m in a.margin) if a.margin else None, probes=probes,
         sequential=a.sequential, looks=a.looks, teacher_forcing=a.teacher_forcing, forced_positions=a.forced_positions,
-        infra_budget=a.infra_budget, allow_inconclusive=a.allow_inconclusive,
+        resend=a.resend, infra_budget=a.infra_budget, allow_inconclusive=a.allow_inconclusive,
         quiet=a.quiet, base_url=a.base_url, model=a.model, api_key_env=a.api_key_env,
         headers=parse_headers(a.header) if a.header else None, concurrency=a.concurrency, timeout_s=a.timeout,
         max_retries=a.max_retries, max_response_bytes=int(a.max_response_mb * 2**20) if a.max_response_mb else None,

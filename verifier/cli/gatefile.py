@@ -33,6 +33,7 @@ the command line > the file > the environment > defaults.
     looks = 5
     teacher_forcing = "auto"            # auto | off | prompt_logprobs | echo | prefill (docs/reference/attribution.md)
     forced_positions = 4                # prefill positions per sample
+    resend = 4                          # greedy requests per suite sent again alone after the run (engine state); 0: none
     probes = false                      # true: run and compare the probes; false: none (no probes.json); unset: the golden's
 
     [margins]                           # over the golden's calibrated margins; each needs its reason
@@ -152,13 +153,14 @@ class BudgetsTable:
     looks: int | None = None
     teacher_forcing: str | None = None
     forced_positions: int | None = None
+    resend: int | None = None
     probes: bool | None = None
 
     @classmethod
     def from_dict(cls, t: Mapping[str, Any]) -> BudgetsTable:
         return cls(infra=t.get("infra"), allow_inconclusive=t.get("allow_inconclusive"), sequential=t.get("sequential"),
                    looks=t.get("looks"), teacher_forcing=t.get("teacher_forcing"),
-                   forced_positions=t.get("forced_positions"), probes=t.get("probes"))
+                   forced_positions=t.get("forced_positions"), resend=t.get("resend"), probes=t.get("probes"))
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,7 @@ class GateFile:
             margins=margins_from_table(self.margins, "gate", "gate file: [margins]") if self.margins is not None else None,
             probes=Probes.of(bud.probes) if bud.probes is not None else None, sequential=bud.sequential,
             looks=bud.looks, teacher_forcing=bud.teacher_forcing, forced_positions=bud.forced_positions,
-            infra_budget=float(bud.infra) if bud.infra is not None else None,
+            resend=bud.resend, infra_budget=float(bud.infra) if bud.infra is not None else None,
             allow_inconclusive=bud.allow_inconclusive,
             sampling=self.sampling.overrides(), extra_body=self.sampling.body(),
             out=outs.dir, report=outs.report, junit=outs.junit, markdown=outs.markdown, matrix=outs.matrix)

@@ -12,6 +12,7 @@ import functools
 from typing import Any
 
 from verifier.execution.teacher_forcing import CHOICES as FORCING
+from verifier.execution.resend import MAX_SAMPLES as MAX_RESEND
 from verifier.wire.serving_adapters import ADAPTERS
 
 SCHEMA_VERSION = 1
@@ -62,6 +63,7 @@ GATE = {
             "looks": {"type": "integer", "minimum": 1, "maximum": 100},
             "teacher_forcing": {"enum": list(FORCING)},
             "forced_positions": {"type": "integer", "minimum": 1, "maximum": 512},
+            "resend": {"type": "integer", "minimum": 0, "maximum": MAX_RESEND},
             "probes": _SWITCH,
         }},
         "margins": {"type": "object", "additionalProperties": {

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from verifier.execution.teacher_forcing import CHOICES as FORCING
+from verifier.execution.resend import MAX_SAMPLES as MAX_RESEND
 from verifier.wire.serving_adapters import ADAPTERS
 from .gatefile import SamplingTable
 from .types import CommaList, SpacedList
@@ -55,6 +56,7 @@ SCHEMA: dict[str, Any] = {
             "looks": {"type": "integer", "minimum": 1, "maximum": 100},
             "teacher_forcing": {"enum": list(FORCING)},
             "forced_positions": {"type": "integer", "minimum": 1, "maximum": 512},
+            "resend": {"type": "integer", "minimum": 0, "maximum": MAX_RESEND},
             "margins": {"type": "object", "additionalProperties": {
                 "type": "object", "additionalProperties": False, "required": ["value", "reason"],
                 "properties": {"value": {"type": "number", "minimum": 0}, "reason": {"type": "string", "pattern": r"\S"}}}},
@@ -123,6 +125,7 @@ class SweepGateTable:
     looks: int | None = None
     teacher_forcing: str | None = None
     forced_positions: int | None = None
+    resend: int | None = None
     margins: Mapping[str, Mapping[str, Any]] | None = None
     """`"suite/metric" = { value, reason }` as written: `app/spec.margins_from_table` makes them Margins."""
     sampling: SamplingTable = SamplingTable()
@@ -139,7 +142,7 @@ class SweepGateTable:
         return cls(suites=tuple(suites) if suites is not None else None, modes=tuple(modes) if modes is not None else None,
                    probes=g.get("probes"), limit=g.get("limit"), sequential=g.get("sequential"), looks=g.get("looks"),
                    teacher_forcing=g.get("teacher_forcing"), forced_positions=g.get("forced_positions"),
-                   margins=g.get("margins"), sampling=SamplingTable.from_dict(g.get("sampling") or {}),
+                   resend=g.get("resend"), margins=g.get("margins"), sampling=SamplingTable.from_dict(g.get("sampling") or {}),
                    infra_budget=g.get("infra_budget"), concurrency=g.get("concurrency"), timeout=g.get("timeout"),
                    max_retries=g.get("max_retries"), serving_adapter=g.get("serving_adapter"), data=g.get("data"))
 
@@ -153,7 +156,7 @@ class SweepGateTable:
             limit=self.limit, data=self.data,
             probes=Probes.of(self.probes) if self.probes is not None else None,
             sequential=self.sequential, looks=self.looks, teacher_forcing=self.teacher_forcing,
-            forced_positions=self.forced_positions,
+            forced_positions=self.forced_positions, resend=self.resend,
             infra_budget=float(self.infra_budget) if self.infra_budget is not None else None,
             margins=margins_from_table(self.margins, "gate", "sweep: [gate.margins]") if self.margins is not None else None,
             concurrency=self.concurrency, timeout_s=float(self.timeout) if self.timeout is not None else None,

@@ -223,11 +223,11 @@ def exchange_of(rec: dict[str, Any], path: Path, n: int) -> Exchange:
     return Exchange.from_json(rec)
 
 
-def iter_exchanges(run_dir: Path) -> Iterator[Exchange]:
+def iter_exchanges(run_dir: Path, name: str = RESPONSES) -> Iterator[Exchange]:
     """Every record in journal order, one at a time (a later one for the same key supersedes an earlier one):
     what scoring and bless walk, so their memory does not grow with the journal. A record of the wrong shape is
-    CorruptFile naming its line (exchange_of)."""
-    path = Path(run_dir) / RESPONSES
+    CorruptFile naming its line (exchange_of). `name`: another journal of the run (the resend step's)."""
+    path = Path(run_dir) / name
     for n, d in read_numbered_jsonl(path, within=Path(run_dir)):
         ex = exchange_of(d, path, n)
         del d  # only the exchange is kept while it is in use
@@ -264,8 +264,10 @@ class Journal:
     execution/live.py judges the line with that parse instead of parsing the same bytes again."""
 
     def __init__(self, run_dir: Path, scrub: Iterable[str] = (),
-                 written: Callable[[bytes, tuple[Any, BaseException | None] | None], None] | None = None):
-        self.path = Path(run_dir) / RESPONSES
+                 written: Callable[[bytes, tuple[Any, BaseException | None] | None], None] | None = None,
+                 name: str = RESPONSES):
+        """`name`: the journal file (responses.jsonl; the resend step's resends.jsonl)."""
+        self.path = Path(run_dir) / name
         # O_NOFOLLOW: a responses.jsonl planted as a symlink is refused, not healed or appended through.
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o666)
         try:

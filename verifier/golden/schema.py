@@ -125,6 +125,7 @@ _ROW_FIELDS: dict[str, dict[str, Any]] = {
     "top_logprobs": _nullable({"type": "array", "maxItems": MAX_LOGPROBS,
                                "items": {"type": "array", "maxItems": MAX_TOP, "items": _PAIR}}),
     "sent": _nullable(_NONNEG_INT), "cached_tokens": _nullable(_NONNEG_INT),
+    "resent": {"type": "null"},  # a resend record is built by compare from resends.jsonl, never kept in a row
 }
 
 OBSERVATION = {
