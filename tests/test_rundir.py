@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -336,9 +338,25 @@ def as_a_reader(*args, env: dict | None = None) -> subprocess.CompletedProcess:
                           timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
-def read_only(d: Path) -> None:
+@contextlib.contextmanager
+def read_only(d: Path) -> Iterator[None]:
+    """`d` and everything in it without write permission while the block runs; writable again after it."""
     for p in [*d.rglob("*"), d]:
         p.chmod(0o555 if p.is_dir() else 0o444)
+    try:
+        yield
+    finally:
+        for q in [d, *d.rglob("*")]:
+            q.chmod(0o755 if q.is_dir() else 0o644)
+
+
+def copies_of(scored: Path, tmp_path: Path, made: str, *names: str) -> None:
+    """Copies of the scored run under `tmp_path`, one per name; "never scored" ones keep their journal only."""
+    for name in names:
+        shutil.copytree(scored, tmp_path / name)
+        if made == "never scored":
+            for derived in (layout.VERDICTS, layout.OBSERVATIONS, layout.SUMMARY, layout.COMPARISON):
+                (tmp_path / name / derived).unlink()
 
 
 @pytest.mark.parametrize("made", ["scored by a colleague", "never scored"])
@@ -351,15 +369,10 @@ def test_a_run_this_user_cannot_write_is_compared_reported_and_blessed_without_a
     in place and failed on the first write."""
     golden = calibrated_golden["golden"]
     env = {"VERIFIER_CONFIG_DIR": str(tmp_path / "this-user")}  # another key than the one that sealed the run
-    for name in ("run", "in-place"):
-        shutil.copytree(scored, tmp_path / name)
-        if made == "never scored":
-            for derived in (layout.VERDICTS, layout.OBSERVATIONS, layout.SUMMARY, layout.COMPARISON):
-                (tmp_path / name / derived).unlink()
+    copies_of(scored, tmp_path, made, *("run", "in-place"))
     run = tmp_path / "run"
     before = files(run)
-    read_only(run)
-    try:
+    with read_only(run):
         p = as_a_reader("compare", run, "--golden", golden, env=env)
         assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "--out FILE" in p.stderr, p.stderr
         p = as_a_reader("report", run, "--golden", golden, env=env)
@@ -371,9 +384,6 @@ def test_a_run_this_user_cannot_write_is_compared_reported_and_blessed_without_a
         p = as_a_reader("bless", run, "--to", tmp_path / "blessed", env=env)
         assert p.returncode == 0, p.stderr[-2000:]
         assert files(run) == before  # not a byte written, not a file added
-    finally:
-        for q in [run, *run.rglob("*")]:
-            q.chmod(0o755 if q.is_dir() else 0o644)
     # The same commands on a writable copy, scored again in place: the same comparison, rows and golden.
     mine = tmp_path / "in-place"
     p = as_a_reader("bless", mine, "--to", tmp_path / "blessed-in-place", env=env)
@@ -401,15 +411,10 @@ def test_compare_ci_outputs_never_write_into_a_run_this_user_cannot_write(scored
     copy by `--ci-outputs`. Before, the comparison was made and the report files then failed to write into the run."""
     golden = calibrated_golden["golden"]
     env = {"VERIFIER_CONFIG_DIR": str(tmp_path / "this-user")}  # another key than the one that sealed the run
-    for name in ("run", "writable", "in-place"):
-        shutil.copytree(scored, tmp_path / name)
-        if made == "never scored":
-            for derived in (layout.VERDICTS, layout.OBSERVATIONS, layout.SUMMARY, layout.COMPARISON):
-                (tmp_path / name / derived).unlink()
+    copies_of(scored, tmp_path, made, *("run", "writable", "in-place"))
     run = tmp_path / "run"
     before = files(run)
-    read_only(run)
-    try:
+    with read_only(run):
         p = as_a_reader("compare", run, "--golden", golden, "--ci-outputs", env=env)
         assert p.returncode == 2 and p.stderr.strip().count("\n") == 0, p.stderr
         assert "--ci-outputs-dir DIR" in p.stderr and "cannot be written" in p.stderr, p.stderr
@@ -419,9 +424,6 @@ def test_compare_ci_outputs_never_write_into_a_run_this_user_cannot_write(scored
         p = as_a_reader("compare", run, "--golden", golden, "--ci-outputs-dir", tmp_path / "ci", env=env)
         assert p.returncode == 0, p.stderr[-2000:]
         assert files(run) == before  # not a byte written, not a file added
-    finally:
-        for q in [run, *run.rglob("*")]:
-            q.chmod(0o755 if q.is_dir() else 0o644)
     ci_dir = tmp_path / "ci"
     assert sorted(p.name for p in ci_dir.iterdir()) == sorted(
         [layout.COMPARISON, layout.REPORT_HTML, layout.JUNIT, layout.SUMMARY_MD, layout.SAMPLES_CSV])
