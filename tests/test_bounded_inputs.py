@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from hostile_server import HostileServer
+from planted import answer_body, planted_record
 
 from suites import replay
 from suites import structured as st
@@ -696,23 +697,6 @@ def test_a_record_too_costly_to_read_back_is_journaled_as_response_too_large(tmp
             layout.line_text(line, tmp_path / "responses.jsonl", 7)
     for raw in (tmp_path / "responses.jsonl").read_bytes().splitlines(keepends=True):
         assert layout.line_memory(raw) <= layout.MAX_LINE_MEMORY
-
-
-def answer_body(text: str) -> str:
-    return json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                    "finish_reason": "stop"}]}, ensure_ascii=False)
-
-
-def planted_record(run: Path, body: str) -> int:
-    """`run`'s first journal record now carries `body` (its derived files removed); the line's size in bytes."""
-    for name in ("verdicts.jsonl", "observations.jsonl", "summary.json"):
-        (run / name).unlink(missing_ok=True)
-    lines = (run / "responses.jsonl").read_bytes().splitlines(keepends=True)
-    rec = json.loads(lines[0])
-    rec["body"] = body
-    line = (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8")
-    (run / "responses.jsonl").write_bytes(line + b"".join(lines[1:]))
-    return len(line)
 
 
 @pytest.fixture(scope="module")

@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from verifier.execution import layout  # noqa: E402
 from verifier.testbed.server import Reply, Script, TestServer  # noqa: E402
+from planted import answer_body, planted_record  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hostile_memory import cli  # noqa: E402  (one child process measuring its own peak RSS, as there)
@@ -38,22 +39,10 @@ from hostile_memory import cli  # noqa: E402  (one child process measuring its o
 MIB = 2**20
 
 
-def answer(text: str) -> str:
-    return json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                    "finish_reason": "stop"}]}, ensure_ascii=False)
-
-
 def planted(base: Path, where: Path, body: str) -> float:
     """A copy of `base` whose chat record carries `body`, its derived files removed; the line's size in MiB."""
     shutil.copytree(base, where)
-    for name in ("verdicts.jsonl", "observations.jsonl", "summary.json"):
-        (where / name).unlink(missing_ok=True)
-    lines = (where / "responses.jsonl").read_bytes().splitlines(keepends=True)
-    rec = json.loads(lines[0])
-    rec["body"] = body
-    line = (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8")
-    (where / "responses.jsonl").write_bytes(line + b"".join(lines[1:]))
-    return len(line) / MIB
+    return planted_record(where, body) / MIB
 
 
 def logprob_stream() -> Reply:
@@ -73,11 +62,11 @@ def main() -> int:
         code, _, _ = cli(*base, "--mode", "chat", "--base-url", srv.url, "--out", tmp / "base")
     if code != 0:
         return 1
-    planted_cases = [("a 64 MiB text answer (the body cap)", answer("a" * (64 * MIB - 200)), 0),
-                     ("the same ending in one emoji", answer("a" * (64 * MIB - 200) + "\U0001F600"), 2),
+    planted_cases = [("a 64 MiB text answer (the body cap)", answer_body("a" * (64 * MIB - 200)), 0),
+                     ("the same ending in one emoji", answer_body("a" * (64 * MIB - 200) + "\U0001F600"), 2),
                      ("64 MiB of control bytes (escaped in six)", "\x01" * (64 * MIB), 2),
-                     ("a 399 MiB text answer", answer("a" * (399 * MIB - 200)), 2),
-                     ("the longest text line the caps admit", answer("a" * (layout.MAX_LINE - 4096)), 0)]
+                     ("a 399 MiB text answer", answer_body("a" * (399 * MIB - 200)), 2),
+                     ("the longest text line the caps admit", answer_body("a" * (layout.MAX_LINE - 4096)), 0)]
     ok = True
     for i, (what, body, expected) in enumerate(planted_cases):
         size = planted(tmp / "base", tmp / f"p{i}", body)
