@@ -748,26 +748,23 @@ def _probe_evidence(probes: Mapping[str, Any], numerics_moved: bool, decode_nois
     outputs_moved = sorted({str(p.get("signal", name)).removeprefix("probe:") for name, p in probes.items()
                             if p.get("verdict") == "fail" and p.get("moves_outputs")})
     for name, p in sorted(probes.items()):
-        verdict, summary = p["verdict"], p["summary"]
-        if verdict == "fail" and p.get("qualifier") == "exchange_text" and decode_noise:
+        verdict, summary, qualifier = p["verdict"], p["summary"], p.get("qualifier")
+        if verdict == "fail" and qualifier == "exchange_text" and decode_noise:
             verdict, qualifier = "pass", OUTWEIGHED
             summary = (f"{summary}; the greedy decode moved on the suites too and the teacher-forced distance on the "
                        "golden's own tokens passed there: near-tie flips (batch shape, kernel order), not the frontend")
-            out.append(Evidence(p.get("signal", f"probe:{name}"), "*", verdict, summary, component=p.get("component"),
-                                modes={p["surface"]: 1} if p.get("surface") else None, qualifier=qualifier))
-            continue
-        if verdict == "fail" and p.get("qualifier") in ("exchange_text", "model_output") and numerics_moved:
+        elif verdict == "fail" and qualifier in ("exchange_text", "model_output") and numerics_moved:
             # only a probe's greedy text moved, or its check reads what the model wrote (a stop string it must write,
             # two outputs agreeing, a call it must make), and on the suites the logprobs drifted above the noise or
             # greedy outputs parted beyond the reruns' rate: the numerics change what the model writes too, so this
             # is no evidence against the frontend by itself
             verdict, summary = "inconclusive", f"{summary}; the numerics moved too (drift or greedy parting on the suites)"
-        elif verdict == "fail" and p.get("qualifier") in ("exchange_text", "model_output") and outputs_moved \
+        elif verdict == "fail" and qualifier in ("exchange_text", "model_output") and outputs_moved \
                 and not p.get("moves_outputs"):
             verdict, summary = "inconclusive", (f"{summary}; the server changes what the model writes by itself "
                                                 f"({', '.join(outputs_moved)} failed): explained there, not here")
         out.append(Evidence(p.get("signal", f"probe:{name}"), "*", verdict, summary, component=p.get("component"),
-                            modes={p["surface"]: 1} if p.get("surface") else None, qualifier=p.get("qualifier")))
+                            modes={p["surface"]: 1} if p.get("surface") else None, qualifier=qualifier))
     return out
 
 
